@@ -1,0 +1,290 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
+)
+
+// ClusterOptions configure a test cluster of three masters.
+type ClusterOptions struct {
+	// Replicas adds one replica per master, for failover tests.
+	Replicas bool
+	// AOF turns on the append-only file (appendfsync always) on every node.
+	AOF bool
+}
+
+// Cluster is a Redis Cluster of three masters (and optionally one replica each), formed with
+// CLUSTER ADDSLOTSRANGE, CLUSTER MEET and CLUSTER REPLICATE. Master i owns the i-th third of
+// the slots until a failover moves them to its replica.
+type Cluster struct {
+	mu       sync.Mutex
+	masters  []*Server
+	replicas []*Server
+}
+
+// masterCount is the number of masters of every test cluster.
+const masterCount = 3
+
+// formTimeout bounds how long forming or re-stabilising a cluster may take.
+const formTimeout = 30 * time.Second
+
+func startCluster(opts ClusterOptions) (c *Cluster, err error) {
+	c = &Cluster{}
+	defer func() {
+		if err != nil {
+			for _, s := range c.nodes() {
+				_ = s.stop()
+			}
+		}
+	}()
+	so := ServerOptions{AOF: opts.AOF, cluster: true}
+	for i := 0; i < masterCount; i++ {
+		s, err := track(so)
+		if err != nil {
+			return c, err
+		}
+		c.masters = append(c.masters, s)
+		if opts.Replicas {
+			r, err := track(so)
+			if err != nil {
+				return c, err
+			}
+			c.replicas = append(c.replicas, r)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), formTimeout)
+	defer cancel()
+	return c, c.form(ctx)
+}
+
+func (c *Cluster) form(ctx context.Context) error {
+	admin := func(s *Server) *redis.Client {
+		return redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	}
+	per := slot.Count / masterCount
+	for i, m := range c.masters {
+		cl := admin(m)
+		lo, hi := i*per, (i+1)*per-1
+		if i == masterCount-1 {
+			hi = slot.Count - 1
+		}
+		err := cl.ClusterAddSlotsRange(ctx, lo, hi).Err()
+		_ = cl.Close()
+		if err != nil {
+			return fmt.Errorf("redistest: CLUSTER ADDSLOTSRANGE on %s: %w", m.Addr(), err)
+		}
+	}
+	first := admin(c.masters[0])
+	defer first.Close()
+	for _, s := range c.nodes()[1:] {
+		if err := first.ClusterMeet(ctx, "127.0.0.1", fmt.Sprint(s.port)).Err(); err != nil {
+			return fmt.Errorf("redistest: CLUSTER MEET %s: %w", s.Addr(), err)
+		}
+	}
+	n := len(c.nodes())
+	if err := c.waitFor(ctx, "every node to know every other", func(cl *redis.Client) (bool, error) {
+		nodes, err := cl.ClusterNodes(ctx).Result()
+		return strings.Count(strings.TrimSpace(nodes), "\n")+1 == n && !strings.Contains(nodes, "handshake"), err
+	}); err != nil {
+		return err
+	}
+	for i, r := range c.replicas {
+		m := admin(c.masters[i])
+		id, err := m.Do(ctx, "CLUSTER", "MYID").Text()
+		_ = m.Close()
+		if err != nil {
+			return fmt.Errorf("redistest: CLUSTER MYID on %s: %w", c.masters[i].Addr(), err)
+		}
+		rc := admin(r)
+		err = rc.ClusterReplicate(ctx, id).Err()
+		_ = rc.Close()
+		if err != nil {
+			return fmt.Errorf("redistest: CLUSTER REPLICATE on %s: %w", r.Addr(), err)
+		}
+	}
+	return c.waitStable(ctx)
+}
+
+// nodes returns masters then replicas.
+func (c *Cluster) nodes() []*Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append(append([]*Server(nil), c.masters...), c.replicas...)
+}
+
+// waitFor polls every running node until cond holds on all of them.
+func (c *Cluster) waitFor(ctx context.Context, what string, cond func(*redis.Client) (bool, error)) error {
+	var lastErr error
+	for {
+		ok := true
+		for _, s := range c.nodes() {
+			if !s.Running() || s.Paused() {
+				continue // a crashed or paused node has no say until it is back
+			}
+			cl := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+			good, err := cond(cl)
+			_ = cl.Close()
+			if err != nil {
+				lastErr = err
+			}
+			if !good || err != nil {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("redistest: waiting for %s: %w (last error: %v)", what, ctx.Err(), lastErr)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// waitStable waits until every node reports cluster_state:ok and the same slot map, with
+// each master's replica linked.
+func (c *Cluster) waitStable(ctx context.Context) error {
+	want := c.expectedSlots()
+	return c.waitFor(ctx, "cluster_state:ok and an agreed slot map", func(cl *redis.Client) (bool, error) {
+		info, err := cl.ClusterInfo(ctx).Result()
+		if err != nil || !strings.Contains(info, "cluster_state:ok") {
+			return false, err
+		}
+		slots, err := cl.ClusterSlots(ctx).Result()
+		if err != nil {
+			return false, err
+		}
+		return describeSlots(slots) == want, nil
+	})
+}
+
+// expectedSlots describes the slot map the cluster should converge to.
+func (c *Cluster) expectedSlots() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	per := slot.Count / masterCount
+	var ranges []redis.ClusterSlot
+	for i, m := range c.masters {
+		r := redis.ClusterSlot{Start: i * per, End: (i+1)*per - 1, Nodes: []redis.ClusterNode{{Addr: m.Addr()}}}
+		if i == masterCount-1 {
+			r.End = slot.Count - 1
+		}
+		if len(c.replicas) > 0 && c.replicas[i].Running() && !c.replicas[i].Paused() {
+			r.Nodes = append(r.Nodes, redis.ClusterNode{Addr: c.replicas[i].Addr()})
+		}
+		ranges = append(ranges, r)
+	}
+	return describeSlots(ranges)
+}
+
+func describeSlots(slots []redis.ClusterSlot) string {
+	var parts []string
+	for _, r := range slots {
+		var addrs []string
+		for _, n := range r.Nodes {
+			addrs = append(addrs, n.Addr)
+		}
+		if len(addrs) > 1 {
+			slices.Sort(addrs[1:])
+		}
+		parts = append(parts, fmt.Sprintf("%d-%d:%s", r.Start, r.End, strings.Join(addrs, ",")))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, " ")
+}
+
+// Addrs returns the current masters' addresses.
+func (c *Cluster) Addrs() []string {
+	var out []string
+	for _, m := range c.Masters() {
+		out = append(out, m.Addr())
+	}
+	return out
+}
+
+// Masters returns the current masters, in slot order.
+func (c *Cluster) Masters() []*Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Server(nil), c.masters...)
+}
+
+// Replicas returns the current replicas; Replicas()[i] replicates Masters()[i].
+func (c *Cluster) Replicas() []*Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*Server(nil), c.replicas...)
+}
+
+// MasterOf returns the master currently owning key's slot.
+func (c *Cluster) MasterOf(key string) *Server {
+	per := slot.Count / masterCount
+	i := min(int(slot.Of(key))/per, masterCount-1)
+	return c.Masters()[i]
+}
+
+// Client returns a cluster client seeded with the masters' addresses, closed when the test
+// ends. opts adjust the options before the client is created.
+func (c *Cluster) Client(t testing.TB, opts ...func(*redis.ClusterOptions)) *redis.ClusterClient {
+	t.Helper()
+	o := &redis.ClusterOptions{Addrs: c.Addrs()}
+	for _, f := range opts {
+		f(o)
+	}
+	cl := redis.NewClusterClient(o)
+	t.Cleanup(func() { _ = cl.Close() })
+	return cl
+}
+
+// Failover promotes the replica of master i with CLUSTER FAILOVER (a coordinated manual
+// failover: the replica catches up with its master first) and waits until every node agrees
+// on the new slot map. Afterwards Masters()[i] is the promoted node and Replicas()[i] the
+// old master. It needs a cluster started with Replicas.
+func (c *Cluster) Failover(t testing.TB, i int) {
+	t.Helper()
+	c.failover(t, i, "")
+}
+
+// ForceFailover promotes the replica of master i with CLUSTER FAILOVER TAKEOVER, without
+// the old master's agreement: use it when the master is paused or killed. Writes the replica
+// had not received are lost, as on a real crash.
+func (c *Cluster) ForceFailover(t testing.TB, i int) {
+	t.Helper()
+	c.failover(t, i, "TAKEOVER")
+}
+
+func (c *Cluster) failover(t testing.TB, i int, mode string) {
+	t.Helper()
+	reps := c.Replicas()
+	if i < 0 || i >= len(reps) {
+		t.Fatalf("redistest: Failover(%d): the cluster has %d replicas", i, len(reps))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), formTimeout)
+	defer cancel()
+	rc := redis.NewClient(&redis.Options{Addr: reps[i].Addr(), MaxRetries: -1})
+	defer rc.Close()
+	args := []any{"CLUSTER", "FAILOVER"}
+	if mode != "" {
+		args = append(args, mode)
+	}
+	if err := rc.Do(ctx, args...).Err(); err != nil {
+		t.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", reps[i].Addr(), err)
+	}
+	c.mu.Lock()
+	c.masters[i], c.replicas[i] = c.replicas[i], c.masters[i]
+	c.mu.Unlock()
+	if err := c.waitStable(ctx); err != nil {
+		t.Fatalf("redistest: after failover of master %d: %v", i, err)
+	}
+}

@@ -1,0 +1,134 @@
+package redistest
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+func TestStandaloneServesCommands(t *testing.T) {
+	t.Parallel()
+	c := Standalone(t).Client(t)
+	key := Prefix(t) + "k"
+	require.NoError(t, c.Set(context.Background(), key, "v", 0).Err())
+	require.Equal(t, "v", c.Get(context.Background(), key).Val())
+}
+
+func TestShardsAreSeparateServers(t *testing.T) {
+	t.Parallel()
+	shards := Shards(t, 3)
+	require.Len(t, shards, 3)
+	require.Equal(t, Standalone(t).Addr(), shards[0].Addr())
+	key := Prefix(t) + "only-on-first"
+	ctx := context.Background()
+	require.NoError(t, shards[0].Client(t).Set(ctx, key, 1, 0).Err())
+	for _, s := range shards[1:] {
+		require.NotEqual(t, shards[0].Addr(), s.Addr())
+		require.Equal(t, int64(0), s.Client(t).Exists(ctx, key).Val(), "key leaked to %s", s.Addr())
+	}
+}
+
+func TestClusterHasThreeMastersAgreeingOnSlots(t *testing.T) {
+	t.Parallel()
+	cl := SharedCluster(t)
+	require.Len(t, cl.Masters(), 3)
+	ctx := context.Background()
+	c := cl.Client(t)
+	// Keys on every master: the client follows the slot map and every write lands.
+	for i := range 300 {
+		key := Prefix(t) + string(rune('a'+i%26)) + strings.Repeat("x", i%7)
+		require.NoError(t, c.Set(ctx, key, i, 0).Err())
+	}
+	for _, m := range cl.Masters() {
+		info, err := m.Client(t).ClusterInfo(ctx).Result()
+		require.NoError(t, err)
+		require.Contains(t, info, "cluster_state:ok")
+		require.Contains(t, info, "cluster_known_nodes:3")
+		n, err := m.Client(t).DBSize(ctx).Result()
+		require.NoError(t, err)
+		require.Positive(t, n, "master %s holds no keys", m.Addr())
+	}
+	// MasterOf agrees with the server.
+	key := Prefix(t) + "owner"
+	require.NoError(t, c.Set(ctx, key, 1, 0).Err())
+	require.Equal(t, int64(1), cl.MasterOf(key).Client(t).Exists(ctx, key).Val())
+}
+
+func TestKilledServerKeepsAcknowledgedWritesThroughAOF(t *testing.T) {
+	t.Parallel()
+	s := NewServer(t, ServerOptions{AOF: true})
+	ctx := context.Background()
+	c := s.Client(t)
+	for i := range 100 {
+		require.NoError(t, c.Incr(ctx, "counter").Err(), "write %d", i)
+	}
+	s.Kill()
+	require.False(t, s.Running())
+	require.Error(t, c.Ping(ctx).Err(), "a killed server answered")
+	s.Restart(t)
+	require.Equal(t, "100", c.Get(ctx, "counter").Val())
+	_, err := os.Stat(filepath.Join(s.Dir(), "appendonlydir"))
+	require.NoError(t, err)
+}
+
+func TestServerWithoutAOFLosesWritesOnKill(t *testing.T) {
+	// The control for the test above: without AOF nothing survives, so that test is not
+	// passing by accident.
+	t.Parallel()
+	s := NewServer(t, ServerOptions{})
+	ctx := context.Background()
+	c := s.Client(t)
+	require.NoError(t, c.Set(ctx, "k", "v", 0).Err())
+	s.Restart(t)
+	require.Equal(t, redis.Nil, c.Get(ctx, "k").Err())
+}
+
+func TestPausedServerResumes(t *testing.T) {
+	t.Parallel()
+	s := NewServer(t, ServerOptions{})
+	c := s.Client(t, func(o *redis.Options) { o.ReadTimeout = 200 * time.Millisecond; o.MaxRetries = -1 })
+	ctx := context.Background()
+	require.NoError(t, c.Ping(ctx).Err())
+	s.Pause()
+	err := c.Ping(ctx).Err()
+	require.Error(t, err, "a paused server answered")
+	s.Resume()
+	require.Eventually(t, func() bool { return c.Ping(ctx).Err() == nil }, 5*time.Second, 20*time.Millisecond)
+}
+
+func TestFailoverPromotesReplica(t *testing.T) {
+	t.Parallel()
+	cl := NewCluster(t, ClusterOptions{Replicas: true})
+	ctx := context.Background()
+	c := cl.Client(t)
+	key := "{" + "failover" + "}k"
+	require.NoError(t, c.Set(ctx, key, "before", 0).Err())
+	i := 0
+	for j, m := range cl.Masters() {
+		if m == cl.MasterOf(key) {
+			i = j
+		}
+	}
+	oldMaster, replica := cl.Masters()[i], cl.Replicas()[i]
+	// WAIT makes the write reach the replica before the failover.
+	require.Equal(t, int64(1), oldMaster.Client(t).Wait(ctx, 1, 5*time.Second).Val())
+	cl.Failover(t, i)
+	require.Equal(t, replica, cl.Masters()[i])
+	role, err := replica.Client(t).Do(ctx, "ROLE").Slice()
+	require.NoError(t, err)
+	require.Equal(t, "master", role[0])
+	role, err = oldMaster.Client(t).Do(ctx, "ROLE").Slice()
+	require.NoError(t, err)
+	require.Equal(t, "slave", role[0])
+	require.Eventually(t, func() bool { return c.Get(ctx, key).Val() == "before" }, 5*time.Second, 20*time.Millisecond)
+	require.NoError(t, c.Set(ctx, key, "after", 0).Err())
+	require.Equal(t, "after", replica.Client(t).Get(ctx, key).Val(), "the write did not go to the promoted replica")
+}
