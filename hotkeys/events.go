@@ -1,0 +1,169 @@
+package hotkeys
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// EventKind says whether a key became hot or cooled.
+type EventKind int
+
+const (
+	// Hot means the key crossed a hot threshold.
+	Hot EventKind = iota + 1
+	// Cool means the key stayed below every cool threshold for the hold time.
+	Cool
+)
+
+// String returns "hot" or "cool".
+func (k EventKind) String() string {
+	switch k {
+	case Hot:
+		return "hot"
+	case Cool:
+		return "cool"
+	}
+	return "unknown"
+}
+
+// KeyEvent reports a hot or cool transition of one key.
+type KeyEvent struct {
+	Kind EventKind
+	// Key is the key that changed state.
+	Key string
+	// Load is the key's load at the evaluation that decided the transition.
+	Load KeyLoad
+	// At is the clock time of that evaluation.
+	At time.Time
+	// Seq numbers the detector's events from 1, in the order they were decided, so a host
+	// that calls Evaluate from several goroutines can order what it receives.
+	Seq uint64
+}
+
+// evalState is the hot set and its hysteresis timers.
+type evalState struct {
+	mu     sync.Mutex
+	hot    map[string]*hotState
+	seq    uint64
+	hotN   atomic.Uint64
+	coolN  atomic.Uint64
+	evals  atomic.Uint64
+	hotNow atomic.Int64
+}
+
+// hotState is the state of one hot key.
+type hotState struct {
+	since      time.Time
+	belowSince time.Time // zero while the key is above a cool threshold
+}
+
+// Evaluate compares every tracked key with the thresholds and fires OnHot and OnCool. A key
+// becomes hot when it has at least MinSamples sampled weight and its share reaches HotShare
+// or its rate reaches HotRate. A hot key cools once its share is below CoolShare and its
+// rate below CoolRate (for the thresholds in use) at every evaluation during Hold; any
+// evaluation above a cool threshold restarts the hold. The background goroutine calls
+// Evaluate every EvalInterval; hosts that disable it call Evaluate themselves. Callbacks
+// run after the detector's locks are released.
+func (d *Detector) Evaluate() {
+	v := d.collect(d.clock())
+	events := d.transitions(v)
+	for _, ev := range events {
+		if d.o.Logger != nil {
+			d.o.Logger.Info("hotkeys: key "+ev.Kind.String(), "key", ev.Key, "share", ev.Load.Share, "rate", ev.Load.Rate)
+		}
+		switch {
+		case ev.Kind == Hot && d.o.OnHot != nil:
+			d.o.OnHot(ev)
+		case ev.Kind == Cool && d.o.OnCool != nil:
+			d.o.OnCool(ev)
+		}
+	}
+}
+
+// transitions updates the hot set from v and returns the events it decided.
+func (d *Detector) transitions(v *view) []KeyEvent {
+	st := &d.eval
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.evals.Add(1)
+	var events []KeyEvent
+	seen := make(map[string]bool, len(st.hot))
+	slices.SortFunc(v.keys, heaviestFirst) // deterministic event order
+	for _, a := range v.keys {
+		l := d.load(v, a)
+		if h, ok := st.hot[a.key]; ok {
+			seen[a.key] = true
+			if d.warm(l) {
+				h.belowSince = time.Time{}
+			} else if ev, cooled := d.cool(st, h, a.key, l, v.at); cooled {
+				events = append(events, ev)
+			}
+			continue
+		}
+		if a.count >= d.o.MinSamples && d.hot(l) {
+			st.hot[a.key] = &hotState{since: v.at}
+			st.seq++
+			events = append(events, KeyEvent{Kind: Hot, Key: a.key, Load: l, At: v.at, Seq: st.seq})
+		}
+	}
+	// Hot keys the sketch no longer tracks have no load in the window.
+	var gone []string
+	for key := range st.hot {
+		if !seen[key] {
+			gone = append(gone, key)
+		}
+	}
+	slices.Sort(gone)
+	for _, key := range gone {
+		if ev, cooled := d.cool(st, st.hot[key], key, KeyLoad{Key: key}, v.at); cooled {
+			events = append(events, ev)
+		}
+	}
+	for _, ev := range events {
+		if ev.Kind == Hot {
+			st.hotN.Add(1)
+		} else {
+			st.coolN.Add(1)
+		}
+	}
+	st.hotNow.Store(int64(len(st.hot)))
+	return events
+}
+
+// hot reports whether l reaches a hot threshold.
+func (d *Detector) hot(l KeyLoad) bool {
+	return (d.o.HotShare > 0 && l.Share >= d.o.HotShare) || (d.o.HotRate > 0 && l.Rate >= d.o.HotRate)
+}
+
+// warm reports whether l is at or above a cool threshold.
+func (d *Detector) warm(l KeyLoad) bool {
+	return (d.o.HotShare > 0 && l.Share >= d.o.CoolShare) || (d.o.HotRate > 0 && l.Rate >= d.o.CoolRate)
+}
+
+// cool advances the hold timer of a hot key below its cool thresholds and, once Hold has
+// passed, removes it and returns its Cool event. The caller holds st.mu.
+func (d *Detector) cool(st *evalState, h *hotState, key string, l KeyLoad, now time.Time) (KeyEvent, bool) {
+	if h.belowSince.IsZero() {
+		h.belowSince = now
+	}
+	if now.Sub(h.belowSince) < d.o.Hold {
+		return KeyEvent{}, false
+	}
+	delete(st.hot, key)
+	st.seq++
+	return KeyEvent{Kind: Cool, Key: key, Load: l, At: now, Seq: st.seq}, true
+}
+
+// Hot returns the keys currently hot, sorted.
+func (d *Detector) Hot() []string {
+	d.eval.mu.Lock()
+	defer d.eval.mu.Unlock()
+	out := make([]string, 0, len(d.eval.hot))
+	for k := range d.eval.hot {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

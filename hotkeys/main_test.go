@@ -1,0 +1,45 @@
+package hotkeys_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/celebrity-go/celebrity/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// fakeClock is a manual clock for window and hysteresis tests.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// lockedRand is a seeded, concurrency-safe source for Options.Rand.
+type lockedRand struct {
+	mu sync.Mutex
+	r  interface{ Uint64() uint64 }
+}
+
+func (l *lockedRand) Uint64() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Uint64()
+}

@@ -1,0 +1,160 @@
+package hotkeys
+
+// spaceSaving is the Space-Saving heavy-hitters summary of Metwally, Agrawal and El Abbadi
+// (2005), weighted: it holds at most cap entries; an update to a tracked key adds its weight;
+// an update to an untracked key, when the summary is full, replaces the entry with the
+// smallest count m and starts the newcomer at m+w with error m. Every count overestimates
+// the key's true weight by at most its error, and the error is at most total/cap.
+//
+// Entries live in a binary min-heap ordered by count, indexed by an open-addressing hash
+// table (linear probing, backward-shift deletion, no tombstones) sized once at
+// construction: the memory is fixed by cap and never grows with the number of distinct
+// keys seen. It is not safe for concurrent use; a stripe's mutex guards it.
+type spaceSaving struct {
+	heap  []ssEntry // min-heap by count; len(heap) <= cap(heap)
+	index []int32   // heap position + 1; 0 means an empty slot
+	mask  uint64
+}
+
+// ssEntry is one tracked key.
+type ssEntry struct {
+	key   string
+	hash  uint64
+	count uint64
+	err   uint64
+	slot  int32 // position of this entry in index
+}
+
+// newSpaceSaving returns an empty summary holding at most capacity keys.
+func newSpaceSaving(capacity int) spaceSaving {
+	size := 1
+	for size < 2*capacity {
+		size <<= 1
+	}
+	return spaceSaving{
+		heap:  make([]ssEntry, 0, capacity),
+		index: make([]int32, size),
+		mask:  uint64(size - 1),
+	}
+}
+
+// reset empties the summary and keeps its memory.
+func (s *spaceSaving) reset() {
+	clear(s.heap) // drop key references so the strings can be collected
+	s.heap = s.heap[:0]
+	clear(s.index)
+}
+
+// full reports whether a new key would evict the smallest entry.
+func (s *spaceSaving) full() bool { return len(s.heap) == cap(s.heap) }
+
+// min returns the smallest count, or 0 when the summary is not full (an absent key then
+// has a true count of exactly 0).
+func (s *spaceSaving) min() uint64 {
+	if !s.full() || len(s.heap) == 0 {
+		return 0
+	}
+	return s.heap[0].count
+}
+
+// add records weight w for key (whose hash is h). It reports whether an entry was evicted
+// and whether a new key started to be tracked.
+func (s *spaceSaving) add(key string, h, w uint64) (evicted, inserted bool) {
+	slot, found := s.find(key, h)
+	if found {
+		p := int(s.index[slot] - 1)
+		s.heap[p].count += w
+		s.down(p)
+		return false, false
+	}
+	if !s.full() {
+		p := len(s.heap)
+		s.heap = append(s.heap, ssEntry{key: key, hash: h, count: w})
+		s.place(slot, p)
+		s.up(p)
+		return false, true
+	}
+	m := s.heap[0].count
+	s.unindex(int(s.heap[0].slot))
+	s.heap[0] = ssEntry{key: key, hash: h, count: m + w, err: m}
+	slot, _ = s.find(key, h) // deletion may have shifted the probe sequence
+	s.place(slot, 0)
+	s.down(0)
+	return true, false
+}
+
+// find returns the index slot holding key, or the empty slot where it would go.
+func (s *spaceSaving) find(key string, h uint64) (slot uint64, found bool) {
+	for i := h & s.mask; ; i = (i + 1) & s.mask {
+		v := s.index[i]
+		if v == 0 {
+			return i, false
+		}
+		if e := &s.heap[v-1]; e.hash == h && e.key == key {
+			return i, true
+		}
+	}
+}
+
+// place records that heap position p lives in index slot.
+func (s *spaceSaving) place(slot uint64, p int) {
+	s.index[slot] = int32(p + 1)
+	s.heap[p].slot = int32(slot)
+}
+
+// unindex empties index slot i and shifts the following run back so that every remaining
+// key stays reachable from its home slot without tombstones.
+func (s *spaceSaving) unindex(i int) {
+	hole := uint64(i)
+	for j := (hole + 1) & s.mask; ; j = (j + 1) & s.mask {
+		v := s.index[j]
+		if v == 0 {
+			break
+		}
+		home := s.heap[v-1].hash & s.mask
+		// The entry at j may move into the hole unless its home lies cyclically in (hole, j].
+		if (j-home)&s.mask >= (j-hole)&s.mask {
+			s.index[hole] = v
+			s.heap[v-1].slot = int32(hole)
+			hole = j
+		}
+	}
+	s.index[hole] = 0
+}
+
+// swap exchanges heap positions a and b and keeps the index in step.
+func (s *spaceSaving) swap(a, b int) {
+	s.heap[a], s.heap[b] = s.heap[b], s.heap[a]
+	s.index[s.heap[a].slot] = int32(a + 1)
+	s.index[s.heap[b].slot] = int32(b + 1)
+}
+
+func (s *spaceSaving) up(p int) {
+	for p > 0 {
+		parent := (p - 1) / 2
+		if s.heap[parent].count <= s.heap[p].count {
+			return
+		}
+		s.swap(p, parent)
+		p = parent
+	}
+}
+
+func (s *spaceSaving) down(p int) {
+	n := len(s.heap)
+	for {
+		l := 2*p + 1
+		if l >= n {
+			return
+		}
+		c := l
+		if r := l + 1; r < n && s.heap[r].count < s.heap[l].count {
+			c = r
+		}
+		if s.heap[p].count <= s.heap[c].count {
+			return
+		}
+		s.swap(p, c)
+		p = c
+	}
+}
