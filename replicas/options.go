@@ -1,0 +1,139 @@
+package replicas
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Defaults for the zero fields of [Options].
+const (
+	// DefaultCopies is the number of physical copies of a hot key.
+	DefaultCopies = 3
+	// MaxCopies is the largest accepted Options.Copies.
+	MaxCopies = 32
+	// DefaultPrefix is the prefix of every key the package creates besides the logical keys.
+	DefaultPrefix = "celebrity:replicas:"
+	// DefaultTTL is the TTL used when a call passes a ttl of 0.
+	DefaultTTL = time.Hour
+	// DefaultTombstoneTTL is how long a Delete keeps its versioned tombstone.
+	DefaultTombstoneTTL = 5 * time.Minute
+	// DefaultJitter is the fraction of the TTL by which a copy's TTL is shortened at random.
+	DefaultJitter = 0.1
+	// DefaultLeaseTTL is the lifetime of a fill lease.
+	DefaultLeaseTTL = 2 * time.Second
+	// DefaultPollInterval is how often a caller waiting for another's fill looks again.
+	DefaultPollInterval = 10 * time.Millisecond
+	// DefaultLoadTimeout bounds one shared GetOrLoad fetch: waiting, loading and filling.
+	DefaultLoadTimeout = 10 * time.Second
+	// DefaultRefreshInterval is how often the cluster slot map is reloaded.
+	DefaultRefreshInterval = 10 * time.Second
+)
+
+// Options configure a [Replicator]. The zero value is valid: every zero field means its
+// documented default.
+type Options struct {
+	// Copies is the number of physical copies N of a hot key, 1..MaxCopies.
+	// Default: DefaultCopies (3).
+	Copies int
+	// Prefix starts every copy and lease key. It must not contain '{' or '}'.
+	// Default: DefaultPrefix.
+	Prefix string
+	// Hot lists keys that are hot from the start. Promote and Demote override it.
+	Hot []string
+	// IsHot, when set, is asked about every key that Hot, Promote and Demote say nothing
+	// about (for example a callback fed by a hot-key detector). It is called on every read
+	// and write of such a key, so it must be fast and safe for concurrent use.
+	IsHot func(key string) bool
+	// Affinity pins this instance to one copy of each hot key (chosen once per instance and
+	// key), which keeps its connections to fewer nodes. Without it every read picks a copy
+	// at random. Across many instances both spread the load evenly.
+	Affinity bool
+	// DefaultTTL replaces a ttl of 0 in Set and GetOrLoad. Default: DefaultTTL (1h).
+	DefaultTTL time.Duration
+	// TombstoneTTL is how long Delete's tombstone refuses older writes.
+	// Default: DefaultTombstoneTTL (5m).
+	TombstoneTTL time.Duration
+	// Jitter is the fraction, in [0, 0.5], by which each copy's TTL is shortened at random so
+	// that copies do not all expire at once. A negative value disables jitter.
+	// Default: DefaultJitter (0.1).
+	Jitter float64
+	// LeaseTTL is how long a fill lease lasts: when its holder dies, another caller takes
+	// over after at most this long. Default: DefaultLeaseTTL (2s).
+	LeaseTTL time.Duration
+	// PollInterval is how often a caller waiting for another's fill checks again.
+	// Default: DefaultPollInterval (10ms).
+	PollInterval time.Duration
+	// LoadTimeout bounds one shared GetOrLoad fetch (waiting for a lease, loading, filling),
+	// which runs detached from the callers' contexts. Default: DefaultLoadTimeout (10s).
+	LoadTimeout time.Duration
+	// RefreshInterval is how often the slot map of a cluster client is reloaded; a negative
+	// value turns the periodic reload off (Refresh still works).
+	// Default: DefaultRefreshInterval (10s).
+	RefreshInterval time.Duration
+	// Rand returns random numbers for copy choice, jitter and lease tokens.
+	// Default: math/rand/v2.Uint64.
+	Rand func() uint64
+	// Logger receives background errors (slot map reloads). Default: no logging.
+	Logger *slog.Logger
+}
+
+// withDefaults validates o and fills in its defaults.
+func (o Options) withDefaults() (Options, error) {
+	if o.Copies == 0 {
+		o.Copies = DefaultCopies
+	}
+	if o.Copies < 1 || o.Copies > MaxCopies {
+		return o, fmt.Errorf("replicas: Options.Copies must be 1..%d, got %d", MaxCopies, o.Copies)
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return o, fmt.Errorf("replicas: Options.Prefix must not contain '{' or '}', got %q", o.Prefix)
+	}
+	for _, k := range o.Hot {
+		if k == "" {
+			return o, fmt.Errorf("replicas: Options.Hot must not contain an empty key")
+		}
+	}
+	durations := []struct {
+		name string
+		p    *time.Duration
+		def  time.Duration
+	}{
+		{"DefaultTTL", &o.DefaultTTL, DefaultTTL},
+		{"TombstoneTTL", &o.TombstoneTTL, DefaultTombstoneTTL},
+		{"LeaseTTL", &o.LeaseTTL, DefaultLeaseTTL},
+		{"PollInterval", &o.PollInterval, DefaultPollInterval},
+		{"LoadTimeout", &o.LoadTimeout, DefaultLoadTimeout},
+	}
+	for _, d := range durations {
+		if *d.p == 0 {
+			*d.p = d.def
+		}
+		if *d.p < time.Millisecond {
+			return o, fmt.Errorf("replicas: Options.%s must be at least 1ms, got %v", d.name, *d.p)
+		}
+	}
+	if o.RefreshInterval == 0 {
+		o.RefreshInterval = DefaultRefreshInterval
+	}
+	if o.RefreshInterval > 0 && o.RefreshInterval < 10*time.Millisecond {
+		return o, fmt.Errorf("replicas: Options.RefreshInterval must be negative (off) or at least 10ms, got %v", o.RefreshInterval)
+	}
+	switch {
+	case o.Jitter == 0:
+		o.Jitter = DefaultJitter
+	case o.Jitter < 0:
+		o.Jitter = 0
+	case o.Jitter > 0.5:
+		return o, fmt.Errorf("replicas: Options.Jitter must be in [0, 0.5], got %v", o.Jitter)
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Uint64
+	}
+	return o, nil
+}

@@ -1,0 +1,215 @@
+package replicas
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Compile-time checks: both client kinds satisfy the interface New takes.
+var (
+	_ redis.UniversalClient = (*redis.Client)(nil)
+	_ redis.UniversalClient = (*redis.ClusterClient)(nil)
+)
+
+// Item is a stored value and the version the host gave it.
+type Item struct {
+	Value   []byte
+	Version uint64
+}
+
+// Loader loads a missing key from the source of truth. Its Item's Version must grow with
+// every change of the source (for example an update counter), so that fills and Sets are
+// ordered. Returning ErrNotFound reports a key the source does not have.
+type Loader func(ctx context.Context) (Item, error)
+
+// Replicator reads and writes logical keys, keeping N physical copies of the hot ones. It
+// is safe for concurrent use. Close stops its background work.
+type Replicator struct {
+	client  redis.UniversalClient
+	cluster *redis.ClusterClient // nil on a standalone client
+	opts    Options
+	hot     map[string]struct{} // Options.Hot
+	aff     uint64              // this instance's copy offset under Options.Affinity
+
+	mu       sync.RWMutex
+	override map[string]bool // Promote (true) and Demote (false)
+	layouts  map[string]*layout
+	topo     *topology
+	gen      uint64
+
+	loadMu sync.Mutex // serialises slot-map loads
+
+	flightMu sync.Mutex
+	flights  map[string]*flight
+
+	// lifetime is cancelled by Close; it is the parent of detached GetOrLoad fetches, not a
+	// request context.
+	lifetime  context.Context
+	stop      context.CancelFunc
+	refreshCh chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+
+	stats counters
+}
+
+// New returns a Replicator over client, a *redis.Client or a *redis.ClusterClient. It does
+// no I/O: a cluster's slot map is loaded on first use. With a cluster client and a positive
+// Options.RefreshInterval it starts one background goroutine, stopped by Close.
+func New(client redis.UniversalClient, opts Options) (*Replicator, error) {
+	if client == nil {
+		return nil, errors.New("replicas: client is nil")
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r := &Replicator{
+		client:    client,
+		opts:      o,
+		hot:       make(map[string]struct{}, len(o.Hot)),
+		override:  map[string]bool{},
+		layouts:   map[string]*layout{},
+		flights:   map[string]*flight{},
+		refreshCh: make(chan struct{}, 1),
+		aff:       o.Rand(),
+	}
+	for _, k := range o.Hot {
+		r.hot[k] = struct{}{}
+	}
+	r.lifetime, r.stop = context.WithCancel(context.Background())
+	if cc, ok := client.(*redis.ClusterClient); ok {
+		r.cluster = cc
+		if o.RefreshInterval > 0 {
+			r.wg.Add(1)
+			go r.refreshLoop()
+		}
+	}
+	return r, nil
+}
+
+// Close stops the slot-map refresher and cancels GetOrLoad fetches in flight, then waits
+// for them. Callers waiting on those fetches get ErrClosed or their context's error. Close
+// does not close the client. It is safe to call more than once.
+func (r *Replicator) Close() error {
+	r.closeOnce.Do(func() {
+		r.stop()
+		r.wg.Wait()
+	})
+	return nil
+}
+
+// refreshLoop reloads the slot map every RefreshInterval, and soon after a copy fails.
+func (r *Replicator) refreshLoop() {
+	defer r.wg.Done()
+	tick := time.NewTicker(r.opts.RefreshInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.lifetime.Done():
+			return
+		case <-tick.C:
+		case <-r.refreshCh:
+		}
+		ctx, cancel := context.WithTimeout(r.lifetime, 5*time.Second)
+		if err := r.Refresh(ctx); err != nil && r.opts.Logger != nil && r.lifetime.Err() == nil {
+			r.opts.Logger.Warn("replicas: slot map refresh failed", "err", err)
+		}
+		cancel()
+	}
+}
+
+// kickRefresh asks the refresher for an early reload; it never blocks.
+func (r *Replicator) kickRefresh() {
+	select {
+	case r.refreshCh <- struct{}{}:
+	default:
+	}
+}
+
+// errEmptyKey is returned for an empty logical key.
+var errEmptyKey = errors.New("replicas: key must not be empty")
+
+// checkTTL validates a call's ttl and applies Options.DefaultTTL to 0.
+func (r *Replicator) checkTTL(ttl time.Duration) (time.Duration, error) {
+	switch {
+	case ttl == 0:
+		return r.opts.DefaultTTL, nil
+	case ttl < time.Millisecond:
+		return 0, fmt.Errorf("replicas: ttl must be 0 (Options.DefaultTTL) or at least 1ms, got %v", ttl)
+	}
+	return ttl, nil
+}
+
+// IsHot reports whether key is currently replicated by this instance: a Promote or Demote
+// decides, otherwise Options.Hot, otherwise Options.IsHot.
+func (r *Replicator) IsHot(key string) bool {
+	r.mu.RLock()
+	v, ok := r.override[key]
+	r.mu.RUnlock()
+	if ok {
+		return v
+	}
+	if _, ok := r.hot[key]; ok {
+		return true
+	}
+	return r.opts.IsHot != nil && r.opts.IsHot(key)
+}
+
+// Demote stops replicating key on this instance: its reads go to the logical key again.
+// The copies are not deleted: writers keep them current while other instances' registrations
+// last, then they expire with their TTL. ctx is accepted for symmetry with Promote; Demote
+// does no I/O.
+func (r *Replicator) Demote(_ context.Context, key string) error {
+	if key == "" {
+		return errEmptyKey
+	}
+	r.mu.Lock()
+	r.override[key] = false
+	r.mu.Unlock()
+	return nil
+}
+
+// Promote starts replicating key on this instance. It first registers the copies of this
+// instance's layout at the logical key and warms them from the logical key's current
+// record (registration and read are one atomic step, so a write racing with the warm-up
+// reaches the copies as well, and the older warm-up write cannot overwrite it). Only then
+// do reads go to the copies, so promotion causes no misses and no source loads. If the
+// logical key holds nothing, the key is marked hot and the copies are filled by the next
+// Set or GetOrLoad. A warm-up failing on some copies returns a *PartialWriteError, and the
+// key is hot anyway: reads fall back from the cold copies and refill them.
+func (r *Replicator) Promote(ctx context.Context, key string) error {
+	if key == "" {
+		return errEmptyKey
+	}
+	lay, err := r.layoutFor(ctx, key)
+	if err != nil {
+		return err
+	}
+	var warmErr error
+	start := time.Now()
+	rec, pttl, found, err := r.register(ctx, key, lay.add)
+	if err != nil {
+		return fmt.Errorf("replicas: promote %q: %w", key, err)
+	}
+	if found {
+		remaining := pttl - time.Since(start)
+		targets := make([]target, 0, len(lay.keys))
+		for i, k := range lay.keys {
+			if ttl := r.copyTTL(remaining, remaining); ttl > 0 {
+				targets = append(targets, target{index: i, key: k, ttl: ttl})
+			}
+		}
+		warmErr = r.writeCopies(ctx, key, rec, targets, 0)
+		r.stats.promotions.Add(1)
+	}
+	r.mu.Lock()
+	r.override[key] = true
+	r.mu.Unlock()
+	return warmErr
+}
