@@ -1,0 +1,48 @@
+-- accept.lua: step 2 of a transfer, at the target: accept T exactly once.
+--
+-- KEYS: the six keys of the target ledger (meta, free, jobs, held, out, in), one slot.
+-- ARGV: 1 transfer ID T, 2 source owner, 3 source sequence at the freeze, 4 minimum sequence
+--       (the target's witness), 5.. the permit numbers.
+-- Reply: {'ok', 'new'|'dup', seq} | {'refused', 0} | {'conflict', permit} | {'fenced', seq} |
+--        {'missing', 0} | {'invalid', msg}.
+-- Invariant: the permits of T are added once; a duplicate delivery returns 'dup' and adds
+-- nothing; after a recorded refusal of T an accept fails, so an aborted transfer can never
+-- also land. The target's sequence moves above the source's, so fencing tokens granted for
+-- a permit keep rising as the permit moves between owners.
+local t, from, srcSeq, minSeq = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+if t == nil or t == '' then return {'invalid', 'empty transfer ID'} end
+if from == nil or from == '' then return {'invalid', 'empty source'} end
+if not srcSeq or srcSeq < 0 then return {'invalid', 'bad source sequence'} end
+if not minSeq or minSeq < 0 then return {'invalid', 'bad minimum sequence'} end
+if #ARGV < 5 then return {'invalid', 'no permits'} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
+local cap = tonumber(redis.call('HGET', KEYS[1], 'cap'))
+local nums = {}
+for i = 5, #ARGV do
+  local p = tonumber(ARGV[i])
+  if not p or p < 1 or p > cap or p ~= math.floor(p) then return {'invalid', 'permit out of range'} end
+  nums[#nums + 1] = p
+end
+local seq = tonumber(redis.call('HGET', KEYS[1], 'seq'))
+if redis.call('HGET', KEYS[1], 'fenced') == '1' then return {'fenced', seq} end
+if seq < minSeq then
+  redis.call('HSET', KEYS[1], 'fenced', 1)
+  return {'fenced', seq}
+end
+local old = redis.call('HGET', KEYS[6], t)
+if old then
+  local r = cjson.decode(old)
+  if r.s == 'refused' then return {'refused', 0} end
+  return {'ok', 'dup', seq}
+end
+for _, p in ipairs(nums) do
+  if redis.call('ZSCORE', KEYS[2], p) or redis.call('HEXISTS', KEYS[4], p) == 1 then
+    return {'conflict', p}
+  end
+end
+for _, p in ipairs(nums) do redis.call('ZADD', KEYS[2], p, p) end
+if srcSeq > seq then seq = srcSeq end
+seq = seq + 1
+redis.call('HSET', KEYS[1], 'seq', seq)
+redis.call('HSET', KEYS[6], t, cjson.encode({s = 'accepted', from = from, p = nums}))
+return {'ok', 'new', seq}

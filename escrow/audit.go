@@ -1,0 +1,221 @@
+package escrow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// AuditReport describes where every permit is. A clean report has every permit 1..Capacity
+// in exactly one place (free at one owner, held by one job, or in one pending transfer), so
+// Free+Held+InTransfer equals Capacity and Held can never exceed it.
+type AuditReport struct {
+	// Capacity is the configured number of permits.
+	Capacity int
+	// Free, Held and InTransfer count the permits found in exactly one place of each kind.
+	Free, Held, InTransfer int
+	// Owners describes each ledger.
+	Owners []OwnerAudit
+	// Duplicated lists permits found in more than one place.
+	Duplicated []PermitPlaces
+	// Missing lists permits found nowhere.
+	Missing []int
+	// Pending lists transfers frozen at the source and not yet completed or aborted.
+	Pending []PendingTransfer
+	// Problems lists other inconsistencies in words (fenced or missing ledgers, a job and a
+	// permit that do not point at each other, permit numbers out of range).
+	Problems []string
+}
+
+// OwnerAudit describes one ledger.
+type OwnerAudit struct {
+	Owner                string
+	Exists, Fenced       bool
+	Seq, Witness         int64
+	Free, Held, Frozen   int
+	TransfersIn, OutRecs int
+}
+
+// PermitPlaces names every place a duplicated permit was found.
+type PermitPlaces struct {
+	Permit int
+	Places []string
+}
+
+// PendingTransfer is a transfer frozen at its source and not yet settled there.
+type PendingTransfer struct {
+	ID, From, To string
+	Permits      []int
+	// Accepted reports that the target has accepted it (only the completion is missing).
+	Accepted bool
+}
+
+// Clean reports whether every permit is in exactly one place and no ledger is fenced.
+func (r AuditReport) Clean() bool {
+	return len(r.Duplicated) == 0 && len(r.Missing) == 0 && len(r.Problems) == 0 &&
+		r.Free+r.Held+r.InTransfer == r.Capacity
+}
+
+// String summarises the report on one line.
+func (r AuditReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "capacity=%d free=%d held=%d in-transfer=%d pending=%d", r.Capacity, r.Free, r.Held, r.InTransfer, len(r.Pending))
+	if len(r.Duplicated) > 0 {
+		fmt.Fprintf(&b, " duplicated=%v", r.Duplicated)
+	}
+	if len(r.Missing) > 0 {
+		fmt.Fprintf(&b, " missing=%v", r.Missing)
+	}
+	if len(r.Problems) > 0 {
+		fmt.Fprintf(&b, " problems=%q", r.Problems)
+	}
+	return b.String()
+}
+
+// transferRecord is the JSON stored in the out and in hashes of a ledger.
+type transferRecord struct {
+	S    string `json:"s"`
+	To   string `json:"to,omitempty"`
+	From string `json:"from,omitempty"`
+	K    int    `json:"k,omitempty"`
+	Seq  int64  `json:"seq,omitempty"`
+	P    []int  `json:"p,omitempty"`
+}
+
+// ledgerSnapshot is one ledger read atomically by snapshot.lua.
+type ledgerSnapshot struct {
+	owner   string
+	exists  bool
+	fenced  bool
+	seq     int64
+	witness int64
+	free    []int
+	held    map[int]string
+	jobs    map[string]string
+	out     map[string]transferRecord
+	in      map[string]transferRecord
+}
+
+func (l ledger) snapshot(ctx context.Context, c Client) (ledgerSnapshot, error) {
+	res, err := snapshotScript.RunRO(ctx, c, l.keys).Slice()
+	if err != nil {
+		return ledgerSnapshot{}, fmt.Errorf("escrow: snapshot %q: %w", l.owner, err)
+	}
+	if len(res) != 8 {
+		return ledgerSnapshot{}, fmt.Errorf("escrow: snapshot %q: unexpected reply", l.owner)
+	}
+	s := ledgerSnapshot{owner: l.owner, exists: toInt(res[0]) == 1, seq: toInt(res[1]), fenced: toInt(res[2]) == 1,
+		held: map[int]string{}, jobs: map[string]string{}, out: map[string]transferRecord{}, in: map[string]transferRecord{}}
+	for _, v := range list(res[3]) {
+		s.free = append(s.free, int(toInt(v)))
+	}
+	pairs(res[4], func(k, v string) { p, _ := strconv.Atoi(k); s.held[p] = v })
+	pairs(res[5], func(k, v string) { s.jobs[k] = v })
+	for i, m := range []map[string]transferRecord{s.out, s.in} {
+		var perr error
+		pairs(res[6+i], func(k, v string) {
+			var r transferRecord
+			if err := json.Unmarshal([]byte(v), &r); err != nil {
+				perr = err
+			}
+			m[k] = r
+		})
+		if perr != nil {
+			return ledgerSnapshot{}, fmt.Errorf("escrow: snapshot %q: bad transfer record: %w", l.owner, perr)
+		}
+	}
+	return s, nil
+}
+
+func list(v any) []any { x, _ := v.([]any); return x }
+
+func pairs(v any, fn func(k, v string)) {
+	xs := list(v)
+	for i := 0; i+1 < len(xs); i += 2 {
+		k, _ := xs[i].(string)
+		val, _ := xs[i+1].(string)
+		fn(k, val)
+	}
+}
+
+// buildReport places every permit found in the snapshots. A transfer frozen at its source
+// and accepted by its target counts at the target only. names lists the pool's owners (nil
+// for a Central limiter).
+func buildReport(capacity int, snaps []ledgerSnapshot, witnessed map[string]int64) AuditReport {
+	r := AuditReport{Capacity: capacity}
+	byOwner := make(map[string]*ledgerSnapshot, len(snaps))
+	for i := range snaps {
+		byOwner[snaps[i].owner] = &snaps[i]
+	}
+	places := make(map[int][]string)
+	kinds := make(map[int]int) // 0 free, 1 held, 2 transfer (meaningful when placed once)
+	put := func(p int, kind int, where string) {
+		if p < 1 || p > capacity {
+			r.Problems = append(r.Problems, fmt.Sprintf("permit %d out of range at %s", p, where))
+			return
+		}
+		places[p] = append(places[p], where)
+		kinds[p] = kind
+	}
+	for _, s := range snaps {
+		oa := OwnerAudit{Owner: s.owner, Exists: s.exists, Fenced: s.fenced, Seq: s.seq, Witness: witnessed[s.owner],
+			Free: len(s.free), Held: len(s.held), TransfersIn: len(s.in), OutRecs: len(s.out)}
+		if !s.exists {
+			r.Problems = append(r.Problems, fmt.Sprintf("ledger %q is missing", s.owner))
+		}
+		if s.fenced || (witnessed != nil && s.seq < witnessed[s.owner]) {
+			r.Problems = append(r.Problems, fmt.Sprintf("ledger %q is fenced (seq %d, witness %d)", s.owner, s.seq, witnessed[s.owner]))
+		}
+		for _, p := range s.free {
+			put(p, 0, "free@"+s.owner)
+		}
+		for p, job := range s.held {
+			put(p, 1, "held@"+s.owner+":"+job)
+			if rec, ok := s.jobs[job]; !ok || !strings.HasPrefix(rec, strconv.Itoa(p)+":") {
+				r.Problems = append(r.Problems, fmt.Sprintf("ledger %q: permit %d held by %q, job record %q", s.owner, p, job, rec))
+			}
+		}
+		if len(s.jobs) != len(s.held) {
+			r.Problems = append(r.Problems, fmt.Sprintf("ledger %q: %d jobs but %d held permits", s.owner, len(s.jobs), len(s.held)))
+		}
+		for id, rec := range s.out {
+			if rec.S != "frozen" {
+				continue
+			}
+			oa.Frozen += len(rec.P)
+			pt := PendingTransfer{ID: id, From: s.owner, To: rec.To, Permits: rec.P}
+			if tgt, ok := byOwner[rec.To]; ok && tgt.in[id].S == "accepted" {
+				pt.Accepted = true
+			} else {
+				for _, p := range rec.P {
+					put(p, 2, "transfer "+id+" "+s.owner+"->"+rec.To)
+				}
+			}
+			r.Pending = append(r.Pending, pt)
+		}
+		r.Owners = append(r.Owners, oa)
+	}
+	for p := 1; p <= capacity; p++ {
+		switch len(places[p]) {
+		case 0:
+			r.Missing = append(r.Missing, p)
+		case 1:
+			switch kinds[p] {
+			case 0:
+				r.Free++
+			case 1:
+				r.Held++
+			case 2:
+				r.InTransfer++
+			}
+		default:
+			r.Duplicated = append(r.Duplicated, PermitPlaces{Permit: p, Places: places[p]})
+		}
+	}
+	sort.Slice(r.Pending, func(i, j int) bool { return r.Pending[i].ID < r.Pending[j].ID })
+	sort.Strings(r.Problems)
+	return r
+}

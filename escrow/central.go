@@ -1,0 +1,96 @@
+package escrow
+
+import (
+	"context"
+	"errors"
+)
+
+// Central is a strict limiter with one owner of the whole permit set: one ledger in one hash
+// slot, and every acquire and release is one script there. It is simple and exact; for a very
+// hot limit that one slot is the bottleneck (see Pool).
+//
+// A Central is safe for concurrent use. It starts no goroutines.
+type Central struct {
+	c     Client
+	opts  CentralOptions
+	l     ledger
+	stats counters
+}
+
+// NewCentral validates the options and returns a limiter. It does no I/O; call Init once at
+// start-up.
+func NewCentral(client Client, opts CentralOptions) (*Central, error) {
+	if client == nil {
+		return nil, errors.New("escrow: client must not be nil")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &Central{c: client, opts: opts, l: newLedger(opts.Prefix, opts.Name, "", 1, opts.Capacity, opts.Capacity)}, nil
+}
+
+// Init checks the durability settings (see the package doc) and creates the ledger with
+// permits 1..Capacity if it does not exist. It is idempotent and safe to run from every
+// process. A ledger created earlier with another capacity is reported as ErrLayoutMismatch.
+func (c *Central) Init(ctx context.Context) error {
+	if err := checkDurability(ctx, c.c, c.opts.Logger, c.opts.AllowEviction); err != nil {
+		return err
+	}
+	_, err := c.l.init(ctx, c.c, 0)
+	return err
+}
+
+// Acquire grants a permit to jobID, or returns ErrExhausted. It is idempotent per job ID: a
+// retry (also go-redis's own retry after a lost reply) returns the same permit and token,
+// never a second permit. The job holds the permit until Release.
+func (c *Central) Acquire(ctx context.Context, jobID string) (Grant, error) {
+	g, err := c.l.acquire(ctx, c.c, jobID, 0)
+	count(&c.stats, g, err)
+	return g, err
+}
+
+// Release frees the permit held by jobID. Releasing a job that holds nothing (already
+// released, or never granted) changes nothing and returns nil, so a retried release can
+// never add capacity.
+func (c *Central) Release(ctx context.Context, jobID string) error {
+	freed, err := c.l.release(ctx, c.c, jobID)
+	countRelease(&c.stats, freed, err)
+	return err
+}
+
+// Audit reads the ledger atomically and checks that every permit 1..Capacity is in exactly
+// one place (free, or held by one job).
+func (c *Central) Audit(ctx context.Context) (AuditReport, error) {
+	snap, err := c.l.snapshot(ctx, c.c)
+	if err != nil {
+		return AuditReport{}, err
+	}
+	return buildReport(c.opts.Capacity, []ledgerSnapshot{snap}, nil), nil
+}
+
+// Stats returns a snapshot of the counters.
+func (c *Central) Stats() Stats { return c.stats.snapshot() }
+
+func count(s *counters, g Grant, err error) {
+	switch {
+	case err == nil && g.Replayed:
+		s.replayed.Add(1)
+	case err == nil:
+		s.acquired.Add(1)
+	case errors.Is(err, ErrExhausted):
+		s.exhausted.Add(1)
+	case errors.Is(err, ErrFenced):
+		s.fenced.Add(1)
+	}
+}
+
+func countRelease(s *counters, freed bool, err error) {
+	switch {
+	case err == nil && freed:
+		s.released.Add(1)
+	case err == nil:
+		s.noop.Add(1)
+	case errors.Is(err, ErrFenced):
+		s.fenced.Add(1)
+	}
+}

@@ -1,0 +1,142 @@
+package escrow
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/internal/faults"
+	"github.com/celebrity-go/celebrity/internal/redistest"
+)
+
+func newTestCentral(t testing.TB, c Client, capacity int) *Central {
+	t.Helper()
+	cl, err := NewCentral(c, CentralOptions{Name: "limit", Capacity: capacity, Prefix: redistest.Prefix(t)})
+	require.NoError(t, err)
+	require.NoError(t, cl.Init(testCtx(t)))
+	return cl
+}
+
+func TestCentralGrantsEachPermitOnceThenExhausts(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := testCtx(t)
+		cl := newTestCentral(t, c, 5)
+		seen := map[int]bool{}
+		var last int64
+		for i := range 5 {
+			g, err := cl.Acquire(ctx, fmt.Sprint("job", i))
+			require.NoError(t, err)
+			require.False(t, seen[g.Permit], "permit %d granted twice", g.Permit)
+			seen[g.Permit] = true
+			require.Greater(t, g.Token, last, "fencing tokens must grow")
+			last = g.Token
+		}
+		_, err := cl.Acquire(ctx, "job5")
+		require.ErrorIs(t, err, ErrExhausted)
+		rep := requireClean(t, cl)
+		require.Equal(t, 5, rep.Held)
+
+		require.NoError(t, cl.Release(ctx, "job2"))
+		g, err := cl.Acquire(ctx, "job5")
+		require.NoError(t, err)
+		require.Greater(t, g.Token, last, "a re-granted permit gets a larger token")
+		require.Equal(t, Stats{Acquired: 6, Exhausted: 1, Released: 1}, cl.Stats())
+	})
+}
+
+func TestCentralAcquireIsIdempotentPerJob(t *testing.T) {
+	ctx := testCtx(t)
+	cl := newTestCentral(t, redistest.Standalone(t).Client(t), 3)
+	g1, err := cl.Acquire(ctx, "job")
+	require.NoError(t, err)
+	g2, err := cl.Acquire(ctx, "job")
+	require.NoError(t, err)
+	require.Equal(t, g1.Permit, g2.Permit)
+	require.Equal(t, g1.Token, g2.Token)
+	require.True(t, g2.Replayed)
+	require.Equal(t, 1, requireClean(t, cl).Held)
+}
+
+func TestCentralRetryAfterLostReplyGetsTheSamePermit(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := testCtx(t)
+		inj := faults.New()
+		var faulty redis.UniversalClient
+		if _, ok := c.(*redis.ClusterClient); ok {
+			faulty = redistest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
+		} else {
+			faulty = redistest.Standalone(t).Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) })
+		}
+		preload(t, faulty)
+		cl := newTestCentral(t, faulty, 2)
+		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: acquireScript.Hash()}, 1)
+		g, err := cl.Acquire(ctx, "job") // go-redis retries after the dropped reply
+		require.NoError(t, err)
+		require.Equal(t, int64(1), inj.Dropped())
+		require.True(t, g.Replayed, "the retry must find the first execution's grant")
+		rep := requireClean(t, cl)
+		require.Equal(t, 1, rep.Held, "a lost reply must not cost a second permit")
+
+		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: releaseScript.Hash()}, 1)
+		require.NoError(t, cl.Release(ctx, "job"))
+		require.Equal(t, int64(2), inj.Dropped())
+		rep = requireClean(t, cl)
+		require.Equal(t, 0, rep.Held)
+		require.Equal(t, 2, rep.Free, "a retried release must not add capacity")
+	})
+}
+
+func TestCentralRepeatedReleaseNeverAddsCapacity(t *testing.T) {
+	ctx := testCtx(t)
+	cl := newTestCentral(t, redistest.Standalone(t).Client(t), 2)
+	_, err := cl.Acquire(ctx, "a")
+	require.NoError(t, err)
+	for range 3 {
+		require.NoError(t, cl.Release(ctx, "a"))
+	}
+	require.NoError(t, cl.Release(ctx, "never-granted"))
+	rep := requireClean(t, cl)
+	require.Equal(t, 2, rep.Free)
+	require.Equal(t, uint64(1), cl.Stats().Released)
+	require.Equal(t, uint64(3), cl.Stats().NoopReleases)
+}
+
+func TestCentralBadInputChangesNothing(t *testing.T) {
+	ctx := testCtx(t)
+	c := redistest.Standalone(t).Client(t)
+	cl := newTestCentral(t, c, 2)
+	_, err := cl.Acquire(ctx, "")
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorIs(t, cl.Release(ctx, ""), ErrInvalid)
+	// The script validates on its own too, before any write.
+	r, err := runScript(ctx, c, acquireScript, cl.l.keys, "", 0)
+	require.NoError(t, err)
+	require.Equal(t, "invalid", r.status)
+	r, err = runScript(ctx, c, acquireScript, cl.l.keys, "job", "x")
+	require.NoError(t, err)
+	require.Equal(t, "invalid", r.status)
+	require.Equal(t, 2, requireClean(t, cl).Free)
+}
+
+func TestCentralInitRefusesAnotherCapacity(t *testing.T) {
+	ctx := testCtx(t)
+	c := redistest.Standalone(t).Client(t)
+	prefix := redistest.Prefix(t)
+	a, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: prefix})
+	require.NoError(t, err)
+	require.NoError(t, a.Init(ctx))
+	require.NoError(t, a.Init(ctx), "Init is idempotent")
+	b, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 4, Prefix: prefix})
+	require.NoError(t, err)
+	require.ErrorIs(t, b.Init(ctx), ErrLayoutMismatch)
+}
+
+func TestAcquireWithoutLedgerReportsMissing(t *testing.T) {
+	cl, err := NewCentral(redistest.Standalone(t).Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: redistest.Prefix(t)})
+	require.NoError(t, err)
+	_, err = cl.Acquire(testCtx(t), "job")
+	require.True(t, errors.Is(err, ErrLedgerMissing), "got %v", err)
+}

@@ -1,0 +1,59 @@
+package escrow
+
+import (
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/internal/redistest"
+)
+
+func TestInitRefusesAnEvictingPolicyUnlessOverridden(t *testing.T) {
+	s := redistest.NewServer(t, redistest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lru"}})
+	c := s.Client(t)
+	ctx := testCtx(t)
+	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: redistest.Prefix(t)})
+	require.NoError(t, err)
+	err = cl.Init(ctx)
+	require.ErrorIs(t, err, ErrUnsafeEviction)
+	require.ErrorContains(t, err, "allkeys-lru")
+	_, err = cl.Acquire(ctx, "job")
+	require.ErrorIs(t, err, ErrLedgerMissing, "a refused Init creates nothing")
+
+	cl, err = NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: redistest.Prefix(t), AllowEviction: true})
+	require.NoError(t, err)
+	require.NoError(t, cl.Init(ctx))
+
+	// volatile-* policies never touch keys without a TTL, and ledger keys have none.
+	require.NoError(t, c.ConfigSet(ctx, "maxmemory-policy", "volatile-lru").Err())
+	p, err := NewPool(c, PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a", "b"), Prefix: redistest.Prefix(t)})
+	require.NoError(t, err)
+	require.NoError(t, p.Init(ctx))
+}
+
+func TestInitToleratesForbiddenConfig(t *testing.T) {
+	s := redistest.Standalone(t)
+	ctx := testCtx(t)
+	admin := s.Client(t)
+	user := "escrow-noconfig-" + redistest.Prefix(t)
+	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "+@all", "-config").Err())
+	t.Cleanup(func() { admin.Do(ctx, "ACL", "DELUSER", user) })
+	c := s.Client(t, func(o *redis.Options) { o.Username, o.Password = user, "pw" })
+	require.Error(t, c.ConfigGet(ctx, "maxmemory-policy").Err(), "the user must be refused CONFIG")
+	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: redistest.Prefix(t)})
+	require.NoError(t, err)
+	require.NoError(t, cl.Init(ctx), "a managed Redis without CONFIG must still work")
+	_, err = cl.Acquire(ctx, "job")
+	require.NoError(t, err)
+}
+
+func TestInitChecksEveryClusterMaster(t *testing.T) {
+	c := redistest.SharedCluster(t).Client(t)
+	ctx := testCtx(t)
+	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: redistest.Prefix(t)})
+	require.NoError(t, err)
+	require.NoError(t, cl.Init(ctx))
+	_, err = cl.Acquire(ctx, "job")
+	require.NoError(t, err)
+}

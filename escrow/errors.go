@@ -1,0 +1,59 @@
+package escrow
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors returned (wrapped) by the package. Use errors.Is to branch on them.
+var (
+	// ErrExhausted reports that no free permit is left where the acquire ran.
+	ErrExhausted = errors.New("escrow: no free permit")
+	// ErrFenced reports that a ledger is behind its witness (restored from an old copy, or an
+	// acknowledged write was lost on failover) or has been marked fenced. It refuses every
+	// change until Pool.Reconcile runs.
+	ErrFenced = errors.New("escrow: ledger is behind its witness (fenced)")
+	// ErrLedgerMissing reports that the ledger keys do not exist: never initialised, or deleted
+	// (eviction, FLUSHALL). The package never re-creates a ledger that has been witnessed.
+	ErrLedgerMissing = errors.New("escrow: ledger keys are missing")
+	// ErrInsufficient reports a transfer of more permits than the source has free.
+	ErrInsufficient = errors.New("escrow: not enough free permits for the transfer")
+	// ErrUnknownOwner reports an owner name that is not part of the pool.
+	ErrUnknownOwner = errors.New("escrow: unknown owner")
+	// ErrInvalid reports bad input (empty IDs, k out of range, a transfer to itself).
+	ErrInvalid = errors.New("escrow: invalid argument")
+	// ErrConflict reports that an ID is reused for a different operation (a transfer ID with
+	// other parameters, or permits that already exist at the target).
+	ErrConflict = errors.New("escrow: conflicting reuse of an ID")
+	// ErrUnknownTransfer reports a transfer ID the source has no record of.
+	ErrUnknownTransfer = errors.New("escrow: unknown transfer")
+	// ErrRefused reports that the target has durably refused the transfer; the source can
+	// abort it and keep its permits.
+	ErrRefused = errors.New("escrow: transfer refused by the target")
+	// ErrAborted reports that the transfer was already aborted at the source.
+	ErrAborted = errors.New("escrow: transfer was aborted")
+	// ErrUnsafeEviction reports a maxmemory-policy that may evict ledger keys.
+	ErrUnsafeEviction = errors.New("escrow: maxmemory-policy may evict ledger keys")
+	// ErrLayoutMismatch reports a ledger initialised earlier with other permits than the
+	// options now describe.
+	ErrLayoutMismatch = errors.New("escrow: stored ledger does not match the options")
+)
+
+// FencedError is returned (wrapping ErrFenced) when a ledger is found behind its witness.
+type FencedError struct {
+	// Owner is the owner whose ledger is fenced ("" for a Central limiter).
+	Owner string
+	// LedgerSeq is the sequence stored in the ledger.
+	LedgerSeq int64
+	// WitnessSeq is the sequence recorded by the witness (0 if not known).
+	WitnessSeq int64
+}
+
+// Error implements error.
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("escrow: ledger of owner %q is fenced (ledger seq %d, witness seq %d)",
+		e.Owner, e.LedgerSeq, e.WitnessSeq)
+}
+
+// Unwrap makes errors.Is(err, ErrFenced) hold.
+func (e *FencedError) Unwrap() error { return ErrFenced }

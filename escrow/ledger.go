@@ -1,0 +1,164 @@
+package escrow
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Grant is one permit granted to a job.
+type Grant struct {
+	// Owner is the owner that granted the permit ("" for a Central limiter).
+	Owner string
+	// Permit is the permit number, 1..capacity.
+	Permit int
+	// Token is the fencing token of the grant. Tokens for one permit only grow, also when the
+	// permit moves between owners, so a downstream system that remembers the highest token it
+	// saw per permit can reject a stale holder.
+	Token int64
+	// Replayed reports that the job already held this permit (a retry of the same acquire).
+	Replayed bool
+}
+
+// ledger addresses the six keys of one ledger. They share one hash tag, so every script
+// that touches a ledger touches one slot.
+type ledger struct {
+	owner       string
+	keys        []string
+	first, last int
+	capacity    int
+}
+
+func newLedger(prefix, tag, owner string, first, last, capacity int) ledger {
+	base := prefix + "{" + tag + "}:"
+	return ledger{
+		owner:    owner,
+		keys:     []string{base + "meta", base + "free", base + "jobs", base + "held", base + "out", base + "in"},
+		first:    first,
+		last:     last,
+		capacity: capacity,
+	}
+}
+
+// reply is a decoded script reply: a status word followed by values.
+type reply struct {
+	status string
+	vals   []any
+}
+
+func (r reply) int(i int) int64 {
+	if i >= len(r.vals) {
+		return 0
+	}
+	return toInt(r.vals[i])
+}
+
+func (r reply) str(i int) string {
+	if i >= len(r.vals) {
+		return ""
+	}
+	s, _ := r.vals[i].(string)
+	return s
+}
+
+func toInt(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case string:
+		n, _ := strconv.ParseInt(x, 10, 64)
+		return n
+	}
+	return 0
+}
+
+func runScript(ctx context.Context, c redis.Scripter, s *redis.Script, keys []string, args ...any) (reply, error) {
+	res, err := s.Run(ctx, c, keys, args...).Slice()
+	if err != nil {
+		return reply{}, err
+	}
+	if len(res) == 0 {
+		return reply{}, fmt.Errorf("escrow: empty script reply")
+	}
+	st, ok := res[0].(string)
+	if !ok {
+		return reply{}, fmt.Errorf("escrow: unexpected script reply %v", res)
+	}
+	return reply{status: st, vals: res[1:]}, nil
+}
+
+// common maps the statuses every ledger script may return to errors.
+func (l ledger) common(r reply, witness int64) error {
+	switch r.status {
+	case "fenced":
+		return &FencedError{Owner: l.owner, LedgerSeq: r.int(0), WitnessSeq: witness}
+	case "missing":
+		return fmt.Errorf("%w (owner %q)", ErrLedgerMissing, l.owner)
+	case "invalid":
+		return fmt.Errorf("%w: %s", ErrInvalid, r.str(0))
+	}
+	return nil
+}
+
+func (l ledger) init(ctx context.Context, c redis.Scripter, witness int64) (created bool, err error) {
+	r, err := runScript(ctx, c, initScript, l.keys, l.first, l.last, l.capacity, witness)
+	if err != nil {
+		return false, fmt.Errorf("escrow: init ledger %q: %w", l.owner, err)
+	}
+	switch r.status {
+	case "created":
+		return true, nil
+	case "exists":
+		if int(r.int(0)) != l.first || int(r.int(1)) != l.last || int(r.int(2)) != l.capacity {
+			return false, fmt.Errorf("%w: ledger %q was created with permits %d..%d of %d, options say %d..%d of %d",
+				ErrLayoutMismatch, l.owner, r.int(0), r.int(1), r.int(2), l.first, l.last, l.capacity)
+		}
+		return false, nil
+	}
+	if err := l.common(r, witness); err != nil {
+		return false, err
+	}
+	return false, fmt.Errorf("escrow: init ledger %q: unexpected reply %q", l.owner, r.status)
+}
+
+func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witness int64) (Grant, error) {
+	if job == "" {
+		return Grant{}, fmt.Errorf("%w: empty job ID", ErrInvalid)
+	}
+	r, err := runScript(ctx, c, acquireScript, l.keys, job, witness)
+	if err != nil {
+		return Grant{}, fmt.Errorf("escrow: acquire %q: %w", job, err)
+	}
+	switch r.status {
+	case "ok":
+		return Grant{Owner: l.owner, Permit: int(r.int(0)), Token: r.int(1), Replayed: r.str(2) == "dup"}, nil
+	case "exhausted":
+		return Grant{}, fmt.Errorf("%w (owner %q, job %q)", ErrExhausted, l.owner, job)
+	}
+	if err := l.common(r, witness); err != nil {
+		return Grant{}, err
+	}
+	return Grant{}, fmt.Errorf("escrow: acquire: unexpected reply %q", r.status)
+}
+
+func (l ledger) release(ctx context.Context, c redis.Scripter, job string) (bool, error) {
+	if job == "" {
+		return false, fmt.Errorf("%w: empty job ID", ErrInvalid)
+	}
+	r, err := runScript(ctx, c, releaseScript, l.keys, job)
+	if err != nil {
+		return false, fmt.Errorf("escrow: release %q: %w", job, err)
+	}
+	switch r.status {
+	case "ok":
+		return true, nil
+	case "none":
+		return false, nil
+	}
+	if err := l.common(r, 0); err != nil {
+		return false, err
+	}
+	return false, fmt.Errorf("escrow: release: unexpected reply %q", r.status)
+}

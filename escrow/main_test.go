@@ -1,0 +1,97 @@
+package escrow
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/internal/redistest"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// testCtx returns a context bounded generously, cancelled when the test ends.
+func testCtx(t testing.TB) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// owners splits 1..capacity evenly among the named owners.
+func owners(capacity int, names ...string) []Owner {
+	out := make([]Owner, len(names))
+	per := capacity / len(names)
+	for i, n := range names {
+		out[i] = Owner{Name: n, First: i*per + 1, Last: (i + 1) * per}
+	}
+	out[len(out)-1].Last = capacity
+	return out
+}
+
+// newTestPool builds and initialises a pool under a prefix unique to t.
+func newTestPool(t testing.TB, c Client, opts PoolOptions) *Pool {
+	t.Helper()
+	if opts.Prefix == "" {
+		opts.Prefix = redistest.Prefix(t)
+	}
+	if opts.Name == "" {
+		opts.Name = "pool"
+	}
+	p, err := NewPool(c, opts)
+	require.NoError(t, err)
+	require.NoError(t, p.Init(testCtx(t)))
+	return p
+}
+
+// requireClean audits the pool and fails the test on any misplaced permit.
+func requireClean(t testing.TB, a interface {
+	Audit(context.Context) (AuditReport, error)
+}) AuditReport {
+	t.Helper()
+	rep, err := a.Audit(testCtx(t))
+	require.NoError(t, err)
+	require.Truef(t, rep.Clean(), "audit: %s", rep)
+	require.LessOrEqual(t, rep.Held, rep.Capacity)
+	return rep
+}
+
+// freeAt returns the number of free permits of owner from an audit.
+func freeAt(t testing.TB, p *Pool, owner string) int {
+	t.Helper()
+	rep, err := p.Audit(testCtx(t))
+	require.NoError(t, err)
+	for _, o := range rep.Owners {
+		if o.Owner == owner {
+			return o.Free
+		}
+	}
+	t.Fatalf("owner %q not in audit", owner)
+	return 0
+}
+
+// preload loads every script on every master, so that an EVALSHA never meets NOSCRIPT (a
+// dropped NOSCRIPT reply would look like a lost reply of a command that never ran).
+func preload(t testing.TB, c redis.UniversalClient) {
+	t.Helper()
+	ctx := testCtx(t)
+	scripts := []*redis.Script{initScript, acquireScript, releaseScript, freezeScript, acceptScript,
+		refuseScript, settleScript, snapshotScript, reconcileScript, witnessScript}
+	load := func(ctx context.Context, s redis.Scripter) error {
+		for _, sc := range scripts {
+			if err := sc.Load(ctx, s).Err(); err != nil {
+				return fmt.Errorf("load: %w", err)
+			}
+		}
+		return nil
+	}
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		require.NoError(t, cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return load(ctx, n) }))
+		return
+	}
+	require.NoError(t, load(ctx, c))
+}

@@ -1,0 +1,164 @@
+package escrow
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults and limits of the options.
+const (
+	// DefaultPrefix is the key prefix used when Options.Prefix is empty.
+	DefaultPrefix = "escrow:"
+	// MaxCapacity is the largest capacity a limiter or a pool accepts.
+	MaxCapacity = 100000
+	// MaxOwners is the largest number of owners in a pool.
+	MaxOwners = 1024
+)
+
+// Client is the part of a go-redis client the package uses. Both *redis.Client and
+// *redis.ClusterClient satisfy it, and so does redis.UniversalClient.
+type Client interface {
+	redis.Scripter
+	Get(ctx context.Context, key string) *redis.StringCmd
+	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
+}
+
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+	_ Client = redis.UniversalClient(nil)
+)
+
+// CentralOptions configures a Central limiter.
+type CentralOptions struct {
+	// Name identifies the limit; it becomes the hash tag of every key. Required; it must not
+	// contain '{' or '}'.
+	Name string
+	// Capacity is the number of permits, numbered 1..Capacity. Required: 1..MaxCapacity.
+	Capacity int
+	// Prefix is prepended to every key. Default: DefaultPrefix.
+	Prefix string
+	// AllowEviction skips the refusal of a maxmemory-policy that could evict ledger keys.
+	// Default: false (New fails with ErrUnsafeEviction on such a policy).
+	AllowEviction bool
+	// Logger receives warnings (for example when CONFIG GET is forbidden). Default: none.
+	Logger *slog.Logger
+}
+
+// Owner names one owner of a partitioned pool and the permits it holds at creation.
+type Owner struct {
+	// Name identifies the owner; non-empty, without '{' or '}'.
+	Name string
+	// First and Last are the inclusive range of permit numbers the owner starts with.
+	First, Last int
+}
+
+// PoolOptions configures a partitioned Pool.
+type PoolOptions struct {
+	// Name identifies the pool. Required; it must not contain '{' or '}'.
+	Name string
+	// Capacity is the number of permits, numbered 1..Capacity. Required: 1..MaxCapacity.
+	Capacity int
+	// Owners split 1..Capacity into disjoint ranges that together cover it exactly.
+	// Required: 1..MaxOwners owners.
+	Owners []Owner
+	// Prefix is prepended to every key. Default: DefaultPrefix.
+	Prefix string
+	// Witness stores the witness keys (the rising sequence of every ledger). It should be a
+	// deployment that does not share fate with the ledgers: another Redis server or cluster.
+	// Default: the pool's own client, where each witness key lives in a slot of its own,
+	// so on a cluster it usually sits on another master than the ledger it watches.
+	Witness Client
+	// AllowEviction skips the refusal of a maxmemory-policy that could evict ledger keys.
+	// Default: false (New fails with ErrUnsafeEviction on such a policy).
+	AllowEviction bool
+	// Logger receives warnings (CONFIG GET forbidden, fenced ledgers). Default: none.
+	Logger *slog.Logger
+}
+
+func checkName(pkgField, v string) error {
+	if v == "" {
+		return fmt.Errorf("escrow: %s must not be empty", pkgField)
+	}
+	if strings.ContainsAny(v, "{}") {
+		return fmt.Errorf("escrow: %s must not contain '{' or '}', got %q", pkgField, v)
+	}
+	return nil
+}
+
+func checkCapacity(field string, c int) error {
+	if c < 1 || c > MaxCapacity {
+		return fmt.Errorf("escrow: %s must be 1..%d, got %d", field, MaxCapacity, c)
+	}
+	return nil
+}
+
+func (o *CentralOptions) validate() error {
+	if err := checkName("CentralOptions.Name", o.Name); err != nil {
+		return err
+	}
+	if err := checkCapacity("CentralOptions.Capacity", o.Capacity); err != nil {
+		return err
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return fmt.Errorf("escrow: CentralOptions.Prefix must not contain '{' or '}', got %q", o.Prefix)
+	}
+	return nil
+}
+
+func (o *PoolOptions) validate() error {
+	if err := checkName("PoolOptions.Name", o.Name); err != nil {
+		return err
+	}
+	if err := checkCapacity("PoolOptions.Capacity", o.Capacity); err != nil {
+		return err
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return fmt.Errorf("escrow: PoolOptions.Prefix must not contain '{' or '}', got %q", o.Prefix)
+	}
+	if n := len(o.Owners); n < 1 || n > MaxOwners {
+		return fmt.Errorf("escrow: PoolOptions.Owners must hold 1..%d owners, got %d", MaxOwners, n)
+	}
+	seen := make(map[string]bool, len(o.Owners))
+	for i, ow := range o.Owners {
+		if err := checkName(fmt.Sprintf("PoolOptions.Owners[%d].Name", i), ow.Name); err != nil {
+			return err
+		}
+		if seen[ow.Name] {
+			return fmt.Errorf("escrow: PoolOptions.Owners[%d].Name %q is used twice", i, ow.Name)
+		}
+		seen[ow.Name] = true
+		if ow.First < 1 || ow.Last > o.Capacity || ow.First > ow.Last {
+			return fmt.Errorf("escrow: PoolOptions.Owners[%d] range must satisfy 1 <= First <= Last <= Capacity (%d), got %d..%d",
+				i, o.Capacity, ow.First, ow.Last)
+		}
+	}
+	ranges := append([]Owner(nil), o.Owners...)
+	sort.Slice(ranges, func(i, j int) bool { return ranges[i].First < ranges[j].First })
+	next := 1
+	for _, r := range ranges {
+		if r.First < next {
+			return fmt.Errorf("escrow: PoolOptions.Owners ranges overlap: owner %q starts at %d, permit %d is already owned",
+				r.Name, r.First, r.First)
+		}
+		if r.First > next {
+			return fmt.Errorf("escrow: PoolOptions.Owners ranges leave permits %d..%d without an owner", next, r.First-1)
+		}
+		next = r.Last + 1
+	}
+	if next != o.Capacity+1 {
+		return fmt.Errorf("escrow: PoolOptions.Owners ranges leave permits %d..%d without an owner", next, o.Capacity)
+	}
+	return nil
+}

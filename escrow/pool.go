@@ -1,0 +1,209 @@
+package escrow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
+)
+
+// Pool is a partitioned (escrow) limiter: permits 1..Capacity are split among owners, each
+// owner's ledger lives in its own hash slot, and each owner grants only its own permits, with
+// no coordination per acquire. Free permits move between owners only through the transfer
+// protocol (Transfer, Recover), which never lets a permit exist at two owners.
+//
+// Every ledger carries a rising sequence, copied to a witness key outside the ledger's slot
+// (Options.Witness). A ledger found behind its witness refuses with ErrFenced until Reconcile.
+//
+// A Pool is safe for concurrent use; it starts no goroutines.
+type Pool struct {
+	c       Client
+	w       Client
+	opts    PoolOptions
+	ledgers map[string]ledger
+	order   []string
+	witness map[string]string
+	stats   counters
+}
+
+// NewPool validates the options and returns a pool. It does no I/O; call Init once at
+// start-up.
+func NewPool(client Client, opts PoolOptions) (*Pool, error) {
+	if client == nil {
+		return nil, errors.New("escrow: client must not be nil")
+	}
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	p := &Pool{c: client, w: opts.Witness, opts: opts, ledgers: map[string]ledger{}, witness: map[string]string{}}
+	if p.w == nil {
+		p.w = client
+	}
+	for _, o := range opts.Owners {
+		tag := opts.Name + ":" + o.Name
+		l := newLedger(opts.Prefix, tag, o.Name, o.First, o.Last, opts.Capacity)
+		p.ledgers[o.Name] = l
+		p.order = append(p.order, o.Name)
+		// The witness key has its own hash tag: a different slot from the ledger (checked),
+		// so on a cluster it usually lives on another master.
+		wk := ""
+		for i := 0; ; i++ {
+			wk = opts.Prefix + "{" + tag + ":w" + strconv.Itoa(i) + "}:witness"
+			if slot.Of(wk) != slot.Of(l.keys[0]) {
+				break
+			}
+		}
+		p.witness[o.Name] = wk
+	}
+	return p, nil
+}
+
+// Owners returns the owner names in the order of the options.
+func (p *Pool) Owners() []string { return append([]string(nil), p.order...) }
+
+// WitnessKey returns the key that holds the witness of owner's ledger (on Options.Witness).
+func (p *Pool) WitnessKey(owner string) string { return p.witness[owner] }
+
+// Init checks the durability settings of the ledger client (see the package doc) and creates
+// every ledger that does not exist and has never been witnessed. A ledger that the witness
+// shows once existed is not re-created (that would resurrect permits); operations on it
+// return ErrLedgerMissing until Reconcile. Init is idempotent and safe to run from every
+// process.
+func (p *Pool) Init(ctx context.Context) error {
+	if err := checkDurability(ctx, p.c, p.opts.Logger, p.opts.AllowEviction); err != nil {
+		return err
+	}
+	for _, name := range p.order {
+		w, err := p.readWitness(ctx, name)
+		if err != nil {
+			return err
+		}
+		l := p.ledgers[name]
+		created, err := l.init(ctx, p.c, w)
+		if err != nil {
+			return err
+		}
+		if created {
+			if err := p.raise(ctx, name, 1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Pool) ledger(owner string) (ledger, error) {
+	l, ok := p.ledgers[owner]
+	if !ok {
+		return ledger{}, fmt.Errorf("%w: %q", ErrUnknownOwner, owner)
+	}
+	return l, nil
+}
+
+// readWitness returns the witness sequence of owner (0 if never written).
+func (p *Pool) readWitness(ctx context.Context, owner string) (int64, error) {
+	v, err := p.w.Get(ctx, p.witness[owner]).Int64()
+	if errors.Is(err, redis.Nil) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("escrow: read witness of %q: %w", owner, err)
+	}
+	return v, nil
+}
+
+// raise records seq in owner's witness (which never decreases).
+func (p *Pool) raise(ctx context.Context, owner string, seq int64) error {
+	if err := witnessScript.Run(ctx, p.w, []string{p.witness[owner]}, seq).Err(); err != nil {
+		return fmt.Errorf("escrow: raise witness of %q: %w", owner, err)
+	}
+	return nil
+}
+
+// Acquire grants one of owner's free permits to jobID, or returns ErrExhausted when owner has
+// none free (free permits at other owners do not help until a transfer moves them). It is
+// idempotent per job ID: a retry returns the same permit and token.
+//
+// Acquire reads owner's witness first and passes it to the script, which refuses (ErrFenced)
+// if the ledger is behind; after the grant it raises the witness to the grant's token, so
+// every acknowledged grant is witnessed before the caller sees it. Cost: three round trips.
+func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) {
+	l, err := p.ledger(owner)
+	if err != nil {
+		return Grant{}, err
+	}
+	if jobID == "" {
+		return Grant{}, fmt.Errorf("%w: empty job ID", ErrInvalid)
+	}
+	w, err := p.readWitness(ctx, owner)
+	if err != nil {
+		return Grant{}, err
+	}
+	g, err := l.acquire(ctx, p.c, jobID, w)
+	if err == nil {
+		err = p.raise(ctx, owner, g.Token)
+	}
+	if err != nil {
+		g = Grant{}
+	}
+	count(&p.stats, g, err)
+	p.logFenced(err)
+	return g, err
+}
+
+// Release frees the permit that jobID holds at owner. Releasing a job that holds nothing
+// changes nothing and returns nil, so a retried release never adds capacity. A fenced ledger
+// refuses with ErrFenced (the witness is not read: a release never creates capacity).
+func (p *Pool) Release(ctx context.Context, owner, jobID string) error {
+	l, err := p.ledger(owner)
+	if err != nil {
+		return err
+	}
+	freed, err := l.release(ctx, p.c, jobID)
+	countRelease(&p.stats, freed, err)
+	return err
+}
+
+// Audit reads every ledger (each atomically, one after the other) and every witness and
+// places every permit. On a quiescent pool the report is exact; while transfers run, a
+// permit may be seen twice or not at all because ledgers are read at different instants.
+func (p *Pool) Audit(ctx context.Context) (AuditReport, error) {
+	snaps, wit, err := p.snapshots(ctx)
+	if err != nil {
+		return AuditReport{}, err
+	}
+	return buildReport(p.opts.Capacity, snaps, wit), nil
+}
+
+func (p *Pool) snapshots(ctx context.Context) ([]ledgerSnapshot, map[string]int64, error) {
+	snaps := make([]ledgerSnapshot, 0, len(p.order))
+	wit := make(map[string]int64, len(p.order))
+	for _, name := range p.order {
+		w, err := p.readWitness(ctx, name)
+		if err != nil {
+			return nil, nil, err
+		}
+		wit[name] = w
+		s, err := p.ledgers[name].snapshot(ctx, p.c)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.witness = w
+		snaps = append(snaps, s)
+	}
+	return snaps, wit, nil
+}
+
+// Stats returns a snapshot of the counters.
+func (p *Pool) Stats() Stats { return p.stats.snapshot() }
+
+func (p *Pool) logFenced(err error) {
+	var fe *FencedError
+	if p.opts.Logger != nil && errors.As(err, &fe) {
+		p.opts.Logger.Warn("escrow: ledger fenced", "owner", fe.Owner, "ledger_seq", fe.LedgerSeq, "witness_seq", fe.WitnessSeq)
+	}
+}

@@ -1,0 +1,22 @@
+-- release.lua: free the permit held by a job, once.
+--
+-- KEYS: the six keys of one ledger (meta, free, jobs, held, out, in), same hash tag, one slot.
+-- ARGV: 1 job ID (non-empty).
+-- Reply: {'ok', permit} | {'none', 0} (the job holds nothing: already released or never
+--        granted) | {'fenced', seq} | {'missing', 0} | {'invalid', msg}.
+-- Invariant: a permit returns to free only from held, and only once; a repeated release finds
+-- no job and changes nothing, so it can never add capacity.
+local job = ARGV[1]
+if job == nil or job == '' then return {'invalid', 'empty job ID'} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
+if redis.call('HGET', KEYS[1], 'fenced') == '1' then
+  return {'fenced', tonumber(redis.call('HGET', KEYS[1], 'seq'))}
+end
+local cur = redis.call('HGET', KEYS[3], job)
+if not cur then return {'none', 0} end
+local p = string.sub(cur, 1, string.find(cur, ':', 1, true) - 1)
+redis.call('HDEL', KEYS[3], job)
+redis.call('HDEL', KEYS[4], p)
+redis.call('ZADD', KEYS[2], p, p)
+redis.call('HINCRBY', KEYS[1], 'seq', 1)
+return {'ok', tonumber(p)}
