@@ -15,6 +15,7 @@ type conn struct {
 	mu        sync.Mutex
 	pending   []byte // written bytes not yet parsed into whole commands
 	dropArmed bool   // a written command's reply must be dropped
+	dropped   bool   // a reply was dropped: the connection is dead to its reader
 	closeOnce sync.Once
 }
 
@@ -39,6 +40,12 @@ func (c *conn) Write(b []byte) (int, error) {
 }
 
 func (c *conn) Read(b []byte) (int, error) {
+	c.mu.Lock()
+	dead := c.dropped
+	c.mu.Unlock()
+	if dead {
+		return 0, ErrReplyDropped
+	}
 	for {
 		n, err := c.Conn.Read(b)
 		if n > 0 && c.in.blackholed(c.addr) {
@@ -46,6 +53,7 @@ func (c *conn) Read(b []byte) (int, error) {
 		}
 		c.mu.Lock()
 		drop := c.dropArmed && n > 0
+		c.dropped = c.dropped || drop
 		c.mu.Unlock()
 		if drop {
 			// The first reply bytes prove the server executed the command; the client never

@@ -48,15 +48,16 @@ func (m Match) matches(addr string, cmd []string) bool {
 	return false
 }
 
-// ErrReplyDropped is the error a client reads in place of a dropped reply. It reports
-// itself as a timeout, as a reply lost in the network would surface, so go-redis retries the
-// command unless the client was built with MaxRetries: -1.
+// ErrReplyDropped is the error a client reads in place of a dropped reply, and on every
+// later read of that connection. go-redis takes it as a broken connection and retries the
+// command: a *redis.Client unless built with MaxRetries: -1, a *redis.ClusterClient unless
+// built with MaxRedirects: -1 as well.
 var ErrReplyDropped error = droppedError{}
 
 type droppedError struct{}
 
 func (droppedError) Error() string   { return "faults: reply dropped after the command executed" }
-func (droppedError) Timeout() bool   { return true }
+func (droppedError) Timeout() bool   { return false }
 func (droppedError) Temporary() bool { return true }
 
 // ErrRefused is returned by the dialer while dials are refused.
