@@ -1,0 +1,106 @@
+// Package routing places tenants on shards with versioned route tables, and makes every
+// shard refuse writes that were routed by a table it has moved past.
+//
+// # The problem
+//
+// hash(tenant) -> shard needs no metadata until one fat tenant has to leave its shard and the
+// hash function cannot say so. Placement must be data: versioned, distributed, with
+// exceptions. And a route is a protocol, not only a lookup: a client that still holds
+// yesterday's table must not be able to write to yesterday's owner.
+//
+// # Tables, units and generations
+//
+// A [Table] at generation g maps each of B fixed logical buckets (bucket = xxhash64(tenant)
+// % B, the project's stable hash contract; B is fixed for the table's life and is not the
+// number of servers) to a shard by ranges, plus overrides (tenant -> shard) and spreads
+// (tenant -> K sub-buckets, each on a shard; a record key picks its sub-bucket by the same
+// stable hash). A shard is one Redis deployment the host names: a standalone server or a
+// whole cluster.
+//
+// The thing a table assigns, and that moves, is a placement [Unit]: a bucket, an overridden
+// tenant, or one sub-bucket of a spread tenant. [Router.Route] resolves (tenant, key) to a
+// [Route]: unit, shard, generation, in memory and without allocating.
+//
+// Tables live in a control Redis ([Store]). Publication is compare-and-set: a table's
+// generation must be exactly current + 1, so generations never repeat (moving a unit
+// A -> B -> A is generations 10 -> 11 -> 12). A [Router] learns new tables by pub/sub and a
+// periodic poll, never installs a table older than the one it has, and coalesces fetches:
+// any number of callers that find their route stale at once share one fetch.
+//
+// # The guarantee: a stale route cannot write
+//
+// Each shard holds, for every unit it owns or owned, an ownership record (generation, state)
+// in the unit's own hash slot. The project's write path for routed data is a small versioned
+// record store whose operations ([Shard.Exec], [Shard.Get], [Router.Do]) are Lua scripts
+// that, in one atomic step on one slot:
+//
+//  1. check the ownership record against the route generation the caller carries: a write
+//     is admitted only if the unit is open here at a generation <= the caller's, and the
+//     tenant was not moved out of the bucket; otherwise [ErrStaleRoute], nothing changed;
+//  2. check and record the operation ID: a retried operation returns its first result; the
+//     same ID with a different operation is [ErrConflict];
+//  3. apply the versioned change (Put, Delete as a tombstone, optional compare-and-set on
+//     the version);
+//  4. append a change-log entry for the unit (a stream in the same slot).
+//
+// [Router.Do] routes, executes, and on ErrStaleRoute waits for a newer table and retries on
+// the new owner with the same operation ID, within the caller's deadline and a bounded
+// number of redirects. A stale table is never used as a fallback. Together with migrate
+// (which copies a unit's records, idempotency records and change log to the new owner and
+// closes the old one with an exact barrier), a client whose reply was lost before a move
+// retries through its stale route and receives its original result from the new owner.
+//
+// Idempotency records and tombstones are plain records in the unit's slot, so they travel
+// with it. They are kept for [DefaultOpRetention] and [DefaultTombstoneRetention] (24h),
+// far longer than client retries and a migration; expired ones are removed a few at a time
+// by later writes to the same unit.
+//
+// # Key layout
+//
+// Under a prefix P ([DefaultPrefix] "celebrity:routing"), each unit has a hash tag
+//
+//	{P:b:<bucket>}            a hash bucket
+//	{P:t:<tenant>}            an overridden tenant
+//	{P:s:<sub>:<tenant>}      sub-bucket <sub> of a spread tenant
+//
+// ('%', '{', '}' in tenants are percent-encoded) and these keys on its shard, all in one slot:
+//
+//	<tag>:own   HASH   ownership: gen, state ("open", "closed", "importing", ...),
+//	                   x:<tenant> = generation at which a tenant was moved out of a bucket
+//	<tag>:rec   HASH   RecordField(tenant, key) -> "<version>:l:<value>" | "<version>:t:"
+//	<tag>:ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>"
+//	<tag>:opx   ZSET   op ID, score = expiry (unix ms)
+//	<tag>:tomb  ZSET   record field of a tombstone, score = expiry (unix ms)
+//	<tag>:log   STREAM change log: k (put|del|noop), f, r, o, op, x (see [LogEntry])
+//
+// In the control Redis: P:table (HASH gen, table JSON) and the channel P:table:announce.
+// [Keys] computes all of them; [EncodeRecord], [DecodeRecord], [EncodeOpRecord],
+// [DecodeOpRecord] and [ParseLogEntry] give the stored forms.
+//
+// # Building on the shard side (migrate)
+//
+// [Shard] wraps one shard's client. [Shard.Ownership] reads a unit's record,
+// [Shard.Transition] changes it by compare-and-set in one script and returns the unit's last
+// change-log ID; when the new state refuses writes (anything but open), that ID is final,
+// which is the exact write barrier a migration needs. [Shard.MarkMoved] does the same for
+// one tenant leaving a bucket. Never delete an ownership record: a missing record refuses
+// writes, but [Router.Provision] may claim it again.
+//
+// # What is assumed of Redis
+//
+// Scripts are atomic and a shard has one writable owner per slot. A write acknowledged by a
+// shard is only as durable as that shard's persistence: run shards with AOF
+// (appendfsync always) and, with replicas, WAIT, if acknowledged writes must survive a
+// crash; a shard restored from an old snapshot may hold an old ownership record, and the
+// guarantee then holds only relative to what it holds. Client clocks only set retention
+// times; they never decide ownership.
+//
+// # Example
+//
+//	r, err := routing.New(control, routing.Options{Shards: map[string]redis.UniversalClient{
+//		"a": shardA, "b": shardB,
+//	}})
+//	if err != nil { ... }
+//	defer r.Close()
+//	res, err := r.Do(ctx, "acme", "op-7f3a", routing.Put("seat:12", "alice"))
+package routing

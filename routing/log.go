@@ -1,0 +1,59 @@
+package routing
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// LogEntry is one entry of a unit's change log. The guarded write script appends exactly one
+// entry for every operation it records, in the same script as the change, so the log is an
+// exact, ordered account of the unit's writes and idempotency records:
+//
+//	k  kind: "put", "del" (the record changed) or "noop" (only an op record was written)
+//	f  record field (see RecordField)
+//	r  the record after the write, encoded (see EncodeRecord); empty for "noop"
+//	o  operation ID
+//	op the idempotency record, encoded (see EncodeOpRecord)
+//	x  expiry of the idempotency record, unix milliseconds
+type LogEntry struct {
+	ID       string   // ID is the stream entry ID.
+	Kind     string   // Kind is "put", "del" or "noop".
+	Field    string   // Field is the record field.
+	Record   Record   // Record is the record after the write (zero for "noop").
+	OpID     string   // OpID is the operation ID.
+	Op       OpRecord // Op is the idempotency record written.
+	OpExpiry int64    // OpExpiry is the op record's expiry, unix milliseconds.
+}
+
+// ParseLogEntry decodes one change-log stream message.
+func ParseLogEntry(m redis.XMessage) (LogEntry, error) {
+	get := func(k string) string {
+		v, _ := m.Values[k].(string)
+		return v
+	}
+	e := LogEntry{ID: m.ID, Kind: get("k"), Field: get("f"), OpID: get("o")}
+	switch e.Kind {
+	case "put", "del":
+		r, err := DecodeRecord(get("r"))
+		if err != nil {
+			return LogEntry{}, fmt.Errorf("routing: log entry %s: %w", m.ID, err)
+		}
+		e.Record = r
+	case "noop":
+	default:
+		return LogEntry{}, fmt.Errorf("routing: log entry %s: unknown kind %q", m.ID, e.Kind)
+	}
+	op, err := DecodeOpRecord(get("op"))
+	if err != nil {
+		return LogEntry{}, fmt.Errorf("routing: log entry %s: %w", m.ID, err)
+	}
+	e.Op = op
+	x, err := strconv.ParseInt(get("x"), 10, 64)
+	if err != nil {
+		return LogEntry{}, fmt.Errorf("routing: log entry %s: malformed expiry %q", m.ID, get("x"))
+	}
+	e.OpExpiry = x
+	return e, nil
+}

@@ -1,0 +1,57 @@
+package routing_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// prefix returns a key prefix unique to the test.
+func prefix(t testing.TB) string {
+	return strings.TrimSuffix(redistest.Prefix(t), ":")
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newShard builds a Shard named name over c under prefix p.
+func newShard(t testing.TB, name string, c routing.Scripter, p string, o routing.ShardOptions) *routing.Shard {
+	t.Helper()
+	o.Prefix = p
+	s, err := routing.NewShard(name, c, o)
+	require.NoError(t, err)
+	return s
+}
+
+// open creates unit u's ownership record on s, open at gen.
+func open(t testing.TB, s *routing.Shard, u routing.Unit, gen uint64) {
+	t.Helper()
+	_, err := s.Transition(ctxT(t), u, routing.Ownership{}, routing.Ownership{Generation: gen, State: routing.StateOpen})
+	require.NoError(t, err)
+}
+
+// logEntries returns unit u's change log on s.
+func logEntries(t testing.TB, c redis.UniversalClient, s *routing.Shard, u routing.Unit) []routing.LogEntry {
+	t.Helper()
+	msgs, err := c.XRange(ctxT(t), s.Keys().Unit(u).Log, "-", "+").Result()
+	require.NoError(t, err)
+	out := make([]routing.LogEntry, 0, len(msgs))
+	for _, m := range msgs {
+		e, err := routing.ParseLogEntry(m)
+		require.NoError(t, err)
+		out = append(out, e)
+	}
+	return out
+}

@@ -1,0 +1,66 @@
+-- own.lua: compare-and-set of one unit's ownership record; returns the change log's last ID.
+--
+-- KEYS (both carry the unit's hash tag, so they share one slot with the unit's data):
+--   1 own  HASH ownership record: gen, state, "x:<tenant>"
+--   2 log  STREAM change log of the unit
+-- ARGV:
+--   1 fromgen    expected generation ("0" with fromstate "" = no record)
+--   2 fromstate  expected state ("" = no record)
+--   3 togen      new generation (integer >= fromgen)
+--   4 tostate    new state (letters only, non-empty)
+--   5 tenant     "" to change gen/state; otherwise the tenant whose moved-out mark to change
+--   6 mark       with a tenant: "1" marks the tenant moved out, "0" clears the mark
+-- Reply: {"ok"|"changed", gen, state, lastid}: "ok" when the record now equals the target
+--   (including a retry of a transition already made), "changed" when the record was neither
+--   the expected one nor the target (nothing written). lastid is the last change-log entry ID
+--   ("0-0" for none), final when the new state admits no writes: no write can land between
+--   the transition and the reply.
+-- Invariant: generations on a shard never go backwards; the record is only changed from the
+--   state the caller observed.
+
+local function digits(s) return type(s) == "string" and string.match(s, "^%d+$") ~= nil end
+if not digits(ARGV[1]) or not digits(ARGV[3]) then
+  return redis.error_reply("ERR routing own: generations must be integers")
+end
+local fromgen, togen = tonumber(ARGV[1]), tonumber(ARGV[3])
+local tostate, tenant, mark = ARGV[4], ARGV[5], ARGV[6]
+if not string.match(tostate, "^%a+$") then
+  return redis.error_reply("ERR routing own: tostate must be letters")
+end
+if togen < 1 or togen < fromgen then
+  return redis.error_reply("ERR routing own: togen must be >= 1 and >= fromgen")
+end
+if tenant ~= "" and mark ~= "0" and mark ~= "1" then
+  return redis.error_reply("ERR routing own: mark must be 0 or 1")
+end
+
+local function lastid()
+  if redis.call("EXISTS", KEYS[2]) == 0 then return "0-0" end
+  local info = redis.call("XINFO", "STREAM", KEYS[2])
+  for i = 1, #info, 2 do
+    if info[i] == "last-generated-id" then return info[i + 1] end
+  end
+  return "0-0"
+end
+
+local own = redis.call("HMGET", KEYS[1], "gen", "state")
+local cgen, cstate = own[1] or "0", own[2] or ""
+local function marked()
+  if tenant == "" then return true end
+  return (redis.call("HEXISTS", KEYS[1], "x:" .. tenant) == 1) == (mark == "1")
+end
+if tonumber(cgen) == togen and cstate == tostate and marked() then
+  return {"ok", cgen, cstate, lastid()}
+end
+if tonumber(cgen) ~= fromgen or cstate ~= ARGV[2] then
+  return {"changed", cgen, cstate, lastid()}
+end
+redis.call("HSET", KEYS[1], "gen", ARGV[3], "state", tostate)
+if tenant ~= "" then
+  if mark == "1" then
+    redis.call("HSET", KEYS[1], "x:" .. tenant, ARGV[3])
+  else
+    redis.call("HDEL", KEYS[1], "x:" .. tenant)
+  end
+end
+return {"ok", ARGV[3], tostate, lastid()}

@@ -1,0 +1,23 @@
+package routing
+
+import (
+	_ "embed"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed write.lua
+	writeLua string
+	//go:embed get.lua
+	getLua string
+	//go:embed own.lua
+	ownLua string
+	//go:embed publish.lua
+	publishLua string
+
+	writeScript   = redis.NewScript(writeLua)
+	getScript     = redis.NewScript(getLua)
+	ownScript     = redis.NewScript(ownLua)
+	publishScript = redis.NewScript(publishLua)
+)

@@ -1,0 +1,249 @@
+package routing
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Scripter is the part of a go-redis client a Shard needs: script execution and the plain
+// commands used to read ownership records and change logs.
+type Scripter interface {
+	redis.Scripter
+	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+}
+
+var (
+	_ Scripter = (*redis.Client)(nil)
+	_ Scripter = (*redis.ClusterClient)(nil)
+)
+
+// Defaults of ShardOptions.
+const (
+	// DefaultOpRetention is how long an idempotency record lives. It must outlive a client's
+	// retries and a migration of the unit (snapshot, catch-up, flip), so that a client whose
+	// reply was lost before the move finds its result on the new owner.
+	DefaultOpRetention = 24 * time.Hour
+	// DefaultTombstoneRetention is how long a tombstone lives; a late copy of an older
+	// version arriving within it cannot resurrect the record.
+	DefaultTombstoneRetention = 24 * time.Hour
+	// DefaultLogMaxLen caps each unit's change log (approximately, XADD MAXLEN ~).
+	DefaultLogMaxLen = 100_000
+)
+
+// ShardOptions configure a Shard. The zero value is valid.
+type ShardOptions struct {
+	// Prefix is the key prefix (no braces). Default: DefaultPrefix.
+	Prefix string
+	// OpRetention is the lifetime of idempotency records. Default: DefaultOpRetention.
+	OpRetention time.Duration
+	// TombstoneRetention is the lifetime of tombstones. Default: DefaultTombstoneRetention.
+	TombstoneRetention time.Duration
+	// LogMaxLen caps each unit's change log, approximately; -1 disables the cap.
+	// Default: DefaultLogMaxLen.
+	LogMaxLen int64
+	// Now returns the current time; expiry of op records and tombstones uses it.
+	// Default: time.Now.
+	Now func() time.Time
+}
+
+// Shard is the shard side of routing: one named Redis deployment (a standalone server or a
+// whole cluster) holding the ownership records and the guarded record store of the units it
+// owns. It is safe for concurrent use and holds no goroutines.
+type Shard struct {
+	name    string
+	client  Scripter
+	keys    Keys
+	opTTL   int64
+	tombTTL int64
+	logMax  int64
+	now     func() time.Time
+}
+
+// NewShard returns the shard named name served by client.
+func NewShard(name string, client Scripter, o ShardOptions) (*Shard, error) {
+	if name == "" {
+		return nil, fmt.Errorf("routing: shard name must not be empty")
+	}
+	if client == nil {
+		return nil, fmt.Errorf("routing: shard %q: client must not be nil", name)
+	}
+	if err := validPrefix(o.Prefix); err != nil {
+		return nil, err
+	}
+	if o.OpRetention == 0 {
+		o.OpRetention = DefaultOpRetention
+	}
+	if o.OpRetention < time.Millisecond {
+		return nil, fmt.Errorf("routing: ShardOptions.OpRetention must be >= 1ms, got %v", o.OpRetention)
+	}
+	if o.TombstoneRetention == 0 {
+		o.TombstoneRetention = DefaultTombstoneRetention
+	}
+	if o.TombstoneRetention < time.Millisecond {
+		return nil, fmt.Errorf("routing: ShardOptions.TombstoneRetention must be >= 1ms, got %v", o.TombstoneRetention)
+	}
+	switch {
+	case o.LogMaxLen == 0:
+		o.LogMaxLen = DefaultLogMaxLen
+	case o.LogMaxLen == -1:
+		o.LogMaxLen = 0
+	case o.LogMaxLen < 0:
+		return nil, fmt.Errorf("routing: ShardOptions.LogMaxLen must be -1 or >= 1, got %d", o.LogMaxLen)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &Shard{
+		name:    name,
+		client:  client,
+		keys:    Keys{Prefix: o.Prefix},
+		opTTL:   o.OpRetention.Milliseconds(),
+		tombTTL: o.TombstoneRetention.Milliseconds(),
+		logMax:  o.LogMaxLen,
+		now:     o.Now,
+	}, nil
+}
+
+func validPrefix(p string) error {
+	for i := 0; i < len(p); i++ {
+		if p[i] == '{' || p[i] == '}' {
+			return fmt.Errorf("routing: Options.Prefix must not contain braces, got %q", p)
+		}
+	}
+	return nil
+}
+
+// Name returns the shard's name.
+func (s *Shard) Name() string { return s.name }
+
+// Client returns the client the shard was built with.
+func (s *Shard) Client() Scripter { return s.client }
+
+// Keys returns the key layout the shard uses.
+func (s *Shard) Keys() Keys { return s.keys }
+
+// Exec runs one guarded write for tenant in unit, routed by generation gen, under operation
+// ID opID, as one script on the unit's slot (see the package documentation for what it checks).
+//
+// It returns a [*StaleRouteError] (errors.Is ErrStaleRoute) when the shard does not admit
+// gen for the unit, ErrConflict when opID was recorded for another operation, and a
+// [*VersionMismatchError] when a conditional write found another version. In all three
+// cases nothing changed. A retry of an operation already recorded returns its first result
+// (or its first mismatch) with Result.Replayed set. An error from Redis leaves the outcome
+// unknown; retry with the same opID.
+func (s *Shard) Exec(ctx context.Context, u Unit, gen uint64, tenant, opID string, op Op) (Result, error) {
+	if err := checkArgs(u, gen, tenant); err != nil {
+		return Result{}, err
+	}
+	if opID == "" {
+		return Result{}, errInput("empty operation ID")
+	}
+	if err := op.validate(); err != nil {
+		return Result{}, err
+	}
+	k := s.keys.Unit(u)
+	check := "0"
+	if op.Check {
+		check = "1"
+	}
+	reply, err := writeScript.Run(ctx, s.client,
+		[]string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log},
+		strconv.FormatUint(gen, 10), tenant, opID, op.fingerprint(tenant), op.kindArg(),
+		RecordField(tenant, op.Key), check, strconv.FormatUint(op.Version, 10), op.Value,
+		strconv.FormatInt(s.now().UnixMilli(), 10), strconv.FormatInt(s.opTTL, 10),
+		strconv.FormatInt(s.tombTTL, 10), strconv.FormatInt(s.logMax, 10),
+	).StringSlice()
+	if err != nil {
+		return Result{}, fmt.Errorf("routing: write on shard %q %s: %w", s.name, u, err)
+	}
+	if len(reply) == 0 {
+		return Result{}, fmt.Errorf("routing: write on shard %q %s: empty reply", s.name, u)
+	}
+	switch reply[0] {
+	case "stale":
+		return Result{}, s.stale(u, gen, reply)
+	case "conflict":
+		return Result{}, fmt.Errorf("%w: op %q in %s on shard %q", ErrConflict, opID, u, s.name)
+	case "dup", "done":
+		if len(reply) != 3 {
+			return Result{}, fmt.Errorf("routing: write on shard %q: malformed reply %q", s.name, reply)
+		}
+		v, err := strconv.ParseUint(reply[2], 10, 64)
+		if err != nil {
+			return Result{}, fmt.Errorf("routing: write on shard %q: malformed version %q", s.name, reply[2])
+		}
+		res := Result{Version: v, Replayed: reply[0] == "dup"}
+		switch Outcome(reply[1]) {
+		case OutcomeApplied:
+			res.Applied = true
+		case OutcomeAbsent:
+		case OutcomeMismatch:
+			return res, &VersionMismatchError{Key: op.Key, Expected: op.Version, Current: v}
+		default:
+			return Result{}, fmt.Errorf("routing: write on shard %q: unknown outcome %q", s.name, reply[1])
+		}
+		return res, nil
+	}
+	return Result{}, fmt.Errorf("routing: write on shard %q: unknown reply %q", s.name, reply)
+}
+
+// Get reads tenant's record key in unit, routed by generation gen. It returns the record
+// (Deleted set for a tombstone) and whether one exists. A shard that does not admit gen for
+// the unit returns a [*StaleRouteError]: reads are only served by the open owner.
+func (s *Shard) Get(ctx context.Context, u Unit, gen uint64, tenant, key string) (Record, bool, error) {
+	if err := checkArgs(u, gen, tenant); err != nil {
+		return Record{}, false, err
+	}
+	if key == "" {
+		return Record{}, false, errInput("empty key")
+	}
+	k := s.keys.Unit(u)
+	reply, err := getScript.Run(ctx, s.client, []string{k.Own, k.Records},
+		strconv.FormatUint(gen, 10), tenant, RecordField(tenant, key)).StringSlice()
+	if err != nil {
+		return Record{}, false, fmt.Errorf("routing: get on shard %q %s: %w", s.name, u, err)
+	}
+	switch {
+	case len(reply) > 0 && reply[0] == "stale":
+		return Record{}, false, s.stale(u, gen, reply)
+	case len(reply) == 1 && reply[0] == "ok":
+		return Record{}, false, nil
+	case len(reply) == 2 && reply[0] == "ok":
+		r, err := DecodeRecord(reply[1])
+		return r, err == nil, err
+	}
+	return Record{}, false, fmt.Errorf("routing: get on shard %q: malformed reply %q", s.name, reply)
+}
+
+func (s *Shard) stale(u Unit, gen uint64, reply []string) error {
+	e := &StaleRouteError{Shard: s.name, Unit: u, Sent: gen}
+	if len(reply) == 4 {
+		e.Owner.Generation, _ = strconv.ParseUint(reply[1], 10, 64)
+		e.Owner.State = State(reply[2])
+		e.Moved = reply[3] == "1"
+	}
+	return e
+}
+
+func checkArgs(u Unit, gen uint64, tenant string) error {
+	if err := u.Validate(); err != nil {
+		return err
+	}
+	if gen == 0 {
+		return errInput("route generation must be >= 1")
+	}
+	if tenant == "" {
+		return errInput("empty tenant")
+	}
+	if u.Kind != KindBucket && u.Tenant != tenant {
+		return errInput(fmt.Sprintf("tenant %q does not belong to %s", tenant, u))
+	}
+	return nil
+}
+
+func errInput(msg string) error { return fmt.Errorf("%w: %s", ErrInvalidInput, msg) }

@@ -1,0 +1,199 @@
+package routing
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// UnitKind says how a tenant was placed: by hash bucket, by override or by spread.
+type UnitKind uint8
+
+// The unit kinds. Each unit has its own ownership record, records, idempotency records and
+// change log on the shard that owns it.
+const (
+	// KindBucket is one of the table's B hash buckets; it holds every tenant that hashes to
+	// it and has neither an override nor a spread.
+	KindBucket UnitKind = iota + 1
+	// KindTenant is a tenant placed by an override: the tenant alone is the unit.
+	KindTenant
+	// KindSpread is sub-bucket Sub of a spread tenant.
+	KindSpread
+)
+
+// String returns "bucket", "tenant" or "spread".
+func (k UnitKind) String() string {
+	switch k {
+	case KindBucket:
+		return "bucket"
+	case KindTenant:
+		return "tenant"
+	case KindSpread:
+		return "spread"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// Unit is a placement unit: the smallest thing a route table assigns to a shard and that
+// migrate moves. A Unit is a comparable value and can be a map key.
+type Unit struct {
+	Kind   UnitKind // Kind is how the unit was placed.
+	Bucket uint32   // Bucket is the hash bucket (KindBucket only).
+	Tenant string   // Tenant is the tenant (KindTenant and KindSpread only).
+	Sub    uint32   // Sub is the sub-bucket index (KindSpread only).
+}
+
+// BucketUnit returns the unit of hash bucket b.
+func BucketUnit(b uint32) Unit { return Unit{Kind: KindBucket, Bucket: b} }
+
+// TenantUnit returns the unit of an overridden tenant.
+func TenantUnit(tenant string) Unit { return Unit{Kind: KindTenant, Tenant: tenant} }
+
+// SpreadUnit returns sub-bucket sub of a spread tenant.
+func SpreadUnit(tenant string, sub uint32) Unit {
+	return Unit{Kind: KindSpread, Tenant: tenant, Sub: sub}
+}
+
+// String returns a readable form such as "bucket 12", "tenant \"acme\"" or
+// "spread \"acme\"/3".
+func (u Unit) String() string {
+	switch u.Kind {
+	case KindBucket:
+		return "bucket " + strconv.FormatUint(uint64(u.Bucket), 10)
+	case KindTenant:
+		return "tenant " + strconv.Quote(u.Tenant)
+	case KindSpread:
+		return "spread " + strconv.Quote(u.Tenant) + "/" + strconv.FormatUint(uint64(u.Sub), 10)
+	}
+	return "unit(" + u.Kind.String() + ")"
+}
+
+// Validate reports whether u is well formed.
+func (u Unit) Validate() error {
+	switch u.Kind {
+	case KindBucket:
+		if u.Tenant != "" || u.Sub != 0 {
+			return fmt.Errorf("%w: bucket unit carries a tenant or sub-bucket", ErrInvalidInput)
+		}
+	case KindTenant:
+		if u.Tenant == "" || u.Sub != 0 {
+			return fmt.Errorf("%w: tenant unit needs a tenant and no sub-bucket", ErrInvalidInput)
+		}
+	case KindSpread:
+		if u.Tenant == "" {
+			return fmt.Errorf("%w: spread unit needs a tenant", ErrInvalidInput)
+		}
+	default:
+		return fmt.Errorf("%w: unknown unit kind %d", ErrInvalidInput, u.Kind)
+	}
+	return nil
+}
+
+// DefaultPrefix is the key prefix used when Options.Prefix is empty.
+const DefaultPrefix = "celebrity:routing"
+
+// Keys computes the Redis key layout under one prefix. The zero value uses DefaultPrefix.
+// See the package documentation for the layout.
+type Keys struct {
+	Prefix string // Prefix is the key prefix; it must not contain '{' or '}'. Default: DefaultPrefix.
+}
+
+// UnitKeys are the keys of one unit on its shard. They all share the unit's hash tag, so they
+// live in one hash slot and one script can touch all of them on a cluster.
+type UnitKeys struct {
+	Tag        string // Tag is the hash tag including braces, e.g. "{celebrity:routing:b:12}".
+	Own        string // Own is the ownership record (HASH gen, state, x:<tenant>).
+	Records    string // Records is the record store (HASH field -> encoded Record).
+	Ops        string // Ops holds idempotency records (HASH op ID -> encoded OpRecord).
+	OpExpiry   string // OpExpiry holds op ID expiry times (ZSET, score unix ms).
+	Tombstones string // Tombstones holds tombstone expiry times (ZSET field, score unix ms).
+	Log        string // Log is the change log (STREAM).
+}
+
+func (k Keys) prefix() string {
+	if k.Prefix == "" {
+		return DefaultPrefix
+	}
+	return k.Prefix
+}
+
+// Tag returns the hash tag of unit u, braces included.
+func (k Keys) Tag(u Unit) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	b.WriteString(k.prefix())
+	switch u.Kind {
+	case KindBucket:
+		b.WriteString(":b:")
+		b.WriteString(strconv.FormatUint(uint64(u.Bucket), 10))
+	case KindTenant:
+		b.WriteString(":t:")
+		escapeTag(&b, u.Tenant)
+	case KindSpread:
+		b.WriteString(":s:")
+		b.WriteString(strconv.FormatUint(uint64(u.Sub), 10))
+		b.WriteByte(':')
+		escapeTag(&b, u.Tenant)
+	default:
+		b.WriteString(":?")
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Unit returns all keys of unit u.
+func (k Keys) Unit(u Unit) UnitKeys {
+	tag := k.Tag(u)
+	return UnitKeys{
+		Tag:        tag,
+		Own:        tag + ":own",
+		Records:    tag + ":rec",
+		Ops:        tag + ":ops",
+		OpExpiry:   tag + ":opx",
+		Tombstones: tag + ":tomb",
+		Log:        tag + ":log",
+	}
+}
+
+// Table returns the control-Redis key holding the current route table (HASH gen, table).
+func (k Keys) Table() string { return k.prefix() + ":table" }
+
+// Channel returns the pub/sub channel on which new generations are announced.
+func (k Keys) Channel() string { return k.prefix() + ":table:announce" }
+
+// escapeTag writes s with '%', '{' and '}' percent-encoded, so a tenant can never end or
+// open a hash tag early.
+func escapeTag(b *strings.Builder, s string) {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '%':
+			b.WriteString("%25")
+		case '{':
+			b.WriteString("%7B")
+		case '}':
+			b.WriteString("%7D")
+		default:
+			b.WriteByte(c)
+		}
+	}
+}
+
+// RecordField returns the field under which a tenant's key is stored in a unit's Records
+// hash: the tenant's length, a colon, the tenant, then the key. The length prefix keeps
+// tenants apart inside a shared bucket without restricting the characters they use.
+func RecordField(tenant, key string) string {
+	return strconv.Itoa(len(tenant)) + ":" + tenant + key
+}
+
+// SplitRecordField reverses RecordField.
+func SplitRecordField(field string) (tenant, key string, ok bool) {
+	i := strings.IndexByte(field, ':')
+	if i <= 0 {
+		return "", "", false
+	}
+	n, err := strconv.Atoi(field[:i])
+	if err != nil || n < 0 || i+1+n > len(field) {
+		return "", "", false
+	}
+	return field[i+1 : i+1+n], field[i+1+n:], true
+}

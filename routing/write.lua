@@ -1,0 +1,143 @@
+-- write.lua: one guarded, idempotent write (Put or Delete, optionally conditional on the
+-- record's version) to the versioned record store of one placement unit.
+--
+-- KEYS: all six carry the unit's hash tag "{<prefix>:<unit>}", so they share one hash slot;
+-- the ownership check, the idempotency record, the data change and the change-log entry are
+-- therefore one atomic step on one shard, and everything travels together when the unit moves.
+--   1 own   HASH   ownership record: gen, state, "x:<tenant>" for tenants moved out
+--   2 rec   HASH   record field -> "<version>:l:<value>" or "<version>:t:" (tombstone)
+--   3 ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>"
+--   4 opx   ZSET   op ID scored by its expiry, unix ms
+--   5 tomb  ZSET   record field scored by the tombstone's expiry, unix ms
+--   6 log   STREAM change log, one entry per recorded operation
+-- ARGV:
+--   1 gen      route generation the caller routed with (integer >= 1)
+--   2 tenant   tenant (non-empty); refused if marked as moved out of this unit
+--   3 opid     operation ID (non-empty)
+--   4 fp       fingerprint of the operation (non-empty, no ':')
+--   5 kind     "put" or "del"
+--   6 field    record field (non-empty)
+--   7 check    "1": the current version must equal ARGV[8] (0 = absent or deleted); "0": no check
+--   8 expect   expected version (integer >= 0)
+--   9 value    value to store (put only)
+--  10 now      current time, unix ms (integer)
+--  11 opttl    idempotency-record retention, ms (integer >= 1)
+--  12 tombttl  tombstone retention, ms (integer >= 1)
+--  13 logmax   approximate change-log length cap (integer, 0 = no cap)
+-- Reply (all strings):
+--   {"stale", gen, state, moved}  the ownership record does not admit this generation; nothing written
+--   {"conflict", fingerprint}     the op ID is recorded for a different operation; nothing written
+--   {"dup", outcome, version}     the op ID is recorded for this operation: its first result
+--   {"done", outcome, version}    recorded now; outcome "ok", "mismatch" or "absent"
+-- Invariant: a write lands only while the unit is open here at a generation <= the caller's;
+-- every recorded operation leaves exactly one op record and one change-log entry; an op ID
+-- is applied at most once while its record lives.
+
+local function int(s, name, min)
+  if type(s) ~= "string" or not string.match(s, "^%d+$") then
+    return redis.error_reply("ERR routing write: " .. name .. " must be an integer")
+  end
+  local n = tonumber(s)
+  if n < min then
+    return redis.error_reply("ERR routing write: " .. name .. " must be >= " .. min)
+  end
+  return n
+end
+
+local function str(n) return string.format("%d", n) end
+
+local gen = int(ARGV[1], "gen", 1)
+if type(gen) == "table" then return gen end
+local tenant, opid, fp, kind, field = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+if tenant == "" then return redis.error_reply("ERR routing write: empty tenant") end
+if opid == "" then return redis.error_reply("ERR routing write: empty op ID") end
+if fp == "" or string.find(fp, ":", 1, true) then
+  return redis.error_reply("ERR routing write: bad fingerprint")
+end
+if kind ~= "put" and kind ~= "del" then return redis.error_reply("ERR routing write: bad kind") end
+if field == "" then return redis.error_reply("ERR routing write: empty field") end
+local check = ARGV[7]
+if check ~= "0" and check ~= "1" then return redis.error_reply("ERR routing write: bad check") end
+local expect = int(ARGV[8], "expect", 0)
+if type(expect) == "table" then return expect end
+local value = ARGV[9]
+local now = int(ARGV[10], "now", 0)
+if type(now) == "table" then return now end
+local opttl = int(ARGV[11], "opttl", 1)
+if type(opttl) == "table" then return opttl end
+local tombttl = int(ARGV[12], "tombttl", 1)
+if type(tombttl) == "table" then return tombttl end
+local logmax = int(ARGV[13], "logmax", 0)
+if type(logmax) == "table" then return logmax end
+
+-- 1. Ownership.
+local own = redis.call("HMGET", KEYS[1], "gen", "state")
+local ogen, ostate = own[1] or "0", own[2] or ""
+if ostate ~= "open" or tonumber(ogen) > gen then
+  return {"stale", ogen, ostate, "0"}
+end
+if redis.call("HEXISTS", KEYS[1], "x:" .. tenant) == 1 then
+  return {"stale", ogen, ostate, "1"}
+end
+
+-- 2. Idempotency.
+local prev = redis.call("HGET", KEYS[3], opid)
+if prev then
+  local pfp, pout, pver = string.match(prev, "^([^:]*):([^:]*):(%d+)$")
+  if pfp ~= fp then return {"conflict", tostring(pfp)} end
+  return {"dup", pout, pver}
+end
+
+-- 3. Apply.
+local cur = redis.call("HGET", KEYS[2], field)
+local cver, live = 0, false
+if cur then
+  local v, f = string.match(cur, "^(%d+):(%a):")
+  cver, live = tonumber(v), f == "l"
+end
+local seen = live and cver or 0
+local outcome, ver, logkind, rec = "ok", 0, "noop", ""
+if check == "1" and seen ~= expect then
+  outcome, ver = "mismatch", seen
+elseif kind == "put" then
+  ver = cver + 1
+  rec = str(ver) .. ":l:" .. value
+  redis.call("HSET", KEYS[2], field, rec)
+  redis.call("ZREM", KEYS[5], field)
+  logkind = "put"
+elseif live then
+  ver = cver + 1
+  rec = str(ver) .. ":t:"
+  redis.call("HSET", KEYS[2], field, rec)
+  redis.call("ZADD", KEYS[5], str(now + tombttl), field)
+  logkind = "del"
+else
+  outcome, ver = "absent", 0
+end
+
+-- 4. Record the op and log it.
+local oprec = fp .. ":" .. outcome .. ":" .. str(ver)
+local opexp = str(now + opttl)
+redis.call("HSET", KEYS[3], opid, oprec)
+redis.call("ZADD", KEYS[4], opexp, opid)
+if logmax > 0 then
+  redis.call("XADD", KEYS[6], "MAXLEN", "~", str(logmax), "*",
+    "k", logkind, "f", field, "r", rec, "o", opid, "op", oprec, "x", opexp)
+else
+  redis.call("XADD", KEYS[6], "*", "k", logkind, "f", field, "r", rec, "o", opid, "op", oprec, "x", opexp)
+end
+
+-- 5. Amortised retention: drop a few expired op records and tombstones.
+local expired = redis.call("ZRANGEBYSCORE", KEYS[4], "-inf", str(now), "LIMIT", 0, 16)
+for _, id in ipairs(expired) do
+  redis.call("HDEL", KEYS[3], id)
+  redis.call("ZREM", KEYS[4], id)
+end
+local dead = redis.call("ZRANGEBYSCORE", KEYS[5], "-inf", str(now), "LIMIT", 0, 16)
+for _, f in ipairs(dead) do
+  local r = redis.call("HGET", KEYS[2], f)
+  if r and string.match(r, "^%d+:t:") then redis.call("HDEL", KEYS[2], f) end
+  redis.call("ZREM", KEYS[5], f)
+end
+
+return {"done", outcome, str(ver)}
