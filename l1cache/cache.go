@@ -1,0 +1,245 @@
+package l1cache
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+)
+
+// Loader reads the value of key from the source behind the cache (a database, a replicas
+// read). It returns an error matching ErrNotFound when the key has no value. It runs detached
+// from its callers: ctx keeps the values of the first caller's context, not its cancellation,
+// and ends after Options.LoadTimeout or at Close.
+type Loader[V any] func(ctx context.Context, key string) (V, error)
+
+// numShards is the number of singleflight shards (a power of two).
+const numShards = 64
+
+// Cache is a bounded in-process cache of string keys whose misses and refreshes go through
+// a Loader, at most one load per key at a time. It is safe for concurrent use. Create it
+// with [New]; stop it with [Cache.Close].
+type Cache[V any] struct {
+	cfg    config[V]
+	loader Loader[V]
+	store  *otter.Cache[string, *entry[V]]
+	stats  *counters
+	// epoch is raised by MarkAllStale; entries loaded in an older epoch are not fresh.
+	epoch atomic.Uint64
+	// refreshes counts background refreshes running, against MaxRefreshes.
+	refreshes atomic.Int64
+	shards    [numShards]shard[V]
+
+	closing  context.Context // cancelled by Close: ends every load
+	cancel   context.CancelFunc
+	lifeMu   sync.RWMutex // guards closed against new loads registering in wg
+	closed   bool
+	inflight sync.WaitGroup
+}
+
+// New returns a cache that loads missing keys with loader. It fails if loader is nil or an
+// option is out of range; the error names the option and its range.
+func New[V any](loader Loader[V], o Options[V]) (*Cache[V], error) {
+	if loader == nil {
+		return nil, errors.New("l1cache: loader must not be nil")
+	}
+	cfg, err := o.config()
+	if err != nil {
+		return nil, err
+	}
+	c := &Cache[V]{cfg: cfg, loader: loader, stats: newCounters()}
+	c.closing, c.cancel = context.WithCancel(context.Background())
+	for i := range c.shards {
+		c.shards[i].calls = make(map[string]*call[V])
+	}
+	oo := &otter.Options[string, *entry[V]]{
+		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, *entry[V]]) time.Duration {
+			return time.Duration(e.Value.removeAt - c.cfg.Clock.NowNano())
+		}),
+		OnAtomicDeletion: func(e otter.DeletionEvent[string, *entry[V]]) {
+			switch e.Cause {
+			case otter.CauseOverflow:
+				c.stats.evictions.Add(1)
+			case otter.CauseExpiration:
+				c.stats.expirations.Add(1)
+			}
+		},
+		Logger: otterLogger{cfg.Logger},
+	}
+	if o.Clock != nil {
+		oo.Clock = otterClock{o.Clock}
+	}
+	if cfg.MaxEntries > 0 {
+		oo.MaximumSize = cfg.MaxEntries
+	} else {
+		oo.MaximumWeight = cfg.MaxCost
+		oo.Weigher = func(key string, e *entry[V]) uint32 {
+			if !e.hasValue {
+				return 1
+			}
+			return cfg.Sizer(key, e.value)
+		}
+	}
+	if c.store, err = otter.New(oo); err != nil {
+		return nil, errors.Join(errors.New("l1cache: store"), err)
+	}
+	return c, nil
+}
+
+// Get returns the value of key. A fresh value is returned at once without allocating. Past
+// Fresh and within Stale the old value is returned at once and one background refresh starts.
+// Otherwise Get waits for a load, shared with every other Get of the key, until it ends or
+// ctx is done (then Get returns ctx's error and the load goes on for the others). A failed
+// load returns its error, or the last good value within StaleIfError; the error is cached for
+// ErrorTTL. A key without value returns the loader's ErrNotFound error.
+func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
+	now := c.cfg.Clock.NowNano()
+	e, ok := c.store.GetIfPresent(key)
+	if ok && e.hasValue && now < e.freshUntil && e.epoch >= c.epoch.Load() {
+		c.stats.stripe().hits.Add(1)
+		if c.cfg.Beta > 0 && c.refreshEarly(e, now) {
+			c.refresh(ctx, key, e, true)
+		}
+		if c.cfg.OnEvent != nil {
+			c.cfg.OnEvent(Event{Kind: EventHit, Key: key})
+		}
+		return e.value, nil
+	}
+	return c.getSlow(ctx, key, e, now)
+}
+
+// getSlow serves the cases other than a fresh hit.
+func (c *Cache[V]) getSlow(ctx context.Context, key string, e *entry[V], now int64) (V, error) {
+	switch c.classify(e, now, c.epoch.Load()) {
+	case stFresh: // raced with a MarkAllStale check; serve as the fast path would
+		c.stats.stripe().hits.Add(1)
+		c.emit(EventHit, key)
+		return e.value, nil
+	case stStale:
+		c.stats.stripe().stale.Add(1)
+		c.refresh(ctx, key, e, false)
+		c.emit(EventStaleHit, key)
+		return e.value, nil
+	case stStaleNoRetry:
+		c.stats.stripe().stale.Add(1)
+		c.emit(EventStaleHit, key)
+		return e.value, nil
+	case stStaleIfError:
+		c.stats.stripe().sie.Add(1)
+		c.emit(EventStaleIfError, key)
+		return e.value, nil
+	case stCachedErr:
+		if e.negative {
+			c.stats.stripe().negative.Add(1)
+			c.emit(EventNegativeHit, key)
+		} else {
+			c.stats.stripe().errors.Add(1)
+			c.emit(EventErrorHit, key)
+		}
+		var zero V
+		return zero, e.err
+	}
+	return c.wait(ctx, key)
+}
+
+// Set stores v as the fresh value of key, visible to every Get at once. It starts a new
+// generation of the key: a load in flight for key finishes for its waiters but does not
+// overwrite v.
+func (c *Cache[V]) Set(key string, v V) {
+	now := c.cfg.Clock.NowNano()
+	e := c.newValueEntry(v, c.epoch.Load(), now, 0)
+	sh := c.shard(key)
+	sh.mu.Lock()
+	c.store.Set(key, e)
+	sh.supersede(key)
+	sh.mu.Unlock()
+}
+
+// Invalidate drops key from this cache. It starts a new generation of the key: a load in
+// flight for key finishes for its waiters but does not install its result. Invalidate is
+// local; use an [Invalidator] to reach the other instances.
+func (c *Cache[V]) Invalidate(key string) {
+	sh := c.shard(key)
+	sh.mu.Lock()
+	c.store.Invalidate(key)
+	sh.supersede(key)
+	sh.mu.Unlock()
+	c.stats.invalidations.Add(1)
+	c.emit(EventInvalidate, key)
+}
+
+// InvalidateAll drops every key and starts a new generation of each key being loaded.
+func (c *Cache[V]) InvalidateAll() {
+	for i := range c.shards {
+		c.shards[i].mu.Lock()
+	}
+	c.store.InvalidateAll()
+	for i := range c.shards {
+		c.shards[i].supersedeAll()
+		c.shards[i].mu.Unlock()
+	}
+	c.emit(EventInvalidateAll, "")
+}
+
+// MarkAllStale ends the fresh window of every entry present and of every load in flight:
+// they are served as within Stale (old value at once, one background refresh) when the cache
+// has a Stale window, and reloaded otherwise. An [Invalidator] calls it when its subscription
+// is established, because invalidations may have been missed before.
+func (c *Cache[V]) MarkAllStale() {
+	c.epoch.Add(1)
+	c.stats.staleMarks.Add(1)
+	c.emit(EventMarkAllStale, "")
+}
+
+// Stats returns a snapshot of the cache's counters.
+func (c *Cache[V]) Stats() Stats {
+	s := c.stats.snapshot()
+	s.Entries = c.store.EstimatedSize()
+	return s
+}
+
+// Close cancels every load in flight (their waiters get the loader's reaction to a cancelled
+// context), waits for their goroutines and stops the store's goroutines. Fresh and stale
+// values are still served after Close; a Get that needs a load returns ErrClosed. Close is
+// idempotent and always returns nil.
+func (c *Cache[V]) Close() error {
+	c.lifeMu.Lock()
+	c.closed = true
+	c.lifeMu.Unlock()
+	c.cancel()
+	c.inflight.Wait()
+	c.store.StopAllGoroutines()
+	return nil
+}
+
+// emit reports an event to Options.OnEvent, if set.
+func (c *Cache[V]) emit(kind EventKind, key string) {
+	if c.cfg.OnEvent != nil {
+		c.cfg.OnEvent(Event{Kind: kind, Key: key})
+	}
+}
+
+// otterClock adapts a Clock to the store's clock, without periodic clean-up ticks: entries
+// past their windows are removed on access and by maintenance.
+type otterClock struct{ Clock }
+
+func (otterClock) Tick(time.Duration) <-chan time.Time { return nil }
+
+// otterLogger forwards the store's warnings to Options.Logger, if set.
+type otterLogger struct{ l *slog.Logger }
+
+func (o otterLogger) Warn(ctx context.Context, msg string, err error) {
+	if o.l != nil {
+		o.l.WarnContext(ctx, "l1cache: store: "+msg, "err", err)
+	}
+}
+
+func (o otterLogger) Error(ctx context.Context, msg string, err error) {
+	if o.l != nil {
+		o.l.ErrorContext(ctx, "l1cache: store: "+msg, "err", err)
+	}
+}

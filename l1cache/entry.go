@@ -1,0 +1,135 @@
+package l1cache
+
+import (
+	"errors"
+	"math"
+	"sync/atomic"
+)
+
+// entry is what the store holds for a key. Its fields never change after it is installed,
+// except the refreshing flag; a new load, Set or failure installs a new entry.
+type entry[V any] struct {
+	value V
+	// err is nil for a loaded value, the loader's ErrNotFound for a negative entry, or a
+	// cached load error.
+	err error
+	// hasValue says value is a good value: the loaded one, or the last good one kept by a
+	// failed load for stale-if-error.
+	hasValue bool
+	// negative says err is the loader's ErrNotFound.
+	negative bool
+	// epoch is the cache epoch when the load that produced value started; an entry from an
+	// older epoch than the cache's is never fresh (see Cache.MarkAllStale).
+	epoch uint64
+	// freshUntil, staleUntil and sieUntil end the fresh, stale and stale-if-error windows of
+	// value; retryAt is when a cached error or absence allows a new load.
+	freshUntil, staleUntil, sieUntil, retryAt int64
+	// removeAt is when the store drops the entry.
+	removeAt int64
+	// delta is the duration of the load that produced value, for early refresh.
+	delta int64
+	// refreshing is set by the one hit that starts a background refresh of this entry.
+	refreshing atomic.Bool
+}
+
+// state is what a Get does with an entry at a given time.
+type state uint8
+
+const (
+	stMiss         state = iota // load and wait
+	stFresh                     // serve value
+	stStale                     // serve value, refresh in the background
+	stStaleNoRetry              // serve value, a load failed recently: no refresh yet
+	stStaleIfError              // serve value, loads fail
+	stLoadFallback              // load and wait; serve value if the load fails
+	stCachedErr                 // return err
+)
+
+// classify decides what a Get at now does with e, given the cache's epoch.
+func (c *Cache[V]) classify(e *entry[V], now int64, epoch uint64) state {
+	if e == nil {
+		return stMiss
+	}
+	current := e.epoch >= epoch
+	if e.hasValue {
+		if now < e.freshUntil && current {
+			return stFresh
+		}
+		// Within Stale, serve the old value. An entry of an older epoch is stale before its
+		// fresh window ends, but only when the cache has a stale window at all.
+		if now < e.staleUntil && (now >= e.freshUntil || c.cfg.stale > 0) {
+			if now < e.retryAt {
+				return stStaleNoRetry
+			}
+			return stStale
+		}
+		if now < e.sieUntil {
+			if now < e.retryAt {
+				return stStaleIfError
+			}
+			return stLoadFallback
+		}
+	}
+	if e.err != nil && now < e.retryAt && current {
+		return stCachedErr
+	}
+	return stMiss
+}
+
+// newValueEntry builds the entry of a successful load that started at start (epoch epoch)
+// and took delta nanoseconds.
+func (c *Cache[V]) newValueEntry(v V, epoch uint64, start, delta int64) *entry[V] {
+	// The windows count from the start of the load: the value may have been read at the
+	// source at any time during the load, so this bounds its age.
+	fresh := start + c.jittered(c.cfg.fresh)
+	e := &entry[V]{value: v, hasValue: true, epoch: epoch, freshUntil: fresh, delta: delta}
+	e.staleUntil = fresh + c.cfg.stale
+	e.sieUntil = fresh + c.cfg.sie
+	e.removeAt = max(e.staleUntil, e.sieUntil)
+	return e
+}
+
+// newErrorEntry builds the entry of a load that failed with err at now. A negative result
+// (ErrNotFound) is cached for NegativeTTL; another error for ErrorTTL, keeping prev's good
+// value and windows so that it can still be served within Stale or StaleIfError.
+func (c *Cache[V]) newErrorEntry(err error, prev *entry[V], epoch uint64, now int64) *entry[V] {
+	if errors.Is(err, ErrNotFound) {
+		until := now + c.jittered(c.cfg.negTTL)
+		return &entry[V]{err: err, negative: true, epoch: epoch, retryAt: until, removeAt: until}
+	}
+	e := &entry[V]{err: err, epoch: epoch, retryAt: now + c.cfg.errTTL}
+	if prev != nil && prev.hasValue && now < max(prev.staleUntil, prev.sieUntil) {
+		e.value, e.hasValue, e.delta = prev.value, true, prev.delta
+		e.epoch = min(epoch, prev.epoch)
+		e.freshUntil, e.staleUntil, e.sieUntil = prev.freshUntil, prev.staleUntil, prev.sieUntil
+	}
+	e.removeAt = max(e.retryAt, e.staleUntil, e.sieUntil)
+	return e
+}
+
+// jittered shortens d by a random fraction in [0, Jitter).
+func (c *Cache[V]) jittered(d int64) int64 {
+	if c.cfg.Jitter == 0 {
+		return d
+	}
+	return d - int64(float64(d)*c.cfg.Jitter*c.cfg.Rand())
+}
+
+// xfetchCutoff is the value of remaining/(Beta*delta) above which the probability of an early
+// refresh, exp(-x), is below 1e-17 and no random number is drawn.
+const xfetchCutoff = 40
+
+// refreshEarly reports whether a fresh hit at now starts an early refresh of e: XFetch
+// (Vattani et al., VLDB 2015) refreshes when now - Beta*delta*ln(u) >= freshUntil for a
+// uniform u, that is with probability exp(-(freshUntil-now)/(Beta*delta)).
+func (c *Cache[V]) refreshEarly(e *entry[V], now int64) bool {
+	if e.delta <= 0 || now < e.retryAt || e.refreshing.Load() {
+		return false
+	}
+	scale := c.cfg.Beta * float64(e.delta)
+	x := float64(e.freshUntil-now) / scale
+	if x > xfetchCutoff {
+		return false
+	}
+	return c.cfg.Rand() < math.Exp(-x)
+}

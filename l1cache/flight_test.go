@@ -1,0 +1,334 @@
+package l1cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestTenThousandGetsOfAColdKeyLoadOnce(t *testing.T) {
+	var calls atomic.Int64
+	release := make(chan struct{})
+	c := newCache(t, func(ctx context.Context, key string) (string, error) {
+		calls.Add(1)
+		<-release
+		return "v:" + key, nil
+	}, Options[string]{})
+
+	const n = 10_000
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			v, err := c.Get(context.Background(), "celebrity")
+			if err == nil && v != "v:celebrity" {
+				err = fmt.Errorf("got %q", v)
+			}
+			if err != nil {
+				errs <- err
+			}
+		}()
+	}
+	// Every goroutine either joined the load or is about to; release once all are waiting.
+	require.Eventually(t, func() bool { return c.Stats().Misses == n }, 5*time.Second, time.Millisecond)
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Equal(t, int64(1), calls.Load())
+	s := c.Stats()
+	require.Equal(t, uint64(1), s.Loads)
+	require.Equal(t, uint64(n-1), s.Coalesced)
+}
+
+func TestHundredColdKeysLoadOncePerKey(t *testing.T) {
+	src := newSource()
+	for i := range 100 {
+		src.set(fmt.Sprint("k", i), fmt.Sprint("v", i))
+	}
+	c := newCache(t, src.load, Options[string]{Fresh: time.Hour})
+
+	var wg sync.WaitGroup
+	for g := range 10_000 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			i := g % 100
+			v, err := c.Get(context.Background(), fmt.Sprint("k", i))
+			if err != nil || v != fmt.Sprint("v", i) {
+				t.Errorf("k%d: got %q, %v", i, v, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range 100 {
+		require.Equal(t, 1, src.count(fmt.Sprint("k", i)), "k%d", i)
+	}
+	require.Equal(t, int64(100), src.total.Load())
+}
+
+func TestCancelledFirstCallerDoesNotFailOthers(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	loadCtxErr := make(chan error, 1)
+	var calls atomic.Int64
+	c := newCache(t, func(ctx context.Context, key string) (string, error) {
+		calls.Add(1)
+		close(started)
+		<-release
+		loadCtxErr <- ctx.Err()
+		return "value", nil
+	}, Options[string]{})
+
+	first, cancel := context.WithCancel(context.Background())
+	firstErr := make(chan error, 1)
+	go func() {
+		_, err := c.Get(first, "k")
+		firstErr <- err
+	}()
+	waitFor(t, started, "the first caller's load to start")
+
+	const others = 50
+	results := make(chan string, others)
+	for range others {
+		go func() {
+			v, err := c.Get(context.Background(), "k")
+			if err != nil {
+				v = err.Error()
+			}
+			results <- v
+		}()
+	}
+	require.Eventually(t, func() bool { return c.Stats().Coalesced == others }, 5*time.Second, time.Millisecond)
+
+	cancel()
+	require.ErrorIs(t, waitFor(t, firstErr, "the cancelled caller"), context.Canceled)
+	close(release)
+	require.NoError(t, waitFor(t, loadCtxErr, "the load"), "the load must not see the caller's cancellation")
+	for range others {
+		require.Equal(t, "value", waitFor(t, results, "a waiter"))
+	}
+	require.Equal(t, int64(1), calls.Load())
+}
+
+func TestWaiterLeavesOnItsOwnDeadline(t *testing.T) {
+	release := make(chan struct{})
+	c := newCache(t, func(ctx context.Context, key string) (string, error) {
+		<-release
+		return "late", nil
+	}, Options[string]{})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := c.Get(ctx, "k")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	close(release)
+	// The load went on and installed its value.
+	require.Eventually(t, func() bool { return c.Stats().Entries == 1 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, "late", get(t, c, "k"))
+	require.Equal(t, uint64(1), c.Stats().Loads)
+}
+
+func TestLoadTimeoutEndsAHungLoader(t *testing.T) {
+	c := newCache(t, func(ctx context.Context, key string) (string, error) {
+		<-ctx.Done()
+		return "", ctx.Err()
+	}, Options[string]{LoadTimeout: 10 * time.Millisecond})
+	_, err := c.Get(context.Background(), "k")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
+func TestLoaderPanicReachesWaitersAndNeverSticksTheKey(t *testing.T) {
+	var calls atomic.Int64
+	release := make(chan struct{})
+	clock := &fakeClock{}
+	c := newCache(t, func(ctx context.Context, key string) (string, error) {
+		if calls.Add(1) == 1 {
+			<-release
+			panic("boom")
+		}
+		return "recovered", nil
+	}, Options[string]{Clock: clock, ErrorTTL: time.Second})
+
+	const waiters = 20
+	errs := make(chan error, waiters)
+	for range waiters {
+		go func() {
+			_, err := c.Get(context.Background(), "k")
+			errs <- err
+		}()
+	}
+	require.Eventually(t, func() bool { return c.Stats().Misses == waiters }, 5*time.Second, time.Millisecond)
+	close(release)
+	for range waiters {
+		err := waitFor(t, errs, "a waiter")
+		require.ErrorIs(t, err, ErrLoaderPanic)
+		var pe *PanicError
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, "boom", pe.Value)
+		require.Equal(t, "k", pe.Key)
+		require.Contains(t, string(pe.Stack), "panic")
+	}
+	// The panic is cached as a load error for ErrorTTL, then the key loads again.
+	_, err := c.Get(context.Background(), "k")
+	require.ErrorIs(t, err, ErrLoaderPanic)
+	require.Equal(t, int64(1), calls.Load())
+	clock.Advance(time.Second)
+	require.Equal(t, "recovered", get(t, c, "k"))
+	s := c.Stats()
+	require.Equal(t, uint64(1), s.Panics)
+	require.Equal(t, uint64(1), s.LoadErrors)
+}
+
+func TestLoaderGoexitNeverSticksTheKey(t *testing.T) {
+	var calls atomic.Int64
+	clock := &fakeClock{}
+	c := newCache(t, func(ctx context.Context, key string) (string, error) {
+		if calls.Add(1) == 1 {
+			runtime.Goexit()
+		}
+		return "ok", nil
+	}, Options[string]{Clock: clock})
+	_, err := c.Get(context.Background(), "k")
+	require.ErrorIs(t, err, errGoexit)
+	clock.Advance(DefaultErrorTTL)
+	require.Equal(t, "ok", get(t, c, "k"))
+}
+
+func TestInvalidateRacingALoadDiscardsItsResult(t *testing.T) {
+	src := newSource()
+	src.set("k", "old")
+	started := make(chan struct{}, 2)
+	release := make(chan struct{})
+	c := newCache(t, func(ctx context.Context, key string) (string, error) {
+		v, err := src.load(ctx, key) // reads the source before the invalidation
+		started <- struct{}{}
+		<-release
+		return v, err
+	}, Options[string]{Fresh: time.Hour})
+
+	first := make(chan string, 1)
+	go func() { first <- get(t, c, "k") }()
+	waitFor(t, started, "the first load")
+
+	src.set("k", "new")
+	c.Invalidate("k")
+	close(release)
+	// The waiter of the old load gets what it asked for before the invalidation...
+	require.Equal(t, "old", waitFor(t, first, "the first Get"))
+	// ...but the old result was not installed: the next Get loads the new value.
+	require.Equal(t, "new", get(t, c, "k"))
+	require.Equal(t, 2, src.count("k"))
+	s := c.Stats()
+	require.Equal(t, uint64(1), s.Discarded)
+	require.Equal(t, uint64(1), s.Invalidations)
+}
+
+func TestSetRacingALoadWins(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	var calls atomic.Int64
+	c := newCache(t, func(ctx context.Context, key string) (string, error) {
+		calls.Add(1)
+		close(started)
+		<-release
+		return "loaded-before-set", nil
+	}, Options[string]{Fresh: time.Hour})
+
+	done := make(chan string, 1)
+	go func() { done <- get(t, c, "k") }()
+	waitFor(t, started, "the load")
+	c.Set("k", "set")
+	require.Equal(t, "set", get(t, c, "k"), "Set is visible at once")
+	close(release)
+	require.Equal(t, "loaded-before-set", waitFor(t, done, "the waiter"))
+	require.Eventually(t, func() bool { return c.Stats().Discarded == 1 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, "set", get(t, c, "k"))
+	require.Equal(t, int64(1), calls.Load())
+}
+
+func TestGetAfterInvalidateDoesNotJoinTheOldLoad(t *testing.T) {
+	var calls atomic.Int64
+	releases := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	started := make(chan int, 2)
+	c := newCache(t, func(ctx context.Context, key string) (string, error) {
+		n := int(calls.Add(1))
+		started <- n
+		<-releases[n-1]
+		return fmt.Sprint("load", n), nil
+	}, Options[string]{Fresh: time.Hour})
+
+	first := make(chan string, 1)
+	go func() { first <- get(t, c, "k") }()
+	require.Equal(t, 1, waitFor(t, started, "load 1"))
+	c.Invalidate("k")
+	second := make(chan string, 1)
+	go func() { second <- get(t, c, "k") }()
+	require.Equal(t, 2, waitFor(t, started, "load 2"))
+	close(releases[1])
+	require.Equal(t, "load2", waitFor(t, second, "second Get"))
+	close(releases[0]) // the old load finishes last and must not overwrite load2
+	require.Equal(t, "load1", waitFor(t, first, "first Get"))
+	require.Eventually(t, func() bool { return c.Stats().Discarded == 1 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, "load2", get(t, c, "k"))
+}
+
+func TestInvalidateAllDiscardsLoadsInFlight(t *testing.T) {
+	started := make(chan struct{})
+	release := make(chan struct{})
+	c := newCache(t, func(ctx context.Context, key string) (string, error) {
+		if key == "slow" {
+			close(started)
+			<-release
+		}
+		return "v", nil
+	}, Options[string]{Fresh: time.Hour})
+	get(t, c, "fast")
+	done := make(chan string, 1)
+	go func() { done <- get(t, c, "slow") }()
+	waitFor(t, started, "the slow load")
+	c.InvalidateAll()
+	close(release)
+	waitFor(t, done, "the slow Get")
+	require.Eventually(t, func() bool { return c.Stats().Discarded == 1 }, 5*time.Second, time.Millisecond)
+	_, ok := c.store.GetIfPresent("fast")
+	require.False(t, ok)
+	_, ok = c.store.GetIfPresent("slow")
+	require.False(t, ok)
+}
+
+func TestCloseEndsLoadsAndLeaksNothing(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	started := make(chan struct{})
+	c, err := New(func(ctx context.Context, key string) (string, error) {
+		close(started)
+		<-ctx.Done()
+		return "", ctx.Err()
+	}, Options[string]{MaxEntries: 10, Stale: time.Second})
+	require.NoError(t, err)
+	c.Set("kept", "v")
+	errs := make(chan error, 1)
+	go func() {
+		_, err := c.Get(context.Background(), "k")
+		errs <- err
+	}()
+	waitFor(t, started, "the load")
+	require.NoError(t, c.Close())
+	require.ErrorIs(t, waitFor(t, errs, "the waiter"), context.Canceled)
+	_, err = c.Get(context.Background(), "other")
+	require.ErrorIs(t, err, ErrClosed)
+	require.Equal(t, "v", get(t, c, "kept"), "values are still served after Close")
+	require.NoError(t, c.Close(), "Close is idempotent")
+	require.False(t, errors.Is(err, context.Canceled))
+}

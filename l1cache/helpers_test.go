@@ -1,0 +1,102 @@
+package l1cache
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMain(m *testing.M) { redistest.Main(m) }
+
+// fakeClock is a Clock that moves only when told.
+type fakeClock struct{ n atomic.Int64 }
+
+func (f *fakeClock) NowNano() int64          { return f.n.Load() }
+func (f *fakeClock) Advance(d time.Duration) { f.n.Add(int64(d)) }
+func (f *fakeClock) Set(d time.Duration)     { f.n.Store(int64(d)) }
+func (f *fakeClock) Now() time.Duration      { return time.Duration(f.n.Load()) }
+
+// seededRand returns a deterministic, concurrency-safe Options.Rand.
+func seededRand(seed uint64) func() float64 {
+	var mu sync.Mutex
+	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	return func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		return r.Float64()
+	}
+}
+
+// source is a loader backed by a map, counting its calls per key.
+type source struct {
+	mu    sync.Mutex
+	vals  map[string]string
+	calls map[string]int
+	total atomic.Int64
+}
+
+func newSource() *source {
+	return &source{vals: map[string]string{}, calls: map[string]int{}}
+}
+
+func (s *source) set(key, v string) {
+	s.mu.Lock()
+	s.vals[key] = v
+	s.mu.Unlock()
+}
+
+func (s *source) count(key string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[key]
+}
+
+func (s *source) load(_ context.Context, key string) (string, error) {
+	s.total.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[key]++
+	v, ok := s.vals[key]
+	if !ok {
+		return "", ErrNotFound
+	}
+	return v, nil
+}
+
+// newCache builds a cache and closes it at the end of the test.
+func newCache[V any](t testing.TB, load Loader[V], o Options[V]) *Cache[V] {
+	t.Helper()
+	if o.MaxEntries == 0 && o.MaxCost == 0 {
+		o.MaxEntries = 100_000
+	}
+	c, err := New(load, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, c.Close()) })
+	return c
+}
+
+// waitFor receives from ch or fails the test after a generous bound.
+func waitFor[T any](t testing.TB, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(5 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
+// get calls c.Get with a background context and requires success.
+func get[V any](t testing.TB, c *Cache[V], key string) V {
+	t.Helper()
+	v, err := c.Get(context.Background(), key)
+	require.NoError(t, err)
+	return v
+}

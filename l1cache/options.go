@@ -1,0 +1,187 @@
+package l1cache
+
+import (
+	"fmt"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// Defaults applied by [New] to zero fields of [Options].
+const (
+	// DefaultFresh is the default [Options.Fresh].
+	DefaultFresh = time.Second
+	// DefaultJitter is the default [Options.Jitter].
+	DefaultJitter = 0.1
+	// DefaultErrorTTL is the default [Options.ErrorTTL].
+	DefaultErrorTTL = 250 * time.Millisecond
+	// DefaultLoadTimeout is the default [Options.LoadTimeout].
+	DefaultLoadTimeout = 10 * time.Second
+	// DefaultMaxRefreshes is the default [Options.MaxRefreshes].
+	DefaultMaxRefreshes = 64
+	// RecommendedBeta is the XFetch scale that Vattani et al. found optimal. [Options.Beta] is
+	// zero (early refresh off) unless set.
+	RecommendedBeta = 1.0
+)
+
+// Limits checked by [New].
+const (
+	maxDuration     = 24 * time.Hour
+	maxErrorTTL     = time.Minute
+	maxJitter       = 0.5
+	maxBeta         = 100.0
+	maxRefreshLimit = 1 << 20
+	maxEntriesLimit = math.MaxInt32
+)
+
+// Options configures a [Cache]. Every zero field takes its documented default, except the
+// capacity: a bounded cache needs a bound chosen by its host, so exactly one of MaxEntries
+// and MaxCost must be set.
+type Options[V any] struct {
+	// MaxEntries bounds the number of entries. Set it or MaxCost, not both. Range 1..2^31-1.
+	MaxEntries int
+	// MaxCost bounds the total cost of the entries as measured by Sizer (typically bytes).
+	// It requires Sizer. Set it or MaxEntries, not both.
+	MaxCost uint64
+	// Sizer returns the cost of a value for MaxCost. It runs under a lock of the store and
+	// must not call the cache. Negative and error entries cost 1.
+	Sizer func(key string, value V) uint32
+
+	// Fresh is how long a loaded value is served without any reload, before jitter.
+	// Default: 1s (DefaultFresh). Range 1ns..24h.
+	Fresh time.Duration
+	// Stale is the window after Fresh in which the old value is served at once while one
+	// background refresh runs. Default: 0 (no stale window: a Get after Fresh waits for a
+	// load). Range 0..24h.
+	Stale time.Duration
+	// StaleIfError is how long after Fresh ended the last good value may still be served when
+	// loads fail. Default: 0 (a failed load returns its error). Range 0..24h.
+	StaleIfError time.Duration
+	// ErrorTTL is how long a load error is cached: the loader is not called again for the key
+	// before it passes, and Get returns the error (or the last good value within
+	// StaleIfError). Default: 250ms (DefaultErrorTTL). Range 1ns..1m, so an error is never
+	// cached for long.
+	ErrorTTL time.Duration
+	// NegativeTTL is how long a load that returned ErrNotFound is cached. Default: Fresh.
+	// Range 1ns..24h.
+	NegativeTTL time.Duration
+	// Jitter is the fraction by which Fresh (and NegativeTTL) is shortened at random for each
+	// load, so copies loaded together do not expire together: the fresh window is uniform
+	// in [Fresh*(1-Jitter), Fresh]. Default: 0.1 (DefaultJitter). Range 0..0.5; set NoJitter
+	// for none.
+	Jitter float64
+	// NoJitter disables Jitter.
+	NoJitter bool
+	// Beta scales probabilistic early refresh (XFetch): a fresh hit starts one background
+	// refresh with probability exp(-remaining/(Beta*lastLoadDuration)). Default: 0, which
+	// disables early refresh; RecommendedBeta is 1. Range 0..100.
+	Beta float64
+
+	// LoadTimeout bounds every load, which runs detached from the callers' contexts.
+	// Default: 10s (DefaultLoadTimeout). Range 1ns..24h.
+	LoadTimeout time.Duration
+	// MaxRefreshes caps the background refreshes (stale and early) running at once; a refresh
+	// over the cap is skipped and tried again by a later hit. Default: 64
+	// (DefaultMaxRefreshes). Range 1..2^20.
+	MaxRefreshes int
+
+	// Clock is the time source for every window. Default: the monotonic system clock.
+	Clock Clock
+	// Rand returns uniform values in [0, 1) for jitter and early refresh. It must be safe for
+	// concurrent use. Default: math/rand/v2.Float64.
+	Rand func() float64
+	// Logger receives loader panics and failed background refreshes. Default: none.
+	Logger *slog.Logger
+	// OnEvent, if set, is called synchronously for every [Event], outside the cache's locks.
+	// It must be fast; it may call the cache.
+	OnEvent func(Event)
+}
+
+// Clock is a source of monotonic time in nanoseconds since an arbitrary fixed point. It must
+// be safe for concurrent use.
+type Clock interface {
+	NowNano() int64
+}
+
+// systemClock reads the monotonic clock relative to its creation.
+type systemClock struct{ base time.Time }
+
+func (c *systemClock) NowNano() int64 { return int64(time.Since(c.base)) }
+
+// config is Options with defaults applied and durations in nanoseconds.
+type config[V any] struct {
+	Options[V]
+	fresh, stale, sie, errTTL, negTTL, loadTimeout int64
+}
+
+func (o Options[V]) config() (config[V], error) {
+	c := config[V]{Options: o}
+	switch {
+	case o.MaxEntries != 0 && o.MaxCost != 0:
+		return c, fmt.Errorf("l1cache: set one of Options.MaxEntries and Options.MaxCost, got %d and %d", o.MaxEntries, o.MaxCost)
+	case o.MaxEntries == 0 && o.MaxCost == 0:
+		return c, fmt.Errorf("l1cache: Options.MaxEntries must be 1..%d (or set MaxCost), got 0", maxEntriesLimit)
+	case o.MaxEntries < 0 || o.MaxEntries > maxEntriesLimit:
+		return c, fmt.Errorf("l1cache: Options.MaxEntries must be 1..%d, got %d", maxEntriesLimit, o.MaxEntries)
+	case o.MaxCost != 0 && o.Sizer == nil:
+		return c, fmt.Errorf("l1cache: Options.MaxCost requires Options.Sizer")
+	case o.MaxCost == 0 && o.Sizer != nil:
+		return c, fmt.Errorf("l1cache: Options.Sizer requires Options.MaxCost")
+	}
+	var err error
+	if c.fresh, err = duration("Fresh", o.Fresh, DefaultFresh, 1, maxDuration); err != nil {
+		return c, err
+	}
+	if c.stale, err = duration("Stale", o.Stale, 0, 0, maxDuration); err != nil {
+		return c, err
+	}
+	if c.sie, err = duration("StaleIfError", o.StaleIfError, 0, 0, maxDuration); err != nil {
+		return c, err
+	}
+	if c.errTTL, err = duration("ErrorTTL", o.ErrorTTL, DefaultErrorTTL, 1, maxErrorTTL); err != nil {
+		return c, err
+	}
+	if c.negTTL, err = duration("NegativeTTL", o.NegativeTTL, time.Duration(c.fresh), 1, maxDuration); err != nil {
+		return c, err
+	}
+	if c.loadTimeout, err = duration("LoadTimeout", o.LoadTimeout, DefaultLoadTimeout, 1, maxDuration); err != nil {
+		return c, err
+	}
+	if !(o.Jitter >= 0 && o.Jitter <= maxJitter) { // also rejects NaN
+		return c, fmt.Errorf("l1cache: Options.Jitter must be 0..%g, got %g", maxJitter, o.Jitter)
+	}
+	switch {
+	case o.NoJitter:
+		c.Jitter = 0
+	case o.Jitter == 0:
+		c.Jitter = DefaultJitter
+	}
+	if !(o.Beta >= 0 && o.Beta <= maxBeta) {
+		return c, fmt.Errorf("l1cache: Options.Beta must be 0..%g, got %g", maxBeta, o.Beta)
+	}
+	if o.MaxRefreshes < 0 || o.MaxRefreshes > maxRefreshLimit {
+		return c, fmt.Errorf("l1cache: Options.MaxRefreshes must be 1..%d, got %d", maxRefreshLimit, o.MaxRefreshes)
+	}
+	if o.MaxRefreshes == 0 {
+		c.MaxRefreshes = DefaultMaxRefreshes
+	}
+	if o.Clock == nil {
+		c.Clock = &systemClock{base: time.Now()}
+	}
+	if o.Rand == nil {
+		c.Rand = rand.Float64
+	}
+	return c, nil
+}
+
+// duration applies a default to a zero d and checks it against min..max.
+func duration(field string, d, def, min, max time.Duration) (int64, error) {
+	if d == 0 {
+		d = def
+	}
+	if d < min || d > max {
+		return 0, fmt.Errorf("l1cache: Options.%s must be %v..%v, got %v", field, min, max, d)
+	}
+	return int64(d), nil
+}
