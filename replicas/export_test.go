@@ -1,0 +1,38 @@
+package replicas
+
+import (
+	"context"
+	"time"
+)
+
+// CopyKeys returns the physical keys of key's copies in r's current layout.
+func (r *Replicator) CopyKeys(ctx context.Context, key string) ([]string, error) {
+	lay, err := r.layoutFor(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return append([]string(nil), lay.keys...), nil
+}
+
+// LeaseKey exposes the lease key of key.
+func (r *Replicator) LeaseKey(key string) string { return r.leaseKey(key) }
+
+// WriteCopiesOnly writes a record to key's copies only, as the copy phase of a write that
+// reached the logical key long ago and was delayed in flight.
+func (r *Replicator) WriteCopiesOnly(ctx context.Context, key string, value []byte, version uint64, tombstone bool) error {
+	lay, err := r.layoutFor(ctx, key)
+	if err != nil {
+		return err
+	}
+	targets := make([]target, len(lay.keys))
+	for i, k := range lay.keys {
+		targets[i] = target{index: i, key: k, ttl: time.Minute}
+	}
+	return r.writeCopies(ctx, key, record{version: version, tombstone: tombstone, data: string(value)}, targets, 0)
+}
+
+// Decode exposes the stored-value decoder: ok, version, tombstone, data.
+func Decode(raw string) (bool, uint64, bool, string) {
+	rec, ok := decode(raw)
+	return ok, rec.version, rec.tombstone, rec.data
+}
