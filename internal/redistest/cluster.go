@@ -161,6 +161,7 @@ func (c *Cluster) waitStable(ctx context.Context) error {
 		if err != nil || !strings.Contains(info, "cluster_state:ok") {
 			return false, err
 		}
+		//lint:ignore SA1019 CLUSTER SLOTS lists replicas per range, which is what is compared.
 		slots, err := cl.ClusterSlots(ctx).Result()
 		if err != nil {
 			return false, err

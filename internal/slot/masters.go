@@ -15,8 +15,10 @@ type Map struct {
 	masters []string     // master addresses, sorted
 }
 
-// Load reads the slot map of the cluster behind c with CLUSTER SLOTS.
+// Load reads the slot map of the cluster behind c with CLUSTER SLOTS, which every Redis
+// Cluster version answers (CLUSTER SHARDS needs Redis 7).
 func Load(ctx context.Context, c *redis.ClusterClient) (*Map, error) {
+	//lint:ignore SA1019 CLUSTER SLOTS still works on Redis 7 and is the only choice on Redis 6.
 	ranges, err := c.ClusterSlots(ctx).Result()
 	if err != nil {
 		return nil, fmt.Errorf("slot: CLUSTER SLOTS: %w", err)
