@@ -1,0 +1,173 @@
+package stripes
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/celebrity-go/celebrity/internal/faults"
+	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+func TestSameEventFrom100GoroutinesCountsOnce(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		c := newCounter(t, rc, Options{Stripes: 16})
+		ctx := context.Background()
+		before := mustSum(t, c)
+		ev := Event{ID: "view-42", Time: time.Now()}
+		var wg sync.WaitGroup
+		results := make(chan Result, 100)
+		for range 100 {
+			wg.Go(func() {
+				res, err := c.Add(ctx, ev, 7)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				results <- res
+			})
+		}
+		wg.Wait()
+		close(results)
+		applied := 0
+		for r := range results {
+			if r.Applied {
+				applied++
+			}
+		}
+		require.Equal(t, 1, applied, "exactly one call applies the event")
+		require.Equal(t, before+7, mustSum(t, c))
+		st := c.Stats()
+		require.Equal(t, uint64(1), st.Applied)
+		require.Equal(t, uint64(99), st.Duplicates)
+	})
+}
+
+func TestLostReplyThenCallerRetryCountsOnce(t *testing.T) {
+	bothWithFaults(t, -1, func(t *testing.T, rc redis.UniversalClient, inj *faults.Injector) {
+		c := newCounter(t, rc, Options{Stripes: 8})
+		ctx := context.Background()
+		before := mustSum(t, c)
+		ev := Event{ID: "lost-reply-1", Time: time.Now()}
+		r := newRoute(ev.ID, c.opts.DedupBits)
+		loadScripts(t, rc)
+		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: r.member}, 1)
+		_, err := c.Add(ctx, ev, 3)
+		require.Error(t, err, "the reply was dropped and go-redis must not retry (MaxRetries -1)")
+		require.Equal(t, int64(1), inj.Dropped())
+		require.Equal(t, before+3, mustSum(t, c), "the script ran before its reply was lost")
+
+		res, err := c.Add(ctx, ev, 3) // the caller's retry
+		require.NoError(t, err)
+		require.False(t, res.Applied, "the retry finds the event already counted")
+		require.Equal(t, before+3, mustSum(t, c))
+	})
+}
+
+func TestLostReplyThenGoRedisRetryCountsOnce(t *testing.T) {
+	bothWithFaults(t, 3, func(t *testing.T, rc redis.UniversalClient, inj *faults.Injector) {
+		c := newCounter(t, rc, Options{Stripes: 8})
+		ctx := context.Background()
+		before := mustSum(t, c)
+		ev := Event{ID: "lost-reply-2", Time: time.Now()}
+		r := newRoute(ev.ID, c.opts.DedupBits)
+		loadScripts(t, rc)
+		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: r.member}, 1)
+		res, err := c.Add(ctx, ev, 5)
+		require.NoError(t, err, "go-redis retried the command itself")
+		require.Equal(t, int64(1), inj.Dropped())
+		require.False(t, res.Applied, "the retried script found its own first execution")
+		require.Equal(t, before+5, mustSum(t, c))
+	})
+}
+
+func TestNegativeDeltasAndRetries(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		c := newCounter(t, rc, Options{})
+		ctx := context.Background()
+		now := time.Now()
+		for _, step := range []struct {
+			id      string
+			delta   int64
+			applied bool
+			sum     int64
+		}{
+			{"a", 10, true, 10},
+			{"b", -4, true, 6},
+			{"b", -4, false, 6},
+			{"c", -20, true, -14},
+			{"a", 10, false, -14},
+		} {
+			res, err := c.Add(ctx, Event{ID: step.id, Time: now}, step.delta)
+			require.NoError(t, err)
+			require.Equal(t, step.applied, res.Applied, "event %s", step.id)
+			require.Equal(t, step.sum, mustSum(t, c), "after event %s", step.id)
+		}
+	})
+}
+
+func TestEventTimeOutsideWindow(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		c := newCounter(t, rc, Options{DedupWindow: time.Second})
+		ctx := context.Background()
+		before := mustSum(t, c)
+
+		_, err := c.Add(ctx, Event{ID: "old", Time: time.Now().Add(-time.Minute)}, 1)
+		require.ErrorIs(t, err, ErrTooOld)
+		_, err = c.Add(ctx, Event{ID: "future", Time: time.Now().Add(time.Minute)}, 1)
+		require.ErrorIs(t, err, ErrInvalid)
+
+		require.Equal(t, before, mustSum(t, c))
+		require.Equal(t, uint64(1), c.Stats().TooOld)
+		require.Equal(t, 4, prefixKeys(t, rc, c.opts.Prefix)-1, "only the layout and the 4 stripes exist")
+	})
+}
+
+func TestDedupSetsSplitAndKeepIntsetEncoding(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		c := newCounter(t, rc, Options{Stripes: 1, SetMembers: 16})
+		ctx := context.Background()
+		now := time.Now()
+		const n = 2000
+		for i := range n {
+			res, err := c.Add(ctx, Event{ID: id(i), Time: now}, 1)
+			require.NoError(t, err)
+			require.True(t, res.Applied, "event %d", i)
+		}
+		for i := range n {
+			res, err := c.Add(ctx, Event{ID: id(i), Time: now}, 1)
+			require.NoError(t, err)
+			require.False(t, res.Applied, "retry of event %d", i)
+		}
+		require.Equal(t, int64(n), mustSum(t, c))
+
+		l, err := c.loadLayout(ctx)
+		require.NoError(t, err)
+		stripe := c.keys.stripe(l.doc.Gens[0].Tags[0], 1, 0)
+		node := nodeFor(t, rc, stripe)
+		keys, err := node.Keys(ctx, stripe+":d:*").Result()
+		require.NoError(t, err)
+		require.Greater(t, len(keys), n/16, "the sets were split")
+		records := 0
+		for _, k := range keys {
+			enc, err := node.ObjectEncoding(ctx, k).Result()
+			require.NoError(t, err)
+			require.Equal(t, "intset", enc, "set %s", k)
+			card, err := node.SCard(ctx, k).Result()
+			require.NoError(t, err)
+			require.LessOrEqual(t, card, int64(16), "set %s", k)
+			ok, err := node.SIsMember(ctx, k, splitMarker).Result()
+			require.NoError(t, err)
+			if !ok {
+				records += int(card)
+			}
+			ttl, err := node.PTTL(ctx, k).Result()
+			require.NoError(t, err)
+			require.Greater(t, ttl, time.Duration(0), "set %s expires", k)
+		}
+		require.Equal(t, n, records, "every event has exactly one record")
+	})
+}

@@ -1,0 +1,217 @@
+package stripes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+)
+
+// Counter is a striped counter with exactly-once events. It is safe for concurrent use.
+// A Counter holds no Redis connection of its own: it runs on the host's client. Close stops
+// its background seal loop.
+type Counter struct {
+	client Client
+	opts   Options
+	keys   keys
+	layout atomic.Pointer[layout]
+	stats  counterStats
+
+	stop chan struct{}
+	done sync.WaitGroup
+	once sync.Once
+}
+
+// Event is one countable occurrence. Retries of an event must carry the same Event: the
+// same ID, the same Time and the same Gen.
+type Event struct {
+	// ID identifies the event (a view ID, a message ID). Required; 1..Options.MaxIDBytes bytes.
+	ID string
+	// Time is when the event first happened or was first attempted. Required. It fixes the
+	// event's dedup slice and, when Gen is 0, its generation; it must lie within one
+	// DedupWindow of the Redis server's clock when Add runs (else ErrTooOld).
+	Time time.Time
+	// Gen, if non-zero, is the generation the event belongs to, as returned by
+	// [Counter.Stamp]. If zero, the generation is derived from Time and the recorded
+	// boundaries of the layout.
+	Gen uint64
+}
+
+// Result reports what Add did.
+type Result struct {
+	// Applied is true if this call counted the event, false if the event had already been
+	// counted (by an earlier call, or by an earlier attempt of this very call whose reply
+	// was lost and which go-redis retried).
+	Applied bool
+	// Gen and Stripe are where the event lives.
+	Gen    uint64
+	Stripe int
+}
+
+// New returns a Counter named o.Name on client. It does no I/O: the layout record is read,
+// or created with o.Stripes stripes, on first use. Unless o.SealInterval is negative, New
+// starts a background loop that seals old generations; Close stops it.
+func New(client Client, o Options) (*Counter, error) {
+	if client == nil {
+		return nil, invalidf("client must not be nil")
+	}
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	c := &Counter{client: client, opts: o, keys: keys{prefix: o.Prefix, name: o.Name}, stop: make(chan struct{})}
+	if o.SealInterval > 0 {
+		c.done.Add(1)
+		go c.sealLoop()
+	}
+	return c, nil
+}
+
+// Close stops the background seal loop and waits for it. It does not close the client.
+// Close is idempotent; the Counter stays usable for Add, Sum, Resize and Seal.
+func (c *Counter) Close() error {
+	c.once.Do(func() { close(c.stop) })
+	c.done.Wait()
+	return nil
+}
+
+// Stamp returns an Event for id with the current time and the current generation. A host
+// that has no event time of its own stores the returned Event with its work and passes it
+// unchanged on every retry. The layout may be cached for up to Options.LayoutMaxAge.
+func (c *Counter) Stamp(ctx context.Context, id string) (Event, error) {
+	if err := c.checkID(id); err != nil {
+		return Event{}, err
+	}
+	l, err := c.cachedLayout(ctx, c.opts.LayoutMaxAge)
+	if err != nil {
+		return Event{}, err
+	}
+	return Event{ID: id, Time: c.opts.Clock(), Gen: l.current().Gen}, nil
+}
+
+func (c *Counter) checkID(id string) error {
+	if id == "" || len(id) > c.opts.MaxIDBytes {
+		return invalidf("Event.ID must be 1..%d bytes, got %d", c.opts.MaxIDBytes, len(id))
+	}
+	if !utf8.ValidString(id) {
+		return invalidf("Event.ID must be valid UTF-8")
+	}
+	return nil
+}
+
+// Add counts ev once: delta is added to one stripe of ev's generation unless the event was
+// already counted there. The dedup check and the increment are one script in the stripe's
+// hash slot, so concurrent and retried calls with the same event count it once. Add returns
+// ErrTooOld if the event's generation was sealed or its Time is more than DedupWindow behind
+// the server's clock, ErrUnknownGeneration if ev.Gen does not exist, and an ErrInvalid error
+// for bad input; in all these cases nothing was written. On any other error the event may or
+// may not have been counted: retry it with the same Event.
+//
+// Delta may be negative (see the package doc for what concurrent readers may then see);
+// it must not be zero.
+func (c *Counter) Add(ctx context.Context, ev Event, delta int64) (Result, error) {
+	if err := c.checkID(ev.ID); err != nil {
+		return Result{}, err
+	}
+	if ev.Time.IsZero() || ev.Time.UnixMilli() < 0 {
+		return Result{}, invalidf("Event.Time must be set (after 1970), got %v", ev.Time)
+	}
+	if delta == 0 {
+		return Result{}, invalidf("delta must not be zero")
+	}
+	l, fresh := c.layout.Load(), false
+	if l == nil {
+		var err error
+		if l, err = c.ensureLayout(ctx); err != nil {
+			return Result{}, err
+		}
+		fresh = true
+	}
+	r := newRoute(ev.ID, c.opts.DedupBits)
+	t := ev.Time.UnixMilli()
+	for {
+		res, stale, err := c.addIn(ctx, l, ev, r, t, delta, fresh)
+		if !stale || fresh {
+			c.count(res, err)
+			return res, err
+		}
+		if l, err = c.ensureLayout(ctx); err != nil {
+			return Result{}, err
+		}
+		fresh = true
+	}
+}
+
+// addIn routes the event through layout l. It reports stale=true when l may be out of date
+// and the caller should reload it; when fresh is set, l was just read and such conditions are
+// errors instead.
+func (c *Counter) addIn(ctx context.Context, l *layout, ev Event, r route, t, delta int64, fresh bool) (res Result, stale bool, err error) {
+	gens := l.doc.Gens
+	k := 0
+	if ev.Gen != 0 {
+		g := l.gen(ev.Gen)
+		if g == nil || g.Pending {
+			return Result{}, true, fmt.Errorf("%w: %d (newest open generation is %d)", ErrUnknownGeneration, ev.Gen, l.current().Gen)
+		}
+		k = int(ev.Gen - 1)
+	}
+	for ; k < len(gens); k++ {
+		g := &gens[k]
+		i := stripeOf(r.hash, g.Stripes)
+		res = Result{Gen: g.Gen, Stripe: i}
+		if ev.Gen == 0 && g.Ends != nil && t >= g.Ends[i] {
+			continue // the event belongs to a later generation
+		}
+		if l.isFolded(g.Gen) {
+			return res, false, fmt.Errorf("%w: generation %d is sealed", ErrTooOld, g.Gen)
+		}
+		explicit := "0"
+		if ev.Gen != 0 {
+			explicit = "1"
+		}
+		key := c.keys.stripe(g.Tags[i], g.Gen, i)
+		reply, err := addScript.Run(ctx, c.client, []string{key},
+			g.Gen, r.member, delta, t, c.opts.DedupWindow.Milliseconds(), c.opts.sliceMs(), c.opts.SetMembers, explicit,
+		).Int64Slice()
+		if err != nil {
+			return res, false, fmt.Errorf("stripes: add %q to %s: %w", ev.ID, key, err)
+		}
+		if len(reply) != 2 {
+			return res, false, fmt.Errorf("%w: add.lua replied %v", ErrLayout, reply)
+		}
+		switch reply[0] {
+		case addApplied:
+			res.Applied = true
+			c.stats.stripeWrite(g.Gen, g.Stripes, i)
+			return res, false, nil
+		case addDuplicate:
+			return res, false, nil
+		case addSealed:
+			return res, false, fmt.Errorf("%w: generation %d is sealed", ErrTooOld, g.Gen)
+		case addTooOld:
+			return res, false, fmt.Errorf("%w: event time %d ms, server time %d ms", ErrTooOld, t, reply[1])
+		case addTooNew:
+			return res, false, invalidf("Event.Time %d ms is more than DedupWindow ahead of server time %d ms", t, reply[1])
+		case addNext:
+			continue // the stripe closed at reply[1] <= t: the next generation takes the event
+		default: // addNoStripe, addWrongGen: sealed and expired since l was read, or data loss
+			return res, true, fmt.Errorf("%w: stripe %s missing or of another generation (reply %v)", ErrLayout, key, reply)
+		}
+	}
+	return Result{}, true, fmt.Errorf("%w: event %q redirected past generation %d", ErrLayout, ev.ID, len(gens))
+}
+
+// count updates the statistics for one Add outcome.
+func (c *Counter) count(res Result, err error) {
+	switch {
+	case err == nil && res.Applied:
+		c.stats.applied.Add(1)
+	case err == nil:
+		c.stats.duplicates.Add(1)
+	case errors.Is(err, ErrTooOld):
+		c.stats.tooOld.Add(1)
+	}
+}

@@ -1,0 +1,181 @@
+package stripes
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// genDoc is one generation in the layout document.
+type genDoc struct {
+	// Gen numbers generations from 1.
+	Gen uint64 `json:"g"`
+	// Stripes is the generation's stripe count.
+	Stripes int `json:"n"`
+	// Start is the proposed boundary (Unix ms) at which the previous generation stopped
+	// taking new events; each stripe of the previous generation turned it into its own
+	// end (close.lua). Zero for the first generation.
+	Start int64 `json:"start"`
+	// Tags are the hash tags of the stripes, chosen once when the generation was created.
+	Tags []string `json:"tags"`
+	// Ends are the per-stripe boundaries, recorded once the next generation is open.
+	Ends []int64 `json:"ends,omitempty"`
+	// Pending is set while the generation is being opened: its stripes may not exist yet
+	// and the previous generation is not closed yet.
+	Pending bool `json:"pending,omitempty"`
+}
+
+// layoutDoc is the JSON document stored in field "doc" of the layout hash.
+type layoutDoc struct {
+	Gens []genDoc `json:"gens"`
+}
+
+// layout is one read of the layout hash: the document plus the fields fold.lua owns.
+type layout struct {
+	ver    uint64
+	doc    layoutDoc
+	base   int64
+	folded map[uint64]int64
+	read   time.Time
+}
+
+// current returns the newest generation that is open (not pending).
+func (l *layout) current() *genDoc {
+	for i := len(l.doc.Gens) - 1; i >= 0; i-- {
+		if !l.doc.Gens[i].Pending {
+			return &l.doc.Gens[i]
+		}
+	}
+	return nil
+}
+
+// gen returns generation g, or nil.
+func (l *layout) gen(g uint64) *genDoc {
+	for i := range l.doc.Gens {
+		if l.doc.Gens[i].Gen == g {
+			return &l.doc.Gens[i]
+		}
+	}
+	return nil
+}
+
+// isFolded reports whether generation g's total is in the base value.
+func (l *layout) isFolded(g uint64) bool {
+	_, ok := l.folded[g]
+	return ok
+}
+
+// loadLayout reads the layout hash. It returns (nil, nil) if the record does not exist.
+func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
+	m, err := c.client.HGetAll(ctx, c.keys.layout()).Result()
+	if err != nil {
+		return nil, fmt.Errorf("stripes: read layout: %w", err)
+	}
+	if len(m) == 0 {
+		return nil, nil
+	}
+	l := &layout{folded: map[uint64]int64{}, read: c.opts.Clock()}
+	if l.ver, err = strconv.ParseUint(m["ver"], 10, 64); err != nil {
+		return nil, fmt.Errorf("%w: layout version %q", ErrLayout, m["ver"])
+	}
+	if err := json.Unmarshal([]byte(m["doc"]), &l.doc); err != nil {
+		return nil, fmt.Errorf("%w: layout document: %v", ErrLayout, err)
+	}
+	if b, ok := m["base"]; ok {
+		if l.base, err = strconv.ParseInt(b, 10, 64); err != nil {
+			return nil, fmt.Errorf("%w: layout base %q", ErrLayout, b)
+		}
+	}
+	for k, v := range m {
+		gs, ok := strings.CutPrefix(k, "folded:")
+		if !ok {
+			continue
+		}
+		g, err1 := strconv.ParseUint(gs, 10, 64)
+		t, err2 := strconv.ParseInt(v, 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("%w: layout field %s=%q", ErrLayout, k, v)
+		}
+		l.folded[g] = t
+	}
+	if err := l.doc.check(); err != nil {
+		return nil, err
+	}
+	c.layout.Store(l)
+	return l, nil
+}
+
+// check verifies the shape of a layout document read from Redis.
+func (d *layoutDoc) check() error {
+	if len(d.Gens) == 0 {
+		return fmt.Errorf("%w: layout has no generation", ErrLayout)
+	}
+	for i, g := range d.Gens {
+		switch {
+		case g.Gen != uint64(i)+1:
+			return fmt.Errorf("%w: generation %d at position %d", ErrLayout, g.Gen, i)
+		case g.Stripes < 1 || g.Stripes > MaxStripes || len(g.Tags) != g.Stripes:
+			return fmt.Errorf("%w: generation %d has %d stripes and %d tags", ErrLayout, g.Gen, g.Stripes, len(g.Tags))
+		case g.Ends != nil && len(g.Ends) != g.Stripes:
+			return fmt.Errorf("%w: generation %d has %d ends", ErrLayout, g.Gen, len(g.Ends))
+		case g.Pending && i != len(d.Gens)-1:
+			return fmt.Errorf("%w: pending generation %d is not the newest", ErrLayout, g.Gen)
+		}
+	}
+	if d.Gens[0].Pending {
+		return fmt.Errorf("%w: first generation is pending", ErrLayout)
+	}
+	return nil
+}
+
+// casLayout stores doc if the layout is still at version ver. It reports false if another
+// writer got there first.
+func (c *Counter) casLayout(ctx context.Context, ver uint64, doc layoutDoc) (bool, error) {
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return false, fmt.Errorf("stripes: encode layout: %w", err)
+	}
+	nv, err := casScript.Run(ctx, c.client, []string{c.keys.layout()}, strconv.FormatUint(ver, 10), string(raw)).Int64()
+	if err != nil {
+		return false, fmt.Errorf("stripes: write layout: %w", err)
+	}
+	return nv != 0, nil
+}
+
+// ensureLayout returns a layout, creating the first generation (Options.Stripes stripes) if
+// the record does not exist. Creation is idempotent: the stripes are created before the
+// record names them, and only one creator's compare-and-set wins.
+func (c *Counter) ensureLayout(ctx context.Context) (*layout, error) {
+	for range casAttempts {
+		l, err := c.loadLayout(ctx)
+		if err != nil || l != nil {
+			return l, err
+		}
+		g := genDoc{Gen: 1, Stripes: c.opts.Stripes}
+		if g.Tags, err = c.place(ctx, g.Gen, g.Stripes); err != nil {
+			return nil, err
+		}
+		if err := c.createStripes(ctx, &g); err != nil {
+			return nil, err
+		}
+		if _, err := c.casLayout(ctx, 0, layoutDoc{Gens: []genDoc{g}}); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("%w: creating the layout of %q", ErrConflict, c.opts.Name)
+}
+
+// cachedLayout returns the cached layout if it is younger than maxAge, else reads it
+// (creating it if needed).
+func (c *Counter) cachedLayout(ctx context.Context, maxAge time.Duration) (*layout, error) {
+	if l := c.layout.Load(); l != nil && c.opts.Clock().Sub(l.read) < maxAge {
+		return l, nil
+	}
+	return c.ensureLayout(ctx)
+}
+
+// casAttempts bounds compare-and-set loops on the layout record.
+const casAttempts = 16

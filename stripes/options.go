@@ -1,0 +1,183 @@
+package stripes
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Defaults and limits of [Options].
+const (
+	// MaxStripes is the largest stripe count of a generation.
+	MaxStripes = 4096
+	// DefaultPrefix is the key prefix used when Options.Prefix is empty.
+	DefaultPrefix = "stripes:"
+	// DefaultDedupWindow is how long an event is remembered when Options.DedupWindow is 0.
+	DefaultDedupWindow = 10 * time.Minute
+	// MinDedupWindow and MaxDedupWindow bound Options.DedupWindow.
+	MinDedupWindow = 100 * time.Millisecond
+	MaxDedupWindow = 7 * 24 * time.Hour
+	// DefaultDedupSlices is the number of time slices per window when Options.DedupSlices is 0.
+	DefaultDedupSlices = 4
+	// MaxDedupSlices bounds Options.DedupSlices.
+	MaxDedupSlices = 1024
+	// DefaultDedupBits is the width of a dedup record when Options.DedupBits is 0.
+	DefaultDedupBits = 63
+	// DefaultSetMembers is the largest dedup set when Options.SetMembers is 0: Redis's
+	// default set-max-intset-entries, so that every set keeps the compact intset encoding.
+	DefaultSetMembers = 512
+	// MaxSetMembers bounds Options.SetMembers.
+	MaxSetMembers = 4096
+	// DefaultMaxIDBytes is the longest event ID when Options.MaxIDBytes is 0.
+	DefaultMaxIDBytes = 256
+	// MaxMaxIDBytes bounds Options.MaxIDBytes.
+	MaxMaxIDBytes = 64 << 10
+	// DefaultLayoutMaxAge is how long a cached layout serves Stamp when Options.LayoutMaxAge is 0.
+	DefaultLayoutMaxAge = time.Second
+	// DefaultOpTimeout bounds each background step when Options.OpTimeout is 0.
+	DefaultOpTimeout = 5 * time.Second
+	// maxNameBytes bounds Options.Name.
+	maxNameBytes = 128
+)
+
+// Options configure a [Counter]. Zero fields take the documented defaults, except Name and
+// Stripes, which are required.
+type Options struct {
+	// Name names the counter inside Prefix ("course:72:views"). Required; 1..128 bytes
+	// without '{' or '}' (they would break the hash tags of the key layout).
+	Name string
+	// Prefix is prepended to every key. It must not contain '{' or '}'.
+	// Default: "stripes:".
+	Prefix string
+	// Stripes is the stripe count of the first generation, used only when the layout record
+	// does not exist yet; afterwards the durable layout wins and [Counter.Resize] changes it.
+	// Required: 1..4096.
+	Stripes int
+	// DedupWindow is how long an event is remembered, measured from its Event.Time on the
+	// clock of the Redis server that holds its stripe. Retries inside the window are counted
+	// once; later ones get ErrTooOld. An old generation is sealed one window (plus one slice)
+	// after it closed. Default: 10m; range 100ms..168h.
+	DedupWindow time.Duration
+	// DedupSlices is how many time slices one window is cut into. Dedup records of one slice
+	// expire together; more slices mean fewer IDs per set and proportionally lower collision
+	// odds, at the cost of more, smaller sets. Default: 4; range 1..1024.
+	DedupSlices int
+	// DedupBits is the width of a dedup record: 63 (int64 intset members, about 9 bytes per
+	// event) or 31 (int32 members, about 5 bytes per event, 2^32 times likelier collisions).
+	// Default: 63.
+	DedupBits int
+	// SetMembers is the largest dedup set before it is split in two by the next record bit.
+	// Keep it at or below the server's set-max-intset-entries. Default: 512; range 2..4096.
+	SetMembers int
+	// MaxIDBytes is the longest accepted event ID. Default: 256; range 1..65536.
+	MaxIDBytes int
+	// SealInterval is how often the counter's background loop seals old generations whose
+	// window has passed. Zero means DedupWindow/4 (at least 100ms); negative disables the
+	// loop (call [Counter.Seal] yourself).
+	SealInterval time.Duration
+	// LayoutMaxAge is how long [Counter.Stamp] trusts its cached copy of the layout record.
+	// Add never needs a fresh copy: stripes redirect it. Default: 1s.
+	LayoutMaxAge time.Duration
+	// OpTimeout bounds each background step (a seal round, a cached-reader refresh).
+	// Default: 5s.
+	OpTimeout time.Duration
+	// Clock returns the current time: Stamp times, resize boundaries, seal eligibility and
+	// reader staleness. The dedup window itself is checked on the Redis server's clock.
+	// Default: time.Now.
+	Clock func() time.Time
+	// Logger receives background failures (a seal round that failed). Default: discard.
+	Logger *slog.Logger
+}
+
+// withDefaults validates o and fills its zero fields.
+func (o Options) withDefaults() (Options, error) {
+	switch {
+	case o.Name == "" || len(o.Name) > maxNameBytes:
+		return o, invalidf("Options.Name must be 1..%d bytes, got %d", maxNameBytes, len(o.Name))
+	case strings.ContainsAny(o.Name, "{}"):
+		return o, invalidf("Options.Name must not contain '{' or '}', got %q", o.Name)
+	case strings.ContainsAny(o.Prefix, "{}"):
+		return o, invalidf("Options.Prefix must not contain '{' or '}', got %q", o.Prefix)
+	case o.Stripes < 1 || o.Stripes > MaxStripes:
+		return o, invalidf("Options.Stripes must be 1..%d, got %d", MaxStripes, o.Stripes)
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if o.DedupWindow == 0 {
+		o.DedupWindow = DefaultDedupWindow
+	}
+	if o.DedupWindow < MinDedupWindow || o.DedupWindow > MaxDedupWindow {
+		return o, invalidf("Options.DedupWindow must be %v..%v, got %v", MinDedupWindow, MaxDedupWindow, o.DedupWindow)
+	}
+	if o.DedupSlices == 0 {
+		o.DedupSlices = DefaultDedupSlices
+	}
+	if o.DedupSlices < 1 || o.DedupSlices > MaxDedupSlices {
+		return o, invalidf("Options.DedupSlices must be 1..%d, got %d", MaxDedupSlices, o.DedupSlices)
+	}
+	if o.DedupWindow/time.Duration(o.DedupSlices) < time.Millisecond {
+		return o, invalidf("Options.DedupWindow/DedupSlices must be at least 1ms, got %v", o.DedupWindow/time.Duration(o.DedupSlices))
+	}
+	if o.DedupBits == 0 {
+		o.DedupBits = DefaultDedupBits
+	}
+	if o.DedupBits != 31 && o.DedupBits != 63 {
+		return o, invalidf("Options.DedupBits must be 31 or 63, got %d", o.DedupBits)
+	}
+	if o.SetMembers == 0 {
+		o.SetMembers = DefaultSetMembers
+	}
+	if o.SetMembers < 2 || o.SetMembers > MaxSetMembers {
+		return o, invalidf("Options.SetMembers must be 2..%d, got %d", MaxSetMembers, o.SetMembers)
+	}
+	if o.MaxIDBytes == 0 {
+		o.MaxIDBytes = DefaultMaxIDBytes
+	}
+	if o.MaxIDBytes < 1 || o.MaxIDBytes > MaxMaxIDBytes {
+		return o, invalidf("Options.MaxIDBytes must be 1..%d, got %d", MaxMaxIDBytes, o.MaxIDBytes)
+	}
+	if o.SealInterval == 0 {
+		o.SealInterval = max(o.DedupWindow/4, 100*time.Millisecond)
+	}
+	if o.LayoutMaxAge == 0 {
+		o.LayoutMaxAge = DefaultLayoutMaxAge
+	}
+	if o.LayoutMaxAge < 0 {
+		return o, invalidf("Options.LayoutMaxAge must not be negative, got %v", o.LayoutMaxAge)
+	}
+	if o.OpTimeout == 0 {
+		o.OpTimeout = DefaultOpTimeout
+	}
+	if o.OpTimeout < 0 {
+		return o, invalidf("Options.OpTimeout must not be negative, got %v", o.OpTimeout)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o, nil
+}
+
+// sliceMs is the width of one dedup time slice in milliseconds.
+func (o Options) sliceMs() int64 {
+	return (o.DedupWindow / time.Duration(o.DedupSlices)).Milliseconds()
+}
+
+// keys builds the key names of the layout (see the package doc).
+type keys struct {
+	prefix, name string
+}
+
+// layout returns the key of the layout record.
+func (k keys) layout() string {
+	return k.prefix + "{" + k.name + "}:layout"
+}
+
+// stripe returns the key of stripe i of generation g, placed by its tag.
+func (k keys) stripe(tag string, g uint64, i int) string {
+	return fmt.Sprintf("%s{%s}:%s:%d:%d", k.prefix, tag, k.name, g, i)
+}

@@ -1,0 +1,126 @@
+package stripes
+
+import (
+	"context"
+	"fmt"
+	"math/big"
+	"slices"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Seal seals every old generation whose dedup window has passed: one DedupWindow plus one
+// slice after the latest of its stripes' boundaries. For each such generation it
+//
+//  1. marks each stripe sealed (seal.lua), which freezes it (later events in it get
+//     ErrTooOld) and returns its final value;
+//  2. folds the sum of those values into the layout's base value under the generation's
+//     number as seal ID (fold.lua), which happens at most once per generation;
+//  3. lets the sealed stripes expire after one more DedupWindow.
+//
+// A crash between steps leaves the generation half sealed; the next Seal repeats step 1,
+// which returns the same frozen values, and folds them once. Seal also finishes a Resize
+// that crashed half way. It returns the generations it folded. The background loop (see
+// Options.SealInterval) calls it periodically.
+func (c *Counter) Seal(ctx context.Context) ([]uint64, error) {
+	l, err := c.loadLayout(ctx)
+	if err != nil || l == nil {
+		return nil, err
+	}
+	if l.doc.Gens[len(l.doc.Gens)-1].Pending {
+		if err := c.finishResize(ctx, l); err != nil {
+			return nil, err
+		}
+		if l, err = c.ensureLayout(ctx); err != nil {
+			return nil, err
+		}
+	}
+	grace := c.opts.DedupWindow + time.Duration(c.opts.sliceMs())*time.Millisecond
+	now := c.opts.Clock().UnixMilli()
+	var sealed []uint64
+	for _, g := range l.doc.Gens {
+		if g.Ends == nil || l.isFolded(g.Gen) || now < slices.Max(g.Ends)+grace.Milliseconds() {
+			continue
+		}
+		folded, err := c.sealGen(ctx, g)
+		if err != nil {
+			return sealed, err
+		}
+		if folded {
+			sealed = append(sealed, g.Gen)
+		}
+	}
+	if len(sealed) > 0 {
+		_, err = c.loadLayout(ctx)
+	}
+	return sealed, err
+}
+
+// sealGen runs the three steps of Seal for one closed generation. It reports whether this
+// call did the fold.
+func (c *Counter) sealGen(ctx context.Context, g genDoc) (bool, error) {
+	cmds, err := c.pipeline(ctx, sealScript, g.Stripes, func(i int) (string, []any) {
+		return c.keys.stripe(g.Tags[i], g.Gen, i), []any{g.Gen}
+	})
+	if err != nil {
+		return false, fmt.Errorf("stripes: seal generation %d: %w", g.Gen, err)
+	}
+	total := new(big.Int)
+	for i, cmd := range cmds {
+		v, err := cmd.Text()
+		if err != nil {
+			return false, fmt.Errorf("stripes: seal generation %d stripe %d: %w", g.Gen, i, err)
+		}
+		x, ok := new(big.Int).SetString(v, 10)
+		if !ok {
+			return false, fmt.Errorf("%w: generation %d stripe %d holds %q", ErrLayout, g.Gen, i, v)
+		}
+		total.Add(total, x)
+	}
+	if !total.IsInt64() {
+		return false, fmt.Errorf("%w: generation %d total %s overflows int64", ErrLayout, g.Gen, total)
+	}
+	reply, err := foldScript.Run(ctx, c.client, []string{c.keys.layout()}, g.Gen, total.String()).Slice()
+	if err != nil {
+		return false, fmt.Errorf("stripes: fold generation %d: %w", g.Gen, err)
+	}
+	if len(reply) != 2 {
+		return false, fmt.Errorf("%w: fold.lua replied %v", ErrLayout, reply)
+	}
+	if prev, _ := reply[1].(string); prev != total.String() {
+		return false, fmt.Errorf("%w: generation %d was folded with total %v, stripes now sum to %s", ErrLayout, g.Gen, reply[1], total)
+	}
+	// Keep the sealed stripes one more window so that late retries find them sealed, then
+	// let them go. Their dedup sets expire on their own.
+	keep := c.opts.DedupWindow
+	if _, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range g.Stripes {
+			p.PExpire(ctx, c.keys.stripe(g.Tags[i], g.Gen, i), keep)
+		}
+		return nil
+	}); err != nil {
+		return false, fmt.Errorf("stripes: expire generation %d: %w", g.Gen, err)
+	}
+	n, _ := reply[0].(int64)
+	return n == 1, nil
+}
+
+// sealLoop calls Seal every Options.SealInterval until Close.
+func (c *Counter) sealLoop() {
+	defer c.done.Done()
+	t := time.NewTicker(c.opts.SealInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), c.opts.OpTimeout)
+		if _, err := c.Seal(ctx); err != nil {
+			c.opts.Logger.Warn("stripes: seal round failed", "counter", c.opts.Name, "err", err)
+		}
+		cancel()
+	}
+}
