@@ -2,6 +2,7 @@ package hotkeys
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,7 +91,6 @@ func (d *Detector) transitions(v *view) []KeyEvent {
 	st.evals.Add(1)
 	var events []KeyEvent
 	seen := make(map[string]bool, len(st.hot))
-	slices.SortFunc(v.keys, heaviestFirst) // deterministic event order
 	for _, a := range v.keys {
 		l := d.load(v, a)
 		if h, ok := st.hot[a.key]; ok {
@@ -104,8 +104,7 @@ func (d *Detector) transitions(v *view) []KeyEvent {
 		}
 		if a.count >= d.o.MinSamples && d.hot(l) {
 			st.hot[a.key] = &hotState{since: v.at}
-			st.seq++
-			events = append(events, KeyEvent{Kind: Hot, Key: a.key, Load: l, At: v.at, Seq: st.seq})
+			events = append(events, KeyEvent{Kind: Hot, Key: a.key, Load: l, At: v.at})
 		}
 	}
 	// Hot keys the sketch no longer tracks have no load in the window.
@@ -121,8 +120,17 @@ func (d *Detector) transitions(v *view) []KeyEvent {
 			events = append(events, ev)
 		}
 	}
-	for _, ev := range events {
-		if ev.Kind == Hot {
+	// Number the events in a deterministic order: hot before cool, then by key.
+	slices.SortFunc(events, func(a, b KeyEvent) int {
+		if a.Kind != b.Kind {
+			return int(a.Kind) - int(b.Kind)
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	for i := range events {
+		st.seq++
+		events[i].Seq = st.seq
+		if events[i].Kind == Hot {
 			st.hotN.Add(1)
 		} else {
 			st.coolN.Add(1)
@@ -152,8 +160,7 @@ func (d *Detector) cool(st *evalState, h *hotState, key string, l KeyLoad, now t
 		return KeyEvent{}, false
 	}
 	delete(st.hot, key)
-	st.seq++
-	return KeyEvent{Kind: Cool, Key: key, Load: l, At: now, Seq: st.seq}, true
+	return KeyEvent{Kind: Cool, Key: key, Load: l, At: now}, true
 }
 
 // Hot returns the keys currently hot, sorted.

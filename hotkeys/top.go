@@ -99,13 +99,45 @@ func (d *Detector) Top(k int) ([]KeyLoad, error) {
 	return d.top(v, k), nil
 }
 
-// top returns the k heaviest keys of v.
+// top returns the k heaviest keys of v, heaviest first. It selects them with a k-entry
+// min-heap, so a reading costs O(n log k) rather than a full sort.
 func (d *Detector) top(v *view, k int) []KeyLoad {
-	slices.SortFunc(v.keys, heaviestFirst)
 	k = min(k, len(v.keys))
-	out := make([]KeyLoad, k)
-	for i := range out {
-		out[i] = d.load(v, v.keys[i])
+	h := make([]keyAgg, 0, k) // min-heap under heaviestFirst: h[0] is the lightest kept
+	lighter := func(i, j int) bool { return heaviestFirst(h[i], h[j]) > 0 }
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			c := l
+			if r := l + 1; r < len(h) && lighter(r, l) {
+				c = r
+			}
+			if !lighter(c, i) {
+				return
+			}
+			h[i], h[c] = h[c], h[i]
+			i = c
+		}
+	}
+	for _, a := range v.keys {
+		switch {
+		case len(h) < k:
+			h = append(h, a)
+			for i := len(h) - 1; i > 0 && lighter(i, (i-1)/2); i = (i - 1) / 2 {
+				h[i], h[(i-1)/2] = h[(i-1)/2], h[i]
+			}
+		case k > 0 && heaviestFirst(a, h[0]) < 0:
+			h[0] = a
+			down(0)
+		}
+	}
+	slices.SortFunc(h, heaviestFirst)
+	out := make([]KeyLoad, len(h))
+	for i, a := range h {
+		out[i] = d.load(v, a)
 	}
 	return out
 }

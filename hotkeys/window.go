@@ -85,7 +85,13 @@ func (s *stripe) live(b *bucket, epoch int64) bool {
 // collect merges the live sub-windows into v. The caller holds s.mu.
 func (s *stripe) collect(epoch int64, v *view) {
 	first := len(v.keys)
-	pos := make(map[string]int)
+	n := 0
+	for i := range s.buckets {
+		if s.live(&s.buckets[i], epoch) {
+			n += len(s.buckets[i].ss.heap)
+		}
+	}
+	pos := make(map[string]int, n)
 	var absentMin uint64 // sum over live full sub-windows of their smallest count
 	for i := range s.buckets {
 		b := &s.buckets[i]
