@@ -70,13 +70,15 @@ func (p *Pool) WitnessKey(owner string) string { return p.witness[owner] }
 
 // Init checks the durability settings of the ledger client (see the package doc) and creates
 // every ledger that does not exist and has never been witnessed. A ledger that the witness
-// shows once existed is not re-created (that would resurrect permits); operations on it
-// return ErrLedgerMissing until Reconcile. Init is idempotent and safe to run from every
+// shows once existed is not re-created (that would resurrect permits): Init initialises the
+// others and returns ErrLedgerMissing naming it, and operations on it return ErrLedgerMissing
+// until Reconcile. Init is idempotent and safe to run from every
 // process.
 func (p *Pool) Init(ctx context.Context) error {
 	if err := checkDurability(ctx, p.c, p.opts.Logger, p.opts.AllowEviction); err != nil {
 		return err
 	}
+	var lost []error
 	for _, name := range p.order {
 		w, err := p.readWitness(ctx, name)
 		if err != nil {
@@ -84,6 +86,10 @@ func (p *Pool) Init(ctx context.Context) error {
 		}
 		l := p.ledgers[name]
 		created, err := l.init(ctx, p.c, w)
+		if errors.Is(err, ErrLedgerMissing) {
+			lost = append(lost, err)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -93,7 +99,7 @@ func (p *Pool) Init(ctx context.Context) error {
 			}
 		}
 	}
-	return nil
+	return errors.Join(lost...)
 }
 
 func (p *Pool) ledger(owner string) (ledger, error) {
