@@ -24,6 +24,9 @@ if ! command -v "${REDIS_SERVER:-redis-server}" >/dev/null 2>&1; then
 fi
 say "$("${REDIS_SERVER:-redis-server}" --version)"
 
+count_servers() { pgrep -x redis-server | wc -l; }
+servers_before=$(count_servers)
+
 modules=$(find . -name go.mod -not -path '*/testdata/*' -exec dirname {} \; | sort)
 
 say "gofmt"
@@ -46,5 +49,11 @@ done
 if [ -x scripts/examples.sh ]; then
   say "examples"
   scripts/examples.sh
+fi
+left=$(( $(count_servers) - servers_before ))
+if [ "$left" -gt 0 ]; then
+  echo "the suite left $left redis-server process(es) running:" >&2
+  pgrep -a -x redis-server >&2 || true
+  exit 1
 fi
 say "all passed"

@@ -12,7 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestMain(m *testing.M) { Main(m) }
+func TestMain(m *testing.M) {
+	if pidfile := os.Getenv(crashEnv); pidfile != "" {
+		crashChild(pidfile)
+	}
+	Main(m)
+}
 
 func TestStandaloneServesCommands(t *testing.T) {
 	t.Parallel()
