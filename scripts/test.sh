@@ -24,7 +24,7 @@ if ! command -v "${REDIS_SERVER:-redis-server}" >/dev/null 2>&1; then
 fi
 say "$("${REDIS_SERVER:-redis-server}" --version)"
 
-count_servers() { pgrep -x redis-server | wc -l; }
+count_servers() { (pgrep -x redis-server || true) | wc -l; }
 servers_before=$(count_servers)
 
 modules=$(find . -name go.mod -not -path '*/testdata/*' -exec dirname {} \; | sort)
