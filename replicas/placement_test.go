@@ -58,10 +58,11 @@ func TestCopiesLandOnDistinctMasters(t *testing.T) {
 func TestCopiesReallyLiveOnTheirMasters(t *testing.T) {
 	c := redistest.SharedCluster(t)
 	client := c.Client(t)
-	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{"sku:42"}})
+	key := redistest.Prefix(t) + "sku:42"
+	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key}})
 	ctx := ctxFor(t)
-	require.NoError(t, r.Set(ctx, "sku:42", []byte("x"), 1, 0))
-	ck, err := r.CopyKeys(ctx, "sku:42")
+	require.NoError(t, r.Set(ctx, key, []byte("x"), 1, 0))
+	ck, err := r.CopyKeys(ctx, key)
 	require.NoError(t, err)
 	seen := map[string]bool{}
 	for _, k := range ck {
