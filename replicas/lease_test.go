@@ -1,0 +1,245 @@
+package replicas_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/internal/faults"
+	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/replicas"
+)
+
+func TestPopularMissLoadsOnceAcrossTheFleet(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		key := redistest.Prefix(t) + "post:viral"
+		prefix := redistest.Prefix(t)
+		const instances, perInstance = 10, 10
+		var loads atomic.Int64
+		load := func(context.Context) (replicas.Item, error) {
+			loads.Add(1)
+			time.Sleep(50 * time.Millisecond) // a source query takes a while
+			return replicas.Item{Value: []byte("body"), Version: 1}, nil
+		}
+		reps := make([]*replicas.Replicator, instances)
+		for i := range reps {
+			reps[i] = newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Hot: []string{key}})
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		results := make(chan replicas.Item, instances*perInstance)
+		errs := make(chan error, instances*perInstance)
+		for i := range instances * perInstance {
+			wg.Go(func() {
+				<-start
+				it, err := reps[i%instances].GetOrLoad(ctxFor(t), key, time.Minute, load)
+				if err != nil {
+					errs <- err
+					return
+				}
+				results <- it
+			})
+		}
+		close(start)
+		wg.Wait()
+		close(errs)
+		close(results)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		require.Len(t, results, instances*perInstance)
+		for it := range results {
+			require.Equal(t, replicas.Item{Value: []byte("body"), Version: 1}, it)
+		}
+		require.Equal(t, int64(1), loads.Load(), "the source is loaded once for the fleet")
+		var wins, waits uint64
+		for _, r := range reps {
+			s := r.Stats()
+			wins += s.LeaseWins
+			waits += s.LeaseWaits
+		}
+		require.Equal(t, uint64(1), wins)
+		// Later reads are served by the copies the fill wrote.
+		it, err := reps[3].Get(ctxFor(t), key)
+		require.NoError(t, err)
+		require.Equal(t, "body", string(it.Value))
+	})
+}
+
+// stuckLoader returns a loader whose first call signals started and then blocks, ignoring
+// its context as a hung or dead process would, until release is closed; it then returns
+// first. Later calls return later at once. calls counts every call.
+func stuckLoader(started chan<- struct{}, release <-chan struct{}, first, later replicas.Item, calls *atomic.Int64) replicas.Loader {
+	return func(context.Context) (replicas.Item, error) {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-release
+			return first, nil
+		}
+		return later, nil
+	}
+}
+
+func TestCancelledLeaseHolderIsTakenOver(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		key := redistest.Prefix(t) + "k"
+		prefix := redistest.Prefix(t)
+		o := replicas.Options{Prefix: prefix, LeaseTTL: 300 * time.Millisecond, Hot: []string{key}}
+		holder := newReplicator(t, f.client(t), o)
+		other := newReplicator(t, f.client(t), o)
+		var calls atomic.Int64
+		started, release := make(chan struct{}), make(chan struct{})
+		load := stuckLoader(started, release,
+			replicas.Item{Value: []byte("slow"), Version: 1}, replicas.Item{Value: []byte("fresh"), Version: 1}, &calls)
+
+		hctx, cancel := context.WithCancel(context.Background())
+		holderDone := make(chan error, 1)
+		go func() {
+			_, err := holder.GetOrLoad(hctx, key, time.Minute, load)
+			holderDone <- err
+		}()
+		<-started
+		cancel()
+		select {
+		case err := <-holderDone:
+			require.ErrorIs(t, err, context.Canceled, "the cancelled holder leaves at once")
+		case <-time.After(5 * time.Second):
+			t.Fatal("the cancelled lease holder did not return")
+		}
+
+		ctx, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel2()
+		it, err := other.GetOrLoad(ctx, key, time.Minute, load)
+		require.NoError(t, err)
+		require.Equal(t, "fresh", string(it.Value))
+		require.Equal(t, uint64(1), other.Stats().LeaseTakeovers)
+		require.Equal(t, uint64(1), holder.Stats().LeaseWins)
+
+		close(release) // the stuck load finishes; its fill must be refused
+		require.Eventually(t, func() bool { return holder.Stats().FillsRefused == 1 }, 5*time.Second, 10*time.Millisecond)
+		require.Equal(t, int64(2), calls.Load(), "the source ran at most twice")
+		it, err = other.Get(ctxFor(t), key)
+		require.NoError(t, err)
+		require.Equal(t, "fresh", string(it.Value))
+	})
+}
+
+func TestSlowFillerCannotOverwriteNewerValue(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		key := redistest.Prefix(t) + "k"
+		prefix := redistest.Prefix(t)
+		o := replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond, Copies: 3, Hot: []string{key}}
+		slow := newReplicator(t, f.client(t), o)
+		fast := newReplicator(t, f.client(t), o)
+		var calls atomic.Int64
+		started, release := make(chan struct{}), make(chan struct{})
+		// The slow filler even carries a higher version: its token, not its version, is
+		// what refuses it.
+		load := stuckLoader(started, release,
+			replicas.Item{Value: []byte("slow"), Version: 9}, replicas.Item{Value: []byte("fast"), Version: 2}, &calls)
+		slowDone := make(chan replicas.Item, 1)
+		go func() {
+			it, err := slow.GetOrLoad(context.Background(), key, time.Minute, load)
+			if err == nil {
+				slowDone <- it
+			}
+			close(slowDone)
+		}()
+		<-started
+		it, err := fast.GetOrLoad(ctxFor(t), key, time.Minute, load)
+		require.NoError(t, err)
+		require.Equal(t, "fast", string(it.Value))
+		close(release)
+		got, ok := <-slowDone
+		require.True(t, ok, "the slow caller gets a value")
+		require.Equal(t, "fast", string(got.Value), "the slow caller is handed the newer stored value")
+		require.Equal(t, uint64(1), slow.Stats().FillsRefused)
+
+		c := f.client(t)
+		ck, err := fast.CopyKeys(ctxFor(t), key)
+		require.NoError(t, err)
+		for _, k := range append(ck, key) {
+			v, _, data := stored(t, c, k)
+			require.Equal(t, "fast", data, k)
+			require.Equal(t, uint64(2), v, k)
+		}
+	})
+}
+
+func TestFailedLoadReleasesTheLease(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		key := redistest.Prefix(t) + "k"
+		// A long lease: the second caller can only get in because the first released it.
+		r := newReplicator(t, f.client(t), replicas.Options{LeaseTTL: time.Minute})
+		boom := func(context.Context) (replicas.Item, error) { return replicas.Item{}, context.DeadlineExceeded }
+		_, err := r.GetOrLoad(ctxFor(t), key, 0, boom)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		it, err := r.GetOrLoad(ctxFor(t), key, 0, func(context.Context) (replicas.Item, error) {
+			return replicas.Item{Value: []byte("ok"), Version: 1}, nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, "ok", string(it.Value))
+		require.Equal(t, uint64(0), r.Stats().LeaseWaits)
+	})
+}
+
+func TestLeaseSurvivesLostReplies(t *testing.T) {
+	inj := faults.New()
+	c := redistest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
+	key := redistest.Prefix(t) + "k"
+	r := newReplicator(t, c, replicas.Options{})
+	// Warm the scripts and connections.
+	_, err := r.GetOrLoad(ctxFor(t), key+"warm", 0, func(context.Context) (replicas.Item, error) {
+		return replicas.Item{Value: []byte("w"), Version: 1}, nil
+	})
+	require.NoError(t, err)
+	// Both the lease acquisition and the fill lose their reply once; the retries must find
+	// the lease still theirs and the fill already done.
+	inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "lease:" + key}, 2)
+	var loads atomic.Int64
+	it, err := r.GetOrLoad(ctxFor(t), key, 0, func(context.Context) (replicas.Item, error) {
+		loads.Add(1)
+		return replicas.Item{Value: []byte("v"), Version: 4}, nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, "v", string(it.Value))
+	require.Equal(t, int64(2), inj.Dropped())
+	require.Equal(t, int64(1), loads.Load())
+	require.Zero(t, r.Stats().FillsRefused)
+	v, _, _ := stored(t, c, key)
+	require.Equal(t, uint64(4), v)
+}
+
+func TestWaiterLeavesOnItsContext(t *testing.T) {
+	s := redistest.Standalone(t)
+	key := redistest.Prefix(t) + "k"
+	prefix := redistest.Prefix(t)
+	holder := newReplicator(t, s.Client(t), replicas.Options{Prefix: prefix})
+	waiter := newReplicator(t, s.Client(t), replicas.Options{Prefix: prefix})
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	load := stuckLoader(started, release, replicas.Item{Value: []byte("x"), Version: 1}, replicas.Item{}, &calls)
+	go func() { _, _ = holder.GetOrLoad(context.Background(), key, 0, load) }()
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := waiter.GetOrLoad(ctx, key, 0, load)
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return waiter.Stats().LeaseWaits == 1 }, 5*time.Second, 5*time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiter did not leave on its context")
+	}
+	close(release)
+	require.Equal(t, int64(1), calls.Load())
+}
