@@ -62,8 +62,8 @@ func (p *Pool) Recover(ctx context.Context) (RecoverReport, error) {
 //     frozen in a transfer the target has not accepted): the stale copy would double it;
 //   - restores transfers into owner that their source completed (so owner had accepted
 //     them) but that owner's ledger has lost, unless their permits are elsewhere now;
-//   - moves owner's sequence above its witness and clears the fence, so every fencing token
-//     granted from now on is larger than any token the lost state could have granted.
+//   - moves owner's sequence above every witness of the pool and clears the fence, so every
+//     fencing token granted from now on is larger than any acknowledged token before.
 //
 // What Reconcile cannot know is which jobs got grants that the lost state forgot: their
 // permits look free and may be granted again. Safety then rests on the downstream checking
@@ -146,7 +146,14 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 			}
 		}
 	}
-	args := []any{wit[owner], p.opts.Capacity, l.first, l.last, len(drop)}
+	// The new sequence goes above every witness of the pool, not only owner's: the lost state
+	// may have held permits that had moved to or from other owners, and their holders' tokens
+	// are bounded by those witnesses.
+	top := int64(0)
+	for _, w := range wit {
+		top = max(top, w)
+	}
+	args := []any{top, p.opts.Capacity, l.first, l.last, len(drop)}
 	for _, n := range drop {
 		args = append(args, n)
 	}
