@@ -26,6 +26,10 @@ const numShards = 64
 type Cache[V any] struct {
 	cfg    config[V]
 	loader Loader[V]
+	// precise measures load durations: the system clock with the default coarse Clock,
+	// Options.Clock otherwise.
+	precise   Clock
+	stopClock func() // stops the default coarse clock
 	store  *otter.Cache[string, *entry[V]]
 	stats  *counters
 	// epoch is raised by MarkAllStale; entries loaded in an older epoch are not fresh.
@@ -51,7 +55,7 @@ func New[V any](loader Loader[V], o Options[V]) (*Cache[V], error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache[V]{cfg: cfg, loader: loader, stats: newCounters()}
+	c := &Cache[V]{cfg: cfg, loader: loader, stats: newCounters(), precise: cfg.Clock, stopClock: func() {}}
 	c.closing, c.cancel = context.WithCancel(context.Background())
 	for i := range c.shards {
 		c.shards[i].calls = make(map[string]*call[V])
@@ -72,6 +76,10 @@ func New[V any](loader Loader[V], o Options[V]) (*Cache[V], error) {
 	}
 	if o.Clock != nil {
 		oo.Clock = otterClock{o.Clock}
+	} else {
+		coarse := otter.NewCoarseClock(DefaultClockResolution)
+		c.cfg.Clock, oo.Clock, c.stopClock = coarse, coarse, coarse.Stop
+		c.precise = &systemClock{base: time.Now()}
 	}
 	if cfg.MaxEntries > 0 {
 		oo.MaximumSize = cfg.MaxEntries
@@ -85,6 +93,7 @@ func New[V any](loader Loader[V], o Options[V]) (*Cache[V], error) {
 		}
 	}
 	if c.store, err = otter.New(oo); err != nil {
+		c.stopClock()
 		return nil, errors.Join(errors.New("l1cache: store"), err)
 	}
 	return c, nil
@@ -213,6 +222,7 @@ func (c *Cache[V]) Close() error {
 	c.cancel()
 	c.inflight.Wait()
 	c.store.StopAllGoroutines()
+	c.stopClock()
 	return nil
 }
 
@@ -223,8 +233,8 @@ func (c *Cache[V]) emit(kind EventKind, key string) {
 	}
 }
 
-// otterClock adapts a Clock to the store's clock, without periodic clean-up ticks: entries
-// past their windows are removed on access and by maintenance.
+// otterClock adapts an injected Clock to the store's clock, without periodic clean-up ticks:
+// entries past their windows are removed by the store's maintenance on reads and writes.
 type otterClock struct{ Clock }
 
 func (otterClock) Tick(time.Duration) <-chan time.Time { return nil }

@@ -170,12 +170,13 @@ func (c *Cache[V]) runLoad(ctx context.Context, key string, sh *shard[V], cl *ca
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(c.cfg.loadTimeout))
 	stop := context.AfterFunc(c.closing, cancel)
+	t0 := c.precise.NowNano()
 	var v V
 	err := errGoexit
 	defer func() {
 		stop()
 		cancel()
-		c.finish(key, sh, cl, v, err, start, background)
+		c.finish(key, sh, cl, v, err, start, c.precise.NowNano()-t0, background)
 	}()
 	v, err = c.callLoader(ctx, key)
 }
@@ -197,12 +198,12 @@ func (c *Cache[V]) callLoader(ctx context.Context, key string) (v V, err error) 
 
 // finish installs the result of cl unless its generation was superseded, then releases its
 // waiters.
-func (c *Cache[V]) finish(key string, sh *shard[V], cl *call[V], v V, err error, start int64, background bool) {
-	end := c.cfg.Clock.NowNano()
+func (c *Cache[V]) finish(key string, sh *shard[V], cl *call[V], v V, err error, start, delta int64, background bool) {
 	var e *entry[V]
 	sh.mu.Lock()
+	end := c.cfg.Clock.NowNano()
 	if err == nil {
-		e = c.newValueEntry(v, cl.epoch, start, end-start)
+		e = c.newValueEntry(v, cl.epoch, start, delta)
 	} else {
 		e = c.newErrorEntry(err, c.peek(key), cl.epoch, end)
 	}
@@ -221,7 +222,7 @@ func (c *Cache[V]) finish(key string, sh *shard[V], cl *call[V], v V, err error,
 	failed := err != nil && !e.negative
 	if failed {
 		c.stats.loadErrors.Add(1)
-		if background && c.cfg.Logger != nil {
+		if background && c.cfg.Logger != nil { // nobody waits for it: its error goes to the log
 			c.cfg.Logger.Warn("l1cache: background refresh failed", "key", key, "err", err)
 		}
 	}
@@ -230,6 +231,6 @@ func (c *Cache[V]) finish(key string, sh *shard[V], cl *call[V], v V, err error,
 		c.emit(EventDiscarded, key)
 	}
 	if c.cfg.OnEvent != nil {
-		c.cfg.OnEvent(Event{Kind: EventLoad, Key: key, Err: err, Duration: time.Duration(end - start)})
+		c.cfg.OnEvent(Event{Kind: EventLoad, Key: key, Err: err, Duration: time.Duration(delta)})
 	}
 }

@@ -20,6 +20,9 @@ const (
 	DefaultLoadTimeout = 10 * time.Second
 	// DefaultMaxRefreshes is the default [Options.MaxRefreshes].
 	DefaultMaxRefreshes = 64
+	// DefaultClockResolution is the resolution of the clock a cache creates when
+	// Options.Clock is nil.
+	DefaultClockResolution = time.Millisecond
 	// RecommendedBeta is the XFetch scale that Vattani et al. found optimal. [Options.Beta] is
 	// zero (early refresh off) unless set.
 	RecommendedBeta = 1.0
@@ -86,7 +89,11 @@ type Options[V any] struct {
 	// (DefaultMaxRefreshes). Range 1..2^20.
 	MaxRefreshes int
 
-	// Clock is the time source for every window. Default: the monotonic system clock.
+	// Clock is the time source for every window and load duration. Default: a coarse clock
+	// owned by the cache that reads the system time once per millisecond (DefaultClockResolution)
+	// in a goroutine stopped by Close, so that a hit reads no system clock; windows then end up
+	// to one resolution (more if that goroutine is delayed) late. Several caches may share one
+	// clock, for example an otter.CoarseClock.
 	Clock Clock
 	// Rand returns uniform values in [0, 1) for jitter and early refresh. It must be safe for
 	// concurrent use. Default: math/rand/v2.Float64.
@@ -104,7 +111,8 @@ type Clock interface {
 	NowNano() int64
 }
 
-// systemClock reads the monotonic clock relative to its creation.
+// systemClock reads the monotonic clock relative to its creation. A cache with the default
+// coarse clock measures load durations with it.
 type systemClock struct{ base time.Time }
 
 func (c *systemClock) NowNano() int64 { return int64(time.Since(c.base)) }
@@ -165,9 +173,6 @@ func (o Options[V]) config() (config[V], error) {
 	}
 	if o.MaxRefreshes == 0 {
 		c.MaxRefreshes = DefaultMaxRefreshes
-	}
-	if o.Clock == nil {
-		c.Clock = &systemClock{base: time.Now()}
 	}
 	if o.Rand == nil {
 		c.Rand = rand.Float64

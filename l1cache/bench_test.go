@@ -1,0 +1,79 @@
+package l1cache
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/maypok86/otter/v2"
+)
+
+const benchKeys = 1 << 14
+
+// zipfKeys returns n keys drawn from a Zipf distribution (s=1.01) over benchKeys keys.
+func zipfKeys(n int) []string {
+	r := rand.New(rand.NewPCG(1, 2))
+	z := rand.NewZipf(r, 1.01, 1, benchKeys-1)
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprint("key:", z.Uint64())
+	}
+	return keys
+}
+
+// BenchmarkHit compares a fresh hit of the cache with otter v2's raw Get (GetIfPresent) in
+// the same run, over Zipf-distributed keys and over one hot key. Run with -cpu=1,2.
+func BenchmarkHit(b *testing.B) {
+	workloads := map[string][]string{
+		"zipf":   zipfKeys(1 << 16),
+		"hotkey": {"key:celebrity"},
+	}
+	for _, name := range []string{"zipf", "hotkey"} {
+		keys := workloads[name]
+		b.Run(name+"/otter", func(b *testing.B) {
+			raw := otter.Must(&otter.Options[string, string]{MaximumSize: 2 * benchKeys})
+			for _, k := range keys {
+				raw.Set(k, k)
+			}
+			benchParallel(b, keys, func(k string) bool {
+				_, ok := raw.GetIfPresent(k)
+				return ok
+			})
+		})
+		b.Run(name+"/l1cache", func(b *testing.B) {
+			c, err := New(func(ctx context.Context, key string) (string, error) { return key, nil },
+				Options[string]{MaxEntries: 2 * benchKeys, Fresh: time.Hour, Beta: RecommendedBeta})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			for _, k := range keys {
+				c.Set(k, k)
+			}
+			ctx := context.Background()
+			benchParallel(b, keys, func(k string) bool {
+				_, err := c.Get(ctx, k)
+				return err == nil
+			})
+			if s := c.Stats(); s.Loads != 0 || s.Hits == 0 {
+				b.Fatalf("not a hit benchmark: %+v", s)
+			}
+		})
+	}
+}
+
+func benchParallel(b *testing.B, keys []string, get func(string) bool) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := rand.IntN(len(keys))
+		for pb.Next() {
+			if !get(keys[i&(len(keys)-1)]) {
+				panic("miss")
+			}
+			i++
+		}
+	})
+}
