@@ -30,8 +30,8 @@ type Cache[V any] struct {
 	// Options.Clock otherwise.
 	precise   Clock
 	stopClock func() // stops the default coarse clock
-	store  *otter.Cache[string, *entry[V]]
-	stats  *counters
+	store     *otter.Cache[string, *entry[V]]
+	stats     *counters
 	// epoch is raised by MarkAllStale; entries loaded in an older epoch are not fresh.
 	epoch atomic.Uint64
 	// refreshes counts background refreshes running, against MaxRefreshes.
