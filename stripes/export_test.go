@@ -1,0 +1,15 @@
+package stripes
+
+// withoutFold returns a copy of l that does not know generation g was folded, as a layout
+// read before the fold would.
+func (l *layout) withoutFold(g uint64) *layout {
+	cp := *l
+	cp.folded = map[uint64]int64{}
+	for k, v := range l.folded {
+		if k != g {
+			cp.folded[k] = v
+		}
+	}
+	cp.base -= l.folded[g]
+	return &cp
+}

@@ -1,0 +1,167 @@
+package stripes
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// sumOf adds up vs.
+func sumOf(vs []int64) (s int64) {
+	for _, v := range vs {
+		s += v
+	}
+	return s
+}
+
+// sealEventually calls Seal until it folds generation g.
+func sealEventually(t *testing.T, c *Counter, g uint64) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		got, err := c.Seal(context.Background())
+		require.NoError(t, err)
+		return len(got) == 1 && got[0] == g
+	}, 10*time.Second, 50*time.Millisecond, "generation %d is sealed once its window passed", g)
+}
+
+func TestSealedGenerationFoldsOnceAndRejectsRetries(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		const window = time.Second
+		c := newCounter(t, rc, Options{Stripes: 4, DedupWindow: window})
+		ctx := context.Background()
+
+		// Generation 1: 60 events by time, 40 stamped with their generation.
+		var old []Event
+		for i := range 100 {
+			ev := Event{ID: fmt.Sprintf("g1-%d", i), Time: time.Now()}
+			if i >= 60 {
+				var err error
+				ev, err = c.Stamp(ctx, ev.ID)
+				require.NoError(t, err)
+				require.Equal(t, uint64(1), ev.Gen)
+			}
+			res, err := c.Add(ctx, ev, 1)
+			require.NoError(t, err)
+			require.True(t, res.Applied)
+			old = append(old, ev)
+		}
+		// A reader that caches the layout now, before the seal.
+		stale := newCounter(t, rc, Options{Prefix: c.opts.Prefix, DedupWindow: window})
+		_, err := stale.Add(ctx, old[0], 1)
+		require.NoError(t, err)
+
+		g2, err := c.Resize(ctx, 8)
+		require.NoError(t, err)
+		require.Equal(t, uint64(2), g2)
+		for i := range 50 {
+			_, err := c.Add(ctx, Event{ID: fmt.Sprintf("g2-%d", i), Time: time.Now()}, 1)
+			require.NoError(t, err)
+		}
+		_, err = c.Seal(ctx)
+		require.NoError(t, err)
+		require.False(t, mustLayout(t, c).isFolded(1), "not sealed before its window passed")
+		s1 := sumOf(stripeValues(t, c, 1))
+		require.Equal(t, int64(100), s1)
+
+		sealEventually(t, c, 1)
+		l := mustLayout(t, c)
+		require.Equal(t, s1, l.folded[1], "the sealed total is the stripe sum at sealing")
+		require.Equal(t, s1, l.base)
+		require.Equal(t, int64(150), mustSum(t, c))
+
+		for _, ev := range []Event{old[0], old[99]} {
+			_, err := c.Add(ctx, ev, 1)
+			require.ErrorIs(t, err, ErrTooOld, "retry of %s after the seal", ev.ID)
+		}
+		// The stale counter still thinks generation 1 is live: the stripe refuses.
+		_, err = stale.Add(ctx, old[1], 1)
+		require.ErrorIs(t, err, ErrTooOld)
+		require.Equal(t, int64(150), mustSum(t, c), "late retries changed nothing")
+		require.Equal(t, s1, sumOf(stripeValues(t, c, 1)), "sealed stripes are frozen")
+
+		again, err := c.Seal(ctx)
+		require.NoError(t, err)
+		require.Empty(t, again)
+		require.Equal(t, s1, mustLayout(t, c).base, "a second seal folds nothing")
+
+		// Sealed stripes expire; a counter with a stale layout that finds one missing
+		// rereads the layout and reports ErrTooOld.
+		gd := mustLayout(t, c).gen(1)
+		for i := range gd.Stripes {
+			key := c.keys.stripe(gd.Tags[i], 1, i)
+			ttl, err := nodeFor(t, rc, key).PTTL(ctx, key).Result()
+			require.NoError(t, err)
+			require.Greater(t, ttl, time.Duration(0), "sealed stripe %d expires", i)
+			require.NoError(t, nodeFor(t, rc, key).Del(ctx, key).Err())
+		}
+		stale.layout.Store(l.withoutFold(1))
+		_, err = stale.Add(ctx, old[2], 1)
+		require.ErrorIs(t, err, ErrTooOld)
+		require.Equal(t, int64(150), mustSum(t, c))
+	})
+}
+
+func TestSealCrashBeforeFoldFoldsOnce(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		const window = time.Second
+		c := newCounter(t, rc, Options{Stripes: 3, DedupWindow: window})
+		ctx := context.Background()
+		for i := range 30 {
+			_, err := c.Add(ctx, Event{ID: fmt.Sprintf("e%d", i), Time: time.Now()}, 2)
+			require.NoError(t, err)
+		}
+		_, err := c.Resize(ctx, 5)
+		require.NoError(t, err)
+		gd := *mustLayout(t, c).gen(1)
+
+		// A seal round that marked the stripes sealed and crashed before folding.
+		cmds, err := c.pipeline(ctx, sealScript, gd.Stripes, func(i int) (string, []any) {
+			return c.keys.stripe(gd.Tags[i], 1, i), []any{gd.Gen}
+		})
+		require.NoError(t, err)
+		for _, cmd := range cmds {
+			require.NoError(t, cmd.Err())
+		}
+		_, err = c.Add(ctx, Event{ID: "e0", Time: time.Now()}, 2)
+		require.NoError(t, err, "an event after the boundary goes to generation 2")
+		_, err = c.Add(ctx, Event{ID: "late", Time: time.Unix(0, 0).Add(time.Duration(gd.Ends[0]-1) * time.Millisecond), Gen: 1}, 2)
+		require.ErrorIs(t, err, ErrTooOld, "a sealed stripe takes nothing")
+
+		// Two seal rounds racing after the crash fold the total once.
+		sealEventually(t, c, 1)
+		folded, err := c.sealGen(ctx, gd)
+		require.NoError(t, err)
+		require.False(t, folded, "the repeated fold is a no-op")
+		l := mustLayout(t, c)
+		require.Equal(t, int64(60), l.base)
+		require.Equal(t, int64(62), mustSum(t, c))
+	})
+}
+
+func TestSealLoopSealsInTheBackground(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		c := newCounter(t, rc, Options{Stripes: 2, DedupWindow: 300 * time.Millisecond, SealInterval: 50 * time.Millisecond})
+		ctx := context.Background()
+		_, err := c.Add(ctx, Event{ID: "x", Time: time.Now()}, 1)
+		require.NoError(t, err)
+		_, err = c.Resize(ctx, 3)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { return mustLayout(t, c).isFolded(1) }, 5*time.Second, 20*time.Millisecond)
+		require.Equal(t, int64(1), mustSum(t, c))
+		require.NoError(t, c.Close())
+	})
+}
+
+// mustLayout reads c's layout record.
+func mustLayout(t testing.TB, c *Counter) *layout {
+	t.Helper()
+	l, err := c.loadLayout(context.Background())
+	require.NoError(t, err)
+	require.NotNil(t, l)
+	return l
+}
