@@ -36,3 +36,16 @@ func Decode(raw string) (bool, uint64, bool, string) {
 	rec, ok := decode(raw)
 	return ok, rec.version, rec.tombstone, rec.data
 }
+
+// PickKey returns the physical key a Get of key would read first, as Get chooses it (the
+// same layout and the same pick), so tests can batch those reads in pipelines.
+func (r *Replicator) PickKey(ctx context.Context, key string) (string, error) {
+	if !r.IsHot(key) {
+		return key, nil
+	}
+	lay, err := r.layoutFor(ctx, key)
+	if err != nil {
+		return "", err
+	}
+	return lay.keys[r.pick(lay)], nil
+}
