@@ -1,0 +1,128 @@
+package hotkeys_test
+
+import (
+	"strconv"
+	"testing"
+
+	"github.com/celebrity-go/celebrity/hotkeys"
+	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// TestProbeSaysWhenServerHasNoLFU runs on the default policy (noeviction): OBJECT FREQ has
+// no counter to read, and the probe says so with ErrUnsupported.
+func TestProbeSaysWhenServerHasNoLFU(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := t.Context()
+		p, err := hotkeys.NewProbe(c)
+		require.NoError(t, err)
+		caps, err := p.Capabilities(ctx)
+		require.NoError(t, err)
+		require.NotEmpty(t, caps)
+		for _, nc := range caps {
+			require.Equal(t, "noeviction", nc.Policy, nc.Node)
+			require.False(t, nc.ObjectFreq, nc.Node)
+			require.False(t, nc.Hotkeys, "redis 7 has no HOTKEYS command")
+		}
+
+		key := redistest.Prefix(t) + "k"
+		require.NoError(t, c.Set(ctx, key, "v", 0).Err())
+		_, err = p.Freq(ctx, []string{key})
+		require.ErrorIs(t, err, hotkeys.ErrUnsupported)
+		var ue *hotkeys.UnsupportedError
+		require.ErrorAs(t, err, &ue)
+		require.Contains(t, ue.Reason, "LFU")
+
+		_, err = p.ScanTop(ctx, hotkeys.ScanOptions{Match: redistest.Prefix(t) + "*"})
+		require.NoError(t, err, "a scan that finds no key reads no frequency")
+		_, err = p.ScanTop(ctx, hotkeys.ScanOptions{Match: key})
+		require.ErrorIs(t, err, hotkeys.ErrUnsupported)
+	})
+}
+
+// TestProbeReadsLFUFrequencies runs on a server started with allkeys-lfu: the key read
+// thousands of times has the highest counter, found both by Freq and by ScanTop.
+func TestProbeReadsLFUFrequencies(t *testing.T) {
+	ctx := t.Context()
+	srv := redistest.NewServer(t, redistest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lfu"}})
+	c := srv.Client(t)
+	p, err := hotkeys.NewProbe(c)
+	require.NoError(t, err)
+	caps, err := p.Capabilities(ctx)
+	require.NoError(t, err)
+	require.Equal(t, []hotkeys.NodeCapability{{Node: srv.Addr(), Policy: "allkeys-lfu", ObjectFreq: true}}, caps)
+
+	keys := writeAndRead(t, c, "lfu:")
+	got, err := p.Freq(ctx, append(keys, "lfu:missing"))
+	require.NoError(t, err)
+	require.Len(t, got, len(keys), "missing keys are left out")
+	require.Equal(t, "lfu:hot", got[0].Key)
+	require.Greater(t, got[0].Freq, got[1].Freq)
+
+	top, err := p.ScanTop(ctx, hotkeys.ScanOptions{Match: "lfu:*", K: 3})
+	require.NoError(t, err)
+	require.Len(t, top, 3)
+	require.Equal(t, "lfu:hot", top[0].Key)
+	require.Equal(t, srv.Addr(), top[0].Node)
+
+	_, err = p.ScanTop(ctx, hotkeys.ScanOptions{K: -1})
+	require.ErrorIs(t, err, hotkeys.ErrInvalidArgument)
+}
+
+// TestProbeScansEveryClusterMaster switches the shared cluster to allkeys-lfu for the test
+// and finds the hot key whichever master holds it.
+func TestProbeScansEveryClusterMaster(t *testing.T) {
+	ctx := t.Context()
+	cl := redistest.SharedCluster(t)
+	for _, m := range cl.Masters() {
+		mc := m.Client(t)
+		require.NoError(t, mc.ConfigSet(ctx, "maxmemory-policy", "allkeys-lfu").Err())
+		t.Cleanup(func() { _ = mc.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err() })
+	}
+	cc := cl.Client(t)
+	p, err := hotkeys.NewProbe(cc)
+	require.NoError(t, err)
+	caps, err := p.Capabilities(ctx)
+	require.NoError(t, err)
+	require.Len(t, caps, 3)
+	for _, nc := range caps {
+		require.True(t, nc.ObjectFreq, nc.Node)
+	}
+
+	prefix := redistest.Prefix(t)
+	keys := writeAndRead(t, cc, prefix)
+	got, err := p.Freq(ctx, keys)
+	require.NoError(t, err, "OBJECT FREQ is routed to each key's master")
+	require.Equal(t, prefix+"hot", got[0].Key)
+
+	top, err := p.ScanTop(ctx, hotkeys.ScanOptions{Match: prefix + "*", K: 1})
+	require.NoError(t, err)
+	require.Equal(t, prefix+"hot", top[0].Key)
+	require.Equal(t, cl.MasterOf(prefix+"hot").Addr(), top[0].Node)
+}
+
+// writeAndRead writes a hot key and 30 cold ones, reads the hot one 5000 times and each cold
+// one once, and returns the keys.
+func writeAndRead(t *testing.T, c redis.UniversalClient, prefix string) []string {
+	t.Helper()
+	ctx := t.Context()
+	keys := []string{prefix + "hot"}
+	for i := range 30 {
+		keys = append(keys, prefix+"cold:"+strconv.Itoa(i))
+	}
+	for _, k := range keys {
+		require.NoError(t, c.Set(ctx, k, "v", 0).Err())
+	}
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for range 5000 {
+			p.Get(ctx, keys[0])
+		}
+		for _, k := range keys[1:] {
+			p.Get(ctx, k)
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	return keys
+}
