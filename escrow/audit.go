@@ -104,6 +104,10 @@ func (l ledger) snapshot(ctx context.Context, c Client) (ledgerSnapshot, error) 
 	if err != nil {
 		return ledgerSnapshot{}, fmt.Errorf("escrow: snapshot %q: %w", l.owner, err)
 	}
+	return l.parseSnapshot(res)
+}
+
+func (l ledger) parseSnapshot(res []any) (ledgerSnapshot, error) {
 	if len(res) != 8 {
 		return ledgerSnapshot{}, fmt.Errorf("escrow: snapshot %q: unexpected reply", l.owner)
 	}

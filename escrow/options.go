@@ -26,6 +26,7 @@ type Client interface {
 	redis.Scripter
 	Get(ctx context.Context, key string) *redis.StringCmd
 	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
+	Pipeline() redis.Pipeliner
 }
 
 var (

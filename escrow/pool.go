@@ -185,20 +185,45 @@ func (p *Pool) Audit(ctx context.Context) (AuditReport, error) {
 	return buildReport(p.opts.Capacity, snaps, wit), nil
 }
 
+// snapshots reads every witness in one pipeline, then every ledger in another: two round
+// trips in all (a cluster pipeline sends each node its part at once).
 func (p *Pool) snapshots(ctx context.Context) ([]ledgerSnapshot, map[string]int64, error) {
-	snaps := make([]ledgerSnapshot, 0, len(p.order))
+	wp := p.w.Pipeline()
+	wcmds := make([]*redis.StringCmd, len(p.order))
+	for i, name := range p.order {
+		wcmds[i] = wp.Get(ctx, p.witness[name])
+	}
+	if _, err := wp.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, nil, fmt.Errorf("escrow: read witnesses: %w", err)
+	}
 	wit := make(map[string]int64, len(p.order))
-	for _, name := range p.order {
-		w, err := p.readWitness(ctx, name)
-		if err != nil {
-			return nil, nil, err
+	for i, name := range p.order {
+		w, err := wcmds[i].Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, nil, fmt.Errorf("escrow: read witness of %q: %w", name, err)
 		}
 		wit[name] = w
-		s, err := p.ledgers[name].snapshot(ctx, p.c)
+	}
+	lp := p.c.Pipeline()
+	lcmds := make([]*redis.Cmd, len(p.order))
+	for i, name := range p.order {
+		// EVAL_RO with the source: a pipeline cannot fall back from NOSCRIPT.
+		lcmds[i] = lp.EvalRO(ctx, snapshotSrc, p.ledgers[name].keys)
+	}
+	if _, err := lp.Exec(ctx); err != nil {
+		return nil, nil, fmt.Errorf("escrow: read ledgers: %w", err)
+	}
+	snaps := make([]ledgerSnapshot, 0, len(p.order))
+	for i, name := range p.order {
+		res, err := lcmds[i].Slice()
+		if err != nil {
+			return nil, nil, fmt.Errorf("escrow: snapshot %q: %w", name, err)
+		}
+		s, err := p.ledgers[name].parseSnapshot(res)
 		if err != nil {
 			return nil, nil, err
 		}
-		s.witness = w
+		s.witness = wit[name]
 		snaps = append(snaps, s)
 	}
 	return snaps, wit, nil
