@@ -36,11 +36,11 @@ type Stats struct {
 }
 
 type counters struct {
-	copyReads                                  [MaxCopies]atomic.Uint64
-	primaryReads, fallbacks, repairs, misses   atomic.Uint64
-	leaseWins, leaseWaits, leaseTakeovers      atomic.Uint64
-	fillsRefused, partialWrites, staleWrites   atomic.Uint64
-	promotions, layoutReloads                  atomic.Uint64
+	copyReads                                [MaxCopies]atomic.Uint64
+	primaryReads, fallbacks, repairs, misses atomic.Uint64
+	leaseWins, leaseWaits, leaseTakeovers    atomic.Uint64
+	fillsRefused, partialWrites, staleWrites atomic.Uint64
+	promotions, layoutReloads                atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters. It is safe to call concurrently with any other
