@@ -30,7 +30,7 @@
 -- have expired. Hence a retry inside the window never counts twice.
 
 local function int(s)
-  if type(s) ~= 'string' or not string.match(s, '^%-?%d+$') or #s > 19 then return nil end
+  if type(s) ~= 'string' or not string.match(s, '^%-?%d+$') or #s > 20 then return nil end
   return tonumber(s)
 end
 

@@ -1,5 +1,7 @@
 package stripes
 
+import "time"
+
 // withoutFold returns a copy of l that does not know generation g was folded, as a layout
 // read before the fold would.
 func (l *layout) withoutFold(g uint64) *layout {
@@ -12,4 +14,10 @@ func (l *layout) withoutFold(g uint64) *layout {
 	}
 	cp.base -= l.folded[g]
 	return &cp
+}
+
+// at returns ev with Time t.
+func (ev Event) at(t time.Time) Event {
+	ev.Time = t
+	return ev
 }

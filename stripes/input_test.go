@@ -1,0 +1,123 @@
+package stripes
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+func TestBadOptionsNameTheField(t *testing.T) {
+	rc := redistest.Standalone(t).Client(t)
+	for _, tc := range []struct {
+		o    Options
+		want string
+	}{
+		{Options{Name: "v"}, "stripes: invalid argument: Options.Stripes must be 1..4096, got 0"},
+		{Options{Name: "v", Stripes: 5000}, "Options.Stripes must be 1..4096, got 5000"},
+		{Options{Stripes: 4}, "Options.Name must be 1..128 bytes, got 0"},
+		{Options{Name: "a{b}", Stripes: 4}, "Options.Name must not contain"},
+		{Options{Name: "v", Prefix: "p{", Stripes: 4}, "Options.Prefix must not contain"},
+		{Options{Name: "v", Stripes: 4, DedupWindow: time.Millisecond}, "Options.DedupWindow must be 100ms..168h0m0s, got 1ms"},
+		{Options{Name: "v", Stripes: 4, DedupSlices: 2000}, "Options.DedupSlices must be 1..1024, got 2000"},
+		{Options{Name: "v", Stripes: 4, DedupBits: 32}, "Options.DedupBits must be 31 or 63, got 32"},
+		{Options{Name: "v", Stripes: 4, SetMembers: 1}, "Options.SetMembers must be 2..4096, got 1"},
+		{Options{Name: "v", Stripes: 4, MaxIDBytes: -1}, "Options.MaxIDBytes must be 1..65536, got -1"},
+	} {
+		_, err := New(rc, tc.o)
+		require.ErrorIs(t, err, ErrInvalid)
+		require.Contains(t, err.Error(), tc.want)
+	}
+	_, err := New(nil, Options{Name: "v", Stripes: 1})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = NewReader(nil, ReaderOptions{})
+	require.ErrorIs(t, err, ErrInvalid)
+}
+
+func TestBadInputWritesNothing(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		c := newCounter(t, rc, Options{MaxIDBytes: 16})
+		ctx := context.Background()
+		_, err := c.Add(ctx, Event{ID: "seed", Time: time.Now()}, 1)
+		require.NoError(t, err)
+		keys := prefixKeys(t, rc, c.opts.Prefix)
+		now := time.Now()
+		for _, tc := range []struct {
+			name  string
+			ev    Event
+			delta int64
+			is    error
+		}{
+			{"empty ID", Event{Time: now}, 1, ErrInvalid},
+			{"oversized ID", Event{ID: strings.Repeat("x", 17), Time: now}, 1, ErrInvalid},
+			{"invalid UTF-8", Event{ID: "\xff\xfe", Time: now}, 1, ErrInvalid},
+			{"zero delta", Event{ID: "a", Time: now}, 0, ErrInvalid},
+			{"zero time", Event{ID: "a"}, 1, ErrInvalid},
+			{"unknown generation", Event{ID: "a", Time: now, Gen: 9}, 1, ErrUnknownGeneration},
+			{"time far ahead", Event{ID: "a", Time: now.Add(time.Hour)}, 1, ErrInvalid},
+			{"time far behind", Event{ID: "a", Time: now.Add(-time.Hour)}, 1, ErrTooOld},
+		} {
+			_, err := c.Add(ctx, tc.ev, tc.delta)
+			require.ErrorIs(t, err, tc.is, tc.name)
+		}
+		for _, n := range []int{0, -1, MaxStripes + 1} {
+			_, err := c.Resize(ctx, n)
+			require.ErrorIs(t, err, ErrInvalid, "Resize(%d)", n)
+		}
+		_, err = c.Stamp(ctx, "")
+		require.ErrorIs(t, err, ErrInvalid)
+		require.Equal(t, keys, prefixKeys(t, rc, c.opts.Prefix), "no key was created")
+		require.Equal(t, int64(1), mustSum(t, c))
+		require.Len(t, mustLayout(t, c).doc.Gens, 1)
+	})
+}
+
+func TestScriptsValidateBeforeWriting(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		c := newCounter(t, rc, Options{Stripes: 1})
+		ctx := context.Background()
+		require.Zero(t, mustSum(t, c))
+		gd := mustLayout(t, c).gen(1)
+		key := c.keys.stripe(gd.Tags[0], 1, 0)
+		now := time.Now().UnixMilli()
+		good := []any{"1", "12345", "1", now, 60000, 15000, 512, "0"}
+		for k, bad := range map[int][]any{
+			0: {"0", "x", "-1"},
+			1: {"0", "-5", "abc", "12345678901234567890"},
+			2: {"0", "00", "1.5", "x", "123456789012345678901"},
+			3: {"-1", "x"},
+			4: {"0", "x"},
+			5: {"0", "120000"},
+			6: {"1", "x"},
+			7: {"2", ""},
+		} {
+			for _, v := range bad {
+				args := append([]any(nil), good...)
+				args[k] = v
+				err := addScript.Run(ctx, rc, []string{key}, args...).Err()
+				require.Error(t, err, "ARGV[%d]=%v", k+1, v)
+				require.Contains(t, err.Error(), "stripes:", "ARGV[%d]=%v", k+1, v)
+			}
+		}
+		// An overflowing delta is refused by HINCRBY, the script's first write.
+		require.NoError(t, addScript.Run(ctx, rc, []string{key}, "1", "77", "9223372036854775807", now, 60000, 15000, 512, "0").Err())
+		for _, delta := range []string{"1", "99999999999999999999"} {
+			err := addScript.Run(ctx, rc, []string{key}, "1", "78", delta, now, 60000, 15000, 512, "0").Err()
+			require.Error(t, err, "delta %s", delta)
+			ok, err := nodeFor(t, rc, key).SIsMember(ctx, key+":d:"+slice(now, 15000)+":0:0", "78").Result()
+			require.NoError(t, err)
+			require.False(t, ok, "no dedup record for the refused event")
+		}
+		v, err := nodeFor(t, rc, key).HGet(ctx, key, "v").Int64()
+		require.NoError(t, err)
+		require.Equal(t, int64(9223372036854775807), v)
+	})
+}
+
+// slice returns the dedup slice of a time in ms, as add.lua names it.
+func slice(ms, width int64) string { return strconv.FormatInt(ms/width, 10) }
