@@ -1,0 +1,28 @@
+-- cleanup.lua: delete the source shard's copy of a unit after a finished migration's grace
+-- period.
+--
+-- KEYS: all carry the unit's hash tag (routing's layout), so they share one slot on the
+-- source shard; the ownership check and the deletion are one atomic step.
+--   1 own   HASH   ownership record
+--   2 rec   HASH   records
+--   3 ops   HASH   idempotency records
+--   4 opx   ZSET   idempotency-record expiry
+--   5 tomb  ZSET   tombstone expiry
+--   6 log   STREAM change log
+-- ARGV:
+--   1 gen   the generation at which the migration closed the unit here (integer >= 1)
+-- Reply: {"ok", "1"} when the copy was deleted (or was already gone), {"ok", "0"} when the
+--   record is no longer the closed record the migration left (the unit was owned or
+--   imported here again since): nothing deleted.
+-- Invariant: data is only deleted under an ownership record that refuses every write and
+--   read: never under an open or importing unit. The ownership record itself is kept.
+
+if type(ARGV[1]) ~= "string" or not string.match(ARGV[1], "^%d+$") or tonumber(ARGV[1]) < 1 then
+  return redis.error_reply("ERR migrate cleanup: gen must be an integer >= 1")
+end
+local own = redis.call("HMGET", KEYS[1], "gen", "state")
+if own[2] ~= "closed" or tonumber(own[1] or "0") ~= tonumber(ARGV[1]) then
+  return {"ok", "0"}
+end
+redis.call("DEL", KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
+return {"ok", "1"}

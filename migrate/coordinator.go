@@ -1,0 +1,313 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// Coordinator drives durable migrations of placement units between shards. Every step is
+// journaled in the control Redis before or after it is taken, so that any Coordinator over
+// the same control Redis can Resume a migration whose driver died. A Coordinator holds no
+// goroutines and is safe for concurrent use; the migrations of different units proceed
+// independently.
+type Coordinator struct {
+	control Control
+	store   *routing.Store
+	shards  map[string]*shard
+	keys    routing.Keys
+	o       Options
+	stats   stats
+
+	// beforeApply, set only by tests, runs before every batch is applied to a target.
+	beforeApply func(ctx context.Context, r *run, items []item)
+}
+
+// shard is one named shard: its client and routing's view of it.
+type shard struct {
+	name string
+	c    ShardClient
+	r    *routing.Shard
+}
+
+// New returns a Coordinator over the control Redis (where routing's table and the migration
+// journal live) and the shards named in o.Shards.
+func New(control Control, o Options) (*Coordinator, error) {
+	if control == nil {
+		return nil, errors.New("migrate: control client must not be nil")
+	}
+	if err := o.fill(); err != nil {
+		return nil, err
+	}
+	store, err := routing.NewStore(control, routing.StoreOptions{Prefix: o.Prefix})
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	c := &Coordinator{control: control, store: store, shards: make(map[string]*shard, len(o.Shards)),
+		keys: routing.Keys{Prefix: o.Prefix}, o: o}
+	for name, cl := range o.Shards {
+		rs, err := routing.NewShard(name, cl, routing.ShardOptions{Prefix: o.Prefix, Now: o.Now,
+			TombstoneRetention: o.TombstoneRetention})
+		if err != nil {
+			return nil, fmt.Errorf("migrate: %w", err)
+		}
+		c.shards[name] = &shard{name: name, c: cl, r: rs}
+	}
+	return c, nil
+}
+
+// Spec asks for one migration.
+type Spec struct {
+	// ID names the migration; it must be unique. Default: a fresh random ID.
+	ID string
+	// Unit is the placement unit to move: a bucket, an overridden tenant, or one sub-bucket
+	// of a spread tenant.
+	Unit routing.Unit
+	// Source, if set, must be the shard the current table assigns the unit to.
+	Source string
+	// Target is the shard the unit moves to.
+	Target string
+}
+
+// Start checks spec against the current route table and the source's ownership record,
+// writes the migration's journal record (state OwnedA) and takes the unit's migration lock.
+// It changes nothing on the shards. It fails with ErrInvalidInput for an unknown unit or
+// shard or a target equal to the source, with ErrBusy when another migration holds the unit,
+// and with ErrOwnershipChanged when the source does not hold the unit open.
+func (c *Coordinator) Start(ctx context.Context, spec Spec) (Status, error) {
+	if err := spec.Unit.Validate(); err != nil {
+		return Status{}, errInput("unit: %v", err)
+	}
+	if spec.ID == "" {
+		spec.ID = c.o.NewID()
+	}
+	if len(spec.ID) > 200 || strings.ContainsAny(spec.ID, "{}") {
+		return Status{}, errInput("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
+	}
+	t, err := c.store.Load(ctx)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start: %w", err)
+	}
+	source := t.Owner(spec.Unit)
+	switch {
+	case source == "":
+		return Status{}, errInput("the table (generation %d) does not assign %s", t.Generation, spec.Unit)
+	case spec.Source != "" && spec.Source != source:
+		return Status{}, errInput("%s is on shard %q, not on the given source %q", spec.Unit, source, spec.Source)
+	case spec.Target == source:
+		return Status{}, errInput("target %q is the source of %s", spec.Target, spec.Unit)
+	case c.shards[spec.Target] == nil:
+		return Status{}, errInput("unknown target shard %q", spec.Target)
+	case c.shards[source] == nil:
+		return Status{}, errInput("no client for source shard %q", source)
+	}
+	if !containsShard(t, spec.Target) {
+		return Status{}, errInput("target shard %q is not named in the table (generation %d)", spec.Target, t.Generation)
+	}
+	own, _, err := c.shards[source].r.Ownership(ctx, spec.Unit)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start: %w", err)
+	}
+	if own.State != routing.StateOpen || own.Generation > t.Generation {
+		return Status{}, fmt.Errorf("%w: source %q holds %s as %v, table generation %d",
+			ErrOwnershipChanged, source, spec.Unit, own, t.Generation)
+	}
+	tgt, _, err := c.shards[spec.Target].r.Ownership(ctx, spec.Unit)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start: %w", err)
+	}
+	if tgt.State == routing.StateOpen {
+		return Status{}, fmt.Errorf("%w: target %q holds %s open (%v)", ErrOwnershipChanged, spec.Target, spec.Unit, tgt)
+	}
+	s := Status{ID: spec.ID, Unit: spec.Unit, Source: source, Target: spec.Target, State: OwnedA,
+		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Now()}
+	if err := c.create(ctx, s); err != nil {
+		return Status{}, err
+	}
+	c.stats.started.Add(1)
+	return c.load(ctx, s.ID)
+}
+
+func containsShard(t *routing.Table, name string) bool {
+	for _, s := range t.Shards {
+		if s == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Migrate starts a migration and drives it to its end: [Coordinator.Start] then
+// [Coordinator.Resume].
+func (c *Coordinator) Migrate(ctx context.Context, spec Spec) (Status, error) {
+	s, err := c.Start(ctx, spec)
+	if err != nil {
+		return s, err
+	}
+	return c.Resume(ctx, s.ID)
+}
+
+// Resume drives migration id from the state in its journal to its end: OwnedB (nil error),
+// Cancelled (ErrCancelled) or Aborted (ErrAborted, with the reason). It is how a migration
+// continues after its driver died at any point; every step re-checks the shards instead of
+// assuming that a step whose reply was lost did not happen. If ctx ends, Resume returns
+// ctx's error and the migration stays where the journal says; call Resume again.
+//
+// Two drivers of one migration at once are safe (each step is a compare-and-set or
+// idempotent) but wasteful.
+func (c *Coordinator) Resume(ctx context.Context, id string) (Status, error) {
+	s, err := c.load(ctx, id)
+	if err != nil {
+		return s, err
+	}
+	r := &run{Status: s}
+	err = c.drive(ctx, r)
+	return r.Status, err
+}
+
+// Status returns migration id's journal record.
+func (c *Coordinator) Status(ctx context.Context, id string) (Status, error) {
+	return c.load(ctx, id)
+}
+
+// run is one drive of one migration: its journal record and what this process learned on
+// the way (the verifier of the copy, kept from CatchingUp to ClosedA).
+type run struct {
+	Status
+	ver *verifier
+}
+
+// abortError asks drive to abort the migration with cause; reopen says whether the source
+// was closed by this migration and must be reopened.
+type abortError struct {
+	cause  error
+	reopen bool
+}
+
+func (e *abortError) Error() string { return e.cause.Error() }
+func (e *abortError) Unwrap() error { return e.cause }
+
+func abortf(reopen bool, err error) error { return &abortError{cause: err, reopen: reopen} }
+
+func (c *Coordinator) drive(ctx context.Context, r *run) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var err error
+		switch r.State {
+		case OwnedA:
+			err = c.claim(ctx, r)
+		case Copying:
+			err = c.snapshot(ctx, r, Copying)
+			if err == nil {
+				err = c.step(ctx, &r.Status, []State{Copying}, CatchingUp, false, "cursor", "done")
+			}
+		case CatchingUp:
+			err = c.catchUp(ctx, r)
+		case ClosedA:
+			err = c.closeSource(ctx, r)
+		case ReadyB:
+			err = c.flip(ctx, r)
+		case Cancelling:
+			err = c.finishCancel(ctx, r)
+		case OwnedB:
+			return nil
+		case Cancelled:
+			return fmt.Errorf("%w: %s", ErrCancelled, r.Reason)
+		case Aborted:
+			return fmt.Errorf("%w: %s", ErrAborted, r.Reason)
+		default:
+			return fmt.Errorf("migrate: migration %q has unknown state %q", r.ID, r.State)
+		}
+		if err == nil {
+			continue
+		}
+		var ab *abortError
+		var se *stateError
+		switch {
+		case errors.As(err, &ab):
+			reopen := "0"
+			if ab.reopen {
+				reopen = "1"
+			}
+			err = c.step(ctx, &r.Status, []State{OwnedA, Copying, CatchingUp, ClosedA}, Cancelling, false,
+				"reason", ab.cause.Error(), "abort", "1", "reopen", reopen)
+			if err != nil && !errors.As(err, &se) {
+				return err
+			}
+		case errors.As(err, &se):
+			// Someone else moved the journal (a Cancel, another driver): continue from there.
+		default:
+			return err
+		}
+		s, err := c.load(ctx, r.ID)
+		if err != nil {
+			return err
+		}
+		r.Status = s
+	}
+}
+
+// Cancel cancels migration id if it has not closed the source yet (OwnedA, Copying,
+// CatchingUp): the target's copy is deleted, its ownership record is left "cancelled" (it
+// refuses everything) and the source keeps owning the unit. A Cancel of a cancelled
+// migration returns its status again. From ClosedA on it returns ErrCancelRefused: such a
+// migration only finishes forward (see Resume). A driver running the migration elsewhere
+// stops at its next step with ErrCancelled.
+func (c *Coordinator) Cancel(ctx context.Context, id string) (Status, error) {
+	s, err := c.load(ctx, id)
+	if err != nil {
+		return s, err
+	}
+	r := &run{Status: s}
+	if r.State.Cancellable() {
+		err = c.step(ctx, &r.Status, []State{OwnedA, Copying, CatchingUp}, Cancelling, false,
+			"reason", "cancelled by operator")
+		var se *stateError
+		if errors.As(err, &se) {
+			if r.Status, err = c.load(ctx, id); err != nil {
+				return r.Status, err
+			}
+		} else if err != nil {
+			return r.Status, err
+		}
+	}
+	switch r.State {
+	case Cancelling:
+		if err := c.finishCancel(ctx, r); err != nil {
+			return r.Status, err
+		}
+		return r.Status, nil
+	case Cancelled:
+		return r.Status, nil
+	}
+	return r.Status, fmt.Errorf("%w: migration %q is %s", ErrCancelRefused, id, r.State)
+}
+
+// finishCancel removes the target's copy, reopens the source if this migration closed it,
+// and ends the migration Cancelled or Aborted, releasing the unit's lock.
+func (c *Coordinator) finishCancel(ctx context.Context, r *run) error {
+	if err := c.prepare(ctx, r, "abandon"); err != nil {
+		return err
+	}
+	if r.reopen {
+		closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
+		open := routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen}
+		_, err := c.shards[r.Source].r.Transition(ctx, r.Unit, closed, open)
+		if err != nil && !errors.Is(err, routing.ErrOwnershipChanged) {
+			return fmt.Errorf("migrate: reopen source: %w", err)
+		}
+	}
+	end := Cancelled
+	if r.abort {
+		end = Aborted
+		c.stats.aborted.Add(1)
+	} else {
+		c.stats.cancelled.Add(1)
+	}
+	return c.step(ctx, &r.Status, []State{Cancelling}, end, true)
+}

@@ -1,0 +1,265 @@
+package migrate
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// claim (OwnedA): re-check that the source holds the unit open as recorded, claim the
+// target for import (deleting whatever an earlier era left there), note the source's log
+// position, then start the snapshot.
+func (c *Coordinator) claim(ctx context.Context, r *run) error {
+	p, err := c.probe(ctx, r, "0-0", "+", 0)
+	if err != nil {
+		return err
+	}
+	if err := c.sourceOpen(r, p); err != nil {
+		return err
+	}
+	if err := c.prepare(ctx, r, "prepare"); err != nil {
+		return err
+	}
+	// The snapshot starts after the position is known: every change after it is in the log.
+	p, err = c.probe(ctx, r, "0-0", "+", 0)
+	if err != nil {
+		return err
+	}
+	if err := c.sourceOpen(r, p); err != nil {
+		return err
+	}
+	return c.step(ctx, &r.Status, []State{OwnedA}, Copying, false,
+		"snappos", p.last, "applied", p.last, "cursor", "rec:0", "snapshots", strconv.Itoa(r.Snapshots+1))
+}
+
+// sourceOpen checks that the source still holds the unit open at the recorded generation.
+func (c *Coordinator) sourceOpen(r *run, p probeResult) error {
+	want := routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen}
+	if p.own != want {
+		return abortf(false, fmt.Errorf("%w: source %q holds %s as %v, expected %v",
+			ErrOwnershipChanged, r.Source, r.Unit, p.own, want))
+	}
+	return nil
+}
+
+// snapshot copies the source's records (tombstones included) and idempotency records to the
+// target from the journal's cursor on, saving the cursor after every batch. The source may
+// take writes meanwhile: the change log from SnapshotPos covers whatever the scan misses, and
+// the target keeps the newest version of each record whatever the order of arrival.
+func (c *Coordinator) snapshot(ctx context.Context, r *run, in State) error {
+	a := c.shards[r.Source]
+	k := c.keys.Unit(r.Unit)
+	for r.Cursor != "done" {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		phase, cur, err := parseCursor(r.Cursor)
+		if err != nil {
+			return err
+		}
+		key, zkey := k.Records, k.Tombstones
+		if phase == "ops" {
+			key, zkey = k.Ops, k.OpExpiry
+		}
+		kv, next, err := a.c.HScan(ctx, key, cur, "", int64(c.o.BatchSize)).Result()
+		if err != nil {
+			return fmt.Errorf("migrate: snapshot of source %q: %w", r.Source, err)
+		}
+		items, err := c.snapshotItems(ctx, a, phase, zkey, kv)
+		if err != nil {
+			return err
+		}
+		w, _, err := c.apply(ctx, r, items)
+		if err != nil {
+			return err
+		}
+		c.stats.copied.Add(w)
+		cursor := phase + ":" + u64(next)
+		if next == 0 {
+			cursor = "ops:0"
+			if phase == "ops" {
+				cursor = "done"
+			}
+		}
+		if err := c.step(ctx, &r.Status, []State{in}, in, false,
+			"cursor", cursor, "copied", i64(r.Copied+w)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func parseCursor(s string) (string, uint64, error) {
+	phase, n, ok := strings.Cut(s, ":")
+	cur, err := strconv.ParseUint(n, 10, 64)
+	if !ok || err != nil || (phase != "rec" && phase != "ops") {
+		return "", 0, fmt.Errorf("migrate: malformed snapshot cursor %q", s)
+	}
+	return phase, cur, nil
+}
+
+// snapshotItems turns one HSCAN page into items, with the expiries of tombstones and op
+// records read from the source's expiry sets.
+func (c *Coordinator) snapshotItems(ctx context.Context, a *shard, phase, zkey string, kv []string) ([]item, error) {
+	items := make([]item, 0, len(kv)/2)
+	var need []string
+	var idx []int
+	for i := 0; i+1 < len(kv); i += 2 {
+		it := item{kind: 'r', field: kv[i], value: kv[i+1]}
+		if phase == "ops" {
+			it.kind = 'o'
+		}
+		if it.kind == 'o' || isTombstone(it.value) {
+			need = append(need, it.field)
+			idx = append(idx, len(items))
+		}
+		items = append(items, it)
+	}
+	if len(need) > 0 {
+		scores, err := a.c.ZMScore(ctx, zkey, need...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("migrate: snapshot expiries on source %q: %w", a.name, err)
+		}
+		fallback := c.o.Now().Add(c.o.TombstoneRetention).UnixMilli()
+		for j, i := range idx {
+			items[i].exp = fallback
+			if j < len(scores) && scores[j] > 0 {
+				items[i].exp = int64(scores[j])
+			}
+		}
+	}
+	return items, nil
+}
+
+func isTombstone(rec string) bool {
+	i := strings.IndexByte(rec, ':')
+	return i > 0 && strings.HasPrefix(rec[i:], ":t:")
+}
+
+// catchUp (CatchingUp): apply the source's change log to the target round after round,
+// verify the copy once the lag is small, and close the source when the lag is at most
+// CloseLag (or after MaxCatchUpRounds). A log trimmed past the applied position restarts
+// the copy from a fresh snapshot.
+func (c *Coordinator) catchUp(ctx context.Context, r *run) error {
+	for round := 1; ; round++ {
+		n, restarted, err := c.applyLog(ctx, r, "+", true)
+		if err != nil || restarted {
+			return err
+		}
+		if n > c.o.CloseLag && round < c.o.MaxCatchUpRounds {
+			continue
+		}
+		if r.ver == nil || r.ver.id != r.ID {
+			// Verify while the source still takes writes; what changes after the pass
+			// started is re-checked under the barrier.
+			v, err := c.verifyPass(ctx, r)
+			if err != nil {
+				return err
+			}
+			r.ver = v
+			continue
+		}
+		return c.step(ctx, &r.Status, []State{CatchingUp}, ClosedA, false, "closedat", ms(c.o.Now()))
+	}
+}
+
+// applyLog applies the source's change log after r.Applied, up to `upto` ("+" or the
+// barrier), to the target, journaling the position after every batch. It returns the number
+// of entries applied. When the source's log lost entries the target has not applied (trimmed
+// past r.Applied), it resets the target and restarts the copy from a fresh snapshot
+// (restarted). With open, the source must still hold the unit open.
+func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, open bool) (n int, restarted bool, err error) {
+	for {
+		if err := ctx.Err(); err != nil {
+			return n, false, err
+		}
+		p, err := c.probe(ctx, r, r.Applied, upto, c.o.BatchSize)
+		if err != nil {
+			return n, false, err
+		}
+		if open {
+			if err := c.sourceOpen(r, p); err != nil {
+				return n, false, err
+			}
+		}
+		lost, err := idAfter(p.maxDel, r.Applied)
+		if err != nil {
+			return n, false, err
+		}
+		if lost {
+			return n, true, c.restartSnapshot(ctx, r, p.last)
+		}
+		if len(p.entries) == 0 {
+			return n, false, nil
+		}
+		items := make([]item, 0, 2*len(p.entries))
+		for _, m := range p.entries {
+			e, err := routing.ParseLogEntry(m)
+			if err != nil {
+				return n, false, abortf(true, fmt.Errorf("%w: %v", ErrConflict, err))
+			}
+			items = append(items, c.logItems(e)...)
+			if r.ver != nil {
+				r.ver.touch(e)
+			}
+		}
+		if _, _, err := c.apply(ctx, r, items); err != nil {
+			return n, false, err
+		}
+		n += len(p.entries)
+		c.stats.logApplied.Add(int64(len(p.entries)))
+		last := p.entries[len(p.entries)-1].ID
+		if err := c.step(ctx, &r.Status, []State{r.State}, r.State, false,
+			"applied", last, "logapplied", i64(r.LogApplied+int64(len(p.entries)))); err != nil {
+			return n, false, err
+		}
+		if len(p.entries) < c.o.BatchSize {
+			return n, false, nil
+		}
+	}
+}
+
+// logItems turns one change-log entry into the items it carries: the record after the
+// write (put, del) and the idempotency record (always).
+func (c *Coordinator) logItems(e routing.LogEntry) []item {
+	out := make([]item, 0, 2)
+	if e.Kind == "put" || e.Kind == "del" {
+		it := item{kind: 'r', field: e.Field, value: routing.EncodeRecord(e.Record)}
+		if e.Record.Deleted {
+			at := c.o.Now()
+			if id, err := parseID(e.ID); err == nil {
+				at = time.UnixMilli(int64(id.ms))
+			}
+			it.exp = at.Add(c.o.TombstoneRetention).UnixMilli()
+		}
+		out = append(out, it)
+	}
+	return append(out, item{kind: 'o', field: e.OpID, value: routing.EncodeOpRecord(e.Op), exp: e.OpExpiry})
+}
+
+// restartSnapshot resets the target's copy and starts a fresh snapshot from position pos,
+// because the source's log no longer holds entries the target needs.
+func (c *Coordinator) restartSnapshot(ctx context.Context, r *run, pos string) error {
+	if err := c.prepare(ctx, r, "reset"); err != nil {
+		return err
+	}
+	c.stats.restarts.Add(1)
+	r.ver = nil
+	to := Copying
+	if r.State == ClosedA {
+		// The source is closed: the snapshot is exact; copy it in place.
+		to = ClosedA
+	}
+	if err := c.step(ctx, &r.Status, []State{r.State}, to, false, "snappos", pos, "applied", pos,
+		"cursor", "rec:0", "snapshots", strconv.Itoa(r.Snapshots+1)); err != nil {
+		return err
+	}
+	if to == ClosedA {
+		return c.snapshot(ctx, r, ClosedA)
+	}
+	return nil
+}

@@ -1,0 +1,36 @@
+-- create.lua: create a migration's journal record and take the unit's migration lock.
+--
+-- KEYS: all carry the journal hash tag "{<prefix>:migrate}", so they share one slot in the
+-- control Redis and the lock and the record are created in one atomic step.
+--   1 journal  HASH  the migration's journal record
+--   2 lock     STRING the unit's lock: ID of the migration that holds it
+--   3 index    ZSET  every migration ID, scored by creation time (unix ms)
+-- ARGV:
+--   1 id       migration ID (non-empty)
+--   2 created  creation time, unix ms (integer)
+--   3..        field/value pairs of the new record (must include "state")
+-- Reply: {"ok"} when created (or a retry of this creation: the record exists with the same
+--   unit lock); {"busy", otherid} when another migration holds the unit; {"exists"} when the
+--   ID is taken by a different record. Nothing is written unless the reply is "ok".
+-- Invariant: at most one unfinished migration per unit; a record is never overwritten.
+
+local id = ARGV[1]
+if id == "" then return redis.error_reply("ERR migrate create: empty id") end
+if not string.match(ARGV[2] or "", "^%d+$") then
+  return redis.error_reply("ERR migrate create: created must be an integer")
+end
+if #ARGV < 4 or (#ARGV - 2) % 2 ~= 0 then
+  return redis.error_reply("ERR migrate create: fields come in pairs")
+end
+local holder = redis.call("GET", KEYS[2])
+if redis.call("EXISTS", KEYS[1]) == 1 then
+  if holder == id then return {"ok"} end
+  return {"exists"}
+end
+if holder and holder ~= id then return {"busy", holder} end
+local args = {}
+for i = 3, #ARGV do args[#args + 1] = ARGV[i] end
+redis.call("HSET", KEYS[1], unpack(args))
+redis.call("SET", KEYS[2], id)
+redis.call("ZADD", KEYS[3], ARGV[2], id)
+return {"ok"}

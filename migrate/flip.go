@@ -1,0 +1,206 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// closeSource (ClosedA): close the source for the old generation with one script (the
+// barrier: every admitted write is at or before the returned log position, every later one
+// is refused with routing.ErrStaleRoute), apply the log up to it, verify, and carry the
+// tenants marked as moved out of a bucket over to the target.
+func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
+	if r.Cursor != "done" {
+		// A snapshot restarted while the source was closed; finish it first.
+		if err := c.snapshot(ctx, r, ClosedA); err != nil {
+			return err
+		}
+	}
+	a := c.shards[r.Source]
+	if r.Barrier == "" {
+		open := routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen}
+		closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
+		barrier, err := a.r.Transition(ctx, r.Unit, open, closed)
+		if errors.Is(err, routing.ErrOwnershipChanged) {
+			return abortf(false, fmt.Errorf("%w: closing source: %v", ErrOwnershipChanged, err))
+		}
+		if err != nil {
+			return fmt.Errorf("migrate: close source: %w", err)
+		}
+		if err := c.step(ctx, &r.Status, []State{ClosedA}, ClosedA, false, "barrier", barrier); err != nil {
+			return err
+		}
+	}
+	p, err := c.probe(ctx, r, "0-0", "+", 0)
+	if err != nil {
+		return err
+	}
+	closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
+	if p.own != closed || p.last != r.Barrier {
+		return abortf(false, fmt.Errorf("%w: source %q holds %s as %v with log at %s, expected %v at barrier %s",
+			ErrOwnershipChanged, r.Source, r.Unit, p.own, p.last, closed, r.Barrier))
+	}
+	if _, restarted, err := c.applyLog(ctx, r, r.Barrier, false); err != nil || restarted {
+		return err
+	}
+	if r.Applied != r.Barrier {
+		if after, err := idAfter(r.Barrier, r.Applied); err != nil || after {
+			return fmt.Errorf("migrate: target applied %s, short of the barrier %s", r.Applied, r.Barrier)
+		}
+	}
+	v := r.ver
+	if v == nil || v.id != r.ID {
+		// Resumed without this process's pass: the source is closed, so a full pass is exact.
+		if v, err = c.verifyPass(ctx, r); err != nil {
+			return err
+		}
+	}
+	d, err := c.finish(ctx, r, v)
+	if err != nil {
+		return err
+	}
+	if err := c.carryMarks(ctx, r); err != nil {
+		return err
+	}
+	return c.step(ctx, &r.Status, []State{ClosedA}, ReadyB, false,
+		"drecords", i64(d.Records), "dtombs", i64(d.Tombstones), "dops", i64(d.Ops), "dsum", u64(d.Sum))
+}
+
+// carryMarks copies the source's "tenant moved out of this bucket" marks to the target's
+// import record, so the target refuses those tenants too.
+func (c *Coordinator) carryMarks(ctx context.Context, r *run) error {
+	if r.Unit.Kind != routing.KindBucket {
+		return nil
+	}
+	_, moved, err := c.shards[r.Source].r.Ownership(ctx, r.Unit)
+	if err != nil {
+		return err
+	}
+	imp := routing.Ownership{Generation: r.ImportGen, State: routing.StateImporting}
+	for tenant := range moved {
+		if _, err := c.shards[r.Target].r.MarkMoved(ctx, r.Unit, tenant, true, imp, imp); err != nil {
+			return fmt.Errorf("migrate: carry moved-out mark of %q: %w", tenant, err)
+		}
+	}
+	return nil
+}
+
+// flip (ReadyB): open the target at the new generation, then publish the new table by
+// compare-and-set (generation = current + 1), retrying when another table was published
+// in between. Only after the table is published does the migration end OwnedB.
+func (c *Coordinator) flip(ctx context.Context, r *run) error {
+	b := c.shards[r.Target]
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t, err := c.store.Load(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate: flip: %w", err)
+		}
+		owner := t.Owner(r.Unit)
+		if owner != r.Source && owner != r.Target {
+			return fmt.Errorf("%w: table generation %d assigns %s to %q during the flip; the target stays as it is",
+				ErrOwnershipChanged, t.Generation, r.Unit, owner)
+		}
+		own, _, err := b.r.Ownership(ctx, r.Unit)
+		if err != nil {
+			return err
+		}
+		imp := routing.Ownership{Generation: r.ImportGen, State: routing.StateImporting}
+		switch {
+		case own == imp:
+			gen := t.Generation + 1
+			if owner == r.Target {
+				gen = t.Generation
+			}
+			if r.FlipGen != gen {
+				if err := c.step(ctx, &r.Status, []State{ReadyB}, ReadyB, false, "flipgen", u64(gen)); err != nil {
+					return err
+				}
+			}
+			if _, err := b.r.Transition(ctx, r.Unit, imp, routing.Ownership{Generation: gen, State: routing.StateOpen}); err != nil {
+				return fmt.Errorf("migrate: open target: %w", err)
+			}
+			continue
+		case own.State == routing.StateOpen && own.Generation <= t.Generation+1:
+			mig, err := b.c.HMGet(ctx, c.keys.Unit(r.Unit).Own, "mig").Result()
+			if err != nil {
+				return fmt.Errorf("migrate: flip: %w", err)
+			}
+			if m, _ := mig[0].(string); m != r.ID {
+				return fmt.Errorf("%w: target %q holds %s open (%v) for another migration %q", ErrOwnershipChanged, r.Target, r.Unit, own, m)
+			}
+		default:
+			return fmt.Errorf("%w: target %q holds %s as %v during the flip", ErrOwnershipChanged, r.Target, r.Unit, own)
+		}
+		if owner == r.Source {
+			nt := t.Next()
+			setOwner(nt, r.Unit, r.Target)
+			if err := c.store.Publish(ctx, nt); errors.Is(err, routing.ErrGenerationConflict) {
+				continue
+			} else if err != nil {
+				return fmt.Errorf("migrate: publish: %w", err)
+			}
+		}
+		now := c.o.Now()
+		pause := now.Sub(r.ClosedAt)
+		if r.ClosedAt.IsZero() {
+			pause = 0
+		}
+		c.stats.done.Add(1)
+		c.stats.lastPause.Store(int64(pause))
+		return c.step(ctx, &r.Status, []State{ReadyB}, OwnedB, true,
+			"flipgen", u64(own.Generation), "flipped", ms(now), "pauseus", i64(pause.Microseconds()))
+	}
+}
+
+// setOwner assigns unit u to shard in t.
+func setOwner(t *routing.Table, u routing.Unit, shard string) {
+	switch u.Kind {
+	case routing.KindBucket:
+		t.SetBucket(u.Bucket, shard)
+	case routing.KindTenant:
+		t.SetOverride(u.Tenant, shard)
+	case routing.KindSpread:
+		s := slices.Clone(t.Spreads[u.Tenant])
+		if int(u.Sub) < len(s) {
+			s[u.Sub] = shard
+			t.Spreads[u.Tenant] = s
+		}
+	}
+}
+
+// Cleanup deletes the source's closed copy of a finished migration's unit once the grace
+// period (Options.Grace) after the flip has passed; until then it returns
+// ErrGraceNotElapsed. The source's ownership record is kept (closed). If the unit was
+// imported or owned by the source again since, nothing is deleted. Cleanup is idempotent.
+func (c *Coordinator) Cleanup(ctx context.Context, id string) (Status, error) {
+	s, err := c.load(ctx, id)
+	if err != nil {
+		return s, err
+	}
+	if s.State != OwnedB {
+		return s, errInput("migration %q is %s; only a finished (OwnedB) migration is cleaned up", id, s.State)
+	}
+	if s.Cleaned {
+		return s, nil
+	}
+	if wait := s.Flipped.Add(c.o.Grace).Sub(c.o.Now()); wait > 0 {
+		return s, fmt.Errorf("%w: %v left for migration %q", ErrGraceNotElapsed, wait.Round(time.Millisecond), id)
+	}
+	k := c.keys.Unit(s.Unit)
+	_, err = cleanupScript.Run(ctx, c.shards[s.Source].c,
+		[]string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log}, u64(s.SourceGen)).StringSlice()
+	if err != nil {
+		return s, fmt.Errorf("migrate: cleanup of source %q: %w", s.Source, err)
+	}
+	r := &run{Status: s}
+	err = c.step(ctx, &r.Status, []State{OwnedB}, OwnedB, false, "cleaned", "1")
+	return r.Status, err
+}

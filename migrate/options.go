@@ -1,0 +1,147 @@
+package migrate
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// Control is the part of a go-redis client the coordinator needs in the control Redis: the
+// route table store's commands and the journal's.
+type Control interface {
+	routing.Control
+	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+}
+
+// ShardClient is the part of a go-redis client the coordinator needs on a shard: routing's
+// guarded store plus the reads of a snapshot and a change log.
+type ShardClient interface {
+	routing.Scripter
+	HScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
+	ZMScore(ctx context.Context, key string, members ...string) *redis.FloatSliceCmd
+}
+
+var (
+	_ Control     = (*redis.Client)(nil)
+	_ Control     = (*redis.ClusterClient)(nil)
+	_ ShardClient = (*redis.Client)(nil)
+	_ ShardClient = (*redis.ClusterClient)(nil)
+)
+
+// Defaults of Options.
+const (
+	// DefaultBatchSize is how many records, op records or change-log entries one copy
+	// round trip moves.
+	DefaultBatchSize = 500
+	// DefaultCloseLag is the catch-up lag, in change-log entries, under which the source is
+	// closed: the write pause then covers at most this many entries.
+	DefaultCloseLag = 256
+	// DefaultMaxCatchUpRounds bounds the catch-up rounds before the source is closed even if
+	// writers keep the lag above CloseLag.
+	DefaultMaxCatchUpRounds = 1000
+	// DefaultGrace is how long the source's closed copy is kept after the flip before
+	// Cleanup may delete it.
+	DefaultGrace = 10 * time.Minute
+)
+
+// Options configure a Coordinator. Shards is required; every other zero field means the
+// documented default.
+type Options struct {
+	// Shards names the shards' clients, as the route table names them.
+	Shards map[string]ShardClient
+	// Prefix is routing's key prefix (no braces), on the shards and in the control Redis.
+	// The journal lives under "{<Prefix>:migrate}". Default: routing.DefaultPrefix.
+	Prefix string
+	// BatchSize is the number of items per copy round trip, 1..10000. Default: DefaultBatchSize.
+	BatchSize int
+	// CloseLag is the lag (change-log entries) under which the source is closed, 0..100000.
+	// Default: DefaultCloseLag.
+	CloseLag int
+	// MaxCatchUpRounds bounds catch-up rounds before closing, 1..1000000.
+	// Default: DefaultMaxCatchUpRounds.
+	MaxCatchUpRounds int
+	// Grace is how long the source keeps its closed copy after the flip. Default: DefaultGrace.
+	Grace time.Duration
+	// TombstoneRetention is the retention given to tombstones copied from the change log
+	// (counted from the entry's time); it should equal the shards' routing
+	// ShardOptions.TombstoneRetention. Default: routing.DefaultTombstoneRetention.
+	TombstoneRetention time.Duration
+	// Now returns the current time. Default: time.Now.
+	Now func() time.Time
+	// NewID returns a fresh migration ID when a Spec has none. Default: 16 random hex digits.
+	NewID func() string
+	// Logger receives one record per state change. Default: none.
+	Logger *slog.Logger
+	// OnState, if set, is called after every journal write with the migration's new status,
+	// on the goroutine driving it. It must not block for long.
+	OnState func(Status)
+}
+
+func (o *Options) fill() error {
+	if len(o.Shards) == 0 {
+		return fmt.Errorf("migrate: Options.Shards must name at least one shard")
+	}
+	for name, c := range o.Shards {
+		if name == "" || c == nil {
+			return fmt.Errorf("migrate: Options.Shards must map non-empty names to clients, got %q -> %v", name, c)
+		}
+	}
+	for i := 0; i < len(o.Prefix); i++ {
+		if o.Prefix[i] == '{' || o.Prefix[i] == '}' {
+			return fmt.Errorf("migrate: Options.Prefix must not contain braces, got %q", o.Prefix)
+		}
+	}
+	if o.Prefix == "" {
+		o.Prefix = routing.DefaultPrefix
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.BatchSize < 1 || o.BatchSize > 10000 {
+		return fmt.Errorf("migrate: Options.BatchSize must be 1..10000, got %d", o.BatchSize)
+	}
+	if o.CloseLag == 0 {
+		o.CloseLag = DefaultCloseLag
+	}
+	if o.CloseLag < 0 || o.CloseLag > 100000 {
+		return fmt.Errorf("migrate: Options.CloseLag must be 0..100000, got %d", o.CloseLag)
+	}
+	if o.MaxCatchUpRounds == 0 {
+		o.MaxCatchUpRounds = DefaultMaxCatchUpRounds
+	}
+	if o.MaxCatchUpRounds < 1 || o.MaxCatchUpRounds > 1000000 {
+		return fmt.Errorf("migrate: Options.MaxCatchUpRounds must be 1..1000000, got %d", o.MaxCatchUpRounds)
+	}
+	if o.Grace == 0 {
+		o.Grace = DefaultGrace
+	}
+	if o.Grace < 0 {
+		return fmt.Errorf("migrate: Options.Grace must be >= 0, got %v", o.Grace)
+	}
+	if o.TombstoneRetention == 0 {
+		o.TombstoneRetention = routing.DefaultTombstoneRetention
+	}
+	if o.TombstoneRetention < time.Millisecond {
+		return fmt.Errorf("migrate: Options.TombstoneRetention must be >= 1ms, got %v", o.TombstoneRetention)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.NewID == nil {
+		o.NewID = randomID
+	}
+	return nil
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,158 @@
+package migrate
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// item is one thing copied to the target: a record ('r') or an idempotency record ('o').
+type item struct {
+	kind  byte
+	field string
+	value string
+	exp   int64 // tombstone or op-record expiry, unix ms
+}
+
+// prepare runs prepare.lua on the target in the given mode ("prepare", "reset", "abandon").
+// A refusal is an abort: the target's record is open, newer, or claimed by another migration.
+func (c *Coordinator) prepare(ctx context.Context, r *run, mode string) error {
+	b := c.shards[r.Target]
+	k := c.keys.Unit(r.Unit)
+	reply, err := prepareScript.Run(ctx, b.c, []string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log},
+		u64(r.ImportGen), r.ID, mode).StringSlice()
+	if err != nil {
+		return fmt.Errorf("migrate: %s on target %q: %w", mode, r.Target, err)
+	}
+	if len(reply) >= 3 && reply[0] == "ok" {
+		return nil
+	}
+	if len(reply) == 4 && reply[0] == "refused" {
+		return abortf(false, fmt.Errorf("%w: target %q holds %s at generation %s state %q (migration %q), cannot %s for import at %d",
+			ErrOwnershipChanged, r.Target, r.Unit, reply[1], reply[2], reply[3], mode, r.ImportGen))
+	}
+	return fmt.Errorf("migrate: %s on target %q: malformed reply %q", mode, r.Target, reply)
+}
+
+// apply writes items to the target with apply.lua.
+func (c *Coordinator) apply(ctx context.Context, r *run, items []item) (written, skipped int64, err error) {
+	if len(items) == 0 {
+		return 0, 0, nil
+	}
+	if c.beforeApply != nil {
+		c.beforeApply(ctx, r, items)
+	}
+	k := c.keys.Unit(r.Unit)
+	args := make([]any, 0, 3+4*len(items))
+	args = append(args, u64(r.ImportGen), r.ID, ms(c.o.Now()))
+	for _, it := range items {
+		args = append(args, string(it.kind), it.field, it.value, i64(max(it.exp, 0)))
+	}
+	reply, err := applyScript.Run(ctx, c.shards[r.Target].c,
+		[]string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones}, args...).StringSlice()
+	if err != nil {
+		return 0, 0, fmt.Errorf("migrate: apply on target %q: %w", r.Target, err)
+	}
+	switch {
+	case len(reply) == 3 && reply[0] == "ok":
+		w, _ := strconv.ParseInt(reply[1], 10, 64)
+		s, _ := strconv.ParseInt(reply[2], 10, 64)
+		c.stats.refused.Add(s)
+		return w, s, nil
+	case len(reply) == 5 && reply[0] == "conflict":
+		kind := "record"
+		if reply[1] == "o" {
+			kind = "op"
+		}
+		c.stats.conflicts.Add(1)
+		return 0, 0, abortf(true, &ConflictError{Kind: kind, Field: reply[2], Stored: reply[3], Incoming: reply[4]})
+	case len(reply) == 4 && reply[0] == "stale":
+		// The target's record is no longer this migration's import: a Cancel (or an abort
+		// by another driver) abandoned it, or someone took the unit.
+		s, lerr := c.load(ctx, r.ID)
+		if lerr == nil && (s.State == Cancelling || s.State.Terminal()) {
+			return 0, 0, &stateError{id: r.ID, found: s.State, want: []State{r.State}}
+		}
+		return 0, 0, abortf(true, fmt.Errorf("%w: target %q holds %s at generation %s state %q (migration %q)",
+			ErrOwnershipChanged, r.Target, r.Unit, reply[1], reply[2], reply[3]))
+	}
+	return 0, 0, fmt.Errorf("migrate: apply on target %q: malformed reply %q", r.Target, reply)
+}
+
+// probeResult is what probe.lua read on the source.
+type probeResult struct {
+	own     routing.Ownership
+	last    string // last generated change-log ID
+	maxDel  string // largest deleted change-log ID
+	entries []redis.XMessage
+}
+
+// probe reads the source's ownership record and log positions, and up to count entries
+// after `after` up to `upto`, in one atomic script.
+func (c *Coordinator) probe(ctx context.Context, r *run, after, upto string, count int) (probeResult, error) {
+	k := c.keys.Unit(r.Unit)
+	v, err := probeScript.Run(ctx, c.shards[r.Source].c, []string{k.Own, k.Log}, after, upto, count).Slice()
+	if err != nil {
+		return probeResult{}, fmt.Errorf("migrate: probe source %q: %w", r.Source, err)
+	}
+	if len(v) != 5 {
+		return probeResult{}, fmt.Errorf("migrate: probe source %q: malformed reply", r.Source)
+	}
+	var p probeResult
+	gen, _ := v[0].(string)
+	state, _ := v[1].(string)
+	p.own.Generation, _ = strconv.ParseUint(gen, 10, 64)
+	p.own.State = routing.State(state)
+	p.last, _ = v[2].(string)
+	p.maxDel, _ = v[3].(string)
+	raw, _ := v[4].([]any)
+	for _, e := range raw {
+		pair, ok := e.([]any)
+		if !ok || len(pair) != 2 {
+			return probeResult{}, fmt.Errorf("migrate: probe source %q: malformed entry", r.Source)
+		}
+		id, _ := pair[0].(string)
+		kv, _ := pair[1].([]any)
+		vals := make(map[string]any, len(kv)/2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			key, _ := kv[i].(string)
+			vals[key] = kv[i+1]
+		}
+		p.entries = append(p.entries, redis.XMessage{ID: id, Values: vals})
+	}
+	return p, nil
+}
+
+// streamID is a parsed stream entry ID.
+type streamID struct{ ms, seq uint64 }
+
+func parseID(s string) (streamID, error) {
+	a, b, ok := strings.Cut(s, "-")
+	if !ok {
+		b = "0"
+	}
+	ms, err1 := strconv.ParseUint(a, 10, 64)
+	seq, err2 := strconv.ParseUint(b, 10, 64)
+	if err1 != nil || err2 != nil {
+		return streamID{}, fmt.Errorf("migrate: malformed stream ID %q", s)
+	}
+	return streamID{ms, seq}, nil
+}
+
+// idAfter reports whether stream ID a is strictly after b.
+func idAfter(a, b string) (bool, error) {
+	x, err := parseID(a)
+	if err != nil {
+		return false, err
+	}
+	y, err := parseID(b)
+	if err != nil {
+		return false, err
+	}
+	return x.ms > y.ms || (x.ms == y.ms && x.seq > y.seq), nil
+}

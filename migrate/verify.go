@@ -1,0 +1,218 @@
+package migrate
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// Digest summarises one side of a unit: live records, tombstones and idempotency records,
+// and an order-independent sum of xxhash64 over every item's field and stored form (so it
+// covers keys, versions, tombstones and values; equal counts with one record replaced by
+// another give different sums). Expired tombstones and op records are left out.
+type Digest struct {
+	Records    int64  // Records counts live records.
+	Tombstones int64  // Tombstones counts tombstones.
+	Ops        int64  // Ops counts idempotency records.
+	Sum        uint64 // Sum is the wrapping sum of the items' hashes.
+}
+
+// String returns "records=… tombstones=… ops=… sum=…".
+func (d Digest) String() string {
+	return fmt.Sprintf("records=%d tombstones=%d ops=%d sum=%016x", d.Records, d.Tombstones, d.Ops, d.Sum)
+}
+
+// verifier compares the unit on source and target. A pass scans both sides in batches and
+// compares each batch field by field with the other side; the source may take writes
+// meanwhile. Every item that differed, and every item the source's log touches after the
+// pass started, is dirty and re-read on both sides under the barrier (finish): an item that
+// was equal during the pass and not written since is still equal, because the target only
+// ever takes strictly newer versions. So the pause pays for what changed, not for the unit's
+// size.
+type verifier struct {
+	id    string
+	pos   string            // source log position when the pass started
+	a, b  map[string]string // item key ("r"+field | "o"+op ID) -> stored form ("" = absent)
+	dirty map[string]bool
+}
+
+// touch marks the items of a log entry after the pass's start position as dirty.
+func (v *verifier) touch(e routing.LogEntry) {
+	if after, err := idAfter(e.ID, v.pos); err != nil || !after {
+		return
+	}
+	if e.Kind == "put" || e.Kind == "del" {
+		v.dirty["r"+e.Field] = true
+	}
+	v.dirty["o"+e.OpID] = true
+}
+
+// verifyPass runs one comparison pass of source and target.
+func (c *Coordinator) verifyPass(ctx context.Context, r *run) (*verifier, error) {
+	p, err := c.probe(ctx, r, "0-0", "+", 0)
+	if err != nil {
+		return nil, err
+	}
+	v := &verifier{id: r.ID, pos: p.last, a: map[string]string{}, b: map[string]string{}, dirty: map[string]bool{}}
+	k := c.keys.Unit(r.Unit)
+	a, b := c.shards[r.Source], c.shards[r.Target]
+	for _, side := range []struct {
+		from, to *shard
+		mine     map[string]string
+		theirs   map[string]string
+	}{{a, b, v.a, v.b}, {b, a, v.b, v.a}} {
+		for _, kind := range []string{"r", "o"} {
+			key := k.Records
+			if kind == "o" {
+				key = k.Ops
+			}
+			var cur uint64
+			for {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				kv, next, err := side.from.c.HScan(ctx, key, cur, "", int64(c.o.BatchSize)).Result()
+				if err != nil {
+					return nil, fmt.Errorf("migrate: verify scan on %q: %w", side.from.name, err)
+				}
+				var fields []string
+				for i := 0; i+1 < len(kv); i += 2 {
+					if _, seen := side.mine[kind+kv[i]]; seen {
+						continue
+					}
+					side.mine[kind+kv[i]] = kv[i+1]
+					fields = append(fields, kv[i])
+				}
+				if len(fields) > 0 {
+					vals, err := side.to.c.HMGet(ctx, key, fields...).Result()
+					if err != nil {
+						return nil, fmt.Errorf("migrate: verify read on %q: %w", side.to.name, err)
+					}
+					for i, f := range fields {
+						s, _ := vals[i].(string)
+						side.theirs[kind+f] = s
+						if s != side.mine[kind+f] {
+							v.dirty[kind+f] = true
+						}
+					}
+				}
+				if cur = next; cur == 0 {
+					break
+				}
+			}
+		}
+	}
+	return v, nil
+}
+
+// finish re-reads every dirty item on both sides (the source is closed now, the target has
+// applied everything up to the barrier), drops expired tombstones and op records, and
+// compares the digests.
+func (c *Coordinator) finish(ctx context.Context, r *run, v *verifier) (Digest, error) {
+	k := c.keys.Unit(r.Unit)
+	keys := slices.Sorted(maps.Keys(v.dirty))
+	now := c.o.Now().UnixMilli()
+	for _, side := range []struct {
+		s *shard
+		m map[string]string
+	}{{c.shards[r.Source], v.a}, {c.shards[r.Target], v.b}} {
+		for start := 0; start < len(keys); start += c.o.BatchSize {
+			batch := keys[start:min(start+c.o.BatchSize, len(keys))]
+			for _, kind := range []string{"r", "o"} {
+				var fields []string
+				for _, key := range batch {
+					if key[:1] == kind {
+						fields = append(fields, key[1:])
+					}
+				}
+				if len(fields) == 0 {
+					continue
+				}
+				hash := k.Records
+				if kind == "o" {
+					hash = k.Ops
+				}
+				vals, err := side.s.c.HMGet(ctx, hash, fields...).Result()
+				if err != nil {
+					return Digest{}, fmt.Errorf("migrate: verify read on %q: %w", side.s.name, err)
+				}
+				for i, f := range fields {
+					s, _ := vals[i].(string)
+					side.m[kind+f] = s
+				}
+			}
+		}
+	}
+	// Items present on one side only are fine if they expired there (retention removes
+	// them lazily, and never through the log).
+	var differ []string
+	for key := range v.dirty {
+		if v.a[key] == v.b[key] {
+			continue
+		}
+		ok, err := c.expiredOneSided(ctx, r, key, v, now)
+		if err != nil {
+			return Digest{}, err
+		}
+		if ok {
+			delete(v.a, key)
+			delete(v.b, key)
+			continue
+		}
+		differ = append(differ, key[1:])
+	}
+	da, db := digestOf(v.a), digestOf(v.b)
+	if len(differ) > 0 || da != db {
+		slices.Sort(differ)
+		c.stats.verifyFailures.Add(1)
+		return da, abortf(true, &VerifyError{Source: da, Target: db, Differ: differ[:min(len(differ), 10)]})
+	}
+	return da, nil
+}
+
+// expiredOneSided reports whether item key is held by one side only and has expired there.
+func (c *Coordinator) expiredOneSided(ctx context.Context, r *run, key string, v *verifier, now int64) (bool, error) {
+	holder, m := c.shards[r.Source], v.a
+	if v.a[key] == "" {
+		holder, m = c.shards[r.Target], v.b
+	} else if v.b[key] != "" {
+		return false, nil
+	}
+	k := c.keys.Unit(r.Unit)
+	zset := k.OpExpiry
+	if key[0] == 'r' {
+		if !isTombstone(m[key]) {
+			return false, nil
+		}
+		zset = k.Tombstones
+	}
+	sc, err := holder.c.ZMScore(ctx, zset, key[1:]).Result()
+	if err != nil {
+		return false, fmt.Errorf("migrate: verify expiry on %q: %w", holder.name, err)
+	}
+	return len(sc) == 1 && sc[0] > 0 && int64(sc[0]) <= now, nil
+}
+
+func digestOf(m map[string]string) Digest {
+	var d Digest
+	for key, val := range m {
+		if val == "" {
+			continue
+		}
+		switch {
+		case key[0] == 'o':
+			d.Ops++
+		case isTombstone(val):
+			d.Tombstones++
+		default:
+			d.Records++
+		}
+		d.Sum += xxhash.Sum64String(key + "\x00" + val)
+	}
+	return d
+}
