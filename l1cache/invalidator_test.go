@@ -1,0 +1,217 @@
+package l1cache
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/celebrity-go/celebrity/internal/faults"
+	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// clientFactory makes a new client of the test's Redis (separate connections each time);
+// dial, when set, carries fault injection.
+type clientFactory func(t *testing.T, dial faults.DialFunc) PubSubClient
+
+// faultTimeout is the clients' dial, read and write timeout: a connection set up while the
+// network is blackholed fails after it, as a production client's would after its own.
+const faultTimeout = 250 * time.Millisecond
+
+// onBothFleets runs fn on the shared standalone server and on the shared 3-master cluster.
+func onBothFleets(t *testing.T, fn func(t *testing.T, newClient clientFactory)) {
+	t.Run("standalone", func(t *testing.T) {
+		srv := redistest.Standalone(t)
+		fn(t, func(t *testing.T, dial faults.DialFunc) PubSubClient {
+			return srv.Client(t, func(o *redis.Options) {
+				o.Dialer = dial
+				o.DialTimeout, o.ReadTimeout, o.WriteTimeout = faultTimeout, faultTimeout, faultTimeout
+			})
+		})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := redistest.SharedCluster(t)
+		fn(t, func(t *testing.T, dial faults.DialFunc) PubSubClient {
+			return cl.Client(t, func(o *redis.ClusterOptions) {
+				o.Dialer = dial
+				o.DialTimeout, o.ReadTimeout, o.WriteTimeout = faultTimeout, faultTimeout, faultTimeout
+			})
+		})
+	})
+}
+
+// instance is one simulated service instance: a cache over a shared source, with its own
+// Redis client and Invalidator.
+type instance struct {
+	cache  *Cache[string]
+	inv    *Invalidator
+	events chan Event // the cache's invalidation events
+}
+
+func newInstance(t *testing.T, client PubSubClient, src *source, channel string, o Options[string]) *instance {
+	t.Helper()
+	in := &instance{events: make(chan Event, 1024)}
+	o.OnEvent = func(e Event) {
+		switch e.Kind {
+		case EventInvalidate, EventInvalidateAll, EventMarkAllStale:
+			in.events <- e
+		}
+	}
+	in.cache = newCache(t, src.load, o)
+	inv, err := NewInvalidator(client, in.cache, InvalidatorOptions{Channel: channel, PingInterval: 50 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, inv.Close()) })
+	in.inv = inv
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, inv.Ready(ctx))
+	return in
+}
+
+// next waits for the next event of kind (and key, for EventInvalidate), skipping others.
+func (in *instance) next(t *testing.T, kind EventKind, key ...string) {
+	t.Helper()
+	for {
+		e := waitFor(t, in.events, kind.String())
+		if e.Kind == kind && (len(key) == 0 || e.Key == key[0]) {
+			return
+		}
+	}
+}
+
+func TestInvalidationReachesTheOtherInstance(t *testing.T) {
+	onBothFleets(t, func(t *testing.T, newClient clientFactory) {
+		src := newSource()
+		src.set("user:1", "v1")
+		channel := redistest.Prefix(t) + "inv"
+		a := newInstance(t, newClient(t, nil), src, channel, Options[string]{Fresh: time.Hour})
+		b := newInstance(t, newClient(t, nil), src, channel, Options[string]{Fresh: time.Hour})
+		require.Equal(t, "v1", get(t, a.cache, "user:1"))
+		require.Equal(t, "v1", get(t, b.cache, "user:1"))
+
+		src.set("user:1", "v2")
+		require.NoError(t, a.inv.Invalidate(context.Background(), "user:1"))
+		require.Equal(t, "v2", get(t, a.cache, "user:1"), "the local drop is immediate")
+		b.next(t, EventInvalidate, "user:1")
+		require.Equal(t, "v2", get(t, b.cache, "user:1"))
+
+		// A receives its own message too, and ignores it.
+		require.Eventually(t, func() bool { return a.inv.Stats().Ignored == 1 }, 5*time.Second, time.Millisecond)
+		require.Equal(t, uint64(1), a.cache.Stats().Invalidations)
+		require.Equal(t, uint64(1), b.inv.Stats().Received)
+		require.Equal(t, uint64(1), a.inv.Stats().Published)
+
+		// Keys with spaces and an invalidation of everything.
+		require.NoError(t, b.inv.Invalidate(context.Background(), "a key with spaces"))
+		a.next(t, EventInvalidate, "a key with spaces")
+		require.NoError(t, b.inv.InvalidateAll(context.Background()))
+		a.next(t, EventInvalidateAll)
+	})
+}
+
+func TestMalformedMessagesAreCountedAndIgnored(t *testing.T) {
+	srv := redistest.Standalone(t)
+	src := newSource()
+	src.set("k", "v")
+	channel := redistest.Prefix(t) + "inv"
+	a := newInstance(t, srv.Client(t), src, channel, Options[string]{Fresh: time.Hour})
+	get(t, a.cache, "k")
+	pub := srv.Client(t)
+	for _, m := range []string{"garbage", "1 k", "1 k b@d k", "1 x abc", "2 k abc k"} {
+		require.NoError(t, pub.Publish(context.Background(), channel, m).Err())
+	}
+	require.Eventually(t, func() bool { return a.inv.Stats().Malformed == 5 }, 5*time.Second, time.Millisecond)
+	get(t, a.cache, "k")
+	require.Equal(t, 1, src.count("k"), "a malformed message invalidates nothing")
+}
+
+func TestKilledSubscriberConnectionMarksEntriesStaleWhenBack(t *testing.T) {
+	onBothFleets(t, func(t *testing.T, newClient clientFactory) {
+		src := newSource()
+		src.set("k", "v1")
+		channel := redistest.Prefix(t) + "inv"
+		inj := faults.New()
+		a := newInstance(t, newClient(t, inj.Dialer(nil)), src, channel, Options[string]{Fresh: time.Hour})
+		require.Equal(t, "v1", get(t, a.cache, "k"))
+		require.Equal(t, uint64(1), a.inv.Stats().Subscriptions)
+		a.next(t, EventMarkAllStale) // the first subscription
+
+		// The source changes while the subscription is being killed: the invalidation is
+		// missed. Once the subscription is back, the old value is not served as fresh.
+		src.set("k", "v2")
+		inj.ResetAll()
+		a.next(t, EventMarkAllStale)
+		s := a.inv.Stats()
+		require.Equal(t, uint64(2), s.Subscriptions)
+		require.Equal(t, uint64(1), s.Losses)
+		require.Equal(t, "v2", get(t, a.cache, "k"))
+		require.Equal(t, 2, src.count("k"))
+	})
+}
+
+func TestBlackholedSubscriptionMissesMessagesAndMarksEntriesStaleWhenBack(t *testing.T) {
+	onBothFleets(t, func(t *testing.T, newClient clientFactory) {
+		src := newSource()
+		src.set("k", "v1")
+		channel := redistest.Prefix(t) + "inv"
+		inj := faults.New()
+		a := newInstance(t, newClient(t, inj.Dialer(nil)), src, channel, Options[string]{Fresh: time.Hour, Stale: time.Hour})
+		b := newInstance(t, newClient(t, nil), src, channel, Options[string]{Fresh: time.Hour})
+		require.Equal(t, "v1", get(t, a.cache, "k"))
+		a.next(t, EventMarkAllStale)
+
+		inj.Blackhole(true)
+		// The silent subscription is noticed within two ping intervals.
+		require.Eventually(t, func() bool { return a.inv.Stats().Losses == 1 }, 5*time.Second, time.Millisecond)
+		src.set("k", "v2")
+		require.NoError(t, b.inv.Invalidate(context.Background(), "k")) // lost for a
+		inj.Blackhole(false)
+
+		a.next(t, EventMarkAllStale)
+		require.Zero(t, a.cache.Stats().Invalidations, "the message was lost, not delivered late")
+		// With a Stale window the old value may be served once more, as stale, while it is
+		// refreshed; never as fresh.
+		hits := a.cache.Stats().Hits
+		v := get(t, a.cache, "k")
+		require.Equal(t, hits, a.cache.Stats().Hits, "served %q as fresh", v)
+		require.Eventually(t, func() bool { return get(t, a.cache, "k") == "v2" }, 5*time.Second, time.Millisecond)
+	})
+}
+
+func TestNewInvalidatorRejectsBadOptions(t *testing.T) {
+	srv := redistest.Standalone(t)
+	c := newCache(t, newSource().load, Options[string]{})
+	for _, tc := range []struct {
+		o    InvalidatorOptions
+		want string
+	}{
+		{InvalidatorOptions{InstanceID: "has space"}, `InvalidatorOptions.InstanceID must be 1..64 characters of [A-Za-z0-9._-], got "has space"`},
+		{InvalidatorOptions{PingInterval: time.Millisecond}, "InvalidatorOptions.PingInterval must be 10ms..1m0s, got 1ms"},
+		{InvalidatorOptions{PingInterval: -time.Second}, "InvalidatorOptions.PingInterval must be 10ms..1m0s, got -1s"},
+	} {
+		_, err := NewInvalidator(srv.Client(t), c, tc.o)
+		require.ErrorContains(t, err, "l1cache: "+tc.want)
+	}
+	_, err := NewInvalidator(nil, c, InvalidatorOptions{})
+	require.ErrorContains(t, err, "client must not be nil")
+	_, err = NewInvalidator(srv.Client(t), nil, InvalidatorOptions{})
+	require.ErrorContains(t, err, "target must not be nil")
+}
+
+func TestInvalidatorCloseIsPromptAndIdempotent(t *testing.T) {
+	srv := redistest.Standalone(t)
+	inj := faults.New()
+	c := newCache(t, newSource().load, Options[string]{})
+	inv, err := NewInvalidator(srv.Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) }), c,
+		InvalidatorOptions{Channel: redistest.Prefix(t), PingInterval: time.Minute})
+	require.NoError(t, err)
+	require.NoError(t, inv.Ready(context.Background()))
+	inj.Blackhole(true) // a receive blocked on a silent connection must not delay Close
+	closed := make(chan error, 1)
+	go func() { closed <- inv.Close() }()
+	require.NoError(t, waitFor(t, closed, "Close"))
+	require.NoError(t, inv.Close())
+	require.ErrorIs(t, inv.Ready(context.Background()), ErrClosed)
+	require.False(t, inv.Stats().Subscribed)
+}
