@@ -14,9 +14,9 @@ import (
 // New; the zero value is not usable. All methods are safe for concurrent use.
 type Detector struct {
 	o         Options
-	all       bool   // SampleRate == 1: record every call
-	threshold uint64 // record when Rand() < threshold
-	rand      func() uint64
+	all       bool          // SampleRate == 1: record every call
+	threshold uint64        // record when Rand() < threshold
+	rand      func() uint64 // nil: math/rand/v2.Uint64, called directly
 	clock     func() time.Time
 	origin    time.Time
 	bucketDur time.Duration
@@ -52,9 +52,6 @@ func New(o Options) (*Detector, error) {
 	if d.all {
 		d.threshold = math.MaxUint64
 	}
-	if d.rand == nil {
-		d.rand = rand.Uint64
-	}
 	d.origin = d.clock()
 	// Stripes split the sketch so that concurrent samples rarely share a lock; each keeps
 	// at least 128 keys per sub-window so the per-stripe error bound stays tight.
@@ -82,16 +79,24 @@ func New(o Options) (*Detector, error) {
 // tracked (at most Capacity×Buckets keys); a key sliced from a much larger string keeps
 // that string alive.
 func (d *Detector) Observe(key string) {
-	if d.all || d.rand() < d.threshold {
+	if d.all || d.random() < d.threshold {
 		d.record(key, 1)
 	}
+}
+
+// random returns the next sampling draw.
+func (d *Detector) random() uint64 {
+	if d.rand == nil {
+		return rand.Uint64()
+	}
+	return d.rand()
 }
 
 // ObserveCost records one request for key that cost cost units (bytes, microseconds).
 // Rates and shares are then in cost units. Mixing Observe (cost 1) and ObserveCost in one
 // Detector mixes units; a zero cost records nothing.
 func (d *Detector) ObserveCost(key string, cost uint64) {
-	if cost != 0 && (d.all || d.rand() < d.threshold) {
+	if cost != 0 && (d.all || d.random() < d.threshold) {
 		d.record(key, cost)
 	}
 }

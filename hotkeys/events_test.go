@@ -85,7 +85,7 @@ func (tr *traffic) run(dur time.Duration, share float64) {
 
 // newTraffic returns a detector with a 10s window of 5 sub-windows, hot at 20% share,
 // cooling below 10% after a 5s hold, sampling a quarter of the requests with a seeded
-// source, evaluated by the test every 250ms of fake time.
+// source, evaluated by the test every 500ms of fake time.
 func newTraffic(t *testing.T, rec *recorder) *traffic {
 	t.Helper()
 	clk := newFakeClock()
@@ -105,10 +105,11 @@ func newTraffic(t *testing.T, rec *recorder) *traffic {
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, d.Close()) })
-	return &traffic{d: d, clk: clk, step: 250 * time.Millisecond}
+	return &traffic{d: d, clk: clk, step: 500 * time.Millisecond}
 }
 
 func TestCelebrityTurnsHotWithinOneWindowAndCoolsOnceAfterHold(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{}
 	tr := newTraffic(t, rec)
 
@@ -162,6 +163,7 @@ func TestCelebrityTurnsHotWithinOneWindowAndCoolsOnceAfterHold(t *testing.T) {
 }
 
 func TestKeyHoveringAroundHotThresholdDoesNotFlap(t *testing.T) {
+	t.Parallel()
 	rec := &recorder{}
 	tr := newTraffic(t, rec)
 	tr.run(10*time.Second, 0)

@@ -91,6 +91,7 @@ func TestZipfRecallAndSharesWithSampling(t *testing.T) {
 	}{{0.99, 4_000_000}, {1.2, 1_500_000}, {2.0, 1_500_000}} {
 		alpha, events := tc.alpha, tc.events
 		t.Run("alpha="+strconv.FormatFloat(alpha, 'f', -1, 64), func(t *testing.T) {
+			t.Parallel()
 			z := newZipf(keys, alpha)
 			clk := newFakeClock()
 			sampler := rand.New(rand.NewPCG(7, math.Float64bits(alpha)))
