@@ -1,0 +1,148 @@
+package escrow
+
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/redistest"
+)
+
+// spreadPool returns pool options whose n owners' ledgers sit on n different masters of the
+// shared cluster (n <= 3), and whose witnesses are off their ledger's master.
+func spreadPool(b *testing.B, cl *redistest.Cluster, c *redis.ClusterClient, n, capacity int) PoolOptions {
+	b.Helper()
+	names := []string{"a", "b", "c"}[:n]
+	for i := 0; i < 1000; i++ {
+		opts := PoolOptions{Name: fmt.Sprint("bench", i), Prefix: redistest.Prefix(b), Capacity: capacity, Owners: owners(capacity, names...)}
+		p, err := NewPool(c, opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		used := map[*redistest.Server]bool{}
+		ok := true
+		for _, o := range names {
+			m := cl.MasterOf(p.ledgers[o].keys[0])
+			if used[m] || cl.MasterOf(p.WitnessKey(o)) == m {
+				ok = false
+			}
+			used[m] = true
+		}
+		if ok {
+			return opts
+		}
+	}
+	b.Fatal("no spread placement found")
+	return PoolOptions{}
+}
+
+// parallelism multiplies GOMAXPROCS for the parallel benchmarks: a hot limit has many
+// concurrent callers, mostly waiting on the network.
+const parallelism = 16
+
+// BenchmarkAcquireRelease measures acquire+release pairs from parallel callers on the
+// 3-master cluster: Central (the reference: one slot) against a Pool of three owners on
+// three masters. The partitioned case reports its speed relative to the central one of the
+// same run ("x-central", >1 is faster).
+func BenchmarkAcquireRelease(b *testing.B) {
+	cl := redistest.SharedCluster(b)
+	c := cl.Client(b)
+	const capacity = 10000
+	var centralNs float64
+	b.Run("central", func(b *testing.B) {
+		b.ReportAllocs()
+		lim := newTestCentral(b, c, capacity)
+		var seq atomic.Int64
+		b.SetParallelism(parallelism)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := testCtx(b)
+			for pb.Next() {
+				job := fmt.Sprint("j", seq.Add(1))
+				if _, err := lim.Acquire(ctx, job); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := lim.Release(ctx, job); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		centralNs = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+	})
+	b.Run("partitioned-3-masters", func(b *testing.B) {
+		b.ReportAllocs()
+		p := newTestPool(b, c, spreadPool(b, cl, c, 3, capacity))
+		var seq, worker atomic.Int64
+		b.SetParallelism(parallelism)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			ctx := testCtx(b)
+			owner := p.order[int(worker.Add(1))%len(p.order)]
+			for pb.Next() {
+				job := fmt.Sprint("j", seq.Add(1))
+				if _, err := p.Acquire(ctx, owner, job); err != nil {
+					b.Error(err)
+					return
+				}
+				if err := p.Release(ctx, owner, job); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+		if centralNs > 0 {
+			b.ReportMetric(centralNs/ns, "x-central")
+		}
+	})
+}
+
+// BenchmarkTransfer10 measures one complete transfer of 10 permits (freeze, deliver,
+// complete, with their witness reads and raises) between owners on two masters, next to one
+// central acquire+release pair run sequentially as the reference ("x-pair" is the cost of a
+// transfer in pairs).
+func BenchmarkTransfer10(b *testing.B) {
+	cl := redistest.SharedCluster(b)
+	c := cl.Client(b)
+	var pairNs float64
+	b.Run("reference-central-pair", func(b *testing.B) {
+		b.ReportAllocs()
+		ctx := testCtx(b)
+		lim := newTestCentral(b, c, 10)
+		b.ResetTimer()
+		for i := range b.N {
+			job := fmt.Sprint("j", i)
+			if _, err := lim.Acquire(ctx, job); err != nil {
+				b.Fatal(err)
+			}
+			if err := lim.Release(ctx, job); err != nil {
+				b.Fatal(err)
+			}
+		}
+		pairNs = float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+	})
+	b.Run("transfer", func(b *testing.B) {
+		b.ReportAllocs()
+		ctx := testCtx(b)
+		p := newTestPool(b, c, spreadPool(b, cl, c, 2, 40))
+		b.ResetTimer()
+		for i := range b.N {
+			from, to := "a", "b"
+			if i%2 == 1 {
+				from, to = to, from
+			}
+			if err := p.Transfer(ctx, from, to, 10, fmt.Sprint("t", i)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if pairNs > 0 {
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/pairNs, "x-pair")
+		}
+	})
+}
