@@ -177,7 +177,8 @@ func (c *Coordinator) Status(ctx context.Context, id string) (Status, error) {
 // the way (the verifier of the copy, kept from CatchingUp to ClosedA).
 type run struct {
 	Status
-	ver *verifier
+	ver   *verifier
+	cause error // cause is why this drive aborted the migration, if it did
 }
 
 // abortError asks drive to abort the migration with cause; reopen says whether the source
@@ -219,6 +220,9 @@ func (c *Coordinator) drive(ctx context.Context, r *run) error {
 		case Cancelled:
 			return fmt.Errorf("%w: %s", ErrCancelled, r.Reason)
 		case Aborted:
+			if r.cause != nil {
+				return fmt.Errorf("%w: %w", ErrAborted, r.cause)
+			}
 			return fmt.Errorf("%w: %s", ErrAborted, r.Reason)
 		default:
 			return fmt.Errorf("migrate: migration %q has unknown state %q", r.ID, r.State)
@@ -230,6 +234,7 @@ func (c *Coordinator) drive(ctx context.Context, r *run) error {
 		var se *stateError
 		switch {
 		case errors.As(err, &ab):
+			r.cause = ab.cause
 			reopen := "0"
 			if ab.reopen {
 				reopen = "1"

@@ -209,13 +209,16 @@ func (c *client) refresh(ctx context.Context, gen uint64) error {
 
 // model is the expected state of one unit: per record field, the last acknowledged write.
 type model struct {
+	id   int64
 	mu   sync.Mutex
 	recs map[string]routing.Record
 	ops  map[string]routing.Result
 }
 
+var models atomic.Int64
+
 func newModel() *model {
-	return &model{recs: map[string]routing.Record{}, ops: map[string]routing.Result{}}
+	return &model{id: models.Add(1), recs: map[string]routing.Record{}, ops: map[string]routing.Result{}}
 }
 
 // writer writes random puts and deletes to its own keys of unit u (so the model of each key
@@ -228,7 +231,7 @@ func (m *model) writer(ctx context.Context, c *client, u routing.Unit, name stri
 		default:
 		}
 		key := fmt.Sprintf("%s-k%d", name, i%keys)
-		opID := fmt.Sprintf("%s-op%d", name, seq.Add(1))
+		opID := fmt.Sprintf("m%d-%s-op%d", m.id, name, seq.Add(1))
 		op := routing.Put(key, fmt.Sprintf("v%d", i))
 		if i%7 == 3 {
 			op = routing.Delete(key)
@@ -282,7 +285,7 @@ func (m *model) seed(t testing.TB, c *client, u routing.Unit, n int) {
 	t.Helper()
 	ctx := ctxT(t)
 	for i := 0; i < n; i++ {
-		key, opID := fmt.Sprintf("seed-%d", i), fmt.Sprintf("seed-op-%d", i)
+		key, opID := fmt.Sprintf("seed-%d", i), fmt.Sprintf("m%d-seed-op-%d", m.id, i)
 		op := routing.Put(key, fmt.Sprintf("s%d", i))
 		res, err := c.do(ctx, u, "course", opID, op)
 		require.NoError(t, err)
