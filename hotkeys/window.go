@@ -42,19 +42,15 @@ func newStripe(n, capacity int) *stripe {
 // holds s.mu.
 func (s *stripe) record(epoch int64, key string, h, w uint64, shard string) {
 	b := &s.buckets[epoch%int64(len(s.buckets))]
-	if b.epoch != epoch {
-		if b.epoch > epoch {
-			// The clock went back past this slot's sub-window: count the event in the
-			// newer sub-window rather than erase it.
-			epoch = b.epoch
-		} else {
-			s.tracked.Add(-int64(len(b.ss.heap)))
-			b.ss.reset()
-			b.total = 0
-			clear(b.shards)
-			b.epoch = epoch
-			s.rotations.Add(1)
-		}
+	// A slot holding a newer sub-window means the clock went back by a full window: the
+	// event then counts in that newer sub-window rather than erase it.
+	if b.epoch < epoch {
+		s.tracked.Add(-int64(len(b.ss.heap)))
+		b.ss.reset()
+		b.total = 0
+		clear(b.shards)
+		b.epoch = epoch
+		s.rotations.Add(1)
 	}
 	evicted, inserted := b.ss.add(key, h, w)
 	if evicted {

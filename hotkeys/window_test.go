@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -204,4 +205,55 @@ func TestBadInputIsRejected(t *testing.T) {
 	_, err = hotkeys.NewClusterShards(t.Context(), nil)
 	require.ErrorIs(t, err, hotkeys.ErrInvalidArgument)
 	require.False(t, errors.Is(err, hotkeys.ErrUnsupported))
+}
+
+// TestConcurrentObserveAndReads runs observers against readers under the race detector and
+// checks that no sampled event is lost.
+func TestConcurrentObserveAndReads(t *testing.T) {
+	d, err := hotkeys.New(hotkeys.Options{SampleRate: 1, EvalInterval: time.Millisecond, Window: time.Hour})
+	require.NoError(t, err)
+	defer d.Close()
+	const goroutines, each = 4, 5000
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range each {
+				d.Observe("g" + strconv.Itoa(g) + ":" + strconv.Itoa(i%50))
+			}
+		})
+	}
+	wg.Go(func() {
+		for range 50 {
+			_, _ = d.Top(10)
+			_ = d.Snapshot()
+		}
+	})
+	wg.Wait()
+	require.Equal(t, uint64(goroutines*each), d.Stats().Sampled)
+	top, err := d.Top(1000)
+	require.NoError(t, err)
+	require.Len(t, top, goroutines*50)
+	sum := 0.0
+	for _, l := range top {
+		sum += l.Count
+		require.Zero(t, l.Error, "200 keys fit the sketch: counts are exact")
+	}
+	require.Equal(t, float64(goroutines*each), sum)
+}
+
+// TestClockGoingBackNeverErasesNewerLoad moves the clock back by exactly one window, onto the
+// ring slot of the current sub-window: the event counts there instead of erasing it.
+func TestClockGoingBackNeverErasesNewerLoad(t *testing.T) {
+	clk := newFakeClock()
+	d, err := hotkeys.New(hotkeys.Options{SampleRate: 1, Window: 10 * time.Second, EvalInterval: -1, Clock: clk.Now})
+	require.NoError(t, err)
+	defer d.Close()
+	clk.Advance(25 * time.Second)
+	d.Observe("a")
+	clk.Advance(-10 * time.Second)
+	d.Observe("a")
+	clk.Advance(10 * time.Second)
+	top, err := d.Top(1)
+	require.NoError(t, err)
+	require.Equal(t, 2.0, top[0].Count)
 }
