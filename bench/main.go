@@ -1,0 +1,219 @@
+// Command bench is the load harness of celebrity: it reproduces the celebrity scenario on a
+// real Redis Cluster of three masters and measures what each defence changes.
+//
+// Traffic is Zipf(alpha) over -keys keys plus one celebrity key that takes -share of all
+// reads (default 50%). Simulated service instances (each with its own l1cache and
+// replicas.Replicator over one cluster client) read through four paths — naive (Redis, then
+// the source on a miss), L1 (l1cache in front), replicas (three copies of the celebrity on
+// distinct masters, fleet-wide fill lease) and both — for -duration each. For every run it
+// prints throughput, p50/p99 read latency, the commands each master executed (INFO
+// commandstats deltas), the skew factor (busiest master / mean) and the source loads. A
+// mass-expiry run then reads a set of hot keys, all missing at the same instant, from every
+// instance at once, and counts the source loads with and without singleflight and lease.
+// The chart of per-node load per strategy is written as a PNG.
+//
+// Without -addrs it starts its own three-master cluster of redis-server processes on free
+// loopback ports and stops it at the end.
+//
+//	go run . -duration 10s -out results/celebrity.png
+//	go run . -addrs 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+type config struct {
+	addrs         string
+	server        string
+	duration      time.Duration
+	warmup        time.Duration
+	alpha         float64
+	share         float64
+	keys          int
+	instances     int
+	workers       int
+	sourceLatency time.Duration
+	ttl           time.Duration
+	l1Fresh       time.Duration
+	expiryKeys    int
+	expiryReads   int
+	expiryLatency time.Duration
+	out           string
+}
+
+func main() {
+	var cfg config
+	flag.StringVar(&cfg.addrs, "addrs", "", "seed addresses of a Redis Cluster, comma-separated; empty: start a 3-master cluster")
+	flag.StringVar(&cfg.server, "redis-server", "redis-server", "redis-server binary for the own cluster")
+	flag.DurationVar(&cfg.duration, "duration", 10*time.Second, "length of each strategy's run")
+	flag.DurationVar(&cfg.warmup, "warmup", 3*time.Second, "unmeasured reads before each strategy's run")
+	flag.Float64Var(&cfg.alpha, "alpha", 0.99, "Zipf exponent of the key popularity (> 0)")
+	flag.Float64Var(&cfg.share, "share", 0.5, "share of reads that go to the celebrity key, 0..1")
+	flag.IntVar(&cfg.keys, "keys", 1_000_000, "number of ordinary keys")
+	flag.IntVar(&cfg.instances, "instances", 100, "simulated service instances")
+	flag.IntVar(&cfg.workers, "workers", 64, "concurrent readers, spread over the instances")
+	flag.DurationVar(&cfg.sourceLatency, "source-latency", time.Millisecond, "time one source load takes")
+	flag.DurationVar(&cfg.ttl, "ttl", 10*time.Minute, "TTL of the values written to Redis")
+	flag.DurationVar(&cfg.l1Fresh, "l1-fresh", time.Second, "l1cache fresh window")
+	flag.IntVar(&cfg.expiryKeys, "expiry-keys", 100, "hot keys (besides the celebrity) in the mass-expiry run")
+	flag.IntVar(&cfg.expiryReads, "expiry-reads", 20, "reads per reader in the mass-expiry run (2 readers per instance)")
+	flag.DurationVar(&cfg.expiryLatency, "expiry-latency", 10*time.Millisecond, "time one source load takes in the mass-expiry run")
+	flag.StringVar(&cfg.out, "out", "results/celebrity.png", "PNG chart to write; empty: none")
+	flag.Parse()
+	if err := validate(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func validate(cfg config) error {
+	switch {
+	case cfg.alpha <= 0:
+		return fmt.Errorf("-alpha must be > 0, got %v", cfg.alpha)
+	case cfg.share < 0 || cfg.share > 1:
+		return fmt.Errorf("-share must be 0..1, got %v", cfg.share)
+	case cfg.keys < 1 || cfg.instances < 1 || cfg.workers < 1 || cfg.expiryKeys < 1 || cfg.expiryReads < 1:
+		return fmt.Errorf("-keys, -instances, -workers, -expiry-keys and -expiry-reads must be >= 1")
+	case cfg.duration <= 0:
+		return fmt.Errorf("-duration must be > 0, got %v", cfg.duration)
+	}
+	return nil
+}
+
+func run(ctx context.Context, cfg config) error {
+	seeds := strings.Split(cfg.addrs, ",")
+	where := "Redis Cluster at " + cfg.addrs
+	if cfg.addrs == "" {
+		fmt.Fprintln(os.Stderr, "starting a 3-master cluster of redis-server processes on loopback ports")
+		own, err := startCluster(ctx, cfg.server)
+		if err != nil {
+			return err
+		}
+		defer own.stop()
+		seeds = own.addrs
+		where = "own 3-master Redis Cluster (" + strings.Join(own.addrs, ", ") + ")"
+	}
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, PoolSize: cfg.workers + 16})
+	defer c.Close()
+	nodes, err := masters(ctx, c)
+	if err != nil {
+		return err
+	}
+	srv, _ := c.Info(ctx, "server").Result()
+	version := "?"
+	for _, l := range strings.Split(srv, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "redis_version:"); ok {
+			version = v
+		}
+	}
+	fmt.Printf("celebrity load harness: %s, redis %s, %d masters\n", where, version, len(nodes))
+	fmt.Printf("traffic: Zipf(%.2f) over %d keys + 1 celebrity key at %.0f%% of reads; %d instances, %d readers, "+
+		"source load %v, l1cache fresh %v, replicas 3 copies; %v warm-up then %v measured per strategy\n\n",
+		cfg.alpha, cfg.keys, cfg.share*100, cfg.instances, cfg.workers, cfg.sourceLatency, cfg.l1Fresh,
+		cfg.warmup, cfg.duration)
+
+	z := newZipf(cfg.keys, cfg.alpha)
+	var runs []runResult
+	for _, s := range strategies {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r, err := runStrategy(ctx, c, nodes, z, cfg, s)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s, err)
+		}
+		runs = append(runs, r)
+	}
+	printRuns(nodes, runs)
+
+	fmt.Fprintf(os.Stderr, "mass-expiry run: %d hot keys + the celebrity, %d readers\n", cfg.expiryKeys, 2*cfg.instances)
+	var exps []expiryResult
+	for _, m := range expiryModes {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		e, err := runExpiry(ctx, c, cfg, m.name, m.strategy)
+		if err != nil {
+			return fmt.Errorf("expiry %s: %w", m.name, err)
+		}
+		e.guard = m.guard
+		exps = append(exps, e)
+	}
+	printExpiry(cfg, exps)
+
+	if cfg.out != "" {
+		if err := writeChart(cfg.out, cfg, nodes, runs, exps); err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+		fmt.Printf("\nchart: %s\n", cfg.out)
+	}
+	for _, r := range runs {
+		if r.errs > 0 || r.wrong > 0 {
+			return fmt.Errorf("%s: %d errors and %d wrong values in %d reads", r.strategy, r.errs, r.wrong, r.reads)
+		}
+	}
+	for _, e := range exps {
+		if e.errs > 0 || e.wrong > 0 {
+			return fmt.Errorf("expiry %s: %d errors and %d wrong values in %d reads", e.mode, e.errs, e.wrong, e.reads)
+		}
+	}
+	return nil
+}
+
+func printRuns(nodes []string, runs []runResult) {
+	head := fmt.Sprintf("| %-8s | %10s | %9s | %9s |", "strategy", "reads/s", "p50", "p99")
+	sep := "|----------|-----------:|----------:|----------:|"
+	for i := range nodes {
+		head += fmt.Sprintf(" %10s |", fmt.Sprintf("node %d/s", i+1))
+		sep += "-----------:|"
+	}
+	head += fmt.Sprintf(" %5s | %12s | %11s |", "skew", "source loads", "celebrity")
+	sep += "------:|-------------:|------------:|"
+	fmt.Println(head)
+	fmt.Println(sep)
+	for _, r := range runs {
+		s := r.elapsed.Seconds()
+		line := fmt.Sprintf("| %-8s | %10.0f | %9s | %9s |", r.strategy, float64(r.reads)/s,
+			r.p50.Round(time.Microsecond), r.p99.Round(time.Microsecond))
+		for _, v := range r.perNode {
+			line += fmt.Sprintf(" %10.0f |", float64(v)/s)
+		}
+		line += fmt.Sprintf(" %5.2f | %12d | %11d |", r.skew, r.sourceLoads, r.celebLoads)
+		fmt.Println(line)
+	}
+	for i, n := range nodes {
+		fmt.Printf("node %d = %s\n", i+1, n)
+	}
+	fmt.Println("node N/s: data commands per second on that master (INFO commandstats delta); skew: busiest master / mean;")
+	fmt.Println("source loads: loads of the simulated database (all keys / the celebrity); errors and wrong values: none, or the run fails.")
+	fmt.Println()
+}
+
+func printExpiry(cfg config, exps []expiryResult) {
+	fmt.Printf("mass expiry: %d hot keys + the celebrity (%.0f%% of reads), all missing at the same instant, read by %d readers "+
+		"on %d instances (%d reads each); source load %v\n", cfg.expiryKeys, cfg.share*100, 2*cfg.instances,
+		cfg.instances, cfg.expiryReads, cfg.expiryLatency)
+	fmt.Printf("| %-12s | %-47s | %6s | %13s | %12s | %15s | %8s |\n", "mode", "what guards the source", "reads",
+		"distinct keys", "source loads", "celebrity loads", "time")
+	fmt.Println("|--------------|-------------------------------------------------|-------:|--------------:|-------------:|----------------:|---------:|")
+	for _, e := range exps {
+		fmt.Printf("| %-12s | %-47s | %6d | %13d | %12d | %15d | %8s |\n", e.mode, e.guard, e.reads, e.distinct,
+			e.sourceLoads, e.celebLoads, e.elapsed.Round(time.Millisecond))
+	}
+}
