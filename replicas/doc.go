@@ -66,6 +66,17 @@
 //   - Copies expire no later than the logical key's registration of them, so the registry
 //     always covers every live copy; copies of a layout no instance uses any more expire.
 //
+// # Changing N
+//
+// N is an option of each instance, so it changes by deploying instances with the new
+// value. Copy i is the same physical key for every N (a smaller N's layout is a prefix of a
+// larger one's), and every instance writes all copies registered by any instance, so during
+// the change no reader misses (a copy nobody wrote yet is a fallback and a refill, never a
+// miss) and none reads a copy that writers skip. Copies that only the departed N used stop
+// being registered and expire with their last registration. The registry holds at most 64
+// entries (two full layouts of MaxCopies); beyond that the oldest registrations are dropped
+// and their copies may lag until they expire.
+//
 // # Fleet-wide fill lease
 //
 // [Replicator.GetOrLoad] reads like Get and, on a miss everywhere, takes a lease next to the

@@ -13,6 +13,7 @@ import (
 )
 
 func TestPausedMasterReadsFallBackAndWritesReportIt(t *testing.T) {
+	t.Parallel() // a dedicated cluster: runs alongside the other dedicated-cluster test
 	c := redistest.NewCluster(t, redistest.ClusterOptions{})
 	paused := c.Masters()[0]
 	t.Cleanup(paused.Resume) // before the cluster stops

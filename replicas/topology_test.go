@@ -13,6 +13,7 @@ import (
 )
 
 func TestFailoverRecomputesLayoutWithoutMisses(t *testing.T) {
+	t.Parallel() // a dedicated cluster: runs alongside the other dedicated-cluster test
 	c := redistest.NewCluster(t, redistest.ClusterOptions{Replicas: true})
 	client := c.Client(t)
 	key := redistest.Prefix(t) + "post:ronaldo"
