@@ -82,7 +82,19 @@ type transferRecord struct {
 	From string `json:"from,omitempty"`
 	K    int    `json:"k,omitempty"`
 	Seq  int64  `json:"seq,omitempty"`
-	P    []int  `json:"p,omitempty"`
+	P    permitList `json:"p,omitempty"`
+}
+
+// permitList decodes a JSON list of permits; Lua's cjson encodes an empty list as {}.
+type permitList []int
+
+// UnmarshalJSON accepts a list of numbers, or {} for an empty list.
+func (l *permitList) UnmarshalJSON(b []byte) error {
+	if string(b) == "{}" {
+		*l = permitList{}
+		return nil
+	}
+	return json.Unmarshal(b, (*[]int)(l))
 }
 
 // ledgerSnapshot is one ledger read atomically by snapshot.lua.

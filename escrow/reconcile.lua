@@ -1,26 +1,38 @@
 -- reconcile.lua: bring a fenced (or lost) ledger back in line with the rest of the pool.
 --
 -- KEYS: the six keys of one ledger (meta, free, jobs, held, out, in), one slot.
--- ARGV: 1 witness sequence, 2 capacity, 3 first, 4 last (the owner's initial range, kept as
---       metadata only), 5 n = number of permits to drop, 6..5+n the permits, then triples
---       (transfer ID, source owner, comma-separated permits) of accepted transfers to restore.
+-- ARGV: 1 sequence floor (the highest witness of the pool), 2 capacity, 3 first, 4 last (the
+--       owner's initial range, kept as metadata), 5 JSON plan:
+--       {"drop": [permits], "add": [{"t": T, "from": owner, "p": [permits]}],
+--        "trim": [{"t": T, "p": [permits kept]}]}
 -- Reply: {'ok', seq} | {'invalid', msg}.
 -- Invariant: the caller (Pool.Reconcile) computed from every other ledger which permits this
--- ledger must no longer claim (they are free, held or frozen elsewhere) and which accepted
--- transfers it lost. After the script the sequence is above the witness, so every fencing
--- token granted from now on is larger than any token the lost state could have granted.
-local wit, cap, first, last, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
-if not (wit and cap and first and last and n) or wit < 0 or n < 0 then return {'invalid', 'bad numeric argument'} end
-if (#ARGV - 5 - n) % 3 ~= 0 then return {'invalid', 'bad transfer triples'} end
-for i = 6, 5 + n do
-  if not tonumber(ARGV[i]) then return {'invalid', 'bad permit'} end
-end
-for i = 6 + n, #ARGV, 3 do
-  if ARGV[i] == '' or ARGV[i + 1] == '' then return {'invalid', 'empty transfer ID or source'} end
-  for p in string.gmatch(ARGV[i + 2], '[^,]+') do
-    local x = tonumber(p)
-    if not x or x < 1 or x > cap then return {'invalid', 'permit out of range'} end
+-- ledger must no longer claim (drop: free or held here but present elsewhere; trim: the
+-- permits of an outgoing frozen transfer that are elsewhere now) and which accepted incoming
+-- transfers it lost (add). After the script the sequence is above every witness, so every
+-- fencing token granted from now on is larger than any acknowledged token before.
+local floor, cap, first, last = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+if not (floor and cap and first and last) or floor < 0 then return {'invalid', 'bad numeric argument'} end
+local ok, plan = pcall(cjson.decode, ARGV[5] or '')
+if not ok or type(plan) ~= 'table' then return {'invalid', 'bad plan'} end
+local function permits(list)
+  if type(list) ~= 'table' then return false end
+  for _, p in ipairs(list) do
+    if type(p) ~= 'number' or p < 1 or p > cap or p ~= math.floor(p) then return false end
   end
+  return true
+end
+plan.drop = plan.drop or {}
+plan.add = plan.add or {}
+plan.trim = plan.trim or {}
+if not permits(plan.drop) then return {'invalid', 'bad drop list'} end
+for _, a in ipairs(plan.add) do
+  if type(a.t) ~= 'string' or a.t == '' or type(a.from) ~= 'string' or a.from == '' or not permits(a.p) then
+    return {'invalid', 'bad add entry'}
+  end
+end
+for _, tr in ipairs(plan.trim) do
+  if type(tr.t) ~= 'string' or tr.t == '' or not permits(tr.p) then return {'invalid', 'bad trim entry'} end
 end
 local seq = 0
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -28,8 +40,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
 else
   redis.call('HSET', KEYS[1], 'first', first, 'last', last, 'cap', cap)
 end
-for i = 6, 5 + n do
-  local p = ARGV[i]
+for _, p in ipairs(plan.drop) do
   redis.call('ZREM', KEYS[2], p)
   local j = redis.call('HGET', KEYS[4], p)
   if j then
@@ -37,17 +48,23 @@ for i = 6, 5 + n do
     redis.call('HDEL', KEYS[3], j)
   end
 end
-for i = 6 + n, #ARGV, 3 do
-  if redis.call('HEXISTS', KEYS[6], ARGV[i]) == 0 then
-    local nums = {}
-    for p in string.gmatch(ARGV[i + 2], '[^,]+') do
-      nums[#nums + 1] = tonumber(p)
-      redis.call('ZADD', KEYS[2], p, p)
-    end
-    redis.call('HSET', KEYS[6], ARGV[i], cjson.encode({s = 'accepted', from = ARGV[i + 1], p = nums}))
+for _, a in ipairs(plan.add) do
+  if redis.call('HEXISTS', KEYS[6], a.t) == 0 then
+    for _, p in ipairs(a.p) do redis.call('ZADD', KEYS[2], p, p) end
+    redis.call('HSET', KEYS[6], a.t, cjson.encode({s = 'accepted', from = a.from, p = a.p}))
   end
 end
-if wit > seq then seq = wit end
+for _, tr in ipairs(plan.trim) do
+  local old = redis.call('HGET', KEYS[5], tr.t)
+  if old then
+    local r = cjson.decode(old)
+    if r.s == 'frozen' then
+      r.p = tr.p
+      redis.call('HSET', KEYS[5], tr.t, cjson.encode(r))
+    end
+  end
+end
+if floor > seq then seq = floor end
 seq = seq + 1
 redis.call('HSET', KEYS[1], 'seq', seq, 'fenced', 0)
 return {'ok', seq}

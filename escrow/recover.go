@@ -2,11 +2,10 @@ package escrow
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 )
 
 // RecoverReport lists what Recover did with each pending transfer.
@@ -62,6 +61,10 @@ func (p *Pool) Recover(ctx context.Context) (RecoverReport, error) {
 //     frozen in a transfer the target has not accepted): the stale copy would double it;
 //   - restores transfers into owner that their source completed (so owner had accepted
 //     them) but that owner's ledger has lost, unless their permits are elsewhere now;
+//   - for an outgoing transfer still frozen in owner's old state, not accepted by its target,
+//     whose permits are elsewhere now (it was aborted and they moved on), keeps only the
+//     permits nobody else has and cancels it (target refusal, then abort), so neither the
+//     abort nor a late delivery of the old message can bring the others back;
 //   - moves owner's sequence above every witness of the pool and clears the fence, so every
 //     fencing token granted from now on is larger than any acknowledged token before.
 //
@@ -123,7 +126,20 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 			drop = append(drop, n)
 		}
 	}
-	var adds []any
+	type addEntry struct {
+		T    string `json:"t"`
+		From string `json:"from"`
+		P    []int  `json:"p"`
+	}
+	type trimEntry struct {
+		T string `json:"t"`
+		P []int  `json:"p"`
+	}
+	plan := struct {
+		Drop []int       `json:"drop"`
+		Add  []addEntry  `json:"add"`
+		Trim []trimEntry `json:"trim"`
+	}{Drop: drop, Add: []addEntry{}, Trim: []trimEntry{}}
 	for _, s := range snaps {
 		if s.owner == owner {
 			continue
@@ -135,16 +151,43 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 			if _, ok := me.in[id]; ok {
 				continue
 			}
-			var keep []string
+			var keep []int
 			for _, n := range rec.P {
 				if !elsewhere[n] && !mine[n] {
-					keep = append(keep, strconv.Itoa(n))
+					keep = append(keep, n)
 				}
 			}
 			if len(keep) > 0 {
-				adds = append(adds, id, s.owner, strings.Join(keep, ","))
+				plan.Add = append(plan.Add, addEntry{T: id, From: s.owner, P: keep})
 			}
 		}
+	}
+	// Outgoing transfers frozen in the (old) ledger whose target has not accepted them, but
+	// whose permits are elsewhere now (the transfer was aborted and the permits moved on):
+	// keep only the permits nobody else has, and cancel them below, so that neither an abort
+	// nor a late delivery can bring the others back.
+	var cancel []string
+	for id, rec := range me.out {
+		if rec.S != "frozen" || byOwner[rec.To].in[id].S == "accepted" {
+			continue
+		}
+		keep := []int{}
+		for _, n := range rec.P {
+			if !elsewhere[n] {
+				keep = append(keep, n)
+			}
+		}
+		if len(keep) < len(rec.P) {
+			plan.Trim = append(plan.Trim, trimEntry{T: id, P: keep})
+			cancel = append(cancel, id)
+		}
+	}
+	if plan.Drop == nil {
+		plan.Drop = []int{}
+	}
+	planJSON, err := json.Marshal(plan)
+	if err != nil {
+		return err
 	}
 	// The new sequence goes above every witness of the pool, not only owner's: the lost state
 	// may have held permits that had moved to or from other owners, and their holders' tokens
@@ -153,11 +196,7 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	for _, w := range wit {
 		top = max(top, w)
 	}
-	args := []any{top, p.opts.Capacity, l.first, l.last, len(drop)}
-	for _, n := range drop {
-		args = append(args, n)
-	}
-	args = append(args, adds...)
+	args := []any{top, p.opts.Capacity, l.first, l.last, string(planJSON)}
 	r, err := runScript(ctx, p.c, reconcileScript, l.keys, args...)
 	if err != nil {
 		return fmt.Errorf("escrow: reconcile %q: %w", owner, err)
@@ -166,5 +205,14 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 		return l.common(r, wit[owner])
 	}
 	p.stats.reconciled.Add(1)
-	return p.raise(ctx, owner, r.int(0))
+	if err := p.raise(ctx, owner, r.int(0)); err != nil {
+		return err
+	}
+	sort.Strings(cancel)
+	for _, id := range cancel {
+		if err := p.Cancel(ctx, owner, id); err != nil {
+			return fmt.Errorf("escrow: reconcile %q: cancel trimmed transfer %q: %w", owner, id, err)
+		}
+	}
+	return nil
 }

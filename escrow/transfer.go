@@ -206,6 +206,13 @@ func (p *Pool) resolve(ctx context.Context, f Frozen) error {
 	case "aborted":
 		return fmt.Errorf("%w: transfer %q", ErrAborted, f.ID)
 	}
+	if len(f.Permits) == 0 {
+		// Trimmed to nothing by Reconcile: there is nothing to deliver, only to cancel.
+		if err := p.Cancel(ctx, f.From, f.ID); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: transfer %q had no permits left", ErrRefused, f.ID)
+	}
 	err := p.Deliver(ctx, f)
 	if errors.Is(err, ErrRefused) {
 		if aerr := p.settle(ctx, f.From, f.ID, "abort"); aerr != nil {
