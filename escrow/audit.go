@@ -77,11 +77,11 @@ func (r AuditReport) String() string {
 
 // transferRecord is the JSON stored in the out and in hashes of a ledger.
 type transferRecord struct {
-	S    string `json:"s"`
-	To   string `json:"to,omitempty"`
-	From string `json:"from,omitempty"`
-	K    int    `json:"k,omitempty"`
-	Seq  int64  `json:"seq,omitempty"`
+	S    string     `json:"s"`
+	To   string     `json:"to,omitempty"`
+	From string     `json:"from,omitempty"`
+	K    int        `json:"k,omitempty"`
+	Seq  int64      `json:"seq,omitempty"`
 	P    permitList `json:"p,omitempty"`
 }
 

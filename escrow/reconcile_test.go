@@ -49,7 +49,7 @@ func TestReconcileCancelsAStaleFreezeWhosePermitsMovedOn(t *testing.T) {
 		backup := copyLedger(t, c, p.ledgers["a"])
 		require.NoError(t, p.Cancel(ctx, "a", "T1"))
 		require.NoError(t, p.Transfer(ctx, "a", "b", 2, "T2")) // the same permits 1 and 2 go to b
-		backup.restore(t, c, p.ledgers["a"])                    // a is back to "T1 frozen, 1 and 2 in it"
+		backup.restore(t, c, p.ledgers["a"])                   // a is back to "T1 frozen, 1 and 2 in it"
 
 		_, err = p.Acquire(ctx, "a", "job")
 		require.ErrorIs(t, err, ErrFenced)
