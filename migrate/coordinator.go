@@ -76,7 +76,9 @@ type Spec struct {
 // writes the migration's journal record (state OwnedA) and takes the unit's migration lock.
 // It changes nothing on the shards. It fails with ErrInvalidInput for an unknown unit or
 // shard or a target equal to the source, with ErrBusy when another migration holds the unit,
-// and with ErrOwnershipChanged when the source does not hold the unit open.
+// and with ErrOwnershipChanged when the source does not hold the unit open. Start with the
+// ID of an existing migration of the same unit and target returns that migration's status
+// (a retry after a lost reply); with another unit or target it fails with ErrInvalidInput.
 func (c *Coordinator) Start(ctx context.Context, spec Spec) (Status, error) {
 	if err := spec.Unit.Validate(); err != nil {
 		return Status{}, errInput("unit: %v", err)
@@ -86,6 +88,15 @@ func (c *Coordinator) Start(ctx context.Context, spec Spec) (Status, error) {
 	}
 	if len(spec.ID) > 200 || strings.ContainsAny(spec.ID, "{}") {
 		return Status{}, errInput("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
+	}
+	// Starting again after a lost reply finds the record the first attempt wrote.
+	if prev, err := c.load(ctx, spec.ID); err == nil {
+		if prev.Unit == spec.Unit && prev.Target == spec.Target && (spec.Source == "" || spec.Source == prev.Source) {
+			return prev, nil
+		}
+		return Status{}, errInput("migration ID %q is already used for %s -> %q", spec.ID, prev.Unit, prev.Target)
+	} else if !errors.Is(err, ErrNotFound) {
+		return Status{}, err
 	}
 	t, err := c.store.Load(ctx)
 	if err != nil {

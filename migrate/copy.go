@@ -33,7 +33,8 @@ func (c *Coordinator) claim(ctx context.Context, r *run) error {
 		return err
 	}
 	return c.step(ctx, &r.Status, []State{OwnedA}, Copying, false,
-		"snappos", p.last, "applied", p.last, "cursor", "rec:0", "snapshots", strconv.Itoa(r.Snapshots+1))
+		"snappos", p.last, "applied", p.last, "appliedn", u64(p.added), "cursor", "rec:0",
+		"snapshots", strconv.Itoa(r.Snapshots+1))
 }
 
 // sourceOpen checks that the source still holds the unit open at the recorded generation.
@@ -186,12 +187,12 @@ func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, open bo
 				return n, false, err
 			}
 		}
-		lost, err := idAfter(p.maxDel, r.Applied)
+		lost, err := p.lost(r.Applied, r.appliedN)
 		if err != nil {
 			return n, false, err
 		}
 		if lost {
-			return n, true, c.restartSnapshot(ctx, r, p.last)
+			return n, true, c.restartSnapshot(ctx, r, p)
 		}
 		if len(p.entries) == 0 {
 			return n, false, nil
@@ -214,7 +215,8 @@ func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, open bo
 		c.stats.logApplied.Add(int64(len(p.entries)))
 		last := p.entries[len(p.entries)-1].ID
 		if err := c.step(ctx, &r.Status, []State{r.State}, r.State, false,
-			"applied", last, "logapplied", i64(r.LogApplied+int64(len(p.entries)))); err != nil {
+			"applied", last, "appliedn", u64(r.appliedN+uint64(len(p.entries))),
+			"logapplied", i64(r.LogApplied+int64(len(p.entries)))); err != nil {
 			return n, false, err
 		}
 		if len(p.entries) < c.o.BatchSize {
@@ -241,9 +243,9 @@ func (c *Coordinator) logItems(e routing.LogEntry) []item {
 	return append(out, item{kind: 'o', field: e.OpID, value: routing.EncodeOpRecord(e.Op), exp: e.OpExpiry})
 }
 
-// restartSnapshot resets the target's copy and starts a fresh snapshot from position pos,
+// restartSnapshot resets the target's copy and starts a fresh snapshot from the probed position,
 // because the source's log no longer holds entries the target needs.
-func (c *Coordinator) restartSnapshot(ctx context.Context, r *run, pos string) error {
+func (c *Coordinator) restartSnapshot(ctx context.Context, r *run, p probeResult) error {
 	if err := c.prepare(ctx, r, "reset"); err != nil {
 		return err
 	}
@@ -254,8 +256,8 @@ func (c *Coordinator) restartSnapshot(ctx context.Context, r *run, pos string) e
 		// The source is closed: the snapshot is exact; copy it in place.
 		to = ClosedA
 	}
-	if err := c.step(ctx, &r.Status, []State{r.State}, to, false, "snappos", pos, "applied", pos,
-		"cursor", "rec:0", "snapshots", strconv.Itoa(r.Snapshots+1)); err != nil {
+	if err := c.step(ctx, &r.Status, []State{r.State}, to, false, "snappos", p.last, "applied", p.last,
+		"appliedn", u64(p.added), "cursor", "rec:0", "snapshots", strconv.Itoa(r.Snapshots+1)); err != nil {
 		return err
 	}
 	if to == ClosedA {

@@ -8,12 +8,14 @@
 --   1 after  read entries strictly after this ID ("0-0" for all)
 --   2 last   read entries up to this ID, inclusive ("+" for the end)
 --   3 count  maximum entries to read (integer >= 0; 0 reads none)
--- Reply: {gen, state, lastid, maxdeleted, entries}: the ownership record ("0", "" when
---   missing), the last change-log ID ever generated, the largest ID ever trimmed or deleted
---   ("0-0" when none; Redis >= 7.0), and the entries read (XRANGE's reply).
--- Invariant: read-only. Because the read is atomic, maxdeleted <= after proves that no
---   entry after `after` was lost before the returned entries were read; every entry after
---   lastid is appended after this probe.
+-- Reply: {gen, state, lastid, maxdeleted, added, length, entries}: the ownership record
+--   ("0", "" when missing), the last change-log ID ever generated, the largest ID ever
+--   removed by XDEL ("0-0" when none), the number of entries ever added, the number present
+--   (Redis >= 7.0), and the entries read (XRANGE's reply).
+-- Invariant: read-only. Because the read is atomic, a reader that knows how many entries had
+--   been added up to `after` can tell whether any entry after it was trimmed (trimming
+--   removes the oldest entries first) before the returned entries were read; every entry
+--   after lastid is appended after this probe.
 
 if not string.match(ARGV[3] or "", "^%d+$") then
   return redis.error_reply("ERR migrate probe: count must be an integer")
@@ -22,16 +24,18 @@ if ARGV[1] == "" or ARGV[2] == "" then
   return redis.error_reply("ERR migrate probe: empty range")
 end
 local own = redis.call("HMGET", KEYS[1], "gen", "state")
-local last, maxdel, entries = "0-0", "0-0", {}
+local last, maxdel, added, length, entries = "0-0", "0-0", "0", "0", {}
 if redis.call("EXISTS", KEYS[2]) == 1 then
   local info = redis.call("XINFO", "STREAM", KEYS[2])
   for i = 1, #info, 2 do
     if info[i] == "last-generated-id" then last = info[i + 1] end
     if info[i] == "max-deleted-entry-id" then maxdel = info[i + 1] end
+    if info[i] == "entries-added" then added = tostring(info[i + 1]) end
+    if info[i] == "length" then length = tostring(info[i + 1]) end
   end
   local n = tonumber(ARGV[3])
   if n > 0 then
     entries = redis.call("XRANGE", KEYS[2], "(" .. ARGV[1], ARGV[2], "COUNT", n)
   end
 end
-return {own[1] or "0", own[2] or "", last, maxdel, entries}
+return {own[1] or "0", own[2] or "", last, maxdel, added, length, entries}

@@ -88,7 +88,9 @@ func (c *Coordinator) apply(ctx context.Context, r *run, items []item) (written,
 type probeResult struct {
 	own     routing.Ownership
 	last    string // last generated change-log ID
-	maxDel  string // largest deleted change-log ID
+	maxDel  string // largest change-log ID removed by XDEL
+	added   uint64 // entries ever added to the log
+	length  uint64 // entries present in the log
 	entries []redis.XMessage
 }
 
@@ -100,7 +102,7 @@ func (c *Coordinator) probe(ctx context.Context, r *run, after, upto string, cou
 	if err != nil {
 		return probeResult{}, fmt.Errorf("migrate: probe source %q: %w", r.Source, err)
 	}
-	if len(v) != 5 {
+	if len(v) != 7 {
 		return probeResult{}, fmt.Errorf("migrate: probe source %q: malformed reply", r.Source)
 	}
 	var p probeResult
@@ -110,7 +112,11 @@ func (c *Coordinator) probe(ctx context.Context, r *run, after, upto string, cou
 	p.own.State = routing.State(state)
 	p.last, _ = v[2].(string)
 	p.maxDel, _ = v[3].(string)
-	raw, _ := v[4].([]any)
+	added, _ := v[4].(string)
+	length, _ := v[5].(string)
+	p.added, _ = strconv.ParseUint(added, 10, 64)
+	p.length, _ = strconv.ParseUint(length, 10, 64)
+	raw, _ := v[6].([]any)
 	for _, e := range raw {
 		pair, ok := e.([]any)
 		if !ok || len(pair) != 2 {
@@ -126,6 +132,17 @@ func (c *Coordinator) probe(ctx context.Context, r *run, after, upto string, cou
 		p.entries = append(p.entries, redis.XMessage{ID: id, Values: vals})
 	}
 	return p, nil
+}
+
+// lost reports whether entries after the reader's position (appliedPos, which was the
+// appliedN-th entry ever added) are gone from the log: removed by XDEL after it, or trimmed
+// (trimming removes the oldest entries, so the entries after the position are all present
+// exactly when the log still holds at least that many).
+func (p probeResult) lost(appliedPos string, appliedN uint64) (bool, error) {
+	if p.added > appliedN && p.length < p.added-appliedN {
+		return true, nil
+	}
+	return idAfter(p.maxDel, appliedPos)
 }
 
 // streamID is a parsed stream entry ID.

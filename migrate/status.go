@@ -78,8 +78,9 @@ type Status struct {
 	Flipped  time.Time // Flipped is when the new table was published (zero before).
 	Cleaned  bool      // Cleaned is true once the source's closed copy was deleted.
 
-	abort  bool // abort marks a Cancelling migration that stops by itself (ends Aborted).
-	reopen bool // reopen marks a Cancelling migration whose source must be reopened.
+	appliedN uint64 // appliedN is how many log entries had been added up to Applied.
+	abort    bool   // abort marks a Cancelling migration that stops by itself (ends Aborted).
+	reopen   bool   // reopen marks a Cancelling migration whose source must be reopened.
 }
 
 // String returns a one-line report for operators.
@@ -149,6 +150,7 @@ func parseStatus(m map[string]string) (Status, error) {
 	s.Created, s.Updated, s.ClosedAt, s.Flipped = at("created"), at("updated"), at("closedat"), at("flipped")
 	s.Cleaned = m["cleaned"] == "1"
 	s.abort, s.reopen = m["abort"] == "1", m["reopen"] == "1"
+	s.appliedN = num("appliedn")
 	if len(errs) > 0 || s.ID == "" || s.State == "" || s.Unit.Validate() != nil {
 		return s, fmt.Errorf("migrate: malformed journal record %q (fields %v)", s.ID, errs)
 	}
