@@ -78,7 +78,10 @@ type Options[V any] struct {
 	NoJitter bool
 	// Beta scales probabilistic early refresh (XFetch): a fresh hit starts one background
 	// refresh with probability exp(-remaining/(Beta*lastLoadDuration)). Default: 0, which
-	// disables early refresh; RecommendedBeta is 1. Range 0..100.
+	// disables early refresh; RecommendedBeta is 1. Range 0..100. The probability is per hit:
+	// a key hit R times a second starts its refresh about Beta*d*ln(R*Beta*d) before expiry
+	// (d the load duration), so a very hot key with slow loads refreshes well before Fresh
+	// ends and costs more loads than one per Fresh window.
 	Beta float64
 
 	// LoadTimeout bounds every load, which runs detached from the callers' contexts.
