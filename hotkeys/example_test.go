@@ -87,3 +87,40 @@ func ExampleProbe_ScanTop() {
 		fmt.Println(k.Key, k.Freq)
 	}
 }
+
+// Attribute load to shards through any key-to-shard function, such as a routing table's
+// lookup, and read the skew factor.
+func ExampleDetector_ShardView() {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	route := map[string]string{"tenant:big": "shard-a", "tenant:small": "shard-b"}
+	d, err := hotkeys.New(hotkeys.Options{
+		SampleRate:   1,
+		EvalInterval: -1,
+		Clock:        func() time.Time { return now },
+		Shard:        func(key string) string { return route[key] },
+		AllShards:    func() []string { return []string{"shard-a", "shard-b", "shard-c", "shard-d"} },
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer d.Close()
+	for range 800 {
+		d.Observe("tenant:big")
+	}
+	for range 200 {
+		d.Observe("tenant:small")
+	}
+	now = now.Add(time.Second)
+
+	view, _ := d.ShardView()
+	for _, s := range view.Shards {
+		fmt.Printf("%s %.0f/s\n", s.Shard, s.Rate)
+	}
+	fmt.Printf("skew %.1f\n", view.Skew)
+	// Output:
+	// shard-a 800/s
+	// shard-b 200/s
+	// shard-c 0/s
+	// shard-d 0/s
+	// skew 3.2
+}
