@@ -52,6 +52,7 @@ type evalState struct {
 	coolN  atomic.Uint64
 	evals  atomic.Uint64
 	hotNow atomic.Int64
+	last   time.Time // time of the newest view applied
 }
 
 // hotState is the state of one hot key.
@@ -65,8 +66,9 @@ type hotState struct {
 // or its rate reaches HotRate. A hot key cools once its share is below CoolShare and its
 // rate below CoolRate (for the thresholds in use) at every evaluation during Hold; any
 // evaluation above a cool threshold restarts the hold. The background goroutine calls
-// Evaluate every EvalInterval; hosts that disable it call Evaluate themselves. Callbacks
-// run after the detector's locks are released.
+// Evaluate every EvalInterval; hosts that disable it call Evaluate themselves. A reading
+// older than one already applied (a concurrent call, or a clock that went back) changes
+// nothing. Callbacks run after the detector's locks are released.
 func (d *Detector) Evaluate() {
 	v := d.collect(d.clock())
 	events := d.transitions(v)
@@ -89,6 +91,12 @@ func (d *Detector) transitions(v *view) []KeyEvent {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.evals.Add(1)
+	if v.at.Before(st.last) {
+		// A concurrent Evaluate already applied a newer reading: an older one must not
+		// restart or advance hold timers.
+		return nil
+	}
+	st.last = v.at
 	var events []KeyEvent
 	seen := make(map[string]bool, len(st.hot))
 	for _, a := range v.keys {
