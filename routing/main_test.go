@@ -55,3 +55,5 @@ func logEntries(t testing.TB, c redis.UniversalClient, s *routing.Shard, u routi
 	}
 	return out
 }
+
+func ctxBG() context.Context { return context.Background() }

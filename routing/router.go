@@ -1,0 +1,296 @@
+package routing
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/celebrity-go/celebrity/internal/hashing"
+)
+
+// Defaults of Options.
+const (
+	// DefaultPollInterval is how often a Router polls the control Redis when nobody waits.
+	DefaultPollInterval = time.Second
+	// DefaultRetryInterval is how often a Router polls while callers wait for a newer table.
+	DefaultRetryInterval = 50 * time.Millisecond
+	// DefaultFetchTimeout bounds one table fetch.
+	DefaultFetchTimeout = 2 * time.Second
+	// DefaultMaxRedirects bounds the stale-route retries of one Do or Get.
+	DefaultMaxRedirects = 3
+	// DefaultAwaitTimeout bounds a wait for a newer table when the caller's ctx has no deadline.
+	DefaultAwaitTimeout = 5 * time.Second
+)
+
+// Options configure a Router. Shards is required; zero values elsewhere mean the defaults.
+type Options struct {
+	// Shards maps every shard name a table may use to its client (a standalone client or a
+	// cluster client). Required.
+	Shards map[string]Scripter
+	// Prefix is the key prefix, in the control Redis and on the shards. Default: DefaultPrefix.
+	Prefix string
+	// Shard sets retention and log length on every shard; its Prefix is ignored.
+	Shard ShardOptions
+	// PollInterval is the period of the background poll. Default: DefaultPollInterval.
+	PollInterval time.Duration
+	// RetryInterval is the poll period while a caller waits for a newer table.
+	// Default: DefaultRetryInterval.
+	RetryInterval time.Duration
+	// FetchTimeout bounds one fetch from the control Redis. Default: DefaultFetchTimeout.
+	FetchTimeout time.Duration
+	// MaxRedirects bounds stale-route retries per call, 0..100. Default: DefaultMaxRedirects;
+	// set -1 for none.
+	MaxRedirects int
+	// AwaitTimeout bounds a wait for a newer table when ctx has no deadline.
+	// Default: DefaultAwaitTimeout.
+	AwaitTimeout time.Duration
+	// Logger receives install and fetch-failure events. Default: none.
+	Logger *slog.Logger
+	// OnInstall, if set, is called after a table is installed, outside any lock.
+	OnInstall func(t *Table)
+}
+
+// Router routes tenants by the newest table it has seen and keeps it current from the
+// control Redis (pub/sub plus a periodic poll) in one background goroutine, stopped by
+// Close. Route is pure and in-memory; Do and Get add the shard-side guard and the
+// stale-route protocol. A Router is safe for concurrent use.
+type Router struct {
+	store  *Store
+	shards map[string]*Shard
+	o      Options
+
+	cur            atomic.Pointer[compiled]
+	sf             singleflight.Group
+	starts         atomic.Uint64 // fetches started
+	done           atomic.Uint64 // highest start number of a completed fetch
+	waiters        atomic.Int64
+	lastFetchNanos atomic.Int64
+	lastErr        atomic.Pointer[error]
+
+	mu     sync.Mutex
+	signal chan struct{} // closed and replaced when a fetch completes
+
+	stats    stats
+	stop     context.CancelFunc
+	stopped  chan struct{}
+	closing  chan struct{}
+	closeOne sync.Once
+}
+
+// Route is where one tenant's key goes under one table generation.
+type Route struct {
+	Unit       Unit   // Unit is the placement unit; Unit.Kind tells hash, override or spread.
+	Shard      *Shard // Shard is the owner of Unit in this generation.
+	Generation uint64 // Generation is the table generation the route comes from.
+}
+
+// compiled is an installed table in the form Route reads.
+type compiled struct {
+	table     *Table
+	gen       uint64
+	buckets   uint64
+	owner     []*Shard // by bucket
+	overrides map[string]*Shard
+	spreads   map[string][]*Shard
+}
+
+// New returns a Router over the control Redis client and starts its watcher. It does no I/O
+// before returning: until the first table arrives, Route returns ErrNoTable and Do and Get
+// wait for it (see [Router.Await]).
+func New(control Control, o Options) (*Router, error) {
+	store, err := NewStore(control, StoreOptions{Prefix: o.Prefix})
+	if err != nil {
+		return nil, err
+	}
+	if len(o.Shards) == 0 {
+		return nil, errors.New("routing: Options.Shards must name at least one shard")
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.RetryInterval == 0 {
+		o.RetryInterval = DefaultRetryInterval
+	}
+	if o.FetchTimeout == 0 {
+		o.FetchTimeout = DefaultFetchTimeout
+	}
+	if o.AwaitTimeout == 0 {
+		o.AwaitTimeout = DefaultAwaitTimeout
+	}
+	switch {
+	case o.MaxRedirects == 0:
+		o.MaxRedirects = DefaultMaxRedirects
+	case o.MaxRedirects == -1:
+		o.MaxRedirects = 0
+	case o.MaxRedirects < 0 || o.MaxRedirects > 100:
+		return nil, fmt.Errorf("routing: Options.MaxRedirects must be -1..100, got %d", o.MaxRedirects)
+	}
+	for name, d := range map[string]time.Duration{"PollInterval": o.PollInterval, "RetryInterval": o.RetryInterval,
+		"FetchTimeout": o.FetchTimeout, "AwaitTimeout": o.AwaitTimeout} {
+		if d < time.Millisecond {
+			return nil, fmt.Errorf("routing: Options.%s must be >= 1ms, got %v", name, d)
+		}
+	}
+	r := &Router{store: store, shards: make(map[string]*Shard, len(o.Shards)), o: o,
+		signal: make(chan struct{}), stopped: make(chan struct{}), closing: make(chan struct{})}
+	so := o.Shard
+	so.Prefix = o.Prefix
+	for name, c := range o.Shards {
+		s, err := NewShard(name, c, so)
+		if err != nil {
+			return nil, err
+		}
+		r.shards[name] = s
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.stop = cancel
+	go r.watch(ctx, control)
+	return r, nil
+}
+
+// Close stops the watcher and waits for it. Calls waiting for a table return ErrClosed.
+func (r *Router) Close() error {
+	r.closeOne.Do(func() {
+		close(r.closing)
+		r.stop()
+	})
+	<-r.stopped
+	return nil
+}
+
+// Shard returns the shard named name, or nil.
+func (r *Router) Shard(name string) *Shard { return r.shards[name] }
+
+// Store returns the router's table store.
+func (r *Router) Store() *Store { return r.store }
+
+// Table returns a copy of the installed table, or nil before the first.
+func (r *Router) Table() *Table {
+	if c := r.cur.Load(); c != nil {
+		return c.table.Clone()
+	}
+	return nil
+}
+
+// Generation returns the installed table's generation, 0 before the first.
+func (r *Router) Generation() uint64 {
+	if c := r.cur.Load(); c != nil {
+		return c.gen
+	}
+	return 0
+}
+
+var errEmptyTenant = fmt.Errorf("%w: empty tenant", ErrInvalidInput)
+
+// Route returns where tenant's record key goes under the installed table: the override if the
+// tenant has one, else the sub-bucket xxhash64(key) % K if the tenant is spread over K,
+// else bucket xxhash64(tenant) % B. key only matters for spread tenants. Route does no I/O
+// and does not allocate; it returns ErrNoTable before the first table and an ErrInvalidInput
+// error for an empty tenant.
+func (r *Router) Route(tenant, key string) (Route, error) {
+	if tenant == "" {
+		return Route{}, errEmptyTenant
+	}
+	c := r.cur.Load()
+	if c == nil {
+		return Route{}, ErrNoTable
+	}
+	if len(c.overrides) > 0 {
+		if s, ok := c.overrides[tenant]; ok {
+			r.stats.routesOverride.Add(1)
+			return Route{Unit: Unit{Kind: KindTenant, Tenant: tenant}, Shard: s, Generation: c.gen}, nil
+		}
+	}
+	if len(c.spreads) > 0 {
+		if ss, ok := c.spreads[tenant]; ok {
+			sub := hashing.Bucket(key, uint64(len(ss)))
+			r.stats.routesSpread.Add(1)
+			return Route{Unit: Unit{Kind: KindSpread, Tenant: tenant, Sub: uint32(sub)}, Shard: ss[sub], Generation: c.gen}, nil
+		}
+	}
+	b := hashing.Bucket(tenant, c.buckets)
+	r.stats.routesHash.Add(1)
+	return Route{Unit: Unit{Kind: KindBucket, Bucket: uint32(b)}, Shard: c.owner[b], Generation: c.gen}, nil
+}
+
+// compile checks t against the router's shards and builds its routing form.
+func (r *Router) compile(t *Table) (*compiled, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	shard := func(name string) (*Shard, error) {
+		if s, ok := r.shards[name]; ok {
+			return s, nil
+		}
+		return nil, fmt.Errorf("%w: generation %d uses shard %q, which Options.Shards does not name",
+			ErrInvalidTable, t.Generation, name)
+	}
+	c := &compiled{table: t, gen: t.Generation, buckets: uint64(t.Buckets), owner: make([]*Shard, t.Buckets)}
+	for _, rg := range t.Ranges {
+		s, err := shard(rg.Shard)
+		if err != nil {
+			return nil, err
+		}
+		for b := rg.First; b <= rg.Last; b++ {
+			c.owner[b] = s
+		}
+	}
+	if len(t.Overrides) > 0 {
+		c.overrides = make(map[string]*Shard, len(t.Overrides))
+		for tenant, name := range t.Overrides {
+			s, err := shard(name)
+			if err != nil {
+				return nil, err
+			}
+			c.overrides[tenant] = s
+		}
+	}
+	if len(t.Spreads) > 0 {
+		c.spreads = make(map[string][]*Shard, len(t.Spreads))
+		for tenant, names := range t.Spreads {
+			ss := make([]*Shard, len(names))
+			for i, name := range names {
+				s, err := shard(name)
+				if err != nil {
+					return nil, err
+				}
+				ss[i] = s
+			}
+			c.spreads[tenant] = ss
+		}
+	}
+	return c, nil
+}
+
+// install makes t current if it is newer than the installed table; it reports whether it did.
+func (r *Router) install(t *Table) (bool, error) {
+	c, err := r.compile(t)
+	if err != nil {
+		return false, err
+	}
+	for {
+		old := r.cur.Load()
+		if old != nil && old.gen >= c.gen {
+			if old.gen > c.gen {
+				r.stats.ignoredOlder.Add(1)
+			}
+			return false, nil
+		}
+		if r.cur.CompareAndSwap(old, c) {
+			r.stats.installs.Add(1)
+			if r.o.Logger != nil {
+				r.o.Logger.Info("routing: installed table", "generation", c.gen)
+			}
+			if r.o.OnInstall != nil {
+				r.o.OnInstall(t)
+			}
+			return true, nil
+		}
+	}
+}

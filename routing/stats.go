@@ -1,0 +1,48 @@
+package routing
+
+import "sync/atomic"
+
+// Stats is a snapshot of a Router's counters.
+type Stats struct {
+	RoutesHash     uint64 // RoutesHash counts routes resolved by hash bucket.
+	RoutesOverride uint64 // RoutesOverride counts routes resolved by an override.
+	RoutesSpread   uint64 // RoutesSpread counts routes resolved by a spread.
+	// Redirects counts stale-route refusals that Do or Get answered by waiting for a newer
+	// table and retrying.
+	Redirects uint64
+	// Fetches counts table loads from the control Redis; FetchErrors those that failed.
+	Fetches     uint64
+	FetchErrors uint64
+	// Installs counts tables installed; IgnoredOlder counts fetched tables older than the
+	// installed one (never installed); IgnoredAnnouncements counts announcements of a
+	// generation not newer than the installed one (not fetched).
+	Installs             uint64
+	IgnoredOlder         uint64
+	IgnoredAnnouncements uint64
+	// Generation is the installed table's generation (0 before the first).
+	Generation uint64
+}
+
+type stats struct {
+	routesHash, routesOverride, routesSpread atomic.Uint64
+	redirects                                atomic.Uint64
+	fetches, fetchErrors                     atomic.Uint64
+	installs, ignoredOlder                   atomic.Uint64
+	ignoredAnnouncements                     atomic.Uint64
+}
+
+// Stats returns a snapshot of the Router's counters.
+func (r *Router) Stats() Stats {
+	return Stats{
+		RoutesHash:           r.stats.routesHash.Load(),
+		RoutesOverride:       r.stats.routesOverride.Load(),
+		RoutesSpread:         r.stats.routesSpread.Load(),
+		Redirects:            r.stats.redirects.Load(),
+		Fetches:              r.stats.fetches.Load(),
+		FetchErrors:          r.stats.fetchErrors.Load(),
+		Installs:             r.stats.installs.Load(),
+		IgnoredOlder:         r.stats.ignoredOlder.Load(),
+		IgnoredAnnouncements: r.stats.ignoredAnnouncements.Load(),
+		Generation:           r.Generation(),
+	}
+}

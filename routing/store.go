@@ -1,0 +1,118 @@
+package routing
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Control is the part of a go-redis client the table store needs in the control Redis.
+type Control interface {
+	redis.Scripter
+	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
+	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
+}
+
+var (
+	_ Control = (*redis.Client)(nil)
+	_ Control = (*redis.ClusterClient)(nil)
+)
+
+// StoreOptions configure a Store. The zero value is valid.
+type StoreOptions struct {
+	// Prefix is the key prefix (no braces). Default: DefaultPrefix.
+	Prefix string
+}
+
+// Store keeps route tables in the control Redis: the current table under one key, and an
+// announcement of every new generation on a pub/sub channel. It is safe for concurrent use
+// and holds no goroutines.
+type Store struct {
+	client Control
+	keys   Keys
+}
+
+// NewStore returns a store over the control Redis client.
+func NewStore(client Control, o StoreOptions) (*Store, error) {
+	if client == nil {
+		return nil, errors.New("routing: control client must not be nil")
+	}
+	if err := validPrefix(o.Prefix); err != nil {
+		return nil, err
+	}
+	return &Store{client: client, keys: Keys{Prefix: o.Prefix}}, nil
+}
+
+// GenerationConflictError is the typed form of ErrGenerationConflict.
+type GenerationConflictError struct {
+	Current   uint64 // Current is the generation in the store.
+	Attempted uint64 // Attempted is the generation the caller tried to publish.
+}
+
+// Error implements error.
+func (e *GenerationConflictError) Error() string {
+	return fmt.Sprintf("routing: cannot publish generation %d: current generation is %d (want exactly %d)",
+		e.Attempted, e.Current, e.Current+1)
+}
+
+// Is makes errors.Is(err, ErrGenerationConflict) true.
+func (e *GenerationConflictError) Is(target error) bool { return target == ErrGenerationConflict }
+
+// Publish makes t the current table, if t.Generation is exactly the current generation + 1
+// (1 for the first table), and announces it. Otherwise it returns a
+// [*GenerationConflictError] and changes nothing: generations never repeat, so returning a
+// unit to its old shard is a new generation. Publishing the same table again after a lost
+// reply succeeds. Publish does not move data: a table that reassigns a unit with records is
+// published by a migration after the new owner opened.
+func (s *Store) Publish(ctx context.Context, t *Table) error {
+	if err := t.Validate(); err != nil {
+		return err
+	}
+	b, err := json.Marshal(t)
+	if err != nil {
+		return fmt.Errorf("routing: encode table: %w", err)
+	}
+	reply, err := publishScript.Run(ctx, s.client, []string{s.keys.Table()},
+		strconv.FormatUint(t.Generation, 10), string(b), s.keys.Channel()).StringSlice()
+	if err != nil {
+		return fmt.Errorf("routing: publish generation %d: %w", t.Generation, err)
+	}
+	if len(reply) != 2 {
+		return fmt.Errorf("routing: publish generation %d: malformed reply %q", t.Generation, reply)
+	}
+	if reply[0] != "ok" {
+		cur, _ := strconv.ParseUint(reply[1], 10, 64)
+		return &GenerationConflictError{Current: cur, Attempted: t.Generation}
+	}
+	return nil
+}
+
+// Load returns the current table, or ErrNoTable if none was published.
+func (s *Store) Load(ctx context.Context) (*Table, error) {
+	vals, err := s.client.HMGet(ctx, s.keys.Table(), "gen", "table").Result()
+	if err != nil {
+		return nil, fmt.Errorf("routing: load table: %w", err)
+	}
+	js, _ := vals[1].(string)
+	if js == "" {
+		return nil, ErrNoTable
+	}
+	var t Table
+	if err := json.Unmarshal([]byte(js), &t); err != nil {
+		return nil, fmt.Errorf("routing: decode table: %w", err)
+	}
+	if g, _ := vals[0].(string); g != strconv.FormatUint(t.Generation, 10) {
+		return nil, fmt.Errorf("routing: stored generation %q does not match its table (%d)", g, t.Generation)
+	}
+	if err := t.Validate(); err != nil {
+		return nil, fmt.Errorf("routing: stored table: %w", err)
+	}
+	return &t, nil
+}
+
+// Keys returns the key layout the store uses.
+func (s *Store) Keys() Keys { return s.keys }

@@ -1,0 +1,272 @@
+package routing
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"sort"
+)
+
+// The documented limits of a Table.
+const (
+	// MinBuckets and MaxBuckets bound Table.Buckets (B). B is fixed for a table's life:
+	// changing it moves almost every tenant.
+	MinBuckets = 1
+	MaxBuckets = 65536
+	// MaxSpread bounds the number of sub-buckets of one spread tenant.
+	MaxSpread = 1024
+	// MaxShards bounds the number of shards a table names.
+	MaxShards = 65535
+)
+
+// Range assigns buckets First..Last (inclusive) to a shard.
+type Range struct {
+	First uint32 `json:"first"`
+	Last  uint32 `json:"last"`
+	Shard string `json:"shard"`
+}
+
+// Table is one generation of the route table. It is plain data, encoded as JSON in the
+// control Redis; build one with [EvenTable] or by hand, change it with the Set* methods on
+// a [Table.Next] copy, and check it with [Table.Validate]. A Table installed in a Router must
+// not be modified.
+type Table struct {
+	// Generation numbers the table; published generations are 1, 2, 3, ... without gaps.
+	Generation uint64 `json:"generation"`
+	// Buckets is B, the number of hash buckets, MinBuckets..MaxBuckets.
+	Buckets uint32 `json:"buckets"`
+	// Shards names every shard the table may use.
+	Shards []string `json:"shards"`
+	// Ranges assign every bucket to exactly one shard.
+	Ranges []Range `json:"ranges"`
+	// Overrides place a tenant on a shard of its own choosing, outside its bucket.
+	Overrides map[string]string `json:"overrides,omitempty"`
+	// Spreads split a tenant into len(shards) sub-buckets; sub-bucket i lives on shards[i]
+	// and holds the tenant's records whose key hashes to i (xxhash64(key) % K).
+	Spreads map[string][]string `json:"spreads,omitempty"`
+}
+
+// EvenTable returns a table at generation gen with buckets split into contiguous, nearly
+// equal ranges over shards, in order.
+func EvenTable(gen uint64, buckets uint32, shards ...string) *Table {
+	t := &Table{Generation: gen, Buckets: buckets, Shards: slices.Clone(shards)}
+	n := uint32(len(shards))
+	if n == 0 || buckets == 0 {
+		return t
+	}
+	var first uint32
+	for i, s := range shards {
+		size := buckets / n
+		if uint32(i) < buckets%n {
+			size++
+		}
+		if size == 0 {
+			continue
+		}
+		t.Ranges = append(t.Ranges, Range{First: first, Last: first + size - 1, Shard: s})
+		first += size
+	}
+	return t
+}
+
+// Clone returns a deep copy of t.
+func (t *Table) Clone() *Table {
+	c := *t
+	c.Shards = slices.Clone(t.Shards)
+	c.Ranges = slices.Clone(t.Ranges)
+	c.Overrides = maps.Clone(t.Overrides)
+	if t.Spreads != nil {
+		c.Spreads = make(map[string][]string, len(t.Spreads))
+		for k, v := range t.Spreads {
+			c.Spreads[k] = slices.Clone(v)
+		}
+	}
+	return &c
+}
+
+// Next returns a copy of t at generation t.Generation + 1, ready to be changed and published.
+func (t *Table) Next() *Table {
+	c := t.Clone()
+	c.Generation++
+	return c
+}
+
+// BucketOwner returns the shard that owns bucket b, or "" if none does.
+func (t *Table) BucketOwner(b uint32) string {
+	for _, r := range t.Ranges {
+		if b >= r.First && b <= r.Last {
+			return r.Shard
+		}
+	}
+	return ""
+}
+
+// Owner returns the shard unit u is assigned to, or "" if the table does not assign it.
+func (t *Table) Owner(u Unit) string {
+	switch u.Kind {
+	case KindBucket:
+		if u.Bucket < t.Buckets {
+			return t.BucketOwner(u.Bucket)
+		}
+	case KindTenant:
+		return t.Overrides[u.Tenant]
+	case KindSpread:
+		if s := t.Spreads[u.Tenant]; int(u.Sub) < len(s) {
+			return s[u.Sub]
+		}
+	}
+	return ""
+}
+
+// Units returns every unit the table assigns, with its shard: the buckets in order, then
+// overrides and spreads sorted by tenant.
+func (t *Table) Units() []Placement {
+	out := make([]Placement, 0, int(t.Buckets)+len(t.Overrides)+len(t.Spreads))
+	for _, r := range t.Ranges {
+		for b := r.First; b <= r.Last && b < t.Buckets; b++ {
+			out = append(out, Placement{Unit: BucketUnit(b), Shard: r.Shard})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Unit.Bucket < out[j].Unit.Bucket })
+	for _, tenant := range slices.Sorted(maps.Keys(t.Overrides)) {
+		out = append(out, Placement{Unit: TenantUnit(tenant), Shard: t.Overrides[tenant]})
+	}
+	for _, tenant := range slices.Sorted(maps.Keys(t.Spreads)) {
+		for i, s := range t.Spreads[tenant] {
+			out = append(out, Placement{Unit: SpreadUnit(tenant, uint32(i)), Shard: s})
+		}
+	}
+	return out
+}
+
+// Placement is one unit and the shard a table assigns it to.
+type Placement struct {
+	Unit  Unit
+	Shard string
+}
+
+// SetBucket assigns bucket b to shard, rewriting the ranges. It does not validate.
+func (t *Table) SetBucket(b uint32, shard string) {
+	owners := make([]string, t.Buckets)
+	for _, r := range t.Ranges {
+		for x := r.First; x <= r.Last && x < t.Buckets; x++ {
+			owners[x] = r.Shard
+		}
+	}
+	if b < t.Buckets {
+		owners[b] = shard
+	}
+	t.Ranges = t.Ranges[:0:0]
+	for x := uint32(0); x < t.Buckets; x++ {
+		if n := len(t.Ranges); n > 0 && t.Ranges[n-1].Shard == owners[x] && t.Ranges[n-1].Last == x-1 {
+			t.Ranges[n-1].Last = x
+			continue
+		}
+		if owners[x] != "" {
+			t.Ranges = append(t.Ranges, Range{First: x, Last: x, Shard: owners[x]})
+		}
+	}
+}
+
+// SetOverride places tenant on shard; an empty shard removes the override.
+func (t *Table) SetOverride(tenant, shard string) {
+	if shard == "" {
+		delete(t.Overrides, tenant)
+		return
+	}
+	if t.Overrides == nil {
+		t.Overrides = make(map[string]string)
+	}
+	t.Overrides[tenant] = shard
+}
+
+// SetSpread spreads tenant over len(shards) sub-buckets; nil removes the spread.
+func (t *Table) SetSpread(tenant string, shards []string) {
+	if shards == nil {
+		delete(t.Spreads, tenant)
+		return
+	}
+	if t.Spreads == nil {
+		t.Spreads = make(map[string][]string)
+	}
+	t.Spreads[tenant] = slices.Clone(shards)
+}
+
+// Validate reports whether the table is usable: generation >= 1, B within
+// MinBuckets..MaxBuckets, known and unique non-empty shard names, every bucket owned by
+// exactly one range (no gap, no overlap), overrides and spreads on known shards with
+// non-empty tenants, spreads of 1..MaxSpread sub-buckets, and no tenant both overridden and
+// spread. The error wraps ErrInvalidTable.
+func (t *Table) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidTable}, args...)...)
+	}
+	if t == nil {
+		return bad("nil table")
+	}
+	if t.Generation == 0 {
+		return bad("Generation must be >= 1, got 0")
+	}
+	if t.Buckets < MinBuckets || t.Buckets > MaxBuckets {
+		return bad("Buckets must be %d..%d, got %d", MinBuckets, MaxBuckets, t.Buckets)
+	}
+	if len(t.Shards) == 0 || len(t.Shards) > MaxShards {
+		return bad("Shards must name 1..%d shards, got %d", MaxShards, len(t.Shards))
+	}
+	known := make(map[string]bool, len(t.Shards))
+	for _, s := range t.Shards {
+		if s == "" {
+			return bad("Shards holds an empty name")
+		}
+		if known[s] {
+			return bad("shard %q is listed twice", s)
+		}
+		known[s] = true
+	}
+	rs := slices.Clone(t.Ranges)
+	sort.Slice(rs, func(i, j int) bool { return rs[i].First < rs[j].First })
+	var next uint64
+	for _, r := range rs {
+		if !known[r.Shard] {
+			return bad("range %d..%d names unknown shard %q", r.First, r.Last, r.Shard)
+		}
+		if r.First > r.Last || r.Last >= t.Buckets {
+			return bad("range %d..%d is outside 0..%d", r.First, r.Last, t.Buckets-1)
+		}
+		if uint64(r.First) < next {
+			return bad("range %d..%d overlaps bucket %d", r.First, r.Last, next-1)
+		}
+		if uint64(r.First) > next {
+			return bad("buckets %d..%d are unowned", next, r.First-1)
+		}
+		next = uint64(r.Last) + 1
+	}
+	if next != uint64(t.Buckets) {
+		return bad("buckets %d..%d are unowned", next, t.Buckets-1)
+	}
+	for tenant, s := range t.Overrides {
+		if tenant == "" {
+			return bad("override with an empty tenant")
+		}
+		if !known[s] {
+			return bad("override of tenant %q names unknown shard %q", tenant, s)
+		}
+		if _, ok := t.Spreads[tenant]; ok {
+			return bad("tenant %q is both overridden and spread", tenant)
+		}
+	}
+	for tenant, ss := range t.Spreads {
+		if tenant == "" {
+			return bad("spread with an empty tenant")
+		}
+		if len(ss) < 1 || len(ss) > MaxSpread {
+			return bad("spread of tenant %q must have 1..%d sub-buckets, got %d", tenant, MaxSpread, len(ss))
+		}
+		for i, s := range ss {
+			if !known[s] {
+				return bad("spread of tenant %q sub-bucket %d names unknown shard %q", tenant, i, s)
+			}
+		}
+	}
+	return nil
+}
