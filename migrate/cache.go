@@ -1,0 +1,312 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// CacheClient is the part of a go-redis client cache mode needs on a shard: copying a key
+// with its remaining TTL.
+type CacheClient interface {
+	Dump(ctx context.Context, key string) *redis.StringCmd
+	PTTL(ctx context.Context, key string) *redis.DurationCmd
+	RestoreReplace(ctx context.Context, key string, ttl time.Duration, value string) *redis.StatusCmd
+}
+
+var (
+	_ CacheClient = (*redis.Client)(nil)
+	_ CacheClient = (*redis.ClusterClient)(nil)
+)
+
+// CacheOptions configure a Cache. Shards is required.
+type CacheOptions struct {
+	// Shards names the shards' clients, as the route table names them.
+	Shards map[string]CacheClient
+	// Prefix is routing's key prefix (no braces). Default: routing.DefaultPrefix.
+	Prefix string
+	// Now returns the current time. Default: time.Now.
+	Now func() time.Time
+	// NewID returns a fresh migration ID when a CacheSpec has none. Default: random hex.
+	NewID func() string
+}
+
+// Cache moves a tenant of a pure cache (no guarded writes, no ownership records) to another
+// shard: it warms the target with the tenant's hottest keys, copied with their remaining
+// TTL, then publishes a table that overrides the tenant's placement (a new generation). The
+// old copy is left to expire on its own, so until it does, [Cache.Rollback] is a flip back
+// to a warm shard. A Cache holds no goroutines and is safe for concurrent use.
+type Cache struct {
+	control Control
+	store   *routing.Store
+	shards  map[string]CacheClient
+	o       CacheOptions
+	keys    routing.Keys
+}
+
+// NewCache returns a Cache over the control Redis (route table and journal) and o.Shards.
+func NewCache(control Control, o CacheOptions) (*Cache, error) {
+	if control == nil {
+		return nil, errors.New("migrate: control client must not be nil")
+	}
+	if len(o.Shards) == 0 {
+		return nil, errors.New("migrate: CacheOptions.Shards must name at least one shard")
+	}
+	if strings.ContainsAny(o.Prefix, "{}") {
+		return nil, fmt.Errorf("migrate: CacheOptions.Prefix must not contain braces, got %q", o.Prefix)
+	}
+	if o.Prefix == "" {
+		o.Prefix = routing.DefaultPrefix
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.NewID == nil {
+		o.NewID = randomID
+	}
+	store, err := routing.NewStore(control, routing.StoreOptions{Prefix: o.Prefix})
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	return &Cache{control: control, store: store, shards: o.Shards, o: o, keys: routing.Keys{Prefix: o.Prefix}}, nil
+}
+
+// CacheSpec asks for one cache-mode move.
+type CacheSpec struct {
+	ID     string   // ID names the move. Default: a fresh random ID.
+	Tenant string   // Tenant is the tenant to move (not a spread tenant).
+	Target string   // Target is the shard to move it to.
+	Keys   []string // Keys are the tenant's hottest keys (from the host or hotkeys), copied before the flip.
+}
+
+// The states of a cache-mode move.
+const (
+	CacheWarming    State = "Warming"    // CacheWarming: copying hot keys to the target.
+	CacheFlipped    State = "Flipped"    // CacheFlipped: the override sends the tenant to the target.
+	CacheRolledBack State = "RolledBack" // CacheRolledBack: flipped back to the source.
+	CacheDone       State = "Done"       // CacheDone: finished; rollback no longer offered.
+)
+
+// CacheStatus is a cache-mode move's journal record.
+type CacheStatus struct {
+	ID, Tenant, Source, Target string
+	State                      State
+	Warmed                     int       // Warmed counts keys copied to the target.
+	Missing                    int       // Missing counts listed keys absent on the source.
+	FlipGen                    uint64    // FlipGen is the generation of the flip (0 before).
+	BackGen                    uint64    // BackGen is the generation of the rollback (0 if none).
+	OldCopyExpires             time.Time // OldCopyExpires is when the source's copy of the warmed keys expires (zero: never).
+	// RollbackSafe is true while a rollback would land on a warm copy: the move is Flipped
+	// and the old copy has not expired.
+	RollbackSafe bool
+	hadOverride  bool
+}
+
+func (c *Cache) lock(tenant string) string {
+	return "{" + c.o.Prefix + ":migrate}:lock:" + c.keys.Tag(routing.TenantUnit(tenant))
+}
+
+func (c *Cache) jkey(id string) string { return "{" + c.o.Prefix + ":migrate}:j:" + id }
+
+// Move warms the target with spec.Keys and flips the tenant's override to the target in a
+// new table generation. It returns the move's status (Flipped). Bad input (empty tenant,
+// spread tenant, unknown or equal shards) fails with ErrInvalidInput; a tenant already being
+// moved fails with ErrBusy.
+func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
+	if spec.Tenant == "" {
+		return CacheStatus{}, errInput("empty tenant")
+	}
+	if spec.ID == "" {
+		spec.ID = c.o.NewID()
+	}
+	if strings.ContainsAny(spec.ID, "{}") {
+		return CacheStatus{}, errInput("migration ID must not contain braces, got %q", spec.ID)
+	}
+	t, err := c.store.Load(ctx)
+	if err != nil {
+		return CacheStatus{}, fmt.Errorf("migrate: cache move: %w", err)
+	}
+	if _, spread := t.Spreads[spec.Tenant]; spread {
+		return CacheStatus{}, errInput("tenant %q is spread; move its sub-buckets instead", spec.Tenant)
+	}
+	source, had := t.Overrides[spec.Tenant]
+	if !had {
+		source = t.BucketOwner(uint32(hashing.Bucket(spec.Tenant, uint64(t.Buckets))))
+	}
+	switch {
+	case c.shards[spec.Target] == nil || !containsShard(t, spec.Target):
+		return CacheStatus{}, errInput("unknown target shard %q", spec.Target)
+	case c.shards[source] == nil:
+		return CacheStatus{}, errInput("no client for source shard %q", source)
+	case spec.Target == source:
+		return CacheStatus{}, errInput("target %q is the tenant's current shard", spec.Target)
+	}
+	hadOv := "0"
+	if had {
+		hadOv = "1"
+	}
+	now := c.o.Now()
+	reply, err := createScript.Run(ctx, c.control, []string{c.jkey(spec.ID), c.lock(spec.Tenant), "{" + c.o.Prefix + ":migrate}:index"},
+		spec.ID, ms(now), "id", spec.ID, "mode", "cache", "tenant", spec.Tenant, "source", source, "target", spec.Target,
+		"hadoverride", hadOv, "state", string(CacheWarming), "created", ms(now)).StringSlice()
+	if err != nil {
+		return CacheStatus{}, fmt.Errorf("migrate: cache move: %w", err)
+	}
+	if len(reply) == 2 && reply[0] == "busy" {
+		return CacheStatus{}, &BusyError{Unit: "tenant " + strconv.Quote(spec.Tenant), Holder: reply[1]}
+	}
+	if len(reply) != 1 || reply[0] != "ok" {
+		return CacheStatus{}, errInput("migration ID %q is already used", spec.ID)
+	}
+
+	// Warm: copy each hot key with its remaining TTL; the latest expiry is when the old copy
+	// stops being a safe place to roll back to.
+	src, dst := c.shards[source], c.shards[spec.Target]
+	warmed, missing := 0, 0
+	var oldExp int64
+	forever := false
+	for _, key := range spec.Keys {
+		ttl, err := src.PTTL(ctx, key).Result()
+		if err != nil {
+			return CacheStatus{}, fmt.Errorf("migrate: cache warm %q: %w", key, err)
+		}
+		val, err := src.Dump(ctx, key).Result()
+		if errors.Is(err, redis.Nil) || ttl == -2 {
+			missing++
+			continue
+		}
+		if err != nil {
+			return CacheStatus{}, fmt.Errorf("migrate: cache warm %q: %w", key, err)
+		}
+		if ttl < 0 {
+			forever, ttl = true, 0
+		} else {
+			oldExp = max(oldExp, now.Add(ttl).UnixMilli())
+		}
+		if err := dst.RestoreReplace(ctx, key, ttl, val).Err(); err != nil {
+			return CacheStatus{}, fmt.Errorf("migrate: cache warm %q: %w", key, err)
+		}
+		warmed++
+	}
+	if forever {
+		oldExp = 0
+	}
+	gen, err := c.publish(ctx, spec.Tenant, spec.Target, false)
+	if err != nil {
+		return CacheStatus{}, err
+	}
+	if err := c.step(ctx, spec.ID, spec.Tenant, CacheWarming, CacheFlipped, false, "flipgen", u64(gen),
+		"warmed", strconv.Itoa(warmed), "missing", strconv.Itoa(missing), "oldexp", i64(oldExp)); err != nil {
+		return CacheStatus{}, err
+	}
+	return c.Status(ctx, spec.ID)
+}
+
+// publish sets (or, with remove, deletes) the tenant's override in a new table generation,
+// retrying on a generation conflict.
+func (c *Cache) publish(ctx context.Context, tenant, shard string, remove bool) (uint64, error) {
+	for {
+		t, err := c.store.Load(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("migrate: cache flip: %w", err)
+		}
+		nt := t.Next()
+		if remove {
+			nt.SetOverride(tenant, "")
+		} else {
+			nt.SetOverride(tenant, shard)
+		}
+		err = c.store.Publish(ctx, nt)
+		if errors.Is(err, routing.ErrGenerationConflict) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("migrate: cache flip: %w", err)
+		}
+		return nt.Generation, nil
+	}
+}
+
+func (c *Cache) step(ctx context.Context, id, tenant string, from, to State, release bool, kv ...any) error {
+	rel := "0"
+	if release {
+		rel = "1"
+	}
+	args := append([]any{string(from), string(to), rel, id}, kv...)
+	reply, err := stepScript.Run(ctx, c.control, []string{c.jkey(id), c.lock(tenant)}, args...).StringSlice()
+	if err != nil {
+		return fmt.Errorf("migrate: cache journal step: %w", err)
+	}
+	if len(reply) == 2 && (reply[0] == "ok" || reply[1] == string(to)) {
+		return nil
+	}
+	return fmt.Errorf("migrate: cache move %q: journal is %q, expected %s", id, reply, from)
+}
+
+// Status returns a cache-mode move's status; RollbackSafe is computed against the clock.
+func (c *Cache) Status(ctx context.Context, id string) (CacheStatus, error) {
+	m, err := c.control.HGetAll(ctx, c.jkey(id)).Result()
+	if err != nil {
+		return CacheStatus{}, fmt.Errorf("migrate: cache status: %w", err)
+	}
+	if len(m) == 0 || m["mode"] != "cache" {
+		return CacheStatus{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	n := func(k string) int64 { v, _ := strconv.ParseInt(m[k], 10, 64); return v }
+	s := CacheStatus{ID: id, Tenant: m["tenant"], Source: m["source"], Target: m["target"], State: State(m["state"]),
+		Warmed: int(n("warmed")), Missing: int(n("missing")), FlipGen: uint64(n("flipgen")), BackGen: uint64(n("backgen")),
+		hadOverride: m["hadoverride"] == "1"}
+	if e := n("oldexp"); e > 0 {
+		s.OldCopyExpires = time.UnixMilli(e)
+	}
+	s.RollbackSafe = s.State == CacheFlipped && (s.OldCopyExpires.IsZero() || c.o.Now().Before(s.OldCopyExpires))
+	return s, nil
+}
+
+// Rollback flips the tenant back to its source in a new generation, if the old copy is
+// still alive; after it expired it returns ErrRollbackUnsafe and changes nothing (the
+// source is cold; move the tenant again instead).
+func (c *Cache) Rollback(ctx context.Context, id string) (CacheStatus, error) {
+	s, err := c.Status(ctx, id)
+	if err != nil {
+		return s, err
+	}
+	if s.State == CacheRolledBack {
+		return s, nil
+	}
+	if s.State != CacheFlipped {
+		return s, errInput("cache move %q is %s; only a Flipped move rolls back", id, s.State)
+	}
+	if !s.RollbackSafe {
+		return s, fmt.Errorf("%w: move %q, old copy expired at %v", ErrRollbackUnsafe, id, s.OldCopyExpires)
+	}
+	gen, err := c.publish(ctx, s.Tenant, s.Source, !s.hadOverride)
+	if err != nil {
+		return s, err
+	}
+	if err := c.step(ctx, id, s.Tenant, CacheFlipped, CacheRolledBack, true, "backgen", u64(gen)); err != nil {
+		return s, err
+	}
+	return c.Status(ctx, id)
+}
+
+// Finish ends a Flipped move (rollback is no longer offered) and frees the tenant for
+// another move.
+func (c *Cache) Finish(ctx context.Context, id string) (CacheStatus, error) {
+	s, err := c.Status(ctx, id)
+	if err != nil {
+		return s, err
+	}
+	if err := c.step(ctx, id, s.Tenant, CacheFlipped, CacheDone, true); err != nil {
+		return s, err
+	}
+	return c.Status(ctx, id)
+}
