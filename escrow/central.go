@@ -42,7 +42,8 @@ func (c *Central) Init(ctx context.Context) error {
 
 // Acquire grants a permit to jobID, or returns ErrExhausted. It is idempotent per job ID: a
 // retry (also go-redis's own retry after a lost reply) returns the same permit and token,
-// never a second permit. The job holds the permit until Release.
+// never a second permit. The job holds the permit until Release. After an error other than
+// ErrExhausted the job may or may not hold a permit: retry with the same job ID, or Release.
 func (c *Central) Acquire(ctx context.Context, jobID string) (Grant, error) {
 	g, err := c.l.acquire(ctx, c.c, jobID, 0)
 	count(&c.stats, g, err)

@@ -23,8 +23,10 @@
 // or frozen in one pending transfer. Acquire is idempotent per job ID (a retry, including
 // go-redis's own retry after a lost reply, returns the same permit and token) and Release
 // frees a permit once. Every grant carries a fencing token; the tokens of one permit only grow,
-// also across transfers, so a downstream system that keeps the highest token per permit can
-// reject a stale holder.
+// also across transfers (the target of a transfer moves its sequence above the source's), so
+// a downstream system that keeps the highest token per permit can reject a stale holder.
+// After a loss of acknowledged writes, Pool.Reconcile puts the repaired owner's tokens above
+// every witnessed one.
 //
 // A transfer T of k permits from A to B runs in three idempotent steps:
 //
@@ -57,6 +59,21 @@
 // separate deployment given as PoolOptions.Witness. If ledger and witness are restored
 // together from one old snapshot, fencing cannot see it. Init never re-creates a ledger whose
 // witness shows it existed.
+//
+// # Rebalancing, leases
+//
+// [Rebalancer] is an optional policy object: each pass settles pending transfers, then moves
+// a batch of free permits from the idlest owner (at least High free) to the busiest (at most
+// Low free) through [Pool.Transfer]; Low+Batch < High gives hysteresis, so a move never
+// triggers the move back. The package does not expire holders: a job holds its permit until
+// Release. A holder lease (expiry and renewal) would only be a liveness aid, and its safety
+// would rest on the downstream checking fencing tokens, since an expired holder may still run.
+//
+// # Cost
+//
+// A Central acquire or release is one script call. A Pool acquire is three round trips
+// (witness read, the acquire script, witness raise); a release is one. A transfer is three
+// steps of three round trips each. [Pool.Audit] is two pipelined round trips.
 //
 // # Key layout
 //

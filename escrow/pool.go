@@ -137,6 +137,8 @@ func (p *Pool) raise(ctx context.Context, owner string, seq int64) error {
 // Acquire reads owner's witness first and passes it to the script, which refuses (ErrFenced)
 // if the ledger is behind; after the grant it raises the witness to the grant's token, so
 // every acknowledged grant is witnessed before the caller sees it. Cost: three round trips.
+// After an error other than ErrExhausted the job may or may not hold a permit: retry with
+// the same job ID (it returns the same permit), or Release.
 func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) {
 	l, err := p.ledger(owner)
 	if err != nil {
