@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"sort"
 	"strconv"
@@ -155,6 +156,27 @@ func (h clusterSlotsHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook 
 
 func (clusterSlotsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// FaultyClient returns a second client to the same servers whose connections go through
+// dialer (a fault injector), with go-redis's own retries turned off so that a dropped reply
+// reaches the caller as an error instead of being retried silently.
+func (t *Target) FaultyClient(dialer func(ctx context.Context, network, addr string) (net.Conn, error)) redis.UniversalClient {
+	switch c := t.Client.(type) {
+	case *redis.ClusterClient:
+		o := *c.Options()
+		o.Dialer, o.MaxRetries, o.MaxRedirects = dialer, -1, -1
+		fc := redis.NewClusterClient(&o)
+		if len(t.embedded) > 1 {
+			fc.AddHook(clusterSlotsHook{slots: splitSlots(t.masters)})
+		}
+		return fc
+	case *redis.Client:
+		o := *c.Options()
+		o.Dialer, o.MaxRetries = dialer, -1
+		return redis.NewClient(&o)
+	}
+	return nil
 }
 
 // Masters returns the addresses of the servers that own data, sorted.
