@@ -37,7 +37,7 @@ func TestGenerationsAgainstAModel(t *testing.T) {
 		}
 		defer c.Close()
 
-		model := map[string]string{}       // key -> value a fresh Get returns
+		model := map[string]string{}        // key -> value a fresh Get returns
 		inflight := map[string]*modelLoad{} // installable load per key
 		var pending []*modelLoad            // every load not yet released
 		startGet := func(key string) chan string {
