@@ -119,7 +119,7 @@ func newInstance(c *redis.ClusterClient, src *source, o pathOptions) (*instance,
 		next := in.get
 		cache, err := l1cache.New(func(ctx context.Context, key string) ([]byte, error) {
 			return next(ctx, key)
-		}, l1cache.Options[[]byte]{MaxEntries: 50_000, Fresh: o.l1Fresh})
+		}, l1cache.Options[[]byte]{MaxEntries: 10_000, Fresh: o.l1Fresh})
 		if err != nil {
 			return nil, err
 		}

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,7 @@ type config struct {
 	expiryReads   int
 	expiryLatency time.Duration
 	out           string
+	only          string
 }
 
 func main() {
@@ -69,6 +71,7 @@ func main() {
 	flag.IntVar(&cfg.expiryReads, "expiry-reads", 20, "reads per reader in the mass-expiry run (2 readers per instance)")
 	flag.DurationVar(&cfg.expiryLatency, "expiry-latency", 10*time.Millisecond, "time one source load takes in the mass-expiry run")
 	flag.StringVar(&cfg.out, "out", "results/celebrity.png", "PNG chart to write; empty: none")
+	flag.StringVar(&cfg.only, "strategies", strings.Join(strategies, ","), "strategies to run, comma-separated")
 	flag.Parse()
 	if err := validate(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -130,7 +133,10 @@ func run(ctx context.Context, cfg config) error {
 
 	z := newZipf(cfg.keys, cfg.alpha)
 	var runs []runResult
-	for _, s := range strategies {
+	for _, s := range strings.Split(cfg.only, ",") {
+		if !slices.Contains(strategies, s) {
+			return fmt.Errorf("unknown strategy %q (want some of %s)", s, strings.Join(strategies, ","))
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
