@@ -61,7 +61,9 @@ type Options struct {
 	// Default: DefaultJitter (0.1).
 	Jitter float64
 	// LeaseTTL is how long a fill lease lasts: when its holder dies, another caller takes
-	// over after at most this long. Default: DefaultLeaseTTL (2s).
+	// over after at most this long. Set it above the source's slowest normal load: a load
+	// that outlasts its lease is taken over (the source runs again) and its fill is refused.
+	// Default: DefaultLeaseTTL (2s).
 	LeaseTTL time.Duration
 	// PollInterval is how often a caller waiting for another's fill checks again.
 	// Default: DefaultPollInterval (10ms).
