@@ -2,7 +2,9 @@ package migrate_test
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -156,3 +158,29 @@ func TestLostReplyAtEveryStepThenResume(t *testing.T) {
 }
 
 func ctx(t testing.TB) context.Context { return ctxT(t) }
+
+func TestCleanupAfterGraceDeletesOnlyTheClosedCopy(t *testing.T) {
+	e := newEnv(t, routing.ShardOptions{})
+	ctx := ctxT(t)
+	u := routing.BucketUnit(11)
+	e.openOwner(u)
+	m := newModel()
+	m.seed(t, e.client(), u, 30)
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixMilli())
+	co := e.coordinator(migrate.Options{Grace: time.Minute, Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	st, err := co.Migrate(ctx, migrate.Spec{Unit: u, Target: "a"})
+	require.NoError(t, err)
+	_, err = co.Cleanup(ctx, st.ID)
+	require.ErrorIs(t, err, migrate.ErrGraceNotElapsed)
+	require.Positive(t, e.dataKeys("b", u), "the closed copy is kept during the grace period")
+	clock.Add(int64(time.Minute/time.Millisecond) + 1)
+	st, err = co.Cleanup(ctx, st.ID)
+	require.NoError(t, err)
+	require.True(t, st.Cleaned)
+	require.Zero(t, e.dataKeys("b", u))
+	require.Equal(t, routing.Ownership{Generation: 1, State: routing.StateClosed}, e.own("b", u), "the record stays")
+	m.check(t, e, "a", u)
+	_, err = co.Cleanup(ctx, st.ID)
+	require.NoError(t, err, "idempotent")
+}

@@ -1,0 +1,104 @@
+// Package migrate moves a placement unit of package routing (a bucket, an overridden
+// tenant, or one sub-bucket of a spread tenant) from one shard to another without ever
+// having two authoritative owners, and moves a pure cache's tenant with a warm target and a
+// cheap rollback.
+//
+// # The problem
+//
+// Moving a hot tenant to a shard of its own only helps if, at every instant, exactly one
+// shard may accept its writes; nothing acknowledged is lost on the way; nothing deleted
+// comes back; and a client whose reply was lost before the move, retrying with the same
+// operation ID, finds its original result on the new owner instead of doing the operation a
+// second time (taking a second seat in a course that has one left).
+//
+// # Durable mode: the guarantee and how it is kept
+//
+// A [Coordinator] drives one migration per unit through states it journals in the control
+// Redis before or right after acting:
+//
+//	OwnedA -> Copying -> CatchingUp -> ClosedA -> ReadyB -> OwnedB
+//	   \_________\____________\__ Cancelling -> Cancelled | Aborted
+//
+// In each state:
+//
+//   - OwnedA: the target's ownership record becomes "importing" for this migration (it
+//     refuses every client read and write), and whatever an earlier era left there is deleted.
+//   - Copying: a snapshot (HSCAN pages, resumable from the journaled cursor) copies records,
+//     tombstones and idempotency records while the source keeps taking writes. The source's
+//     change-log position is noted before the scan starts.
+//   - CatchingUp: the change log from that position is applied. Every guarded write appends
+//     its entry in the same script as the write, so the log is complete. Entries are read by
+//     one script that also proves that none was trimmed. If entries were trimmed, the target
+//     is reset and the copy restarts from a fresh snapshot. Then the copy is verified.
+//   - ClosedA: one script closes the source for the old generation and returns the log's
+//     final position. A write racing it is either in the log before that position or refused
+//     with routing.ErrStaleRoute. No "requests seem to be over" heuristic is involved. The
+//     target applies up to the barrier and the verification is completed. Writes to the unit
+//     pause from here.
+//   - ReadyB: the target's record opens at the new generation, then the new table is
+//     published by compare-and-set (generation = current + 1, retried if another table was
+//     published meanwhile). The source is closed before the target opens, so at most one
+//     owner is open at any instant.
+//   - OwnedB: done. Stale clients get ErrStaleRoute from the source, learn the new table and
+//     retry on the target with the same op ID. The idempotency records came along, so an op
+//     applied before the barrier replays its first result. [Coordinator.Cleanup] deletes the
+//     source's closed copy after Options.Grace. Moving back is a new migration at a new
+//     generation.
+//
+// Applying on the target is order-insensitive. A record replaces the stored one only if its
+// version is strictly newer. Tombstones are versioned and kept for their retention, so a
+// late snapshot copy cannot resurrect a deleted key. An equal version with other content, or
+// an op ID with another result, is a protocol conflict: the migration aborts with a
+// [*ConflictError]. Verification compares the two sides item by item (records, versions,
+// tombstones, op records) and reports per-side [Digest]s. Counts alone would miss a record
+// replaced by another. The full pass runs while the source still takes writes. Under the
+// barrier, only the items that differed or that the log touched since the pass started are
+// re-read, so the write pause grows with the writes during the copy, not with the unit's size.
+//
+// Every step re-checks the shards instead of trusting a lost reply. Ownership records and
+// the journal change by compare-and-set, and copying and applying are idempotent. So
+// [Coordinator.Resume] continues a migration whose driver died at any point. A migration
+// whose source ownership changed underneath it aborts. [Coordinator.Cancel] works until the
+// source is closed: the target's copy is deleted and its record left "cancelled". From
+// ClosedA on, a migration only goes forward. An abort before the target opened (conflict,
+// verification) reopens the source if this migration closed it.
+//
+// # Cache mode
+//
+// [Cache] moves a tenant of a pure cache. It copies the tenant's hottest keys (a list from
+// the host or from package hotkeys) to the target with their remaining TTL, then flips an
+// override of the tenant to the target in a new table generation. The old copy is left to
+// expire, so until it does, [Cache.Rollback] is a flip back to a warm shard. After that,
+// rollback is reported unsafe ([ErrRollbackUnsafe], [CacheStatus.RollbackSafe]).
+//
+// # Key layout
+//
+// On the shards, migrate uses routing's per-unit keys (see package routing), all in the
+// unit's hash slot. It also adds one field to the ownership hash, mig = the ID of the
+// migration importing into it. In the control Redis, next to routing's table, under the
+// hash tag {P:migrate} (P is routing's prefix, so one script can touch a record and its lock
+// on a cluster):
+//
+//	{P:migrate}:j:<id>         HASH   journal record: unit, source, target, generations, state,
+//	                                  snapshot position and cursor, applied position and count,
+//	                                  barrier, digest, counters, timestamps, reason
+//	{P:migrate}:lock:<unittag> STRING ID of the unfinished migration of that unit
+//	{P:migrate}:index          ZSET   every migration ID by creation time
+//
+// # What is assumed of Redis
+//
+// Redis 7.0 or later: trim detection reads XINFO STREAM's entries-added and
+// max-deleted-entry-id. Scripts are atomic on one slot. A shard (and the control Redis) keeps
+// what it acknowledged, or the guarantee holds only relative to what survived (run AOF with
+// appendfsync always if acknowledged writes must survive a crash). The coordinator's clock
+// only sets retention times and the grace period; it never decides ownership.
+//
+// # Example
+//
+//	co, err := migrate.New(control, migrate.Options{Shards: map[string]migrate.ShardClient{
+//		"a": shardA, "b": shardB,
+//	}})
+//	if err != nil { ... }
+//	st, err := co.Migrate(ctx, migrate.Spec{Unit: routing.BucketUnit(72), Target: "b"})
+//	// After a crash: st, err = co.Resume(ctx, id)
+package migrate
