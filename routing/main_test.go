@@ -2,6 +2,7 @@ package routing_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -57,3 +58,5 @@ func logEntries(t testing.TB, c redis.UniversalClient, s *routing.Shard, u routi
 }
 
 func ctxBG() context.Context { return context.Background() }
+
+func isStale(err error) bool { return errors.Is(err, routing.ErrStaleRoute) }
