@@ -75,6 +75,7 @@ func (p poolLimiter) release(ctx context.Context, w int, job string) error {
 // its own client whose replies are dropped now and then (go-redis retries the command), while
 // a checker audits the server side continuously and the downstream checks every instant.
 func TestConcurrentAcquireReleaseWithLostRepliesNeverExceedsCapacity(t *testing.T) {
+	t.Parallel()
 	const (
 		workers  = 50
 		rounds   = 20

@@ -10,6 +10,7 @@ import (
 )
 
 func TestInitRefusesAnEvictingPolicyUnlessOverridden(t *testing.T) {
+	t.Parallel()
 	s := redistest.NewServer(t, redistest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lru"}})
 	c := s.Client(t)
 	ctx := testCtx(t)

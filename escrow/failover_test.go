@@ -54,6 +54,7 @@ func syncReplica(t *testing.T, cl *redistest.Cluster, i int) {
 //
 // Both cases share one cluster (starting one takes seconds): each uses its own master.
 func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
+	t.Parallel()
 	cl := redistest.NewCluster(t, redistest.ClusterOptions{Replicas: true})
 	first := -1
 	t.Run("coordinated", func(t *testing.T) {

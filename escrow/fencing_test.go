@@ -19,6 +19,7 @@ func copyDir(t *testing.T, from, to string) {
 }
 
 func TestLedgerRestoredFromAnOldAOFIsFenced(t *testing.T) {
+	t.Parallel()
 	ctx := testCtx(t)
 	srv := redistest.NewServer(t, redistest.ServerOptions{AOF: true})
 	ledgers := srv.Client(t)

@@ -331,6 +331,7 @@ func (m *escrowMachine) audit() {
 }
 
 func TestModelEveryPermitInExactlyOnePlace(t *testing.T) {
+	t.Parallel()
 	c := redistest.Standalone(t).Client(t)
 	inj := faults.New()
 	faulty := redistest.Standalone(t).Client(t, func(o *redis.Options) { o.Dialer, o.MaxRetries = inj.Dialer(nil), -1 })
