@@ -41,8 +41,9 @@ func benchKeys(n int) []string {
 
 // BenchmarkObserve measures Observe on pre-generated Zipf keys and on a single hot key, with
 // every call recorded (rate=1), the default sampling (rate=1/16) and a rate so low that
-// every call takes the sampled-out path, against the exact mutex+map reference and a no-op
-// (the cost of the benchmark loop itself). Run with
+// every call takes the sampled-out path, against the exact mutex+map reference, a no-op (the
+// cost of the benchmark loop itself) and a bare math/rand/v2 draw (the floor of any
+// per-call sampler). Run with
 // -cpu 1,2 for one and two procs.
 func BenchmarkObserve(b *testing.B) {
 	zipfKeys := benchKeys(1 << 16)
@@ -69,6 +70,14 @@ func BenchmarkObserve(b *testing.B) {
 		}
 		b.Run(keys.name+"/reference-noop", func(b *testing.B) {
 			runParallel(b, keys.keys, func(string) {}) // the harness alone
+		})
+		b.Run(keys.name+"/reference-rand", func(b *testing.B) {
+			var sampled atomic.Uint64
+			runParallel(b, keys.keys, func(string) { // the one random draw a sampler needs
+				if rand.Uint64() < 1 {
+					sampled.Add(1)
+				}
+			})
 		})
 		b.Run(keys.name+"/reference-exact-map", func(b *testing.B) {
 			c := &exactCounter{m: map[string]uint64{}}
