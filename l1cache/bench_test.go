@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/celebrity-go/celebrity/internal/redistest"
 	"github.com/maypok86/otter/v2"
+	"github.com/redis/go-redis/v9"
 )
 
 const benchKeys = 1 << 14
@@ -75,5 +77,42 @@ func benchParallel(b *testing.B, keys []string, get func(string) bool) {
 			}
 			i++
 		}
+	})
+}
+
+// BenchmarkHitVersusGoRedisCSC compares a hit of one hot key in the cache with a hit in
+// go-redis's own client-side cache (RESP3 tracking) over real Redis, in the same run.
+func BenchmarkHitVersusGoRedisCSC(b *testing.B) {
+	srv := redistest.Standalone(b)
+	key := redistest.Prefix(b) + "celebrity"
+	ctx := context.Background()
+	if err := srv.Client(b).Set(ctx, key, "payload", 0).Err(); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("go-redis-csc", func(b *testing.B) {
+		rdb := srv.Client(b, func(o *redis.Options) {
+			o.Protocol = 3
+			o.ClientSideCacheConfig = &redis.ClientSideCacheConfig{MaxEntries: 2 * benchKeys}
+		})
+		if err := rdb.Get(ctx, key).Err(); err != nil {
+			b.Fatal(err)
+		}
+		benchParallel(b, []string{key}, func(k string) bool { return rdb.Get(ctx, k).Err() == nil })
+		if s := rdb.CSCStats(); s.Hits < uint64(b.N)*99/100 {
+			b.Fatalf("go-redis served %d of %d Gets from its cache: %+v", s.Hits, b.N, s)
+		}
+	})
+	b.Run("l1cache", func(b *testing.B) {
+		rdb := srv.Client(b)
+		c, err := New(func(ctx context.Context, key string) (string, error) { return rdb.Get(ctx, key).Result() },
+			Options[string]{MaxEntries: 2 * benchKeys, Fresh: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		benchParallel(b, []string{key}, func(k string) bool {
+			_, err := c.Get(ctx, k)
+			return err == nil
+		})
 	})
 }
