@@ -122,6 +122,7 @@ func TestCelebrityTurnsHotWithinOneWindowAndCoolsOnceAfterHold(t *testing.T) {
 	require.Len(t, hot, 1, "the celebrity is reported hot within one window of its jump")
 	require.Empty(t, cool)
 	require.LessOrEqual(t, hot[0].At.Sub(jump), 10*time.Second)
+	t.Logf("hot %v after the jump, at share %.3f", hot[0].At.Sub(jump), hot[0].Load.Share)
 	require.GreaterOrEqual(t, hot[0].Load.Share, 0.2)
 	require.Equal(t, []string{celebrity}, tr.d.Hot())
 
@@ -154,6 +155,7 @@ func TestCelebrityTurnsHotWithinOneWindowAndCoolsOnceAfterHold(t *testing.T) {
 	require.GreaterOrEqual(t, cool[0].At.Sub(below), 5*time.Second, "not before the hold time")
 	require.LessOrEqual(t, cool[0].At.Sub(below), 5*time.Second+tr.step, "promptly after the hold time")
 	require.LessOrEqual(t, cool[0].At.Sub(drop), 10*time.Second+5*time.Second+tr.step)
+	t.Logf("share below CoolShare %v after the drop; cool event %v after the drop", below.Sub(drop), cool[0].At.Sub(drop))
 	require.Greater(t, cool[0].Seq, hot[0].Seq)
 	require.Empty(t, tr.d.Hot())
 	st := tr.d.Stats()

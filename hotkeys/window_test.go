@@ -257,3 +257,23 @@ func TestClockGoingBackNeverErasesNewerLoad(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2.0, top[0].Count)
 }
+
+// TestShardNamesAreBounded feeds more distinct shard names than a sub-window counts: the
+// excess is counted as overflow instead of growing memory.
+func TestShardNamesAreBounded(t *testing.T) {
+	clk := newFakeClock()
+	d, err := hotkeys.New(hotkeys.Options{
+		SampleRate: 1, Capacity: 16, EvalInterval: -1, Clock: clk.Now,
+		Shard: func(key string) string { return "shard-" + key },
+	})
+	require.NoError(t, err)
+	defer d.Close()
+	for i := range 1500 {
+		d.Observe(strconv.Itoa(i))
+	}
+	clk.Advance(time.Second)
+	sv, err := d.ShardView()
+	require.NoError(t, err)
+	require.Len(t, sv.Shards, 1024, "one stripe, one sub-window: at most 1024 shard names")
+	require.Equal(t, uint64(1500-1024), d.Stats().ShardOverflow)
+}
