@@ -72,13 +72,14 @@ func (p poolLimiter) release(ctx context.Context, w int, job string) error {
 }
 
 // TestConcurrentAcquireReleaseWithLostRepliesNeverExceedsCapacity runs 50 workers, each on
-// its own client whose replies are dropped now and then (go-redis retries the command), while
-// a checker audits the server side continuously and the downstream checks every instant.
+// its own client whose replies are dropped now and then (go-redis retries the command). Each
+// worker audits the server side after each of its steps, and the downstream checks every
+// instant between a grant's return and its release.
 func TestConcurrentAcquireReleaseWithLostRepliesNeverExceedsCapacity(t *testing.T) {
 	t.Parallel()
 	const (
 		workers  = 50
-		rounds   = 20
+		rounds   = 14
 		capacity = 12
 	)
 	kinds := map[string]func(t *testing.T, c Client) limiter{
@@ -94,33 +95,7 @@ func TestConcurrentAcquireReleaseWithLostRepliesNeverExceedsCapacity(t *testing.
 				preload(t, c)
 				lim := kinds[kind](t, c)
 				d := &downstream{holders: map[int]string{}, capacity: capacity}
-				var dropped, granted, exhausted atomic.Int64
-				stop := make(chan struct{})
-				audits := make(chan error, 1)
-				go func() { // server-side audit, continuously
-					var n int
-					for {
-						select {
-						case <-stop:
-							if n == 0 {
-								audits <- errors.New("no audit ran")
-							}
-							close(audits)
-							return
-						default:
-						}
-						rep, err := lim.Audit(ctx)
-						if err == nil && (!rep.Clean() || rep.Held > capacity) {
-							err = fmt.Errorf("audit: %s", rep)
-						}
-						if err != nil {
-							audits <- err
-							close(audits)
-							return
-						}
-						n++
-					}
-				}()
+				var dropped, granted, exhausted, audits atomic.Int64
 				var wg sync.WaitGroup
 				for w := range workers {
 					inj := faults.New()
@@ -131,6 +106,17 @@ func TestConcurrentAcquireReleaseWithLostRepliesNeverExceedsCapacity(t *testing.
 						wc = redistest.Standalone(t).Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) })
 					}
 					worker := rebind(lim, wc)
+					// audit checks the server side exactly after a step of this worker: every
+					// ledger is read atomically, and without transfers each ledger stands alone.
+					audit := func(step string, minHeld int) bool {
+						rep, err := worker.Audit(ctx)
+						audits.Add(1)
+						if err != nil || !rep.Clean() || rep.Held > capacity || rep.Held < minHeld {
+							t.Errorf("audit after %s: %v %s", step, err, rep)
+							return false
+						}
+						return true
+					}
 					wg.Add(1)
 					go func() {
 						defer wg.Done()
@@ -151,6 +137,9 @@ func TestConcurrentAcquireReleaseWithLostRepliesNeverExceedsCapacity(t *testing.
 							}
 							granted.Add(1)
 							d.enter(g.Permit, job)
+							if !audit("acquire "+job, 1) {
+								return
+							}
 							time.Sleep(time.Duration(i%3) * time.Millisecond) // the job runs
 							d.leave(g.Permit)
 							if i%4 == (w+1)%4 {
@@ -160,14 +149,13 @@ func TestConcurrentAcquireReleaseWithLostRepliesNeverExceedsCapacity(t *testing.
 								t.Errorf("release %s: %v", job, err)
 								return
 							}
+							if !audit("release "+job, 0) {
+								return
+							}
 						}
 					}()
 				}
 				wg.Wait()
-				close(stop)
-				for err := range audits {
-					require.NoError(t, err)
-				}
 				require.Empty(t, d.errs)
 				require.Positive(t, dropped.Load(), "lost replies must have happened")
 				require.Positive(t, granted.Load())
@@ -175,8 +163,8 @@ func TestConcurrentAcquireReleaseWithLostRepliesNeverExceedsCapacity(t *testing.
 				rep := requireClean(t, lim)
 				require.Equal(t, 0, rep.Held)
 				require.Equal(t, capacity, rep.Free, "retries after lost replies must not leak or add permits")
-				t.Logf("%s: %d grants, %d exhausted, %d lost replies, max %d held at once",
-					kind, granted.Load(), exhausted.Load(), dropped.Load(), d.maxHeld)
+				t.Logf("%s: %d grants, %d exhausted, %d lost replies, %d audits, max %d held at once",
+					kind, granted.Load(), exhausted.Load(), dropped.Load(), audits.Load(), d.maxHeld)
 			})
 		})
 	}
