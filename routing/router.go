@@ -96,6 +96,7 @@ type compiled struct {
 	gen       uint64
 	buckets   uint64
 	owner     []*Shard // by bucket
+	special   *[specialWords]uint64
 	overrides map[string]*Shard
 	spreads   map[string][]*Shard
 }
@@ -201,23 +202,29 @@ func (r *Router) Route(tenant, key string) (Route, error) {
 	if c == nil {
 		return Route{}, ErrNoTable
 	}
-	if len(c.overrides) > 0 {
+	h := hashing.Sum64(tenant)
+	if c.special[(h>>6)&specialMask]&(1<<(h&63)) != 0 {
 		if s, ok := c.overrides[tenant]; ok {
-			r.stats.routesOverride.Add(1)
+			r.stats.routesOverride.add(h)
 			return Route{Unit: Unit{Kind: KindTenant, Tenant: tenant}, Shard: s, Generation: c.gen}, nil
 		}
-	}
-	if len(c.spreads) > 0 {
 		if ss, ok := c.spreads[tenant]; ok {
 			sub := hashing.Bucket(key, uint64(len(ss)))
-			r.stats.routesSpread.Add(1)
+			r.stats.routesSpread.add(h ^ sub)
 			return Route{Unit: Unit{Kind: KindSpread, Tenant: tenant, Sub: uint32(sub)}, Shard: ss[sub], Generation: c.gen}, nil
 		}
 	}
-	b := hashing.Bucket(tenant, c.buckets)
-	r.stats.routesHash.Add(1)
+	b := h % c.buckets
+	r.stats.routesHash.add(h)
 	return Route{Unit: Unit{Kind: KindBucket, Bucket: uint32(b)}, Shard: c.owner[b], Generation: c.gen}, nil
 }
+
+// specialWords sizes the filter of overridden and spread tenants: a bit per (hash % 65536),
+// so that Route skips both map lookups for almost every other tenant.
+const (
+	specialWords = 1024
+	specialMask  = specialWords - 1
+)
 
 // compile checks t against the router's shards and builds its routing form.
 func (r *Router) compile(t *Table) (*compiled, error) {
@@ -231,7 +238,12 @@ func (r *Router) compile(t *Table) (*compiled, error) {
 		return nil, fmt.Errorf("%w: generation %d uses shard %q, which Options.Shards does not name",
 			ErrInvalidTable, t.Generation, name)
 	}
-	c := &compiled{table: t, gen: t.Generation, buckets: uint64(t.Buckets), owner: make([]*Shard, t.Buckets)}
+	c := &compiled{table: t, gen: t.Generation, buckets: uint64(t.Buckets), owner: make([]*Shard, t.Buckets),
+		special: new([specialWords]uint64)}
+	mark := func(tenant string) {
+		h := hashing.Sum64(tenant)
+		c.special[(h>>6)&specialMask] |= 1 << (h & 63)
+	}
 	for _, rg := range t.Ranges {
 		s, err := shard(rg.Shard)
 		if err != nil {
@@ -249,6 +261,7 @@ func (r *Router) compile(t *Table) (*compiled, error) {
 				return nil, err
 			}
 			c.overrides[tenant] = s
+			mark(tenant)
 		}
 	}
 	if len(t.Spreads) > 0 {
@@ -263,6 +276,7 @@ func (r *Router) compile(t *Table) (*compiled, error) {
 				ss[i] = s
 			}
 			c.spreads[tenant] = ss
+			mark(tenant)
 		}
 	}
 	return c, nil

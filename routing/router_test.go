@@ -3,6 +3,7 @@ package routing_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -270,4 +271,39 @@ func TestRouterRejectsBadInput(t *testing.T) {
 	_, err = r.Do(ctx, "t", "op-x", routing.Put("k", "w"))
 	require.ErrorIs(t, err, routing.ErrConflict)
 	require.False(t, errors.Is(err, routing.ErrStaleRoute))
+}
+
+// Route must agree with the table's plain definition for every tenant, including tenants
+// that share a filter bit with an overridden or spread tenant.
+func TestRouteAgreesWithTableDefinition(t *testing.T) {
+	f := newFleet(t)
+	r := f.router(t, routing.Options{PollInterval: time.Hour}, nil)
+	tb := routing.EvenTable(1, 1024, shardNames...)
+	for i := 0; i < 3000; i++ {
+		tb.SetOverride("o"+strconv.Itoa(i), shardNames[i%4])
+	}
+	for i := 0; i < 500; i++ {
+		tb.SetSpread("s"+strconv.Itoa(i), shardNames[:1+i%4])
+	}
+	ok, err := r.Install(tb)
+	require.NoError(t, err)
+	require.True(t, ok)
+	for _, prefix := range []string{"o", "s", "plain-"} {
+		for i := 0; i < 7000; i++ {
+			tenant, key := prefix+strconv.Itoa(i), "key-"+strconv.Itoa(i)
+			rt, err := r.Route(tenant, key)
+			require.NoError(t, err)
+			var want routing.Unit
+			switch {
+			case tb.Overrides[tenant] != "":
+				want = routing.TenantUnit(tenant)
+			case tb.Spreads[tenant] != nil:
+				want = routing.SpreadUnit(tenant, uint32(hashing.Bucket(key, uint64(len(tb.Spreads[tenant])))))
+			default:
+				want = routing.BucketUnit(bucketOf(tenant, 1024))
+			}
+			require.Equal(t, want, rt.Unit, tenant)
+			require.Equal(t, tb.Owner(want), rt.Shard.Name(), tenant)
+		}
+	}
 }

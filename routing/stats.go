@@ -23,8 +23,27 @@ type Stats struct {
 	Generation uint64
 }
 
+// stripedCounter spreads increments over cache lines by a hash the caller already has, so
+// that concurrent Route calls for different tenants do not contend on one counter.
+type stripedCounter struct {
+	c [8]struct {
+		n atomic.Uint64
+		_ [56]byte
+	}
+}
+
+func (s *stripedCounter) add(h uint64) { s.c[h&7].n.Add(1) }
+
+func (s *stripedCounter) load() uint64 {
+	var sum uint64
+	for i := range s.c {
+		sum += s.c[i].n.Load()
+	}
+	return sum
+}
+
 type stats struct {
-	routesHash, routesOverride, routesSpread atomic.Uint64
+	routesHash, routesOverride, routesSpread stripedCounter
 	redirects                                atomic.Uint64
 	fetches, fetchErrors                     atomic.Uint64
 	installs, ignoredOlder                   atomic.Uint64
@@ -34,9 +53,9 @@ type stats struct {
 // Stats returns a snapshot of the Router's counters.
 func (r *Router) Stats() Stats {
 	return Stats{
-		RoutesHash:           r.stats.routesHash.Load(),
-		RoutesOverride:       r.stats.routesOverride.Load(),
-		RoutesSpread:         r.stats.routesSpread.Load(),
+		RoutesHash:           r.stats.routesHash.load(),
+		RoutesOverride:       r.stats.routesOverride.load(),
+		RoutesSpread:         r.stats.routesSpread.load(),
 		Redirects:            r.stats.redirects.Load(),
 		Fetches:              r.stats.fetches.Load(),
 		FetchErrors:          r.stats.fetchErrors.Load(),

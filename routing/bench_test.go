@@ -1,0 +1,122 @@
+package routing_test
+
+import (
+	"context"
+	"math/rand"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// zipfTenants returns n tenant draws from a Zipf distribution over 4096 tenant names.
+func zipfTenants(n int) []string {
+	names := make([]string, 4096)
+	for i := range names {
+		names[i] = "tenant-" + strconv.Itoa(i)
+	}
+	z := rand.NewZipf(rand.New(rand.NewSource(1)), 1.1, 1, uint64(len(names)-1))
+	out := make([]string, n)
+	for i := range out {
+		out[i] = names[z.Uint64()]
+	}
+	return out
+}
+
+// BenchmarkRoute measures Router.Route against a reference that only hashes and indexes a
+// slice (the least any bucket router must do).
+func BenchmarkRoute(b *testing.B) {
+	f := newFleet(b)
+	r := f.router(b, routing.Options{PollInterval: time.Hour}, nil)
+	tb := routing.EvenTable(1, 1024, shardNames...)
+	for i := 0; i < 64; i++ {
+		tb.SetOverride("override-"+strconv.Itoa(i), "k")
+	}
+	tb.SetOverride("fat", "k")
+	tb.SetSpread("viral", []string{"a", "b", "c", "k"})
+	ok, err := r.Install(tb)
+	require.NoError(b, err)
+	require.True(b, ok)
+	tenants := zipfTenants(1 << 16)
+	owners := make([]string, 1024)
+	for i := range owners {
+		owners[i] = tb.BucketOwner(uint32(i))
+	}
+	var sink routing.Route
+	b.Run("reference-hash-index", func(b *testing.B) {
+		b.ReportAllocs()
+		var s string
+		for i := 0; b.Loop(); i++ {
+			s = owners[hashing.Bucket(tenants[i&(1<<16-1)], 1024)]
+		}
+		_ = s
+	})
+	b.Run("hash-zipf", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			sink, _ = r.Route(tenants[i&(1<<16-1)], "")
+		}
+	})
+	b.Run("override-hot", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sink, _ = r.Route("fat", "order:1")
+		}
+	})
+	b.Run("spread-hot", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			sink, _ = r.Route("viral", "order:1")
+		}
+	})
+	b.Run("hash-zipf-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := rand.Int()
+			for pb.Next() {
+				i++
+				_, _ = r.Route(tenants[i&(1<<16-1)], "")
+			}
+		})
+	})
+	_ = sink
+}
+
+// BenchmarkGuardedPut compares a guarded Put (ownership check, idempotency record, versioned
+// write, change-log entry, in one script) with a plain SET on the same server.
+func BenchmarkGuardedPut(b *testing.B) {
+	c := redistest.Standalone(b).Client(b)
+	p := prefix(b)
+	s := newShard(b, "a", c, p, routing.ShardOptions{})
+	u := routing.BucketUnit(1)
+	open(b, s, u, 1)
+	ctx := context.Background()
+	keys := make([]string, 1024)
+	for i := range keys {
+		keys[i] = "key-" + strconv.Itoa(i)
+	}
+	b.Run("reference-set", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			if err := c.Set(ctx, p+":plain:"+keys[i&1023], "value", 0).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	run := 0
+	b.Run("guarded-put", func(b *testing.B) {
+		b.ReportAllocs()
+		run++
+		for i := 0; b.Loop(); i++ {
+			id := strconv.Itoa(run) + ":" + strconv.Itoa(i)
+			if _, err := s.Exec(ctx, u, 1, "t", id, routing.Put(keys[i&1023], "value")); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
