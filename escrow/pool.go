@@ -68,15 +68,20 @@ func (p *Pool) Owners() []string { return append([]string(nil), p.order...) }
 // WitnessKey returns the key that holds the witness of owner's ledger (on Options.Witness).
 func (p *Pool) WitnessKey(owner string) string { return p.witness[owner] }
 
-// Init checks the durability settings of the ledger client (see the package doc) and creates
-// every ledger that does not exist and has never been witnessed. A ledger that the witness
-// shows once existed is not re-created (that would resurrect permits): Init initialises the
-// others and returns ErrLedgerMissing naming it, and operations on it return ErrLedgerMissing
-// until Reconcile. Init is idempotent and safe to run from every
-// process.
+// Init checks the durability settings of the ledger and witness clients (see the package
+// doc) and creates every ledger that does not exist and has never been witnessed. A ledger
+// that the witness shows once existed is not re-created (that would resurrect permits): Init
+// initialises the others and returns ErrLedgerMissing naming it, and operations on it return
+// ErrLedgerMissing until Reconcile. Init is idempotent and safe to run from every process.
 func (p *Pool) Init(ctx context.Context) error {
 	if err := checkDurability(ctx, p.c, p.opts.Logger, p.opts.AllowEviction); err != nil {
 		return err
+	}
+	if p.opts.Witness != nil {
+		// An evicted witness reads as 0 and silently weakens fencing.
+		if err := checkDurability(ctx, p.opts.Witness, p.opts.Logger, p.opts.AllowEviction); err != nil {
+			return fmt.Errorf("escrow: witness: %w", err)
+		}
 	}
 	var lost []error
 	for _, name := range p.order {
