@@ -1,0 +1,43 @@
+package routing_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// A router learns a new generation from its announcement alone (the poll is an hour away and
+// nobody waits), with the control Redis standalone or a cluster.
+func TestRouterLearnsTablesByAnnouncement(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, control redis.UniversalClient) {
+		p := prefix(t)
+		shard := redistest.Standalone(t).Client(t)
+		r, err := routing.New(control, routing.Options{Prefix: p, Shards: map[string]routing.Scripter{"a": shard, "b": shard},
+			PollInterval: time.Hour})
+		require.NoError(t, err)
+		defer func() { require.NoError(t, r.Close()) }()
+		st, err := routing.NewStore(control, routing.StoreOptions{Prefix: p})
+		require.NoError(t, err)
+		ctx := ctxT(t)
+
+		t1 := routing.EvenTable(1, 8, "a", "b")
+		require.NoError(t, st.Publish(ctx, t1))
+		require.Eventually(t, func() bool { return r.Generation() == 1 }, 5*time.Second, 2*time.Millisecond)
+		t2 := t1.Next()
+		t2.SetBucket(0, "b")
+		fetches := r.Stats().Fetches
+		require.NoError(t, st.Publish(ctx, t2))
+		require.Eventually(t, func() bool { return r.Generation() == 2 }, 5*time.Second, 2*time.Millisecond)
+		require.Equal(t, fetches+1, r.Stats().Fetches, "one fetch per announcement")
+		require.ErrorIs(t, st.Publish(ctx, t1), routing.ErrGenerationConflict)
+		got, err := st.Load(ctx)
+		require.NoError(t, err)
+		require.Equal(t, t2, got)
+		require.Equal(t, t2, r.Table())
+	})
+}
