@@ -2,6 +2,8 @@ package stripes
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -163,6 +165,20 @@ func TestDedupSetsSplitAndKeepIntsetEncoding(t *testing.T) {
 			require.NoError(t, err)
 			if !ok {
 				records += int(card)
+				// The set's name says which records it holds: their low depth bits (the
+				// selector computed by add.lua from decimal digits, here in Go).
+				parts := strings.Split(k, ":")
+				depth, err1 := strconv.Atoi(parts[len(parts)-2])
+				sel, err2 := strconv.ParseUint(parts[len(parts)-1], 10, 64)
+				require.NoError(t, err1)
+				require.NoError(t, err2)
+				members, err := node.SMembers(ctx, k).Result()
+				require.NoError(t, err)
+				for _, m := range members {
+					v, err := strconv.ParseUint(m, 10, 64)
+					require.NoError(t, err)
+					require.Equal(t, sel, selectorOf(v)%(1<<depth), "record %s in %s", m, k)
+				}
 			}
 			ttl, err := node.PTTL(ctx, k).Result()
 			require.NoError(t, err)

@@ -5,23 +5,32 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/celebrity-go/celebrity/internal/redistest"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
 )
 
-// BenchmarkAdd measures Add on the 3-master cluster against the reference a striped counter
-// replaces: INCR of one hot key. Compare ns/op of the sub-benchmarks of one run.
+// BenchmarkAdd measures Add on the 3-master cluster against the references a striped counter
+// replaces: INCR of one hot key (no dedup at all) and the same exactly-once Add on a single
+// stripe (all load on one master); 32 callers each. Besides ns/op (client-side throughput), it
+// reports hot-master-us/op: the server CPU time (INFO commandstats) spent per operation on
+// the busiest master, which is what a hot counter exhausts. Compare the sub-benchmarks of
+// one run.
 //
 //	go test -run '^$' -bench Add -benchtime=1s ./stripes/
 func BenchmarkAdd(b *testing.B) {
-	rc := redistest.SharedCluster(b).Client(b)
+	cl := redistest.SharedCluster(b)
+	rc := cl.Client(b)
 	ctx := context.Background()
 	b.Run("reference=INCR-one-key", func(b *testing.B) {
 		b.ReportAllocs()
+		b.SetParallelism(16)
+		defer hotMaster(b, cl)()
 		key := redistest.Prefix(b) + "hot"
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
@@ -32,26 +41,34 @@ func BenchmarkAdd(b *testing.B) {
 			}
 		})
 	})
-	b.Run("stripes=16/unique-events", func(b *testing.B) {
-		b.ReportAllocs()
-		c := newCounter(b, rc, Options{Stripes: 16})
-		var seq atomic.Int64
-		now := time.Now()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				id := strconv.FormatInt(seq.Add(1), 36)
-				if _, err := c.Add(ctx, Event{ID: id, Time: now}, 1); err != nil {
-					b.Error(err)
-					return
+	for _, n := range []int{1, 16} {
+		b.Run(fmt.Sprintf("stripes=%d/unique-events", n), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetParallelism(16)
+			c := newCounter(b, rc, Options{Stripes: n})
+			require.Zero(b, mustSum(b, c))
+			var seq atomic.Int64
+			now := time.Now()
+			b.ResetTimer()
+			defer hotMaster(b, cl)()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					id := strconv.FormatInt(seq.Add(1), 36)
+					if _, err := c.Add(ctx, Event{ID: id, Time: now}, 1); err != nil {
+						b.Error(err)
+						return
+					}
 				}
-			}
+			})
 		})
-	})
+	}
 	b.Run("stripes=16/zipf-retries", func(b *testing.B) {
 		// Event IDs drawn from a Zipf distribution over 100,000 IDs: most calls are retries
 		// of a few hot events (the duplicate path).
 		b.ReportAllocs()
+		b.SetParallelism(16)
 		c := newCounter(b, rc, Options{Stripes: 16})
+		require.Zero(b, mustSum(b, c))
 		ids := make([]string, 1<<16)
 		z := rand.NewZipf(rand.New(rand.NewPCG(1, 1)), 1.1, 1, 100_000-1)
 		for i := range ids {
@@ -59,6 +76,8 @@ func BenchmarkAdd(b *testing.B) {
 		}
 		var seq atomic.Int64
 		now := time.Now()
+		b.ResetTimer()
+		defer hotMaster(b, cl)()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				id := ids[int(seq.Add(1))%len(ids)]
@@ -107,4 +126,48 @@ func referenceKeyPerEvent(b *testing.B, addr string, n int) float64 {
 	}
 	_ = rc.Close()
 	return float64(usedMemory(b, addr)-before) / float64(n)
+}
+
+// hotMaster snapshots the server CPU time of every master of cl and returns a function that
+// reports the largest growth per benchmark operation as hot-master-us/op.
+func hotMaster(b *testing.B, cl *redistest.Cluster) func() {
+	b.Helper()
+	masters := cl.Masters()
+	clients := make([]*redis.Client, len(masters))
+	before := make([]float64, len(masters))
+	for i, m := range masters {
+		clients[i] = m.Client(b)
+		before[i] = serverUsec(b, clients[i])
+	}
+	return func() {
+		var hot float64
+		for i, c := range clients {
+			hot = max(hot, serverUsec(b, c)-before[i])
+		}
+		b.ReportMetric(hot/float64(b.N), "hot-master-us/op")
+	}
+}
+
+// serverUsec returns the usec INFO commandstats charges to the benchmarked top-level commands
+// (EVALSHA, EVAL, INCR); commands a script calls are already inside its time.
+func serverUsec(b *testing.B, c *redis.Client) float64 {
+	b.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	require.NoError(b, err)
+	var total float64
+	for line := range strings.SplitSeq(info, "\r\n") {
+		name, rest, ok := strings.Cut(line, ":calls=")
+		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval" && name != "cmdstat_incr") {
+			continue
+		}
+		_, rest, ok = strings.Cut(rest, "usec=")
+		if !ok {
+			continue
+		}
+		v, _, _ := strings.Cut(rest, ",")
+		f, err := strconv.ParseFloat(v, 64)
+		require.NoError(b, err)
+		total += f
+	}
+	return total
 }

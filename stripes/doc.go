@@ -1,0 +1,109 @@
+// Package stripes provides exactly-once striped counters that survive resizing.
+//
+// # The problem
+//
+// A view counter on a viral course can take most of its shard's writes: one key always
+// lives on one master. Splitting it into stripes (partial counters on different masters,
+// summed on read) spreads the writes, but brings two problems. A retried event must not
+// count twice, so deduplication has to live next to the stripe the event went to. And
+// changing the stripe count moves events between stripes, so a retry after a resize could
+// land in a stripe that never saw the first attempt. This package solves both with per-stripe
+// dedup records and stripe-layout generations.
+//
+// # The guarantee
+//
+// Every accepted unique event adds its delta exactly once, in exactly one stripe, across
+// concurrent calls, lost replies, go-redis retries and stripe-count changes, provided that
+// every attempt carries the same [Event] (ID, Time, Gen) and arrives within DedupWindow of
+// Event.Time (on the Redis server's clock). An attempt outside the window gets [ErrTooOld]
+// and changes nothing. Dedup records are 63-bit hashes of IDs (see "Collisions").
+//
+// An event's stripe is xxhash64(ID) % stripes of its generation (the project's hash
+// contract). Its generation is fixed at its first attempt, one of two ways:
+//
+//   - By time (Event.Gen == 0): [Counter.Resize] gives every stripe of the closing
+//     generation a boundary; an event goes to the oldest generation whose stripe for it has
+//     no boundary or a boundary after Event.Time. Boundaries never change once set, and a
+//     stripe's boundary is always later than every event it accepted, so every attempt of an
+//     event derives the same generation, even through a client with an outdated layout
+//     (closed stripes redirect it).
+//   - Stamped (Event.Gen != 0): [Counter.Stamp] returns an Event carrying the current
+//     generation and time; the host stores it and passes it unchanged on every retry. The
+//     event goes to that generation regardless of boundaries, until it is sealed.
+//
+// Do not mix the two for one event ID.
+//
+// A generation that is no longer the newest is sealed (by the background loop or
+// [Counter.Seal]) one DedupWindow plus one slice after its boundaries: each stripe is frozen
+// and returns its final value, and their sum is folded into the layout's base value once,
+// keyed by the generation number. Later events of a sealed generation get ErrTooOld. A
+// crash between freezing and folding is harmless: frozen stripes return the same values,
+// and the fold happens once.
+//
+// # Reads
+//
+// [Counter.Sum] reads the layout and then every stripe of every unsealed generation in one
+// pipeline. It is not a snapshot. With positive deltas only, successive Sums by one caller
+// never decrease. With negative deltas, a concurrent reader may see an increment missed and
+// a later decrement seen (or the reverse), so a Sum can lie below or above every value the
+// counter held at one instant; once writers stop, Sum is exact. [Reader] caches the sum for
+// dashboards: any number of concurrent reads within MaxStaleness cost one Sum.
+//
+// # Key layout
+//
+// Under Options.Prefix (default "stripes:") and Options.Name:
+//
+//	<prefix>{<name>}:layout              hash: doc (JSON: generations, stripe counts, tags,
+//	                                     boundaries), ver, base, folded:<gen>
+//	<prefix>{<tag>}:<name>:<gen>:<i>     hash: stripe i of generation gen: v (value), g, n,
+//	                                     i, maxt (latest event time), end, sealed
+//	<prefix>{<tag>}:<name>:<gen>:<i>:d:<slice>:<depth>:<sel>
+//	                                     set: dedup records of the stripe for one time slice
+//
+// A stripe's value and its dedup sets share the stripe's hash tag, hence one slot: add.lua
+// checks and increments atomically. Different stripes get different tags. When a generation
+// is created on a cluster, its tags are chosen so that its stripes spread over the masters
+// present then as evenly as possible (16 stripes on 3 masters: 6/5/5), each on a distinct
+// slot; the tags are recorded in the layout and never move. On a standalone server the tags
+// are the stripe numbers.
+//
+// # Memory
+//
+// A dedup record is an integer in an intset-encoded set. Sets are cut by time slice
+// (DedupWindow/DedupSlices, from Event.Time) and expire together one window plus one slice
+// after their slice ends; within a slice, a set that reaches SetMembers (512) records is
+// split in two by the next bit of the records, leaving a one-member marker, so every set
+// stays below set-max-intset-entries. This costs about 9-11 bytes of used_memory per
+// remembered event (measured: 10.3 B over 100,000 events on 16 stripes), against about
+// 130 bytes for one key per event.
+//
+// # Collisions
+//
+// Two different IDs whose records are equal in the same stripe, generation and slice make
+// the second a false duplicate: the counter undercounts by one. Records are 63 bits of the
+// ID's xxhash64; with N events in one slice (DedupWindow/DedupSlices), the expected number
+// of false duplicates is about N²/2^64: 5e-4 for 10^8 events per slice. A host trades memory
+// for certainty with DedupSlices (k times more slices make the expected count k times
+// smaller, at the cost of more, smaller sets) and DedupBits: 31 halves the memory (int32
+// intsets) but raises the odds by 2^32 (N²/2^32 per slice: about 1 for 65,000 events).
+//
+// # What is assumed of Redis
+//
+// Lua scripts with TIME (Redis 5+; effects replication) and SMISMEMBER (6.2+). Dedup sets are
+// reached from the stripe key inside add.lua, so they are not declared in KEYS; they share
+// the stripe's slot, which Redis Cluster allows. The counter is as durable as its masters:
+// with AOF appendfsync always and no failover data loss, the guarantee holds through
+// restarts; a failover that loses acknowledged writes may lose counted events or their dedup
+// records (a retry might then count again), and a lost stripe key is reported as ErrLayout.
+// Clocks: the window is checked on each master's clock; Event.Time and the Resize boundary
+// come from the hosts' clocks, and events more than one window ahead are refused.
+//
+// # Example
+//
+//	c, err := stripes.New(rdb, stripes.Options{Name: "course:72:views", Stripes: 16})
+//	if err != nil { ... }
+//	defer c.Close()
+//	res, err := c.Add(ctx, stripes.Event{ID: viewID, Time: viewedAt}, 1)
+//	// On error, retry with the same Event; res.Applied reports a first count.
+//	n, err := c.Sum(ctx)
+package stripes
