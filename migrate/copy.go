@@ -164,6 +164,13 @@ func (c *Coordinator) catchUp(ctx context.Context, r *run) error {
 			r.ver = v
 			continue
 		}
+		if len(r.ver.dirty) > c.o.CloseLag && round < c.o.MaxCatchUpRounds {
+			// Shrink what the barrier will have to re-read while writes still flow.
+			if err := c.refine(ctx, r, r.ver); err != nil {
+				return err
+			}
+			continue
+		}
 		return c.step(ctx, &r.Status, []State{CatchingUp}, ClosedA, false, "closedat", ms(c.o.Now()))
 	}
 }

@@ -36,9 +36,49 @@ func (d Digest) String() string {
 // size.
 type verifier struct {
 	id    string
-	pos   string            // source log position when the pass started
-	a, b  map[string]string // item key ("r"+field | "o"+op ID) -> stored form ("" = absent)
+	pos   string // source log position up to which every entry touched the verifier
+	a, b  *side  // the source's and the target's items
 	dirty map[string]bool
+}
+
+// side holds one side's items (key "r"+field or "o"+op ID -> stored form, "" = absent) and
+// their digest, kept up to date as items change so that finishing costs O(dirty items).
+type side struct {
+	m map[string]string
+	d Digest
+}
+
+func newSide() *side { return &side{m: map[string]string{}} }
+
+func (s *side) get(key string) string { return s.m[key] }
+
+// set stores an item's stored form and adjusts the digest.
+func (s *side) set(key, val string) {
+	if old := s.m[key]; old != "" {
+		s.d.add(key, old, -1)
+	}
+	s.m[key] = val
+	if val != "" {
+		s.d.add(key, val, 1)
+	}
+}
+
+// add counts (sign 1) or uncounts (sign -1) one item.
+func (d *Digest) add(key, val string, sign int64) {
+	switch {
+	case key[0] == 'o':
+		d.Ops += sign
+	case isTombstone(val):
+		d.Tombstones += sign
+	default:
+		d.Records += sign
+	}
+	var h xxhash.Digest
+	h.Reset()
+	_, _ = h.WriteString(key)
+	_, _ = h.WriteString("\x00")
+	_, _ = h.WriteString(val)
+	d.Sum += uint64(sign) * h.Sum64()
 }
 
 // touch marks the items of a log entry after the pass's start position as dirty.
@@ -58,13 +98,13 @@ func (c *Coordinator) verifyPass(ctx context.Context, r *run) (*verifier, error)
 	if err != nil {
 		return nil, err
 	}
-	v := &verifier{id: r.ID, pos: p.last, a: map[string]string{}, b: map[string]string{}, dirty: map[string]bool{}}
+	v := &verifier{id: r.ID, pos: p.last, a: newSide(), b: newSide(), dirty: map[string]bool{}}
 	k := c.keys.Unit(r.Unit)
 	a, b := c.shards[r.Source], c.shards[r.Target]
 	for _, side := range []struct {
 		from, to *shard
-		mine     map[string]string
-		theirs   map[string]string
+		mine     *side
+		theirs   *side
 	}{{a, b, v.a, v.b}, {b, a, v.b, v.a}} {
 		for _, kind := range []string{"r", "o"} {
 			key := k.Records
@@ -82,10 +122,10 @@ func (c *Coordinator) verifyPass(ctx context.Context, r *run) (*verifier, error)
 				}
 				var fields []string
 				for i := 0; i+1 < len(kv); i += 2 {
-					if _, seen := side.mine[kind+kv[i]]; seen {
+					if _, seen := side.mine.m[kind+kv[i]]; seen {
 						continue
 					}
-					side.mine[kind+kv[i]] = kv[i+1]
+					side.mine.set(kind+kv[i], kv[i+1])
 					fields = append(fields, kv[i])
 				}
 				if len(fields) > 0 {
@@ -95,8 +135,8 @@ func (c *Coordinator) verifyPass(ctx context.Context, r *run) (*verifier, error)
 					}
 					for i, f := range fields {
 						s, _ := vals[i].(string)
-						side.theirs[kind+f] = s
-						if s != side.mine[kind+f] {
+						side.theirs.set(kind+f, s)
+						if s != side.mine.get(kind+f) {
 							v.dirty[kind+f] = true
 						}
 					}
@@ -110,16 +150,32 @@ func (c *Coordinator) verifyPass(ctx context.Context, r *run) (*verifier, error)
 	return v, nil
 }
 
-// finish re-reads every dirty item on both sides (the source is closed now, the target has
-// applied everything up to the barrier), drops expired tombstones and op records, and
-// compares the digests.
-func (c *Coordinator) finish(ctx context.Context, r *run, v *verifier) (Digest, error) {
+// refine re-reads the dirty items on both sides while the source still takes writes, and
+// forgets those that match. Every log entry up to r.Applied has been read (and touched the
+// verifier), so the pass's position moves there: a write after it is in the log after it and
+// marks its item dirty again when read; a write before it that the target has not applied
+// leaves the item different, hence still dirty.
+func (c *Coordinator) refine(ctx context.Context, r *run, v *verifier) error {
+	pos := r.Applied
+	if err := c.reread(ctx, r, v); err != nil {
+		return err
+	}
+	for key := range v.dirty {
+		if v.a.get(key) == v.b.get(key) {
+			delete(v.dirty, key)
+		}
+	}
+	v.pos = pos
+	return nil
+}
+
+// reread reads every dirty item again on both sides.
+func (c *Coordinator) reread(ctx context.Context, r *run, v *verifier) error {
 	k := c.keys.Unit(r.Unit)
 	keys := slices.Sorted(maps.Keys(v.dirty))
-	now := c.o.Now().UnixMilli()
 	for _, side := range []struct {
 		s *shard
-		m map[string]string
+		m *side
 	}{{c.shards[r.Source], v.a}, {c.shards[r.Target], v.b}} {
 		for start := 0; start < len(keys); start += c.o.BatchSize {
 			batch := keys[start:min(start+c.o.BatchSize, len(keys))]
@@ -139,20 +195,31 @@ func (c *Coordinator) finish(ctx context.Context, r *run, v *verifier) (Digest, 
 				}
 				vals, err := side.s.c.HMGet(ctx, hash, fields...).Result()
 				if err != nil {
-					return Digest{}, fmt.Errorf("migrate: verify read on %q: %w", side.s.name, err)
+					return fmt.Errorf("migrate: verify read on %q: %w", side.s.name, err)
 				}
 				for i, f := range fields {
 					s, _ := vals[i].(string)
-					side.m[kind+f] = s
+					side.m.set(kind+f, s)
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// finish re-reads every dirty item on both sides (the source is closed now, the target has
+// applied everything up to the barrier), drops expired tombstones and op records, and
+// compares the digests.
+func (c *Coordinator) finish(ctx context.Context, r *run, v *verifier) (Digest, error) {
+	now := c.o.Now().UnixMilli()
+	if err := c.reread(ctx, r, v); err != nil {
+		return Digest{}, err
 	}
 	// Items present on one side only are fine if they expired there (retention removes
 	// them lazily, and never through the log).
 	var differ []string
 	for key := range v.dirty {
-		if v.a[key] == v.b[key] {
+		if v.a.get(key) == v.b.get(key) {
 			continue
 		}
 		ok, err := c.expiredOneSided(ctx, r, key, v, now)
@@ -160,13 +227,13 @@ func (c *Coordinator) finish(ctx context.Context, r *run, v *verifier) (Digest, 
 			return Digest{}, err
 		}
 		if ok {
-			delete(v.a, key)
-			delete(v.b, key)
+			v.a.set(key, "")
+			v.b.set(key, "")
 			continue
 		}
 		differ = append(differ, key[1:])
 	}
-	da, db := digestOf(v.a), digestOf(v.b)
+	da, db := v.a.d, v.b.d
 	if len(differ) > 0 || da != db {
 		slices.Sort(differ)
 		c.stats.verifyFailures.Add(1)
@@ -178,15 +245,15 @@ func (c *Coordinator) finish(ctx context.Context, r *run, v *verifier) (Digest, 
 // expiredOneSided reports whether item key is held by one side only and has expired there.
 func (c *Coordinator) expiredOneSided(ctx context.Context, r *run, key string, v *verifier, now int64) (bool, error) {
 	holder, m := c.shards[r.Source], v.a
-	if v.a[key] == "" {
+	if v.a.get(key) == "" {
 		holder, m = c.shards[r.Target], v.b
-	} else if v.b[key] != "" {
+	} else if v.b.get(key) != "" {
 		return false, nil
 	}
 	k := c.keys.Unit(r.Unit)
 	zset := k.OpExpiry
 	if key[0] == 'r' {
-		if !isTombstone(m[key]) {
+		if !isTombstone(m.get(key)) {
 			return false, nil
 		}
 		zset = k.Tombstones
@@ -196,23 +263,4 @@ func (c *Coordinator) expiredOneSided(ctx context.Context, r *run, key string, v
 		return false, fmt.Errorf("migrate: verify expiry on %q: %w", holder.name, err)
 	}
 	return len(sc) == 1 && sc[0] > 0 && int64(sc[0]) <= now, nil
-}
-
-func digestOf(m map[string]string) Digest {
-	var d Digest
-	for key, val := range m {
-		if val == "" {
-			continue
-		}
-		switch {
-		case key[0] == 'o':
-			d.Ops++
-		case isTombstone(val):
-			d.Tombstones++
-		default:
-			d.Records++
-		}
-		d.Sum += xxhash.Sum64String(key + "\x00" + val)
-	}
-	return d
 }
