@@ -43,6 +43,7 @@ type Target struct {
 
 	embedded []*miniredis.Miniredis
 	masters  []string
+	extra    []redis.UniversalClient
 }
 
 // Connect returns the Redis named by the environment, or starts the embedded default.
@@ -162,12 +163,17 @@ func (clusterSlotsHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 // dialer (a fault injector), with go-redis's own retries turned off so that a dropped reply
 // reaches the caller as an error instead of being retried silently.
 func (t *Target) FaultyClient(dialer func(ctx context.Context, network, addr string) (net.Conn, error)) redis.UniversalClient {
-	switch c := t.Client.(type) {
+	return t.Faulty(t.Client, dialer)
+}
+
+// Faulty is FaultyClient for any client of this target (one of Shards, for example).
+func (t *Target) Faulty(client redis.UniversalClient, dialer func(ctx context.Context, network, addr string) (net.Conn, error)) redis.UniversalClient {
+	switch c := client.(type) {
 	case *redis.ClusterClient:
 		o := *c.Options()
 		o.Dialer, o.MaxRetries, o.MaxRedirects = dialer, -1, -1
 		fc := redis.NewClusterClient(&o)
-		if len(t.embedded) > 1 {
+		if len(t.embedded) > 1 && client == t.Client {
 			fc.AddHook(clusterSlotsHook{slots: splitSlots(t.masters)})
 		}
 		return fc
@@ -177,6 +183,58 @@ func (t *Target) FaultyClient(dialer func(ctx context.Context, network, addr str
 		return redis.NewClient(&o)
 	}
 	return nil
+}
+
+// Shards returns one client per name, each a separate keyspace, for examples that place
+// data on several shards (package routing names a shard per Redis deployment):
+//   - embedded: one more in-process server per shard;
+//   - standalone (REDIS_ADDR): databases 1, 2, ... of the server (the target keeps DB 0);
+//   - cluster (REDIS_CLUSTER_ADDRS): the first shard is the cluster itself and the others
+//     are databases 1, 2, ... of the standalone server in REDIS_ADDR, which must then be
+//     set as well (a cluster has only database 0).
+//
+// The clients are closed by Close.
+func (t *Target) Shards(names ...string) (map[string]redis.UniversalClient, string, error) {
+	out := map[string]redis.UniversalClient{}
+	var where []string
+	switch {
+	case t.Kind == "embedded":
+		for _, n := range names {
+			m := miniredis.NewMiniRedis()
+			m.ClockTTL(true)
+			if err := m.StartAddr("127.0.0.1:0"); err != nil {
+				return nil, "", err
+			}
+			t.embedded = append(t.embedded, m)
+			c := redis.NewClient(&redis.Options{Addr: m.Addr()})
+			t.extra = append(t.extra, c)
+			out[n] = c
+			where = append(where, n+": embedded server "+m.Addr())
+		}
+	case t.Kind == "standalone":
+		o := t.Client.(*redis.Client).Options()
+		for i, n := range names {
+			c := redis.NewClient(&redis.Options{Addr: o.Addr, DB: i + 1})
+			t.extra = append(t.extra, c)
+			out[n] = c
+			where = append(where, fmt.Sprintf("%s: database %d of %s", n, i+1, o.Addr))
+		}
+	default:
+		addr := strings.TrimSpace(os.Getenv("REDIS_ADDR"))
+		if addr == "" && len(names) > 1 {
+			return nil, "", fmt.Errorf("env: %d shards need separate keyspaces; a cluster has one: "+
+				"set REDIS_ADDR to a standalone server as well for the other shards", len(names))
+		}
+		out[names[0]] = t.Client
+		where = append(where, names[0]+": the cluster")
+		for i, n := range names[1:] {
+			c := redis.NewClient(&redis.Options{Addr: addr, DB: i + 1})
+			t.extra = append(t.extra, c)
+			out[n] = c
+			where = append(where, fmt.Sprintf("%s: database %d of %s", n, i+1, addr))
+		}
+	}
+	return out, strings.Join(where, "; "), nil
 }
 
 // Masters returns the addresses of the servers that own data, sorted.
@@ -260,6 +318,9 @@ func dataCalls(info string) (uint64, error) {
 
 // Close closes the client and stops the embedded servers.
 func (t *Target) Close() {
+	for _, c := range t.extra {
+		_ = c.Close()
+	}
 	if t.Client != nil {
 		_ = t.Client.Close()
 	}
