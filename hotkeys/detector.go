@@ -42,15 +42,15 @@ func New(o Options) (*Detector, error) {
 	d := &Detector{
 		o:         o,
 		all:       o.SampleRate >= 1,
-		threshold: uint64(math.Ldexp(o.SampleRate, 64)), // o.SampleRate < 1 here, so it fits
+		threshold: math.MaxUint64,
 		rand:      o.Rand,
 		clock:     o.Clock,
 		bucketDur: o.Window / time.Duration(o.Buckets),
 		stop:      make(chan struct{}),
 		done:      make(chan struct{}),
 	}
-	if d.all {
-		d.threshold = math.MaxUint64
+	if !d.all {
+		d.threshold = uint64(math.Ldexp(o.SampleRate, 64)) // SampleRate < 1: below 2^64
 	}
 	d.origin = d.clock()
 	// Stripes split the sketch so that concurrent samples rarely share a lock; each keeps
