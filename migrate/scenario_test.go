@@ -281,3 +281,35 @@ func TestVerificationCatchesSwappedRecordWithEqualCounts(t *testing.T) {
 	require.Zero(t, e.dataKeys("a", u))
 	require.Equal(t, uint64(1), e.table().Generation)
 }
+
+func TestMovesAnOverriddenTenantAndASpreadSubBucket(t *testing.T) {
+	e := newEnv(t, routing.ShardOptions{})
+	ctx := ctxT(t)
+	nt := e.table().Next()
+	nt.SetOverride("acme", "a")
+	nt.Spreads = map[string][]string{"big": {"a", "a", "b"}}
+	require.NoError(t, e.store.Publish(ctx, nt))
+	co := e.coordinator(migrate.Options{})
+	for _, u := range []routing.Unit{routing.TenantUnit("acme"), routing.SpreadUnit("big", 1)} {
+		t.Run(u.String(), func(t *testing.T) {
+			e.openOwner(u)
+			gen := e.table().Generation
+			for i := 0; i < 20; i++ {
+				_, err := e.shards["a"].Exec(ctx, u, gen, u.Tenant, fmt.Sprintf("%s-%d", u, i), routing.Put(fmt.Sprintf("k%d", i), "v"))
+				require.NoError(t, err)
+			}
+			st, err := co.Migrate(ctx, migrate.Spec{Unit: u, Source: "a", Target: "b"})
+			require.NoError(t, err)
+			tb := e.table()
+			require.Equal(t, "b", tb.Owner(u))
+			require.Equal(t, st.FlipGen, tb.Generation)
+			require.Len(t, e.records("b", u), 20)
+			if u.Kind == routing.KindSpread {
+				require.Equal(t, []string{"a", "b", "b"}, tb.Spreads["big"], "only the one sub-bucket moved")
+			}
+			res, err := e.shards["b"].Exec(ctx, u, tb.Generation, u.Tenant, fmt.Sprintf("%s-%d", u, 3), routing.Put("k3", "v"))
+			require.NoError(t, err)
+			require.True(t, res.Replayed)
+		})
+	}
+}
