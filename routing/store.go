@@ -44,7 +44,7 @@ func NewStore(client Control, o StoreOptions) (*Store, error) {
 	if err := validPrefix(o.Prefix); err != nil {
 		return nil, err
 	}
-	return &Store{client: client, keys: Keys{Prefix: o.Prefix}}, nil
+	return &Store{client: client, keys: Keys(o)}, nil
 }
 
 // GenerationConflictError is the typed form of ErrGenerationConflict.
