@@ -77,7 +77,7 @@ func TestSpaceSavingBoundsEveryCount(t *testing.T) {
 // probe runs wrap around and deletions shift entries across the table's end.
 func TestSpaceSavingIndexSurvivesCollidingKeys(t *testing.T) {
 	s := newSpaceSaving(4)
-	for i := range 10000 {
+	for i := range 3000 {
 		k := strconv.Itoa(i % 37)
 		s.add(k, hashing.Sum64(k), uint64(1+i%3))
 		checkInvariants(t, &s)

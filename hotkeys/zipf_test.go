@@ -74,6 +74,7 @@ func (z *zipf) next(r uint64) int {
 // the true top 10 (recall >= 0.95) and its shares are within 10% relative of the true ones
 // for every key above 1% share.
 func TestZipfRecallAndSharesWithSampling(t *testing.T) {
+	t.Parallel()
 	const (
 		keys   = 1_000_000
 		window = time.Minute
