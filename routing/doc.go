@@ -44,8 +44,10 @@
 //  4. append a change-log entry for the unit (a stream in the same slot).
 //
 // [Router.Do] routes, executes, and on ErrStaleRoute waits for a newer table and retries on
-// the new owner with the same operation ID, within the caller's deadline and a bounded
-// number of redirects. A stale table is never used as a fallback. Together with migrate
+// the new owner with the same operation ID, without backoff, within the caller's deadline
+// and [Options.MaxRedirects]. A stale table is never used as a fallback: if the control Redis
+// is unreachable, the call waits within its deadline and then fails with an error wrapping
+// both ErrStaleRoute and the context error. Together with migrate
 // (which copies a unit's records, idempotency records and change log to the new owner and
 // closes the old one with an exact barrier), a client whose reply was lost before a move
 // retries through its stale route and receives its original result from the new owner.
@@ -71,20 +73,46 @@
 //	<tag>:ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>"
 //	<tag>:opx   ZSET   op ID, score = expiry (unix ms)
 //	<tag>:tomb  ZSET   record field of a tombstone, score = expiry (unix ms)
-//	<tag>:log   STREAM change log: k (put|del|noop), f, r, o, op, x (see [LogEntry])
+//	<tag>:log   STREAM change log: k (put|del|noop), f, r, o, op, x, tx (see [LogEntry])
 //
 // In the control Redis: P:table (HASH gen, table JSON) and the channel P:table:announce.
 // [Keys] computes all of them; [EncodeRecord], [DecodeRecord], [EncodeOpRecord],
 // [DecodeOpRecord] and [ParseLogEntry] give the stored forms.
 //
+// # Bootstrapping
+//
+// A unit accepts writes only where its ownership record is open. After publishing the first
+// table, call [Router.Provision]: it opens every unit on its assigned shard at the table's
+// generation, and refuses (creating nothing) if any unit already has a record elsewhere,
+// because moving an owned unit is a migration, not a table edit.
+//
 // # Building on the shard side (migrate)
 //
-// [Shard] wraps one shard's client. [Shard.Ownership] reads a unit's record,
-// [Shard.Transition] changes it by compare-and-set in one script and returns the unit's last
-// change-log ID; when the new state refuses writes (anything but open), that ID is final,
-// which is the exact write barrier a migration needs. [Shard.MarkMoved] does the same for
-// one tenant leaving a bucket. Never delete an ownership record: a missing record refuses
-// writes, but [Router.Provision] may claim it again.
+// Everything a migration needs is exported:
+//
+//   - [Shard] wraps one shard's client: [NewShard], [Router.Shard].
+//   - [Shard.Ownership] reads a unit's record (and the tenants moved out of a bucket).
+//   - [Shard.Transition] changes it by compare-and-set in one script and returns the unit's
+//     last change-log ID. When the new state refuses writes (anything but open, e.g.
+//     [StateClosed]), that ID is final: every admitted write is at or before it and none can
+//     follow. That is the exact write barrier. A retried transition succeeds again with the
+//     same ID; a record changed underneath gives [ErrOwnershipChanged]. Generations never go
+//     backwards on a shard. [StateImporting] marks a target that is being filled.
+//   - [Shard.MarkMoved] does the same for one tenant leaving a bucket (tenant migration).
+//   - [Keys] and [UnitKeys] name every key; [RecordField] and [SplitRecordField] map
+//     (tenant, key) to the Records field; [EncodeRecord], [DecodeRecord], [EncodeOpRecord],
+//     [DecodeOpRecord] and [ParseLogEntry] give the stored forms.
+//   - [Table.Next], [Table.SetBucket], [Table.SetOverride], [Table.SetSpread], [Table.Owner],
+//     [Table.Units] and [Store.Publish] build and publish the flipped table.
+//
+// Never delete an ownership record when cleaning up a source: a closed record keeps stale
+// clients out, and a missing one could be claimed again by Provision.
+//
+// # Stats
+//
+// [Router.Stats] counts routes by kind (hash, override, spread), stale-route redirects,
+// table fetches and their failures, installs, tables and announcements ignored for being
+// older, and the installed generation.
 //
 // # What is assumed of Redis
 //

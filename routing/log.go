@@ -17,6 +17,12 @@ import (
 //	o  operation ID
 //	op the idempotency record, encoded (see EncodeOpRecord)
 //	x  expiry of the idempotency record, unix milliseconds
+//	tx expiry of the tombstone for "del" (unix milliseconds), "0" otherwise
+//
+// A consumer that applies entries elsewhere (migrate's catch-up) reproduces the script's
+// effects: the record if its version is newer, the op record with its expiry in Ops and
+// OpExpiry, the tombstone's expiry in Tombstones for "del", and removal from Tombstones for
+// "put".
 type LogEntry struct {
 	ID       string   // ID is the stream entry ID.
 	Kind     string   // Kind is "put", "del" or "noop".
@@ -25,6 +31,8 @@ type LogEntry struct {
 	OpID     string   // OpID is the operation ID.
 	Op       OpRecord // Op is the idempotency record written.
 	OpExpiry int64    // OpExpiry is the op record's expiry, unix milliseconds.
+	// TombstoneExpiry is the tombstone's expiry for "del", unix milliseconds; 0 otherwise.
+	TombstoneExpiry int64
 }
 
 // ParseLogEntry decodes one change-log stream message.
@@ -55,5 +63,10 @@ func ParseLogEntry(m redis.XMessage) (LogEntry, error) {
 		return LogEntry{}, fmt.Errorf("routing: log entry %s: malformed expiry %q", m.ID, get("x"))
 	}
 	e.OpExpiry = x
+	if tx := get("tx"); tx != "" {
+		if e.TombstoneExpiry, err = strconv.ParseInt(tx, 10, 64); err != nil {
+			return LogEntry{}, fmt.Errorf("routing: log entry %s: malformed tombstone expiry %q", m.ID, tx)
+		}
+	}
 	return e, nil
 }

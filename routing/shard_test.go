@@ -171,6 +171,9 @@ func TestVersionedRecordStore(t *testing.T) {
 		require.Equal(t, routing.Record{Version: 3, Value: "c"}, entries[4].Record)
 		require.Equal(t, "5", entries[4].OpID)
 		require.Equal(t, routing.OutcomeApplied, entries[4].Op.Outcome)
+		require.Zero(t, entries[4].TombstoneExpiry)
+		require.Positive(t, entries[2].TombstoneExpiry, "a delete logs its tombstone's expiry")
+		require.Equal(t, entries[2].OpExpiry, entries[2].TombstoneExpiry, "both retentions default to 24h")
 	})
 }
 

@@ -96,7 +96,7 @@ if cur then
   cver, live = tonumber(v), f == "l"
 end
 local seen = live and cver or 0
-local outcome, ver, logkind, rec = "ok", 0, "noop", ""
+local outcome, ver, logkind, rec, tombexp = "ok", 0, "noop", "", "0"
 if check == "1" and seen ~= expect then
   outcome, ver = "mismatch", seen
 elseif kind == "put" then
@@ -109,7 +109,8 @@ elseif live then
   ver = cver + 1
   rec = str(ver) .. ":t:"
   redis.call("HSET", KEYS[2], field, rec)
-  redis.call("ZADD", KEYS[5], str(now + tombttl), field)
+  tombexp = str(now + tombttl)
+  redis.call("ZADD", KEYS[5], tombexp, field)
   logkind = "del"
 else
   outcome, ver = "absent", 0
@@ -122,9 +123,10 @@ redis.call("HSET", KEYS[3], opid, oprec)
 redis.call("ZADD", KEYS[4], opexp, opid)
 if logmax > 0 then
   redis.call("XADD", KEYS[6], "MAXLEN", "~", str(logmax), "*",
-    "k", logkind, "f", field, "r", rec, "o", opid, "op", oprec, "x", opexp)
+    "k", logkind, "f", field, "r", rec, "o", opid, "op", oprec, "x", opexp, "tx", tombexp)
 else
-  redis.call("XADD", KEYS[6], "*", "k", logkind, "f", field, "r", rec, "o", opid, "op", oprec, "x", opexp)
+  redis.call("XADD", KEYS[6], "*",
+    "k", logkind, "f", field, "r", rec, "o", opid, "op", oprec, "x", opexp, "tx", tombexp)
 end
 
 -- 5. Amortised retention: drop a few expired op records and tombstones.
