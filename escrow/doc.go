@@ -49,11 +49,13 @@
 //
 // A ledger restored from an old AOF or RDB file, or a master that lost acknowledged writes in
 // a failover, could re-grant permits it had given away. Each ledger therefore carries a
-// sequence that rises with every change, and every step that grants or moves capacity copies
-// it to a witness key of that owner ([PoolOptions.Witness], [Pool.WitnessKey]) after the
-// ledger step and before the caller sees success. Every such step first reads the witness and
-// the script refuses, with [ErrFenced], when the ledger's sequence is below it; the ledger
-// then stays fenced until [Pool.Reconcile]. The witness survives what the ledger may lose
+// sequence that rises with every grant and transfer step, and every such step copies it to
+// a witness key of that owner ([PoolOptions.Witness], [Pool.WitnessKey]) after the ledger
+// step and before the caller sees success. Every such step first reads the witness and the
+// script refuses, with [ErrFenced], when the ledger's sequence is below it; the ledger then
+// stays fenced until [Pool.Reconcile]. A release, which does not read the witness, leaves
+// the sequence alone, so a ledger that lost writes cannot climb back to its witness through
+// releases and escape the fence. The witness survives what the ledger may lose
 // because it lives elsewhere: in a slot of its own (so on a cluster normally on another
 // master, which does not fail over together with the ledger's master), or, better, on a
 // separate deployment given as PoolOptions.Witness. If ledger and witness are restored

@@ -5,7 +5,9 @@
 -- Reply: {'ok', permit} | {'none', 0} (the job holds nothing: already released or never
 --        granted) | {'fenced', seq} | {'missing', 0} | {'invalid', msg}.
 -- Invariant: a permit returns to free only from held, and only once; a repeated release finds
--- no job and changes nothing, so it can never add capacity.
+-- no job and changes nothing, so it can never add capacity. A release does not raise the
+-- sequence: it does not read the witness, so a ledger that lost writes must not climb back
+-- to its witness through releases (its next grant would then escape the fence).
 local job = ARGV[1]
 if job == nil or job == '' then return {'invalid', 'empty job ID'} end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
@@ -18,5 +20,4 @@ local p = string.sub(cur, 1, string.find(cur, ':', 1, true) - 1)
 redis.call('HDEL', KEYS[3], job)
 redis.call('HDEL', KEYS[4], p)
 redis.call('ZADD', KEYS[2], p, p)
-redis.call('HINCRBY', KEYS[1], 'seq', 1)
 return {'ok', tonumber(p)}
