@@ -71,6 +71,11 @@ func TestCoordinatorKilledAtEachStateThenResumedOrCancelled(t *testing.T) {
 
 				// A new process picks the migration up from the journal.
 				co2 := e.coordinator(migrate.Options{BatchSize: 100})
+				open, err := co2.Unfinished(ctx)
+				require.NoError(t, err)
+				require.Len(t, open, 1)
+				require.Equal(t, st.ID, open[0].ID)
+				t.Log(open[0].String())
 				cancellable := kp.at == nil || killedAt.State.Cancellable()
 				switch {
 				case then == "cancel" && cancellable:

@@ -18,6 +18,7 @@ import (
 type Control interface {
 	routing.Control
 	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+	ZRange(ctx context.Context, key string, start, stop int64) *redis.StringSliceCmd
 }
 
 // ShardClient is the part of a go-redis client the coordinator needs on a shard: routing's
