@@ -120,3 +120,74 @@ func BenchmarkGuardedPut(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkInterleaved alternates the measured code and its reference in the same loop, so
+// that the reported ratios hold on a machine whose load changes during the run.
+func BenchmarkInterleaved(b *testing.B) {
+	f := newFleet(b)
+	r := f.router(b, routing.Options{PollInterval: time.Hour}, nil)
+	tb := routing.EvenTable(1, 1024, shardNames...)
+	tb.SetOverride("fat", "k")
+	ok, err := r.Install(tb)
+	require.NoError(b, err)
+	require.True(b, ok)
+	tenants := zipfTenants(1 << 16)
+	owners := make([]*routing.Shard, 1024)
+	for i := range owners {
+		owners[i] = r.Shard(tb.BucketOwner(uint32(i)))
+	}
+
+	b.Run("route-vs-hash-index", func(b *testing.B) {
+		b.ReportAllocs()
+		const block = 1024
+		var routeNs, refNs time.Duration
+		var sink *routing.Shard
+		for i := 0; b.Loop(); i++ {
+			base := (i * block) & (1<<16 - 1)
+			start := time.Now()
+			for j := 0; j < block; j++ {
+				rt, _ := r.Route(tenants[(base+j)&(1<<16-1)], "")
+				sink = rt.Shard
+			}
+			mid := time.Now()
+			for j := 0; j < block; j++ {
+				sink = owners[hashing.Bucket(tenants[(base+j)&(1<<16-1)], 1024)]
+			}
+			refNs += time.Since(mid)
+			routeNs += mid.Sub(start)
+		}
+		_ = sink
+		n := float64(b.N) * block
+		b.ReportMetric(float64(routeNs)/n, "route-ns")
+		b.ReportMetric(float64(refNs)/n, "ref-ns")
+		b.ReportMetric(float64(routeNs)/float64(refNs), "route/ref")
+	})
+
+	c := f.clients["a"]
+	s := r.Shard("a")
+	u := routing.BucketUnit(5)
+	open(b, s, u, 1)
+	ctx := context.Background()
+	run := 0
+	b.Run("guarded-put-vs-set", func(b *testing.B) {
+		run++
+		var putNs, setNs time.Duration
+		for i := 0; b.Loop(); i++ {
+			key := "key-" + strconv.Itoa(i&1023)
+			start := time.Now()
+			if err := c.Set(ctx, f.prefix+":plain:"+key, "value", 0).Err(); err != nil {
+				b.Fatal(err)
+			}
+			mid := time.Now()
+			id := strconv.Itoa(run) + ":" + strconv.Itoa(i)
+			if _, err := s.Exec(ctx, u, 1, "t", id, routing.Put(key, "value")); err != nil {
+				b.Fatal(err)
+			}
+			putNs += time.Since(mid)
+			setNs += mid.Sub(start)
+		}
+		b.ReportMetric(float64(setNs)/float64(b.N), "set-ns")
+		b.ReportMetric(float64(putNs)/float64(b.N), "put-ns")
+		b.ReportMetric(float64(putNs)/float64(setNs), "put/set")
+	})
+}
