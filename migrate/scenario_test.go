@@ -313,3 +313,29 @@ func TestMovesAnOverriddenTenantAndASpreadSubBucket(t *testing.T) {
 		})
 	}
 }
+
+func TestOwnershipChangedUnderneathAbortsWithoutTouchingTheSource(t *testing.T) {
+	e := newEnv(t, routing.ShardOptions{})
+	ctx := ctxT(t)
+	u := routing.BucketUnit(12)
+	require.Equal(t, "b", e.openOwner(u))
+	m := newModel()
+	m.seed(t, e.client(), u, 200)
+	moved := routing.Ownership{Generation: 7, State: routing.StateOpen}
+	co := e.coordinator(migrate.Options{BatchSize: 50, OnState: func(s migrate.Status) {
+		if s.State == migrate.Copying && s.Copied > 0 && e.own("b", u) != moved {
+			// Someone else re-provisions the unit on the source at another generation.
+			_, err := e.shards["b"].Transition(context.Background(), u,
+				routing.Ownership{Generation: 1, State: routing.StateOpen}, moved)
+			require.NoError(t, err)
+		}
+	}})
+	st, err := co.Migrate(ctx, migrate.Spec{Unit: u, Target: "a"})
+	require.ErrorIs(t, err, migrate.ErrAborted)
+	require.ErrorIs(t, err, migrate.ErrOwnershipChanged)
+	st, _ = co.Status(ctx, st.ID)
+	require.Equal(t, migrate.Aborted, st.State)
+	require.Equal(t, moved, e.own("b", u), "the source's new record is left alone")
+	require.Zero(t, e.dataKeys("a", u))
+	require.Equal(t, uint64(1), e.table().Generation)
+}
