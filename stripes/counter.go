@@ -113,14 +113,8 @@ func (c *Counter) checkID(id string) error {
 // Delta may be negative (see the package doc for what concurrent readers may then see);
 // it must not be zero.
 func (c *Counter) Add(ctx context.Context, ev Event, delta int64) (Result, error) {
-	if err := c.checkID(ev.ID); err != nil {
+	if err := c.checkAdd(ev, delta); err != nil {
 		return Result{}, err
-	}
-	if ev.Time.IsZero() || ev.Time.UnixMilli() < 0 {
-		return Result{}, invalidf("Event.Time must be set (after 1970), got %v", ev.Time)
-	}
-	if delta == 0 {
-		return Result{}, invalidf("delta must not be zero")
 	}
 	l, fresh := c.layout.Load(), false
 	if l == nil {
@@ -131,9 +125,8 @@ func (c *Counter) Add(ctx context.Context, ev Event, delta int64) (Result, error
 		fresh = true
 	}
 	r := newRoute(ev.ID, c.opts.DedupBits)
-	t := ev.Time.UnixMilli()
 	for {
-		res, stale, err := c.addIn(ctx, l, ev, r, t, delta, fresh)
+		res, stale, err := c.addIn(ctx, l, ev, r, delta, fresh)
 		if !stale || fresh {
 			c.count(res, err)
 			return res, err
@@ -145,63 +138,113 @@ func (c *Counter) Add(ctx context.Context, ev Event, delta int64) (Result, error
 	}
 }
 
+// checkAdd validates the input of Add.
+func (c *Counter) checkAdd(ev Event, delta int64) error {
+	if err := c.checkID(ev.ID); err != nil {
+		return err
+	}
+	if ev.Time.IsZero() || ev.Time.UnixMilli() < 0 {
+		return invalidf("Event.Time must be set (after 1970), got %v", ev.Time)
+	}
+	if delta == 0 {
+		return invalidf("delta must not be zero")
+	}
+	return nil
+}
+
 // addIn routes the event through layout l. It reports stale=true when l may be out of date
 // and the caller should reload it; when fresh is set, l was just read and such conditions are
 // errors instead.
-func (c *Counter) addIn(ctx context.Context, l *layout, ev Event, r route, t, delta int64, fresh bool) (res Result, stale bool, err error) {
-	gens := l.doc.Gens
-	k := 0
-	if ev.Gen != 0 {
-		g := l.gen(ev.Gen)
-		if g == nil || g.Pending {
-			return Result{}, true, fmt.Errorf("%w: %d (newest open generation is %d)", ErrUnknownGeneration, ev.Gen, l.current().Gen)
-		}
-		k = int(ev.Gen - 1)
+func (c *Counter) addIn(ctx context.Context, l *layout, ev Event, r route, delta int64, fresh bool) (res Result, stale bool, err error) {
+	k, err := c.firstGen(l, ev)
+	if err != nil {
+		return Result{}, true, err
 	}
-	for ; k < len(gens); k++ {
-		g := &gens[k]
-		i := stripeOf(r.hash, g.Stripes)
-		res = Result{Gen: g.Gen, Stripe: i}
-		if ev.Gen == 0 && g.Ends != nil && t >= g.Ends[i] {
-			continue // the event belongs to a later generation
+	for ; k < len(l.doc.Gens); k++ {
+		g := &l.doc.Gens[k]
+		res, skip, err := c.target(l, g, ev, r)
+		if skip || err != nil {
+			if err != nil {
+				return res, false, err
+			}
+			continue
 		}
-		if l.isFolded(g.Gen) {
-			return res, false, fmt.Errorf("%w: generation %d is sealed", ErrTooOld, g.Gen)
-		}
-		explicit := "0"
-		if ev.Gen != 0 {
-			explicit = "1"
-		}
-		key := c.keys.stripe(g.Tags[i], g.Gen, i)
-		reply, err := addScript.Run(ctx, c.client, []string{key},
-			g.Gen, r.member, delta, t, c.opts.DedupWindow.Milliseconds(), c.opts.sliceMs(), c.opts.SetMembers, explicit,
-		).Int64Slice()
+		key, args := c.addCall(g, res.Stripe, ev, r, delta)
+		reply, err := addScript.Run(ctx, c.client, []string{key}, args...).Int64Slice()
 		if err != nil {
 			return res, false, fmt.Errorf("stripes: add %q to %s: %w", ev.ID, key, err)
 		}
-		if len(reply) != 2 {
-			return res, false, fmt.Errorf("%w: add.lua replied %v", ErrLayout, reply)
+		res, next, stale, err := c.interpret(g, res, ev, key, reply)
+		if next {
+			continue // the stripe closed at or before ev.Time: the next generation takes it
 		}
-		switch reply[0] {
-		case addApplied:
-			res.Applied = true
-			c.stats.stripeWrite(g.Gen, g.Stripes, i)
-			return res, false, nil
-		case addDuplicate:
-			return res, false, nil
-		case addSealed:
-			return res, false, fmt.Errorf("%w: generation %d is sealed", ErrTooOld, g.Gen)
-		case addTooOld:
-			return res, false, fmt.Errorf("%w: event time %d ms, server time %d ms", ErrTooOld, t, reply[1])
-		case addTooNew:
-			return res, false, invalidf("Event.Time %d ms is more than DedupWindow ahead of server time %d ms", t, reply[1])
-		case addNext:
-			continue // the stripe closed at reply[1] <= t: the next generation takes the event
-		default: // addNoStripe, addWrongGen: sealed and expired since l was read, or data loss
-			return res, true, fmt.Errorf("%w: stripe %s missing or of another generation (reply %v)", ErrLayout, key, reply)
-		}
+		return res, stale, err
 	}
-	return Result{}, true, fmt.Errorf("%w: event %q redirected past generation %d", ErrLayout, ev.ID, len(gens))
+	return Result{}, true, fmt.Errorf("%w: event %q redirected past generation %d", ErrLayout, ev.ID, len(l.doc.Gens))
+}
+
+// firstGen returns the index in l of the first generation ev may belong to.
+func (c *Counter) firstGen(l *layout, ev Event) (int, error) {
+	if ev.Gen == 0 {
+		return 0, nil
+	}
+	if g := l.gen(ev.Gen); g == nil || g.Pending {
+		return 0, fmt.Errorf("%w: %d (newest open generation is %d)", ErrUnknownGeneration, ev.Gen, l.current().Gen)
+	}
+	return int(ev.Gen - 1), nil
+}
+
+// target returns ev's stripe in generation g, skip=true if by its time ev belongs to a later
+// generation, or ErrTooOld if g is folded.
+func (c *Counter) target(l *layout, g *genDoc, ev Event, r route) (res Result, skip bool, err error) {
+	i := stripeOf(r.hash, g.Stripes)
+	res = Result{Gen: g.Gen, Stripe: i}
+	if ev.Gen == 0 && g.Ends != nil && ev.Time.UnixMilli() >= g.Ends[i] {
+		return res, true, nil
+	}
+	if l.isFolded(g.Gen) {
+		return res, false, fmt.Errorf("%w: generation %d is sealed", ErrTooOld, g.Gen)
+	}
+	return res, false, nil
+}
+
+// addCall returns the key and arguments of add.lua for ev in stripe i of g.
+func (c *Counter) addCall(g *genDoc, i int, ev Event, r route, delta int64) (string, []any) {
+	explicit := "0"
+	if ev.Gen != 0 {
+		explicit = "1"
+	}
+	return c.keys.stripe(g.Tags[i], g.Gen, i), []any{
+		g.Gen, r.member, delta, ev.Time.UnixMilli(), c.opts.DedupWindow.Milliseconds(),
+		c.opts.sliceMs(), c.opts.SetMembers, explicit,
+	}
+}
+
+// interpret turns an add.lua reply into a result. next=true sends the event on to the next
+// generation; stale=true means the layout may be out of date.
+func (c *Counter) interpret(g *genDoc, res Result, ev Event, key string, reply []int64) (_ Result, next, stale bool, err error) {
+	if len(reply) != 2 {
+		return res, false, false, fmt.Errorf("%w: add.lua replied %v", ErrLayout, reply)
+	}
+	t := ev.Time.UnixMilli()
+	switch reply[0] {
+	case addApplied:
+		res.Applied = true
+		c.stats.stripeWrite(g.Gen, g.Stripes, res.Stripe)
+		return res, false, false, nil
+	case addDuplicate:
+		return res, false, false, nil
+	case addSealed:
+		return res, false, false, fmt.Errorf("%w: generation %d is sealed", ErrTooOld, g.Gen)
+	case addTooOld:
+		return res, false, false, fmt.Errorf("%w: event time %d ms, server time %d ms", ErrTooOld, t, reply[1])
+	case addTooNew:
+		return res, false, false, invalidf("Event.Time %d ms is more than DedupWindow ahead of server time %d ms", t, reply[1])
+	case addNext:
+		return res, true, false, nil
+	default: // addNoStripe, addWrongGen: sealed and expired since l was read, or data loss
+		return res, false, true, fmt.Errorf("%w: stripe %s missing or of another generation (reply %v)", ErrLayout, key, reply)
+	}
 }
 
 // count updates the statistics for one Add outcome.

@@ -115,17 +115,20 @@ func (c *Counter) pipeline(ctx context.Context, script *redis.Script, n int, cal
 		if err == nil || attempt > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
 			return cmds, err
 		}
-		if cc, ok := c.client.(*redis.ClusterClient); ok {
-			err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-				return script.Load(ctx, m).Err()
-			})
-		} else {
-			err = script.Load(ctx, c.client).Err()
-		}
-		if err != nil {
+		if err := c.loadScript(ctx, script); err != nil {
 			return nil, err
 		}
 	}
+}
+
+// loadScript loads script on every master behind the client.
+func (c *Counter) loadScript(ctx context.Context, script *redis.Script) error {
+	if cc, ok := c.client.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			return script.Load(ctx, m).Err()
+		})
+	}
+	return script.Load(ctx, c.client).Err()
 }
 
 // place chooses the hash tags of a new generation's n stripes. On a cluster, stripe i goes

@@ -44,42 +44,61 @@ func TestRetriesAcrossResizeCountEachEventOnce(t *testing.T) {
 		)
 		run := func(work []attempt, midway func()) {
 			t.Helper()
-			ch := make(chan attempt)
+			// Workers take batches of 50 attempts: one batch in four goes through Add one
+			// by one, the others through AddBatch.
+			ch := make(chan []attempt)
 			var wg sync.WaitGroup
-			for range 32 {
+			var batchNo atomic.Int64
+			handle := func(a attempt, res Result, err error) {
+				if err != nil {
+					t.Errorf("event %d (retry %v): %v", a.idx, a.retry, err)
+					return
+				}
+				if res.Applied {
+					applied[a.idx].Add(1)
+				}
+				if !a.retry {
+					gens[a.idx].Store(res.Gen)
+				} else {
+					retried.Add(1)
+					if res.Gen != gens[a.idx].Load() {
+						badGen.Add(1)
+					}
+				}
+			}
+			for range 16 {
 				wg.Go(func() {
-					for a := range ch {
-						ev := Event{ID: ids[a.idx]}
-						if a.retry {
-							ev.Time = time.Unix(0, times[a.idx].Load())
-						} else {
-							ev.Time = time.Now()
-							times[a.idx].Store(ev.Time.UnixNano())
+					for batch := range ch {
+						adds := make([]Addition, len(batch))
+						for k, a := range batch {
+							ev := Event{ID: ids[a.idx]}
+							if a.retry {
+								ev.Time = time.Unix(0, times[a.idx].Load())
+							} else {
+								ev.Time = time.Now()
+								times[a.idx].Store(ev.Time.UnixNano())
+							}
+							adds[k] = Addition{Event: ev, Delta: 1}
 						}
-						res, err := c.Add(ctx, ev, 1)
-						if err != nil {
-							t.Errorf("event %d (retry %v): %v", a.idx, a.retry, err)
+						if batchNo.Add(1)%4 == 0 {
+							for k, a := range batch {
+								res, err := c.Add(ctx, adds[k].Event, 1)
+								handle(a, res, err)
+							}
 							continue
 						}
-						if res.Applied {
-							applied[a.idx].Add(1)
-						}
-						if !a.retry {
-							gens[a.idx].Store(res.Gen)
-						} else {
-							retried.Add(1)
-							if res.Gen != gens[a.idx].Load() {
-								badGen.Add(1)
-							}
+						results, errs := c.AddBatch(ctx, adds)
+						for k, a := range batch {
+							handle(a, results[k], errs[k])
 						}
 					}
 				})
 			}
-			for k, a := range work {
-				if k == len(work)/2 && midway != nil {
+			for k := 0; k < len(work); k += 50 {
+				if midway != nil && k <= len(work)/2 && len(work)/2 < k+50 {
 					midway()
 				}
-				ch <- a
+				ch <- work[k:min(k+50, len(work))]
 			}
 			close(ch)
 			wg.Wait()
