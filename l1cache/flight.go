@@ -217,17 +217,20 @@ func (c *Cache[V]) finish(key string, sh *shard[V], cl *call[V], v V, err error,
 		delete(sh.calls, key)
 	}
 	sh.mu.Unlock()
-	close(cl.done)
-
+	// Count before releasing the waiters, so that their Stats include this load.
 	failed := err != nil && !e.negative
 	if failed {
 		c.stats.loadErrors.Add(1)
-		if background && c.cfg.Logger != nil { // nobody waits for it: its error goes to the log
-			c.cfg.Logger.Warn("l1cache: background refresh failed", "key", key, "err", err)
-		}
 	}
 	if !installed {
 		c.stats.discarded.Add(1)
+	}
+	close(cl.done)
+
+	if failed && background && c.cfg.Logger != nil { // nobody waits for it: its error goes to the log
+		c.cfg.Logger.Warn("l1cache: background refresh failed", "key", key, "err", err)
+	}
+	if !installed {
 		c.emit(EventDiscarded, key)
 	}
 	if c.cfg.OnEvent != nil {
