@@ -5,6 +5,9 @@
 --       (the target's witness), 5.. the permit numbers.
 -- Reply: {'ok', 'new'|'dup', seq} | {'refused', 0} | {'conflict', permit} | {'fenced', seq} |
 --        {'missing', 0} | {'invalid', msg}.
+-- The answer about T is stored under the field "len(source):source:T": transfer IDs are
+-- unique per source only (the source's out hash), so T from another source is another
+-- transfer.
 -- Invariant: the permits of T are added once; a duplicate delivery returns 'dup' and adds
 -- nothing; after a recorded refusal of T an accept fails, so an aborted transfer can never
 -- also land. The target's sequence moves above the source's, so fencing tokens granted for
@@ -23,13 +26,14 @@ for i = 5, #ARGV do
   if not p or p < 1 or p > cap or p ~= math.floor(p) then return {'invalid', 'permit out of range'} end
   nums[#nums + 1] = p
 end
+local key = string.len(from) .. ':' .. from .. ':' .. t
 local seq = tonumber(redis.call('HGET', KEYS[1], 'seq'))
 if redis.call('HGET', KEYS[1], 'fenced') == '1' then return {'fenced', seq} end
 if seq < minSeq then
   redis.call('HSET', KEYS[1], 'fenced', 1)
   return {'fenced', seq}
 end
-local old = redis.call('HGET', KEYS[6], t)
+local old = redis.call('HGET', KEYS[6], key)
 if old then
   local r = cjson.decode(old)
   if r.s == 'refused' then return {'refused', 0} end
@@ -44,5 +48,5 @@ for _, p in ipairs(nums) do redis.call('ZADD', KEYS[2], p, p) end
 if srcSeq > seq then seq = srcSeq end
 seq = seq + 1
 redis.call('HSET', KEYS[1], 'seq', seq)
-redis.call('HSET', KEYS[6], t, cjson.encode({s = 'accepted', from = from, p = nums}))
+redis.call('HSET', KEYS[6], key, cjson.encode({s = 'accepted', from = from, p = nums}))
 return {'ok', 'new', seq}

@@ -108,7 +108,13 @@ type ledgerSnapshot struct {
 	held    map[int]string
 	jobs    map[string]string
 	out     map[string]transferRecord
-	in      map[string]transferRecord
+	in      map[string]transferRecord // by inKey(source, T)
+}
+
+// inKey is the field of the in hash that holds the target's answer about transfer id from
+// source: transfer IDs are unique per source only. It matches accept.lua and refuse.lua.
+func inKey(source, id string) string {
+	return strconv.Itoa(len(source)) + ":" + source + ":" + id
 }
 
 func (l ledger) snapshot(ctx context.Context, c Client) (ledgerSnapshot, error) {
@@ -203,7 +209,7 @@ func buildReport(capacity int, snaps []ledgerSnapshot, witnessed map[string]int6
 			}
 			oa.Frozen += len(rec.P)
 			pt := PendingTransfer{ID: id, From: s.owner, To: rec.To, Permits: rec.P}
-			if tgt, ok := byOwner[rec.To]; ok && tgt.in[id].S == "accepted" {
+			if tgt, ok := byOwner[rec.To]; ok && tgt.in[inKey(s.owner, id)].S == "accepted" {
 				pt.Accepted = true
 			} else {
 				for _, p := range rec.P {

@@ -83,8 +83,9 @@
 // P{L}:held (plus the unused P{L}:out and P{L}:in). A Pool named N gives each owner O six keys
 // with the tag {N:O}: meta (hash: seq, fenced, first, last, cap), free (sorted set of permit
 // numbers), jobs (hash job -> "permit:token"), held (hash permit -> job), out (hash T ->
-// JSON record of an outgoing transfer: state, target, k, seq, permits) and in (hash T ->
-// JSON record of an incoming transfer: accepted or refused). The witness of O is the string
+// JSON record of an outgoing transfer: state, target, k, seq, permits) and in (hash
+// "len(S):S:T" -> JSON record of the incoming transfer T from source S: accepted or refused;
+// a transfer ID is unique per source only). The witness of O is the string
 // P{N:O:w0}:witness (a different slot from the ledger). Transfer records are kept forever, so
 // that any late message about T finds its answer.
 //

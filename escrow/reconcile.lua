@@ -49,9 +49,10 @@ for _, p in ipairs(plan.drop) do
   end
 end
 for _, a in ipairs(plan.add) do
-  if redis.call('HEXISTS', KEYS[6], a.t) == 0 then
+  local key = string.len(a.from) .. ':' .. a.from .. ':' .. a.t
+  if redis.call('HEXISTS', KEYS[6], key) == 0 then
     for _, p in ipairs(a.p) do redis.call('ZADD', KEYS[2], p, p) end
-    redis.call('HSET', KEYS[6], a.t, cjson.encode({s = 'accepted', from = a.from, p = a.p}))
+    redis.call('HSET', KEYS[6], key, cjson.encode({s = 'accepted', from = a.from, p = a.p}))
   end
 end
 for _, tr in ipairs(plan.trim) do

@@ -105,7 +105,7 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 			elsewhere[n] = true
 		}
 		for id, rec := range s.out {
-			if rec.S == "frozen" && byOwner[rec.To].in[id].S != "accepted" {
+			if rec.S == "frozen" && byOwner[rec.To].in[inKey(s.owner, id)].S != "accepted" {
 				for _, n := range rec.P {
 					elsewhere[n] = true
 				}
@@ -148,7 +148,7 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 			if rec.S != "done" || rec.To != owner {
 				continue
 			}
-			if _, ok := me.in[id]; ok {
+			if _, ok := me.in[inKey(s.owner, id)]; ok {
 				continue
 			}
 			var keep []int
@@ -168,7 +168,7 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	// nor a late delivery can bring the others back.
 	var cancel []string
 	for id, rec := range me.out {
-		if rec.S != "frozen" || byOwner[rec.To].in[id].S == "accepted" {
+		if rec.S != "frozen" || byOwner[rec.To].in[inKey(owner, id)].S == "accepted" {
 			continue
 		}
 		keep := []int{}

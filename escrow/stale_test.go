@@ -36,3 +36,27 @@ func TestReleasesOnAStaleLedgerDoNotHideItFromItsWitness(t *testing.T) {
 		require.Equal(t, 7, rep.Owners[1].Free)
 	})
 }
+
+// TestTransferIDsOfDifferentSourcesDoNotCollide uses one transfer ID at two sources towards
+// one target. Each source records its transfers on its own, so the target must tell them
+// apart: a delivery of b's T is not a duplicate of a's T, and a refusal of a's U is not
+// answered by b's accepted U. Otherwise the source completes a transfer whose permits never
+// landed, and they are lost for good.
+func TestTransferIDsOfDifferentSourcesDoNotCollide(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := testCtx(t)
+		p := newTestPool(t, c, PoolOptions{Capacity: 9, Owners: owners(9, "a", "b", "c")})
+		require.NoError(t, p.Transfer(ctx, "a", "c", 2, "T"))
+		require.NoError(t, p.Transfer(ctx, "b", "c", 2, "T"))
+		rep := requireClean(t, p)
+		require.Equal(t, 7, rep.Owners[2].Free, "c gained both transfers")
+
+		_, err := p.Freeze(ctx, "a", "c", 1, "U")
+		require.NoError(t, err)
+		require.NoError(t, p.Transfer(ctx, "b", "c", 1, "U"))
+		require.NoError(t, p.Cancel(ctx, "a", "U"), "c never accepted a's U")
+		rep = requireClean(t, p)
+		require.Empty(t, rep.Pending)
+		require.Equal(t, []int{1, 0, 8}, []int{rep.Owners[0].Free, rep.Owners[1].Free, rep.Owners[2].Free})
+	})
+}
