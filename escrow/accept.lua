@@ -3,15 +3,16 @@
 -- KEYS: the six keys of the target ledger (meta, free, jobs, held, out, in), one slot.
 -- ARGV: 1 transfer ID T, 2 source owner, 3 source sequence at the freeze, 4 minimum sequence
 --       (the target's witness), 5.. the permit numbers.
--- Reply: {'ok', 'new'|'dup', seq} | {'refused', 0} | {'conflict', permit} | {'fenced', seq} |
+-- Reply: {'ok', 'new'|'dup', seq} | {'refused', seq} | {'conflict', permit} | {'fenced', seq} |
 --        {'missing', 0} | {'invalid', msg}.
 -- The answer about T is stored under the field "len(source):source:T": transfer IDs are
 -- unique per source only (the source's out hash), so T from another source is another
 -- transfer.
 -- Invariant: the permits of T are added once; a duplicate delivery returns 'dup' and adds
 -- nothing; after a recorded refusal of T an accept fails, so an aborted transfer can never
--- also land. The target's sequence moves above the source's, so fencing tokens granted for
--- a permit keep rising as the permit moves between owners.
+-- also land. The caller raises the target's witness to seq on 'refused' too, before the
+-- source aborts on that answer. The target's sequence moves above the source's, so fencing
+-- tokens granted for a permit keep rising as the permit moves between owners.
 local t, from, srcSeq, minSeq = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 if t == nil or t == '' then return {'invalid', 'empty transfer ID'} end
 if from == nil or from == '' then return {'invalid', 'empty source'} end
@@ -36,7 +37,7 @@ end
 local old = redis.call('HGET', KEYS[6], key)
 if old then
   local r = cjson.decode(old)
-  if r.s == 'refused' then return {'refused', 0} end
+  if r.s == 'refused' then return {'refused', seq} end
   return {'ok', 'dup', seq}
 end
 for _, p in ipairs(nums) do

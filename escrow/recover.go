@@ -35,6 +35,14 @@ func (p *Pool) Recover(ctx context.Context) (RecoverReport, error) {
 			}
 		}
 		sort.Strings(ids)
+		if len(ids) > 0 {
+			// The freezes may not be witnessed yet (their process died before the raise).
+			// Recover acts on them, so it witnesses them first: a source that loses them is
+			// then fenced instead of granting permits the target has too.
+			if err := p.raise(ctx, name, snap.seq); err != nil {
+				return rep, err
+			}
+		}
 		for _, id := range ids {
 			rec := snap.out[id]
 			f := Frozen{ID: id, From: name, To: rec.To, Permits: rec.P, Seq: rec.Seq, State: rec.S}

@@ -6,6 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/internal/faults"
 	"github.com/celebrity-go/celebrity/internal/redistest"
 )
 
@@ -58,5 +59,59 @@ func TestTransferIDsOfDifferentSourcesDoNotCollide(t *testing.T) {
 		rep = requireClean(t, p)
 		require.Empty(t, rep.Pending)
 		require.Equal(t, []int{1, 0, 8}, []int{rep.Owners[0].Free, rep.Owners[1].Free, rep.Owners[2].Free})
+	})
+}
+
+// TestRecoverWitnessesTheFreezeItDelivers: the process that froze T died between the freeze
+// script and the witness raise, and Recover delivers T to b. If a's master then loses the
+// freeze, a must be found behind its witness; otherwise T's permits are free at a and at b.
+func TestRecoverWitnessesTheFreezeItDelivers(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := testCtx(t)
+		opts := PoolOptions{Name: "p", Prefix: redistest.Prefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
+		p := newTestPool(t, c, opts)
+		backup := copyLedger(t, c, p.ledgers["a"])
+		r, err := runScript(ctx, c, freezeScript, p.ledgers["a"].keys, "T", "b", 2, 0)
+		require.NoError(t, err)
+		require.Equal(t, "ok", r.status, "frozen, and the process dies before raising the witness")
+
+		inj := faults.New()
+		recovering, err := NewPool(faultyClient(t, c, inj, -1), opts)
+		require.NoError(t, err)
+		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: acceptScript.Hash()}, 1)
+		rep, err := recovering.Recover(ctx)
+		require.NoError(t, err)
+		require.Len(t, rep.Pending, 1, "b accepted T, the reply was lost, T is not completed")
+		require.Equal(t, int64(1), inj.Dropped())
+
+		backup.restore(t, c, p.ledgers["a"]) // a's master loses the freeze
+		_, err = p.Acquire(ctx, "a", "job")
+		require.ErrorIs(t, err, ErrFenced, "Recover acted on the freeze, so it must be witnessed")
+	})
+}
+
+// TestARefusalIsWitnessedBeforeTheSourceAborts: the process that made b refuse T died before
+// raising b's witness, and Recover aborts T at a on b's answer. If b's master then loses the
+// refusal, a late delivery of T must be fenced; otherwise T's permits land at b while a has
+// them back.
+func TestARefusalIsWitnessedBeforeTheSourceAborts(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := testCtx(t)
+		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
+		f, err := p.Freeze(ctx, "a", "b", 2, "T")
+		require.NoError(t, err)
+		backup := copyLedger(t, c, p.ledgers["b"])
+		r, err := runScript(ctx, c, refuseScript, p.ledgers["b"].keys, "T", "a", 0)
+		require.NoError(t, err)
+		require.Equal(t, "refused", r.status, "refused, and the process dies before raising the witness")
+
+		rep, err := p.Recover(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []string{"T"}, rep.Aborted)
+		require.Equal(t, 5, freeAt(t, p, "a"))
+
+		backup.restore(t, c, p.ledgers["b"]) // b's master loses the refusal
+		require.ErrorIs(t, p.Deliver(ctx, f), ErrFenced, "a late delivery of T must not land")
+		require.Equal(t, 5, freeAt(t, p, "b"))
 	})
 }

@@ -115,6 +115,11 @@ func (p *Pool) Deliver(ctx context.Context, f Frozen) error {
 		}
 		return nil
 	case "refused":
+		// The source aborts on this answer: witness it first, so that a target that loses the
+		// refusal is fenced instead of accepting a late delivery.
+		if err := p.raise(ctx, f.To, r.int(0)); err != nil {
+			return err
+		}
 		return fmt.Errorf("%w: %q refused transfer %q", ErrRefused, f.To, f.ID)
 	case "conflict":
 		return fmt.Errorf("%w: permit %d of transfer %q already exists at %q", ErrConflict, r.int(0), f.ID, f.To)
