@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -44,6 +45,8 @@ type Target struct {
 	embedded []*miniredis.Miniredis
 	masters  []string
 	extra    []redis.UniversalClient
+	stop     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // Connect returns the Redis named by the environment, or starts the embedded default.
@@ -94,14 +97,11 @@ func embedded(n int) (*Target, error) {
 	}
 	t := &Target{Kind: "embedded"}
 	for range n {
-		m := miniredis.NewMiniRedis()
-		// TTLs follow the wall clock, as on a real server (leases and caches expire).
-		m.ClockTTL(true)
-		if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		m, err := t.startEmbedded()
+		if err != nil {
 			t.Close()
-			return nil, fmt.Errorf("env: starting the embedded server: %w", err)
+			return nil, err
 		}
-		t.embedded = append(t.embedded, m)
 		t.masters = append(t.masters, m.Addr())
 	}
 	if n == 1 {
@@ -122,6 +122,39 @@ func embedded(n int) (*Target, error) {
 		"in equal ranges and routed by the client (miniredis has no cluster mode); set "+
 		"REDIS_ADDR or REDIS_CLUSTER_ADDRS to use a real server", n)
 	return t, nil
+}
+
+// ttlTick is how often the embedded servers' TTLs are moved forward by the time that passed.
+const ttlTick = 100 * time.Millisecond
+
+// startEmbedded starts one in-process server. Its TTLs follow the wall clock, as on a real
+// server (leases and cached values expire), to within ttlTick: a goroutine owned by the
+// Target moves them forward (miniredis's own ClockTTL costs a scan of every key on every
+// command).
+func (t *Target) startEmbedded() (*miniredis.Miniredis, error) {
+	m := miniredis.NewMiniRedis()
+	if err := m.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("env: starting the embedded server: %w", err)
+	}
+	t.embedded = append(t.embedded, m)
+	if t.stop == nil {
+		t.stop = make(chan struct{})
+	}
+	t.wg.Go(func() {
+		last := time.Now()
+		tick := time.NewTicker(ttlTick)
+		defer tick.Stop()
+		for {
+			select {
+			case <-t.stop:
+				return
+			case now := <-tick.C:
+				m.FastForward(now.Sub(last))
+				last = now
+			}
+		}
+	})
+	return m, nil
 }
 
 // splitSlots gives each address an equal range of the 16384 hash slots.
@@ -200,12 +233,10 @@ func (t *Target) Shards(names ...string) (map[string]redis.UniversalClient, stri
 	switch {
 	case t.Kind == "embedded":
 		for _, n := range names {
-			m := miniredis.NewMiniRedis()
-			m.ClockTTL(true)
-			if err := m.StartAddr("127.0.0.1:0"); err != nil {
+			m, err := t.startEmbedded()
+			if err != nil {
 				return nil, "", err
 			}
-			t.embedded = append(t.embedded, m)
 			c := redis.NewClient(&redis.Options{Addr: m.Addr()})
 			t.extra = append(t.extra, c)
 			out[n] = c
@@ -323,6 +354,10 @@ func (t *Target) Close() {
 	}
 	if t.Client != nil {
 		_ = t.Client.Close()
+	}
+	if t.stop != nil {
+		close(t.stop)
+		t.wg.Wait()
 	}
 	for _, m := range t.embedded {
 		m.Close()
