@@ -18,6 +18,8 @@
 // Event.Time (on the Redis server's clock). An attempt outside the window gets [ErrTooOld]
 // and changes nothing. Dedup records are 63-bit hashes of IDs (see "Collisions").
 //
+// [Counter.AddBatch] does the same for many events in one pipeline.
+//
 // An event's stripe is xxhash64(ID) % stripes of its generation (the project's hash
 // contract). Its generation is fixed at its first attempt, one of two ways:
 //
