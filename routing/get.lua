@@ -14,6 +14,9 @@
 -- Invariant: a read is served only by the unit's open owner, never by a closed or
 -- superseded copy that may already lag behind the new owner. Read-only.
 
+if #KEYS ~= 2 or #ARGV ~= 3 then
+  return redis.error_reply("ERR routing get: want 2 keys and 3 arguments")
+end
 if type(ARGV[1]) ~= "string" or not string.match(ARGV[1], "^%d+$") or tonumber(ARGV[1]) < 1 then
   return redis.error_reply("ERR routing get: gen must be an integer >= 1")
 end

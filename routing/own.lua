@@ -18,6 +18,9 @@
 -- Invariant: generations on a shard never go backwards; the record is only changed from the
 --   state the caller observed.
 
+if #KEYS ~= 2 or #ARGV ~= 6 then
+  return redis.error_reply("ERR routing own: want 2 keys and 6 arguments")
+end
 local function digits(s) return type(s) == "string" and string.match(s, "^%d+$") ~= nil end
 if not digits(ARGV[1]) or not digits(ARGV[3]) then
   return redis.error_reply("ERR routing own: generations must be integers")

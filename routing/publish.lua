@@ -11,6 +11,9 @@
 -- Invariant: generations grow by exactly one and never repeat; a generation is never
 --   re-published with other content.
 
+if #KEYS ~= 1 or #ARGV ~= 3 then
+  return redis.error_reply("ERR routing publish: want 1 key and 3 arguments")
+end
 if type(ARGV[1]) ~= "string" or not string.match(ARGV[1], "^%d+$") or tonumber(ARGV[1]) < 1 then
   return redis.error_reply("ERR routing publish: gen must be an integer >= 1")
 end

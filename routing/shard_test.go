@@ -1,7 +1,6 @@
 package routing_test
 
 import (
-	"errors"
 	"testing"
 	"time"
 
@@ -263,30 +262,4 @@ func TestExpiredOpRecordsAndTombstonesArePurged(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, ok, "the tombstone is gone after its retention")
 	})
-}
-
-func TestShardRejectsBadInput(t *testing.T) {
-	c := redistest.Standalone(t).Client(t)
-	ctx := ctxT(t)
-	s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
-	u := routing.BucketUnit(0)
-	cases := map[string]error{}
-	_, cases["empty tenant"] = s.Exec(ctx, u, 1, "", "op", routing.Put("k", "v"))
-	_, cases["empty op ID"] = s.Exec(ctx, u, 1, "t", "", routing.Put("k", "v"))
-	_, cases["generation 0"] = s.Exec(ctx, u, 0, "t", "op", routing.Put("k", "v"))
-	_, cases["empty key"] = s.Exec(ctx, u, 1, "t", "op", routing.Put("", "v"))
-	_, cases["bad kind"] = s.Exec(ctx, u, 1, "t", "op", routing.Op{Key: "k"})
-	_, cases["bad unit"] = s.Exec(ctx, routing.Unit{}, 1, "t", "op", routing.Put("k", "v"))
-	_, cases["foreign tenant"] = s.Exec(ctx, routing.TenantUnit("x"), 1, "t", "op", routing.Put("k", "v"))
-	_, cases["bad state"] = s.Transition(ctx, u, routing.Ownership{}, routing.Ownership{Generation: 1, State: "op en"})
-	for name, err := range cases {
-		require.ErrorIs(t, err, routing.ErrInvalidInput, name)
-	}
-	for _, o := range []routing.ShardOptions{{Prefix: "a{b"}, {OpRetention: -time.Second}, {LogMaxLen: -2}} {
-		_, err := routing.NewShard("a", c, o)
-		require.Error(t, err)
-	}
-	_, err := routing.NewShard("", c, routing.ShardOptions{})
-	require.Error(t, err)
-	require.False(t, errors.Is(err, routing.ErrStaleRoute))
 }

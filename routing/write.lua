@@ -46,6 +46,10 @@ end
 
 local function str(n) return string.format("%d", n) end
 
+if #KEYS ~= 6 or #ARGV ~= 13 then
+  return redis.error_reply("ERR routing write: want 6 keys and 13 arguments")
+end
+
 local gen = int(ARGV[1], "gen", 1)
 if type(gen) == "table" then return gen end
 local tenant, opid, fp, kind, field = ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
