@@ -115,3 +115,28 @@ func TestARefusalIsWitnessedBeforeTheSourceAborts(t *testing.T) {
 		require.Equal(t, 5, freeAt(t, p, "b"))
 	})
 }
+
+// TestAnAcceptAnsweredToCancelIsWitnessedBeforeTheSourceCompletes: the process that
+// delivered T died before raising b's witness, and Cancel learns from b that T was accepted,
+// so a completes T. If b's master then loses the accept, b must be fenced (Reconcile can then
+// restore T at b); otherwise T's permits are gone from both owners for good.
+func TestAnAcceptAnsweredToCancelIsWitnessedBeforeTheSourceCompletes(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := testCtx(t)
+		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
+		f, err := p.Freeze(ctx, "a", "b", 2, "T")
+		require.NoError(t, err)
+		backup := copyLedger(t, c, p.ledgers["b"])
+		r, err := runScript(ctx, c, acceptScript, p.ledgers["b"].keys, "T", "a", f.Seq, 0, f.Permits[0], f.Permits[1])
+		require.NoError(t, err)
+		require.Equal(t, "ok", r.status, "accepted, and the process dies before raising the witness")
+
+		require.ErrorIs(t, p.Cancel(ctx, "a", "T"), ErrConflict, "b had accepted T: a completes it")
+		backup.restore(t, c, p.ledgers["b"]) // b's master loses the accept
+		_, err = p.Acquire(ctx, "b", "job")
+		require.ErrorIs(t, err, ErrFenced, "b lost a write a acted on")
+		require.NoError(t, p.Reconcile(ctx, "b"))
+		rep := requireClean(t, p)
+		require.Equal(t, 7, rep.Owners[1].Free, "T is restored at b")
+	})
+}

@@ -141,7 +141,8 @@ func (p *Pool) refuse(ctx context.Context, from, to, id string) (accepted bool, 
 	}
 	switch r.status {
 	case "accepted":
-		return true, nil
+		// The source completes on this answer: witness it first, as Deliver does.
+		return true, p.raise(ctx, to, r.int(0))
 	case "refused":
 		return false, p.raise(ctx, to, r.int(0))
 	}
