@@ -119,9 +119,12 @@
 // Scripts are atomic and a shard has one writable owner per slot. A write acknowledged by a
 // shard is only as durable as that shard's persistence: run shards with AOF
 // (appendfsync always) and, with replicas, WAIT, if acknowledged writes must survive a
-// crash; a shard restored from an old snapshot may hold an old ownership record, and the
-// guarantee then holds only relative to what it holds. Client clocks only set retention
-// times; they never decide ownership.
+// crash. A shard that restarts empty has lost its ownership records too, so it refuses
+// every routed write with ErrStaleRoute rather than acting as an owner of data it no longer
+// has; reopening it (Provision) is an operator's decision to accept that loss. A shard
+// restored from an old snapshot holds old ownership records, and the guarantee then holds
+// only relative to what it holds. Clocks only set retention times; they never decide
+// ownership.
 //
 // # Example
 //
