@@ -31,7 +31,10 @@
 //     (closed stripes redirect it).
 //   - Stamped (Event.Gen != 0): [Counter.Stamp] returns an Event carrying the current
 //     generation and time; the host stores it and passes it unchanged on every retry. The
-//     event goes to that generation regardless of boundaries, until it is sealed.
+//     event goes to that generation regardless of boundaries, until it is sealed. Sealing
+//     is timed from the boundaries, so a stamp taken from a layout cached across a Resize
+//     (see Options.LayoutMaxAge) leaves its event less than a full window: a retry after
+//     the seal gets ErrTooOld, never a second count.
 //
 // Do not mix the two for one event ID.
 //

@@ -1,0 +1,44 @@
+package stripes
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/stretchr/testify/require"
+)
+
+func TestKillAndRestartWithAOFKeepsCountsAndDedup(t *testing.T) {
+	s := redistest.NewServer(t, redistest.ServerOptions{AOF: true})
+	rc := s.Client(t)
+	c := newCounter(t, rc, Options{Stripes: 4})
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 300 {
+		_, err := c.Add(ctx, Event{ID: fmt.Sprintf("k%d", i), Time: now}, 1)
+		require.NoError(t, err)
+	}
+	_, err := c.Resize(ctx, 6)
+	require.NoError(t, err)
+	for i := 300; i < 400; i++ {
+		_, err := c.Add(ctx, Event{ID: fmt.Sprintf("k%d", i), Time: now.Add(time.Second)}, 1)
+		require.NoError(t, err)
+	}
+
+	s.Restart(t) // kill -9, then load the AOF
+
+	require.Eventually(t, func() bool { return rc.Ping(ctx).Err() == nil }, 5*time.Second, 20*time.Millisecond)
+	require.Equal(t, int64(400), mustSum(t, c))
+	for i := range 400 {
+		at := now
+		if i >= 300 {
+			at = now.Add(time.Second)
+		}
+		res, err := c.Add(ctx, Event{ID: fmt.Sprintf("k%d", i), Time: at}, 1)
+		require.NoError(t, err)
+		require.False(t, res.Applied, "event %d survived the crash with its dedup record", i)
+	}
+	require.Equal(t, int64(400), mustSum(t, c))
+}
