@@ -96,7 +96,9 @@ else
 fi
 
 echo "building ${names[*]}"
+build_start=$SECONDS
 (cd examples && go build -o "$work/bin/" $(printf './%s ' "${names[@]}"))
+echo "built in $((SECONDS - build_start))s"
 
 passed=0
 failed=0
@@ -118,7 +120,8 @@ run() { # run NAME MODE ENV...
 }
 for name in "${names[@]}"; do
   run "$name" standalone REDIS_ADDR="127.0.0.1:$standalone"
-  run "$name" cluster REDIS_CLUSTER_ADDRS="$cluster_addrs"
+  # Examples that need several shards put the others on databases of REDIS_ADDR.
+  run "$name" cluster REDIS_CLUSTER_ADDRS="$cluster_addrs" REDIS_ADDR="127.0.0.1:$standalone"
   run "$name" embedded
 done
 

@@ -137,7 +137,8 @@ func run(ctx context.Context, t *env.Target) error {
 	after := w.snapshot()
 	fmt.Printf("   after the transfer: eu max %d jobs at once, us max %d\n", after.maxEU, after.maxUS)
 
-	fmt.Println("4. a job's grant reply is lost; it retries with the same job ID")
+	w.stop()
+	fmt.Println("4. the day's work is done; a last job's grant reply is lost and it retries with the same job ID")
 	job := "job-lost-reply-" + opts.Name
 	inj.DropReply(faults.Match{Command: "EVALSHA", Arg: job}, 1)
 	_, lostErr := lossy.Acquire(ctx, "us", job)
@@ -153,7 +154,6 @@ func run(ctx context.Context, t *env.Target) error {
 		return fmt.Errorf("retrying the lost acquire: %w", err)
 	}
 	fmt.Printf("   retry: permit %d, token %d, replayed=%v\n", g.Permit, g.Token, g.Replayed)
-	w.stop()
 	if err := pool.Release(ctx, "us", job); err != nil {
 		return err
 	}
