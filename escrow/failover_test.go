@@ -56,6 +56,19 @@ func syncReplica(t *testing.T, cl *redistest.Cluster, i int) {
 func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
 	t.Parallel()
 	cl := redistest.NewCluster(t, redistest.ClusterOptions{Replicas: true})
+	t.Run("Init checks every master", func(t *testing.T) {
+		// On this dedicated cluster (the shared one serves parallel tests): one master with an
+		// evicting policy makes Init refuse, naming that master.
+		ctx := testCtx(t)
+		m := cl.Masters()[len(cl.Masters())-1]
+		require.NoError(t, m.Client(t).ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
+		defer func() { require.NoError(t, m.Client(t).ConfigSet(ctx, "maxmemory-policy", "noeviction").Err()) }()
+		cn, err := NewCentral(cl.Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: redistest.Prefix(t)})
+		require.NoError(t, err)
+		err = cn.Init(ctx)
+		require.ErrorIs(t, err, ErrUnsafeEviction)
+		require.ErrorContains(t, err, m.Addr())
+	})
 	first := -1
 	t.Run("coordinated", func(t *testing.T) {
 		ctx := testCtx(t)
