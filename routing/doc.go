@@ -70,10 +70,10 @@
 //	<tag>:own   HASH   ownership: gen, state ("open", "closed", "importing", ...),
 //	                   x:<tenant> = generation at which a tenant was moved out of a bucket
 //	<tag>:rec   HASH   RecordField(tenant, key) -> "<version>:l:<value>" | "<version>:t:"
-//	<tag>:ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>"
+//	<tag>:ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>:<field>"
 //	<tag>:opx   ZSET   op ID, score = expiry (unix ms)
 //	<tag>:tomb  ZSET   record field of a tombstone, score = expiry (unix ms)
-//	<tag>:log   STREAM change log: k (put|del|noop), f, r, o, op, x, tx (see [LogEntry])
+//	<tag>:log   STREAM change log: k (put|del|noop), f, r, o, op, x, tx (see LogEntry)
 //
 // In the control Redis: P:table (HASH gen, table JSON) and the channel P:table:announce.
 // [Keys] computes all of them; [EncodeRecord], [DecodeRecord], [EncodeOpRecord],

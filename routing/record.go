@@ -56,23 +56,26 @@ const (
 )
 
 // OpRecord is an idempotency record as stored in a unit's Ops hash, encoded as
-// "<fingerprint>:<outcome>:<version>". Version is the record version after an applied write,
-// or the version found on a mismatch.
+// "<fingerprint>:<outcome>:<version>:<field>". Version is the record version after an
+// applied write, or the version found on a mismatch. Field names the record the operation
+// addressed, and through it the tenant (see SplitRecordField), so a tenant's op records can
+// be told apart inside a shared bucket.
 type OpRecord struct {
-	Fingerprint string  // Fingerprint identifies the operation (kind, field, check, value).
+	Fingerprint string  // Fingerprint identifies the operation (tenant, kind, key, check, value).
 	Outcome     Outcome // Outcome is the first result of the operation.
 	Version     uint64  // Version is the version written, or found on a mismatch.
+	Field       string  // Field is the record field the operation addressed.
 }
 
 // EncodeOpRecord returns the stored form of r.
 func EncodeOpRecord(r OpRecord) string {
-	return r.Fingerprint + ":" + string(r.Outcome) + ":" + strconv.FormatUint(r.Version, 10)
+	return r.Fingerprint + ":" + string(r.Outcome) + ":" + strconv.FormatUint(r.Version, 10) + ":" + r.Field
 }
 
 // DecodeOpRecord parses the stored form of an idempotency record.
 func DecodeOpRecord(s string) (OpRecord, error) {
-	parts := strings.Split(s, ":")
-	if len(parts) != 3 || parts[0] == "" {
+	parts := strings.SplitN(s, ":", 4)
+	if len(parts) != 4 || parts[0] == "" {
 		return OpRecord{}, fmt.Errorf("routing: malformed op record %q", truncate(s))
 	}
 	v, err := strconv.ParseUint(parts[2], 10, 64)
@@ -81,7 +84,7 @@ func DecodeOpRecord(s string) (OpRecord, error) {
 	}
 	switch o := Outcome(parts[1]); o {
 	case OutcomeApplied, OutcomeMismatch, OutcomeAbsent:
-		return OpRecord{Fingerprint: parts[0], Outcome: o, Version: v}, nil
+		return OpRecord{Fingerprint: parts[0], Outcome: o, Version: v, Field: parts[3]}, nil
 	}
 	return OpRecord{}, fmt.Errorf("routing: malformed op record outcome in %q", truncate(s))
 }

@@ -169,7 +169,11 @@ func TestVersionedRecordStore(t *testing.T) {
 		require.Equal(t, routing.RecordField("big", "k"), entries[4].Field)
 		require.Equal(t, routing.Record{Version: 3, Value: "c"}, entries[4].Record)
 		require.Equal(t, "5", entries[4].OpID)
-		require.Equal(t, routing.OutcomeApplied, entries[4].Op.Outcome)
+		require.Equal(t, routing.OpRecord{Fingerprint: entries[4].Op.Fingerprint, Outcome: routing.OutcomeApplied,
+			Version: 3, Field: routing.RecordField("big", "k")}, entries[4].Op)
+		raw, err := c.HGet(ctx, s.Keys().Unit(u).Ops, "5").Result()
+		require.NoError(t, err)
+		require.Equal(t, routing.EncodeOpRecord(entries[4].Op), raw, "the op record in Ops equals the logged one")
 		require.Zero(t, entries[4].TombstoneExpiry)
 		require.Positive(t, entries[2].TombstoneExpiry, "a delete logs its tombstone's expiry")
 		require.Equal(t, entries[2].OpExpiry, entries[2].TombstoneExpiry, "both retentions default to 24h")

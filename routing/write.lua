@@ -6,7 +6,7 @@
 -- therefore one atomic step on one shard, and everything travels together when the unit moves.
 --   1 own   HASH   ownership record: gen, state, "x:<tenant>" for tenants moved out
 --   2 rec   HASH   record field -> "<version>:l:<value>" or "<version>:t:" (tombstone)
---   3 ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>"
+--   3 ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>:<field>"
 --   4 opx   ZSET   op ID scored by its expiry, unix ms
 --   5 tomb  ZSET   record field scored by the tombstone's expiry, unix ms
 --   6 log   STREAM change log, one entry per recorded operation
@@ -87,7 +87,7 @@ end
 -- 2. Idempotency.
 local prev = redis.call("HGET", KEYS[3], opid)
 if prev then
-  local pfp, pout, pver = string.match(prev, "^([^:]*):([^:]*):(%d+)$")
+  local pfp, pout, pver = string.match(prev, "^([^:]*):([^:]*):(%d+):")
   if pfp ~= fp then return {"conflict", tostring(pfp)} end
   return {"dup", pout, pver}
 end
@@ -121,7 +121,7 @@ else
 end
 
 -- 4. Record the op and log it.
-local oprec = fp .. ":" .. outcome .. ":" .. str(ver)
+local oprec = fp .. ":" .. outcome .. ":" .. str(ver) .. ":" .. field
 local opexp = str(now + opttl)
 redis.call("HSET", KEYS[3], opid, oprec)
 redis.call("ZADD", KEYS[4], opexp, opid)

@@ -1,0 +1,48 @@
+package routing_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+func TestStoredFormsRoundTrip(t *testing.T) {
+	for _, r := range []routing.Record{{Version: 1, Value: ""}, {Version: 7, Value: "a:b\n{c}"}, {Version: 9, Deleted: true}} {
+		got, err := routing.DecodeRecord(routing.EncodeRecord(r))
+		require.NoError(t, err)
+		require.Equal(t, r, got)
+	}
+	for _, bad := range []string{"", "1", "1:x:v", "0:l:v", "a:l:v", ":l:"} {
+		_, err := routing.DecodeRecord(bad)
+		require.Error(t, err, bad)
+	}
+	op := routing.OpRecord{Fingerprint: "ab12", Outcome: routing.OutcomeMismatch, Version: 4,
+		Field: routing.RecordField("t:1", "k:2")}
+	got, err := routing.DecodeOpRecord(routing.EncodeOpRecord(op))
+	require.NoError(t, err)
+	require.Equal(t, op, got)
+	for _, bad := range []string{"", "fp:ok:1", "fp:maybe:1:f", ":ok:1:f", "fp:ok:x:f"} {
+		_, err := routing.DecodeOpRecord(bad)
+		require.Error(t, err, bad)
+	}
+	for _, c := range [][2]string{{"t", "k"}, {"t:1", ":k"}, {"", ""}, {"{x}", "y"}, {"12", "3:4"}} {
+		tenant, key, ok := routing.SplitRecordField(routing.RecordField(c[0], c[1]))
+		require.True(t, ok)
+		require.Equal(t, c, [2]string{tenant, key})
+	}
+	for _, bad := range []string{"", "x:ab", "5:ab", ":ab", "-1:a"} {
+		_, _, ok := routing.SplitRecordField(bad)
+		require.False(t, ok, bad)
+	}
+}
+
+func TestUnitTagsKeepTenantsInsideOneTag(t *testing.T) {
+	k := routing.Keys{Prefix: "p"}
+	require.Equal(t, "{p:b:12}", k.Tag(routing.BucketUnit(12)))
+	require.Equal(t, "{p:t:a%7Db%7Bc%25}", k.Tag(routing.TenantUnit("a}b{c%")))
+	require.Equal(t, "{p:s:3:acme}", k.Tag(routing.SpreadUnit("acme", 3)))
+	require.Equal(t, "{celebrity:routing:b:0}:own", routing.Keys{}.Unit(routing.BucketUnit(0)).Own)
+	require.NotEqual(t, k.Tag(routing.TenantUnit("a%7Db")), k.Tag(routing.TenantUnit("a}b")))
+}
