@@ -128,7 +128,7 @@
 //
 // # Example
 //
-//	r, err := routing.New(control, routing.Options{Shards: map[string]redis.UniversalClient{
+//	r, err := routing.New(control, routing.Options{Shards: map[string]routing.Scripter{
 //		"a": shardA, "b": shardB,
 //	}})
 //	if err != nil { ... }

@@ -37,7 +37,7 @@ type Options struct {
 	Prefix string
 	// Shard sets retention and log length on every shard; its Prefix is ignored.
 	Shard ShardOptions
-	// PollInterval is the period of the background poll. Default: DefaultPollInterval.
+	// PollInterval is the period of the background poll (real clock). Default: DefaultPollInterval.
 	PollInterval time.Duration
 	// RetryInterval is the poll period while a caller waits for a newer table.
 	// Default: DefaultRetryInterval.
