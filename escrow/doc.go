@@ -100,7 +100,9 @@
 // warning, and the check becomes the operator's duty. Replication is asynchronous: a failover
 // can lose acknowledged writes; the package does not call WAIT. On a Pool such a loss puts the
 // ledger behind its witness and it is fenced; on a Central it is not detected (there is no
-// witness), so a Central needs a durable single master.
+// witness), so a Central needs a durable single master. Reads must reach masters: NewPool
+// refuses a cluster client that routes reads to replicas (ReadOnly, RouteByLatency,
+// RouteRandomly), since a lagging replica would show an old witness.
 //
 // # Example
 //

@@ -74,6 +74,8 @@ type PoolOptions struct {
 	// deployment that does not share fate with the ledgers: another Redis server or cluster.
 	// Default: the pool's own client, where each witness key lives in a slot of its own,
 	// so on a cluster it usually sits on another master than the ledger it watches.
+	// Neither client may read from replicas (a cluster client with ReadOnly, RouteByLatency
+	// or RouteRandomly is refused): a lagging replica shows an old witness.
 	Witness Client
 	// AllowEviction skips the refusal of a maxmemory-policy that could evict ledger keys.
 	// Default: false (New fails with ErrUnsafeEviction on such a policy).

@@ -3,6 +3,7 @@ package escrow
 import (
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/internal/redistest"
@@ -49,4 +50,26 @@ func TestDefaultPrefixIsUsedWhenEmpty(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DefaultPrefix+"{p:a}:meta", p.ledgers["a"].keys[0])
 	require.Contains(t, p.WitnessKey("a"), DefaultPrefix+"{p:a:w")
+}
+
+// TestPoolRefusesClientsThatReadFromReplicas: a cluster client that routes read-only
+// commands to replicas would read witnesses (GET) and ledger snapshots (EVALSHA_RO) from a
+// replica that may lag, so a ledger behind its witness could pass the fence.
+func TestPoolRefusesClientsThatReadFromReplicas(t *testing.T) {
+	cl := redistest.SharedCluster(t)
+	opts := PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a", "b")}
+	for name, set := range map[string]func(*redis.ClusterOptions){
+		"ReadOnly":       func(o *redis.ClusterOptions) { o.ReadOnly = true },
+		"RouteByLatency": func(o *redis.ClusterOptions) { o.RouteByLatency = true },
+		"RouteRandomly":  func(o *redis.ClusterOptions) { o.RouteRandomly = true },
+	} {
+		_, err := NewPool(cl.Client(t, set), opts)
+		require.ErrorContains(t, err, "escrow: client reads from replicas", name)
+		w := opts
+		w.Witness = cl.Client(t, set)
+		_, err = NewPool(cl.Client(t), w)
+		require.ErrorContains(t, err, "escrow: PoolOptions.Witness reads from replicas", name)
+	}
+	_, err := NewPool(cl.Client(t), opts)
+	require.NoError(t, err)
 }

@@ -39,6 +39,12 @@ func NewPool(client Client, opts PoolOptions) (*Pool, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	if readsReplicas(client) {
+		return nil, errors.New("escrow: client reads from replicas (ClusterOptions.ReadOnly, RouteByLatency or RouteRandomly); a Pool must read witnesses and ledgers on masters")
+	}
+	if readsReplicas(opts.Witness) {
+		return nil, errors.New("escrow: PoolOptions.Witness reads from replicas (ClusterOptions.ReadOnly, RouteByLatency or RouteRandomly); witnesses must be read on masters")
+	}
 	p := &Pool{c: client, w: opts.Witness, opts: opts, ledgers: map[string]ledger{}, witness: map[string]string{}}
 	if p.w == nil {
 		p.w = client
@@ -60,6 +66,14 @@ func NewPool(client Client, opts PoolOptions) (*Pool, error) {
 		p.witness[o.Name] = wk
 	}
 	return p, nil
+}
+
+// readsReplicas reports whether c is a cluster client that sends read-only commands (GET,
+// EVALSHA_RO) to replicas. A lagging replica would show an old witness, and a ledger behind
+// its witness would pass the fence.
+func readsReplicas(c Client) bool {
+	cc, ok := c.(*redis.ClusterClient)
+	return ok && cc.Options().ReadOnly
 }
 
 // Owners returns the owner names in the order of the options.
