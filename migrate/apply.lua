@@ -5,7 +5,7 @@
 -- target shard; the ownership check and every change of the batch are one atomic step.
 --   1 own   HASH   ownership record (must be importing at ARGV[1] for migration ARGV[2])
 --   2 rec   HASH   records: field -> "<version>:l:<value>" | "<version>:t:"
---   3 ops   HASH   idempotency records: op ID -> "<fingerprint>:<outcome>:<version>"
+--   3 ops   HASH   idempotency records: op ID -> "<fingerprint>:<outcome>:<version>[:<field>]"
 --   4 opx   ZSET   op ID scored by expiry (unix ms)
 --   5 tomb  ZSET   tombstone field scored by expiry (unix ms)
 -- ARGV:
@@ -65,7 +65,7 @@ for i = 4, #ARGV, 4 do
     end
     plan[#plan + 1] = {write, "r", field, val, exp, flag == "t"}
   elseif kind == "o" then
-    if not string.match(val, "^[^:]+:%a+:%d+$") then
+    if not (string.match(val, "^[^:]+:%a+:%d+$") or string.match(val, "^[^:]+:%a+:%d+:")) then
       return redis.error_reply("ERR migrate apply: malformed op record at " .. i)
     end
     local cur = redis.call("HGET", KEYS[3], field)

@@ -125,13 +125,23 @@ func (c *Coordinator) snapshotItems(ctx context.Context, a *shard, phase, zkey s
 		if err != nil {
 			return nil, fmt.Errorf("migrate: snapshot expiries on source %q: %w", a.name, err)
 		}
-		fallback := c.o.Now().Add(c.o.TombstoneRetention).UnixMilli()
 		for j, i := range idx {
-			items[i].exp = fallback
 			if j < len(scores) && scores[j] > 0 {
 				items[i].exp = int64(scores[j])
+			} else {
+				// Gone from the expiry set since the page was read: retention removed the
+				// item (expired; not copied), or a later put superseded the tombstone (the
+				// put is in the log).
+				items[i].kind = 0
 			}
 		}
+		kept := items[:0]
+		for _, it := range items {
+			if it.kind != 0 {
+				kept = append(kept, it)
+			}
+		}
+		items = kept
 	}
 	return items, nil
 }
@@ -239,11 +249,16 @@ func (c *Coordinator) logItems(e routing.LogEntry) []item {
 	if e.Kind == "put" || e.Kind == "del" {
 		it := item{kind: 'r', field: e.Field, value: routing.EncodeRecord(e.Record)}
 		if e.Record.Deleted {
-			at := c.o.Now()
-			if id, err := parseID(e.ID); err == nil {
-				at = time.UnixMilli(int64(id.ms))
+			it.exp = e.TombstoneExpiry
+			if it.exp <= 0 {
+				// An entry written before the log carried the tombstone's expiry: derive it
+				// from the entry's time and the configured retention.
+				at := c.o.Now()
+				if id, err := parseID(e.ID); err == nil {
+					at = time.UnixMilli(int64(id.ms))
+				}
+				it.exp = at.Add(c.o.TombstoneRetention).UnixMilli()
 			}
-			it.exp = at.Add(c.o.TombstoneRetention).UnixMilli()
 		}
 		out = append(out, it)
 	}

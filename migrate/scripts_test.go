@@ -83,6 +83,8 @@ func TestApplyIsOrderInsensitiveAndRefusesOlderVersions(t *testing.T) {
 		require.Equal(t, []string{"ok", "0", "1"}, r.apply(5, "m1", 1000, "o", "op1", "abc:ok:3", "5000"))
 		require.Equal(t, "conflict", r.apply(5, "m1", 1000, "o", "op1", "abc:ok:4", "5000")[0])
 		require.Equal(t, []string{"ok", "0", "1"}, r.apply(5, "m1", 6000, "o", "op2", "abc:ok:1", "5000"))
+		require.Equal(t, []string{"ok", "1", "0"}, r.apply(5, "m1", 1000, "o", "op3", "abc:ok:1:6:coursek", "5000"),
+			"op records that name their field")
 		require.Empty(t, r.hget(r.k.Ops, "op2"))
 
 		// Bad arguments are refused before any write.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -150,6 +151,11 @@ func (c *Coordinator) verifyPass(ctx context.Context, r *run) (*verifier, error)
 	return v, nil
 }
 
+// expirySlack is how far past the coordinator's clock an item held by one side only may
+// expire and still count as expired (the shards' writers drop expired items by their own
+// clocks).
+const expirySlack = time.Second
+
 // refine re-reads the dirty items on both sides while the source still takes writes, and
 // forgets those that match. Every log entry up to r.Applied has been read (and touched the
 // verifier), so the pass's position moves there: a write after it is in the log after it and
@@ -211,10 +217,12 @@ func (c *Coordinator) reread(ctx context.Context, r *run, v *verifier) error {
 // applied everything up to the barrier), drops expired tombstones and op records, and
 // compares the digests.
 func (c *Coordinator) finish(ctx context.Context, r *run, v *verifier) (Digest, error) {
-	now := c.o.Now().UnixMilli()
 	if err := c.reread(ctx, r, v); err != nil {
 		return Digest{}, err
 	}
+	// Read the clock after the items: a side may have dropped an item it found expired by
+	// its own clock just before; expirySlack absorbs small clock differences.
+	now := c.o.Now().Add(expirySlack).UnixMilli()
 	// Items present on one side only are fine if they expired there (retention removes
 	// them lazily, and never through the log).
 	var differ []string
