@@ -39,6 +39,8 @@ type layout struct {
 	doc    layoutDoc
 	base   int64
 	folded map[uint64]int64
+	// expiring holds the folded generations whose sealed stripes were given their TTL.
+	expiring map[uint64]bool
 	read   time.Time
 }
 
@@ -77,7 +79,7 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 	if len(m) == 0 {
 		return nil, nil
 	}
-	l := &layout{folded: map[uint64]int64{}, read: c.opts.Clock()}
+	l := &layout{folded: map[uint64]int64{}, expiring: map[uint64]bool{}, read: c.opts.Clock()}
 	if l.ver, err = strconv.ParseUint(m["ver"], 10, 64); err != nil {
 		return nil, fmt.Errorf("%w: layout version %q", ErrLayout, m["ver"])
 	}
@@ -90,6 +92,12 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 		}
 	}
 	for k, v := range m {
+		if gs, ok := strings.CutPrefix(k, "expiring:"); ok {
+			if g, err := strconv.ParseUint(gs, 10, 64); err == nil {
+				l.expiring[g] = true
+			}
+			continue
+		}
 		gs, ok := strings.CutPrefix(k, "folded:")
 		if !ok {
 			continue

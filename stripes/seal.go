@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/big"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,7 +21,7 @@ import (
 //  3. lets the sealed stripes expire after one more DedupWindow.
 //
 // A crash between steps leaves the generation half sealed; the next Seal repeats step 1,
-// which returns the same frozen values, and folds them once. Seal also finishes a Resize
+// which returns the same frozen values, and folds them once, or does step 3. Seal also finishes a Resize
 // that crashed half way. It returns the generations it folded. The background loop (see
 // Options.SealInterval) calls it periodically.
 func (c *Counter) Seal(ctx context.Context) ([]uint64, error) {
@@ -40,6 +41,13 @@ func (c *Counter) Seal(ctx context.Context) ([]uint64, error) {
 	now := c.opts.Clock().UnixMilli()
 	var sealed []uint64
 	for _, g := range l.doc.Gens {
+		if l.isFolded(g.Gen) && !l.expiring[g.Gen] {
+			// A seal round stopped between the fold and the TTL: finish it.
+			if err := c.expireSealed(ctx, g); err != nil {
+				return sealed, err
+			}
+			continue
+		}
 		if g.Ends == nil || l.isFolded(g.Gen) || now < slices.Max(g.Ends)+grace.Milliseconds() {
 			continue
 		}
@@ -91,19 +99,33 @@ func (c *Counter) sealGen(ctx context.Context, g genDoc) (bool, error) {
 	if prev, _ := reply[1].(string); prev != total.String() {
 		return false, fmt.Errorf("%w: generation %d was folded with total %v, stripes now sum to %s", ErrLayout, g.Gen, reply[1], total)
 	}
-	// Keep the sealed stripes one more window so that late retries find them sealed, then
-	// let them go. Their dedup sets expire on their own.
-	keep := c.opts.DedupWindow
-	if _, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range g.Stripes {
-			p.PExpire(ctx, c.keys.stripe(g.Tags[i], g.Gen, i), keep)
-		}
-		return nil
-	}); err != nil {
-		return false, fmt.Errorf("stripes: expire generation %d: %w", g.Gen, err)
+	if err := c.expireSealed(ctx, g); err != nil {
+		return false, err
 	}
 	n, _ := reply[0].(int64)
 	return n == 1, nil
+}
+
+// expireSealed gives the sealed stripes of folded generation g a TTL of one more window, so
+// that late retries still find them sealed for a while, then marks g "expiring:<g>" in the
+// layout. Their dedup sets expire on their own.
+func (c *Counter) expireSealed(ctx context.Context, g genDoc) error {
+	_, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range g.Stripes {
+			p.PExpire(ctx, c.keys.stripe(g.Tags[i], g.Gen, i), c.opts.DedupWindow)
+		}
+		return nil
+	})
+	if err == nil {
+		_, err = c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			p.HSet(ctx, c.keys.layout(), "expiring:"+strconv.FormatUint(g.Gen, 10), 1)
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("stripes: expire generation %d: %w", g.Gen, err)
+	}
+	return nil
 }
 
 // sealLoop calls Seal every Options.SealInterval until Close.

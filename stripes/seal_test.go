@@ -143,6 +143,38 @@ func TestSealCrashBeforeFoldFoldsOnce(t *testing.T) {
 	})
 }
 
+func TestSealCrashAfterFoldStillExpiresStripes(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		c := newCounter(t, rc, Options{Stripes: 3, DedupWindow: time.Second})
+		ctx := context.Background()
+		_, err := c.Add(ctx, Event{ID: "a", Time: time.Now()}, 1)
+		require.NoError(t, err)
+		_, err = c.Resize(ctx, 2)
+		require.NoError(t, err)
+		sealEventually(t, c, 1)
+
+		// Undo step 3, as a round that stopped right after the fold would have left it.
+		gd := *mustLayout(t, c).gen(1)
+		keys := make([]string, gd.Stripes)
+		for i := range keys {
+			keys[i] = c.keys.stripe(gd.Tags[i], 1, i)
+			require.NoError(t, nodeFor(t, rc, keys[i]).Persist(ctx, keys[i]).Err())
+		}
+		require.NoError(t, rc.HDel(ctx, c.keys.layout(), "expiring:1").Err())
+
+		folded, err := c.Seal(ctx)
+		require.NoError(t, err)
+		require.Empty(t, folded, "nothing is folded twice")
+		for _, k := range keys {
+			ttl, err := nodeFor(t, rc, k).PTTL(ctx, k).Result()
+			require.NoError(t, err)
+			require.Greater(t, ttl, time.Duration(0), "sealed stripe %s expires again", k)
+		}
+		require.True(t, mustLayout(t, c).expiring[1])
+		require.Equal(t, int64(1), mustSum(t, c))
+	})
+}
+
 func TestSealLoopSealsInTheBackground(t *testing.T) {
 	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		c := newCounter(t, rc, Options{Stripes: 2, DedupWindow: 300 * time.Millisecond, SealInterval: 50 * time.Millisecond})
