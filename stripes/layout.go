@@ -41,7 +41,7 @@ type layout struct {
 	folded map[uint64]int64
 	// expiring holds the folded generations whose sealed stripes were given their TTL.
 	expiring map[uint64]bool
-	read   time.Time
+	read     time.Time
 }
 
 // current returns the newest generation that is open (not pending).
