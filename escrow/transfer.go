@@ -84,7 +84,9 @@ func (p *Pool) Freeze(ctx context.Context, from, to string, k int, id string) (F
 // Deliver is step 2: the target f.To accepts transfer f.ID exactly once and adds the permits
 // to its free set. A duplicate delivery (a retry, a lost reply, a second Recover) returns nil
 // and adds nothing. If the target has durably refused f.ID, Deliver returns ErrRefused.
-// Deliver is also how anyone asks the target about T: nil means T is accepted.
+// Deliver is also how anyone asks the target about T: nil means T is accepted. The target
+// cannot check f against the source (another slot), so f must be a record returned by
+// Freeze: a made-up permit list would add permits that exist elsewhere.
 func (p *Pool) Deliver(ctx context.Context, f Frozen) error {
 	if _, _, err := p.checkTransfer(f.From, f.To, max(len(f.Permits), 1), f.ID); err != nil {
 		return err
