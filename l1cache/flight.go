@@ -71,9 +71,9 @@ func (c *Cache[V]) wait(ctx context.Context, key string) (V, error) {
 		return c.getSlow(ctx, key, e, now)
 	}
 	cl, ok := sh.calls[key]
-	if ok && cl.epoch >= epoch {
+	coalesced := ok && cl.epoch >= epoch
+	if coalesced {
 		c.stats.coalesced.Add(1)
-		c.emit(EventCoalesced, key)
 	} else {
 		if ok {
 			// The load in flight started before MarkAllStale: a new one replaces it, and the
@@ -89,6 +89,9 @@ func (c *Cache[V]) wait(ctx context.Context, key string) (V, error) {
 	sh.mu.Unlock()
 	c.stats.misses.Add(1)
 	c.emit(EventMiss, key)
+	if coalesced {
+		c.emit(EventCoalesced, key)
+	}
 	select {
 	case <-cl.done:
 		if cl.sie {
