@@ -38,14 +38,15 @@ func TestShardCrashKeepsOrRefusesButNeverForgetsSilently(t *testing.T) {
 			srv.Kill()
 			srv.Restart(t)
 
-			short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			defer cancel()
-			res, err := r.Do(short, "tenant", "op-1", routing.PutIf("seat", "alice", 0))
 			if tc.aof {
+				res, err := r.Do(ctx, "tenant", "op-1", routing.PutIf("seat", "alice", 0))
 				require.NoError(t, err)
 				require.Equal(t, routing.Result{Applied: true, Version: 1, Replayed: true}, res)
 				return
 			}
+			short, cancel := context.WithTimeout(ctx, time.Second)
+			defer cancel()
+			_, err = r.Do(short, "tenant", "op-1", routing.PutIf("seat", "alice", 0))
 			var stale *routing.StaleRouteError
 			require.ErrorAs(t, err, &stale)
 			require.Equal(t, routing.StateNone, stale.Owner.State, "the empty shard holds no ownership record")

@@ -201,7 +201,7 @@ func TestControlUnreachableFailsWithinDeadline(t *testing.T) {
 	moveSilently(t, f, tb, 0, "b")
 
 	inj.Blackhole(true)
-	short, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+	short, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	_, err = r.Do(short, tenant, "op-1", routing.Put("k", "v"))
 	require.ErrorIs(t, err, routing.ErrStaleRoute)
