@@ -44,7 +44,7 @@ func TestRetriesAcrossResizeCountEachEventOnce(t *testing.T) {
 		)
 		run := func(work []attempt, midway func()) {
 			t.Helper()
-			// Workers take batches of 50 attempts: one batch in four goes through Add one
+			// Workers take batches of 100 attempts: one batch in ten goes through Add one
 			// by one, the others through AddBatch.
 			ch := make(chan []attempt)
 			var wg sync.WaitGroup
@@ -80,7 +80,7 @@ func TestRetriesAcrossResizeCountEachEventOnce(t *testing.T) {
 							}
 							adds[k] = Addition{Event: ev, Delta: 1}
 						}
-						if batchNo.Add(1)%4 == 0 {
+						if batchNo.Add(1)%10 == 0 {
 							for k, a := range batch {
 								res, err := c.Add(ctx, adds[k].Event, 1)
 								handle(a, res, err)
@@ -94,11 +94,11 @@ func TestRetriesAcrossResizeCountEachEventOnce(t *testing.T) {
 					}
 				})
 			}
-			for k := 0; k < len(work); k += 50 {
-				if midway != nil && k <= len(work)/2 && len(work)/2 < k+50 {
+			for k := 0; k < len(work); k += 100 {
+				if midway != nil && k <= len(work)/2 && len(work)/2 < k+100 {
 					midway()
 				}
-				ch <- work[k:min(k+50, len(work))]
+				ch <- work[k:min(k+100, len(work))]
 			}
 			close(ch)
 			wg.Wait()
