@@ -49,8 +49,8 @@ func writeChart(path string, cfg config, nodes []string, runs []runResult, exp [
 	top.Y.Min, top.Y.Max = 0, peak*1.35
 
 	bottom := plot.New()
-	bottom.Title.Text = fmt.Sprintf("Mass expiry: source loads for %d hot keys read by %d instances at once",
-		cfg.expiryKeys+1, cfg.instances)
+	bottom.Title.Text = fmt.Sprintf("Mass expiry: source loads for %d hot keys missing at once, read by %d instances x %d readers",
+		cfg.expiryKeys+1, cfg.expiryInstances, cfg.expiryReaders)
 	bottom.Y.Label.Text = "source loads"
 	vals := make(plotter.Values, len(exp))
 	labels := make([]string, len(exp))

@@ -29,14 +29,15 @@ type expiryResult struct {
 	elapsed            time.Duration
 }
 
-// runExpiry reads cfg.expiryKeys hot keys, all missing at the same instant (as after a mass
-// expiry, or a cold start), from every instance at once, and counts the source loads.
+// runExpiry reads cfg.expiryKeys hot keys and the celebrity, all missing at the same instant
+// (as after a mass expiry, or a cold start), from cfg.expiryReaders concurrent readers on
+// each of cfg.expiryInstances instances at once, and counts the source loads.
 func runExpiry(ctx context.Context, c *redis.ClusterClient, cfg config, mode string, strategy string) (expiryResult, error) {
 	res := expiryResult{mode: mode}
 	prefix := fmt.Sprintf("bench:%d:expiry-%s:", time.Now().UnixNano(), mode)
 	celeb := prefix + "celebrity"
 	src := &source{latency: cfg.expiryLatency, celeb: celeb}
-	insts := make([]*instance, cfg.instances)
+	insts := make([]*instance, cfg.expiryInstances)
 	for i := range insts {
 		in, err := newInstance(c, src, pathOptions{
 			strategy: strategy, hot: []string{celeb}, ttl: cfg.ttl, l1Fresh: cfg.l1Fresh, prefix: prefix,
@@ -52,8 +53,7 @@ func runExpiry(ctx context.Context, c *redis.ClusterClient, cfg config, mode str
 	distinct := map[string]bool{}
 	startGate := make(chan struct{})
 	var wg sync.WaitGroup
-	const perInstance = 2
-	for w := range cfg.instances * perInstance {
+	for w := range cfg.expiryInstances * cfg.expiryReaders {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(uint64(w), 7))
 			in := insts[w%len(insts)]

@@ -34,23 +34,25 @@ import (
 )
 
 type config struct {
-	addrs         string
-	server        string
-	duration      time.Duration
-	warmup        time.Duration
-	alpha         float64
-	share         float64
-	keys          int
-	instances     int
-	workers       int
-	sourceLatency time.Duration
-	ttl           time.Duration
-	l1Fresh       time.Duration
-	expiryKeys    int
-	expiryReads   int
-	expiryLatency time.Duration
-	out           string
-	only          string
+	addrs           string
+	server          string
+	duration        time.Duration
+	warmup          time.Duration
+	alpha           float64
+	share           float64
+	keys            int
+	instances       int
+	workers         int
+	sourceLatency   time.Duration
+	ttl             time.Duration
+	l1Fresh         time.Duration
+	expiryKeys      int
+	expiryInstances int
+	expiryReaders   int
+	expiryReads     int
+	expiryLatency   time.Duration
+	out             string
+	only            string
 }
 
 func main() {
@@ -68,7 +70,9 @@ func main() {
 	flag.DurationVar(&cfg.ttl, "ttl", 10*time.Minute, "TTL of the values written to Redis")
 	flag.DurationVar(&cfg.l1Fresh, "l1-fresh", time.Second, "l1cache fresh window")
 	flag.IntVar(&cfg.expiryKeys, "expiry-keys", 100, "hot keys (besides the celebrity) in the mass-expiry run")
-	flag.IntVar(&cfg.expiryReads, "expiry-reads", 20, "reads per reader in the mass-expiry run (2 readers per instance)")
+	flag.IntVar(&cfg.expiryInstances, "expiry-instances", 20, "instances in the mass-expiry run")
+	flag.IntVar(&cfg.expiryReaders, "expiry-readers", 10, "concurrent readers per instance in the mass-expiry run")
+	flag.IntVar(&cfg.expiryReads, "expiry-reads", 20, "reads per reader in the mass-expiry run")
 	flag.DurationVar(&cfg.expiryLatency, "expiry-latency", 10*time.Millisecond, "time one source load takes in the mass-expiry run")
 	flag.StringVar(&cfg.out, "out", "results/celebrity.png", "PNG chart to write; empty: none")
 	flag.StringVar(&cfg.only, "strategies", strings.Join(strategies, ","), "strategies to run, comma-separated")
@@ -91,8 +95,9 @@ func validate(cfg config) error {
 		return fmt.Errorf("-alpha must be > 0, got %v", cfg.alpha)
 	case cfg.share < 0 || cfg.share > 1:
 		return fmt.Errorf("-share must be 0..1, got %v", cfg.share)
-	case cfg.keys < 1 || cfg.instances < 1 || cfg.workers < 1 || cfg.expiryKeys < 1 || cfg.expiryReads < 1:
-		return fmt.Errorf("-keys, -instances, -workers, -expiry-keys and -expiry-reads must be >= 1")
+	case cfg.keys < 1 || cfg.instances < 1 || cfg.workers < 1 || cfg.expiryKeys < 1 || cfg.expiryReads < 1 ||
+		cfg.expiryInstances < 1 || cfg.expiryReaders < 1:
+		return fmt.Errorf("-keys, -instances, -workers and the -expiry-* counts must be >= 1")
 	case cfg.duration <= 0:
 		return fmt.Errorf("-duration must be > 0, got %v", cfg.duration)
 	}
@@ -148,7 +153,8 @@ func run(ctx context.Context, cfg config) error {
 	}
 	printRuns(nodes, runs)
 
-	fmt.Fprintf(os.Stderr, "mass-expiry run: %d hot keys + the celebrity, %d readers\n", cfg.expiryKeys, 2*cfg.instances)
+	fmt.Fprintf(os.Stderr, "mass-expiry run: %d hot keys + the celebrity, %d readers\n", cfg.expiryKeys,
+		cfg.expiryInstances*cfg.expiryReaders)
 	var exps []expiryResult
 	for _, m := range expiryModes {
 		if ctx.Err() != nil {
@@ -213,8 +219,8 @@ func printRuns(nodes []string, runs []runResult) {
 
 func printExpiry(cfg config, exps []expiryResult) {
 	fmt.Printf("mass expiry: %d hot keys + the celebrity (%.0f%% of reads), all missing at the same instant, read by %d readers "+
-		"on %d instances (%d reads each); source load %v\n", cfg.expiryKeys, cfg.share*100, 2*cfg.instances,
-		cfg.instances, cfg.expiryReads, cfg.expiryLatency)
+		"on each of %d instances (%d reads each); source load %v\n", cfg.expiryKeys, cfg.share*100, cfg.expiryReaders,
+		cfg.expiryInstances, cfg.expiryReads, cfg.expiryLatency)
 	fmt.Printf("| %-12s | %-47s | %6s | %13s | %12s | %15s | %8s |\n", "mode", "what guards the source", "reads",
 		"distinct keys", "source loads", "celebrity loads", "time")
 	fmt.Println("|--------------|-------------------------------------------------|-------:|--------------:|-------------:|----------------:|---------:|")

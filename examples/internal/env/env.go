@@ -279,7 +279,8 @@ func (t *Target) Cluster() *redis.ClusterClient {
 
 // NodeOps returns the number of data commands each master has executed so far: the sum of
 // INFO commandstats calls, less administrative commands (INFO, PING, CLUSTER, CONFIG,
-// CLIENT, HELLO, COMMAND, SCRIPT), or the command count of an embedded server. Take the
+// CLIENT, HELLO, COMMAND, SCRIPT), or the command count of an embedded server (which
+// includes the handshakes of new connections). Take the
 // difference of two readings to measure a stretch of work.
 func (t *Target) NodeOps(ctx context.Context) (map[string]uint64, error) {
 	out := make(map[string]uint64, len(t.masters))
