@@ -230,3 +230,41 @@ func TestCloseEndsLoadsAndLeaksNothing(t *testing.T) {
 	require.NoError(t, c.Close(), "Close is idempotent")
 	require.False(t, errors.Is(err, context.Canceled))
 }
+
+func TestOnEventMayCallTheCache(t *testing.T) {
+	clock := &fakeClock{}
+	var c *Cache[string]
+	var kinds sync.Map
+	c = newCache(t, func(ctx context.Context, key string) (string, error) { return "v", nil },
+		Options[string]{Clock: clock, Fresh: time.Second, Stale: time.Hour, NoJitter: true, OnEvent: func(e Event) {
+			kinds.Store(e.Kind, true)
+			_ = c.Stats()
+			if e.Kind != EventInvalidate && e.Key != "" {
+				c.Set(e.Key+"/seen", "x") // a write of the cache from inside the hook
+				c.Invalidate(e.Key)       // a write of the same key's shard
+			}
+		}})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var wg sync.WaitGroup
+		for range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range 50 {
+					_, _ = c.Get(context.Background(), fmt.Sprint("k", i%5))
+					if i == 25 {
+						clock.Advance(2 * time.Second)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}()
+	waitFor(t, done, "Gets whose hook calls the cache (a hook under a cache lock would deadlock)")
+	for _, k := range []EventKind{EventMiss, EventLoad, EventInvalidate} {
+		_, ok := kinds.Load(k)
+		require.True(t, ok, "no %v event", k)
+	}
+}
