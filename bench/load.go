@@ -150,6 +150,7 @@ type runResult struct {
 	skew        float64
 	sourceLoads int64
 	celebLoads  int64
+	perCommand  map[string]uint64 // commands over all masters, by name
 }
 
 // runStrategy drives cfg.workers goroutines spread over cfg.instances instances for
@@ -177,7 +178,7 @@ func runStrategy(ctx context.Context, c *redis.ClusterClient, nodes []string, z 
 		var warm atomic.Int64
 		drive(ctx, insts, cfg, z, prefix, celeb, cfg.warmup, strategy+" warm-up", &warm, nil, nil, nil)
 	}
-	before, err := nodeOps(ctx, c)
+	before, cmds0, err := nodeOps(ctx, c)
 	if err != nil {
 		return res, err
 	}
@@ -187,7 +188,7 @@ func runStrategy(ctx context.Context, c *redis.ClusterClient, nodes []string, z 
 	start := time.Now()
 	drive(ctx, insts, cfg, z, prefix, celeb, cfg.duration, strategy, &reads, &errs, &wrong, lat)
 	res.elapsed = time.Since(start)
-	after, err := nodeOps(ctx, c)
+	after, cmds1, err := nodeOps(ctx, c)
 	if err != nil {
 		return res, err
 	}
@@ -197,6 +198,12 @@ func runStrategy(ctx context.Context, c *redis.ClusterClient, nodes []string, z 
 	res.p99 = time.Duration(percentile(all, 0.99))
 	res.reads, res.errs, res.wrong = reads.Load(), errs.Load(), wrong.Load()
 	res.perNode = deltas(nodes, before, after)
+	res.perCommand = map[string]uint64{}
+	for k, v := range cmds1 {
+		if d := v - cmds0[k]; d > 0 {
+			res.perCommand[k] = d
+		}
+	}
 	res.skew = skew(res.perNode)
 	res.sourceLoads, res.celebLoads = src.loads.Load()-loads0, src.celebLoads.Load()-celeb0
 	return res, nil

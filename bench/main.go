@@ -212,6 +212,18 @@ func printRuns(nodes []string, runs []runResult) {
 	for i, n := range nodes {
 		fmt.Printf("node %d = %s\n", i+1, n)
 	}
+	for _, r := range runs {
+		names := make([]string, 0, len(r.perCommand))
+		for k := range r.perCommand {
+			names = append(names, k)
+		}
+		slices.SortFunc(names, func(a, b string) int { return int(r.perCommand[b]) - int(r.perCommand[a]) })
+		parts := make([]string, len(names))
+		for i, k := range names {
+			parts[i] = fmt.Sprintf("%s %.2f", k, float64(r.perCommand[k])/float64(max(r.reads, 1)))
+		}
+		fmt.Printf("commands per read, %-8s: %s\n", r.strategy, strings.Join(parts, ", "))
+	}
 	fmt.Println("node N/s: data commands per second on that master (INFO commandstats delta); skew: busiest master / mean;")
 	fmt.Println("source loads: loads of the simulated database (all keys / the celebrity); errors and wrong values: none, or the run fails.")
 	fmt.Println()

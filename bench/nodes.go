@@ -20,29 +20,37 @@ var adminCommands = map[string]bool{
 	"hello": true, "command": true, "script": true, "readonly": true,
 }
 
-// nodeOps returns, per master address, the calls of data commands in INFO commandstats.
-func nodeOps(ctx context.Context, c *redis.ClusterClient) (map[string]uint64, error) {
-	out := map[string]uint64{}
+// nodeOps returns, per master address, the calls of data commands in INFO commandstats, and
+// per command name their sum over the masters.
+func nodeOps(ctx context.Context, c *redis.ClusterClient) (map[string]uint64, map[string]uint64, error) {
+	out, cmds := map[string]uint64{}, map[string]uint64{}
 	var mu sync.Mutex
 	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 		s, err := m.Info(ctx, "commandstats").Result()
 		if err != nil {
 			return err
 		}
-		n, err := dataCalls(s)
+		per := map[string]uint64{}
+		n, err := dataCallsBy(s, per)
 		if err != nil {
 			return err
 		}
 		mu.Lock()
+		defer mu.Unlock()
 		out[m.Options().Addr] = n
-		mu.Unlock()
+		for k, v := range per {
+			cmds[k] += v
+		}
 		return nil
 	})
-	return out, err
+	return out, cmds, err
 }
 
 // dataCalls sums the calls of INFO commandstats, less adminCommands.
-func dataCalls(info string) (uint64, error) {
+func dataCalls(info string) (uint64, error) { return dataCallsBy(info, nil) }
+
+// dataCallsBy is dataCalls that also adds each command's calls to by, when by is not nil.
+func dataCallsBy(info string, by map[string]uint64) (uint64, error) {
 	var total uint64
 	sc := bufio.NewScanner(strings.NewReader(info))
 	for sc.Scan() {
@@ -62,6 +70,9 @@ func dataCalls(info string) (uint64, error) {
 					return 0, fmt.Errorf("bad commandstats line %q: %w", line, err)
 				}
 				total += n
+				if by != nil {
+					by[cmd] += n
+				}
 			}
 		}
 	}
