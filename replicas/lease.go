@@ -175,6 +175,6 @@ func (r *Replicator) loadAndFill(ctx context.Context, key, token string, ttl tim
 		return it, nil
 	}
 	// The copies are a cache of the logical key: a failed copy is refilled by a later read.
-	_ = r.writeCopies(ctx, key, rec, r.targets(key, lay, res[1:], ttl, time.Since(start)), 1)
+	_ = r.writeCopies(ctx, key, rec, r.targets(key, rec, lay, res[1:], ttl, time.Since(start)), 1)
 	return it, nil
 }

@@ -57,7 +57,8 @@ type Options struct {
 	// Default: DefaultTombstoneTTL (5m).
 	TombstoneTTL time.Duration
 	// Jitter is the fraction, in [0, 0.5], by which each copy's TTL is shortened at random so
-	// that copies do not all expire at once. A negative value disables jitter.
+	// that copies do not all expire at once. A negative value disables jitter. Tombstones
+	// are not jittered: they refuse older writes at every copy for all of TombstoneTTL.
 	// Default: DefaultJitter (0.1).
 	Jitter float64
 	// LeaseTTL is how long a fill lease lasts: when its holder dies, another caller takes

@@ -141,7 +141,7 @@ func (r *Replicator) repair(ctx context.Context, key string, lay *layout, missed
 func (r *Replicator) fill(ctx context.Context, key string, lay *layout, missed []int, rec record, remaining time.Duration) {
 	targets := make([]target, 0, len(missed))
 	for _, i := range missed {
-		if ttl := r.copyTTL(remaining, remaining); ttl > 0 {
+		if ttl := r.copyTTL(rec, remaining, remaining); ttl > 0 {
 			targets = append(targets, target{index: i, key: lay.keys[i], ttl: ttl})
 		}
 	}

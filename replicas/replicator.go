@@ -201,7 +201,7 @@ func (r *Replicator) Promote(ctx context.Context, key string) error {
 		remaining := pttl - time.Since(start)
 		targets := make([]target, 0, len(lay.keys))
 		for i, k := range lay.keys {
-			if ttl := r.copyTTL(remaining, remaining); ttl > 0 {
+			if ttl := r.copyTTL(rec, remaining, remaining); ttl > 0 {
 				targets = append(targets, target{index: i, key: k, ttl: ttl})
 			}
 		}

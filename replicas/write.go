@@ -81,17 +81,17 @@ func (r *Replicator) write(ctx context.Context, key string, rec record, ttl time
 		r.stats.staleWrites.Add(1)
 		return fmt.Errorf("replicas: write %q version %d: %w", key, rec.version, ErrStaleVersion)
 	}
-	return r.writeCopies(ctx, key, rec, r.targets(key, lay, res[1:], ttl, time.Since(start)), 1)
+	return r.writeCopies(ctx, key, rec, r.targets(key, rec, lay, res[1:], ttl, time.Since(start)), 1)
 }
 
 // targets turns set.lua's registry pairs into copies to write. Each copy's TTL is the
 // jittered ttl, cut to its registration's remaining life minus the time spent since the
 // script was sent, so no copy outlives the registration that makes writers update it.
-func (r *Replicator) targets(key string, lay *layout, pairs []int64, ttl, elapsed time.Duration) []target {
+func (r *Replicator) targets(key string, rec record, lay *layout, pairs []int64, ttl, elapsed time.Duration) []target {
 	out := make([]target, 0, len(pairs)/2)
 	for i := 0; i+1 < len(pairs); i += 2 {
 		s, remaining := uint16(pairs[i]), time.Duration(pairs[i+1])*time.Millisecond-elapsed
-		t := target{index: -2, key: r.copyKey(s, key), ttl: r.copyTTL(ttl, remaining)}
+		t := target{index: -2, key: r.copyKey(s, key), ttl: r.copyTTL(rec, ttl, remaining)}
 		if lay != nil {
 			for j, ls := range lay.slots {
 				if ls == s {
@@ -107,10 +107,14 @@ func (r *Replicator) targets(key string, lay *layout, pairs []int64, ttl, elapse
 }
 
 // copyTTL returns ttl shortened by a random fraction in [0, Options.Jitter), and at most
-// limit. A result under 1ms means the copy is not worth writing.
-func (r *Replicator) copyTTL(ttl, limit time.Duration) time.Duration {
-	u := float64(r.opts.Rand()>>11) / (1 << 53)
-	d := ttl - time.Duration(float64(ttl)*r.opts.Jitter*u)
+// limit. A tombstone is not shortened: it must refuse late older writes at every copy for
+// as long as at the logical key. A result under 1ms means the copy is not worth writing.
+func (r *Replicator) copyTTL(rec record, ttl, limit time.Duration) time.Duration {
+	d := ttl
+	if !rec.tombstone {
+		u := float64(r.opts.Rand()>>11) / (1 << 53)
+		d -= time.Duration(float64(ttl) * r.opts.Jitter * u)
+	}
 	d = min(d, limit)
 	if d < time.Millisecond {
 		return 0
