@@ -86,7 +86,7 @@ func (c *Cluster) form(ctx context.Context) error {
 	first := admin(c.masters[0])
 	defer first.Close()
 	for _, s := range c.nodes()[1:] {
-		if err := first.ClusterMeet(ctx, "127.0.0.1", fmt.Sprint(s.port)).Err(); err != nil {
+		if err := first.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", s.port, s.busPort).Err(); err != nil {
 			return fmt.Errorf("redistest: CLUSTER MEET %s: %w", s.Addr(), err)
 		}
 	}

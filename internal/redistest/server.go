@@ -32,9 +32,10 @@ type ServerOptions struct {
 // Server is one redis-server process on a loopback port. Its methods are safe for
 // concurrent use.
 type Server struct {
-	opts ServerOptions
-	dir  string
-	port int
+	opts    ServerOptions
+	dir     string
+	port    int
+	busPort int // cluster bus port, 0 for a standalone server
 
 	mu     sync.Mutex
 	cmd    *exec.Cmd
@@ -68,6 +69,12 @@ func startServer(root string, opts ServerOptions) (*Server, error) {
 			return nil, fmt.Errorf("redistest: %w", err)
 		}
 		s := &Server{opts: opts, dir: dir, port: port}
+		if opts.cluster {
+			// The default bus port, port+10000, may be taken or above 65535: pick one.
+			if s.busPort, err = freePort(); err != nil {
+				return nil, err
+			}
+		}
 		if lastErr = s.start(); lastErr == nil {
 			return s, nil
 		}
@@ -103,6 +110,7 @@ func (s *Server) args() []string {
 		a = append(a,
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
+			"--cluster-port", strconv.Itoa(s.busPort),
 			"--cluster-node-timeout", "3000",
 			// A paused or killed master must not take the whole test cluster down.
 			"--cluster-require-full-coverage", "no",
