@@ -55,7 +55,10 @@
 // Idempotency records and tombstones are plain records in the unit's slot, so they travel
 // with it. They are kept for [DefaultOpRetention] and [DefaultTombstoneRetention] (24h),
 // far longer than client retries and a migration; expired ones are removed a few at a time
-// by later writes to the same unit.
+// by later writes to the same unit. A record's version grows with every Put and Delete and
+// never goes backwards: when an expired tombstone is removed, its version raises the unit's
+// version floor (vfloor in the ownership record), and a record created later starts above it.
+// A migration that wants the same across the move copies vfloor (at least) to the target.
 //
 // # Key layout
 //
@@ -67,8 +70,11 @@
 //
 // ('%', '{', '}' in tenants are percent-encoded) and these keys on its shard, all in one slot:
 //
-//	<tag>:own   HASH   ownership: gen, state ("open", "closed", "importing", ...),
-//	                   x:<tenant> = generation at which a tenant was moved out of a bucket
+//	<tag>:own   HASH   ownership: gen, state ("open", "closed", "importing", "cancelled", ...),
+//	                   x:<tenant> = generation at which a tenant was moved out of a bucket,
+//	                   vfloor = highest version of a tombstone purged here (a new record
+//	                   starts above it), mig = migration ID (set by migrate); routing
+//	                   ignores fields it does not know
 //	<tag>:rec   HASH   RecordField(tenant, key) -> "<version>:l:<value>" | "<version>:t:"
 //	<tag>:ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>:<field>"
 //	<tag>:opx   ZSET   op ID, score = expiry (unix ms)
@@ -83,8 +89,9 @@
 //
 // A unit accepts writes only where its ownership record is open. After publishing the first
 // table, call [Router.Provision]: it opens every unit on its assigned shard at the table's
-// generation, and refuses (creating nothing) if any unit already has a record elsewhere,
-// because moving an owned unit is a migration, not a table edit.
+// generation, and refuses (creating nothing) if any unit already has a record elsewhere, or
+// a record on its own shard that is not open (closed, importing, cancelled, ...), because
+// moving an owned unit is a migration, not a table edit. It only creates missing records.
 //
 // # Building on the shard side (migrate)
 //
@@ -116,7 +123,9 @@
 //
 // # What is assumed of Redis
 //
-// Scripts are atomic and a shard has one writable owner per slot. A write acknowledged by a
+// Redis 7.0 or newer (scripts read XINFO STREAM; migrate detects a change log trimmed past
+// its position by max-deleted-entry-id, and [DefaultLogMaxLen] trims). Scripts are atomic
+// and a shard has one writable owner per slot. A write acknowledged by a
 // shard is only as durable as that shard's persistence: run shards with AOF
 // (appendfsync always) and, with replicas, WAIT, if acknowledged writes must survive a
 // crash. A shard that restarts empty has lost its ownership records too, so it refuses

@@ -1,6 +1,7 @@
 package routing_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -265,5 +266,44 @@ func TestExpiredOpRecordsAndTombstonesArePurged(t *testing.T) {
 		_, ok, err = s.Get(ctx, u, 1, "t", "k")
 		require.NoError(t, err)
 		require.False(t, ok, "the tombstone is gone after its retention")
+	})
+}
+
+func TestVersionsNeverGoBackwardsAfterATombstoneExpires(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := ctxT(t)
+		now := time.Unix(1_700_000_000, 0)
+		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{
+			OpRetention: time.Minute, TombstoneRetention: time.Minute,
+			Now: func() time.Time { return now },
+		})
+		u := routing.BucketUnit(0)
+		open(t, s, u, 1)
+		for i, op := range []routing.Op{routing.Put("k", "v1"), routing.Put("k", "v2"), routing.Delete("k")} {
+			_, err := s.Exec(ctx, u, 1, "t", fmt.Sprintf("op-%d", i), op)
+			require.NoError(t, err)
+		}
+		now = now.Add(2 * time.Minute)
+		_, err := s.Exec(ctx, u, 1, "t", "op-other", routing.Put("other", "v"))
+		require.NoError(t, err)
+		_, ok, err := s.Get(ctx, u, 1, "t", "k")
+		require.NoError(t, err)
+		require.False(t, ok, "precondition: the tombstone (version 3) was purged")
+
+		// A client that read version 2 before the delete must not see its stale
+		// compare-and-set land on a new record that happens to reach version 2 again.
+		res, err := s.Exec(ctx, u, 1, "t", "op-new-1", routing.Put("k", "n1"))
+		require.NoError(t, err)
+		require.Equal(t, uint64(4), res.Version, "a new record starts above every purged version")
+		res, err = s.Exec(ctx, u, 1, "t", "op-new-2", routing.Put("k", "new"))
+		require.NoError(t, err)
+		require.Equal(t, uint64(5), res.Version)
+		_, err = s.Exec(ctx, u, 1, "t", "op-stale-cas", routing.PutIf("k", "stale", 2))
+		var mm *routing.VersionMismatchError
+		require.ErrorAs(t, err, &mm)
+		rec, ok, err := s.Get(ctx, u, 1, "t", "k")
+		require.NoError(t, err)
+		require.True(t, ok)
+		require.Equal(t, "new", rec.Value)
 	})
 }

@@ -4,7 +4,8 @@
 -- KEYS: all six carry the unit's hash tag "{<prefix>:<unit>}", so they share one hash slot;
 -- the ownership check, the idempotency record, the data change and the change-log entry are
 -- therefore one atomic step on one shard, and everything travels together when the unit moves.
---   1 own   HASH   ownership record: gen, state, "x:<tenant>" for tenants moved out
+--   1 own   HASH   ownership record: gen, state, "x:<tenant>" for tenants moved out, and
+--                  "vfloor": the highest version of a tombstone purged here
 --   2 rec   HASH   record field -> "<version>:l:<value>" or "<version>:t:" (tombstone)
 --   3 ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>:<field>"
 --   4 opx   ZSET   op ID scored by its expiry, unix ms
@@ -31,7 +32,8 @@
 --   {"done", outcome, version}    recorded now; outcome "ok", "mismatch" or "absent"
 -- Invariant: a write lands only while the unit is open here at a generation <= the caller's;
 -- every recorded operation leaves exactly one op record and one change-log entry; an op ID
--- is applied at most once while its record lives.
+-- is applied at most once while its record lives; a record's version never goes backwards,
+-- not even after its tombstone was purged (a new record starts above "vfloor").
 
 local function int(s, name, min)
   if type(s) ~= "string" or not string.match(s, "^%d+$") then
@@ -98,6 +100,8 @@ local cver, live = 0, false
 if cur then
   local v, f = string.match(cur, "^(%d+):(%a):")
   cver, live = tonumber(v), f == "l"
+else
+  cver = tonumber(redis.call("HGET", KEYS[1], "vfloor") or "0") or 0
 end
 local seen = live and cver or 0
 local outcome, ver, logkind, rec, tombexp = "ok", 0, "noop", "", "0"
@@ -140,10 +144,18 @@ for _, id in ipairs(expired) do
   redis.call("ZREM", KEYS[4], id)
 end
 local dead = redis.call("ZRANGEBYSCORE", KEYS[5], "-inf", str(now), "LIMIT", 0, 16)
+local floor = 0
 for _, f in ipairs(dead) do
   local r = redis.call("HGET", KEYS[2], f)
-  if r and string.match(r, "^%d+:t:") then redis.call("HDEL", KEYS[2], f) end
+  local tv = r and string.match(r, "^(%d+):t:")
+  if tv then
+    redis.call("HDEL", KEYS[2], f)
+    floor = math.max(floor, tonumber(tv))
+  end
   redis.call("ZREM", KEYS[5], f)
+end
+if floor > 0 and floor > (tonumber(redis.call("HGET", KEYS[1], "vfloor") or "0") or 0) then
+  redis.call("HSET", KEYS[1], "vfloor", str(floor))
 end
 
 return {"done", outcome, str(ver)}
