@@ -245,7 +245,7 @@ func (c *Cache) step(ctx context.Context, id, tenant string, from, to State, rel
 	if err != nil {
 		return fmt.Errorf("migrate: cache journal step: %w", err)
 	}
-	if len(reply) == 2 && (reply[0] == "ok" || reply[1] == string(to)) {
+	if len(reply) >= 2 && (reply[0] == "ok" || reply[1] == string(to)) {
 		return nil
 	}
 	return fmt.Errorf("migrate: cache move %q: journal is %q, expected %s", id, reply, from)

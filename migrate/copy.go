@@ -157,7 +157,7 @@ func isTombstone(rec string) bool {
 // the copy from a fresh snapshot.
 func (c *Coordinator) catchUp(ctx context.Context, r *run) error {
 	for round := 1; ; round++ {
-		n, restarted, err := c.applyLog(ctx, r, "+", true)
+		n, restarted, err := c.applyLog(ctx, r, "+", routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen})
 		if err != nil || restarted {
 			return err
 		}
@@ -189,8 +189,9 @@ func (c *Coordinator) catchUp(ctx context.Context, r *run) error {
 // barrier), to the target, journaling the position after every batch. It returns the number
 // of entries applied. When the source's log lost entries the target has not applied (trimmed
 // past r.Applied), it resets the target and restarts the copy from a fresh snapshot
-// (restarted). With open, the source must still hold the unit open.
-func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, open bool) (n int, restarted bool, err error) {
+// (restarted). The source's ownership record must be `want` (open during catch-up, closed at
+// the barrier, with its log ending there); otherwise the migration aborts.
+func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, want routing.Ownership) (n int, restarted bool, err error) {
 	for {
 		if err := ctx.Err(); err != nil {
 			return n, false, err
@@ -199,10 +200,9 @@ func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, open bo
 		if err != nil {
 			return n, false, err
 		}
-		if open {
-			if err := c.sourceOpen(r, p); err != nil {
-				return n, false, err
-			}
+		if p.own != want || (upto != "+" && p.last != upto) {
+			return n, false, abortf(false, fmt.Errorf("%w: source %q holds %s as %v with log at %s, expected %v (log at %s)",
+				ErrOwnershipChanged, r.Source, r.Unit, p.own, p.last, want, upto))
 		}
 		lost, err := p.lost(r.Applied, r.appliedN)
 		if err != nil {

@@ -11,7 +11,8 @@ import (
 )
 
 // killPoints are the instants at which the driving process dies: right after the journal
-// write that matches.
+// write that matches. (Dying between opening the target and publishing the table is covered
+// by the lost-reply test, which loses exactly those replies.)
 var killPoints = []struct {
 	name string
 	at   func(migrate.Status) bool
@@ -21,8 +22,7 @@ var killPoints = []struct {
 	{"CatchingUp", func(s migrate.Status) bool { return s.State == migrate.CatchingUp }},
 	{"ClosedA/before-barrier", func(s migrate.Status) bool { return s.State == migrate.ClosedA && s.Barrier == "" }},
 	{"ClosedA/after-barrier", func(s migrate.Status) bool { return s.State == migrate.ClosedA && s.Barrier != "" }},
-	{"ReadyB", func(s migrate.Status) bool { return s.State == migrate.ReadyB && s.FlipGen == 0 }},
-	{"ReadyB/flip-generation-chosen", func(s migrate.Status) bool { return s.State == migrate.ReadyB && s.FlipGen != 0 }},
+	{"ReadyB", func(s migrate.Status) bool { return s.State == migrate.ReadyB }},
 }
 
 func TestCoordinatorKilledAtEachStateThenResumedOrCancelled(t *testing.T) {

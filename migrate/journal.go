@@ -70,9 +70,10 @@ func (e *stateError) Is(target error) bool {
 }
 
 // step moves the journal record from one of the expected states to state `to` and sets the
-// given fields, by compare-and-set, then reloads it into *s. A retry of a step that already
-// happened (the record is at `to` already and `to` is not among the expected states) is
-// taken as done: the record is reloaded as it is. release frees the unit's lock.
+// given fields, by compare-and-set, and stores the record the script returns into *s. A
+// retry of a step that already happened (the record is at `to` already and `to` is not among
+// the expected states) is taken as done: the record is reloaded as it is. release frees the
+// unit's lock.
 func (c *Coordinator) step(ctx context.Context, s *Status, expect []State, to State, release bool, kv ...string) error {
 	rel := "0"
 	if release {
@@ -90,20 +91,27 @@ func (c *Coordinator) step(ctx context.Context, s *Status, expect []State, to St
 	if err != nil {
 		return fmt.Errorf("migrate: journal step of %q to %s: %w", s.ID, to, err)
 	}
+	var ns Status
 	switch {
-	case len(reply) == 2 && reply[0] == "ok":
+	case len(reply) >= 2 && len(reply)%2 == 0 && reply[0] == "ok":
+		m := make(map[string]string, len(reply)/2)
+		for i := 2; i+1 < len(reply); i += 2 {
+			m[reply[i]] = reply[i+1]
+		}
+		if ns, err = parseStatus(m); err != nil {
+			return err
+		}
 	case len(reply) == 2 && reply[0] == "changed":
 		if State(reply[1]) != to {
 			return &stateError{id: s.ID, found: State(reply[1]), want: expect}
+		}
+		if ns, err = c.load(ctx, s.ID); err != nil {
+			return err
 		}
 	case len(reply) == 1 && reply[0] == "missing":
 		return fmt.Errorf("%w: %q", ErrNotFound, s.ID)
 	default:
 		return fmt.Errorf("migrate: journal step of %q: malformed reply %q", s.ID, reply)
-	}
-	ns, err := c.load(ctx, s.ID)
-	if err != nil {
-		return err
 	}
 	prev := s.State
 	*s = ns

@@ -10,7 +10,8 @@
 --   3 release  "1": release the unit's lock if this migration holds it; "0": keep it
 --   4 id       migration ID (the lock's value)
 --   5..        field/value pairs to set with the state
--- Reply: {"ok", state} when written; {"changed", state} when the record's state is not
+-- Reply: {"ok", state, field1, value1, ...} when written, with the whole record as it now
+--   is (saving the caller a read); {"changed", state} when the record's state is not
 --   expected (nothing written; a retry of a step already made sees the new state here);
 --   {"missing"} when there is no record.
 -- Invariant: state changes follow the coordinator's state machine; two coordinators racing
@@ -36,4 +37,6 @@ redis.call("HSET", KEYS[1], unpack(args))
 if ARGV[3] == "1" and redis.call("GET", KEYS[2]) == ARGV[4] then
   redis.call("DEL", KEYS[2])
 end
-return {"ok", ARGV[2]}
+local out = {"ok", ARGV[2]}
+for _, v in ipairs(redis.call("HGETALL", KEYS[1])) do out[#out + 1] = v end
+return out
