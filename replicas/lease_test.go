@@ -2,6 +2,7 @@ package replicas_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -193,26 +194,34 @@ func TestLeaseSurvivesLostReplies(t *testing.T) {
 	c := redistest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
 	key := redistest.Prefix(t) + "k"
 	r := newReplicator(t, c, replicas.Options{})
-	// Warm the scripts and connections.
-	_, err := r.GetOrLoad(ctxFor(t), key+"warm", 0, func(context.Context) (replicas.Item, error) {
+	// Warm the scripts and connections on the master of key's slot ("{key}w" shares it), so
+	// that the dropped replies below belong to scripts that really ran, not to NOSCRIPT
+	// errors.
+	_, err := r.GetOrLoad(ctxFor(t), "{"+key+"}w", 0, func(context.Context) (replicas.Item, error) {
 		return replicas.Item{Value: []byte("w"), Version: 1}, nil
 	})
 	require.NoError(t, err)
-	// Both the lease acquisition and the fill lose their reply once; the retries must find
-	// the lease still theirs and the fill already done.
-	inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "lease:" + key}, 2)
+	// The lease acquisition loses its reply once (the fill also names the lease, but this
+	// rule is used up first), then the fill loses its reply once. The retries must find the
+	// lease still theirs and the fill already done.
+	inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "lease:" + key}, 1)
+	inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "fill-data"}, 1)
 	var loads atomic.Int64
 	it, err := r.GetOrLoad(ctxFor(t), key, 0, func(context.Context) (replicas.Item, error) {
 		loads.Add(1)
-		return replicas.Item{Value: []byte("v"), Version: 4}, nil
+		return replicas.Item{Value: []byte("fill-data"), Version: 4}, nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, "v", string(it.Value))
+	require.Equal(t, "fill-data", string(it.Value))
 	require.Equal(t, int64(2), inj.Dropped())
 	require.Equal(t, int64(1), loads.Load())
 	require.Zero(t, r.Stats().FillsRefused)
+	require.Equal(t, uint64(2), r.Stats().LeaseWins, "one lease for the warm-up key, one for key")
 	v, _, _ := stored(t, c, key)
 	require.Equal(t, uint64(4), v)
+	lease, err := c.Get(ctxFor(t), r.LeaseKey(key)).Result()
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(lease, "f:"), "the lease is marked filled, got %q", lease)
 }
 
 func TestWaiterLeavesOnItsContext(t *testing.T) {
