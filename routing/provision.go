@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/celebrity-go/celebrity/internal/hashing"
 )
 
 // Provision creates the ownership records of the installed table on the shards it assigns
@@ -16,7 +18,10 @@ import (
 // new override or spread before any data was written for it). It never moves a unit: if a
 // unit's record exists on another shard in any state, or on its assigned shard in a state
 // other than open, Provision creates nothing and returns an error wrapping
-// ErrOwnershipChanged; moving a unit that has an owner is a migration. It is idempotent:
+// ErrOwnershipChanged; moving a unit that has an owner is a migration. Before it opens a new
+// override or spread unit, it marks the tenant as moved out of its hash bucket (see
+// [Shard.MarkMoved]), so that a client still routing the tenant by an older table is
+// refused there instead of writing where no one reads. It is idempotent:
 // records already open on the assigned shard are left as they are. Provision reads every
 // unit's record on every shard (shards in parallel); it is an administrative call, and
 // concurrent Provision calls for different tables are not coordinated.
@@ -49,7 +54,9 @@ func (r *Router) Provision(ctx context.Context) (int, error) {
 	if err := g.Wait(); err != nil {
 		return 0, err
 	}
-	claims := make(map[string][]Unit)
+	buckets := make(map[string][]Unit) // bucket units to create, by shard
+	claims := make(map[string][]Unit)  // override and spread units to create, by shard
+	bucketOwn := make(map[uint32]Ownership)
 	for j, p := range units {
 		for i, name := range names {
 			o := found[i][j]
@@ -57,27 +64,70 @@ func (r *Router) Provision(ctx context.Context) (int, error) {
 			case name != p.Shard && o.State != StateNone:
 				return 0, fmt.Errorf("%w: %s is assigned to shard %q but has a record on shard %q (%v); moving it is a migration",
 					ErrOwnershipChanged, p.Unit, p.Shard, name, o)
+			case name == p.Shard && o.State == StateNone && p.Unit.Kind == KindBucket:
+				buckets[name] = append(buckets[name], p.Unit)
+				bucketOwn[p.Unit.Bucket] = Ownership{Generation: c.gen, State: StateOpen}
 			case name == p.Shard && o.State == StateNone:
 				claims[name] = append(claims[name], p.Unit)
+			case name == p.Shard && p.Unit.Kind == KindBucket:
+				bucketOwn[p.Unit.Bucket] = o
 			case name == p.Shard && o.State != StateOpen:
 				return 0, fmt.Errorf("%w: %s on shard %q is %v, not provisionable", ErrOwnershipChanged, p.Unit, p.Shard, o)
 			}
 		}
 	}
 	var created atomic.Int64
-	g, gctx = errgroup.WithContext(ctx)
-	for name, us := range claims {
+	open := Ownership{Generation: c.gen, State: StateOpen}
+	if err := r.perShard(ctx, buckets, func(ctx context.Context, s *Shard, u Unit) error {
+		_, err := s.Transition(ctx, u, Ownership{}, open)
+		if err == nil {
+			created.Add(1)
+		}
+		return err
+	}); err != nil {
+		return int(created.Load()), err
+	}
+	marks := make(map[string][]Unit) // by bucket shard: buckets, each with Tenant set to the tenant to mark
+	marked := make(map[string]bool)
+	for _, us := range claims {
+		for _, u := range us {
+			if marked[u.Tenant] {
+				continue
+			}
+			marked[u.Tenant] = true
+			b := uint32(hashing.Bucket(u.Tenant, c.buckets))
+			marks[c.table.BucketOwner(b)] = append(marks[c.table.BucketOwner(b)], Unit{Kind: KindBucket, Bucket: b, Tenant: u.Tenant})
+		}
+	}
+	if err := r.perShard(ctx, marks, func(ctx context.Context, s *Shard, m Unit) error {
+		o := bucketOwn[m.Bucket]
+		_, err := s.MarkMoved(ctx, BucketUnit(m.Bucket), m.Tenant, true, o, o)
+		return err
+	}); err != nil {
+		return int(created.Load()), err
+	}
+	err := r.perShard(ctx, claims, func(ctx context.Context, s *Shard, u Unit) error {
+		_, err := s.Transition(ctx, u, Ownership{}, open)
+		if err == nil {
+			created.Add(1)
+		}
+		return err
+	})
+	return int(created.Load()), err
+}
+
+// perShard calls fn for every unit of every shard in work: shards in parallel, units in order.
+func (r *Router) perShard(ctx context.Context, work map[string][]Unit, fn func(context.Context, *Shard, Unit) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	for name, us := range work {
 		g.Go(func() error {
 			for _, u := range us {
-				_, err := r.shards[name].Transition(gctx, u, Ownership{}, Ownership{Generation: c.gen, State: StateOpen})
-				if err != nil {
+				if err := fn(gctx, r.shards[name], u); err != nil {
 					return err
 				}
-				created.Add(1)
 			}
 			return nil
 		})
 	}
-	err := g.Wait()
-	return int(created.Load()), err
+	return g.Wait()
 }
