@@ -2,6 +2,7 @@ package replicas
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -87,9 +88,10 @@ func (r *Replicator) join(key string, ttl time.Duration, load Loader) (*flight, 
 	return f, nil
 }
 
-// newToken returns a random lease token.
+// newToken returns a random lease token. It is drawn from crypto/rand, not Options.Rand:
+// instances whose Rand is seeded alike must still never share a lease.
 func (r *Replicator) newToken() string {
-	return strconv.FormatUint(r.opts.Rand(), 36) + "." + strconv.FormatUint(r.opts.Rand(), 36)
+	return rand.Text()
 }
 
 // fetch takes the lease or waits for its holder, then loads and fills.

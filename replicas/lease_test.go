@@ -252,3 +252,41 @@ func TestWaiterLeavesOnItsContext(t *testing.T) {
 	close(release)
 	require.Equal(t, int64(1), calls.Load())
 }
+
+func TestInstancesWithTheSameRandDoNotShareALease(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		key := redistest.Prefix(t) + "k"
+		// A host seeding every instance's Rand alike (for reproducible copy choice) must not
+		// hand two instances the same lease token.
+		o := replicas.Options{Prefix: redistest.Prefix(t), Rand: func() uint64 { return 7 }}
+		a := newReplicator(t, f.client(t), o)
+		b := newReplicator(t, f.client(t), o)
+		var calls atomic.Int64
+		started, release := make(chan struct{}), make(chan struct{})
+		load := stuckLoader(started, release,
+			replicas.Item{Value: []byte("a"), Version: 1}, replicas.Item{Value: []byte("b"), Version: 1}, &calls)
+		aDone := make(chan error, 1)
+		go func() {
+			_, err := a.GetOrLoad(ctxFor(t), key, 0, load)
+			aDone <- err
+		}()
+		<-started
+		bDone := make(chan replicas.Item, 1)
+		go func() {
+			it, err := b.GetOrLoad(ctxFor(t), key, 0, load)
+			if err == nil {
+				bDone <- it
+			}
+			close(bDone)
+		}()
+		require.Eventually(t, func() bool { return b.Stats().LeaseWaits+b.Stats().LeaseWins > 0 },
+			5*time.Second, 5*time.Millisecond)
+		close(release)
+		require.NoError(t, <-aDone)
+		it, ok := <-bDone
+		require.True(t, ok, "b gets a value")
+		require.Equal(t, "a", string(it.Value), "b waits for a's fill")
+		require.Equal(t, int64(1), calls.Load(), "the source ran once")
+		require.Zero(t, b.Stats().LeaseWins)
+	})
+}

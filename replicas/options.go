@@ -76,7 +76,8 @@ type Options struct {
 	// value turns the periodic reload off (Refresh still works).
 	// Default: DefaultRefreshInterval (10s).
 	RefreshInterval time.Duration
-	// Rand returns random numbers for copy choice, jitter and lease tokens.
+	// Rand returns random numbers for copy choice and jitter; it must be safe for concurrent
+	// use. Lease tokens do not use it (they come from crypto/rand).
 	// Default: math/rand/v2.Uint64.
 	Rand func() uint64
 	// Logger receives background errors (slot map reloads). Default: no logging.
