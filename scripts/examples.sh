@@ -7,6 +7,7 @@
 #
 #   scripts/examples.sh            # every example
 #   scripts/examples.sh celebrity  # only these
+#   EXAMPLES_VERBOSE=1 scripts/examples.sh   # print every run's output, not only failures
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -111,6 +112,7 @@ run() { # run NAME MODE ENV...
   if [ "$rc" = 0 ]; then
     passed=$((passed + 1))
     printf 'ok    %-10s %-10s %3ds  %s\n' "$name" "$mode" $((SECONDS - start)) "$(tail -n 1 "$log")"
+    if [ -n "${EXAMPLES_VERBOSE:-}" ]; then sed 's/^/      | /' "$log"; fi
   else
     failed=$((failed + 1))
     failures+=("$name/$mode")

@@ -25,7 +25,7 @@ const (
 	otherPosts = 1000                 // the long tail, read with Zipf(1.1)
 	dbLatency  = 3 * time.Millisecond // one source load
 	postTTL    = 5 * time.Minute      // every key the example writes expires
-	evalEvery  = 25                   // an instance evaluates its detector every so many reads
+	evalEvery  = 10                   // an instance evaluates its detector every so many reads
 	l1Fresh    = 30 * time.Second     // longer than a run: the cache never reloads
 	readLimit  = 10 * time.Second     // one read
 )
