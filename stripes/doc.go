@@ -59,7 +59,8 @@
 // Under Options.Prefix (default "stripes:") and Options.Name:
 //
 //	<prefix>{<name>}:layout              hash: doc (JSON: generations, stripe counts, tags,
-//	                                     boundaries), ver, base, folded:<gen>, expiring:<gen>
+//	                                     boundaries, dedup settings), ver, base, folded:<gen>,
+//	                                     expiring:<gen>
 //	<prefix>{<tag>}:<name>:<gen>:<i>     hash: stripe i of generation gen: v (value), g, n,
 //	                                     i, maxt (latest event time), end, sealed
 //	<prefix>{<tag>}:<name>:<gen>:<i>:d:<slice>:<depth>:<sel>

@@ -54,7 +54,9 @@ func announce(t testing.TB, c *Counter, n int) {
 	var err error
 	g.Tags, err = c.place(ctx, g.Gen, n)
 	require.NoError(t, err)
-	ok, err := c.casLayout(ctx, l.ver, layoutDoc{Gens: append(slices.Clone(l.doc.Gens), g)})
+	doc := l.doc
+	doc.Gens = append(slices.Clone(l.doc.Gens), g)
+	ok, err := c.casLayout(ctx, l.ver, doc)
 	require.NoError(t, err)
 	require.True(t, ok)
 }

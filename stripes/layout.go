@@ -31,6 +31,40 @@ type genDoc struct {
 // layoutDoc is the JSON document stored in field "doc" of the layout hash.
 type layoutDoc struct {
 	Gens []genDoc `json:"gens"`
+	// Dedup is fixed when the layout is created. Nil in a layout written before it existed.
+	Dedup *dedupDoc `json:"dedup,omitempty"`
+}
+
+// dedupDoc records the settings that decide where a dedup record lives and how long: the
+// slice width names its set, the window sets its expiry, the bit width is the record. A
+// process with other settings would not find the records of the others, so every process
+// must use the recorded ones.
+type dedupDoc struct {
+	WindowMs int64 `json:"window_ms"`
+	Slices   int   `json:"slices"`
+	Bits     int   `json:"bits"`
+}
+
+// dedupDoc returns the dedup settings of c's options.
+func (c *Counter) dedupDoc() *dedupDoc {
+	return &dedupDoc{WindowMs: c.opts.DedupWindow.Milliseconds(), Slices: c.opts.DedupSlices, Bits: c.opts.DedupBits}
+}
+
+// checkDedup refuses options whose dedup settings differ from those recorded in d.
+func (c *Counter) checkDedup(d *dedupDoc) error {
+	if d == nil {
+		return nil
+	}
+	o := c.dedupDoc()
+	switch {
+	case d.WindowMs != o.WindowMs:
+		return invalidf("Options.DedupWindow must be %v, as recorded for counter %q, got %v", time.Duration(d.WindowMs)*time.Millisecond, c.opts.Name, c.opts.DedupWindow)
+	case d.Slices != o.Slices:
+		return invalidf("Options.DedupSlices must be %d, as recorded for counter %q, got %d", d.Slices, c.opts.Name, o.Slices)
+	case d.Bits != o.Bits:
+		return invalidf("Options.DedupBits must be %d, as recorded for counter %q, got %d", d.Bits, c.opts.Name, o.Bits)
+	}
+	return nil
 }
 
 // layout is one read of the layout hash: the document plus the fields fold.lua owns.
@@ -112,6 +146,9 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 	if err := l.doc.check(); err != nil {
 		return nil, err
 	}
+	if err := c.checkDedup(l.doc.Dedup); err != nil {
+		return nil, err
+	}
 	c.layout.Store(l)
 	return l, nil
 }
@@ -169,7 +206,7 @@ func (c *Counter) ensureLayout(ctx context.Context) (*layout, error) {
 		if err := c.createStripes(ctx, &g); err != nil {
 			return nil, err
 		}
-		if _, err := c.casLayout(ctx, 0, layoutDoc{Gens: []genDoc{g}}); err != nil {
+		if _, err := c.casLayout(ctx, 0, layoutDoc{Gens: []genDoc{g}, Dedup: c.dedupDoc()}); err != nil {
 			return nil, err
 		}
 	}

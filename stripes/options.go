@@ -58,6 +58,11 @@ type Options struct {
 	// clock of the Redis server that holds its stripe. Retries inside the window are counted
 	// once; later ones get ErrTooOld. An old generation is sealed one window (plus one slice)
 	// after it closed. Default: 10m; range 100ms..168h.
+	//
+	// DedupWindow, DedupSlices and DedupBits decide where a dedup record lives and how long,
+	// so they are recorded when the layout is created and every process must use the same
+	// values: a Counter with other values gets an ErrInvalid error from every operation
+	// rather than miss the others' records and count their retries again.
 	DedupWindow time.Duration
 	// DedupSlices is how many time slices one window is cut into. Dedup records of one slice
 	// expire together; more slices mean fewer IDs per set and proportionally lower collision

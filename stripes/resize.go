@@ -49,7 +49,8 @@ func (c *Counter) Resize(ctx context.Context, n int) (uint64, error) {
 		if g.Tags, err = c.place(ctx, g.Gen, n); err != nil {
 			return 0, err
 		}
-		doc := layoutDoc{Gens: append(slices.Clone(l.doc.Gens), g)}
+		doc := l.doc
+		doc.Gens = append(slices.Clone(l.doc.Gens), g)
 		if _, err := c.casLayout(ctx, l.ver, doc); err != nil {
 			return 0, err
 		}
@@ -81,7 +82,8 @@ func (c *Counter) finishResize(ctx context.Context, l *layout) error {
 		}
 		ends[i] = e
 	}
-	doc := layoutDoc{Gens: slices.Clone(gens)}
+	doc := l.doc
+	doc.Gens = slices.Clone(gens)
 	doc.Gens[len(gens)-2].Ends = ends
 	doc.Gens[len(gens)-1].Pending = false
 	_, err = c.casLayout(ctx, l.ver, doc)
