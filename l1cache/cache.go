@@ -85,12 +85,8 @@ func New[V any](loader Loader[V], o Options[V]) (*Cache[V], error) {
 		oo.MaximumSize = cfg.MaxEntries
 	} else {
 		oo.MaximumWeight = cfg.MaxCost
-		oo.Weigher = func(key string, e *entry[V]) uint32 {
-			if !e.hasValue {
-				return 1
-			}
-			return cfg.Sizer(key, e.value)
-		}
+		// The Sizer ran when the entry was built, outside the cache's and the store's locks.
+		oo.Weigher = func(_ string, e *entry[V]) uint32 { return e.cost }
 	}
 	if c.store, err = otter.New(oo); err != nil {
 		c.stopClock()
@@ -160,7 +156,7 @@ func (c *Cache[V]) getSlow(ctx context.Context, key string, e *entry[V], now int
 // overwrite v.
 func (c *Cache[V]) Set(key string, v V) {
 	now := c.cfg.Clock.NowNano()
-	e := c.newValueEntry(v, c.epoch.Load(), now, 0)
+	e := c.newValueEntry(key, v, c.epoch.Load(), now, 0)
 	sh := c.shard(key)
 	sh.mu.Lock()
 	c.store.Set(key, e)

@@ -28,6 +28,9 @@ type entry[V any] struct {
 	removeAt int64
 	// delta is the duration of the load that produced value, for early refresh.
 	delta int64
+	// cost is what Options.Sizer returned for value (1 without a value), measured before the
+	// entry is installed so that the Sizer never runs under a lock.
+	cost uint32
 	// refreshing is set by the one hit that starts a background refresh of this entry.
 	refreshing atomic.Bool
 }
@@ -76,13 +79,16 @@ func (c *Cache[V]) classify(e *entry[V], now int64, epoch uint64) state {
 	return stMiss
 }
 
-// newValueEntry builds the entry of a successful load that started at start (epoch epoch)
-// and took delta nanoseconds.
-func (c *Cache[V]) newValueEntry(v V, epoch uint64, start, delta int64) *entry[V] {
+// newValueEntry builds the entry of a successful load of key that started at start (epoch
+// epoch) and took delta nanoseconds. It calls Options.Sizer, so the caller must hold no lock.
+func (c *Cache[V]) newValueEntry(key string, v V, epoch uint64, start, delta int64) *entry[V] {
 	// The windows count from the start of the load: the value may have been read at the
 	// source at any time during the load, so this bounds its age.
 	fresh := start + c.jittered(c.cfg.fresh)
-	e := &entry[V]{value: v, hasValue: true, epoch: epoch, freshUntil: fresh, delta: delta}
+	e := &entry[V]{value: v, hasValue: true, epoch: epoch, freshUntil: fresh, delta: delta, cost: 1}
+	if c.cfg.Sizer != nil {
+		e.cost = c.cfg.Sizer(key, v)
+	}
 	e.staleUntil = fresh + c.cfg.stale
 	e.sieUntil = fresh + c.cfg.sie
 	e.removeAt = max(e.staleUntil, e.sieUntil)
@@ -95,11 +101,11 @@ func (c *Cache[V]) newValueEntry(v V, epoch uint64, start, delta int64) *entry[V
 func (c *Cache[V]) newErrorEntry(err error, prev *entry[V], epoch uint64, now int64) *entry[V] {
 	if errors.Is(err, ErrNotFound) {
 		until := now + c.jittered(c.cfg.negTTL)
-		return &entry[V]{err: err, negative: true, epoch: epoch, retryAt: until, removeAt: until}
+		return &entry[V]{err: err, negative: true, epoch: epoch, retryAt: until, removeAt: until, cost: 1}
 	}
-	e := &entry[V]{err: err, epoch: epoch, retryAt: now + c.cfg.errTTL}
+	e := &entry[V]{err: err, epoch: epoch, retryAt: now + c.cfg.errTTL, cost: 1}
 	if prev != nil && prev.hasValue && now < max(prev.staleUntil, prev.sieUntil) {
-		e.value, e.hasValue, e.delta = prev.value, true, prev.delta
+		e.value, e.hasValue, e.delta, e.cost = prev.value, true, prev.delta, prev.cost
 		e.epoch = min(epoch, prev.epoch)
 		e.freshUntil, e.staleUntil, e.sieUntil = prev.freshUntil, prev.staleUntil, prev.sieUntil
 	}

@@ -203,11 +203,12 @@ func (c *Cache[V]) callLoader(ctx context.Context, key string) (v V, err error) 
 // waiters.
 func (c *Cache[V]) finish(key string, sh *shard[V], cl *call[V], v V, err error, start, delta int64, background bool) {
 	var e *entry[V]
+	if err == nil {
+		e = c.newValueEntry(key, v, cl.epoch, start, delta) // calls the Sizer: before locking
+	}
 	sh.mu.Lock()
 	end := c.cfg.Clock.NowNano()
-	if err == nil {
-		e = c.newValueEntry(v, cl.epoch, start, delta)
-	} else {
+	if err != nil {
 		e = c.newErrorEntry(err, c.peek(key), cl.epoch, end)
 	}
 	cl.val, cl.err = v, err

@@ -47,8 +47,9 @@ type Options[V any] struct {
 	// MaxCost bounds the total cost of the entries as measured by Sizer (typically bytes).
 	// It requires Sizer. Set it or MaxEntries, not both.
 	MaxCost uint64
-	// Sizer returns the cost of a value for MaxCost. It runs under a lock of the store and
-	// must not call the cache. Negative and error entries cost 1.
+	// Sizer returns the cost of a value for MaxCost. It runs once per value stored (by a
+	// load or Set), outside the cache's and the store's locks. Negative and error entries
+	// cost 1.
 	Sizer func(key string, value V) uint32
 
 	// Fresh is how long a loaded value is served without any reload, before jitter.
