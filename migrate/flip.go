@@ -64,9 +64,20 @@ func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
 		"drecords", i64(d.Records), "dtombs", i64(d.Tombstones), "dops", i64(d.Ops), "dsum", u64(d.Sum))
 }
 
-// carryMarks copies the source's "tenant moved out of this bucket" marks to the target's
-// import record, so the target refuses those tenants too.
+// carryMarks copies what the source's ownership record says about the unit's data to the
+// target's import record: the version floor (routing's vfloor, so a record created on the
+// target after a purged tombstone still starts above every version the unit ever had) and,
+// for a bucket, the tenants marked as moved out of it, so the target refuses them too.
 func (c *Coordinator) carryMarks(ctx context.Context, r *run) error {
+	floor, err := c.shards[r.Source].c.HMGet(ctx, c.keys.Unit(r.Unit).Own, "vfloor").Result()
+	if err != nil {
+		return fmt.Errorf("migrate: read source version floor: %w", err)
+	}
+	if f, _ := floor[0].(string); f != "" && f != "0" {
+		if err := c.prepare(ctx, r, "floor", f); err != nil {
+			return err
+		}
+	}
 	if r.Unit.Kind != routing.KindBucket {
 		return nil
 	}

@@ -17,7 +17,10 @@
 --           "reset":   delete every data key, only if claimed by this migration (a restart
 --                      of the copy from a fresh snapshot);
 --           "abandon": the migration was cancelled: state "cancelled", mig removed, data keys
---                      deleted, only if claimed by this migration.
+--                      deleted, only if claimed by this migration;
+--           "floor":   raise the unit's version floor (routing's vfloor: the highest version
+--                      of a tombstone purged) to ARGV[4], only if claimed by this migration.
+--   4 floor  with mode "floor": the source's version floor (integer >= 0)
 -- Reply: {"ok", gen, state} when done (including a retry of a step already made);
 --        {"refused", gen, state, mig} when the record is open, newer than gen, or claimed by
 --        another migration: nothing written.
@@ -30,8 +33,11 @@ if type(ARGV[1]) ~= "string" or not string.match(ARGV[1], "^%d+$") or tonumber(A
 end
 local gen, mig, mode = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 if mig == "" then return redis.error_reply("ERR migrate prepare: empty migration ID") end
-if mode ~= "prepare" and mode ~= "reset" and mode ~= "abandon" then
+if mode ~= "prepare" and mode ~= "reset" and mode ~= "abandon" and mode ~= "floor" then
   return redis.error_reply("ERR migrate prepare: bad mode")
+end
+if mode == "floor" and not string.match(ARGV[4] or "", "^%d+$") then
+  return redis.error_reply("ERR migrate prepare: floor must be an integer")
 end
 
 local own = redis.call("HMGET", KEYS[1], "gen", "state", "mig")
@@ -50,6 +56,13 @@ if mode == "prepare" then
   redis.call("HSET", KEYS[1], "gen", ARGV[1], "state", "importing", "mig", mig)
   wipe()
   return {"ok", ARGV[1], "importing"}
+end
+
+if mode == "floor" then
+  if not ours then return {"refused", cgen, cstate, cmig} end
+  local cur = tonumber(redis.call("HGET", KEYS[1], "vfloor") or "0") or 0
+  if tonumber(ARGV[4]) > cur then redis.call("HSET", KEYS[1], "vfloor", ARGV[4]) end
+  return {"ok", cgen, cstate}
 end
 
 if mode == "reset" then

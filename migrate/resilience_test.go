@@ -2,6 +2,7 @@ package migrate_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -183,4 +184,29 @@ func TestCleanupAfterGraceDeletesOnlyTheClosedCopy(t *testing.T) {
 	m.check(t, e, "a", u)
 	_, err = co.Cleanup(ctx, st.ID)
 	require.NoError(t, err, "idempotent")
+}
+
+func TestVersionFloorTravelsWithTheUnit(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixMilli())
+	e := newEnv(t, routing.ShardOptions{TombstoneRetention: time.Millisecond,
+		Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	ctx := ctxT(t)
+	u := routing.BucketUnit(13)
+	require.Equal(t, "b", e.openOwner(u))
+	gen := e.table().Generation
+	for i, op := range []routing.Op{routing.Put("k", "v"), routing.Delete("k")} {
+		_, err := e.shards["b"].Exec(ctx, u, gen, "course", fmt.Sprintf("floor-%d", i), op)
+		require.NoError(t, err)
+	}
+	clock.Add(10) // the tombstone (version 2) expires; the next write purges it
+	_, err := e.shards["b"].Exec(ctx, u, gen, "course", "floor-2", routing.Put("other", "x"))
+	require.NoError(t, err)
+	require.NotContains(t, e.records("b", u), routing.RecordField("course", "k"), "the tombstone was purged")
+
+	st, err := e.coordinator(migrate.Options{}).Migrate(ctx, migrate.Spec{Unit: u, Target: "a"})
+	require.NoError(t, err)
+	res, err := e.shards["a"].Exec(ctx, u, st.FlipGen, "course", "floor-3", routing.Put("k", "again"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), res.Version, "a record recreated on the new owner starts above every old version")
 }

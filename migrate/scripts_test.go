@@ -122,6 +122,14 @@ func TestPrepareNeverTouchesAnOwnedUnitAndWipesStaleCopies(t *testing.T) {
 		require.Equal(t, "ok", r.apply(4, "m", 0, "r", "k", "1:l:v", "0")[0])
 		require.Equal(t, []string{"ok", "4", "importing"}, r.prepare(4, "m", "prepare"), "a retried claim keeps the copy")
 		require.Equal(t, "1:l:v", r.hget(r.k.Records, "k"))
+		_, err = prepareScript.Run(ctx, c, []string{r.k.Own, r.k.Records, r.k.Ops, r.k.OpExpiry, r.k.Tombstones, r.k.Log},
+			4, "m", "floor", "7").Result()
+		require.NoError(t, err)
+		require.Equal(t, "7", r.hget(r.k.Own, "vfloor"), "the source's version floor is carried over")
+		_, err = prepareScript.Run(ctx, c, []string{r.k.Own, r.k.Records, r.k.Ops, r.k.OpExpiry, r.k.Tombstones, r.k.Log},
+			4, "m", "floor", "3").Result()
+		require.NoError(t, err)
+		require.Equal(t, "7", r.hget(r.k.Own, "vfloor"), "the floor never goes down")
 		require.Equal(t, []string{"ok", "4", "cancelled"}, r.prepare(4, "m", "abandon"))
 		require.Zero(t, c.Exists(ctx, r.k.Records).Val())
 		require.Equal(t, []string{"ok", "4", "cancelled"}, r.prepare(4, "m", "abandon"), "abandon is idempotent")

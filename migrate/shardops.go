@@ -19,13 +19,18 @@ type item struct {
 	exp   int64 // tombstone or op-record expiry, unix ms
 }
 
-// prepare runs prepare.lua on the target in the given mode ("prepare", "reset", "abandon").
+// prepare runs prepare.lua on the target in the given mode ("prepare", "reset", "abandon",
+// "floor" with the floor value).
 // A refusal is an abort: the target's record is open, newer, or claimed by another migration.
-func (c *Coordinator) prepare(ctx context.Context, r *run, mode string) error {
+func (c *Coordinator) prepare(ctx context.Context, r *run, mode string, floor ...string) error {
 	b := c.shards[r.Target]
 	k := c.keys.Unit(r.Unit)
+	args := []any{u64(r.ImportGen), r.ID, mode}
+	for _, f := range floor {
+		args = append(args, f)
+	}
 	reply, err := prepareScript.Run(ctx, b.c, []string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log},
-		u64(r.ImportGen), r.ID, mode).StringSlice()
+		args...).StringSlice()
 	if err != nil {
 		return fmt.Errorf("migrate: %s on target %q: %w", mode, r.Target, err)
 	}
