@@ -68,9 +68,26 @@ func (e *GenerationConflictError) Is(target error) bool { return target == ErrGe
 // unit to its old shard is a new generation. Publishing the same table again after a lost
 // reply succeeds. Publish does not move data: a table that reassigns a unit with records is
 // published by a migration after the new owner opened.
+//
+// Unit names depend on B and on the width of each spread, so a table that changes
+// Table.Buckets or the number of sub-buckets of a tenant that stays spread is refused with
+// ErrInvalidTable: a client on the older table would write into units of the same names
+// that now hold other records. (Every stored table is checked against its predecessor, so B
+// is the first table's for the store's life.)
 func (s *Store) Publish(ctx context.Context, t *Table) error {
 	if err := t.Validate(); err != nil {
 		return err
+	}
+	if t.Generation > 1 {
+		cur, err := s.Load(ctx)
+		if err != nil && !errors.Is(err, ErrNoTable) {
+			return fmt.Errorf("routing: publish generation %d: %w", t.Generation, err)
+		}
+		if cur != nil && cur.Generation+1 >= t.Generation {
+			if err := sameUnits(cur, t); err != nil {
+				return err
+			}
+		}
 	}
 	b, err := json.Marshal(t)
 	if err != nil {
@@ -87,6 +104,22 @@ func (s *Store) Publish(ctx context.Context, t *Table) error {
 	if reply[0] != "ok" {
 		cur, _ := strconv.ParseUint(reply[1], 10, 64)
 		return &GenerationConflictError{Current: cur, Attempted: t.Generation}
+	}
+	return nil
+}
+
+// sameUnits reports whether next keeps prev's unit names: the same B, and the same width for
+// every tenant spread in both.
+func sameUnits(prev, next *Table) error {
+	if prev.Buckets != next.Buckets {
+		return fmt.Errorf("%w: generation %d changes Buckets from %d to %d; B is fixed", ErrInvalidTable,
+			next.Generation, prev.Buckets, next.Buckets)
+	}
+	for tenant, ss := range next.Spreads {
+		if old, ok := prev.Spreads[tenant]; ok && len(old) != len(ss) {
+			return fmt.Errorf("%w: generation %d changes the spread of tenant %q from %d to %d sub-buckets",
+				ErrInvalidTable, next.Generation, tenant, len(old), len(ss))
+		}
 	}
 	return nil
 }

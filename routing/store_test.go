@@ -41,3 +41,34 @@ func TestRouterLearnsTablesByAnnouncement(t *testing.T) {
 		require.Equal(t, t2, r.Table())
 	})
 }
+
+// Unit names depend on B and on a spread's width K: bucket 3 of 16 and bucket 3 of 32 hold
+// different tenants. If a table could change either, a client on the older table would
+// write into a unit that is still open under the same name but now holds other records.
+func TestPublishRefusesChangingBucketCountOrSpreadWidth(t *testing.T) {
+	ctx := ctxT(t)
+	control := redistest.Standalone(t).Client(t)
+	st, err := routing.NewStore(control, routing.StoreOptions{Prefix: prefix(t)})
+	require.NoError(t, err)
+	t1 := routing.EvenTable(1, 16, "a", "b")
+	t1.SetSpread("wide", []string{"a", "b"})
+	require.NoError(t, st.Publish(ctx, t1))
+
+	wider := t1.Next()
+	wider.Buckets = 32
+	wider.Ranges = routing.EvenTable(2, 32, "a", "b").Ranges
+	require.ErrorIs(t, st.Publish(ctx, wider), routing.ErrInvalidTable)
+	respread := t1.Next()
+	respread.SetSpread("wide", []string{"a", "b", "a"})
+	require.ErrorIs(t, st.Publish(ctx, respread), routing.ErrInvalidTable)
+	got, err := st.Load(ctx)
+	require.NoError(t, err)
+	require.Equal(t, t1, got, "nothing was published")
+
+	moved := t1.Next()
+	moved.SetSpread("wide", []string{"b", "b"})
+	moved.SetSpread("new", []string{"a", "b", "a"})
+	require.NoError(t, st.Publish(ctx, moved), "moving sub-buckets and adding a spread are fine")
+	require.NoError(t, st.Publish(ctx, moved), "publishing the same table again (lost reply) succeeds")
+	require.ErrorIs(t, st.Publish(ctx, t1.Next()), routing.ErrGenerationConflict)
+}

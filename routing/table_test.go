@@ -85,31 +85,32 @@ func loadVectors(t *testing.T) []hashVector {
 
 func TestHashVectorsRoute(t *testing.T) {
 	vs := loadVectors(t)
-	f := newFleet(t)
-	r := f.router(t, routing.Options{}, nil)
-	st := f.store(t)
-	for i, buckets := range []uint32{16, 1024} {
-		gen := uint64(i + 1)
-		tb := routing.EvenTable(gen, buckets, shardNames...)
-		require.NoError(t, st.Publish(ctxT(t), tb))
-		awaitGen(t, r, gen)
-		for _, v := range vs {
-			want := v.Bucket16
-			if buckets == 1024 {
-				want = v.Bucket1024
+	for _, buckets := range []uint32{16, 1024} {
+		// B is fixed for a store's life, so each B gets its own fleet prefix.
+		t.Run("B="+strconv.Itoa(int(buckets)), func(t *testing.T) {
+			f := newFleet(t)
+			r := f.router(t, routing.Options{}, nil)
+			tb := routing.EvenTable(1, buckets, shardNames...)
+			require.NoError(t, f.store(t).Publish(ctxT(t), tb))
+			awaitGen(t, r, 1)
+			for _, v := range vs {
+				want := v.Bucket16
+				if buckets == 1024 {
+					want = v.Bucket1024
+				}
+				h, err := strconv.ParseUint(v.Hash, 10, 64)
+				require.NoError(t, err)
+				require.Equal(t, h, hashing.Sum64(v.ID), "hash of %q", v.ID)
+				rt, err := r.Route(v.ID, "")
+				if v.ID == "" {
+					require.ErrorIs(t, err, routing.ErrInvalidInput, "an empty tenant is refused, not routed")
+					continue
+				}
+				require.NoError(t, err)
+				require.Equal(t, routing.BucketUnit(want), rt.Unit, "tenant %q with B=%d", v.ID, buckets)
+				require.Equal(t, tb.BucketOwner(want), rt.Shard.Name())
+				require.Equal(t, uint64(1), rt.Generation)
 			}
-			h, err := strconv.ParseUint(v.Hash, 10, 64)
-			require.NoError(t, err)
-			require.Equal(t, h, hashing.Sum64(v.ID), "hash of %q", v.ID)
-			rt, err := r.Route(v.ID, "")
-			if v.ID == "" {
-				require.ErrorIs(t, err, routing.ErrInvalidInput, "an empty tenant is refused, not routed")
-				continue
-			}
-			require.NoError(t, err)
-			require.Equal(t, routing.BucketUnit(want), rt.Unit, "tenant %q with B=%d", v.ID, buckets)
-			require.Equal(t, tb.BucketOwner(want), rt.Shard.Name())
-			require.Equal(t, gen, rt.Generation)
-		}
+		})
 	}
 }
