@@ -307,3 +307,32 @@ func TestVersionsNeverGoBackwardsAfterATombstoneExpires(t *testing.T) {
 		require.Equal(t, "new", rec.Value)
 	})
 }
+
+// The fingerprint is a 64-bit hash; the op record also names the record field it addressed,
+// so that even a fingerprint collision never hands one tenant's (or key's) result to another.
+func TestReplayNeedsTheSameRecordFieldNotOnlyTheFingerprint(t *testing.T) {
+	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx := ctxT(t)
+		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
+		u := routing.BucketUnit(2)
+		open(t, s, u, 1)
+		_, err := s.Exec(ctx, u, 1, "alice", "op-1", routing.Put("k", "v"))
+		require.NoError(t, err)
+		k := s.Keys().Unit(u)
+		stored, err := c.HGet(ctx, k.Ops, "op-1").Result()
+		require.NoError(t, err)
+		rec, err := routing.DecodeOpRecord(stored)
+		require.NoError(t, err)
+		require.Equal(t, routing.RecordField("alice", "k"), rec.Field)
+
+		// Stand-in for a collision: bob's record under op-2 carries the fingerprint of
+		// alice's op, with bob's field.
+		rec.Field = routing.RecordField("bob", "k")
+		require.NoError(t, c.HSet(ctx, k.Ops, "op-2", routing.EncodeOpRecord(rec)).Err())
+		_, err = s.Exec(ctx, u, 1, "alice", "op-2", routing.Put("k", "v"))
+		require.ErrorIs(t, err, routing.ErrConflict, "bob's result is not alice's")
+		again, err := s.Exec(ctx, u, 1, "alice", "op-1", routing.Put("k", "v"))
+		require.NoError(t, err)
+		require.True(t, again.Replayed)
+	})
+}

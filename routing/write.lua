@@ -27,7 +27,8 @@
 --  13 logmax   approximate change-log length cap (integer, 0 = no cap)
 -- Reply (all strings):
 --   {"stale", gen, state, moved}  the ownership record does not admit this generation; nothing written
---   {"conflict", fingerprint}     the op ID is recorded for a different operation; nothing written
+--   {"conflict", fingerprint}     the op ID is recorded for a different operation (fingerprint or
+--                                 record field differ); nothing written
 --   {"dup", outcome, version}     the op ID is recorded for this operation: its first result
 --   {"done", outcome, version}    recorded now; outcome "ok", "mismatch" or "absent"
 -- Invariant: a write lands only while the unit is open here at a generation <= the caller's;
@@ -89,8 +90,10 @@ end
 -- 2. Idempotency.
 local prev = redis.call("HGET", KEYS[3], opid)
 if prev then
-  local pfp, pout, pver = string.match(prev, "^([^:]*):([^:]*):(%d+):")
-  if pfp ~= fp then return {"conflict", tostring(pfp)} end
+  -- The stored field (absent in records written before it was added) must match as well:
+  -- the fingerprint is a 64-bit hash, the field is exact.
+  local pfp, pout, pver, pfield = string.match(prev, "^([^:]*):([^:]*):(%d+):?(.*)$")
+  if pfp ~= fp or (pfield ~= "" and pfield ~= field) then return {"conflict", tostring(pfp)} end
   return {"dup", pout, pver}
 end
 
