@@ -49,7 +49,8 @@
 //
 //   - No physical key ever moves to an older version; a retried or late write is harmless.
 //     A tombstone refuses writes of its version or older for [Options].TombstoneTTL, so a late
-//     Set cannot resurrect a deleted value.
+//     Set cannot resurrect a deleted value. The logical key's tombstone lasts as long as the
+//     copies registered there, so a copy a Delete could not reach is still written later.
 //   - The logical key is the commit point: a Set it refuses returns [ErrStaleVersion] and
 //     writes nothing else; a Set that fails there returns the error and writes nothing else
 //     (retry with the same version to complete it).

@@ -53,7 +53,9 @@ type Options struct {
 	Affinity bool
 	// DefaultTTL replaces a ttl of 0 in Set and GetOrLoad. Default: DefaultTTL (1h).
 	DefaultTTL time.Duration
-	// TombstoneTTL is how long Delete's tombstone refuses older writes.
+	// TombstoneTTL is how long Delete's tombstone refuses older writes at the copies. At the
+	// logical key it lasts at least as long, and longer while copies registered there may
+	// still live (so a copy the Delete could not reach stays known to writers).
 	// Default: DefaultTombstoneTTL (5m).
 	TombstoneTTL time.Duration
 	// Jitter is the fraction, in [0, 0.5], by which each copy's TTL is shortened at random so

@@ -7,7 +7,8 @@
 -- ARGV[1]  version: decimal uint64, no leading zeros.
 -- ARGV[2]  kind: "v" (value) or "x" (tombstone).
 -- ARGV[3]  data: the host's bytes (empty for a tombstone).
--- ARGV[4]  ttl in milliseconds, > 0.
+-- ARGV[4]  ttl in milliseconds, > 0. A tombstone is kept longer while live registry entries
+--          last (so the copies they list stay covered).
 -- ARGV[5]  registry slots to add, "<slot>.<slot>..." (may be empty): the copies the writer
 --          keeps current. Only logical keys carry a registry; copies are written with "".
 -- ARGV[6]  lease token (with KEYS[2] only).
@@ -27,7 +28,8 @@
 --
 -- Invariants: a record never moves to an older version, so retries and late writes are
 -- harmless; a tombstone refuses every write of its version or older; a registry entry never
--- outlives the record holding it; a fill whose lease is gone changes nothing.
+-- outlives the record holding it, and a tombstone never cuts one short; a fill whose lease is
+-- gone changes nothing.
 
 local version, kind, data, ttl, add = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 if not string.match(version, '^%d+$') or #version > 20 or (#version > 1 and string.sub(version, 1, 1) == '0') then
@@ -116,8 +118,14 @@ if status == -1 then
   return {-1}
 end
 
-local reg, pairs_ = merge(sreg or '', now + tonumber(ttl))
-if kind == 'x' then data = '' end
-redis.call('SET', KEYS[1], 'c1,' .. version .. ',' .. kind .. ',' .. reg .. ',' .. data, 'PX', ttl)
+local life = tonumber(ttl)
+if kind == 'x' then
+  -- A tombstone keeps the registry as long as a registered copy may live: a copy this
+  -- delete fails to reach keeps the old value and its TTL, and must stay listed for writers.
+  for e in string.gmatch(sreg or '', '%d+:(%d+)') do life = math.max(life, tonumber(e) - now) end
+  data = ''
+end
+local reg, pairs_ = merge(sreg or '', now + life)
+redis.call('SET', KEYS[1], 'c1,' .. version .. ',' .. kind .. ',' .. reg .. ',' .. data, 'PX', string.format('%.0f', life))
 if token then redis.call('SET', KEYS[2], 'f:' .. token, 'PX', filled) end
 return reply(1, pairs_)

@@ -35,7 +35,9 @@ func (r *Replicator) Set(ctx context.Context, key string, value []byte, version 
 
 // Delete removes key and its copies by writing a tombstone of version to each, kept for
 // Options.TombstoneTTL: until then any Set or fill of this version or older is refused, so a
-// late write cannot resurrect the value. Errors are as for Set.
+// late write cannot resurrect the value. The logical key's tombstone also lasts as long as
+// the copies registered there, so a copy named in a *PartialWriteError is still updated by
+// later writes. Errors are as for Set.
 func (r *Replicator) Delete(ctx context.Context, key string, version uint64) error {
 	if key == "" {
 		return errEmptyKey
