@@ -1,10 +1,13 @@
 package faults
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"time"
 )
+
+var noScript = []byte("-NOSCRIPT")
 
 // conn forwards a client's connection to a server, applying its Injector's faults.
 type conn struct {
@@ -13,9 +16,9 @@ type conn struct {
 	addr string
 
 	mu        sync.Mutex
-	pending   []byte // written bytes not yet parsed into whole commands
-	dropArmed bool   // a written command's reply must be dropped
-	dropped   bool   // a reply was dropped: the connection is dead to its reader
+	pending   []byte    // written bytes not yet parsed into whole commands
+	dropArmed *dropRule // the drop a written command consumed, until its reply arrives
+	dropped   bool      // a reply was dropped: the connection is dead to its reader
 	closeOnce sync.Once
 }
 
@@ -31,8 +34,8 @@ func (c *conn) Write(b []byte) (int, error) {
 	var cmds [][]string
 	cmds, c.pending = parseCommands(c.pending)
 	for _, cmd := range cmds {
-		if c.in.takeDrop(c.addr, cmd) {
-			c.dropArmed = true
+		if r := c.in.takeDrop(c.addr, cmd); r != nil {
+			c.dropArmed = r
 		}
 	}
 	c.mu.Unlock()
@@ -52,7 +55,11 @@ func (c *conn) Read(b []byte) (int, error) {
 			continue // replies to commands sent before the blackhole are lost too
 		}
 		c.mu.Lock()
-		drop := c.dropArmed && n > 0
+		drop := c.dropArmed != nil && n > 0
+		if drop && bytes.HasPrefix(b[:n], noScript) {
+			c.in.rearm(c.dropArmed) // nothing ran: wait for the EVAL that follows
+			c.dropArmed, drop = nil, false
+		}
 		c.dropped = c.dropped || drop
 		c.mu.Unlock()
 		if drop {

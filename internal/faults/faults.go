@@ -19,7 +19,8 @@ import (
 
 // Match selects commands by name and arguments. Zero fields match everything.
 type Match struct {
-	// Command is the command name, case-insensitive (e.g. "EVALSHA", "INCR").
+	// Command is the command name, case-insensitive (e.g. "EVALSHA", "INCR"). "EVALSHA"
+	// also matches EVAL: a script's first run on a server goes EVALSHA, NOSCRIPT, EVAL.
 	Command string
 	// Arg, when set, must be a substring of at least one argument.
 	Arg string
@@ -34,7 +35,8 @@ func (m Match) matches(addr string, cmd []string) bool {
 	if m.Addr != "" && m.Addr != addr {
 		return false
 	}
-	if m.Command != "" && !strings.EqualFold(m.Command, cmd[0]) {
+	if m.Command != "" && !strings.EqualFold(m.Command, cmd[0]) &&
+		!(strings.EqualFold(m.Command, "EVALSHA") && strings.EqualFold(cmd[0], "EVAL")) {
 		return false
 	}
 	if m.Arg == "" {
@@ -118,7 +120,8 @@ func (in *Injector) Dialer(next DialFunc) DialFunc {
 // DropReply arms n drops: each of the next n commands matching m is forwarded and executed,
 // and then its connection is closed after the first bytes of the reply arrived, so the
 // client reads ErrReplyDropped instead of the reply. Replies of other commands pipelined on
-// the same connection are lost with it.
+// the same connection are lost with it. A NOSCRIPT reply proves nothing ran, so it is passed
+// on and the drop waits for the EVAL that follows it.
 func (in *Injector) DropReply(m Match, n int) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
@@ -181,8 +184,8 @@ func (in *Injector) blackholed(addr string) bool {
 	return in.blackAddr[addr]
 }
 
-// takeDrop reports whether cmd consumes an armed drop.
-func (in *Injector) takeDrop(addr string, cmd []string) bool {
+// takeDrop returns the armed drop that cmd consumes, or nil.
+func (in *Injector) takeDrop(addr string, cmd []string) *dropRule {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	for i, r := range in.drops {
@@ -191,10 +194,20 @@ func (in *Injector) takeDrop(addr string, cmd []string) bool {
 			if r.left == 0 {
 				in.drops = append(in.drops[:i], in.drops[i+1:]...)
 			}
-			return true
+			return r
 		}
 	}
-	return false
+	return nil
+}
+
+// rearm gives back a drop whose command turned out not to have run.
+func (in *Injector) rearm(r *dropRule) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if r.left == 0 {
+		in.drops = append(in.drops, r)
+	}
+	r.left++
 }
 
 func (in *Injector) forget(c *conn) {

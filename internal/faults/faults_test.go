@@ -162,3 +162,21 @@ func TestDroppedReplyOnCluster(t *testing.T) {
 	require.Error(t, c.IncrBy(ctx, key, 5).Err())
 	require.Equal(t, "5", cl.MasterOf(key).Client(t).Get(ctx, key).Val())
 }
+
+func TestDroppedScriptReplyWaitsForTheRunThatExecutes(t *testing.T) {
+	// On a fresh server a script's first EVALSHA gets NOSCRIPT and nothing runs; the drop must
+	// hit the EVAL that follows, or a "lost reply" test would test nothing.
+	t.Parallel()
+	s := redistest.NewServer(t, redistest.ServerOptions{})
+	in := faults.New()
+	c := s.Client(t, func(o *redis.Options) { o.Dialer = in.Dialer(nil); o.MaxRetries = -1 })
+	ctx := context.Background()
+	incr := redis.NewScript(`return redis.call('INCR', KEYS[1])`)
+	in.DropReply(faults.Match{Command: "EVALSHA", Arg: "ran"}, 1)
+	err := incr.Run(ctx, c, []string{"ran"}).Err()
+	require.ErrorIs(t, err, faults.ErrReplyDropped)
+	require.Equal(t, "1", s.Client(t).Get(ctx, "ran").Val(), "the script did not run before its reply was dropped")
+	require.Equal(t, int64(1), in.Dropped())
+	// Later runs go through EVALSHA, now cached, and get their replies.
+	require.Equal(t, int64(2), incr.Run(ctx, c, []string{"ran"}).Val())
+}
