@@ -91,7 +91,11 @@
 // table, call [Router.Provision]: it opens every unit on its assigned shard at the table's
 // generation, and refuses (creating nothing) if any unit already has a record elsewhere, or
 // a record on its own shard that is not open (closed, importing, cancelled, ...), because
-// moving an owned unit is a migration, not a table edit. It only creates missing records.
+// moving an owned unit is a migration, not a table edit. It only creates missing records;
+// before opening a new override or spread unit it marks the tenant as moved out of its hash
+// bucket, so that clients on an older table cannot keep writing the tenant there. B and the
+// width of a spread never change ([Store.Publish] refuses such a table): unit names depend
+// on them.
 //
 // # Building on the shard side (migrate)
 //
