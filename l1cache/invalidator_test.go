@@ -41,6 +41,11 @@ func onBothFleets(t *testing.T, fn func(t *testing.T, newClient clientFactory)) 
 	})
 }
 
+// testPingInterval is the Invalidators' PingInterval in tests: short, so that a silent
+// subscription is noticed quickly, but long enough that a loaded machine answers a PING in
+// time (an unanswered one counts as a loss).
+const testPingInterval = 250 * time.Millisecond
+
 // instance is one simulated service instance: a cache over a shared source, with its own
 // Redis client and Invalidator.
 type instance struct {
@@ -59,7 +64,7 @@ func newInstance(t *testing.T, client PubSubClient, src *source, channel string,
 		}
 	}
 	in.cache = newCache(t, src.load, o)
-	inv, err := NewInvalidator(client, in.cache, InvalidatorOptions{Channel: channel, PingInterval: 50 * time.Millisecond})
+	inv, err := NewInvalidator(client, in.cache, InvalidatorOptions{Channel: channel, PingInterval: testPingInterval})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, inv.Close()) })
 	in.inv = inv
@@ -134,17 +139,20 @@ func TestKilledSubscriberConnectionMarksEntriesStaleWhenBack(t *testing.T) {
 		inj := faults.New()
 		a := newInstance(t, newClient(t, inj.Dialer(nil)), src, channel, Options[string]{Fresh: time.Hour})
 		require.Equal(t, "v1", get(t, a.cache, "k"))
-		require.Equal(t, uint64(1), a.inv.Stats().Subscriptions)
 		a.next(t, EventMarkAllStale) // the first subscription
+		before := a.inv.Stats()
+		require.NotZero(t, before.Subscriptions)
 
 		// The source changes while the subscription is being killed: the invalidation is
-		// missed. Once the subscription is back, the old value is not served as fresh.
+		// missed. Once the subscription is back, the old value is not served as fresh. (The
+		// counts are relative: on a loaded machine a PING may also go unanswered for two
+		// intervals, which is one more loss and subscription.)
 		src.set("k", "v2")
 		inj.ResetAll()
 		a.next(t, EventMarkAllStale)
 		s := a.inv.Stats()
-		require.Equal(t, uint64(2), s.Subscriptions)
-		require.Equal(t, uint64(1), s.Losses)
+		require.Greater(t, s.Subscriptions, before.Subscriptions)
+		require.Greater(t, s.Losses, before.Losses)
 		require.Equal(t, "v2", get(t, a.cache, "k"))
 		require.Equal(t, 2, src.count("k"))
 	})
