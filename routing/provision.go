@@ -69,10 +69,10 @@ func (r *Router) Provision(ctx context.Context) (int, error) {
 				bucketOwn[p.Unit.Bucket] = Ownership{Generation: c.gen, State: StateOpen}
 			case name == p.Shard && o.State == StateNone:
 				claims[name] = append(claims[name], p.Unit)
-			case name == p.Shard && p.Unit.Kind == KindBucket:
-				bucketOwn[p.Unit.Bucket] = o
 			case name == p.Shard && o.State != StateOpen:
 				return 0, fmt.Errorf("%w: %s on shard %q is %v, not provisionable", ErrOwnershipChanged, p.Unit, p.Shard, o)
+			case name == p.Shard && p.Unit.Kind == KindBucket:
+				bucketOwn[p.Unit.Bucket] = o
 			}
 		}
 	}

@@ -86,3 +86,33 @@ func TestProvisionedOverrideAndSpreadKeepStaleBucketWritesOut(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n, "provisioning again creates nothing")
 }
+
+// migrate leaves "importing" or "cancelled" records on a target; Provision must not treat
+// them (or a closed record) on a unit's assigned shard as provisioned.
+func TestProvisionRefusesANonOpenRecordOnTheAssignedShard(t *testing.T) {
+	for _, state := range []routing.State{routing.StateImporting, "cancelled", routing.StateClosed} {
+		t.Run(string(state), func(t *testing.T) {
+			f := newFleet(t)
+			r := f.router(t, routing.Options{PollInterval: time.Hour}, nil)
+			ctx := ctxT(t)
+			t1 := routing.EvenTable(1, 4, "a", "b")
+			t1.Shards = shardNames
+			t1.SetOverride("solo", "c")
+			require.NoError(t, f.store(t).Publish(ctx, t1))
+			awaitGen(t, r, 1)
+			u := routing.BucketUnit(1)
+			held := routing.Ownership{Generation: 1, State: state}
+			_, err := f.shard(t, t1.BucketOwner(1)).Transition(ctx, u, routing.Ownership{}, held)
+			require.NoError(t, err)
+
+			_, err = r.Provision(ctx)
+			require.ErrorIs(t, err, routing.ErrOwnershipChanged)
+			o, _, err := f.shard(t, t1.BucketOwner(1)).Ownership(ctx, u)
+			require.NoError(t, err)
+			require.Equal(t, held, o)
+			o, _, err = f.shard(t, "c").Ownership(ctx, routing.TenantUnit("solo"))
+			require.NoError(t, err)
+			require.Equal(t, routing.Ownership{}, o, "nothing is created")
+		})
+	}
+}
