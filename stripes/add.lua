@@ -43,7 +43,8 @@ local slice = int(ARGV[6])
 local setmax = int(ARGV[7])
 local explicit = ARGV[8]
 if not gen or gen < 1 then return redis.error_reply('ERR stripes: bad generation') end
-if type(member) ~= 'string' or not string.match(member, '^[1-9]%d*$') or #member > 19 then
+if type(member) ~= 'string' or not string.match(member, '^[1-9]%d*$') or #member > 19
+    or (#member == 19 and member > '9223372036854775807') then
   return redis.error_reply('ERR stripes: bad dedup record')
 end
 if not int(delta) or string.match(delta, '^%-?0+$') then return redis.error_reply('ERR stripes: bad delta') end

@@ -101,6 +101,9 @@
 // with AOF appendfsync always and no failover data loss, the guarantee holds through
 // restarts; a failover that loses acknowledged writes may lose counted events or their dedup
 // records (a retry might then count again), and a lost stripe key is reported as ErrLayout.
+// Eviction: dedup sets carry TTLs, so a maxmemory-policy of volatile-* evicts them first
+// and allkeys-* may evict any key; an evicted record lets a retry count again. Run the
+// counter's servers with noeviction (or without maxmemory).
 // Clocks: the window is checked on each master's clock; Event.Time and the Resize boundary
 // come from the hosts' clocks, and events more than one window ahead are refused.
 //
