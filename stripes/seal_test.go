@@ -8,6 +8,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/internal/redistest"
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,10 +23,11 @@ func sumOf(vs []int64) (s int64) {
 // sealEventually calls Seal until it folds generation g.
 func sealEventually(t *testing.T, c *Counter, g uint64) {
 	t.Helper()
-	require.Eventually(t, func() bool {
+	// The condition runs on its own goroutine: it reports to ct, never to t.
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		got, err := c.Seal(context.Background())
-		require.NoError(t, err)
-		return len(got) == 1 && got[0] == g
+		require.NoError(ct, err)
+		require.Equal(ct, []uint64{g}, got)
 	}, 10*time.Second, 50*time.Millisecond, "generation %d is sealed once its window passed", g)
 }
 
@@ -183,7 +185,10 @@ func TestSealLoopSealsInTheBackground(t *testing.T) {
 		require.NoError(t, err)
 		_, err = c.Resize(ctx, 3)
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { return mustLayout(t, c).isFolded(1) }, 5*time.Second, 20*time.Millisecond)
+		require.Eventually(t, func() bool {
+			l, err := c.loadLayout(ctx)
+			return err == nil && l != nil && l.isFolded(1)
+		}, 5*time.Second, 20*time.Millisecond)
 		require.Equal(t, int64(1), mustSum(t, c))
 		require.NoError(t, c.Close())
 	})
