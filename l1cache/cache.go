@@ -207,8 +207,8 @@ func (c *Cache[V]) Stats() Stats {
 	return s
 }
 
-// Close cancels every load in flight (their waiters get the loader's reaction to a cancelled
-// context), waits for their goroutines and stops the store's goroutines. Fresh and stale
+// Close cancels every load in flight (their waiters get context.Canceled at once), waits for
+// their loaders to return and stops the store's goroutines. Fresh and stale
 // values are still served after Close; a Get that needs a load returns ErrClosed. Close is
 // idempotent and always returns nil.
 func (c *Cache[V]) Close() error {

@@ -15,7 +15,8 @@
 // replicas read or a database query). For every key:
 //
 //   - One load at a time per key and cache (singleflight); a load superseded by Set,
-//     Invalidate or MarkAllStale may finish beside its successor but installs nothing. Every
+//     Invalidate or MarkAllStale, or whose loader outlived LoadTimeout, may finish beside
+//     its successor but installs nothing. Every
 //     [Cache.Get] that needs the value waits for the load, each on its own context; the load
 //     itself runs detached
 //     (context.WithoutCancel plus Options.LoadTimeout), so one cancelled caller never fails

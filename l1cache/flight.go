@@ -25,6 +25,9 @@ type call[V any] struct {
 	// superseded is set (under the shard's mutex) when Set, Invalidate or a newer load
 	// started a new generation of the key: the load must not install its result.
 	superseded bool
+	// finished is set (under the shard's mutex) by the first finish: the loader returned,
+	// or its context ended first.
+	finished bool
 }
 
 // shard holds the loads in flight of the keys that hash to it. Its mutex also orders every
@@ -174,10 +177,22 @@ func (c *Cache[V]) runLoad(ctx context.Context, key string, sh *shard[V], cl *ca
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(c.cfg.loadTimeout))
 	stop := context.AfterFunc(c.closing, cancel)
 	t0 := c.precise.NowNano()
+	// When ctx ends (LoadTimeout or Close), the call finishes with its error even if the
+	// loader ignores ctx, so that a hung loader never holds the key; its late result is
+	// dropped. This goroutine still waits for the loader, so Close waits for it too.
+	abandoned := make(chan struct{})
+	stopAbandon := context.AfterFunc(ctx, func() {
+		defer close(abandoned)
+		var zero V
+		c.finish(key, sh, cl, zero, ctx.Err(), start, c.precise.NowNano()-t0, background)
+	})
 	var v V
 	err := errGoexit
 	defer func() {
 		stop()
+		if !stopAbandon() {
+			<-abandoned
+		}
 		cancel()
 		c.finish(key, sh, cl, v, err, start, c.precise.NowNano()-t0, background)
 	}()
@@ -200,13 +215,18 @@ func (c *Cache[V]) callLoader(ctx context.Context, key string) (v V, err error) 
 }
 
 // finish installs the result of cl unless its generation was superseded, then releases its
-// waiters.
+// waiters. Only the first finish of cl does anything.
 func (c *Cache[V]) finish(key string, sh *shard[V], cl *call[V], v V, err error, start, delta int64, background bool) {
 	var e *entry[V]
 	if err == nil {
 		e = c.newValueEntry(key, v, cl.epoch, start, delta) // calls the Sizer: before locking
 	}
 	sh.mu.Lock()
+	if cl.finished {
+		sh.mu.Unlock()
+		return
+	}
+	cl.finished = true
 	end := c.cfg.Clock.NowNano()
 	if err != nil {
 		e = c.newErrorEntry(err, c.peek(key), cl.epoch, end)

@@ -268,3 +268,32 @@ func TestOnEventMayCallTheCache(t *testing.T) {
 		require.True(t, ok, "no %v event", k)
 	}
 }
+
+func TestLoadTimeoutReleasesALoaderThatIgnoresItsContext(t *testing.T) {
+	var calls atomic.Int64
+	release := make(chan struct{})
+	clock := &fakeClock{}
+	c := newCache(t, func(ctx context.Context, key string) (string, error) {
+		if calls.Add(1) == 1 {
+			<-release // ignores ctx
+			return "late", nil
+		}
+		return "v2", nil
+	}, Options[string]{Clock: clock, LoadTimeout: 20 * time.Millisecond, ErrorTTL: time.Second, Fresh: time.Hour})
+	t.Cleanup(func() { close(release) }) // before the cache's Close, which waits for the loader
+
+	// The caller's own context ends much later, with a cause of its own: an error from the
+	// load's timeout is told apart from the caller giving up.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	giveUp := time.AfterFunc(5*time.Second, func() { cancel(errors.New("gave up")) })
+	defer giveUp.Stop()
+	_, err := c.Get(ctx, "k")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the waiter must be released by LoadTimeout")
+
+	_, err = c.Get(context.Background(), "k")
+	require.ErrorIs(t, err, context.DeadlineExceeded, "the timeout is cached as a load error for ErrorTTL")
+	clock.Advance(time.Second)
+	require.Equal(t, "v2", get(t, c, "k"), "the key loads again")
+	require.Equal(t, int64(2), calls.Load())
+}

@@ -85,8 +85,10 @@ type Options[V any] struct {
 	// ends and costs more loads than one per Fresh window.
 	Beta float64
 
-	// LoadTimeout bounds every load, which runs detached from the callers' contexts.
-	// Default: 10s (DefaultLoadTimeout). Range 1ns..24h.
+	// LoadTimeout bounds every load, which runs detached from the callers' contexts. When it
+	// passes, the load's waiters get context.DeadlineExceeded (cached as a load error) even if
+	// the loader ignores its context, and a late result is dropped. Default: 10s
+	// (DefaultLoadTimeout). Range 1ns..24h.
 	LoadTimeout time.Duration
 	// MaxRefreshes caps the background refreshes (stale and early) running at once; a refresh
 	// over the cap is skipped and tried again by a later hit. Default: 64
