@@ -209,9 +209,9 @@ func (c *Cache[V]) Stats() Stats {
 
 // Close cancels every load in flight (their waiters get context.Canceled at once), waits for
 // their loaders to return and stops the store's goroutines. It must not be called from a
-// Loader or an OnEvent hook, whose load it would wait for. Fresh and stale
-// values are still served after Close; a Get that needs a load returns ErrClosed. Close is
-// idempotent and always returns nil.
+// Loader or an OnEvent hook, whose load it would wait for. Fresh and stale values are still
+// served after Close; a Get that needs a load returns ErrClosed. Close is idempotent and
+// always returns nil.
 func (c *Cache[V]) Close() error {
 	c.lifeMu.Lock()
 	c.closed = true
