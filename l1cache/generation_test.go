@@ -111,3 +111,50 @@ func TestInvalidateAllDiscardsLoadsInFlight(t *testing.T) {
 	_, ok = c.store.GetIfPresent("slow")
 	require.False(t, ok)
 }
+
+func TestMarkAllStaleDuringALoad(t *testing.T) {
+	newStaged := func(t *testing.T) (*Cache[string], <-chan int, []chan struct{}) {
+		var calls atomic.Int64
+		releases := []chan struct{}{make(chan struct{}), make(chan struct{}), make(chan struct{})}
+		started := make(chan int, 3)
+		c := newCache(t, func(ctx context.Context, key string) (string, error) {
+			n := int(calls.Add(1))
+			started <- n
+			<-releases[n-1]
+			return fmt.Sprint("load", n), nil
+		}, Options[string]{Fresh: time.Hour, Clock: &fakeClock{}})
+		return c, started, releases
+	}
+	t.Run("its result is not fresh", func(t *testing.T) {
+		c, started, releases := newStaged(t)
+		first := make(chan string, 1)
+		go func() { first <- get(t, c, "k") }()
+		require.Equal(t, 1, waitFor(t, started, "load 1"))
+		c.MarkAllStale()
+		close(releases[0])
+		require.Equal(t, "load1", waitFor(t, first, "first Get"))
+		second := make(chan string, 1)
+		go func() { second <- get(t, c, "k") }()
+		require.Equal(t, 2, waitFor(t, started, "load 2: load 1 started before MarkAllStale"))
+		close(releases[1])
+		require.Equal(t, "load2", waitFor(t, second, "second Get"))
+		require.Equal(t, "load2", get(t, c, "k"))
+	})
+	t.Run("a later Get does not join it and it does not overwrite its successor", func(t *testing.T) {
+		c, started, releases := newStaged(t)
+		first := make(chan string, 1)
+		go func() { first <- get(t, c, "k") }()
+		require.Equal(t, 1, waitFor(t, started, "load 1"))
+		c.MarkAllStale()
+		second := make(chan string, 1)
+		go func() { second <- get(t, c, "k") }()
+		require.Equal(t, 2, waitFor(t, started, "load 2"))
+		close(releases[1])
+		require.Equal(t, "load2", waitFor(t, second, "second Get"))
+		close(releases[0]) // the old load finishes last
+		require.Equal(t, "load1", waitFor(t, first, "first Get"))
+		require.Eventually(t, func() bool { return c.Stats().Discarded == 1 }, 5*time.Second, time.Millisecond)
+		require.Equal(t, "load2", get(t, c, "k"))
+		require.Equal(t, uint64(2), c.Stats().Loads)
+	})
+}
