@@ -31,7 +31,8 @@ func (d Digest) String() string {
 // verifier compares the unit on source and target. A pass scans both sides in batches and
 // compares each batch field by field with the other side; the source may take writes
 // meanwhile. Every item that differed, and every item the source's log touches after the
-// pass started, is dirty and re-read on both sides under the barrier (finish): an item that
+// pass started, is dirty and re-read on both sides under the barrier (finish), unless refine
+// found it held by one side only and expired there before the barrier: an item that
 // was equal during the pass and not written since is still equal, because the target only
 // ever takes strictly newer versions. So the pause pays for what changed, not for the unit's
 // size.
@@ -157,13 +158,19 @@ func (c *Coordinator) verifyPass(ctx context.Context, r *run) (*verifier, error)
 const expirySlack = time.Second
 
 // refine re-reads the dirty items on both sides while the source still takes writes, and
-// forgets those that match. Every log entry up to r.Applied has been read (and touched the
-// verifier), so the pass's position moves there: a write after it is in the log after it and
-// marks its item dirty again when read; a write before it that the target has not applied
-// leaves the item different, hence still dirty.
+// forgets those that match, or that one side holds only and has expired there (see settle).
+// Every log entry up to r.Applied has been read (and touched the verifier), so the pass's
+// position moves there: a write after it is in the log after it and marks its item dirty
+// again when read; a write before it that the target has not applied leaves the item
+// different, hence still dirty. Settling expired items here, not under the barrier, keeps
+// the barrier's work to the items written since: during a long copy many idempotency
+// records and tombstones expire, and they never become equal.
 func (c *Coordinator) refine(ctx context.Context, r *run, v *verifier) error {
 	pos := r.Applied
 	if err := c.reread(ctx, r, v); err != nil {
+		return err
+	}
+	if _, err := c.settle(ctx, r, v, c.o.Now().Add(expirySlack).UnixMilli()); err != nil {
 		return err
 	}
 	for key := range v.dirty {
@@ -225,50 +232,14 @@ func (c *Coordinator) finish(ctx context.Context, r *run, v *verifier) (Digest, 
 	now := c.o.Now().Add(expirySlack).UnixMilli()
 	// Items present on one side only are fine if they expired there (retention removes
 	// them lazily, and never through the log).
-	var differ []string
-	for key := range v.dirty {
-		if v.a.get(key) == v.b.get(key) {
-			continue
-		}
-		ok, err := c.expiredOneSided(ctx, r, key, v, now)
-		if err != nil {
-			return Digest{}, err
-		}
-		if ok {
-			v.a.set(key, "")
-			v.b.set(key, "")
-			continue
-		}
-		differ = append(differ, key[1:])
+	differ, err := c.settle(ctx, r, v, now)
+	if err != nil {
+		return Digest{}, err
 	}
 	da, db := v.a.d, v.b.d
 	if len(differ) > 0 || da != db {
-		slices.Sort(differ)
 		c.stats.verifyFailures.Add(1)
 		return da, abortf(true, &VerifyError{Source: da, Target: db, Differ: differ[:min(len(differ), 10)]})
 	}
 	return da, nil
-}
-
-// expiredOneSided reports whether item key is held by one side only and has expired there.
-func (c *Coordinator) expiredOneSided(ctx context.Context, r *run, key string, v *verifier, now int64) (bool, error) {
-	holder, m := c.shards[r.Source], v.a
-	if v.a.get(key) == "" {
-		holder, m = c.shards[r.Target], v.b
-	} else if v.b.get(key) != "" {
-		return false, nil
-	}
-	k := c.keys.Unit(r.Unit)
-	zset := k.OpExpiry
-	if key[0] == 'r' {
-		if !isTombstone(m.get(key)) {
-			return false, nil
-		}
-		zset = k.Tombstones
-	}
-	sc, err := holder.c.ZMScore(ctx, zset, key[1:]).Result()
-	if err != nil {
-		return false, fmt.Errorf("migrate: verify expiry on %q: %w", holder.name, err)
-	}
-	return len(sc) == 1 && sc[0] > 0 && int64(sc[0]) <= now, nil
 }
