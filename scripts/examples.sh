@@ -32,7 +32,8 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 # start_server DIR EXTRA_ARGS... starts a redis-server on a free port (the cluster bus port,
-# port+10000, must be free too) and prints the port.
+# port+10000, must be free too) and sets started_port. It must not run in a subshell ($(...)):
+# the server's PID has to reach pids, or cleanup would leave it running.
 start_server() {
   local dir=$1
   shift
@@ -51,7 +52,7 @@ start_server() {
     local i
     for i in $(seq 1 100); do
       if "$REDIS_CLI" -p "$port" ping >/dev/null 2>&1; then
-        echo "$port"
+        started_port=$port
         return 0
       fi
       kill -0 "$pid" 2>/dev/null || break
@@ -64,11 +65,13 @@ start_server() {
 }
 
 echo "starting a standalone server and a 3-master cluster"
-standalone=$(start_server "$work/standalone")
+start_server "$work/standalone"
+standalone=$started_port
 cluster_ports=()
 for i in 1 2 3; do
-  cluster_ports+=("$(start_server "$work/cluster$i" --cluster-enabled yes \
-    --cluster-config-file "$work/cluster$i/nodes.conf" --cluster-node-timeout 3000)")
+  start_server "$work/cluster$i" --cluster-enabled yes \
+    --cluster-config-file "$work/cluster$i/nodes.conf" --cluster-node-timeout 3000
+  cluster_ports+=("$started_port")
 done
 "$REDIS_CLI" --cluster create "${cluster_ports[@]/#/127.0.0.1:}" --cluster-replicas 0 \
   --cluster-yes >"$work/cluster-create.log" 2>&1 || {

@@ -24,8 +24,8 @@ if ! command -v "${REDIS_SERVER:-redis-server}" >/dev/null 2>&1; then
 fi
 say "$("${REDIS_SERVER:-redis-server}" --version)"
 
-count_servers() { (pgrep -x redis-server || true) | wc -l; }
-servers_before=$(count_servers)
+server_pids() { (pgrep -x redis-server || true) | sort; }
+servers_before=$(server_pids)
 
 modules=$(find . -name go.mod -not -path '*/testdata/*' -exec dirname {} \; | sort)
 
@@ -50,10 +50,10 @@ if [ -x scripts/examples.sh ]; then
   say "examples"
   scripts/examples.sh
 fi
-left=$(( $(count_servers) - servers_before ))
-if [ "$left" -gt 0 ]; then
-  echo "the suite left $left redis-server process(es) running:" >&2
-  pgrep -a -x redis-server >&2 || true
+left=$(comm -13 <(echo "$servers_before") <(server_pids) | grep . || true)
+if [ -n "$left" ]; then
+  echo "the suite left redis-server processes running:" >&2
+  ps -o pid,ppid,etime,args -p "$(echo $left | tr ' ' ',')" >&2 || true
   exit 1
 fi
 say "all passed"
