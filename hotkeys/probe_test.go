@@ -70,15 +70,14 @@ func TestProbeReadsLFUFrequencies(t *testing.T) {
 	require.ErrorIs(t, err, hotkeys.ErrInvalidArgument)
 }
 
-// TestProbeScansEveryClusterMaster switches the shared cluster to allkeys-lfu for the test
-// and finds the hot key whichever master holds it.
+// TestProbeScansEveryClusterMaster switches a cluster of its own to allkeys-lfu (the shared
+// one must keep its policy for the other tests) and finds the hot key whichever master
+// holds it.
 func TestProbeScansEveryClusterMaster(t *testing.T) {
 	ctx := t.Context()
-	cl := redistest.SharedCluster(t)
+	cl := redistest.NewCluster(t, redistest.ClusterOptions{})
 	for _, m := range cl.Masters() {
-		mc := m.Client(t)
-		require.NoError(t, mc.ConfigSet(ctx, "maxmemory-policy", "allkeys-lfu").Err())
-		t.Cleanup(func() { _ = mc.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err() })
+		require.NoError(t, m.Client(t).ConfigSet(ctx, "maxmemory-policy", "allkeys-lfu").Err())
 	}
 	cc := cl.Client(t)
 	p, err := hotkeys.NewProbe(cc)
