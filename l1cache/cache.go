@@ -105,7 +105,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 	now := c.cfg.Clock.NowNano()
 	e, ok := c.store.GetIfPresent(key)
 	if ok && e.hasValue && now < e.freshUntil && e.epoch >= c.epoch.Load() {
-		c.stats.stripe().hits.Add(1)
+		c.stats.hit(hitFresh)
 		if c.cfg.Beta > 0 && c.refreshEarly(e, now) {
 			c.refresh(ctx, key, e, true)
 		}
@@ -121,28 +121,28 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 func (c *Cache[V]) getSlow(ctx context.Context, key string, e *entry[V], now int64) (V, error) {
 	switch c.classify(e, now, c.epoch.Load()) {
 	case stFresh: // raced with a MarkAllStale check; serve as the fast path would
-		c.stats.stripe().hits.Add(1)
+		c.stats.hit(hitFresh)
 		c.emit(EventHit, key)
 		return e.value, nil
 	case stStale:
-		c.stats.stripe().stale.Add(1)
+		c.stats.hit(hitStale)
 		c.refresh(ctx, key, e, false)
 		c.emit(EventStaleHit, key)
 		return e.value, nil
 	case stStaleNoRetry:
-		c.stats.stripe().stale.Add(1)
+		c.stats.hit(hitStale)
 		c.emit(EventStaleHit, key)
 		return e.value, nil
 	case stStaleIfError:
-		c.stats.stripe().sie.Add(1)
+		c.stats.hit(hitStaleIfError)
 		c.emit(EventStaleIfError, key)
 		return e.value, nil
 	case stCachedErr:
 		if e.negative {
-			c.stats.stripe().negative.Add(1)
+			c.stats.hit(hitNegative)
 			c.emit(EventNegativeHit, key)
 		} else {
-			c.stats.stripe().errors.Add(1)
+			c.stats.hit(hitError)
 			c.emit(EventErrorHit, key)
 		}
 		var zero V

@@ -98,7 +98,7 @@ func (c *Cache[V]) wait(ctx context.Context, key string) (V, error) {
 	select {
 	case <-cl.done:
 		if cl.sie {
-			c.stats.stripe().sie.Add(1)
+			c.stats.hit(hitStaleIfError)
 			c.emit(EventStaleIfError, key)
 		}
 		return cl.val, cl.err

@@ -3,6 +3,7 @@ package l1cache
 import (
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -50,17 +51,33 @@ type Stats struct {
 	Entries int
 }
 
+// Kinds of hit, the counters of the hit path.
+const (
+	hitFresh = iota
+	hitStale
+	hitStaleIfError
+	hitNegative
+	hitError
+	hitKinds
+)
+
 // hitStripe holds the counters of the hit path, padded to its own cache lines so that
 // concurrent hits do not share a line.
 type hitStripe struct {
-	hits, stale, sie, negative, errors atomic.Uint64
-	_                                  [128 - 5*8]byte
+	n [hitKinds]atomic.Uint64
+	_ [128 - hitKinds*8]byte
 }
+
+// stripeToken remembers which stripe the goroutines of one P use. Tokens live in a
+// sync.Pool, which keeps one per P, so a P keeps writing the same stripe's cache line
+// instead of pulling lines back and forth between cores on every hit.
+type stripeToken struct{ idx uint32 }
 
 // counters holds the cache's statistics.
 type counters struct {
 	stripes []hitStripe
 	mask    uint32
+	tokens  sync.Pool // *stripeToken
 
 	misses, loads, loadErrors, panics, coalesced                 atomic.Uint64
 	refreshes, early, skipped, discarded, evictions, expirations atomic.Uint64
@@ -75,22 +92,35 @@ func newCounters() *counters {
 	return &counters{stripes: make([]hitStripe, n), mask: uint32(n - 1)}
 }
 
-// stripe picks a stripe at random: the runtime's per-thread generator is cheap and spreads
-// concurrent goroutines over the stripes. It is not the cache's injected randomness, which
-// stays reserved for jitter and early refresh so that tests can fix it.
-func (c *counters) stripe() *hitStripe {
-	return &c.stripes[rand.Uint32()&c.mask]
+// hit counts one hit of the given kind on this P's stripe. When another P is found writing
+// the same counter at the same instant, the token moves to another stripe at random (the
+// runtime's generator, not the cache's injected randomness, which stays reserved for jitter
+// and early refresh so that tests can fix it).
+func (c *counters) hit(kind int) {
+	t, _ := c.tokens.Get().(*stripeToken)
+	if t == nil {
+		t = &stripeToken{idx: rand.Uint32()}
+	}
+	for {
+		n := &c.stripes[t.idx&c.mask].n[kind]
+		v := n.Load()
+		if n.CompareAndSwap(v, v+1) {
+			break
+		}
+		t.idx = rand.Uint32()
+	}
+	c.tokens.Put(t)
 }
 
 func (c *counters) snapshot() Stats {
 	var s Stats
 	for i := range c.stripes {
 		st := &c.stripes[i]
-		s.Hits += st.hits.Load()
-		s.StaleHits += st.stale.Load()
-		s.StaleIfErrorHits += st.sie.Load()
-		s.NegativeHits += st.negative.Load()
-		s.ErrorHits += st.errors.Load()
+		s.Hits += st.n[hitFresh].Load()
+		s.StaleHits += st.n[hitStale].Load()
+		s.StaleIfErrorHits += st.n[hitStaleIfError].Load()
+		s.NegativeHits += st.n[hitNegative].Load()
+		s.ErrorHits += st.n[hitError].Load()
 	}
 	s.Misses = c.misses.Load()
 	s.Loads = c.loads.Load()
