@@ -37,17 +37,11 @@ func runExpiry(ctx context.Context, c *redis.ClusterClient, cfg config, mode str
 	prefix := fmt.Sprintf("bench:%d:expiry-%s:", time.Now().UnixNano(), mode)
 	celeb := prefix + "celebrity"
 	src := &source{latency: cfg.expiryLatency, celeb: celeb}
-	insts := make([]*instance, cfg.expiryInstances)
-	for i := range insts {
-		in, err := newInstance(c, src, pathOptions{
-			strategy: strategy, hot: []string{celeb}, ttl: cfg.ttl, l1Fresh: cfg.l1Fresh, prefix: prefix,
-		})
-		if err != nil {
-			return res, err
-		}
-		defer in.close()
-		insts[i] = in
+	insts, closeAll, err := newInstances(c, src, cfg.expiryInstances, cfg, strategy, prefix)
+	if err != nil {
+		return res, err
 	}
+	defer closeAll()
 	var reads, errs, wrong atomic.Int64
 	var mu sync.Mutex
 	distinct := map[string]bool{}

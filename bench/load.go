@@ -160,17 +160,11 @@ func runStrategy(ctx context.Context, c *redis.ClusterClient, nodes []string, z 
 	prefix := fmt.Sprintf("bench:%d:%s:", time.Now().UnixNano(), strategy)
 	celeb := prefix + "celebrity"
 	src := &source{latency: cfg.sourceLatency, celeb: celeb}
-	insts := make([]*instance, cfg.instances)
-	for i := range insts {
-		in, err := newInstance(c, src, pathOptions{
-			strategy: strategy, hot: []string{celeb}, ttl: cfg.ttl, l1Fresh: cfg.l1Fresh, prefix: prefix,
-		})
-		if err != nil {
-			return res, err
-		}
-		defer in.close()
-		insts[i] = in
+	insts, closeAll, err := newInstances(c, src, cfg.instances, cfg, strategy, prefix)
+	if err != nil {
+		return res, err
 	}
+	defer closeAll()
 
 	if cfg.warmup > 0 {
 		// Unmeasured: fills Redis (and the caches) with the popular keys, as in a service
@@ -282,4 +276,26 @@ func progress(ctx context.Context, what string, total time.Duration, reads *atom
 		}
 	})
 	return func() { close(done); wg.Wait() }
+}
+
+// newInstances builds n simulated instances of one strategy, all treating the celebrity key
+// of src as hot, and returns a function that closes them.
+func newInstances(c *redis.ClusterClient, src *source, n int, cfg config, strategy, prefix string) ([]*instance, func(), error) {
+	insts := make([]*instance, 0, n)
+	closeAll := func() {
+		for _, in := range insts {
+			in.close()
+		}
+	}
+	for range n {
+		in, err := newInstance(c, src, pathOptions{
+			strategy: strategy, hot: []string{src.celeb}, ttl: cfg.ttl, l1Fresh: cfg.l1Fresh, prefix: prefix,
+		})
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		insts = append(insts, in)
+	}
+	return insts, closeAll, nil
 }
