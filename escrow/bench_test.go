@@ -7,21 +7,21 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
 // spreadPool returns pool options whose n owners' ledgers sit on n different masters of the
 // shared cluster (n <= 3), and whose witnesses are off their ledger's master.
-func spreadPool(b *testing.B, cl *redistest.Cluster, c *redis.ClusterClient, n, capacity int) PoolOptions {
+func spreadPool(b *testing.B, cl *celebritytest.Cluster, c *redis.ClusterClient, n, capacity int) PoolOptions {
 	b.Helper()
 	names := []string{"a", "b", "c"}[:n]
 	for i := 0; i < 1000; i++ {
-		opts := PoolOptions{Name: fmt.Sprint("bench", i), Prefix: redistest.Prefix(b), Capacity: capacity, Owners: owners(capacity, names...)}
+		opts := PoolOptions{Name: fmt.Sprint("bench", i), Prefix: celebritytest.Prefix(b), Capacity: capacity, Owners: owners(capacity, names...)}
 		p, err := NewPool(c, opts)
 		if err != nil {
 			b.Fatal(err)
 		}
-		used := map[*redistest.Server]bool{}
+		used := map[*celebritytest.Server]bool{}
 		ok := true
 		for _, o := range names {
 			m := cl.MasterOf(p.ledgers[o].keys[0])
@@ -48,7 +48,7 @@ const parallelism = 16
 // witness read, acquire, witness raise, release). The partitioned cases report their speed
 // relative to the central one of the same run ("x-central", >1 is faster).
 func BenchmarkAcquireRelease(b *testing.B) {
-	cl := redistest.SharedCluster(b)
+	cl := celebritytest.SharedCluster(b)
 	c := cl.Client(b)
 	const capacity = 10000
 	var centralNs float64
@@ -111,7 +111,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 // central acquire+release pair run sequentially as the reference ("x-pair" is the cost of a
 // transfer in pairs).
 func BenchmarkTransfer10(b *testing.B) {
-	cl := redistest.SharedCluster(b)
+	cl := celebritytest.SharedCluster(b)
 	c := cl.Client(b)
 	var pairNs float64
 	b.Run("reference-central-pair", func(b *testing.B) {

@@ -8,20 +8,20 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 )
 
 func newTestCentral(t testing.TB, c Client, capacity int) *Central {
 	t.Helper()
-	cl, err := NewCentral(c, CentralOptions{Name: "limit", Capacity: capacity, Prefix: redistest.Prefix(t)})
+	cl, err := NewCentral(c, CentralOptions{Name: "limit", Capacity: capacity, Prefix: celebritytest.Prefix(t)})
 	require.NoError(t, err)
 	require.NoError(t, cl.Init(testCtx(t)))
 	return cl
 }
 
 func TestCentralGrantsEachPermitOnceThenExhausts(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		cl := newTestCentral(t, c, 5)
 		seen := map[int]bool{}
@@ -49,7 +49,7 @@ func TestCentralGrantsEachPermitOnceThenExhausts(t *testing.T) {
 
 func TestCentralAcquireIsIdempotentPerJob(t *testing.T) {
 	ctx := testCtx(t)
-	cl := newTestCentral(t, redistest.Standalone(t).Client(t), 3)
+	cl := newTestCentral(t, celebritytest.Standalone(t).Client(t), 3)
 	g1, err := cl.Acquire(ctx, "job")
 	require.NoError(t, err)
 	g2, err := cl.Acquire(ctx, "job")
@@ -61,14 +61,14 @@ func TestCentralAcquireIsIdempotentPerJob(t *testing.T) {
 }
 
 func TestCentralRetryAfterLostReplyGetsTheSamePermit(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		inj := faults.New()
 		var faulty redis.UniversalClient
 		if _, ok := c.(*redis.ClusterClient); ok {
-			faulty = redistest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
+			faulty = celebritytest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
 		} else {
-			faulty = redistest.Standalone(t).Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) })
+			faulty = celebritytest.Standalone(t).Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) })
 		}
 		preload(t, faulty)
 		cl := newTestCentral(t, faulty, 2)
@@ -91,7 +91,7 @@ func TestCentralRetryAfterLostReplyGetsTheSamePermit(t *testing.T) {
 
 func TestCentralRepeatedReleaseNeverAddsCapacity(t *testing.T) {
 	ctx := testCtx(t)
-	cl := newTestCentral(t, redistest.Standalone(t).Client(t), 2)
+	cl := newTestCentral(t, celebritytest.Standalone(t).Client(t), 2)
 	_, err := cl.Acquire(ctx, "a")
 	require.NoError(t, err)
 	for range 3 {
@@ -106,7 +106,7 @@ func TestCentralRepeatedReleaseNeverAddsCapacity(t *testing.T) {
 
 func TestCentralBadInputChangesNothing(t *testing.T) {
 	ctx := testCtx(t)
-	c := redistest.Standalone(t).Client(t)
+	c := celebritytest.Standalone(t).Client(t)
 	cl := newTestCentral(t, c, 2)
 	_, err := cl.Acquire(ctx, "")
 	require.ErrorIs(t, err, ErrInvalid)
@@ -123,8 +123,8 @@ func TestCentralBadInputChangesNothing(t *testing.T) {
 
 func TestCentralInitRefusesAnotherCapacity(t *testing.T) {
 	ctx := testCtx(t)
-	c := redistest.Standalone(t).Client(t)
-	prefix := redistest.Prefix(t)
+	c := celebritytest.Standalone(t).Client(t)
+	prefix := celebritytest.Prefix(t)
 	a, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: prefix})
 	require.NoError(t, err)
 	require.NoError(t, a.Init(ctx))
@@ -135,7 +135,7 @@ func TestCentralInitRefusesAnotherCapacity(t *testing.T) {
 }
 
 func TestAcquireWithoutLedgerReportsMissing(t *testing.T) {
-	cl, err := NewCentral(redistest.Standalone(t).Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: redistest.Prefix(t)})
+	cl, err := NewCentral(celebritytest.Standalone(t).Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t)})
 	require.NoError(t, err)
 	_, err = cl.Acquire(testCtx(t), "job")
 	require.True(t, errors.Is(err, ErrLedgerMissing), "got %v", err)

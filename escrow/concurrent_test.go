@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 )
 
 // downstream stands for the system the permits protect: it records which job holds which
@@ -90,7 +90,7 @@ func TestConcurrentAcquireReleaseWithLostRepliesNeverExceedsCapacity(t *testing.
 	}
 	for _, kind := range []string{"central", "pool"} {
 		t.Run(kind, func(t *testing.T) {
-			redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+			celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 				ctx := testCtx(t)
 				preload(t, c)
 				lim := kinds[kind](t, c)
@@ -101,9 +101,9 @@ func TestConcurrentAcquireReleaseWithLostRepliesNeverExceedsCapacity(t *testing.
 					inj := faults.New()
 					var wc Client
 					if _, ok := c.(*redis.ClusterClient); ok {
-						wc = redistest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
+						wc = celebritytest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
 					} else {
-						wc = redistest.Standalone(t).Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) })
+						wc = celebritytest.Standalone(t).Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) })
 					}
 					worker := rebind(lim, wc)
 					// audit checks the server side exactly after a step of this worker: every

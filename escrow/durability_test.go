@@ -6,15 +6,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
 func TestInitRefusesAnEvictingPolicyUnlessOverridden(t *testing.T) {
 	t.Parallel()
-	s := redistest.NewServer(t, redistest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lru"}})
+	s := celebritytest.NewServer(t, celebritytest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lru"}})
 	c := s.Client(t)
 	ctx := testCtx(t)
-	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: redistest.Prefix(t)})
+	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t)})
 	require.NoError(t, err)
 	err = cl.Init(ctx)
 	require.ErrorIs(t, err, ErrUnsafeEviction)
@@ -22,27 +22,27 @@ func TestInitRefusesAnEvictingPolicyUnlessOverridden(t *testing.T) {
 	_, err = cl.Acquire(ctx, "job")
 	require.ErrorIs(t, err, ErrLedgerMissing, "a refused Init creates nothing")
 
-	cl, err = NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: redistest.Prefix(t), AllowEviction: true})
+	cl, err = NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t), AllowEviction: true})
 	require.NoError(t, err)
 	require.NoError(t, cl.Init(ctx))
 
 	// volatile-* policies never touch keys without a TTL, and ledger keys have none.
 	require.NoError(t, c.ConfigSet(ctx, "maxmemory-policy", "volatile-lru").Err())
-	p, err := NewPool(c, PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a", "b"), Prefix: redistest.Prefix(t)})
+	p, err := NewPool(c, PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a", "b"), Prefix: celebritytest.Prefix(t)})
 	require.NoError(t, err)
 	require.NoError(t, p.Init(ctx))
 }
 
 func TestInitToleratesForbiddenConfig(t *testing.T) {
-	s := redistest.Standalone(t)
+	s := celebritytest.Standalone(t)
 	ctx := testCtx(t)
 	admin := s.Client(t)
-	user := "escrow-noconfig-" + redistest.Prefix(t)
+	user := "escrow-noconfig-" + celebritytest.Prefix(t)
 	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "+@all", "-config").Err())
 	t.Cleanup(func() { admin.Do(ctx, "ACL", "DELUSER", user) })
 	c := s.Client(t, func(o *redis.Options) { o.Username, o.Password = user, "pw" })
 	require.Error(t, c.ConfigGet(ctx, "maxmemory-policy").Err(), "the user must be refused CONFIG")
-	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: redistest.Prefix(t)})
+	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t)})
 	require.NoError(t, err)
 	require.NoError(t, cl.Init(ctx), "a managed Redis without CONFIG must still work")
 	_, err = cl.Acquire(ctx, "job")
@@ -50,9 +50,9 @@ func TestInitToleratesForbiddenConfig(t *testing.T) {
 }
 
 func TestInitChecksEveryClusterMaster(t *testing.T) {
-	c := redistest.SharedCluster(t).Client(t)
+	c := celebritytest.SharedCluster(t).Client(t)
 	ctx := testCtx(t)
-	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: redistest.Prefix(t)})
+	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t)})
 	require.NoError(t, err)
 	require.NoError(t, cl.Init(ctx))
 	_, err = cl.Acquire(ctx, "job")

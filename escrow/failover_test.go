@@ -8,13 +8,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
 // placedPool picks a pool name whose owner a has its ledger on one master, its witness on
 // another, and owner b's ledger on a third master than a's. It returns the options and the
 // index of a's master, which is not avoid.
-func placedPool(t *testing.T, cl *redistest.Cluster, c *redis.ClusterClient, avoid int) (PoolOptions, int) {
+func placedPool(t *testing.T, cl *celebritytest.Cluster, c *redis.ClusterClient, avoid int) (PoolOptions, int) {
 	t.Helper()
 	index := func(key string) int {
 		for i, m := range cl.Masters() {
@@ -26,7 +26,7 @@ func placedPool(t *testing.T, cl *redistest.Cluster, c *redis.ClusterClient, avo
 		return -1
 	}
 	for n := 0; n < 1000; n++ {
-		opts := PoolOptions{Name: fmt.Sprint("p", n), Prefix: redistest.Prefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
+		opts := PoolOptions{Name: fmt.Sprint("p", n), Prefix: celebritytest.Prefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
 		p, err := NewPool(c, opts)
 		require.NoError(t, err)
 		ia, wa, ib := index(p.ledgers["a"].keys[0]), index(p.WitnessKey("a")), index(p.ledgers["b"].keys[0])
@@ -39,7 +39,7 @@ func placedPool(t *testing.T, cl *redistest.Cluster, c *redis.ClusterClient, avo
 }
 
 // syncReplica waits until master i's replica has every write so far.
-func syncReplica(t *testing.T, cl *redistest.Cluster, i int) {
+func syncReplica(t *testing.T, cl *celebritytest.Cluster, i int) {
 	t.Helper()
 	n, err := cl.Masters()[i].Client(t).Wait(testCtx(t), 1, 5*time.Second).Result()
 	require.NoError(t, err)
@@ -55,7 +55,7 @@ func syncReplica(t *testing.T, cl *redistest.Cluster, i int) {
 // Both cases share one cluster (starting one takes seconds): each uses its own master.
 func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
 	t.Parallel()
-	cl := redistest.NewCluster(t, redistest.ClusterOptions{Replicas: true})
+	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
 	t.Run("Init checks every master", func(t *testing.T) {
 		// On this dedicated cluster (the shared one serves parallel tests): one master with an
 		// evicting policy makes Init refuse, naming that master.
@@ -63,7 +63,7 @@ func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
 		m := cl.Masters()[len(cl.Masters())-1]
 		require.NoError(t, m.Client(t).ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
 		defer func() { require.NoError(t, m.Client(t).ConfigSet(ctx, "maxmemory-policy", "noeviction").Err()) }()
-		cn, err := NewCentral(cl.Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: redistest.Prefix(t)})
+		cn, err := NewCentral(cl.Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t)})
 		require.NoError(t, err)
 		err = cn.Init(ctx)
 		require.ErrorIs(t, err, ErrUnsafeEviction)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
 // copyDir copies a folder with cp -a (the AOF folder of a stopped or live server).
@@ -21,9 +21,9 @@ func copyDir(t *testing.T, from, to string) {
 func TestLedgerRestoredFromAnOldAOFIsFenced(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	srv := redistest.NewServer(t, redistest.ServerOptions{AOF: true})
+	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	ledgers := srv.Client(t)
-	witness := redistest.Standalone(t).Client(t) // another server: it does not share the restore
+	witness := celebritytest.Standalone(t).Client(t) // another server: it does not share the restore
 	p := newTestPool(t, ledgers, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b"), Witness: witness})
 
 	before, err := p.Acquire(ctx, "a", "before")
@@ -83,7 +83,7 @@ func TestFencedLedgerRefusesUntilReconciledOnCluster(t *testing.T) {
 	// The same fence on the shared cluster: the witness is raised past the ledger by hand,
 	// as a lost write would leave it.
 	ctx := testCtx(t)
-	c := redistest.SharedCluster(t).Client(t)
+	c := celebritytest.SharedCluster(t).Client(t)
 	p := newTestPool(t, c, PoolOptions{Capacity: 6, Owners: owners(6, "a", "b")})
 	require.NoError(t, p.Transfer(ctx, "b", "a", 2, "t1"))
 	require.NoError(t, witnessScript.Run(ctx, c, []string{p.WitnessKey("a")}, 1000).Err())

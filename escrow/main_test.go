@@ -9,10 +9,10 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) { celebritytest.Main(m) }
 
 // testCtx returns a context bounded generously, cancelled when the test ends.
 func testCtx(t testing.TB) context.Context {
@@ -37,7 +37,7 @@ func owners(capacity int, names ...string) []Owner {
 func newTestPool(t testing.TB, c Client, opts PoolOptions) *Pool {
 	t.Helper()
 	if opts.Prefix == "" {
-		opts.Prefix = redistest.Prefix(t)
+		opts.Prefix = celebritytest.Prefix(t)
 	}
 	if opts.Name == "" {
 		opts.Name = "pool"

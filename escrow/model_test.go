@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 )
 
 // pending is the model of a transfer frozen at its source and not settled there.
@@ -332,11 +332,11 @@ func (m *escrowMachine) audit() {
 
 func TestModelEveryPermitInExactlyOnePlace(t *testing.T) {
 	t.Parallel()
-	c := redistest.Standalone(t).Client(t)
+	c := celebritytest.Standalone(t).Client(t)
 	inj := faults.New()
-	faulty := redistest.Standalone(t).Client(t, func(o *redis.Options) { o.Dialer, o.MaxRetries = inj.Dialer(nil), -1 })
+	faulty := celebritytest.Standalone(t).Client(t, func(o *redis.Options) { o.Dialer, o.MaxRetries = inj.Dialer(nil), -1 })
 	preload(t, c)
-	base := redistest.Prefix(t)
+	base := celebritytest.Prefix(t)
 	var runs atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
 		m := &escrowMachine{

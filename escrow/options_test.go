@@ -6,11 +6,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
 func TestBadOptionsAreRefusedWithTheFieldNamed(t *testing.T) {
-	c := redistest.Standalone(t).Client(t)
+	c := celebritytest.Standalone(t).Client(t)
 	cases := []struct {
 		name string
 		opts PoolOptions
@@ -46,7 +46,7 @@ func TestBadOptionsAreRefusedWithTheFieldNamed(t *testing.T) {
 }
 
 func TestDefaultPrefixIsUsedWhenEmpty(t *testing.T) {
-	p, err := NewPool(redistest.Standalone(t).Client(t), PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a")})
+	p, err := NewPool(celebritytest.Standalone(t).Client(t), PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a")})
 	require.NoError(t, err)
 	require.Equal(t, DefaultPrefix+"{p:a}:meta", p.ledgers["a"].keys[0])
 	require.Contains(t, p.WitnessKey("a"), DefaultPrefix+"{p:a:w")
@@ -56,7 +56,7 @@ func TestDefaultPrefixIsUsedWhenEmpty(t *testing.T) {
 // commands to replicas would read witnesses (GET) and ledger snapshots (EVALSHA_RO) from a
 // replica that may lag, so a ledger behind its witness could pass the fence.
 func TestPoolRefusesClientsThatReadFromReplicas(t *testing.T) {
-	cl := redistest.SharedCluster(t)
+	cl := celebritytest.SharedCluster(t)
 	opts := PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a", "b")}
 	for name, set := range map[string]func(*redis.ClusterOptions){
 		"ReadOnly":       func(o *redis.ClusterOptions) { o.ReadOnly = true },

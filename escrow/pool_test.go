@@ -7,11 +7,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
 func TestOwnersGrantOnlyTheirOwnPermits(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: []Owner{{"a", 1, 4}, {"b", 5, 10}}})
 		for i := range 4 {
@@ -39,7 +39,7 @@ func TestOwnersGrantOnlyTheirOwnPermits(t *testing.T) {
 
 func TestPoolGrantIsWitnessedBeforeItIsReturned(t *testing.T) {
 	ctx := testCtx(t)
-	c := redistest.Standalone(t).Client(t)
+	c := celebritytest.Standalone(t).Client(t)
 	p := newTestPool(t, c, PoolOptions{Capacity: 4, Owners: owners(4, "a", "b")})
 	g, err := p.Acquire(ctx, "a", "job")
 	require.NoError(t, err)
@@ -59,8 +59,8 @@ func TestPoolGrantIsWitnessedBeforeItIsReturned(t *testing.T) {
 
 func TestInitIsIdempotentAndChecksTheLayout(t *testing.T) {
 	ctx := testCtx(t)
-	c := redistest.Standalone(t).Client(t)
-	prefix := redistest.Prefix(t)
+	c := celebritytest.Standalone(t).Client(t)
+	prefix := celebritytest.Prefix(t)
 	opts := PoolOptions{Name: "p", Prefix: prefix, Capacity: 6, Owners: owners(6, "a", "b")}
 	p := newTestPool(t, c, opts)
 	_, err := p.Acquire(ctx, "a", "job")
@@ -80,8 +80,8 @@ func TestInitIsIdempotentAndChecksTheLayout(t *testing.T) {
 
 func TestLostLedgerIsNeverRecreatedFromItsInitialRange(t *testing.T) {
 	ctx := testCtx(t)
-	c := redistest.Standalone(t).Client(t)
-	opts := PoolOptions{Name: "p", Prefix: redistest.Prefix(t), Capacity: 6, Owners: owners(6, "a", "b")}
+	c := celebritytest.Standalone(t).Client(t)
+	opts := PoolOptions{Name: "p", Prefix: celebritytest.Prefix(t), Capacity: 6, Owners: owners(6, "a", "b")}
 	p := newTestPool(t, c, opts)
 	require.NoError(t, p.Transfer(ctx, "a", "b", 2, "t1"))
 	// The ledger of a disappears (eviction, FLUSHDB, a wrong restore); its witness remains.

@@ -10,11 +10,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
 func TestRebalancerMovesIdlePermitsToBusyOwnersWithHysteresis(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 40, Owners: owners(40, "a", "b")})
 		r, err := NewRebalancer(p, RebalanceOptions{Low: 2, High: 10, Batch: 5})
@@ -43,7 +43,7 @@ func TestRebalancerMovesIdlePermitsToBusyOwnersWithHysteresis(t *testing.T) {
 
 func TestRebalancerFinishesATransferLeftPending(t *testing.T) {
 	ctx := testCtx(t)
-	p := newTestPool(t, redistest.Standalone(t).Client(t), PoolOptions{Capacity: 20, Owners: owners(20, "a", "b")})
+	p := newTestPool(t, celebritytest.Standalone(t).Client(t), PoolOptions{Capacity: 20, Owners: owners(20, "a", "b")})
 	_, err := p.Freeze(ctx, "a", "b", 3, "crashed")
 	require.NoError(t, err)
 	r, err := NewRebalancer(p, RebalanceOptions{Low: 1, High: 30, Batch: 2})
@@ -57,7 +57,7 @@ func TestRebalancerFinishesATransferLeftPending(t *testing.T) {
 }
 
 func TestRebalancerRunStopsWithItsContext(t *testing.T) {
-	p := newTestPool(t, redistest.Standalone(t).Client(t), PoolOptions{Capacity: 20, Owners: owners(20, "a", "b")})
+	p := newTestPool(t, celebritytest.Standalone(t).Client(t), PoolOptions{Capacity: 20, Owners: owners(20, "a", "b")})
 	ctx := testCtx(t)
 	for i := range 10 {
 		_, err := p.Acquire(ctx, "b", fmt.Sprint("job", i))
@@ -80,7 +80,7 @@ func TestRebalancerRunStopsWithItsContext(t *testing.T) {
 }
 
 func TestRebalanceOptionsAreValidated(t *testing.T) {
-	p, err := NewPool(redistest.Standalone(t).Client(t), PoolOptions{Name: "p", Capacity: 20, Owners: owners(20, "a", "b")})
+	p, err := NewPool(celebritytest.Standalone(t).Client(t), PoolOptions{Name: "p", Capacity: 20, Owners: owners(20, "a", "b")})
 	require.NoError(t, err)
 	_, err = NewRebalancer(p, RebalanceOptions{Low: 2, High: 4, Batch: 2})
 	require.ErrorContains(t, err, "RebalanceOptions.High must be > Low+Batch (4), got 4")

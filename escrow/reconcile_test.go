@@ -7,7 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
 // ledgerCopy is an old copy of one owner's ledger keys (DUMP payloads), standing for a
@@ -41,7 +41,7 @@ func (cp ledgerCopy) restore(t *testing.T, c redis.UniversalClient, l ledger) {
 }
 
 func TestReconcileCancelsAStaleFreezeWhosePermitsMovedOn(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		old, err := p.Freeze(ctx, "a", "b", 2, "T1")
@@ -68,7 +68,7 @@ func TestReconcileCancelsAStaleFreezeWhosePermitsMovedOn(t *testing.T) {
 }
 
 func TestReconcileRestoresAnAcceptedTransferTheTargetLost(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		backup := copyLedger(t, c, p.ledgers["b"])
@@ -91,7 +91,7 @@ func TestReconcileRestoresAnAcceptedTransferTheTargetLost(t *testing.T) {
 
 func TestReconcileScriptValidatesItsPlan(t *testing.T) {
 	ctx := testCtx(t)
-	c := redistest.Standalone(t).Client(t)
+	c := celebritytest.Standalone(t).Client(t)
 	p := newTestPool(t, c, PoolOptions{Capacity: 4, Owners: owners(4, "a", "b")})
 	for _, plan := range []string{"", "nope", `{"drop":[0]}`, `{"drop":[5]}`, `{"add":[{"t":"","from":"b","p":[1]}]}`, `{"trim":[{"t":"x","p":["1"]}]}`} {
 		r, err := runScript(ctx, c, reconcileScript, p.ledgers["a"].keys, 0, 4, 1, 2, plan)

@@ -6,8 +6,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 )
 
 // TestReleasesOnAStaleLedgerDoNotHideItFromItsWitness loses a's freeze and completion of T
@@ -15,7 +15,7 @@ import (
 // the witness, so they must not move a's sequence back up to it: a's next grant must still
 // find the ledger behind its witness, or a grants T's permits while b has them too.
 func TestReleasesOnAStaleLedgerDoNotHideItFromItsWitness(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		for _, job := range []string{"j1", "j2", "j3"} {
@@ -44,7 +44,7 @@ func TestReleasesOnAStaleLedgerDoNotHideItFromItsWitness(t *testing.T) {
 // answered by b's accepted U. Otherwise the source completes a transfer whose permits never
 // landed, and they are lost for good.
 func TestTransferIDsOfDifferentSourcesDoNotCollide(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 9, Owners: owners(9, "a", "b", "c")})
 		require.NoError(t, p.Transfer(ctx, "a", "c", 2, "T"))
@@ -66,9 +66,9 @@ func TestTransferIDsOfDifferentSourcesDoNotCollide(t *testing.T) {
 // script and the witness raise, and Recover delivers T to b. If a's master then loses the
 // freeze, a must be found behind its witness; otherwise T's permits are free at a and at b.
 func TestRecoverWitnessesTheFreezeItDelivers(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
-		opts := PoolOptions{Name: "p", Prefix: redistest.Prefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
+		opts := PoolOptions{Name: "p", Prefix: celebritytest.Prefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
 		p := newTestPool(t, c, opts)
 		backup := copyLedger(t, c, p.ledgers["a"])
 		r, err := runScript(ctx, c, freezeScript, p.ledgers["a"].keys, "T", "b", 2, 0)
@@ -95,7 +95,7 @@ func TestRecoverWitnessesTheFreezeItDelivers(t *testing.T) {
 // refusal, a late delivery of T must be fenced; otherwise T's permits land at b while a has
 // them back.
 func TestARefusalIsWitnessedBeforeTheSourceAborts(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		f, err := p.Freeze(ctx, "a", "b", 2, "T")
@@ -121,7 +121,7 @@ func TestARefusalIsWitnessedBeforeTheSourceAborts(t *testing.T) {
 // so a completes T. If b's master then loses the accept, b must be fenced (Reconcile can then
 // restore T at b); otherwise T's permits are gone from both owners for good.
 func TestAnAcceptAnsweredToCancelIsWitnessedBeforeTheSourceCompletes(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		f, err := p.Freeze(ctx, "a", "b", 2, "T")

@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 )
 
 // faultyClient returns a client of the same kind as c whose connections go through inj.
@@ -18,21 +18,21 @@ func faultyClient(t *testing.T, c redis.UniversalClient, inj *faults.Injector, m
 	t.Helper()
 	var f redis.UniversalClient
 	if _, ok := c.(*redis.ClusterClient); ok {
-		f = redistest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) {
+		f = celebritytest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) {
 			o.Dialer, o.MaxRetries = inj.Dialer(nil), maxRetries
 			if maxRetries < 0 {
 				o.MaxRedirects = -1 // the cluster client retries network errors as redirects
 			}
 		})
 	} else {
-		f = redistest.Standalone(t).Client(t, func(o *redis.Options) { o.Dialer, o.MaxRetries = inj.Dialer(nil), maxRetries })
+		f = celebritytest.Standalone(t).Client(t, func(o *redis.Options) { o.Dialer, o.MaxRetries = inj.Dialer(nil), maxRetries })
 	}
 	preload(t, f)
 	return f
 }
 
 func TestTransferMovesCapacityExactlyOnce(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		old, err := p.Acquire(ctx, "a", "early")
@@ -65,7 +65,7 @@ func TestTransferMovesCapacityExactlyOnce(t *testing.T) {
 }
 
 func TestDuplicateDeliveryAddsCapacityOnce(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		f, err := p.Freeze(ctx, "a", "b", 4, "t1")
@@ -93,7 +93,7 @@ func TestDuplicateDeliveryAddsCapacityOnce(t *testing.T) {
 }
 
 func TestLostAcceptReplyStillAddsOnce(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		inj := faults.New()
 		retrying := newTestPool(t, faultyClient(t, c, inj, 0), PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
@@ -125,7 +125,7 @@ func TestLostAcceptReplyStillAddsOnce(t *testing.T) {
 }
 
 func TestAbortOnlyAfterRefusalAndLateAcceptFails(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		f, err := p.Freeze(ctx, "a", "b", 3, "t1")
@@ -153,7 +153,7 @@ func TestAbortOnlyAfterRefusalAndLateAcceptFails(t *testing.T) {
 }
 
 func TestTransferBadInputChangesNothing(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		_, err := p.Freeze(ctx, "a", "b", 2, "used")
@@ -259,12 +259,12 @@ func TestCrashAfterEachTransferStepThenRecover(t *testing.T) {
 			require.ErrorIs(t, p.Deliver(cctx, f), context.Canceled)
 		}, completed, false},
 	}
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		for _, st := range steps {
 			t.Run(st.name, func(t *testing.T) {
 				ctx := testCtx(t)
 				inj := faults.New()
-				opts := PoolOptions{Name: "p", Prefix: redistest.Prefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
+				opts := PoolOptions{Name: "p", Prefix: celebritytest.Prefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
 				crashing := newTestPool(t, faultyClient(t, c, inj, -1), opts)
 				st.run(ctx, t, crashing, inj)
 				requireClean(t, crashing)

@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/hotkeys"
-	"github.com/celebrity-go/celebrity/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -40,7 +40,7 @@ func getCalls(t testing.TB, ctx context.Context, c *redis.Client) int64 {
 // factor with the ones computed from INFO commandstats deltas on the masters.
 func TestClusterSkewMatchesServerCommandStats(t *testing.T) {
 	ctx := t.Context()
-	cl := redistest.SharedCluster(t)
+	cl := celebritytest.SharedCluster(t)
 	cc := cl.Client(t)
 	cs, err := hotkeys.NewClusterShards(ctx, cc)
 	require.NoError(t, err)
@@ -71,7 +71,7 @@ func TestClusterSkewMatchesServerCommandStats(t *testing.T) {
 		before[a] = getCalls(t, ctx, c)
 	}
 
-	prefix := redistest.Prefix(t)
+	prefix := celebritytest.Prefix(t)
 	celeb := prefix + "celebrity"
 	const requests, batch = 64_000, 1000
 	const elapsed = 8 * time.Second

@@ -5,9 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/hotkeys"
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +17,7 @@ import (
 // and the probe works again once the server is back.
 func TestProbeFailureIsNotUnsupported(t *testing.T) {
 	ctx := t.Context()
-	srv := redistest.NewServer(t, redistest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lfu"}})
+	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lfu"}})
 	inj := faults.New()
 	c := srv.Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil); o.MaxRetries = -1 })
 	p, err := hotkeys.NewProbe(c)
@@ -53,12 +53,12 @@ func TestProbeFailureIsNotUnsupported(t *testing.T) {
 func TestClusterShardsFollowFailoverOnRefresh(t *testing.T) {
 	t.Parallel() // a dedicated cluster: overlap its start-up with the other parallel tests
 	ctx := t.Context()
-	cl := redistest.NewCluster(t, redistest.ClusterOptions{Replicas: true})
+	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
 	cc := cl.Client(t)
 	cs, err := hotkeys.NewClusterShards(ctx, cc)
 	require.NoError(t, err)
 
-	key := redistest.Prefix(t) + "celebrity"
+	key := celebritytest.Prefix(t) + "celebrity"
 	oldMaster := cl.MasterOf(key)
 	require.Equal(t, oldMaster.Addr(), cs.Shard(key))
 

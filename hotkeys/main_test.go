@@ -5,10 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) { celebritytest.Main(m) }
 
 // fakeClock is a manual clock for window and hysteresis tests.
 type fakeClock struct {

@@ -4,8 +4,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/hotkeys"
-	"github.com/celebrity-go/celebrity/internal/redistest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -13,7 +13,7 @@ import (
 // TestProbeSaysWhenServerHasNoLFU runs on the default policy (noeviction): OBJECT FREQ has
 // no counter to read, and the probe says so with ErrUnsupported.
 func TestProbeSaysWhenServerHasNoLFU(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := t.Context()
 		p, err := hotkeys.NewProbe(c)
 		require.NoError(t, err)
@@ -26,7 +26,7 @@ func TestProbeSaysWhenServerHasNoLFU(t *testing.T) {
 			require.False(t, nc.Hotkeys, "redis 7 has no HOTKEYS command")
 		}
 
-		key := redistest.Prefix(t) + "k"
+		key := celebritytest.Prefix(t) + "k"
 		require.NoError(t, c.Set(ctx, key, "v", 0).Err())
 		_, err = p.Freq(ctx, []string{key})
 		require.ErrorIs(t, err, hotkeys.ErrUnsupported)
@@ -34,7 +34,7 @@ func TestProbeSaysWhenServerHasNoLFU(t *testing.T) {
 		require.ErrorAs(t, err, &ue)
 		require.Contains(t, ue.Reason, "LFU")
 
-		_, err = p.ScanTop(ctx, hotkeys.ScanOptions{Match: redistest.Prefix(t) + "*"})
+		_, err = p.ScanTop(ctx, hotkeys.ScanOptions{Match: celebritytest.Prefix(t) + "*"})
 		require.NoError(t, err, "a scan that finds no key reads no frequency")
 		_, err = p.ScanTop(ctx, hotkeys.ScanOptions{Match: key})
 		require.ErrorIs(t, err, hotkeys.ErrUnsupported)
@@ -45,7 +45,7 @@ func TestProbeSaysWhenServerHasNoLFU(t *testing.T) {
 // thousands of times has the highest counter, found both by Freq and by ScanTop.
 func TestProbeReadsLFUFrequencies(t *testing.T) {
 	ctx := t.Context()
-	srv := redistest.NewServer(t, redistest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lfu"}})
+	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lfu"}})
 	c := srv.Client(t)
 	p, err := hotkeys.NewProbe(c)
 	require.NoError(t, err)
@@ -75,7 +75,7 @@ func TestProbeReadsLFUFrequencies(t *testing.T) {
 // holds it.
 func TestProbeScansEveryClusterMaster(t *testing.T) {
 	ctx := t.Context()
-	cl := redistest.NewCluster(t, redistest.ClusterOptions{})
+	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{})
 	for _, m := range cl.Masters() {
 		require.NoError(t, m.Client(t).ConfigSet(ctx, "maxmemory-policy", "allkeys-lfu").Err())
 	}
@@ -89,7 +89,7 @@ func TestProbeScansEveryClusterMaster(t *testing.T) {
 		require.True(t, nc.ObjectFreq, nc.Node)
 	}
 
-	prefix := redistest.Prefix(t)
+	prefix := celebritytest.Prefix(t)
 	keys := writeAndRead(t, cc, prefix)
 	got, err := p.Freq(ctx, keys)
 	require.NoError(t, err, "OBJECT FREQ is routed to each key's master")

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/maypok86/otter/v2"
 	"github.com/redis/go-redis/v9"
 )
@@ -83,8 +83,8 @@ func benchParallel(b *testing.B, keys []string, get func(string) bool) {
 // BenchmarkHitVersusGoRedisCSC compares a hit of one hot key in the cache with a hit in
 // go-redis's own client-side cache (RESP3 tracking) over real Redis, in the same run.
 func BenchmarkHitVersusGoRedisCSC(b *testing.B) {
-	srv := redistest.Standalone(b)
-	key := redistest.Prefix(b) + "celebrity"
+	srv := celebritytest.Standalone(b)
+	key := celebritytest.Prefix(b) + "celebrity"
 	ctx := context.Background()
 	if err := srv.Client(b).Set(ctx, key, "payload", 0).Err(); err != nil {
 		b.Fatal(err)

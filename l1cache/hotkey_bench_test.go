@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/maypok86/otter/v2"
 	"github.com/redis/go-redis/v9"
 )
@@ -21,8 +21,8 @@ const simulatedInstances = 100
 //
 //	go test -run '^$' -bench HotKeyHundredInstances -benchtime=5s ./l1cache/
 func BenchmarkHotKeyHundredInstances(b *testing.B) {
-	rdb := redistest.Standalone(b).Client(b)
-	key := redistest.Prefix(b) + "celebrity"
+	rdb := celebritytest.Standalone(b).Client(b)
+	key := celebritytest.Prefix(b) + "celebrity"
 	if err := rdb.Set(context.Background(), key, "payload", 0).Err(); err != nil {
 		b.Fatal(err)
 	}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -22,7 +22,7 @@ const faultTimeout = 250 * time.Millisecond
 // onBothFleets runs fn on the shared standalone server and on the shared 3-master cluster.
 func onBothFleets(t *testing.T, fn func(t *testing.T, newClient clientFactory)) {
 	t.Run("standalone", func(t *testing.T) {
-		srv := redistest.Standalone(t)
+		srv := celebritytest.Standalone(t)
 		fn(t, func(t *testing.T, dial faults.DialFunc) PubSubClient {
 			return srv.Client(t, func(o *redis.Options) {
 				o.Dialer = dial
@@ -31,7 +31,7 @@ func onBothFleets(t *testing.T, fn func(t *testing.T, newClient clientFactory)) 
 		})
 	})
 	t.Run("cluster", func(t *testing.T) {
-		cl := redistest.SharedCluster(t)
+		cl := celebritytest.SharedCluster(t)
 		fn(t, func(t *testing.T, dial faults.DialFunc) PubSubClient {
 			return cl.Client(t, func(o *redis.ClusterOptions) {
 				o.Dialer = dial
@@ -89,7 +89,7 @@ func TestInvalidationReachesTheOtherInstance(t *testing.T) {
 	onBothFleets(t, func(t *testing.T, newClient clientFactory) {
 		src := newSource()
 		src.set("user:1", "v1")
-		channel := redistest.Prefix(t) + "inv"
+		channel := celebritytest.Prefix(t) + "inv"
 		a := newInstance(t, newClient(t, nil), src, channel, Options[string]{Fresh: time.Hour})
 		b := newInstance(t, newClient(t, nil), src, channel, Options[string]{Fresh: time.Hour})
 		require.Equal(t, "v1", get(t, a.cache, "user:1"))
@@ -116,10 +116,10 @@ func TestInvalidationReachesTheOtherInstance(t *testing.T) {
 }
 
 func TestMalformedMessagesAreCountedAndIgnored(t *testing.T) {
-	srv := redistest.Standalone(t)
+	srv := celebritytest.Standalone(t)
 	src := newSource()
 	src.set("k", "v")
-	channel := redistest.Prefix(t) + "inv"
+	channel := celebritytest.Prefix(t) + "inv"
 	a := newInstance(t, srv.Client(t), src, channel, Options[string]{Fresh: time.Hour})
 	get(t, a.cache, "k")
 	pub := srv.Client(t)
@@ -135,7 +135,7 @@ func TestKilledSubscriberConnectionMarksEntriesStaleWhenBack(t *testing.T) {
 	onBothFleets(t, func(t *testing.T, newClient clientFactory) {
 		src := newSource()
 		src.set("k", "v1")
-		channel := redistest.Prefix(t) + "inv"
+		channel := celebritytest.Prefix(t) + "inv"
 		inj := faults.New()
 		a := newInstance(t, newClient(t, inj.Dialer(nil)), src, channel, Options[string]{Fresh: time.Hour})
 		require.Equal(t, "v1", get(t, a.cache, "k"))
@@ -162,7 +162,7 @@ func TestBlackholedSubscriptionMissesMessagesAndMarksEntriesStaleWhenBack(t *tes
 	onBothFleets(t, func(t *testing.T, newClient clientFactory) {
 		src := newSource()
 		src.set("k", "v1")
-		channel := redistest.Prefix(t) + "inv"
+		channel := celebritytest.Prefix(t) + "inv"
 		inj := faults.New()
 		a := newInstance(t, newClient(t, inj.Dialer(nil)), src, channel, Options[string]{Fresh: time.Hour, Stale: time.Hour})
 		b := newInstance(t, newClient(t, nil), src, channel, Options[string]{Fresh: time.Hour})
@@ -188,7 +188,7 @@ func TestBlackholedSubscriptionMissesMessagesAndMarksEntriesStaleWhenBack(t *tes
 }
 
 func TestNewInvalidatorRejectsBadOptions(t *testing.T) {
-	srv := redistest.Standalone(t)
+	srv := celebritytest.Standalone(t)
 	c := newCache(t, newSource().load, Options[string]{})
 	for _, tc := range []struct {
 		o    InvalidatorOptions
@@ -208,11 +208,11 @@ func TestNewInvalidatorRejectsBadOptions(t *testing.T) {
 }
 
 func TestInvalidatorCloseIsPromptAndIdempotent(t *testing.T) {
-	srv := redistest.Standalone(t)
+	srv := celebritytest.Standalone(t)
 	inj := faults.New()
 	c := newCache(t, newSource().load, Options[string]{})
 	inv, err := NewInvalidator(srv.Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) }), c,
-		InvalidatorOptions{Channel: redistest.Prefix(t), PingInterval: time.Minute})
+		InvalidatorOptions{Channel: celebritytest.Prefix(t), PingInterval: time.Minute})
 	require.NoError(t, err)
 	require.NoError(t, inv.Ready(context.Background()))
 	inj.Blackhole(true) // a receive blocked on a silent connection must not delay Close

@@ -13,12 +13,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) { celebritytest.Main(m) }
 
 const testBuckets = 16
 
@@ -44,14 +44,14 @@ type env struct {
 // "b" on two others.
 func newEnv(t testing.TB, so routing.ShardOptions) *env {
 	t.Helper()
-	srv := redistest.Shards(t, 3)
+	srv := celebritytest.Shards(t, 3)
 	clients := map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": srv[2].Client(t)}
 	return newEnvOver(t, srv[0].Client(t), clients, so)
 }
 
 func newEnvOver(t testing.TB, control migrate.Control, clients map[string]migrate.ShardClient, so routing.ShardOptions) *env {
 	t.Helper()
-	e := &env{t: t, prefix: strings.TrimSuffix(redistest.Prefix(t), ":"), control: control, clients: clients,
+	e := &env{t: t, prefix: strings.TrimSuffix(celebritytest.Prefix(t), ":"), control: control, clients: clients,
 		shards: map[string]*routing.Shard{}}
 	so.Prefix = e.prefix
 	names := make([]string, 0, len(clients))

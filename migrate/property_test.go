@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -16,8 +16,8 @@ import (
 // often they are repeated, the target ends with the newest version of every record, a
 // deleted record never comes back, and every op record once stored stays as it was.
 func TestApplyInAnyOrderConvergesToTheNewestVersions(t *testing.T) {
-	c := redistest.Standalone(t).Client(t)
-	base := strings.TrimSuffix(redistest.Prefix(t), ":")
+	c := celebritytest.Standalone(t).Client(t)
+	base := strings.TrimSuffix(celebritytest.Prefix(t), ":")
 	n := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		n++

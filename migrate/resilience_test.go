@@ -10,8 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -74,9 +74,9 @@ func TestMoveBackAndForthUnderLoad(t *testing.T) {
 }
 
 func TestMigrationBetweenStandaloneAndClusterWithClusteredControl(t *testing.T) {
-	cl := redistest.SharedCluster(t).Client(t)
+	cl := celebritytest.SharedCluster(t).Client(t)
 	e := newEnvOver(t, cl, map[string]migrate.ShardClient{
-		"a": redistest.Standalone(t).Client(t), "k": cl,
+		"a": celebritytest.Standalone(t).Client(t), "k": cl,
 	}, routing.ShardOptions{})
 	ctx := ctxT(t)
 	u := routing.BucketUnit(2)
@@ -99,10 +99,10 @@ func TestMigrationBetweenStandaloneAndClusterWithClusteredControl(t *testing.T) 
 
 // Every mutating step whose reply is lost is re-checked on Resume, never assumed undone.
 func TestLostReplyAtEveryStepThenResume(t *testing.T) {
-	srv := redistest.Shards(t, 3)
+	srv := celebritytest.Shards(t, 3)
 	e := newEnv(t, routing.ShardOptions{})
 	inj := faults.New()
-	lossy := func(s *redistest.Server) *redis.Client {
+	lossy := func(s *celebritytest.Server) *redis.Client {
 		return s.Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil); o.MaxRetries = -1 })
 	}
 	lc, la, lb := lossy(srv[0]), lossy(srv[1]), lossy(srv[2])

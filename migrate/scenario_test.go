@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -141,7 +141,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 // The course-72 scenario: a seat confirmation is applied on A, its reply is lost, the bucket
 // moves to B, and the client retries through its stale route with the same op ID.
 func TestLostSeatConfirmationIsFoundOnTheNewOwner(t *testing.T) {
-	srv := redistest.Shards(t, 3)
+	srv := celebritytest.Shards(t, 3)
 	inj := faults.New()
 	lossy := srv[1].Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil); o.MaxRetries = -1 })
 	e := newEnv(t, routing.ShardOptions{})

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -53,8 +53,8 @@ func (r scriptRig) hget(key, field string) string {
 }
 
 func TestApplyIsOrderInsensitiveAndRefusesOlderVersions(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		p := strings.TrimSuffix(redistest.Prefix(t), ":")
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
 		r := scriptRig{t: t, c: c, k: routing.Keys{Prefix: p}.Unit(routing.BucketUnit(3))}
 		ctx := testCtx(t)
 
@@ -96,8 +96,8 @@ func TestApplyIsOrderInsensitiveAndRefusesOlderVersions(t *testing.T) {
 }
 
 func TestPrepareNeverTouchesAnOwnedUnitAndWipesStaleCopies(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		p := strings.TrimSuffix(redistest.Prefix(t), ":")
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
 		u := routing.BucketUnit(9)
 		r := scriptRig{t: t, c: c, k: routing.Keys{Prefix: p}.Unit(u)}
 		ctx := testCtx(t)

@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -43,13 +43,13 @@ func (h *countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // by refine (before the barrier), reading their expiries in one ZMSCORE per side and
 // expiry set however many there are; items that still differ stay dirty and fail finish.
 func TestExpiredOneSidedItemsSettleBeforeTheBarrierInBatches(t *testing.T) {
-	srv := redistest.Shards(t, 2)
+	srv := celebritytest.Shards(t, 2)
 	ca, cb := srv[0].Client(t), srv[1].Client(t)
 	za, zb := &countHook{name: "zmscore"}, &countHook{name: "zmscore"}
 	ca.AddHook(za)
 	cb.AddHook(zb)
 	ctx := testCtx(t)
-	p := strings.TrimSuffix(redistest.Prefix(t), ":")
+	p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
 	u := routing.BucketUnit(5)
 	k := routing.Keys{Prefix: p}.Unit(u)
 	clock := time.Now()

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -19,10 +19,10 @@ import (
 // GET of the key; the others read through N copies. Each reports the per-master skew of GET
 // commands (max/mean, from INFO commandstats); throughput is ns/op (compare the lines).
 func BenchmarkHotKeyRead(b *testing.B) {
-	c := redistest.SharedCluster(b)
+	c := celebritytest.SharedCluster(b)
 	client := c.Client(b, func(o *redis.ClusterOptions) { o.PoolSize = 64 })
 	ctx := context.Background()
-	key := redistest.Prefix(b) + "post:ronaldo"
+	key := celebritytest.Prefix(b) + "post:ronaldo"
 	require.NoError(b, client.Set(ctx, key, "plain", time.Hour).Err())
 
 	run := func(b *testing.B, read func() error) {
@@ -45,7 +45,7 @@ func BenchmarkHotKeyRead(b *testing.B) {
 	})
 	for _, n := range []int{3, 6} {
 		b.Run("replicas-N"+strconv.Itoa(n), func(b *testing.B) {
-			hot := redistest.Prefix(b) + "post:ronaldo"
+			hot := celebritytest.Prefix(b) + "post:ronaldo"
 			r := newReplicator(b, client, replicas.Options{Copies: n, Hot: []string{hot}})
 			require.NoError(b, r.Set(ctx, hot, []byte("replicated"), 1, time.Hour))
 			run(b, func() error { _, err := r.Get(ctx, hot); return err })
@@ -58,14 +58,14 @@ func BenchmarkHotKeyRead(b *testing.B) {
 // processes on the machine affects all three alike, and reports throughput relative to the
 // plain GET reference (ratio of median burst times) and each reader's per-master skew.
 func BenchmarkHotKeyReadInterleaved(b *testing.B) {
-	c := redistest.SharedCluster(b)
+	c := celebritytest.SharedCluster(b)
 	client := c.Client(b, func(o *redis.ClusterOptions) { o.PoolSize = 64 })
 	ctx := context.Background()
-	key := redistest.Prefix(b) + "post:ronaldo"
+	key := celebritytest.Prefix(b) + "post:ronaldo"
 	require.NoError(b, client.Set(ctx, key, "plain", time.Hour).Err())
 	readers := []func() error{func() error { return client.Get(ctx, key).Err() }}
 	for _, n := range []int{3, 6} {
-		hot := redistest.Prefix(b) + "post:ronaldo:" + strconv.Itoa(n)
+		hot := celebritytest.Prefix(b) + "post:ronaldo:" + strconv.Itoa(n)
 		r := newReplicator(b, client, replicas.Options{Copies: n, Hot: []string{hot}})
 		require.NoError(b, r.Set(ctx, hot, []byte("replicated"), 1, time.Hour))
 		readers = append(readers, func() error { _, err := r.Get(ctx, hot); return err })
@@ -116,10 +116,10 @@ func BenchmarkHotKeyReadInterleaved(b *testing.B) {
 // "Get/GET" is the ratio of their median latencies, which outliers from other processes on
 // the machine do not move.
 func BenchmarkNotHotGet(b *testing.B) {
-	c := redistest.SharedCluster(b)
+	c := celebritytest.SharedCluster(b)
 	client := c.Client(b)
 	ctx := context.Background()
-	key := redistest.Prefix(b) + "user:1"
+	key := celebritytest.Prefix(b) + "user:1"
 	r := newReplicator(b, client, replicas.Options{})
 	require.NoError(b, r.Set(ctx, key, []byte("alice"), 1, time.Hour))
 	plain := func() error { return client.Get(ctx, key).Err() }

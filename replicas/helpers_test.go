@@ -11,17 +11,17 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) { celebritytest.Main(m) }
 
 // newReplicator builds a Replicator under the test's own prefix, closed when t ends.
 func newReplicator(t testing.TB, c redis.UniversalClient, o replicas.Options) *replicas.Replicator {
 	t.Helper()
 	if o.Prefix == "" {
-		o.Prefix = redistest.Prefix(t)
+		o.Prefix = celebritytest.Prefix(t)
 	}
 	r, err := replicas.New(c, o)
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ type fleet struct {
 func bothFleets(t *testing.T, fn func(t *testing.T, f fleet)) {
 	t.Helper()
 	t.Run("standalone", func(t *testing.T) {
-		s := redistest.Standalone(t)
+		s := celebritytest.Standalone(t)
 		fn(t, fleet{
 			name:   "standalone",
 			client: func(t testing.TB) redis.UniversalClient { return s.Client(t) },
@@ -50,12 +50,12 @@ func bothFleets(t *testing.T, fn func(t *testing.T, f fleet)) {
 		})
 	})
 	t.Run("cluster", func(t *testing.T) {
-		c := redistest.SharedCluster(t)
+		c := celebritytest.SharedCluster(t)
 		fn(t, clusterFleet(c))
 	})
 }
 
-func clusterFleet(c *redistest.Cluster) fleet {
+func clusterFleet(c *celebritytest.Cluster) fleet {
 	return fleet{
 		name:   "cluster",
 		client: func(t testing.TB) redis.UniversalClient { return c.Client(t) },

@@ -11,15 +11,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
 func TestPopularMissLoadsOnceAcrossTheFleet(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := redistest.Prefix(t) + "post:viral"
-		prefix := redistest.Prefix(t)
+		key := celebritytest.Prefix(t) + "post:viral"
+		prefix := celebritytest.Prefix(t)
 		const instances, perInstance = 10, 10
 		var loads atomic.Int64
 		load := func(context.Context) (replicas.Item, error) {
@@ -88,8 +88,8 @@ func stuckLoader(started chan<- struct{}, release <-chan struct{}, first, later 
 
 func TestCancelledLeaseHolderIsTakenOver(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := redistest.Prefix(t) + "k"
-		prefix := redistest.Prefix(t)
+		key := celebritytest.Prefix(t) + "k"
+		prefix := celebritytest.Prefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 300 * time.Millisecond, Hot: []string{key}}
 		holder := newReplicator(t, f.client(t), o)
 		other := newReplicator(t, f.client(t), o)
@@ -132,8 +132,8 @@ func TestCancelledLeaseHolderIsTakenOver(t *testing.T) {
 
 func TestSlowFillerCannotOverwriteNewerValue(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := redistest.Prefix(t) + "k"
-		prefix := redistest.Prefix(t)
+		key := celebritytest.Prefix(t) + "k"
+		prefix := celebritytest.Prefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond, Copies: 3, Hot: []string{key}}
 		slow := newReplicator(t, f.client(t), o)
 		fast := newReplicator(t, f.client(t), o)
@@ -174,7 +174,7 @@ func TestSlowFillerCannotOverwriteNewerValue(t *testing.T) {
 
 func TestFailedLoadReleasesTheLease(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := redistest.Prefix(t) + "k"
+		key := celebritytest.Prefix(t) + "k"
 		// A long lease: the second caller can only get in because the first released it.
 		r := newReplicator(t, f.client(t), replicas.Options{LeaseTTL: time.Minute})
 		boom := func(context.Context) (replicas.Item, error) { return replicas.Item{}, context.DeadlineExceeded }
@@ -191,8 +191,8 @@ func TestFailedLoadReleasesTheLease(t *testing.T) {
 
 func TestLeaseSurvivesLostReplies(t *testing.T) {
 	inj := faults.New()
-	c := redistest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
-	key := redistest.Prefix(t) + "k"
+	c := celebritytest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
+	key := celebritytest.Prefix(t) + "k"
 	r := newReplicator(t, c, replicas.Options{})
 	// Warm the scripts and connections on the master of key's slot ("{key}w" shares it), so
 	// that the dropped replies below belong to scripts that really ran, not to NOSCRIPT
@@ -225,9 +225,9 @@ func TestLeaseSurvivesLostReplies(t *testing.T) {
 }
 
 func TestWaiterLeavesOnItsContext(t *testing.T) {
-	s := redistest.Standalone(t)
-	key := redistest.Prefix(t) + "k"
-	prefix := redistest.Prefix(t)
+	s := celebritytest.Standalone(t)
+	key := celebritytest.Prefix(t) + "k"
+	prefix := celebritytest.Prefix(t)
 	holder := newReplicator(t, s.Client(t), replicas.Options{Prefix: prefix})
 	waiter := newReplicator(t, s.Client(t), replicas.Options{Prefix: prefix})
 	started, release := make(chan struct{}), make(chan struct{})
@@ -255,10 +255,10 @@ func TestWaiterLeavesOnItsContext(t *testing.T) {
 
 func TestInstancesWithTheSameRandDoNotShareALease(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := redistest.Prefix(t) + "k"
+		key := celebritytest.Prefix(t) + "k"
 		// A host seeding every instance's Rand alike (for reproducible copy choice) must not
 		// hand two instances the same lease token.
-		o := replicas.Options{Prefix: redistest.Prefix(t), Rand: func() uint64 { return 7 }}
+		o := replicas.Options{Prefix: celebritytest.Prefix(t), Rand: func() uint64 { return 7 }}
 		a := newReplicator(t, f.client(t), o)
 		b := newReplicator(t, f.client(t), o)
 		var calls atomic.Int64

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -19,7 +19,7 @@ import (
 // what a model of set-if-newer with tombstones predicts.
 func TestVersionsAgainstModel(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		prefix := redistest.Prefix(t)
+		prefix := celebritytest.Prefix(t)
 		c := f.client(t)
 		hot := newReplicator(t, c, replicas.Options{Prefix: prefix, Copies: 3, IsHot: func(string) bool { return true }})
 		plain := newReplicator(t, c, replicas.Options{Prefix: prefix})

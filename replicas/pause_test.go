@@ -8,13 +8,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
 func TestPausedMasterReadsFallBackAndWritesReportIt(t *testing.T) {
 	t.Parallel() // a dedicated cluster: runs alongside the other dedicated-cluster test
-	c := redistest.NewCluster(t, redistest.ClusterOptions{})
+	c := celebritytest.NewCluster(t, celebritytest.ClusterOptions{})
 	paused := c.Masters()[0]
 	t.Cleanup(paused.Resume) // before the cluster stops
 	client := c.Client(t, func(o *redis.ClusterOptions) {
@@ -29,7 +29,7 @@ func TestPausedMasterReadsFallBackAndWritesReportIt(t *testing.T) {
 			key = k
 		}
 	}
-	prefix := redistest.Prefix(t)
+	prefix := celebritytest.Prefix(t)
 	probe := newReplicator(t, client, replicas.Options{Copies: 3, Prefix: prefix})
 	ck, err := probe.CopyKeys(ctxFor(t), key)
 	require.NoError(t, err)

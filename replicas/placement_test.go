@@ -9,13 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
 func TestCopiesLandOnDistinctMasters(t *testing.T) {
-	c := redistest.SharedCluster(t)
+	c := celebritytest.SharedCluster(t)
 	client := c.Client(t)
 	rng := rand.New(rand.NewPCG(7, 11))
 	keys := make([]string, 200)
@@ -56,9 +56,9 @@ func TestCopiesLandOnDistinctMasters(t *testing.T) {
 }
 
 func TestCopiesReallyLiveOnTheirMasters(t *testing.T) {
-	c := redistest.SharedCluster(t)
+	c := celebritytest.SharedCluster(t)
 	client := c.Client(t)
-	key := redistest.Prefix(t) + "sku:42"
+	key := celebritytest.Prefix(t) + "sku:42"
 	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key}})
 	ctx := ctxFor(t)
 	require.NoError(t, r.Set(ctx, key, []byte("x"), 1, 0))
@@ -80,7 +80,7 @@ func TestCopiesReallyLiveOnTheirMasters(t *testing.T) {
 }
 
 func TestStandaloneCopiesAreDistinctKeys(t *testing.T) {
-	s := redistest.Standalone(t)
+	s := celebritytest.Standalone(t)
 	r := newReplicator(t, s.Client(t), replicas.Options{Copies: replicas.MaxCopies})
 	ck, err := r.CopyKeys(ctxFor(t), "tenant:big")
 	require.NoError(t, err)

@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -55,9 +55,9 @@ func pipelinedReads(t testing.TB, c redis.UniversalClient, n int, next func() st
 }
 
 func TestPromotedKeyReadsSpreadOverMasters(t *testing.T) {
-	c := redistest.SharedCluster(t)
+	c := celebritytest.SharedCluster(t)
 	client := c.Client(t, func(o *redis.ClusterOptions) { o.PoolSize = 32 })
-	key := redistest.Prefix(t) + "post:ronaldo"
+	key := celebritytest.Prefix(t) + "post:ronaldo"
 	r := newReplicator(t, client, replicas.Options{Copies: 3})
 	ctx := ctxFor(t)
 	require.NoError(t, r.Set(ctx, key, []byte("goal"), 1, 0))
@@ -110,8 +110,8 @@ func diff(before, after []float64) []float64 {
 func TestNonHotKeyIsTheLogicalKeyItself(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		c := f.client(t)
-		prefix := redistest.Prefix(t)
-		key := redistest.Prefix(t) + "user:7"
+		prefix := celebritytest.Prefix(t)
+		key := celebritytest.Prefix(t) + "user:7"
 		r := newReplicator(t, c, replicas.Options{Prefix: prefix})
 		ctx := ctxFor(t)
 		require.NoError(t, r.Set(ctx, key, []byte("alice"), 1, time.Minute))
@@ -143,8 +143,8 @@ func TestNonHotKeyIsTheLogicalKeyItself(t *testing.T) {
 
 func TestPromoteUnderReadLoadCausesNoLoads(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := redistest.Prefix(t) + "post:hot"
-		prefix := redistest.Prefix(t)
+		key := celebritytest.Prefix(t) + "post:hot"
+		prefix := celebritytest.Prefix(t)
 		var loads atomic.Int64
 		load := func(context.Context) (replicas.Item, error) {
 			loads.Add(1)
@@ -216,8 +216,8 @@ func TestPromoteUnderReadLoadCausesNoLoads(t *testing.T) {
 
 func TestChangingCopiesNeverMissesNorServesOlder(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := redistest.Prefix(t) + "k"
-		prefix := redistest.Prefix(t)
+		key := celebritytest.Prefix(t) + "k"
+		prefix := celebritytest.Prefix(t)
 		three := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3, Hot: []string{key}})
 		ctx := ctxFor(t)
 		require.NoError(t, three.Set(ctx, key, []byte("v1"), 1, time.Minute))
@@ -253,8 +253,8 @@ func TestChangingCopiesNeverMissesNorServesOlder(t *testing.T) {
 
 func TestWriterThatDoesNotKnowTheKeyIsHotStillUpdatesCopies(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := redistest.Prefix(t) + "k"
-		prefix := redistest.Prefix(t)
+		key := celebritytest.Prefix(t) + "k"
+		prefix := celebritytest.Prefix(t)
 		reader := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3})
 		writer := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3})
 		ctx := ctxFor(t)
@@ -283,7 +283,7 @@ func TestWriterThatDoesNotKnowTheKeyIsHotStillUpdatesCopies(t *testing.T) {
 
 func TestIsHotCallbackAndAffinity(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := redistest.Prefix(t) + "k"
+		key := celebritytest.Prefix(t) + "k"
 		r := newReplicator(t, f.client(t), replicas.Options{
 			Copies: 4, Affinity: true,
 			IsHot: func(k string) bool { return k == key },

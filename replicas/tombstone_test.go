@@ -9,8 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -20,8 +20,8 @@ import (
 // while the logical key still says deleted.
 func TestCopyTombstonesLastTheTombstoneTTL(t *testing.T) {
 	t.Parallel()
-	c := redistest.Standalone(t).Client(t)
-	key := redistest.Prefix(t) + "k"
+	c := celebritytest.Standalone(t).Client(t)
+	key := celebritytest.Prefix(t) + "k"
 	const tombTTL = 6 * time.Second
 	// The largest jitter, always drawn in full.
 	r := newReplicator(t, c, replicas.Options{Copies: 3, Hot: []string{key}, TombstoneTTL: tombTTL,
@@ -29,7 +29,7 @@ func TestCopyTombstonesLastTheTombstoneTTL(t *testing.T) {
 	ctx := ctxFor(t)
 	require.NoError(t, r.Set(ctx, key, []byte("old"), 5, 0))
 	// clock expires with the tombstone's own TTL (the logical tombstone may last longer).
-	clock := redistest.Prefix(t) + "clock"
+	clock := celebritytest.Prefix(t) + "clock"
 	require.NoError(t, c.Set(ctx, clock, "x", tombTTL).Err())
 	require.NoError(t, r.Delete(ctx, key, 6))
 
@@ -62,14 +62,14 @@ func TestCopyTombstonesLastTheTombstoneTTL(t *testing.T) {
 // would reach the copy and hot readers would serve the deleted value until it expired.
 func TestDeleteKeepsTrackingACopyItCouldNotReach(t *testing.T) {
 	inj := faults.New()
-	cl := redistest.SharedCluster(t)
+	cl := celebritytest.SharedCluster(t)
 	c := cl.Client(t, func(o *redis.ClusterOptions) {
 		o.Dialer = inj.Dialer(nil)
 		o.ReadTimeout, o.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
 		o.MaxRetries, o.MaxRedirects = -1, -1
 	})
-	key := redistest.Prefix(t) + "k"
-	prefix := redistest.Prefix(t)
+	key := celebritytest.Prefix(t) + "k"
+	prefix := celebritytest.Prefix(t)
 	r := newReplicator(t, c, replicas.Options{Copies: 3, Prefix: prefix, Hot: []string{key},
 		TombstoneTTL: 2 * time.Second, RefreshInterval: -1})
 	ctx := ctxFor(t)

@@ -10,16 +10,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
 func TestFailoverRecomputesLayoutWithoutMisses(t *testing.T) {
 	t.Parallel() // a dedicated cluster: runs alongside the other dedicated-cluster test
-	c := redistest.NewCluster(t, redistest.ClusterOptions{Replicas: true})
+	c := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
 	client := c.Client(t)
-	key := redistest.Prefix(t) + "post:ronaldo"
+	key := celebritytest.Prefix(t) + "post:ronaldo"
 	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key}, RefreshInterval: 20 * time.Millisecond})
 	ctx := ctxFor(t)
 	require.NoError(t, r.Set(ctx, key, []byte("v1"), 1, time.Minute))
@@ -55,8 +55,8 @@ func TestFailoverRecomputesLayoutWithoutMisses(t *testing.T) {
 
 func TestCopiesOfAnAbandonedLayoutExpire(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := redistest.Prefix(t) + "k"
-		prefix := redistest.Prefix(t)
+		key := celebritytest.Prefix(t) + "k"
+		prefix := celebritytest.Prefix(t)
 		c := f.client(t)
 		ctx := ctxFor(t)
 		// An instance with N=6 registers six copies for a short while, then goes away.
@@ -122,9 +122,9 @@ func TestCopiesOfAnAbandonedLayoutExpire(t *testing.T) {
 }
 
 func TestCloseEndsFetchesInFlight(t *testing.T) {
-	s := redistest.Standalone(t)
-	key := redistest.Prefix(t) + "k"
-	prefix := redistest.Prefix(t)
+	s := celebritytest.Standalone(t)
+	key := celebritytest.Prefix(t) + "k"
+	prefix := celebritytest.Prefix(t)
 	holder := newReplicator(t, s.Client(t), replicas.Options{Prefix: prefix, LeaseTTL: time.Minute})
 	waiter, err := replicas.New(s.Client(t), replicas.Options{Prefix: prefix})
 	require.NoError(t, err)

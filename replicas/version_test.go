@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/replicas"
 
 	"github.com/redis/go-redis/v9"
@@ -17,7 +17,7 @@ import (
 func TestOlderSetNeverOverwritesNewer(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		c := f.client(t)
-		key := redistest.Prefix(t) + "post:ronaldo"
+		key := celebritytest.Prefix(t) + "post:ronaldo"
 		r := newReplicator(t, c, replicas.Options{Copies: 3, Hot: []string{key}})
 		ctx := ctxFor(t)
 		require.NoError(t, r.Set(ctx, key, []byte("v5"), 5, 0))
@@ -46,7 +46,7 @@ func TestOlderSetNeverOverwritesNewer(t *testing.T) {
 func TestDeleteThenOlderSetStaysDeleted(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		c := f.client(t)
-		key := redistest.Prefix(t) + "k"
+		key := celebritytest.Prefix(t) + "k"
 		r := newReplicator(t, c, replicas.Options{Copies: 3, Hot: []string{key}})
 		ctx := ctxFor(t)
 		require.NoError(t, r.Set(ctx, key, []byte("old"), 5, 0))
@@ -79,7 +79,7 @@ func TestDeleteThenOlderSetStaysDeleted(t *testing.T) {
 func TestSameVersionIsAnIdempotentRetry(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		c := f.client(t)
-		key := redistest.Prefix(t) + "k"
+		key := celebritytest.Prefix(t) + "k"
 		r := newReplicator(t, c, replicas.Options{Hot: []string{key}})
 		ctx := ctxFor(t)
 		require.NoError(t, r.Set(ctx, key, []byte("a"), 3, 0))
@@ -94,8 +94,8 @@ func TestSameVersionIsAnIdempotentRetry(t *testing.T) {
 
 func TestSetWithLostRepliesIsAppliedOnce(t *testing.T) {
 	inj := faults.New()
-	c := redistest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
-	key := redistest.Prefix(t) + "k"
+	c := celebritytest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
+	key := celebritytest.Prefix(t) + "k"
 	r := newReplicator(t, c, replicas.Options{Copies: 3, Hot: []string{key}})
 	ctx := ctxFor(t)
 	ck, err := r.CopyKeys(ctx, key)
@@ -123,7 +123,7 @@ func TestSetWithLostRepliesIsAppliedOnce(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	c := redistest.Standalone(t).Client(t)
+	c := celebritytest.Standalone(t).Client(t)
 	for _, tc := range []struct {
 		name string
 		o    replicas.Options
@@ -147,7 +147,7 @@ func TestBadInput(t *testing.T) {
 
 	r := newReplicator(t, c, replicas.Options{})
 	ctx := context.Background()
-	key := redistest.Prefix(t) + "k"
+	key := celebritytest.Prefix(t) + "k"
 	load := func(context.Context) (replicas.Item, error) { return replicas.Item{}, errors.New("unused") }
 	require.ErrorContains(t, r.Set(ctx, key, nil, 1, -1), "ttl")
 	require.ErrorContains(t, r.Set(ctx, "", nil, 1, 0), "key must not be empty")
@@ -167,8 +167,8 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestForeignValueIsReported(t *testing.T) {
-	c := redistest.Standalone(t).Client(t)
-	p := redistest.Prefix(t)
+	c := celebritytest.Standalone(t).Client(t)
+	p := celebritytest.Prefix(t)
 	r := newReplicator(t, c, replicas.Options{})
 	require.NoError(t, c.Set(ctxFor(t), p+"plain", "not ours", 0).Err())
 	_, err := r.Get(ctxFor(t), p+"plain")

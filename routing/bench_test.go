@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/hashing"
-	"github.com/celebrity-go/celebrity/internal/redistest"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -90,7 +90,7 @@ func BenchmarkRoute(b *testing.B) {
 // BenchmarkGuardedPut compares a guarded Put (ownership check, idempotency record, versioned
 // write, change-log entry, in one script) with a plain SET on the same server.
 func BenchmarkGuardedPut(b *testing.B) {
-	c := redistest.Standalone(b).Client(b)
+	c := celebritytest.Standalone(b).Client(b)
 	p := prefix(b)
 	s := newShard(b, "a", c, p, routing.ShardOptions{})
 	u := routing.BucketUnit(1)

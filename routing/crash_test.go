@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -22,7 +22,7 @@ func TestShardCrashKeepsOrRefusesButNeverForgetsSilently(t *testing.T) {
 	}{{"aof", true}, {"no-persistence", false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFleet(t)
-			srv := redistest.NewServer(t, redistest.ServerOptions{AOF: tc.aof})
+			srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: tc.aof})
 			r := f.router(t, routing.Options{PollInterval: time.Hour}, map[string]routing.Scripter{"a": srv.Client(t)})
 			ctx := ctxT(t)
 			tb := routing.EvenTable(1, 4, "a")

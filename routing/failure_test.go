@@ -11,8 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -181,7 +181,7 @@ func assertStale(t *testing.T, err error) bool {
 func TestControlUnreachableFailsWithinDeadline(t *testing.T) {
 	f := newFleet(t)
 	inj := faults.New()
-	srvs := redistest.Shards(t, 4)
+	srvs := celebritytest.Shards(t, 4)
 	control := srvs[3].Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) })
 	shards := map[string]routing.Scripter{}
 	for name, c := range f.clients {

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -18,7 +18,7 @@ import (
 type testFleet struct {
 	prefix  string
 	control *redis.Client
-	servers map[string]*redistest.Server // standalone shards by name
+	servers map[string]*celebritytest.Server // standalone shards by name
 	clients map[string]redis.UniversalClient
 }
 
@@ -26,17 +26,17 @@ var shardNames = []string{"a", "b", "c", "k"}
 
 func newFleet(t testing.TB) *testFleet {
 	t.Helper()
-	srvs := redistest.Shards(t, 4)
+	srvs := celebritytest.Shards(t, 4)
 	f := &testFleet{
 		prefix:  prefix(t),
 		control: srvs[3].Client(t),
-		servers: map[string]*redistest.Server{"a": srvs[0], "b": srvs[1], "c": srvs[2]},
+		servers: map[string]*celebritytest.Server{"a": srvs[0], "b": srvs[1], "c": srvs[2]},
 		clients: map[string]redis.UniversalClient{},
 	}
 	for name, s := range f.servers {
 		f.clients[name] = s.Client(t)
 	}
-	f.clients["k"] = redistest.SharedCluster(t).Client(t)
+	f.clients["k"] = celebritytest.SharedCluster(t).Client(t)
 	return f
 }
 

@@ -8,12 +8,12 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
 func TestShardRejectsBadInput(t *testing.T) {
-	c := redistest.Standalone(t).Client(t)
+	c := celebritytest.Standalone(t).Client(t)
 	ctx := ctxT(t)
 	s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 	u := routing.BucketUnit(0)
@@ -40,7 +40,7 @@ func TestShardRejectsBadInput(t *testing.T) {
 
 // The write script checks every argument itself, before its first write.
 func TestWriteScriptValidatesArgumentsBeforeWriting(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := ctxT(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(3)

@@ -10,15 +10,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) { celebritytest.Main(m) }
 
 // prefix returns a key prefix unique to the test.
 func prefix(t testing.TB) string {
-	return strings.TrimSuffix(redistest.Prefix(t), ":")
+	return strings.TrimSuffix(celebritytest.Prefix(t), ":")
 }
 
 func ctxT(t testing.TB) context.Context {

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -40,7 +40,7 @@ func modelApply(m map[string]routing.Record, op routing.Op) modelOutcome {
 }
 
 func TestModelStoreEqualsMapAndStaleWritesNeverLand(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := context.Background()
 		base := prefix(t)
 		iter := 0

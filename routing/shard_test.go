@@ -8,13 +8,13 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
 func TestWriteWithOlderGenerationIsRefusedAndChangesNothing(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := ctxT(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(4)
@@ -47,7 +47,7 @@ func TestWriteWithOlderGenerationIsRefusedAndChangesNothing(t *testing.T) {
 }
 
 func TestUnitWithoutRecordOrClosedRefusesWrites(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := ctxT(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.TenantUnit("acme")
@@ -92,7 +92,7 @@ func TestUnitWithoutRecordOrClosedRefusesWrites(t *testing.T) {
 }
 
 func TestRetriedOperationReturnsItsFirstResult(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := ctxT(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(1)
@@ -123,7 +123,7 @@ func TestRetriedOperationReturnsItsFirstResult(t *testing.T) {
 }
 
 func TestVersionedRecordStore(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := ctxT(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.SpreadUnit("big", 3)
@@ -182,7 +182,7 @@ func TestVersionedRecordStore(t *testing.T) {
 }
 
 func TestTenantMovedOutOfBucketIsRefused(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := ctxT(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(7)
@@ -214,7 +214,7 @@ func TestTenantMovedOutOfBucketIsRefused(t *testing.T) {
 }
 
 func TestLostReplyRetriedByClientAppliesOnce(t *testing.T) {
-	srv := redistest.Standalone(t)
+	srv := celebritytest.Standalone(t)
 	inj := faults.New()
 	c := srv.Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) })
 	ctx := ctxT(t)
@@ -235,7 +235,7 @@ func TestLostReplyRetriedByClientAppliesOnce(t *testing.T) {
 }
 
 func TestExpiredOpRecordsAndTombstonesArePurged(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := ctxT(t)
 		now := time.Unix(1_700_000_000, 0)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{
@@ -270,7 +270,7 @@ func TestExpiredOpRecordsAndTombstonesArePurged(t *testing.T) {
 }
 
 func TestVersionsNeverGoBackwardsAfterATombstoneExpires(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := ctxT(t)
 		now := time.Unix(1_700_000_000, 0)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{
@@ -311,7 +311,7 @@ func TestVersionsNeverGoBackwardsAfterATombstoneExpires(t *testing.T) {
 // The fingerprint is a 64-bit hash; the op record also names the record field it addressed,
 // so that even a fingerprint collision never hands one tenant's (or key's) result to another.
 func TestReplayNeedsTheSameRecordFieldNotOnlyTheFingerprint(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := ctxT(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(2)

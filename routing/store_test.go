@@ -7,16 +7,16 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
 // A router learns a new generation from its announcement alone (the poll is an hour away and
 // nobody waits), with the control Redis standalone or a cluster.
 func TestRouterLearnsTablesByAnnouncement(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, control redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, control redis.UniversalClient) {
 		p := prefix(t)
-		shard := redistest.Standalone(t).Client(t)
+		shard := celebritytest.Standalone(t).Client(t)
 		r, err := routing.New(control, routing.Options{Prefix: p, Shards: map[string]routing.Scripter{"a": shard, "b": shard},
 			PollInterval: time.Hour})
 		require.NoError(t, err)
@@ -47,7 +47,7 @@ func TestRouterLearnsTablesByAnnouncement(t *testing.T) {
 // write into a unit that is still open under the same name but now holds other records.
 func TestPublishRefusesChangingBucketCountOrSpreadWidth(t *testing.T) {
 	ctx := ctxT(t)
-	control := redistest.Standalone(t).Client(t)
+	control := celebritytest.Standalone(t).Client(t)
 	st, err := routing.NewStore(control, routing.StoreOptions{Prefix: prefix(t)})
 	require.NoError(t, err)
 	t1 := routing.EvenTable(1, 16, "a", "b")

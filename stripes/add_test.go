@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
 func TestSameEventFrom100GoroutinesCountsOnce(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		c := newCounter(t, rc, Options{Stripes: 16})
 		ctx := context.Background()
 		before := mustSum(t, c)
@@ -87,7 +87,7 @@ func TestLostReplyThenGoRedisRetryCountsOnce(t *testing.T) {
 }
 
 func TestNegativeDeltasAndRetries(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		c := newCounter(t, rc, Options{})
 		ctx := context.Background()
 		now := time.Now()
@@ -112,7 +112,7 @@ func TestNegativeDeltasAndRetries(t *testing.T) {
 }
 
 func TestEventTimeOutsideWindow(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		c := newCounter(t, rc, Options{DedupWindow: time.Second})
 		ctx := context.Background()
 		before := mustSum(t, c)
@@ -129,7 +129,7 @@ func TestEventTimeOutsideWindow(t *testing.T) {
 }
 
 func TestDedupSetsSplitAndKeepIntsetEncoding(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		c := newCounter(t, rc, Options{Stripes: 1, SetMembers: 16})
 		ctx := context.Background()
 		now := time.Now()

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -24,14 +24,14 @@ import (
 //
 //	go test -run '^$' -bench Add -benchtime=1s ./stripes/
 func BenchmarkAdd(b *testing.B) {
-	cl := redistest.SharedCluster(b)
+	cl := celebritytest.SharedCluster(b)
 	rc := cl.Client(b)
 	ctx := context.Background()
 	b.Run("reference=INCR-one-key", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetParallelism(16)
 		defer hotMaster(b, cl)()
-		key := redistest.Prefix(b) + "hot"
+		key := celebritytest.Prefix(b) + "hot"
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if err := rc.Incr(ctx, key).Err(); err != nil {
@@ -97,7 +97,7 @@ func BenchmarkAdd(b *testing.B) {
 //	go test -run '^$' -bench MemoryPerEvent -benchtime=1x ./stripes/
 func BenchmarkMemoryPerEvent(b *testing.B) {
 	const n = 100_000
-	addr := redistest.NewServer(b, redistest.ServerOptions{}).Addr()
+	addr := celebritytest.NewServer(b, celebritytest.ServerOptions{}).Addr()
 	for b.Loop() {
 		per := memoryPerEvent(b, addr, Options{Stripes: 16, DedupWindow: 10 * time.Minute}, n)
 		b.ReportMetric(per, "B/event")
@@ -110,7 +110,7 @@ func BenchmarkMemoryPerEvent(b *testing.B) {
 // referenceKeyPerEvent measures one key with a TTL per event.
 func referenceKeyPerEvent(b *testing.B, addr string, n int) float64 {
 	ctx := context.Background()
-	prefix := redistest.Prefix(b)
+	prefix := celebritytest.Prefix(b)
 	before := usedMemory(b, addr)
 	rc := redis.NewClient(&redis.Options{Addr: addr})
 	for i := 0; i < n; i += 1000 {
@@ -130,7 +130,7 @@ func referenceKeyPerEvent(b *testing.B, addr string, n int) float64 {
 
 // hotMaster snapshots the server CPU time of every master of cl and returns a function that
 // reports the largest growth per benchmark operation as hot-master-us/op.
-func hotMaster(b *testing.B, cl *redistest.Cluster) func() {
+func hotMaster(b *testing.B, cl *celebritytest.Cluster) func() {
 	b.Helper()
 	masters := cl.Masters()
 	clients := make([]*redis.Client, len(masters))

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -15,8 +15,8 @@ import (
 // process configured differently (a rolling deploy that changes DedupWindow) would not
 // find the records of the others and count their retries again, so it is refused.
 func TestDifferentDedupSettingsAreRefused(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
-		prefix := redistest.Prefix(t)
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		prefix := celebritytest.Prefix(t)
 		ctx := context.Background()
 		a := newCounter(t, rc, Options{Prefix: prefix, DedupWindow: 10 * time.Minute})
 		ev := Event{ID: "e", Time: time.Now()}

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/stretchr/testify/require"
 )
 
 func TestKillAndRestartWithAOFKeepsCountsAndDedup(t *testing.T) {
-	s := redistest.NewServer(t, redistest.ServerOptions{AOF: true})
+	s := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	rc := s.Client(t)
 	c := newCounter(t, rc, Options{Stripes: 4})
 	ctx := context.Background()

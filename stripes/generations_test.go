@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
 func TestResizeIsIdempotentUnderConcurrency(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
-		prefix := redistest.Prefix(t)
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		prefix := celebritytest.Prefix(t)
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		gens := make([]uint64, 8)
@@ -62,7 +62,7 @@ func announce(t testing.TB, c *Counter, n int) {
 }
 
 func TestResizeCrashedAfterAnnouncingIsFinished(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		c := newCounter(t, rc, Options{Stripes: 2})
 		ctx := context.Background()
 		_, err := c.Add(ctx, Event{ID: "before", Time: time.Now()}, 1)
@@ -91,7 +91,7 @@ func TestResizeCrashedAfterAnnouncingIsFinished(t *testing.T) {
 }
 
 func TestResizeCrashedAfterClosingRedirectsByStripe(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		c := newCounter(t, rc, Options{Stripes: 2})
 		ctx := context.Background()
 		require.Zero(t, mustSum(t, c))
@@ -123,7 +123,7 @@ func TestResizeCrashedAfterClosingRedirectsByStripe(t *testing.T) {
 }
 
 func TestEventPastProposedBoundaryKeepsItsGeneration(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		c := newCounter(t, rc, Options{Stripes: 1})
 		ctx := context.Background()
 		// A client whose clock runs 5s ahead counts an event in generation 1 ...
@@ -145,8 +145,8 @@ func TestEventPastProposedBoundaryKeepsItsGeneration(t *testing.T) {
 }
 
 func TestStaleLayoutIsRedirectedToTheNewGeneration(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
-		prefix := redistest.Prefix(t)
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		prefix := celebritytest.Prefix(t)
 		a := newCounter(t, rc, Options{Prefix: prefix, Stripes: 2})
 		b := newCounter(t, rc, Options{Prefix: prefix, Stripes: 2})
 		ctx := context.Background()

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
 func TestBadOptionsNameTheField(t *testing.T) {
-	rc := redistest.Standalone(t).Client(t)
+	rc := celebritytest.Standalone(t).Client(t)
 	for _, tc := range []struct {
 		o    Options
 		want string
@@ -40,7 +40,7 @@ func TestBadOptionsNameTheField(t *testing.T) {
 }
 
 func TestBadInputWritesNothing(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		c := newCounter(t, rc, Options{MaxIDBytes: 16})
 		ctx := context.Background()
 		_, err := c.Add(ctx, Event{ID: "seed", Time: time.Now()}, 1)
@@ -78,7 +78,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 }
 
 func TestScriptsValidateBeforeWriting(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		c := newCounter(t, rc, Options{Stripes: 1})
 		ctx := context.Background()
 		require.Zero(t, mustSum(t, c))

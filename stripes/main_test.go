@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) { celebritytest.Main(m) }
 
 // newCounter returns a Counter under a prefix unique to t, closed when t ends. Unset
 // fields get test defaults: name "views", 4 stripes, a one-minute window, no seal loop.
@@ -23,7 +23,7 @@ func newCounter(t testing.TB, c Client, o Options) *Counter {
 		o.Name = "views"
 	}
 	if o.Prefix == "" {
-		o.Prefix = redistest.Prefix(t)
+		o.Prefix = celebritytest.Prefix(t)
 	}
 	if o.Stripes == 0 {
 		o.Stripes = 4
@@ -45,7 +45,7 @@ func newCounter(t testing.TB, c Client, o Options) *Counter {
 func bothWithFaults(t *testing.T, maxRetries int, fn func(t *testing.T, c redis.UniversalClient, inj *faults.Injector)) {
 	t.Run("standalone", func(t *testing.T) {
 		inj := faults.New()
-		c := redistest.Standalone(t).Client(t, func(o *redis.Options) {
+		c := celebritytest.Standalone(t).Client(t, func(o *redis.Options) {
 			o.Dialer = inj.Dialer(nil)
 			o.MaxRetries = maxRetries
 		})
@@ -53,7 +53,7 @@ func bothWithFaults(t *testing.T, maxRetries int, fn func(t *testing.T, c redis.
 	})
 	t.Run("cluster", func(t *testing.T) {
 		inj := faults.New()
-		c := redistest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) {
+		c := celebritytest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) {
 			o.Dialer = inj.Dialer(nil)
 			o.MaxRetries = maxRetries
 			if maxRetries < 0 {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -73,7 +73,7 @@ func rememberEvents(tb testing.TB, c *Counter, tag string, n int, fresh bool) {
 func memoryPerEvent(tb testing.TB, addr string, o Options, n int) float64 {
 	tb.Helper()
 	const warm = 4000
-	o.Prefix = redistest.Prefix(tb)
+	o.Prefix = celebritytest.Prefix(tb)
 	run := func(tag string, n int) {
 		w := redis.NewClient(&redis.Options{Addr: addr})
 		defer w.Close()
@@ -94,7 +94,7 @@ func memoryPerEvent(tb testing.TB, addr string, o Options, n int) float64 {
 }
 
 func TestMemoryPerRememberedEventIsAtMost16Bytes(t *testing.T) {
-	addr := redistest.NewServer(t, redistest.ServerOptions{}).Addr()
+	addr := celebritytest.NewServer(t, celebritytest.ServerOptions{}).Addr()
 	const n = 20_000
 	// 4 stripes, so that the warm-up (1,000 events per stripe) has split every stripe's
 	// first set; BenchmarkMemoryPerEvent measures 16 stripes over 100,000 events.

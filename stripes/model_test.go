@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"pgregory.net/rapid"
 )
 
@@ -15,10 +15,10 @@ import (
 // Add must report Applied exactly when the event is new to the model, every retry must land
 // in its first attempt's generation, and Sum must equal the model's total after every step.
 func TestModelExactlyOnce(t *testing.T) {
-	rc := redistest.Standalone(t).Client(t)
+	rc := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
 	rapid.Check(t, func(rt *rapid.T) {
-		c := newCounter(t, rc, Options{Prefix: redistest.Prefix(t), Stripes: rapid.IntRange(1, 6).Draw(rt, "stripes")})
+		c := newCounter(t, rc, Options{Prefix: celebritytest.Prefix(t), Stripes: rapid.IntRange(1, 6).Draw(rt, "stripes")})
 		var (
 			events []Event
 			gens   = map[string]uint64{}

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/hashing"
-	"github.com/celebrity-go/celebrity/internal/redistest"
 	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -86,7 +86,7 @@ func TestPlacementSpreadsStripesEvenly(t *testing.T) {
 }
 
 func TestPlacementOnClusterFollowsSixFiveFive(t *testing.T) {
-	cl := redistest.SharedCluster(t)
+	cl := celebritytest.SharedCluster(t)
 	rc := cl.Client(t)
 	c := newCounter(t, rc, Options{Stripes: 16})
 	ctx := context.Background()

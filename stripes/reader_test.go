@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -24,7 +24,7 @@ func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) 
 func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func TestCachedReaderStormCostsOneSum(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		clock := newFakeClock()
 		c := newCounter(t, rc, Options{Clock: clock.Now})
 		ctx := context.Background()
@@ -96,7 +96,7 @@ func TestCachedReaderStormCostsOneSum(t *testing.T) {
 }
 
 func TestReaderCallerLeavesOnItsContext(t *testing.T) {
-	s := redistest.Standalone(t)
+	s := celebritytest.Standalone(t)
 	rc := s.Client(t)
 	c := newCounter(t, rc, Options{})
 	r, err := NewReader(c, ReaderOptions{})

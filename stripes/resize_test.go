@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -21,7 +21,7 @@ type attempt struct {
 }
 
 func TestRetriesAcrossResizeCountEachEventOnce(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		const n = 100_000
 		c := newCounter(t, rc, Options{Stripes: 4, DedupWindow: 10 * time.Minute})
 		ctx := context.Background()

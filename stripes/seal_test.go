@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,7 +32,7 @@ func sealEventually(t *testing.T, c *Counter, g uint64) {
 }
 
 func TestSealedGenerationFoldsOnceAndRejectsRetries(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		const window = time.Second
 		c := newCounter(t, rc, Options{Stripes: 4, DedupWindow: window})
 		ctx := context.Background()
@@ -109,7 +109,7 @@ func TestSealedGenerationFoldsOnceAndRejectsRetries(t *testing.T) {
 }
 
 func TestSealCrashBeforeFoldFoldsOnce(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		const window = time.Second
 		c := newCounter(t, rc, Options{Stripes: 3, DedupWindow: window})
 		ctx := context.Background()
@@ -146,7 +146,7 @@ func TestSealCrashBeforeFoldFoldsOnce(t *testing.T) {
 }
 
 func TestSealCrashAfterFoldStillExpiresStripes(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		c := newCounter(t, rc, Options{Stripes: 3, DedupWindow: time.Second})
 		ctx := context.Background()
 		_, err := c.Add(ctx, Event{ID: "a", Time: time.Now()}, 1)
@@ -178,7 +178,7 @@ func TestSealCrashAfterFoldStillExpiresStripes(t *testing.T) {
 }
 
 func TestSealLoopSealsInTheBackground(t *testing.T) {
-	redistest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		c := newCounter(t, rc, Options{Stripes: 2, DedupWindow: 300 * time.Millisecond, SealInterval: 50 * time.Millisecond})
 		ctx := context.Background()
 		_, err := c.Add(ctx, Event{ID: "x", Time: time.Now()}, 1)

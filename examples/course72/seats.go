@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/escrow"
 	"github.com/celebrity-go/celebrity/examples/internal/env"
-	"github.com/celebrity-go/celebrity/internal/faults"
 )
 
 const (

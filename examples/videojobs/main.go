@@ -23,9 +23,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/escrow"
 	"github.com/celebrity-go/celebrity/examples/internal/env"
-	"github.com/celebrity-go/celebrity/internal/faults"
 )
 
 const (

@@ -8,11 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) { celebritytest.Main(m) }
 
 func TestKnownSlots(t *testing.T) {
 	// Values from the Redis Cluster specification and its examples.
@@ -46,10 +46,10 @@ func keys(n int) []string {
 
 func TestOfMatchesClusterKeyslot(t *testing.T) {
 	t.Parallel()
-	c := redistest.SharedCluster(t).Client(t)
+	c := celebritytest.SharedCluster(t).Client(t)
 	ctx := context.Background()
 	ks := keys(5000)
-	node := redistest.SharedCluster(t).Masters()[0].Client(t)
+	node := celebritytest.SharedCluster(t).Masters()[0].Client(t)
 	pipe := node.Pipeline()
 	for _, k := range ks {
 		pipe.ClusterKeySlot(ctx, k)
@@ -74,7 +74,7 @@ func TestTagForCoversEverySlot(t *testing.T) {
 
 func TestMapAgreesWithCluster(t *testing.T) {
 	t.Parallel()
-	cl := redistest.SharedCluster(t)
+	cl := celebritytest.SharedCluster(t)
 	ctx := context.Background()
 	m, err := slot.Load(ctx, cl.Client(t))
 	require.NoError(t, err)
@@ -84,7 +84,7 @@ func TestMapAgreesWithCluster(t *testing.T) {
 		owned := m.Slots(addr)
 		total += len(owned)
 		// Every owner answers for its slots: a key tagged into its first slot is written there.
-		key := redistest.Prefix(t) + "{" + slot.TagFor(owned[0]) + "}k"
+		key := celebritytest.Prefix(t) + "{" + slot.TagFor(owned[0]) + "}k"
 		require.Equal(t, addr, m.MasterOfKey(key))
 		require.NoError(t, cl.Client(t).Set(ctx, key, 1, 0).Err())
 		for _, s := range cl.Masters() {

@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/go-redis/cache/v9"
 	"github.com/maypok86/otter/v2"
 	"github.com/redis/go-redis/v9"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) { celebritytest.Main(m) }
 
 const instances = 100
 
@@ -32,8 +32,8 @@ func (r countingRedis) Get(ctx context.Context, key string) *redis.StringCmd {
 // BenchmarkHotKeyHit compares a hit of one hot key in l1cache and in go-redis/cache (its
 // TinyLFU local cache), in the same run.
 func BenchmarkHotKeyHit(b *testing.B) {
-	rdb := redistest.Standalone(b).Client(b)
-	key := redistest.Prefix(b) + "celebrity"
+	rdb := celebritytest.Standalone(b).Client(b)
+	key := celebritytest.Prefix(b) + "celebrity"
 	ctx := context.Background()
 	b.Run("go-redis-cache", func(b *testing.B) {
 		var gets atomic.Int64
@@ -67,8 +67,8 @@ func BenchmarkHotKeyHit(b *testing.B) {
 // benchmark time, each through its own go-redis/cache (local TTL 1s) or its own l1cache
 // (Fresh 1s, Stale 1s), and reports the Redis reads per instance per second.
 func BenchmarkHotKeyHundredInstances(b *testing.B) {
-	rdb := redistest.Standalone(b).Client(b)
-	key := redistest.Prefix(b) + "celebrity"
+	rdb := celebritytest.Standalone(b).Client(b)
+	key := celebritytest.Prefix(b) + "celebrity"
 	ctx := context.Background()
 	b.Run("go-redis-cache", func(b *testing.B) {
 		var gets atomic.Int64

@@ -1,4 +1,4 @@
-package redistest
+package celebritytest
 
 import (
 	"context"
@@ -136,4 +136,20 @@ func TestFailoverPromotesReplica(t *testing.T) {
 	require.Eventually(t, func() bool { return c.Get(ctx, key).Val() == "before" }, 5*time.Second, 20*time.Millisecond)
 	require.NoError(t, c.Set(ctx, key, "after", 0).Err())
 	require.Equal(t, "after", replica.Client(t).Get(ctx, key).Val(), "the write did not go to the promoted replica")
+}
+
+// TestRestoreSnapshotForgetsLaterWrites proves a restore brings the server back to the moment
+// of the snapshot: writes acknowledged before it are there, writes after it are gone.
+func TestRestoreSnapshotForgetsLaterWrites(t *testing.T) {
+	s := NewServer(t, ServerOptions{AOF: true})
+	c := s.Client(t, func(o *redis.Options) { o.MaxRetries = -1 })
+	ctx := t.Context()
+	require.NoError(t, c.Set(ctx, "before", "1", 0).Err())
+	snap := s.Snapshot(t)
+	require.NoError(t, c.Set(ctx, "after", "2", 0).Err())
+
+	s.RestoreSnapshot(t, snap)
+	c2 := s.Client(t)
+	require.Equal(t, "1", c2.Get(ctx, "before").Val())
+	require.ErrorIs(t, c2.Get(ctx, "after").Err(), redis.Nil)
 }

@@ -1,4 +1,4 @@
-package redistest
+package celebritytest
 
 import (
 	"fmt"
@@ -34,14 +34,14 @@ func rootDir() (string, error) {
 	if fleet.root != "" {
 		return fleet.root, nil
 	}
-	base := filepath.Join(os.TempDir(), "celebrity-redistest")
+	base := filepath.Join(os.TempDir(), "celebrity-celebritytest")
 	if err := os.MkdirAll(base, 0o755); err != nil {
-		return "", fmt.Errorf("redistest: %w", err)
+		return "", fmt.Errorf("celebritytest: %w", err)
 	}
 	sweep(base)
 	dir, err := os.MkdirTemp(base, strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
-		return "", fmt.Errorf("redistest: %w", err)
+		return "", fmt.Errorf("celebritytest: %w", err)
 	}
 	fleet.root = dir
 	return dir, nil
@@ -182,16 +182,16 @@ func Both(t *testing.T, fn func(t *testing.T, c redis.UniversalClient)) {
 // Main runs the binary's tests from TestMain, stops every server the binary started,
 // removes their folders, and fails the run if goroutines leaked:
 //
-//	func TestMain(m *testing.M) { redistest.Main(m) }
+//	func TestMain(m *testing.M) { celebritytest.Main(m) }
 func Main(m *testing.M, leakOptions ...goleak.Option) {
 	code := m.Run()
 	if err := teardown(); err != nil {
-		fmt.Fprintln(os.Stderr, "redistest: teardown:", err)
+		fmt.Fprintln(os.Stderr, "celebritytest: teardown:", err)
 		code = 1
 	}
 	if code == 0 {
 		if err := goleak.Find(leakOptions...); err != nil {
-			fmt.Fprintln(os.Stderr, "redistest: goroutine leak:", err)
+			fmt.Fprintln(os.Stderr, "celebritytest: goroutine leak:", err)
 			code = 1
 		}
 	}

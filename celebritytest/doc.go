@@ -1,4 +1,4 @@
-// Package redistest starts real redis-server processes for the project's tests.
+// Package celebritytest starts real redis-server processes for the project's tests.
 //
 // A test binary shares one fleet: [Standalone] and [Shards] hand out standalone servers and
 // [SharedCluster] a Redis Cluster of three masters, each started on first use and stopped by
@@ -14,4 +14,4 @@
 // The binary is redis-server from PATH, or the path in REDIS_SERVER. When it is missing or
 // cannot start, the test is skipped with a message saying how to install it, except when the
 // CI environment variable is set: there it fails.
-package redistest
+package celebritytest

@@ -10,15 +10,15 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/celebrity-go/celebrity/internal/faults"
-	"github.com/celebrity-go/celebrity/internal/redistest"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 )
 
-func TestMain(m *testing.M) { redistest.Main(m) }
+func TestMain(m *testing.M) { celebritytest.Main(m) }
 
 // client returns a client of the shared server whose connections go through in.
 func client(t *testing.T, in *faults.Injector, retries int) *redis.Client {
-	return redistest.Standalone(t).Client(t, func(o *redis.Options) {
+	return celebritytest.Standalone(t).Client(t, func(o *redis.Options) {
 		o.Dialer = in.Dialer(nil)
 		o.MaxRetries = retries
 		o.ReadTimeout = 300 * time.Millisecond
@@ -30,9 +30,9 @@ func TestDroppedReplyAfterExecution(t *testing.T) {
 	t.Parallel()
 	in := faults.New()
 	c := client(t, in, -1)
-	plain := redistest.Standalone(t).Client(t)
+	plain := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
-	key := redistest.Prefix(t) + "counter"
+	key := celebritytest.Prefix(t) + "counter"
 
 	in.DropReply(faults.Match{Command: "incr", Arg: key}, 1)
 	err := c.Incr(ctx, key).Err()
@@ -50,9 +50,9 @@ func TestGoRedisRetriesADroppedReply(t *testing.T) {
 	t.Parallel()
 	in := faults.New()
 	c := client(t, in, 3)
-	plain := redistest.Standalone(t).Client(t)
+	plain := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
-	key := redistest.Prefix(t) + "counter"
+	key := celebritytest.Prefix(t) + "counter"
 
 	in.DropReply(faults.Match{Command: "INCR", Arg: key}, 1)
 	v, err := c.Incr(ctx, key).Result()
@@ -66,7 +66,7 @@ func TestDropMatchesOnlyItsCommand(t *testing.T) {
 	in := faults.New()
 	c := client(t, in, -1)
 	ctx := context.Background()
-	key := redistest.Prefix(t) + "k"
+	key := celebritytest.Prefix(t) + "k"
 	in.DropReply(faults.Match{Command: "INCR", Arg: "some-other-key"}, 1)
 	require.NoError(t, c.Incr(ctx, key).Err())
 	require.NoError(t, c.Set(ctx, key, "x", 0).Err())
@@ -77,9 +77,9 @@ func TestBlackholedConnectionTimesOut(t *testing.T) {
 	t.Parallel()
 	in := faults.New()
 	c := client(t, in, -1)
-	plain := redistest.Standalone(t).Client(t)
+	plain := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
-	key := redistest.Prefix(t) + "k"
+	key := celebritytest.Prefix(t) + "k"
 	require.NoError(t, c.Ping(ctx).Err())
 
 	in.Blackhole(true)
@@ -94,7 +94,7 @@ func TestBlackholedConnectionTimesOut(t *testing.T) {
 
 func TestBlackholeOfOneAddressSparesOthers(t *testing.T) {
 	t.Parallel()
-	shards := redistest.Shards(t, 2)
+	shards := celebritytest.Shards(t, 2)
 	in := faults.New()
 	opt := func(o *redis.Options) {
 		o.Dialer = in.Dialer(nil)
@@ -126,7 +126,7 @@ func TestResetClosesLiveConnections(t *testing.T) {
 	in := faults.New()
 	c := client(t, in, -1)
 	ctx := context.Background()
-	sub := c.Subscribe(ctx, redistest.Prefix(t)+"chan")
+	sub := c.Subscribe(ctx, celebritytest.Prefix(t)+"chan")
 	defer sub.Close()
 	_, err := sub.Receive(ctx)
 	require.NoError(t, err)
@@ -153,10 +153,10 @@ func TestRefusedDials(t *testing.T) {
 func TestDroppedReplyOnCluster(t *testing.T) {
 	t.Parallel()
 	in := faults.New()
-	cl := redistest.SharedCluster(t)
+	cl := celebritytest.SharedCluster(t)
 	c := cl.Client(t, func(o *redis.ClusterOptions) { o.Dialer = in.Dialer(nil); o.MaxRetries = -1; o.MaxRedirects = -1 })
 	ctx := context.Background()
-	key := redistest.Prefix(t) + "{x}counter"
+	key := celebritytest.Prefix(t) + "{x}counter"
 	require.NoError(t, c.Ping(ctx).Err())
 	in.DropReply(faults.Match{Command: "INCRBY", Arg: "{x}counter"}, 1)
 	require.Error(t, c.IncrBy(ctx, key, 5).Err())
@@ -167,7 +167,7 @@ func TestDroppedScriptReplyWaitsForTheRunThatExecutes(t *testing.T) {
 	// On a fresh server a script's first EVALSHA gets NOSCRIPT and nothing runs; the drop must
 	// hit the EVAL that follows, or a "lost reply" test would test nothing.
 	t.Parallel()
-	s := redistest.NewServer(t, redistest.ServerOptions{})
+	s := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	in := faults.New()
 	c := s.Client(t, func(o *redis.Options) { o.Dialer = in.Dialer(nil); o.MaxRetries = -1 })
 	ctx := context.Background()

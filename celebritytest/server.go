@@ -1,4 +1,4 @@
-package redistest
+package celebritytest
 
 import (
 	"context"
@@ -56,7 +56,7 @@ func binary() string {
 // startServer starts a server in a new folder under root.
 func startServer(root string, opts ServerOptions) (*Server, error) {
 	if _, err := exec.LookPath(binary()); err != nil {
-		return nil, fmt.Errorf("redistest: %s not found: %w", binary(), err)
+		return nil, fmt.Errorf("celebritytest: %s not found: %w", binary(), err)
 	}
 	var lastErr error
 	for range 3 { // a free port can be taken between probing and binding it
@@ -66,7 +66,7 @@ func startServer(root string, opts ServerOptions) (*Server, error) {
 		}
 		dir, err := os.MkdirTemp(root, "redis-"+strconv.Itoa(port)+"-")
 		if err != nil {
-			return nil, fmt.Errorf("redistest: %w", err)
+			return nil, fmt.Errorf("celebritytest: %w", err)
 		}
 		s := &Server{opts: opts, dir: dir, port: port}
 		if opts.cluster {
@@ -86,7 +86,7 @@ func startServer(root string, opts ServerOptions) (*Server, error) {
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("redistest: no free port: %w", err)
+		return 0, fmt.Errorf("celebritytest: no free port: %w", err)
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
@@ -129,7 +129,7 @@ func (s *Server) start() error {
 	cmd.Dir = s.dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("redistest: start %s: %w", binary(), err)
+		return fmt.Errorf("celebritytest: start %s: %w", binary(), err)
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -152,12 +152,12 @@ func (s *Server) start() error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("redistest: redis-server on port %d exited: %s", s.port, s.logTail())
+			return fmt.Errorf("celebritytest: redis-server on port %d exited: %s", s.port, s.logTail())
 		default:
 		}
 		if time.Now().After(deadline) {
 			s.Kill()
-			return fmt.Errorf("redistest: redis-server on port %d did not answer PING within %s: %v", s.port, startupTimeout, err)
+			return fmt.Errorf("celebritytest: redis-server on port %d did not answer PING within %s: %v", s.port, startupTimeout, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -212,7 +212,7 @@ func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Kill()
 	if err := s.start(); err != nil {
-		t.Fatalf("redistest: restart %s: %v", s.Addr(), err)
+		t.Fatalf("celebritytest: restart %s: %v", s.Addr(), err)
 	}
 }
 

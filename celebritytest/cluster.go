@@ -1,4 +1,4 @@
-package redistest
+package celebritytest
 
 import (
 	"context"
@@ -80,14 +80,14 @@ func (c *Cluster) form(ctx context.Context) error {
 		err := cl.ClusterAddSlotsRange(ctx, lo, hi).Err()
 		_ = cl.Close()
 		if err != nil {
-			return fmt.Errorf("redistest: CLUSTER ADDSLOTSRANGE on %s: %w", m.Addr(), err)
+			return fmt.Errorf("celebritytest: CLUSTER ADDSLOTSRANGE on %s: %w", m.Addr(), err)
 		}
 	}
 	first := admin(c.masters[0])
 	defer first.Close()
 	for _, s := range c.nodes()[1:] {
 		if err := first.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", s.port, s.busPort).Err(); err != nil {
-			return fmt.Errorf("redistest: CLUSTER MEET %s: %w", s.Addr(), err)
+			return fmt.Errorf("celebritytest: CLUSTER MEET %s: %w", s.Addr(), err)
 		}
 	}
 	n := len(c.nodes())
@@ -102,13 +102,13 @@ func (c *Cluster) form(ctx context.Context) error {
 		id, err := m.Do(ctx, "CLUSTER", "MYID").Text()
 		_ = m.Close()
 		if err != nil {
-			return fmt.Errorf("redistest: CLUSTER MYID on %s: %w", c.masters[i].Addr(), err)
+			return fmt.Errorf("celebritytest: CLUSTER MYID on %s: %w", c.masters[i].Addr(), err)
 		}
 		rc := admin(r)
 		err = rc.ClusterReplicate(ctx, id).Err()
 		_ = rc.Close()
 		if err != nil {
-			return fmt.Errorf("redistest: CLUSTER REPLICATE on %s: %w", r.Addr(), err)
+			return fmt.Errorf("celebritytest: CLUSTER REPLICATE on %s: %w", r.Addr(), err)
 		}
 	}
 	return c.waitStable(ctx)
@@ -146,7 +146,7 @@ func (c *Cluster) waitFor(ctx context.Context, what string, cond func(*redis.Cli
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("redistest: waiting for %s: %w (last error: %v)", what, ctx.Err(), lastErr)
+			return fmt.Errorf("celebritytest: waiting for %s: %w (last error: %v)", what, ctx.Err(), lastErr)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -269,7 +269,7 @@ func (c *Cluster) failover(t testing.TB, i int, mode string) {
 	t.Helper()
 	reps := c.Replicas()
 	if i < 0 || i >= len(reps) {
-		t.Fatalf("redistest: Failover(%d): the cluster has %d replicas", i, len(reps))
+		t.Fatalf("celebritytest: Failover(%d): the cluster has %d replicas", i, len(reps))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), formTimeout)
 	defer cancel()
@@ -280,12 +280,12 @@ func (c *Cluster) failover(t testing.TB, i int, mode string) {
 		args = append(args, mode)
 	}
 	if err := rc.Do(ctx, args...).Err(); err != nil {
-		t.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", reps[i].Addr(), err)
+		t.Fatalf("celebritytest: CLUSTER FAILOVER on %s: %v", reps[i].Addr(), err)
 	}
 	c.mu.Lock()
 	c.masters[i], c.replicas[i] = c.replicas[i], c.masters[i]
 	c.mu.Unlock()
 	if err := c.waitStable(ctx); err != nil {
-		t.Fatalf("redistest: after failover of master %d: %v", i, err)
+		t.Fatalf("celebritytest: after failover of master %d: %v", i, err)
 	}
 }
