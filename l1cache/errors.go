@@ -1,6 +1,8 @@
 package l1cache
 
 import (
+	"github.com/celebrity-go/celebrity/internal/errs"
+
 	"errors"
 	"fmt"
 )
@@ -8,7 +10,7 @@ import (
 // ErrNotFound is returned by a loader to report that the key has no value at the source. The
 // cache remembers the absence for Options.NegativeTTL and returns the loader's error (which
 // must match ErrNotFound with errors.Is) to every Get of the key in that time.
-var ErrNotFound = errors.New("l1cache: not found")
+var ErrNotFound = errs.ErrNotFound
 
 // ErrClosed is returned by a Get that needs a load after [Cache.Close].
 var ErrClosed = errors.New("l1cache: cache closed")

@@ -1,6 +1,8 @@
 package replicas
 
 import (
+	"github.com/celebrity-go/celebrity/internal/errs"
+
 	"errors"
 	"fmt"
 	"strings"
@@ -9,7 +11,7 @@ import (
 var (
 	// ErrNotFound is returned by Get when no copy and not the logical key hold a value (the
 	// key is missing, expired or deleted).
-	ErrNotFound = errors.New("replicas: not found")
+	ErrNotFound = errs.ErrNotFound
 	// ErrStaleVersion is returned by Set and Delete when the logical key already holds a
 	// newer version (or a tombstone of the same version): the write changed nothing.
 	ErrStaleVersion = errors.New("replicas: a newer version is stored")
