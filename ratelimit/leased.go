@@ -47,8 +47,8 @@ func (l *Limiter) leased(ctx context.Context, key string, n int64) (Result, erro
 
 // fromChunk admits n from st's chunk, or reports that it cannot.
 func (l *Limiter) fromChunk(st *keyState, key string, n int64) (Result, bool) {
-	now := l.o.Clock()
 	st.mu.Lock()
+	now := l.o.Clock() // after the lock: never earlier than the chunk's installation
 	left, ok := st.useChunk(now, n)
 	st.mu.Unlock()
 	if !ok {
@@ -122,9 +122,9 @@ func (l *Limiter) install(st *keyState, key string, j int, sent time.Time, r tak
 	if r.ms <= 0 {
 		deadline = sent
 	}
-	now := l.o.Clock()
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	now := l.o.Clock()
 	if st.left > 0 && now.Before(st.deadline) && !st.deadline.After(deadline) &&
 		deadline.Sub(st.deadline) < ms(l.sub)/2 {
 		st.left += r.granted // same sub-window; the old deadline is the earlier one
