@@ -107,7 +107,8 @@ func (a *admissions) sorted() []time.Time {
 }
 
 // hammer runs workers goroutines per limiter, each calling Allow(key) until stop is
-// closed or dur has passed, and returns the number of calls that returned an error.
+// closed or dur has passed (sleeping 1ms after a denial), and returns the number of calls
+// that returned an error.
 func hammer(ctx context.Context, lims []*Limiter, key string, workers int, dur time.Duration, stop <-chan struct{}) int64 {
 	var wg sync.WaitGroup
 	var errs atomic.Int64
@@ -123,8 +124,15 @@ func hammer(ctx context.Context, lims []*Limiter, key string, workers int, dur t
 						return
 					default:
 					}
-					if _, err := l.Allow(ctx, key); err != nil {
+					res, err := l.Allow(ctx, key)
+					if err != nil {
 						errs.Add(1)
+					}
+					if !res.Allowed {
+						// A denied client backs off a little, as real callers do; without it
+						// the denials, answered locally, would starve the goroutines that
+						// talk to Redis.
+						time.Sleep(time.Millisecond)
 					}
 				}
 			}()
