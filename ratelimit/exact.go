@@ -78,6 +78,11 @@ func (l *Limiter) exact(ctx context.Context, key string, n int64) (Result, error
 			return Result{RetryAfter: -1}, err
 		}
 		reset = max(reset, ms(r.resetMs))
+		if r.status == "dup" && r.ms <= 0 {
+			// A retry answered after the grant's sub-window ended: the cells were counted
+			// there, and spending them now would count in a later window. Not admitted.
+			return Result{RetryAfter: 0, ResetAfter: ms(r.resetMs)}, nil
+		}
 		if r.status != "empty" {
 			l.admitted(key, time.UnixMilli(r.nowMs), n)
 			return Result{Allowed: true, Remaining: r.remaining, RetryAfter: -1, ResetAfter: ms(r.resetMs)}, nil
