@@ -170,7 +170,9 @@ func (h *holdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func TestLeasedHeldBackGrantIsNotSpentLate(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		var a admissions
-		o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Prefix: celebritytest.Prefix(t)}
+		// One slot: when the late grant is dropped there is no other slot to fall back on,
+		// so the woken request itself must be denied.
+		o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Slots: 1, Prefix: celebritytest.Prefix(t)}
 		mk := clients(t, c)
 		hook := &holdHook{held: make(chan struct{}), release: make(chan struct{})}
 		pausedClient := mk()
@@ -196,7 +198,9 @@ func TestLeasedHeldBackGrantIsNotSpentLate(t *testing.T) {
 		close(hook.release)
 		r := <-first
 		// The paused instance keeps asking along with the others for another window.
-		go func() { done <- hammer(context.Background(), []*Limiter{paused}, key, fleetWorkers, 2*fleetPeriod, stop) }()
+		go func() {
+			done <- hammer(context.Background(), []*Limiter{paused}, key, fleetWorkers, 2*fleetPeriod, stop)
+		}()
 		require.Zero(t, <-done)
 		close(stop)
 		require.Zero(t, <-done)

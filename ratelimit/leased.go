@@ -2,6 +2,8 @@ package ratelimit
 
 import (
 	"context"
+
+	"github.com/celebrity-go/celebrity/internal/hashing"
 	"math"
 	"time"
 )
@@ -15,6 +17,7 @@ type lease struct {
 	rate      float64     // admissions per second, smoothed
 	emptyTill []time.Time // per slot: no budget before this instant
 	next      int         // slot to ask first
+	starved   bool        // the last fetch found every slot empty
 }
 
 // useChunk admits n from st's chunk if it is live at now. The caller holds st.mu.
@@ -59,19 +62,27 @@ func (l *Limiter) fromChunk(st *keyState, key string, n int64) (Result, bool) {
 }
 
 // fetch takes a chunk of at least n cells, trying the slots in turn from st.next and
-// skipping those known to be empty, and admits n from it. The caller holds st's turn.
+// skipping those known to be empty, and admits n from it. After a fetch that found every
+// slot empty, the next asks one slot only (the next in turn): at saturation each instance
+// then probes once per refill instead of once per slot, and the instances, starting at
+// different slots, still cover them all. The caller holds st's turn.
 func (l *Limiter) fetch(ctx context.Context, st *keyState, key string, n int64) (Result, error) {
 	now := l.o.Clock()
 	st.mu.Lock()
 	if st.emptyTill == nil {
 		st.emptyTill = make([]time.Time, l.o.Slots)
+		st.next = int(hashing.Sum64(l.inst) % uint64(l.o.Slots)) // instances start apart
 	}
 	want := l.want(st, now, n)
-	start := st.next
+	start, tries := st.next, l.o.Slots
+	if st.starved {
+		start, tries = (st.next+1)%l.o.Slots, 1
+		st.next = start
+	}
 	st.mu.Unlock()
 
 	retry := time.Duration(-1)
-	for i := range l.o.Slots {
+	for i := range tries {
 		j := (start + i) % l.o.Slots
 		st.mu.Lock()
 		skip := now.Before(st.emptyTill[j])
@@ -98,6 +109,9 @@ func (l *Limiter) fetch(ctx context.Context, st *keyState, key string, n int64) 
 			return res, nil
 		}
 	}
+	st.mu.Lock()
+	st.starved = true
+	st.mu.Unlock()
 	return Result{RetryAfter: retry}, nil
 }
 
@@ -137,7 +151,7 @@ func (l *Limiter) install(st *keyState, key string, j int, sent time.Time, r tak
 			st.rate = 0.5*st.rate + 0.5*float64(st.used)/dt
 		}
 	}
-	st.used, st.fetchedAt, st.next = 0, now, j
+	st.used, st.fetchedAt, st.next, st.starved = 0, now, j, false
 	left, ok := st.useChunk(now, n)
 	if !ok {
 		return Result{}, false
