@@ -51,9 +51,9 @@ func (l *Limiter) approximate(ctx context.Context, key string, n int64) (Result,
 	cur := now.UnixMilli() / l.sub
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.prune(cur, int64(l.o.SubWindows))
+	st.prune(cur, int64(l.o.span()))
 	est := st.est
-	if cur-st.estIdx >= int64(l.o.SubWindows) {
+	if cur-st.estIdx >= int64(l.o.span()) {
 		est = 0 // every sub-window of the estimate has left the window
 	}
 	used := est + st.unsynced
@@ -91,7 +91,7 @@ func (st *approx) prune(cur, k int64) {
 func (l *Limiter) sync(ctx context.Context, st *keyState, key string) error {
 	sent := l.o.Clock()
 	st.mu.Lock()
-	st.prune(sent.UnixMilli()/l.sub, int64(l.o.SubWindows))
+	st.prune(sent.UnixMilli()/l.sub, int64(l.o.span()))
 	req := st.pending
 	if req == nil {
 		req = &syncReq{seq: l.ids.Add(1), counts: append([]count(nil), st.counts...)}
@@ -99,7 +99,7 @@ func (l *Limiter) sync(ctx context.Context, st *keyState, key string) error {
 	}
 	st.mu.Unlock()
 
-	args := []any{l.sub, l.o.SubWindows, l.inst, req.seq}
+	args := []any{l.sub, l.o.span(), l.inst, req.seq}
 	for _, c := range req.counts {
 		args = append(args, c.idx, c.n)
 	}
@@ -145,6 +145,6 @@ func (l *Limiter) sync(ctx context.Context, st *keyState, key string) error {
 		}
 	}
 	st.counts = kept
-	st.prune(now/l.sub, int64(l.o.SubWindows))
+	st.prune(now/l.sub, int64(l.o.span()))
 	return nil
 }

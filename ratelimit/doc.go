@@ -27,11 +27,12 @@
 //     length x at most Burst + x/T requests are admitted (so up to Burst + Rate in one
 //     Period). Remaining, RetryAfter and ResetAfter are exact.
 //   - Sliding (the default of the other modes): Period is cut into SubWindows sub-windows
-//     of length d = Period/SubWindows, aligned to Unix time on the Redis server's clock;
-//     in any SubWindows consecutive sub-windows at most Rate are admitted. An interval of
-//     length Period-d lies within SubWindows consecutive sub-windows, so it never sees more
-//     than Rate; one of length Period may see up to Rate plus what the sub-window at its
-//     edge admitted.
+//     of length d = Period/SubWindows, aligned to Unix time on the Redis server's clock,
+//     and the server counts over SubWindows+1 consecutive sub-windows. Any interval of
+//     length Period touches at most SubWindows+1 sub-windows, so it never sees more than
+//     Rate admitted. The price: budget comes back one sub-window late, so a steady demand
+//     at exactly Rate gets about Rate·SubWindows/(SubWindows+1) (raise SubWindows to
+//     shrink it).
 //   - Fixed: one counter per aligned Period. At most Rate per window, but an interval of
 //     length Period straddling a boundary can see 2·Rate: Rate admitted at the end of one
 //     window and Rate at the start of the next (TestFixedWindowBoundaryBurst shows it).
@@ -40,7 +41,10 @@
 //
 // Exact: every request runs one script on the key's master (gcra.lua, or take.lua for
 // Sliding and Fixed windows). Admissions never exceed the window's bound, whatever the
-// number of instances. Redis load: one call per request on one master per key.
+// number of instances. take.lua is idempotent by request ID (a retry after a lost reply
+// gets the original answer; one answered after its sub-window ended is reported as not
+// admitted). gcra.lua carries no request ID: a go-redis retry after a lost reply counts
+// the request twice, which under-admits by one and never over-admits. Redis load: one call per request on one master per key.
 //
 // Leased: the window's budget is split into Slots budget slots, each holding
 // Rate/Slots (the remainder to the first slots) under its own hash tag. An instance takes a
@@ -51,9 +55,9 @@
 // the request: the server read its clock after that moment, so the chunk's use ends no later
 // than its sub-window on the server. Hence:
 //
-//   - No over-admission: in any SubWindows consecutive sub-windows, the admitted requests are
-//     at most the cells granted in them, which every slot keeps within its share (take.lua's
-//     invariant). This holds for any number of instances, for instances paused (SIGSTOP,
+//   - No over-admission: admissions in a sub-window are at most the cells granted in it,
+//     and every slot keeps its grants over the summed sub-windows within its share
+//     (take.lua's invariant), so the window's bound holds as in Exact mode. This holds for any number of instances, for instances paused (SIGSTOP,
 //     GC) for any time while holding a chunk or a grant in flight, and for lost replies.
 //   - Idempotent grants: every chunk request carries a request ID (instance token from
 //     crypto/rand + counter) and is sent again, unchanged, when the connection fails; so is
@@ -84,8 +88,8 @@
 // earlier when MaxUnsynced admissions are waiting; the reply is the shared count of the
 // current window, and the instance admits while that estimate plus its unsynced
 // admissions stays within Rate. Let N be the number of instances using the key, r the
-// highest admission rate of one instance and RTT the round trip of a sync. In any
-// SubWindows consecutive sub-windows (one window when Fixed):
+// highest admission rate of one instance and RTT the round trip of a sync. In any interval
+// of length Period (any aligned window when Fixed):
 //
 //	admitted <= Rate + (N-1) · U,   U = min(MaxUnsynced, r·(SyncInterval + RTT))
 //

@@ -19,7 +19,7 @@ type takeReply struct {
 // take runs take.lua on slot j of key, sending the same request ID up to Attempts times
 // while the connection fails, so a lost reply is answered by the original grant.
 func (l *Limiter) take(ctx context.Context, key string, j int, want, least int64, id string) (takeReply, error) {
-	args := []any{l.o.budget(j), want, least, l.sub, l.o.SubWindows, id}
+	args := []any{l.o.budget(j), want, least, l.sub, l.o.span(), id}
 	keys := []string{l.slotKey(key, j)}
 	var err error
 	for range l.o.Attempts {

@@ -130,7 +130,7 @@ func TestLostRepliesKeepEveryModeWithinItsBound(t *testing.T) {
 				if mode == Approximate {
 					bound += int64(len(lims)-1) * lims[0].o.MaxUnsynced
 				}
-				worst := a.worstWindow(SubMs(lims[0]), lims[0].o.SubWindows)
+				worst := a.worstWindow(SubMs(lims[0]), lims[0].o.span())
 				require.LessOrEqual(t, worst, bound)
 				t.Logf("%d replies dropped, %d errors, worst window %d, bound %d", inj.Dropped(), errs, worst, bound)
 			})
@@ -205,7 +205,7 @@ func TestLeasedHeldBackGrantIsNotSpentLate(t *testing.T) {
 		close(stop)
 		require.Zero(t, <-done)
 		require.False(t, r.Allowed, "a grant that arrived %v late must not be spent", time.Since(heldAt))
-		worst := a.worstWindow(SubMs(paused), paused.o.SubWindows)
+		worst := a.worstWindow(SubMs(paused), paused.o.span())
 		require.LessOrEqual(t, worst, int64(fleetRate))
 		require.Positive(t, paused.Stats().Allowed, "the woken instance admits from new chunks")
 		t.Logf("worst window %d/%d", worst, fleetRate)
@@ -248,7 +248,7 @@ func TestFailoverKeepsTheLimit(t *testing.T) {
 			}
 			c.ReloadState(t.Context())
 			errs := hammer(t.Context(), lims, key, fleetWorkers, fleetPeriod*3/2, nil)
-			worst := a.worstWindow(SubMs(lims[0]), lims[0].o.SubWindows)
+			worst := a.worstWindow(SubMs(lims[0]), lims[0].o.span())
 			require.LessOrEqual(t, worst, int64(fleetRate))
 			t.Logf("%d admitted, %d errors after the switch, worst window %d/%d", a.total(), errs, worst, fleetRate)
 		})

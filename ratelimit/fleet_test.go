@@ -50,7 +50,7 @@ func TestExactFleetNeverExceedsTheWindow(t *testing.T) {
 				if w == GCRA {
 					requireGCRABound(t, a.sorted(), lim)
 				} else {
-					sub, k := SubMs(lims[0]), lims[0].o.SubWindows
+					sub, k := SubMs(lims[0]), lims[0].o.span()
 					worst := a.worstWindow(sub, k)
 					require.LessOrEqual(t, worst, int64(fleetRate), "admitted in one window")
 					require.Greater(t, worst, int64(fleetRate)/10, "the fleet should come near the limit")
@@ -70,7 +70,7 @@ func TestLeasedFleetNeverExceedsTheWindow(t *testing.T) {
 				lims := instances(t, fleetSize, clients(t, c), o, &a)
 				errs := hammer(t.Context(), lims, "merchant:42", fleetWorkers, fleetRun, nil)
 				require.Zero(t, errs)
-				sub, k := SubMs(lims[0]), lims[0].o.SubWindows
+				sub, k := SubMs(lims[0]), lims[0].o.span()
 				worst := a.worstWindow(sub, k)
 				require.LessOrEqual(t, worst, int64(fleetRate), "admitted in one window")
 				require.Greater(t, worst, int64(fleetRate)/10, "the fleet should come near the limit")
@@ -93,7 +93,7 @@ func TestApproximateFleetStaysWithinTheStatedBound(t *testing.T) {
 				lims := instances(t, fleetSize, clients(t, c), o, &a)
 				errs := hammer(t.Context(), lims, "merchant:42", fleetWorkers, fleetRun, nil)
 				require.Zero(t, errs)
-				sub, k := SubMs(lims[0]), lims[0].o.SubWindows
+				sub, k := SubMs(lims[0]), lims[0].o.span()
 				u := lims[0].o.MaxUnsynced
 				bound := int64(fleetRate) + int64(fleetSize-1)*u
 				worst := a.worstWindow(sub, k)

@@ -45,8 +45,8 @@ const (
 	// GCRA is the generic cell rate algorithm (Exact mode only): in any interval of length
 	// x, at most Burst + x·Rate/Period requests are admitted.
 	GCRA
-	// Sliding cuts Period into SubWindows sub-windows: in any SubWindows consecutive
-	// sub-windows, at most Rate requests are admitted.
+	// Sliding cuts Period into SubWindows sub-windows and counts over SubWindows+1 of
+	// them: in any interval of length Period, at most Rate requests are admitted.
 	Sliding
 	// Fixed counts per aligned Period (Unix time divided by Period): at most Rate per
 	// window, but up to 2·Rate in an interval of length Period that straddles a boundary.
@@ -347,4 +347,14 @@ func (o Options) budget(j int) int64 {
 		b++
 	}
 	return b
+}
+
+// span is the number of sub-windows the server sums: SubWindows+1 for Sliding, so that any
+// interval of length Period (which touches at most SubWindows+1 sub-windows) sees at most
+// Rate; 1 for Fixed.
+func (o Options) span() int {
+	if o.Window == Sliding {
+		return o.SubWindows + 1
+	}
+	return 1
 }

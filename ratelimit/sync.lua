@@ -6,7 +6,7 @@
 --          sequence number. Both are derived from KEYS[1] and share its hash tag, hence
 --          its slot.
 -- ARGV[1]  sub: sub-window length, milliseconds, 1..8.64e7
--- ARGV[2]  k: sub-windows per window, 1..1000
+-- ARGV[2]  k: sub-windows summed, 1..1001 (SubWindows+1 for Sliding, 1 for Fixed)
 -- ARGV[3]  instance ID, 1..64 bytes
 -- ARGV[4]  seq: this sync's sequence number, 1..2^53, increasing per instance
 -- ARGV[5..] pairs of (sub-window index, count >= 1), at most k+2 pairs
@@ -30,7 +30,7 @@ local k = int(ARGV[2])
 local inst = ARGV[3]
 local seq = int(ARGV[4])
 if not sub or sub < 1 or sub > 86400000 then return redis.error_reply('ERR ratelimit: bad sub-window') end
-if not k or k < 1 or k > 1000 then return redis.error_reply('ERR ratelimit: bad sub-window count') end
+if not k or k < 1 or k > 1001 then return redis.error_reply('ERR ratelimit: bad sub-window count') end
 if type(inst) ~= 'string' or #inst < 1 or #inst > 64 then return redis.error_reply('ERR ratelimit: bad instance') end
 if not seq or seq < 1 or seq > 9007199254740992 then return redis.error_reply('ERR ratelimit: bad sequence') end
 if (#ARGV - 4) % 2 ~= 0 or (#ARGV - 4) / 2 > k + 2 then return redis.error_reply('ERR ratelimit: bad counts') end

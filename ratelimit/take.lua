@@ -10,7 +10,7 @@
 -- ARGV[2]  want: cells asked for, 1..budget
 -- ARGV[3]  least: the fewest cells worth granting, 1..want (want for all-or-nothing)
 -- ARGV[4]  sub: sub-window length, milliseconds, 1..8.64e7
--- ARGV[5]  k: sub-windows per window, 1..1000
+-- ARGV[5]  k: sub-windows summed, 1..1001 (SubWindows+1 for Sliding, 1 for Fixed)
 -- ARGV[6]  id: request ID, 1..64 bytes
 --
 -- Reply: {status, granted, remaining, ms, reset_ms, now_ms}
@@ -41,7 +41,7 @@ if not budget or budget < 1 or budget > 1099511627776 then return redis.error_re
 if not want or want < 1 or want > budget then return redis.error_reply('ERR ratelimit: bad want') end
 if not least or least < 1 or least > want then return redis.error_reply('ERR ratelimit: bad least') end
 if not sub or sub < 1 or sub > 86400000 then return redis.error_reply('ERR ratelimit: bad sub-window') end
-if not k or k < 1 or k > 1000 then return redis.error_reply('ERR ratelimit: bad sub-window count') end
+if not k or k < 1 or k > 1001 then return redis.error_reply('ERR ratelimit: bad sub-window count') end
 if type(id) ~= 'string' or #id < 1 or #id > 64 then return redis.error_reply('ERR ratelimit: bad request id') end
 
 local tm = redis.call('TIME')
