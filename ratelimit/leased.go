@@ -132,6 +132,9 @@ func (l *Limiter) markEmpty(st *keyState, j int, sent time.Time, wait, reset int
 func (l *Limiter) install(st *keyState, key string, j int, sent time.Time, r takeReply, n int64) (Result, bool) {
 	l.stats.chunks.Add(1)
 	l.stats.cells.Add(uint64(r.granted))
+	if l.onGrant != nil {
+		l.onGrant(r.nowMs, r.granted)
+	}
 	deadline := sent.Add(ms(r.ms))
 	if r.ms <= 0 {
 		deadline = sent
