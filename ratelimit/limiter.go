@@ -30,7 +30,7 @@ type Limiter struct {
 	stats   counters
 	closed  atomic.Bool
 	onAdmit func(key string, at time.Time, n int64) // test hook; nil in production
-	onGrant func(serverMs, cells int64)              // test hook; nil in production
+	onGrant func(serverMs, cells int64)             // test hook; nil in production
 }
 
 // Result is the answer to one request.
