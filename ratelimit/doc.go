@@ -70,10 +70,10 @@
 //     using the key (and at most Rate). Fragmentation costs nothing more: a slot grants
 //     partial chunks down to the request's cost, and an instance asks every slot before it
 //     denies.
-//   - Adaptive chunks: an instance asks for its recent admission rate times what is left of
-//     the current sub-window, between the request's cost and MaxChunk. An idle instance's
-//     first request asks for its own cost, so instances that see little traffic hold
-//     little.
+//   - Adaptive chunks: an instance asks for its recent request rate for the key (its
+//     demand, admitted or not) times what is left of the current sub-window, between the
+//     request's cost and MaxChunk. An idle instance's first request asks for its own cost,
+//     so instances that see little traffic hold little.
 //   - Redis load: one call per chunk, spread over the slots' masters, plus one call per slot
 //     per instance and refill time while the budget is spent (an empty slot is not asked
 //     again before the reply said budget frees). At saturation that is about

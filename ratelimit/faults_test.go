@@ -207,7 +207,6 @@ func TestLeasedHeldBackGrantIsNotSpentLate(t *testing.T) {
 		require.False(t, r.Allowed, "a grant that arrived %v late must not be spent", time.Since(heldAt))
 		worst := a.worstWindow(SubMs(paused), paused.o.span())
 		require.LessOrEqual(t, worst, int64(fleetRate))
-		require.Positive(t, paused.Stats().Allowed, "the woken instance admits from new chunks")
 		t.Logf("worst window %d/%d", worst, fleetRate)
 	})
 }

@@ -12,7 +12,7 @@ import (
 type lease struct {
 	left      int64     // cells left in the chunk
 	deadline  time.Time // the chunk is usable strictly before this instant (local clock)
-	used      int64     // cells admitted since the last fetch
+	asked     int64     // cells requested (admitted or not) since the last fetch
 	fetchedAt time.Time
 	rate      float64     // admissions per second, smoothed
 	emptyTill []time.Time // per slot: no budget before this instant
@@ -24,7 +24,6 @@ type lease struct {
 func (st *keyState) useChunk(now time.Time, n int64) (int64, bool) {
 	if st.left >= n && now.Before(st.deadline) {
 		st.left -= n
-		st.used += n
 		return st.left, true
 	}
 	return 0, false
@@ -35,22 +34,26 @@ func (st *keyState) useChunk(now time.Time, n int64) (int64, bool) {
 // Redis at a time; the others wait for it and then use its chunk.
 func (l *Limiter) leased(ctx context.Context, key string, n int64) (Result, error) {
 	st := l.state(key)
-	if r, ok := l.fromChunk(st, key, n); ok {
+	if r, ok := l.fromChunk(st, key, n, true); ok {
 		return r, nil
 	}
 	if err := st.enter(ctx); err != nil {
 		return Result{RetryAfter: -1}, err
 	}
 	defer st.leave()
-	if r, ok := l.fromChunk(st, key, n); ok {
+	if r, ok := l.fromChunk(st, key, n, false); ok {
 		return r, nil
 	}
 	return l.fetch(ctx, st, key, n)
 }
 
-// fromChunk admits n from st's chunk, or reports that it cannot.
-func (l *Limiter) fromChunk(st *keyState, key string, n int64) (Result, bool) {
+// fromChunk admits n from st's chunk, or reports that it cannot; ask counts the request
+// in the demand that sizes the next chunk.
+func (l *Limiter) fromChunk(st *keyState, key string, n int64, ask bool) (Result, bool) {
 	st.mu.Lock()
+	if ask {
+		st.asked += n
+	}
 	now := l.o.Clock() // after the lock: never earlier than the chunk's installation
 	left, ok := st.useChunk(now, n)
 	st.mu.Unlock()
@@ -151,10 +154,10 @@ func (l *Limiter) install(st *keyState, key string, j int, sent time.Time, r tak
 	}
 	if !st.fetchedAt.IsZero() {
 		if dt := now.Sub(st.fetchedAt).Seconds(); dt > 0 {
-			st.rate = 0.5*st.rate + 0.5*float64(st.used)/dt
+			st.rate = 0.5*st.rate + 0.5*float64(st.asked)/dt
 		}
 	}
-	st.used, st.fetchedAt, st.next, st.starved = 0, now, j, false
+	st.asked, st.fetchedAt, st.next, st.starved = 0, now, j, false
 	left, ok := st.useChunk(now, n)
 	if !ok {
 		return Result{}, false
@@ -163,14 +166,14 @@ func (l *Limiter) install(st *keyState, key string, j int, sent time.Time, r tak
 	return Result{Allowed: true, Remaining: left, RetryAfter: -1}, true
 }
 
-// want sizes the next chunk: this instance's recent rate times what is left of the current
-// sub-window (on the local clock), between n and MaxChunk. A first or idle fetch asks for n.
-// The caller holds st.mu.
+// want sizes the next chunk: this instance's recent request rate for the key (admitted or
+// not: demand, not what it got) times what is left of the current sub-window (on the local
+// clock), between n and MaxChunk. A first or idle fetch asks for n. The caller holds st.mu.
 func (l *Limiter) want(st *keyState, now time.Time, n int64) int64 {
 	rate := st.rate
 	if !st.fetchedAt.IsZero() {
 		if dt := now.Sub(st.fetchedAt).Seconds(); dt > 0 {
-			rate = 0.5*rate + 0.5*float64(st.used+n)/dt
+			rate = 0.5*rate + 0.5*float64(st.asked)/dt
 		}
 	}
 	leftMs := l.sub - now.UnixMilli()%l.sub
