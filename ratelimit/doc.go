@@ -79,6 +79,12 @@
 //     again before the reply said budget frees). At saturation that is about
 //     1/MaxChunk calls per admitted request.
 //
+// A slot whose master does not answer is skipped for one sub-window; the other slots keep
+// serving (TestLeasedRidesOutAStoppedMaster), and a request fails only when no slot asked
+// answered. A stopped master that resumes runs its queued take.lua calls late; their
+// grants count in the sub-window they ran in, and their replies find nobody, so they are
+// never spent (under-admission).
+//
 // With Options.HotKeys, keys the detector does not report hot take exactly their cost from
 // one slot per request (Exact behaviour on the same budget slots), so only hot keys hold
 // chunks, and a key can change between the two at any time without overshoot.

@@ -253,3 +253,33 @@ func TestFailoverKeepsTheLimit(t *testing.T) {
 		})
 	}
 }
+
+// A master holding one budget slot is stopped (SIGSTOP) under load: the instances skip
+// its slot and keep admitting from the others, never beyond the limit; when it resumes, the
+// commands it had queued run late, and their grants are never spent.
+func TestLeasedRidesOutAStoppedMaster(t *testing.T) {
+	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{})
+	var a admissions
+	o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Slots: 3, Attempts: 1}
+	lims := instances(t, 5, func() Client {
+		return cl.Client(t, func(o *redis.ClusterOptions) {
+			o.ReadTimeout, o.WriteTimeout, o.MaxRetries = 200*time.Millisecond, 200*time.Millisecond, -1
+		})
+	}, o, &a)
+	key := "merchant:stopped"
+	victim := cl.MasterOf(SlotKey(lims[0], key, 0))
+	victim.Pause()
+	t.Cleanup(func() {
+		if victim.Paused() {
+			victim.Resume()
+		}
+	})
+	errs := hammer(context.Background(), lims, key, fleetWorkers, 3*fleetPeriod, nil)
+	during := a.total()
+	victim.Resume()
+	errs += hammer(context.Background(), lims, key, fleetWorkers, 2*fleetPeriod, nil)
+	require.Positive(t, during, "the other slots kept serving")
+	worst := a.worstWindow(SubMs(lims[0]), lims[0].o.span())
+	require.LessOrEqual(t, worst, int64(fleetRate))
+	t.Logf("%d admitted while stopped, %d in all, %d errors, worst window %d/%d", during, a.total(), errs, worst, fleetRate)
+}

@@ -65,7 +65,8 @@ func (l *Limiter) fromChunk(st *keyState, key string, n int64, ask bool) (Result
 }
 
 // fetch takes a chunk of at least n cells, trying the slots in turn from st.next and
-// skipping those known to be empty, and admits n from it. After a fetch that found every
+// skipping those known to be empty or unreachable, and admits n from it. It returns an
+// error only when no slot it asked answered. After a fetch that found every
 // slot empty, the next asks one slot only (the next in turn): at saturation each instance
 // then probes once per refill instead of once per slot, and the instances, starting at
 // different slots, still cover them all. The caller holds st's turn.
@@ -85,6 +86,8 @@ func (l *Limiter) fetch(ctx context.Context, st *keyState, key string, n int64) 
 	st.mu.Unlock()
 
 	retry := time.Duration(-1)
+	var lastErr error
+	answered := false
 	for i := range tries {
 		j := (start + i) % l.o.Slots
 		st.mu.Lock()
@@ -99,8 +102,13 @@ func (l *Limiter) fetch(ctx context.Context, st *keyState, key string, n int64) 
 		sent := l.o.Clock()
 		r, err := l.take(ctx, key, j, min(want, l.o.budget(j)), n, l.requestID())
 		if err != nil {
-			return Result{RetryAfter: -1}, err
+			// A slot whose master is unreachable is skipped for one sub-window; the
+			// others still serve. Its budget is lost meanwhile (under-admission only).
+			lastErr = err
+			l.markEmpty(st, j, sent, l.sub, 0)
+			continue
 		}
+		answered = true
 		if r.status == "empty" {
 			l.markEmpty(st, j, sent, r.ms, r.resetMs)
 			if r.ms >= 0 && (retry < 0 || ms(r.ms) < retry) {
@@ -111,6 +119,9 @@ func (l *Limiter) fetch(ctx context.Context, st *keyState, key string, n int64) 
 		if res, ok := l.install(st, key, j, sent, r, n); ok {
 			return res, nil
 		}
+	}
+	if lastErr != nil && !answered {
+		return Result{RetryAfter: -1}, lastErr
 	}
 	st.mu.Lock()
 	st.starved = true
