@@ -174,7 +174,8 @@ type Options struct {
 	Prefix string
 	// Clock returns the current time, for chunk deadlines and sync timing. In Leased and
 	// Approximate modes it must advance with real time (a chunk's deadline is measured on it
-	// from the moment its request was sent). Default: time.Now.
+	// from the moment its request was sent). It is called under a key's lock, so it must be
+	// cheap and must not call the Limiter. Default: time.Now.
 	Clock func() time.Time
 	// Logger receives failures that are not returned to a caller. Default: discard.
 	Logger *slog.Logger
