@@ -36,7 +36,7 @@ func (c *Central) Init(ctx context.Context) error {
 	if err := checkDurability(ctx, c.c, c.opts.Logger, c.opts.AllowEviction); err != nil {
 		return err
 	}
-	_, err := c.l.init(ctx, c.c, 0)
+	_, _, err := c.l.init(ctx, c.c, 0)
 	return err
 }
 
@@ -45,7 +45,7 @@ func (c *Central) Init(ctx context.Context) error {
 // never a second permit. The job holds the permit until Release. After an error other than
 // ErrExhausted the job may or may not hold a permit: retry with the same job ID, or Release.
 func (c *Central) Acquire(ctx context.Context, jobID string) (Grant, error) {
-	g, err := c.l.acquire(ctx, c.c, jobID, 0)
+	g, _, err := c.l.acquire(ctx, c.c, jobID, 0)
 	count(&c.stats, g, err)
 	return g, err
 }

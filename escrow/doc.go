@@ -48,19 +48,51 @@
 // # Fencing against old state
 //
 // A ledger restored from an old AOF or RDB file, or a master that lost acknowledged writes in
-// a failover, could re-grant permits it had given away. Each ledger therefore carries a
-// sequence that rises with every grant and transfer step, and every such step copies it to
-// a witness key of that owner ([PoolOptions.Witness], [Pool.WitnessKey]) after the ledger
-// step and before the caller sees success. Every such step first reads the witness and the
-// script refuses, with [ErrFenced], when the ledger's sequence is below it; the ledger then
-// stays fenced until [Pool.Reconcile]. A release, which does not read the witness, leaves
-// the sequence alone, so a ledger that lost writes cannot climb back to its witness through
-// releases and escape the fence. The witness survives what the ledger may lose
-// because it lives elsewhere: in a slot of its own (so on a cluster normally on another
-// master, which does not fail over together with the ledger's master), or, better, on a
-// separate deployment given as PoolOptions.Witness. If ledger and witness are restored
-// together from one old snapshot, fencing cannot see it. Init never re-creates a ledger whose
-// witness shows it existed.
+// a failover, could re-grant permits it had given away. Each ledger therefore keeps a log of
+// its steps (every grant and transfer step), and a witness keeps a chain of the steps it has
+// confirmed ([PoolOptions.Witness], [Pool.WitnessKey]), in a slot on another master.
+//
+// A step ID is a hash over the previous step's ID, the new sequence, the server's time and
+// the step itself, so it commits to the whole history before it: after a restore the ledger
+// may reach the same sequence again, never the same step ID. Every script that changes a
+// ledger returns the ledger's last steps, and the caller has the witness confirm them before
+// it acknowledges anything:
+//
+//   - The witness appends steps only where they pass through the top of its chain with the
+//     same ID, so its chain is one history of the ledger, never two.
+//   - If the chain has moved past the caller's step (other callers confirmed newer steps),
+//     or lags behind it, the caller reads the ledger's log again, after the witness answered.
+//     The ledger must still hold the step, and its sequence must not be below the chain's
+//     top (a healthy ledger only moves forward, and the witness covers only steps the ledger
+//     had made); then the newer steps are confirmed the same way.
+//   - Otherwise the ledger's history is not the confirmed one: it was restored to an earlier
+//     point. The caller marks it fenced and returns [ErrFenced]; the step is never
+//     acknowledged, and the ledger refuses every change until [Pool.Reconcile].
+//
+// The argument. Take an acknowledged step S (a grant, a freeze, an answer about a transfer)
+// and a ledger restored to a point before S. The witness chain holds S's ID: S was confirmed
+// before it was acknowledged. Any later step S' of the restored ledger is on another branch,
+// so its ID, and the ID of every step after it, differs from every ID on the chain. For S' to
+// be confirmed, its run of steps would have to pass through the chain's top with the same ID,
+// which it cannot, or the chain would have to be behind S', which a re-read of the ledger
+// after the witness answered shows as "ledger below the chain" or "step no longer in the
+// ledger". So no step of the restored ledger is acknowledged, whenever the caller read
+// anything: the check never depends on a value read before the ledger state it guards. A
+// caller's read of the witness before its script (the chain's top, passed as the minimum
+// sequence) is only a shortcut: a ledger already below it is fenced before it changes
+// anything. Reconcile repairs the ledger, frees the grants made after its history left the
+// confirmed one (never acknowledged), moves its sequence above every witness of the pool and
+// starts a new chain at that step.
+//
+// A release does not go through the witness: it never creates capacity, and the next grant
+// of a ledger that lost writes is refused as above. The witness survives what the ledger may
+// lose because it lives elsewhere: in a slot half the slot space away from the ledger's (on
+// a cluster whose masters own even ranges, always another master), or, better, on a separate
+// deployment given as PoolOptions.Witness. If ledger and witness are restored together from
+// one old snapshot, fencing cannot see it. Init never re-creates a ledger whose witness shows
+// it existed. The log and the chain keep the last 1024 steps; a caller whose step the ledger
+// has dropped from its log by the time it asks (1024 newer steps, or a Reconcile in between)
+// gets [ErrUnconfirmed] and nothing is acknowledged.
 //
 // # Rebalancing, leases
 //
@@ -74,20 +106,24 @@
 // # Cost
 //
 // A Central acquire or release is one script call. A Pool acquire is three round trips
-// (witness read, the acquire script, witness raise); a release is one. A transfer is three
-// steps of three round trips each. [Pool.Audit] is two pipelined round trips.
+// (witness read, the acquire script, witness confirmation); a release is one. A transfer is
+// three steps of three round trips each. When concurrent callers confirm out of order, a
+// confirmation costs two more round trips (a read of the ledger's log and a second
+// confirmation). [Pool.Audit] is two pipelined round trips.
 //
 // # Key layout
 //
 // With prefix P (default "escrow:"), a Central named L uses P{L}:meta, P{L}:free, P{L}:jobs,
-// P{L}:held (plus the unused P{L}:out and P{L}:in). A Pool named N gives each owner O six keys
-// with the tag {N:O}: meta (hash: seq, fenced, first, last, cap), free (sorted set of permit
-// numbers), jobs (hash job -> "permit:token"), held (hash permit -> job), out (hash T ->
-// JSON record of an outgoing transfer: state, target, k, seq, permits) and in (hash
-// "len(S):S:T" -> JSON record of the incoming transfer T from source S: accepted or refused;
-// a transfer ID is unique per source only). The witness of O is the string
-// P{N:O:w0}:witness (a different slot from the ledger). Transfer records are kept forever, so
-// that any late message about T finds its answer.
+// P{L}:held and P{L}:log (plus the unused P{L}:out and P{L}:in). A Pool named N gives each
+// owner O seven keys with the tag {N:O}: meta (hash: seq, fenced, first, last, cap), free
+// (sorted set of permit numbers), jobs (hash job -> "permit:token"), held (hash permit ->
+// job), out (hash T -> JSON record of an outgoing transfer: state, target, k, seq, permits),
+// in (hash "len(S):S:T" -> JSON record of the incoming transfer T from source S: accepted or
+// refused; a transfer ID is unique per source only) and log (sorted set: step ID scored by
+// the sequence after the step, the last 1024 steps). The witness chain of O is the sorted
+// set P{X}:witness:N:O (step ID scored by sequence, the last 1024 confirmed steps), where X
+// is a short tag of the slot half the slot space away from the ledger's. Transfer records
+// are kept forever, so that any late message about T finds its answer.
 //
 // # What is assumed of Redis
 //

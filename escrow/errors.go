@@ -34,6 +34,11 @@ var (
 	ErrAborted = errors.New("escrow: transfer was aborted")
 	// ErrUnsafeEviction reports a maxmemory-policy that may evict ledger keys.
 	ErrUnsafeEviction = errors.New("escrow: maxmemory-policy may evict ledger keys")
+	// ErrUnconfirmed reports a step that ran on the ledger but that the witness could not
+	// confirm (the ledger's log no longer shows it, or the witness lags too far behind). The
+	// step is not acknowledged: retry the call, or undo it (Release a job that may hold a
+	// permit).
+	ErrUnconfirmed = errors.New("escrow: the witness could not confirm the step")
 	// ErrLayoutMismatch reports a ledger initialised earlier with other permits than the
 	// options now describe.
 	ErrLayoutMismatch = errors.New("escrow: stored ledger does not match the options")

@@ -121,7 +121,7 @@ func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
 
 		p2, err := NewPool(cl.Client(t), opts)
 		require.NoError(t, err)
-		require.NoError(t, p2.Init(ctx))
+		require.ErrorIs(t, p2.Init(ctx), ErrFenced, "Init finds a's ledger behind its witness")
 		_, err = p2.Acquire(ctx, "a", "new")
 		require.ErrorIs(t, err, ErrFenced, "a's ledger lost acknowledged writes and must refuse")
 		_, err = p2.Freeze(ctx, "a", "b", 1, "T3")

@@ -4,8 +4,9 @@
 --   1 meta (hash: seq, fenced, first, last, cap)   2 free (zset permit->permit)
 --   3 jobs (hash job->"permit:token")              4 held (hash permit->job)
 --   5 out  (hash transfer->json)                   6 in   (hash transfer->json)
+--   7 log  (zset step ID->sequence, see step.lua)
 -- ARGV: 1 first, 2 last, 3 capacity, 4 witness sequence (0 when there is no witness yet).
--- Reply: {'created', seq} | {'exists', first, last, cap} | {'missing', 0} | {'invalid', msg}.
+-- Reply: {'created', seq, segment} | {'exists', first, last, cap, segment} | {'missing', 0} | {'invalid', msg}.
 -- Invariant: a ledger is created at most once. A ledger whose witness shows it existed
 -- (witness > 0) is never re-created from its initial range: that would resurrect permits
 -- that were granted or transferred away. It stays missing until Pool.Reconcile.
@@ -16,7 +17,7 @@ if first < 1 or last > cap or first > last or wit < 0 then
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local m = redis.call('HMGET', KEYS[1], 'first', 'last', 'cap')
-  return {'exists', tonumber(m[1]), tonumber(m[2]), tonumber(m[3])}
+  return {'exists', tonumber(m[1]), tonumber(m[2]), tonumber(m[3]), segment(KEYS[7])}
 end
 if wit > 0 then return {'missing', 0} end
 local batch = {}
@@ -30,4 +31,6 @@ for p = first, last do
 end
 if #batch > 0 then redis.call('ZADD', KEYS[2], unpack(batch)) end
 redis.call('HSET', KEYS[1], 'seq', 1, 'fenced', 0, 'first', first, 'last', last, 'cap', cap)
-return {'created', 1}
+redis.call('DEL', KEYS[7])
+log_step(KEYS[7], 1, 'init')
+return {'created', 1, segment(KEYS[7])}

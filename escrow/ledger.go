@@ -22,7 +22,7 @@ type Grant struct {
 	Replayed bool
 }
 
-// ledger addresses the six keys of one ledger. They share one hash tag, so every script
+// ledger addresses the seven keys of one ledger. They share one hash tag, so every script
 // that touches a ledger touches one slot.
 type ledger struct {
 	owner       string
@@ -35,7 +35,7 @@ func newLedger(prefix, tag, owner string, first, last, capacity int) ledger {
 	base := prefix + "{" + tag + "}:"
 	return ledger{
 		owner:    owner,
-		keys:     []string{base + "meta", base + "free", base + "jobs", base + "held", base + "out", base + "in"},
+		keys:     []string{base + "meta", base + "free", base + "jobs", base + "held", base + "out", base + "in", base + "log"},
 		first:    first,
 		last:     last,
 		capacity: capacity,
@@ -61,6 +61,31 @@ func (r reply) str(i int) string {
 	}
 	s, _ := r.vals[i].(string)
 	return s
+}
+
+// step is one entry of a ledger's log: the sequence after the step and the step's ID, which
+// commits to every step before it (see step.lua).
+type step struct {
+	seq int64
+	id  string
+}
+
+// seg decodes the segment of steps at position i of a reply ({seq, id, ...}).
+func (r reply) seg(i int) []step {
+	if i >= len(r.vals) {
+		return nil
+	}
+	return parseSteps(r.vals[i])
+}
+
+func parseSteps(v any) []step {
+	xs, _ := v.([]any)
+	out := make([]step, 0, len(xs)/2)
+	for i := 0; i+1 < len(xs); i += 2 {
+		id, _ := xs[i+1].(string)
+		out = append(out, step{seq: toInt(xs[i]), id: id})
+	}
+	return out
 }
 
 func toInt(v any) int64 {
@@ -102,45 +127,49 @@ func (l ledger) common(r reply, witness int64) error {
 	return nil
 }
 
-func (l ledger) init(ctx context.Context, c redis.Scripter, witness int64) (created bool, err error) {
+// init creates the ledger unless it exists. It returns the ledger's last steps, which the
+// caller has the witness confirm.
+func (l ledger) init(ctx context.Context, c redis.Scripter, witness int64) (created bool, seg []step, err error) {
 	r, err := runScript(ctx, c, initScript, l.keys, l.first, l.last, l.capacity, witness)
 	if err != nil {
-		return false, fmt.Errorf("escrow: init ledger %q: %w", l.owner, err)
+		return false, nil, fmt.Errorf("escrow: init ledger %q: %w", l.owner, err)
 	}
 	switch r.status {
 	case "created":
-		return true, nil
+		return true, r.seg(1), nil
 	case "exists":
 		if int(r.int(0)) != l.first || int(r.int(1)) != l.last || int(r.int(2)) != l.capacity {
-			return false, fmt.Errorf("%w: ledger %q was created with permits %d..%d of %d, options say %d..%d of %d",
+			return false, nil, fmt.Errorf("%w: ledger %q was created with permits %d..%d of %d, options say %d..%d of %d",
 				ErrLayoutMismatch, l.owner, r.int(0), r.int(1), r.int(2), l.first, l.last, l.capacity)
 		}
-		return false, nil
+		return false, r.seg(3), nil
 	}
 	if err := l.common(r, witness); err != nil {
-		return false, err
+		return false, nil, err
 	}
-	return false, fmt.Errorf("escrow: init ledger %q: unexpected reply %q", l.owner, r.status)
+	return false, nil, fmt.Errorf("escrow: init ledger %q: unexpected reply %q", l.owner, r.status)
 }
 
-func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witness int64) (Grant, error) {
+// acquire runs the acquire script. On success it also returns the ledger's last steps, which
+// a Pool has the witness confirm before it acknowledges the grant.
+func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witness int64) (Grant, []step, error) {
 	if job == "" {
-		return Grant{}, fmt.Errorf("%w: empty job ID", ErrInvalid)
+		return Grant{}, nil, fmt.Errorf("%w: empty job ID", ErrInvalid)
 	}
 	r, err := runScript(ctx, c, acquireScript, l.keys, job, witness)
 	if err != nil {
-		return Grant{}, fmt.Errorf("escrow: acquire %q: %w", job, err)
+		return Grant{}, nil, fmt.Errorf("escrow: acquire %q: %w", job, err)
 	}
 	switch r.status {
 	case "ok":
-		return Grant{Owner: l.owner, Permit: int(r.int(0)), Token: r.int(1), Replayed: r.str(2) == "dup"}, nil
+		return Grant{Owner: l.owner, Permit: int(r.int(0)), Token: r.int(1), Replayed: r.str(2) == "dup"}, r.seg(3), nil
 	case "exhausted":
-		return Grant{}, fmt.Errorf("%w (owner %q, job %q)", ErrExhausted, l.owner, job)
+		return Grant{}, nil, fmt.Errorf("%w (owner %q, job %q)", ErrExhausted, l.owner, job)
 	}
 	if err := l.common(r, witness); err != nil {
-		return Grant{}, err
+		return Grant{}, nil, err
 	}
-	return Grant{}, fmt.Errorf("escrow: acquire: unexpected reply %q", r.status)
+	return Grant{}, nil, fmt.Errorf("escrow: acquire: unexpected reply %q", r.status)
 }
 
 func (l ledger) release(ctx context.Context, c redis.Scripter, job string) (bool, error) {

@@ -25,6 +25,7 @@ const (
 type Client interface {
 	redis.Scripter
 	Get(ctx context.Context, key string) *redis.StringCmd
+	ZRangeWithScores(ctx context.Context, key string, start, stop int64) *redis.ZSliceCmd
 	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
 	Pipeline() redis.Pipeliner
 }

@@ -1,6 +1,7 @@
 package escrow
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -49,7 +50,8 @@ func TestDefaultPrefixIsUsedWhenEmpty(t *testing.T) {
 	p, err := NewPool(celebritytest.Standalone(t).Client(t), PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a")})
 	require.NoError(t, err)
 	require.Equal(t, DefaultPrefix+"{p:a}:meta", p.ledgers["a"].keys[0])
-	require.Contains(t, p.WitnessKey("a"), DefaultPrefix+"{p:a:w")
+	require.True(t, strings.HasPrefix(p.WitnessKey("a"), DefaultPrefix+"{"), p.WitnessKey("a"))
+	require.True(t, strings.HasSuffix(p.WitnessKey("a"), "}:witness:p:a"), p.WitnessKey("a"))
 }
 
 // TestPoolRefusesClientsThatReadFromReplicas: a cluster client that routes read-only

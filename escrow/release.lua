@@ -1,6 +1,7 @@
 -- release.lua: free the permit held by a job, once.
 --
--- KEYS: the six keys of one ledger (meta, free, jobs, held, out, in), same hash tag, one slot.
+-- KEYS: the seven keys of one ledger (meta, free, jobs, held, out, in, log), same hash tag,
+--       one slot.
 -- ARGV: 1 job ID (non-empty).
 -- Reply: {'ok', permit} | {'none', 0} (the job holds nothing: already released or never
 --        granted) | {'fenced', seq} | {'missing', 0} | {'invalid', msg}.

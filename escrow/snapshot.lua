@@ -1,6 +1,6 @@
 -- snapshot.lua: read one ledger atomically (read-only).
 --
--- KEYS: the six keys of one ledger (meta, free, jobs, held, out, in), one slot.
+-- KEYS: the seven keys of one ledger (meta, free, jobs, held, out, in, log), one slot.
 -- ARGV: none.
 -- Reply: {exists (0|1), seq, fenced, free permits, held (permit, job, ...), jobs (job,
 --        "permit:token", ...), out (T, json, ...), in (T, json, ...)}.

@@ -1,0 +1,153 @@
+package escrow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
+)
+
+// witnessKey returns the key of the witness chain of the ledger whose first key is
+// ledgerKey. Its hash tag names the slot half the slot space away from the ledger's, so on a
+// cluster whose masters own contiguous ranges of fewer than 8192 slots each (every even split
+// over two or more masters) it lives on another master than the ledger. The key depends on
+// the ledger's key only, never on the topology, so every process agrees on it.
+func witnessKey(prefix, tag, ledgerKey string) string {
+	s := (slot.Of(ledgerKey) + slot.Count/2) % slot.Count
+	return prefix + "{" + slot.TagFor(s) + "}:witness:" + tag
+}
+
+// readWitness returns the highest sequence the witness of owner has confirmed (0 if none).
+func (p *Pool) readWitness(ctx context.Context, owner string) (int64, error) {
+	zs, err := p.w.ZRangeWithScores(ctx, p.witness[owner], -1, -1).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("escrow: read witness of %q: %w", owner, err)
+	}
+	if len(zs) == 0 {
+		return 0, nil
+	}
+	return int64(zs[0].Score), nil
+}
+
+// extend runs witness.lua on owner's chain.
+func (p *Pool) extend(ctx context.Context, owner, mode string, seg []step) (string, int64, error) {
+	args := make([]any, 0, 1+2*len(seg))
+	args = append(args, mode)
+	for _, s := range seg {
+		args = append(args, s.seq, s.id)
+	}
+	r, err := runScript(ctx, p.w, witnessScript, []string{p.witness[owner]}, args...)
+	if err != nil {
+		return "", 0, fmt.Errorf("escrow: witness of %q: %w", owner, err)
+	}
+	return r.status, r.int(0), nil
+}
+
+// tailOf is what tail.lua read of a ledger's log.
+type tailOf struct {
+	seq    int64
+	fenced bool
+	mineID string
+	low    int64
+	steps  []step
+}
+
+func (l ledger) tail(ctx context.Context, c redis.Scripter, top, mine int64) (tailOf, error) {
+	res, err := tailScript.Run(ctx, c, []string{l.keys[0], l.keys[6]}, top, mine).Slice()
+	if err != nil {
+		return tailOf{}, fmt.Errorf("escrow: read log of %q: %w", l.owner, err)
+	}
+	if len(res) != 5 {
+		return tailOf{}, fmt.Errorf("escrow: read log of %q: unexpected reply", l.owner)
+	}
+	id, _ := res[2].(string)
+	return tailOf{seq: toInt(res[0]), fenced: toInt(res[1]) == 1, mineID: id, low: toInt(res[3]), steps: parseSteps(res[4])}, nil
+}
+
+// confirm has owner's witness confirm the ledger's history up to the last step of seg (the
+// state right after a script ran, which holds that script's effect), and returns nil only
+// when the witness chain passes through that step. A step is acknowledged to a caller only
+// after confirm returned nil for it.
+//
+// When the chain has moved past seg (other actors confirmed newer steps) or lags behind it,
+// confirm reads the ledger's log again, after the witness answered: if the ledger no longer
+// holds the step, or is now below the chain's top, it was restored to an earlier point, and
+// confirm fences it. When the witness shows another history than the ledger's, confirm
+// fences the ledger. Either way the step is not acknowledged.
+func (p *Pool) confirm(ctx context.Context, owner string, seg []step) error {
+	if len(seg) == 0 {
+		return fmt.Errorf("escrow: ledger of %q returned no log", owner)
+	}
+	l := p.ledgers[owner]
+	mine := seg[len(seg)-1]
+	for range 4 {
+		status, top, err := p.extend(ctx, owner, "confirm", seg)
+		if err != nil {
+			return err
+		}
+		switch status {
+		case "ok":
+			return nil
+		case "conflict":
+			return p.fence(ctx, owner, mine.seq, top)
+		}
+		t, err := l.tail(ctx, p.c, top, mine.seq)
+		if err != nil {
+			return err
+		}
+		switch {
+		case t.fenced:
+			return &FencedError{Owner: owner, LedgerSeq: t.seq, WitnessSeq: top}
+		case t.mineID != mine.id && t.low != 0 && t.low <= mine.seq:
+			// The log covers the step's sequence with another step (or none): the ledger's
+			// history is no longer the one the step was made in.
+			return p.fence(ctx, owner, t.seq, top)
+		case t.mineID != mine.id:
+			return fmt.Errorf("%w: owner %q, step %d is no longer in the ledger's log", ErrUnconfirmed, owner, mine.seq)
+		case t.seq < top:
+			return p.fence(ctx, owner, t.seq, top)
+		}
+		seg = t.steps
+	}
+	return fmt.Errorf("%w: owner %q, step %d", ErrUnconfirmed, owner, mine.seq)
+}
+
+// confirmCurrent has owner's witness confirm the ledger's current state (Recover does it
+// before it acts on what it read).
+func (p *Pool) confirmCurrent(ctx context.Context, owner string) error {
+	top, err := p.readWitness(ctx, owner)
+	if err != nil {
+		return err
+	}
+	t, err := p.ledgers[owner].tail(ctx, p.c, top, 0)
+	if err != nil {
+		return err
+	}
+	switch {
+	case t.fenced:
+		return &FencedError{Owner: owner, LedgerSeq: t.seq, WitnessSeq: top}
+	case t.seq < top:
+		return p.fence(ctx, owner, t.seq, top)
+	case len(t.steps) == 0:
+		return fmt.Errorf("%w (owner %q)", ErrLedgerMissing, owner)
+	}
+	return p.confirm(ctx, owner, t.steps)
+}
+
+// fence marks owner's ledger fenced and returns the FencedError for it.
+func (p *Pool) fence(ctx context.Context, owner string, seq, top int64) error {
+	l := p.ledgers[owner]
+	r, err := runScript(ctx, p.c, fenceScript, l.keys[:1])
+	if err != nil {
+		return fmt.Errorf("escrow: fence ledger of %q: %w", owner, err)
+	}
+	if r.status == "missing" {
+		return fmt.Errorf("%w (owner %q)", ErrLedgerMissing, owner)
+	}
+	fe := &FencedError{Owner: owner, LedgerSeq: seq, WitnessSeq: top}
+	p.logFenced(fe)
+	return fe
+}
