@@ -241,3 +241,107 @@ func TestTransfersAcrossARestoredTarget(t *testing.T) {
 		require.Equal(t, []int{5, 5}, []int{rep.Owners[0].Free, rep.Owners[1].Free})
 	})
 }
+
+// TestEveryCallAgainstASecondActorAndARestore runs each mutating call of a Pool paused
+// between what it read (the witness) and its script, while a second actor acts on the same
+// ledger. In the "second actor" run the call then resumes against the newer state; in the
+// "restore" run the ledgers' server is first restored from an AOF copy taken before the
+// second actor acted, so the call resumes against a ledger that forgot an acknowledged step.
+// Either way no permit may be in two places, and after a restore no step of the restored
+// ledger may be acknowledged.
+func TestEveryCallAgainstASecondActorAndARestore(t *testing.T) {
+	t.Parallel()
+	type call struct {
+		name   string
+		script *redis.Script
+		setup  func(ctx context.Context, t *testing.T, p *Pool)
+		run    func(ctx context.Context, p *Pool) error
+		second func(ctx context.Context, p *Pool) error
+		at     string // the owner the second actor acts at
+		// restored is what run returns after the restore (nil: the call does not read the
+		// witness, and the ledger is fenced at the next step instead).
+		restored error
+	}
+	acquireAt := func(owner string) func(ctx context.Context, p *Pool) error {
+		return func(ctx context.Context, p *Pool) error { _, err := p.Acquire(ctx, owner, "victim"); return err }
+	}
+	freezeT := func(ctx context.Context, t *testing.T, p *Pool) {
+		_, err := p.Freeze(ctx, "a", "b", 2, "T")
+		require.NoError(t, err)
+	}
+	calls := []call{
+		{name: "Acquire", script: acquireScript, second: acquireAt("a"), restored: ErrFenced,
+			run: func(ctx context.Context, p *Pool) error { _, err := p.Acquire(ctx, "a", "late"); return err }},
+		{name: "Freeze", script: freezeScript, second: acquireAt("a"), restored: ErrFenced,
+			run: func(ctx context.Context, p *Pool) error { _, err := p.Freeze(ctx, "a", "b", 1, "L"); return err }},
+		{name: "Deliver", script: acceptScript, setup: freezeT, second: acquireAt("b"), at: "b", restored: ErrFenced,
+			run: func(ctx context.Context, p *Pool) error {
+				return p.Deliver(ctx, Frozen{ID: "T", From: "a", To: "b", Permits: []int{1, 2}, Seq: 2})
+			}},
+		{name: "Complete", script: settleScript, second: acquireAt("a"), restored: ErrFenced,
+			setup: func(ctx context.Context, t *testing.T, p *Pool) {
+				f, err := p.Freeze(ctx, "a", "b", 2, "T")
+				require.NoError(t, err)
+				require.NoError(t, p.Deliver(ctx, f))
+			},
+			run: func(ctx context.Context, p *Pool) error { return p.Complete(ctx, "a", "T") }},
+		{name: "Cancel", script: refuseScript, setup: freezeT, second: acquireAt("b"), at: "b", restored: ErrFenced,
+			run: func(ctx context.Context, p *Pool) error { return p.Cancel(ctx, "a", "T") }},
+		{name: "Release", script: releaseScript, second: acquireAt("a"), restored: nil,
+			setup: func(ctx context.Context, t *testing.T, p *Pool) {
+				_, err := p.Acquire(ctx, "a", "late")
+				require.NoError(t, err)
+			},
+			run: func(ctx context.Context, p *Pool) error { return p.Release(ctx, "a", "late") }},
+	}
+	for _, c := range calls {
+		for _, restore := range []bool{false, true} {
+			name := c.name + "/second actor"
+			if restore {
+				name = c.name + "/restore"
+			}
+			t.Run(name, func(t *testing.T) {
+				ctx := testCtx(t)
+				srv, opts, p := restoredPool(t)
+				if c.setup != nil {
+					c.setup(ctx, t, p)
+				}
+				snap := srv.Snapshot(t)
+				paused, g := pausedPool(t, srv.Client(t), opts, c.script)
+				done := make(chan error, 1)
+				go func() { done <- c.run(ctx, paused) }()
+				<-g.reached
+				require.NoError(t, c.second(ctx, p))
+				if restore {
+					srv.RestoreSnapshot(t, snap)
+				}
+				g.open()
+				err := <-done
+				if !restore {
+					require.NoError(t, err)
+					_, err := p.Recover(ctx)
+					require.NoError(t, err)
+					requireClean(t, p)
+					return
+				}
+				if c.restored != nil {
+					require.ErrorIs(t, err, c.restored)
+				}
+				at := c.at
+				if at == "" {
+					at = "a"
+				}
+				_, err = p.Acquire(ctx, at, "after")
+				require.ErrorIs(t, err, ErrFenced, "%s's ledger forgot an acknowledged step", at)
+				for _, o := range p.Owners() {
+					if err := p.Reconcile(ctx, o); err != nil {
+						require.ErrorContains(t, err, "not fenced")
+					}
+				}
+				_, err = p.Recover(ctx)
+				require.NoError(t, err)
+				requireClean(t, p)
+			})
+		}
+	}
+}

@@ -94,6 +94,30 @@
 // has dropped from its log by the time it asks (1024 newer steps, or a Reconcile in between)
 // gets [ErrUnconfirmed] and nothing is acknowledged.
 //
+// # Actors and how the tests cover them
+//
+// The actors are: callers (jobs acquiring and releasing, processes running transfer steps,
+// Recover and Reconcile), each of which may pause between what it read and what it writes,
+// or die; the ledgers' servers, which may lose acknowledged writes (an AOF restore to an
+// earlier point, a failover); the witness; and the network, which may lose a reply after the
+// command ran. The package's tests drive real redis-server processes, real AOF copies
+// restored with a restart, and a second client whose next command is held back:
+//
+//   - every mutating call (Acquire, Release, Freeze, Deliver, Complete, Cancel), paused
+//     between its witness read and its script while a second actor acts on the same ledger,
+//     then resumed against the newer state, and again after the ledger's server was restored
+//     to a point before the second actor's step (TestEveryCallAgainstASecondActorAndARestore,
+//     TestStaleWitnessReadCannotRegrantAfterRestore, TestStaleWitnessReadCannotFreezeAGrantedPermit);
+//   - a target's master restored under a refusal the source acted on, and under an accept
+//     whose permits moved on, then Reconcile and Recover (TestTransfersAcrossARestoredTarget);
+//   - a ledger restored from an old AOF, and a failover that loses acknowledged writes
+//     (TestLedgerRestoredFromAnOldAOFIsFenced, TestFailoverAfterAcknowledgedFreeze);
+//   - a reply lost after every transfer step, and a process gone after every step, then
+//     Recover from another process (TestCrashAfterEachTransferStepThenRecover and the lost
+//     reply tests);
+//   - concurrent acquirers and transfers against one audit, and a model-based run of random
+//     operations (concurrent_test.go, model_test.go).
+//
 // # Rebalancing, leases
 //
 // [Rebalancer] is an optional policy object: each pass settles pending transfers, then moves
