@@ -33,7 +33,7 @@ func NewCentral(client Client, opts CentralOptions) (*Central, error) {
 // permits 1..Capacity if it does not exist. It is idempotent and safe to run from every
 // process. A ledger created earlier with another capacity is reported as ErrLayoutMismatch.
 func (c *Central) Init(ctx context.Context) error {
-	if err := checkDurability(ctx, c.c, c.opts.Logger, c.opts.AllowEviction); err != nil {
+	if err := checkDurability(ctx, c.c, c.opts.Logger, c.opts.AllowEviction, c.opts.AllowWeakDurability); err != nil {
 		return err
 	}
 	_, _, err := c.l.init(ctx, c.c, 0)

@@ -14,7 +14,7 @@ import (
 
 func newTestCentral(t testing.TB, c Client, capacity int) *Central {
 	t.Helper()
-	cl, err := NewCentral(c, CentralOptions{Name: "limit", Capacity: capacity, Prefix: celebritytest.Prefix(t)})
+	cl, err := NewCentral(c, CentralOptions{Name: "limit", Capacity: capacity, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true})
 	require.NoError(t, err)
 	require.NoError(t, cl.Init(testCtx(t)))
 	return cl
@@ -125,17 +125,17 @@ func TestCentralInitRefusesAnotherCapacity(t *testing.T) {
 	ctx := testCtx(t)
 	c := celebritytest.Standalone(t).Client(t)
 	prefix := celebritytest.Prefix(t)
-	a, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: prefix})
+	a, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: prefix, AllowWeakDurability: true})
 	require.NoError(t, err)
 	require.NoError(t, a.Init(ctx))
 	require.NoError(t, a.Init(ctx), "Init is idempotent")
-	b, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 4, Prefix: prefix})
+	b, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 4, Prefix: prefix, AllowWeakDurability: true})
 	require.NoError(t, err)
 	require.ErrorIs(t, b.Init(ctx), ErrLayoutMismatch)
 }
 
 func TestAcquireWithoutLedgerReportsMissing(t *testing.T) {
-	cl, err := NewCentral(celebritytest.Standalone(t).Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t)})
+	cl, err := NewCentral(celebritytest.Standalone(t).Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true})
 	require.NoError(t, err)
 	_, err = cl.Acquire(testCtx(t), "job")
 	require.True(t, errors.Is(err, ErrLedgerMissing), "got %v", err)

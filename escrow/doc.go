@@ -153,16 +153,20 @@
 //
 // Strict mode assumes that an acknowledged write is never lost: AOF with appendfsync always,
 // and an eviction policy that cannot delete ledger keys (noeviction, or a volatile-* policy,
-// since ledger keys have no TTL). [Central.Init] and [Pool.Init] read maxmemory-policy with
+// since ledger keys have no TTL). [Central.Init] and [Pool.Init] read the settings with
 // CONFIG GET on every master and refuse an evicting policy with [ErrUnsafeEviction] unless
-// AllowEviction is set; they log a warning when AOF is not "always". Managed Redis often
-// forbids CONFIG; a server that answers CONFIG GET with an error is tolerated with a
-// warning, and the check becomes the operator's duty. Replication is asynchronous: a failover
-// can lose acknowledged writes; the package does not call WAIT. On a Pool such a loss puts the
-// ledger behind its witness and it is fenced; on a Central it is not detected (there is no
-// witness), so a Central needs a durable single master. Reads must reach masters: NewPool
-// refuses a cluster client that routes reads to replicas (ReadOnly, RouteByLatency,
-// RouteRandomly), since a lagging replica would show an old witness.
+// AllowEviction is set, and a server without appendonly yes and appendfsync always with
+// [ErrWeakDurability] unless AllowWeakDurability is set (then they log a warning to Logger,
+// if any). Managed Redis often forbids CONFIG; such a server is refused the same way, since
+// its settings cannot be checked, until the host vouches for it with AllowWeakDurability.
+// [Pool.Init] also refuses, with [ErrSharedWitness] unless AllowSharedWitness is set, a
+// witness that shares a server with its ledger: a standalone client without a separate
+// Witness, or a cluster whose slot map puts a witness on its ledger's master. Replication is
+// asynchronous: a failover can lose acknowledged writes; the package does not call WAIT. On
+// a Pool such a loss puts the ledger behind its witness and it is fenced; on a Central it is
+// not detected (there is no witness), so a Central needs a durable single master. Reads must
+// reach masters: NewPool refuses a cluster client that routes reads to replicas (ReadOnly,
+// RouteByLatency, RouteRandomly), since a lagging replica would show an old witness.
 //
 // # Example
 //

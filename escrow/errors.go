@@ -32,6 +32,14 @@ var (
 	ErrRefused = errors.New("escrow: transfer refused by the target")
 	// ErrAborted reports that the transfer was already aborted at the source.
 	ErrAborted = errors.New("escrow: transfer was aborted")
+	// ErrWeakDurability reports a server that does not keep every acknowledged write
+	// (appendonly yes with appendfsync always), or whose settings Init cannot read (CONFIG GET
+	// refused). Init returns it unless AllowWeakDurability is set.
+	ErrWeakDurability = errors.New("escrow: server may lose acknowledged writes")
+	// ErrSharedWitness reports a witness on the same server (or cluster master) as the ledger
+	// it watches: a restore or failover of that server rolls both back together, and fencing
+	// cannot see it. Pool.Init returns it unless PoolOptions.AllowSharedWitness is set.
+	ErrSharedWitness = errors.New("escrow: witness shares a server with its ledger")
 	// ErrUnsafeEviction reports a maxmemory-policy that may evict ledger keys.
 	ErrUnsafeEviction = errors.New("escrow: maxmemory-policy may evict ledger keys")
 	// ErrUnconfirmed reports a step that ran on the ledger but that the witness could not

@@ -342,7 +342,7 @@ func TestModelEveryPermitInExactlyOnePlace(t *testing.T) {
 		m := &escrowMachine{
 			t: rt, c: c, faulty: faulty, inj: inj, ctxTest: t, drops: inj.Dropped(),
 			opts: PoolOptions{Name: "m", Prefix: fmt.Sprint(base, runs.Add(1), ":"), Capacity: 10,
-				Owners: []Owner{{"a", 1, 4}, {"b", 5, 7}, {"c", 8, 10}}},
+				Owners: []Owner{{"a", 1, 4}, {"b", 5, 7}, {"c", 8, 10}}, AllowWeakDurability: true, AllowSharedWitness: true},
 			free:   map[string]int{"a": 4, "b": 3, "c": 3},
 			jobs:   map[string]heldJob{},
 			pend:   map[string]*pending{},

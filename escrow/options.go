@@ -46,8 +46,12 @@ type CentralOptions struct {
 	// Prefix is prepended to every key. Default: DefaultPrefix.
 	Prefix string
 	// AllowEviction skips the refusal of a maxmemory-policy that could evict ledger keys.
-	// Default: false (New fails with ErrUnsafeEviction on such a policy).
+	// Default: false (Init fails with ErrUnsafeEviction on such a policy).
 	AllowEviction bool
+	// AllowWeakDurability lets Init accept a server without appendonly yes and appendfsync
+	// always, or one that refuses CONFIG GET (then the operator vouches for it); Init then
+	// only logs a warning to Logger. Default: false (Init fails with ErrWeakDurability).
+	AllowWeakDurability bool
 	// Logger receives warnings (for example when CONFIG GET is forbidden). Default: none.
 	Logger *slog.Logger
 }
@@ -71,16 +75,28 @@ type PoolOptions struct {
 	Owners []Owner
 	// Prefix is prepended to every key. Default: DefaultPrefix.
 	Prefix string
-	// Witness stores the witness keys (the rising sequence of every ledger). It should be a
+	// Witness stores the witness chains (the confirmed steps of every ledger). It should be a
 	// deployment that does not share fate with the ledgers: another Redis server or cluster.
-	// Default: the pool's own client, where each witness key lives in a slot of its own,
-	// so on a cluster it usually sits on another master than the ledger it watches.
+	// Default: the pool's own client, where each witness key lives in the slot half the slot
+	// space away from its ledger's, so on a cluster whose masters own even slot ranges it is
+	// on another master; Init checks that against the cluster's slot map. On a standalone
+	// server the default shares the ledgers' fate, and Init refuses it (ErrSharedWitness)
+	// unless AllowSharedWitness is set.
 	// Neither client may read from replicas (a cluster client with ReadOnly, RouteByLatency
 	// or RouteRandomly is refused): a lagging replica shows an old witness.
 	Witness Client
 	// AllowEviction skips the refusal of a maxmemory-policy that could evict ledger keys.
-	// Default: false (New fails with ErrUnsafeEviction on such a policy).
+	// Default: false (Init fails with ErrUnsafeEviction on such a policy).
 	AllowEviction bool
+	// AllowWeakDurability lets Init accept a server without appendonly yes and appendfsync
+	// always, or one that refuses CONFIG GET (then the operator vouches for it); Init then
+	// only logs a warning to Logger. Default: false (Init fails with ErrWeakDurability).
+	AllowWeakDurability bool
+	// AllowSharedWitness lets Init accept witnesses that share a server with their ledgers:
+	// a standalone client without a separate Witness, or a cluster slot layout that puts a
+	// witness on its ledger's master. Fencing then cannot see a restore or failover of that
+	// server. Default: false (Init fails with ErrSharedWitness).
+	AllowSharedWitness bool
 	// Logger receives warnings (CONFIG GET forbidden, fenced ledgers). Default: none.
 	Logger *slog.Logger
 }

@@ -79,14 +79,17 @@ func (p *Pool) WitnessKey(owner string) string { return p.witness[owner] }
 // Likewise a ledger found behind its witness is fenced and reported (ErrFenced) while the
 // others are initialised. Init is idempotent and safe to run from every process.
 func (p *Pool) Init(ctx context.Context) error {
-	if err := checkDurability(ctx, p.c, p.opts.Logger, p.opts.AllowEviction); err != nil {
+	if err := checkDurability(ctx, p.c, p.opts.Logger, p.opts.AllowEviction, p.opts.AllowWeakDurability); err != nil {
 		return err
 	}
 	if p.opts.Witness != nil {
-		// An evicted witness reads as 0 and silently weakens fencing.
-		if err := checkDurability(ctx, p.opts.Witness, p.opts.Logger, p.opts.AllowEviction); err != nil {
+		// An evicted witness reads as empty and silently weakens fencing.
+		if err := checkDurability(ctx, p.opts.Witness, p.opts.Logger, p.opts.AllowEviction, p.opts.AllowWeakDurability); err != nil {
 			return fmt.Errorf("escrow: witness: %w", err)
 		}
+	}
+	if err := p.checkPlacement(ctx); err != nil {
+		return err
 	}
 	var lost []error
 	for _, name := range p.order {

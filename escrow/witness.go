@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -150,4 +151,63 @@ func (p *Pool) fence(ctx context.Context, owner string, seq, top int64) error {
 	fe := &FencedError{Owner: owner, LedgerSeq: seq, WitnessSeq: top}
 	p.logFenced(fe)
 	return fe
+}
+
+// checkPlacement checks that no witness shares a server with its ledger: a separate Witness
+// client on another server passes; the pool's own cluster client passes when the slot map
+// puts every witness on another master than its ledger; a standalone client without a
+// separate Witness never does. A failure is ErrSharedWitness unless AllowSharedWitness is
+// set, in which case it is logged as a warning.
+func (p *Pool) checkPlacement(ctx context.Context) error {
+	var shared []string
+	switch wc := p.w.(type) {
+	case *redis.ClusterClient:
+		m, err := slot.Load(ctx, wc)
+		if err != nil {
+			return fmt.Errorf("escrow: read the cluster's slot map: %w", err)
+		}
+		same := p.opts.Witness == nil || sameAddrs(p.c, p.w)
+		for _, name := range p.order {
+			wm := m.MasterOfKey(p.witness[name])
+			if same && wm == m.MasterOfKey(p.ledgers[name].keys[0]) {
+				shared = append(shared, fmt.Sprintf("owner %q (both on %s)", name, wm))
+			}
+		}
+	default:
+		if p.opts.Witness == nil || sameAddrs(p.c, p.w) {
+			shared = append(shared, "every owner (the witness client is the ledgers' server)")
+		}
+	}
+	if len(shared) == 0 {
+		return nil
+	}
+	if p.opts.AllowSharedWitness {
+		if p.opts.Logger != nil {
+			p.opts.Logger.Warn("escrow: witnesses share a server with their ledgers; a restore of that server cannot be fenced", "owners", shared)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: %s; give PoolOptions.Witness on another server, or set AllowSharedWitness", ErrSharedWitness, strings.Join(shared, ", "))
+}
+
+// sameAddrs reports whether two clients reach the same servers (by their seed addresses).
+func sameAddrs(a, b Client) bool {
+	addrs := func(c Client) []string {
+		switch x := c.(type) {
+		case *redis.Client:
+			return []string{x.Options().Addr}
+		case *redis.ClusterClient:
+			return x.Options().Addrs
+		}
+		return nil
+	}
+	aa, bb := addrs(a), addrs(b)
+	for _, x := range aa {
+		for _, y := range bb {
+			if x == y {
+				return true
+			}
+		}
+	}
+	return false
 }
