@@ -20,7 +20,9 @@ var (
 	ErrInsufficient = errors.New("escrow: not enough free permits for the transfer")
 	// ErrUnknownOwner reports an owner name that is not part of the pool.
 	ErrUnknownOwner = errors.New("escrow: unknown owner")
-	// ErrInvalid reports bad input (empty IDs, k out of range, a transfer to itself).
+	// ErrInvalid reports bad input or bad options (empty, huge or non-UTF-8 IDs and names,
+	// names with '{', '}' or ':', k out of range, a transfer to itself). The message names
+	// the field and the allowed range; nothing is changed.
 	ErrInvalid = errors.New("escrow: invalid argument")
 	// ErrConflict reports that an ID is reused for a different operation (a transfer ID with
 	// other parameters, or permits that already exist at the target).

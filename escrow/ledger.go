@@ -153,8 +153,8 @@ func (l ledger) init(ctx context.Context, c redis.Scripter, witness int64) (crea
 // acquire runs the acquire script. On success it also returns the ledger's last steps, which
 // a Pool has the witness confirm before it acknowledges the grant.
 func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witness int64) (Grant, []step, error) {
-	if job == "" {
-		return Grant{}, nil, fmt.Errorf("%w: empty job ID", ErrInvalid)
+	if err := checkID("job ID", job); err != nil {
+		return Grant{}, nil, err
 	}
 	r, err := runScript(ctx, c, acquireScript, l.keys, job, witness)
 	if err != nil {
@@ -173,8 +173,8 @@ func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witne
 }
 
 func (l ledger) release(ctx context.Context, c redis.Scripter, job string) (bool, error) {
-	if job == "" {
-		return false, fmt.Errorf("%w: empty job ID", ErrInvalid)
+	if err := checkID("job ID", job); err != nil {
+		return false, err
 	}
 	r, err := runScript(ctx, c, releaseScript, l.keys, job)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -18,6 +19,10 @@ const (
 	MaxCapacity = 100000
 	// MaxOwners is the largest number of owners in a pool.
 	MaxOwners = 1024
+	// MaxNameLen is the longest pool, owner or limit name, in bytes.
+	MaxNameLen = 200
+	// MaxIDLen is the longest job or transfer ID, in bytes.
+	MaxIDLen = 1024
 )
 
 // Client is the part of a go-redis client the package uses. Both *redis.Client and
@@ -38,8 +43,8 @@ var (
 
 // CentralOptions configures a Central limiter.
 type CentralOptions struct {
-	// Name identifies the limit; it becomes the hash tag of every key. Required; it must not
-	// contain '{' or '}'.
+	// Name identifies the limit; it becomes the hash tag of every key. Required: valid UTF-8,
+	// at most MaxNameLen bytes, without '{', '}' or ':'.
 	Name string
 	// Capacity is the number of permits, numbered 1..Capacity. Required: 1..MaxCapacity.
 	Capacity int
@@ -58,7 +63,8 @@ type CentralOptions struct {
 
 // Owner names one owner of a partitioned pool and the permits it holds at creation.
 type Owner struct {
-	// Name identifies the owner; non-empty, without '{' or '}'.
+	// Name identifies the owner. Required: valid UTF-8, at most MaxNameLen bytes, without
+	// '{', '}' or ':' (so no two pool and owner names share a hash tag).
 	Name string
 	// First and Last are the inclusive range of permit numbers the owner starts with.
 	First, Last int
@@ -66,7 +72,8 @@ type Owner struct {
 
 // PoolOptions configures a partitioned Pool.
 type PoolOptions struct {
-	// Name identifies the pool. Required; it must not contain '{' or '}'.
+	// Name identifies the pool. Required: valid UTF-8, at most MaxNameLen bytes, without '{',
+	// '}' or ':'.
 	Name string
 	// Capacity is the number of permits, numbered 1..Capacity. Required: 1..MaxCapacity.
 	Capacity int
@@ -101,19 +108,42 @@ type PoolOptions struct {
 	Logger *slog.Logger
 }
 
-func checkName(pkgField, v string) error {
-	if v == "" {
-		return fmt.Errorf("escrow: %s must not be empty", pkgField)
+// checkName refuses a pool, owner or limit name that could not name its keys unambiguously:
+// a name becomes part of a hash tag ("{pool:owner}"), so '{', '}' and ':' are refused (with
+// ':' allowed, pool "x:y" with owner "z" and pool "x" with owner "y:z" would share a ledger),
+// and so is anything that is not valid UTF-8 (transfer records are JSON, which would replace
+// such bytes) or longer than MaxNameLen bytes.
+func checkName(field, v string) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("%w: %s must not be empty", ErrInvalid, field)
+	case len(v) > MaxNameLen:
+		return fmt.Errorf("%w: %s must be at most %d bytes, got %d", ErrInvalid, field, MaxNameLen, len(v))
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: %s must be valid UTF-8, got %q", ErrInvalid, field, v)
+	case strings.ContainsAny(v, "{}:"):
+		return fmt.Errorf("%w: %s must not contain '{', '}' or ':', got %q", ErrInvalid, field, v)
 	}
-	if strings.ContainsAny(v, "{}") {
-		return fmt.Errorf("escrow: %s must not contain '{' or '}', got %q", pkgField, v)
+	return nil
+}
+
+// checkID refuses a job or transfer ID that is empty, not valid UTF-8 (Reconcile's plans
+// and transfer records are JSON) or longer than MaxIDLen bytes.
+func checkID(field, v string) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("%w: empty %s", ErrInvalid, field)
+	case len(v) > MaxIDLen:
+		return fmt.Errorf("%w: %s must be at most %d bytes, got %d", ErrInvalid, field, MaxIDLen, len(v))
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: %s must be valid UTF-8, got %q", ErrInvalid, field, v)
 	}
 	return nil
 }
 
 func checkCapacity(field string, c int) error {
 	if c < 1 || c > MaxCapacity {
-		return fmt.Errorf("escrow: %s must be 1..%d, got %d", field, MaxCapacity, c)
+		return fmt.Errorf("%w: %s must be 1..%d, got %d", ErrInvalid, field, MaxCapacity, c)
 	}
 	return nil
 }
@@ -129,7 +159,7 @@ func (o *CentralOptions) validate() error {
 		o.Prefix = DefaultPrefix
 	}
 	if strings.ContainsAny(o.Prefix, "{}") {
-		return fmt.Errorf("escrow: CentralOptions.Prefix must not contain '{' or '}', got %q", o.Prefix)
+		return fmt.Errorf("%w: CentralOptions.Prefix must not contain '{' or '}', got %q", ErrInvalid, o.Prefix)
 	}
 	return nil
 }
@@ -145,10 +175,10 @@ func (o *PoolOptions) validate() error {
 		o.Prefix = DefaultPrefix
 	}
 	if strings.ContainsAny(o.Prefix, "{}") {
-		return fmt.Errorf("escrow: PoolOptions.Prefix must not contain '{' or '}', got %q", o.Prefix)
+		return fmt.Errorf("%w: PoolOptions.Prefix must not contain '{' or '}', got %q", ErrInvalid, o.Prefix)
 	}
 	if n := len(o.Owners); n < 1 || n > MaxOwners {
-		return fmt.Errorf("escrow: PoolOptions.Owners must hold 1..%d owners, got %d", MaxOwners, n)
+		return fmt.Errorf("%w: PoolOptions.Owners must hold 1..%d owners, got %d", ErrInvalid, MaxOwners, n)
 	}
 	seen := make(map[string]bool, len(o.Owners))
 	for i, ow := range o.Owners {
@@ -156,11 +186,11 @@ func (o *PoolOptions) validate() error {
 			return err
 		}
 		if seen[ow.Name] {
-			return fmt.Errorf("escrow: PoolOptions.Owners[%d].Name %q is used twice", i, ow.Name)
+			return fmt.Errorf("%w: PoolOptions.Owners[%d].Name %q is used twice", ErrInvalid, i, ow.Name)
 		}
 		seen[ow.Name] = true
 		if ow.First < 1 || ow.Last > o.Capacity || ow.First > ow.Last {
-			return fmt.Errorf("escrow: PoolOptions.Owners[%d] range must satisfy 1 <= First <= Last <= Capacity (%d), got %d..%d",
+			return fmt.Errorf("%w: PoolOptions.Owners[%d] range must satisfy 1 <= First <= Last <= Capacity (%d), got %d..%d", ErrInvalid,
 				i, o.Capacity, ow.First, ow.Last)
 		}
 	}
@@ -169,16 +199,16 @@ func (o *PoolOptions) validate() error {
 	next := 1
 	for _, r := range ranges {
 		if r.First < next {
-			return fmt.Errorf("escrow: PoolOptions.Owners ranges overlap: owner %q starts at %d, permit %d is already owned",
+			return fmt.Errorf("%w: PoolOptions.Owners ranges overlap: owner %q starts at %d, permit %d is already owned", ErrInvalid,
 				r.Name, r.First, r.First)
 		}
 		if r.First > next {
-			return fmt.Errorf("escrow: PoolOptions.Owners ranges leave permits %d..%d without an owner", next, r.First-1)
+			return fmt.Errorf("%w: PoolOptions.Owners ranges leave permits %d..%d without an owner", ErrInvalid, next, r.First-1)
 		}
 		next = r.Last + 1
 	}
 	if next != o.Capacity+1 {
-		return fmt.Errorf("escrow: PoolOptions.Owners ranges leave permits %d..%d without an owner", next, o.Capacity)
+		return fmt.Errorf("%w: PoolOptions.Owners ranges leave permits %d..%d without an owner", ErrInvalid, next, o.Capacity)
 	}
 	return nil
 }

@@ -39,7 +39,8 @@ func TestBadOptionsAreRefusedWithTheFieldNamed(t *testing.T) {
 		})
 	}
 	_, err := NewCentral(c, CentralOptions{Name: "c", Capacity: 0})
-	require.ErrorContains(t, err, "escrow: CentralOptions.Capacity must be 1..100000, got 0")
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, "CentralOptions.Capacity must be 1..100000, got 0")
 	_, err = NewCentral(nil, CentralOptions{Name: "c", Capacity: 1})
 	require.Error(t, err)
 	_, err = NewPool(c, PoolOptions{Name: "p", Capacity: 10, Owners: owners(10, "a", "b"), Prefix: "x{"})

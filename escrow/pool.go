@@ -137,8 +137,8 @@ func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) 
 	if err != nil {
 		return Grant{}, err
 	}
-	if jobID == "" {
-		return Grant{}, fmt.Errorf("%w: empty job ID", ErrInvalid)
+	if err := checkID("job ID", jobID); err != nil {
+		return Grant{}, err
 	}
 	w, err := p.readWitness(ctx, owner)
 	if err != nil {

@@ -31,9 +31,10 @@ func (p *Pool) checkTransfer(from, to string, k int, id string) (ledger, ledger,
 	if err != nil {
 		return ledger{}, ledger{}, err
 	}
+	if err := checkID("transfer ID", id); err != nil {
+		return ledger{}, ledger{}, err
+	}
 	switch {
-	case id == "":
-		return ledger{}, ledger{}, fmt.Errorf("%w: empty transfer ID", ErrInvalid)
 	case from == to:
 		return ledger{}, ledger{}, fmt.Errorf("%w: transfer from %q to itself", ErrInvalid, from)
 	case k < 1 || k > p.opts.Capacity:
@@ -158,8 +159,8 @@ func (p *Pool) settle(ctx context.Context, from, id, op string) error {
 	if err != nil {
 		return err
 	}
-	if id == "" {
-		return fmt.Errorf("%w: empty transfer ID", ErrInvalid)
+	if err := checkID("transfer ID", id); err != nil {
+		return err
 	}
 	w, err := p.readWitness(ctx, from)
 	if err != nil {
@@ -249,8 +250,8 @@ func (p *Pool) Cancel(ctx context.Context, from, id string) error {
 	if err != nil {
 		return err
 	}
-	if id == "" {
-		return fmt.Errorf("%w: empty transfer ID", ErrInvalid)
+	if err := checkID("transfer ID", id); err != nil {
+		return err
 	}
 	snap, err := src.snapshot(ctx, p.c)
 	if err != nil {
