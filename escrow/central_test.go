@@ -134,6 +134,38 @@ func TestCentralInitRefusesAnotherCapacity(t *testing.T) {
 	require.ErrorIs(t, b.Init(ctx), ErrLayoutMismatch)
 }
 
+// TestLostCentralIsNotRecreatedUntilRestored: after FLUSHALL on the ledger's server, a
+// Central whose witness is elsewhere does not come back with every permit free while its old
+// holders run; the operator's RestoreLost brings it back, with tokens above the old ones.
+func TestLostCentralIsNotRecreatedUntilRestored(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
+	opts := CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true,
+		Witness: celebritytest.Standalone(t).Client(t)}
+	cl, err := NewCentral(srv.Client(t), opts)
+	require.NoError(t, err)
+	require.NoError(t, cl.Init(ctx))
+	old, err := cl.Acquire(ctx, "old-holder")
+	require.NoError(t, err)
+	require.NoError(t, srv.Client(t).FlushAll(ctx).Err())
+
+	again, err := NewCentral(srv.Client(t), opts) // a restarted process
+	require.NoError(t, err)
+	require.ErrorIs(t, again.Init(ctx), ErrLedgerMissing)
+	_, err = again.Acquire(ctx, "new")
+	require.ErrorIs(t, err, ErrLedgerMissing)
+
+	require.NoError(t, again.RestoreLost(ctx))
+	require.ErrorIs(t, again.RestoreLost(ctx), ErrConflict, "only a lost ledger is re-created")
+	require.NoError(t, again.Init(ctx))
+	g, err := again.Acquire(ctx, "new")
+	require.NoError(t, err)
+	require.Greater(t, g.Token, old.Token)
+	require.Equal(t, uint64(3), again.Stats().Restored)
+	require.Equal(t, 2, requireClean(t, again).Free)
+}
+
 func TestAcquireWithoutLedgerReportsMissing(t *testing.T) {
 	cl, err := NewCentral(celebritytest.Standalone(t).Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true})
 	require.NoError(t, err)

@@ -90,7 +90,11 @@
 // a cluster whose masters own even ranges, always another master), or, better, on a separate
 // deployment given as PoolOptions.Witness. If ledger and witness are restored together from
 // one old snapshot, fencing cannot see it. Init never re-creates a ledger whose witness shows
-// it existed. The log and the chain keep the last 1024 steps; a caller whose step the ledger
+// it existed; a Central keeps a marker of its ledger for that ([CentralOptions.Witness]).
+// Capacity that no ledger holds any more (a lost ledger, grants a restore forgot) stays out
+// until an operator who has confirmed that the old holders are gone calls
+// [Pool.RestoreLost] or [Central.RestoreLost]: one explicit call, recorded in the ledger and
+// logged, whose grants carry tokens above every older one. The log and the chain keep the last 1024 steps; a caller whose step the ledger
 // has dropped from its log by the time it asks (1024 newer steps, or a Reconcile in between)
 // gets [ErrUnconfirmed] and nothing is acknowledged.
 //

@@ -60,7 +60,7 @@ func TestNamesThatCouldAliasOrBeMangledAreRefused(t *testing.T) {
 // TestTransferOfMostOfAFullCapacityPool moves 90,000 permits in one transfer (Lua's unpack
 // limit is about 8,000 arguments), and a rebalancer accepts such a batch.
 func TestTransferOfMostOfAFullCapacityPool(t *testing.T) {
-	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+	func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: MaxCapacity, Owners: []Owner{{"a", 1, 95000}, {"b", 95001, MaxCapacity}}})
 		require.NoError(t, p.Transfer(ctx, "a", "b", 90000, "big"))
@@ -74,7 +74,7 @@ func TestTransferOfMostOfAFullCapacityPool(t *testing.T) {
 		g, err := p.Acquire(ctx, "b", "job")
 		require.NoError(t, err)
 		require.Equal(t, 1, g.Permit, "b grants the lowest permit, which came from a")
-	})
+	}(t, celebritytest.Standalone(t).Client(t))
 }
 
 // TestStatsCountOnlyStepsThatChangedState repeats every transfer step: the counters move

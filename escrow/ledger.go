@@ -130,7 +130,12 @@ func (l ledger) common(r reply, witness int64) error {
 // init creates the ledger unless it exists. It returns the ledger's last steps, which the
 // caller has the witness confirm.
 func (l ledger) init(ctx context.Context, c redis.Scripter, witness int64) (created bool, seg []step, err error) {
-	r, err := runScript(ctx, c, initScript, l.keys, l.first, l.last, l.capacity, witness)
+	return l.initAt(ctx, c, witness, 1)
+}
+
+// initAt is init with the sequence the new ledger starts at.
+func (l ledger) initAt(ctx context.Context, c redis.Scripter, witness, start int64) (created bool, seg []step, err error) {
+	r, err := runScript(ctx, c, initScript, l.keys, l.first, l.last, l.capacity, witness, start)
 	if err != nil {
 		return false, nil, fmt.Errorf("escrow: init ledger %q: %w", l.owner, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
@@ -30,6 +31,8 @@ const (
 type Client interface {
 	redis.Scripter
 	Get(ctx context.Context, key string) *redis.StringCmd
+	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
+	Time(ctx context.Context) *redis.TimeCmd
 	ZRangeWithScores(ctx context.Context, key string, start, stop int64) *redis.ZSliceCmd
 	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
 	Pipeline() redis.Pipeliner
@@ -50,6 +53,13 @@ type CentralOptions struct {
 	Capacity int
 	// Prefix is prepended to every key. Default: DefaultPrefix.
 	Prefix string
+	// Witness stores the marker that records that the ledger was created, so that Init does
+	// not silently re-create a lost ledger (FLUSHALL, a wrong restore) with every permit
+	// free while old holders still run. It should be another server or cluster. Default:
+	// the limiter's own client, with the marker in the slot half the slot space away from
+	// the ledger's (on a cluster, another master; on a standalone server, a FLUSHALL removes
+	// both and the loss cannot be seen).
+	Witness Client
 	// AllowEviction skips the refusal of a maxmemory-policy that could evict ledger keys.
 	// Default: false (Init fails with ErrUnsafeEviction on such a policy).
 	AllowEviction bool
@@ -57,7 +67,8 @@ type CentralOptions struct {
 	// always, or one that refuses CONFIG GET (then the operator vouches for it); Init then
 	// only logs a warning to Logger. Default: false (Init fails with ErrWeakDurability).
 	AllowWeakDurability bool
-	// Logger receives warnings (for example when CONFIG GET is forbidden). Default: none.
+	// Logger receives warnings (for example when CONFIG GET is forbidden) and the record of
+	// RestoreLost. Default: none.
 	Logger *slog.Logger
 }
 

@@ -103,4 +103,20 @@ func TestLostLedgerIsNeverRecreatedFromItsInitialRange(t *testing.T) {
 	require.Equal(t, []int{3}, rep.Missing, "reconcile cannot know who held permit 3; it stays out")
 	_, err = again.Acquire(ctx, "a", "job")
 	require.ErrorIs(t, err, ErrExhausted)
+
+	// The operator confirms that permit 3's holder is gone and puts it back, once.
+	restored, err := again.RestoreLost(ctx, "a", "ops-1")
+	require.NoError(t, err)
+	require.Equal(t, []int{3}, restored)
+	restored, err = again.RestoreLost(ctx, "a", "ops-1")
+	require.NoError(t, err)
+	require.Empty(t, restored)
+	require.Equal(t, uint64(1), again.Stats().Restored)
+	rep = requireClean(t, again)
+	require.Equal(t, 1, rep.Owners[0].Free)
+	g, err := again.Acquire(ctx, "a", "job")
+	require.NoError(t, err)
+	require.Equal(t, 3, g.Permit)
+	require.Greater(t, g.Token, rep.Owners[1].Witness, "above every token granted before")
+	requireClean(t, again)
 }

@@ -333,3 +333,71 @@ func jobToken(rec string) int64 {
 	n, _ := strconv.ParseInt(rec[i+1:], 10, 64)
 	return n
 }
+
+// restoreSource names the source of the records RestoreLost leaves at an owner. Owner names
+// cannot contain braces, so it never collides with a real owner's transfer record.
+const restoreSource = "{restore}"
+
+// RestoreLost puts back at owner every permit that no ledger of the pool has any more
+// (AuditReport.Missing: a lost ledger that Reconcile brought back without them, or grants
+// its lost state forgot), and returns them. Call it only after confirming that no job that
+// held one of them still runs: the package cannot know who did. It refuses (ErrConflict)
+// while the audit shows pending transfers (run Recover), duplicates, or fenced or missing
+// ledgers (run Reconcile), since a permit in flight between two ledgers can look missing.
+// Stop any rebalancer first.
+//
+// The call is audited: owner's ledger records the permits under id as an incoming transfer
+// from "{restore}", the call is logged to Logger and counted in Stats.Restored, and owner's
+// sequence moves above every witness of the pool, so the new grants' tokens are above any
+// old holder's. It is idempotent by id.
+func (p *Pool) RestoreLost(ctx context.Context, owner, id string) ([]int, error) {
+	l, err := p.ledger(owner)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkID("restore ID", id); err != nil {
+		return nil, err
+	}
+	snaps, wit, err := p.snapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep := buildReport(p.opts.Capacity, snaps, wit)
+	if len(rep.Pending) > 0 || len(rep.Duplicated) > 0 || len(rep.Problems) > 0 {
+		return nil, fmt.Errorf("%w: RestoreLost needs a settled pool (run Recover and Reconcile first): %s", ErrConflict, rep)
+	}
+	if len(rep.Missing) == 0 {
+		return nil, nil
+	}
+	plan := reconcilePlan{Drop: []int{}, Release: []string{}, Refuse: []planRefuse{}, Trim: []planTrim{},
+		Add: []planAdd{{T: id, From: restoreSource, P: rep.Missing}}}
+	planJSON, err := json.Marshal(plan)
+	if err != nil {
+		return nil, err
+	}
+	top := int64(0)
+	for _, w := range wit {
+		top = max(top, w)
+	}
+	r, err := runScript(ctx, p.c, reconcileScript, l.keys, top, p.opts.Capacity, l.first, l.last, string(planJSON))
+	if err != nil {
+		return nil, fmt.Errorf("escrow: restore lost permits at %q: %w", owner, err)
+	}
+	if r.status != "ok" {
+		return nil, l.common(r, wit[owner])
+	}
+	seg := r.seg(1)
+	if len(seg) == 0 {
+		return nil, fmt.Errorf("escrow: restore lost permits at %q: no log", owner)
+	}
+	if st, _, err := p.extend(ctx, owner, "rebase", seg[len(seg)-1:]); err != nil {
+		return nil, err
+	} else if st != "ok" {
+		return nil, fmt.Errorf("escrow: restore lost permits at %q: the witness refused the new chain (%s)", owner, st)
+	}
+	p.stats.restored.Add(uint64(len(rep.Missing)))
+	if p.opts.Logger != nil {
+		p.opts.Logger.Warn("escrow: lost permits restored by RestoreLost", "owner", owner, "id", id, "permits", rep.Missing)
+	}
+	return rep.Missing, nil
+}
