@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -105,18 +106,36 @@ func (c *Central) RestoreLost(ctx context.Context) error {
 // never a second permit. The job holds the permit until Release. After an error other than
 // ErrExhausted the job may or may not hold a permit: retry with the same job ID, or Release.
 func (c *Central) Acquire(ctx context.Context, jobID string) (Grant, error) {
-	g, _, err := c.l.acquire(ctx, c.c, jobID, 0)
+	g, _, err := c.l.acquire(ctx, c.c, jobID, 0, c.opts.Lease, c.opts.LeaseSkew)
 	count(&c.stats, g, err)
 	return g, err
 }
 
 // Release frees the permit held by jobID. Releasing a job that holds nothing (already
-// released, or never granted) changes nothing and returns nil, so a retried release can
-// never add capacity.
+// released, taken back after its lease, or never granted) changes nothing and returns
+// ErrNotHeld, so a retried release can never add capacity; after a lost reply, ErrNotHeld on
+// the retry means the first release freed the permit.
 func (c *Central) Release(ctx context.Context, jobID string) error {
 	freed, err := c.l.release(ctx, c.c, jobID)
 	countRelease(&c.stats, freed, err)
 	return err
+}
+
+// Renew extends the lease of jobID's grant by Options.Lease from now and returns the new
+// expiry by the caller's clock. A job that holds nothing (its lease ended and the permit was
+// taken back, or it was released) gets ErrNotHeld and must stop working on the permit.
+func (c *Central) Renew(ctx context.Context, jobID string) (time.Time, error) {
+	return c.l.renew(ctx, c.c, jobID, c.opts.Lease)
+}
+
+// Holders lists the jobs holding a permit, with their tokens and lease expiries, read
+// atomically.
+func (c *Central) Holders(ctx context.Context) ([]Holder, error) {
+	snap, err := c.l.snapshot(ctx, c.c)
+	if err != nil {
+		return nil, err
+	}
+	return snap.holders(), nil
 }
 
 // Audit reads the ledger atomically and checks that every permit 1..Capacity is in exactly
@@ -149,7 +168,7 @@ func countRelease(s *counters, freed bool, err error) {
 	switch {
 	case err == nil && freed:
 		s.released.Add(1)
-	case err == nil:
+	case errors.Is(err, ErrNotHeld):
 		s.noop.Add(1)
 	case errors.Is(err, ErrFenced):
 		s.fenced.Add(1)

@@ -127,9 +127,17 @@
 // [Rebalancer] is an optional policy object: each pass settles pending transfers, then moves
 // a batch of free permits from the idlest owner (at least High free) to the busiest (at most
 // Low free) through [Pool.Transfer]; Low+Batch < High gives hysteresis, so a move never
-// triggers the move back. The package does not expire holders: a job holds its permit until
-// Release. A holder lease (expiry and renewal) would only be a liveness aid, and its safety
-// would rest on the downstream checking fencing tokens, since an expired holder may still run.
+// triggers the move back.
+//
+// By default a job holds its permit until Release. With a Lease option every grant carries a
+// lease: the holder renews it ([Pool.Renew], [Central.Renew]) before [Grant.Expires], which
+// is measured by the caller's clock from before the request. A permit whose lease ended more
+// than LeaseSkew ago by the ledger server's clock is taken back by the next acquire at that
+// owner and granted again with a larger fencing token; the old holder's Renew and Release
+// then get [ErrNotHeld]. A lease is a liveness aid with a stated expiry condition (the holder
+// stops by Expires; clocks drift by less than LeaseSkew over a lease); if a holder breaks it
+// (a long pause), safety rests on the downstream checking fencing tokens, which refuses the
+// old holder. [Pool.Holders] and [Central.Holders] list job, permit, token and expiry.
 //
 // # Cost
 //

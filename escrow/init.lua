@@ -5,6 +5,7 @@
 --   3 jobs (hash job->"permit:token")              4 held (hash permit->job)
 --   5 out  (hash transfer->json)                   6 in   (hash transfer->json)
 --   7 log  (zset step ID->sequence, see step.lua)
+--   8 leases (zset job->lease expiry in server milliseconds, for jobs granted with a lease)
 -- ARGV: 1 first, 2 last, 3 capacity, 4 witness sequence (0 when there is no witness yet),
 --       5 starting sequence (optional, default 1: Central.RestoreLost starts above the lost
 --       ledger's tokens).

@@ -3,7 +3,10 @@ package escrow
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -20,9 +23,25 @@ type Grant struct {
 	Token int64
 	// Replayed reports that the job already held this permit (a retry of the same acquire).
 	Replayed bool
+	// Expires is when the grant's lease ends by the caller's clock, measured from before the
+	// request was sent (so never later than the ledger's own view); zero without a lease.
+	// The holder must Renew before it, or stop working on the permit.
+	Expires time.Time
 }
 
-// ledger addresses the seven keys of one ledger. They share one hash tag, so every script
+// Holder is one job holding a permit, as Holders reports it.
+type Holder struct {
+	// Job is the job ID.
+	Job string
+	// Permit and Token are the job's grant.
+	Permit int
+	Token  int64
+	// Expires is when the lease ends by the ledger server's clock (zero without a lease); the
+	// permit is taken back after Expires plus the skew margin.
+	Expires time.Time
+}
+
+// ledger addresses the eight keys of one ledger. They share one hash tag, so every script
 // that touches a ledger touches one slot.
 type ledger struct {
 	owner       string
@@ -35,7 +54,7 @@ func newLedger(prefix, tag, owner string, first, last, capacity int) ledger {
 	base := prefix + "{" + tag + "}:"
 	return ledger{
 		owner:    owner,
-		keys:     []string{base + "meta", base + "free", base + "jobs", base + "held", base + "out", base + "in", base + "log"},
+		keys:     []string{base + "meta", base + "free", base + "jobs", base + "held", base + "out", base + "in", base + "log", base + "leases"},
 		first:    first,
 		last:     last,
 		capacity: capacity,
@@ -157,17 +176,26 @@ func (l ledger) initAt(ctx context.Context, c redis.Scripter, witness, start int
 
 // acquire runs the acquire script. On success it also returns the ledger's last steps, which
 // a Pool has the witness confirm before it acknowledges the grant.
-func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witness int64) (Grant, []step, error) {
+func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witness int64, lease, skew time.Duration) (Grant, []step, error) {
 	if err := checkID("job ID", job); err != nil {
 		return Grant{}, nil, err
 	}
-	r, err := runScript(ctx, c, acquireScript, l.keys, job, witness)
+	start := time.Now()
+	r, err := runScript(ctx, c, acquireScript, l.keys, job, witness, lease.Milliseconds(), skew.Milliseconds())
 	if err != nil {
 		return Grant{}, nil, fmt.Errorf("escrow: acquire %q: %w", job, err)
 	}
 	switch r.status {
 	case "ok":
-		return Grant{Owner: l.owner, Permit: int(r.int(0)), Token: r.int(1), Replayed: r.str(2) == "dup"}, r.seg(3), nil
+		g := Grant{Owner: l.owner, Permit: int(r.int(0)), Token: r.int(1), Replayed: r.str(2) == "dup"}
+		if lease > 0 && !g.Replayed {
+			g.Expires = start.Add(lease)
+		} else if r.int(4) > 0 {
+			// A replay: the lease runs from the first grant or the last renewal, whose local
+			// time is unknown here; report the ledger's expiry less the skew margin.
+			g.Expires = time.UnixMilli(r.int(4)).Add(-skew)
+		}
+		return g, r.seg(3), nil
 	case "exhausted":
 		return Grant{}, nil, fmt.Errorf("%w (owner %q, job %q)", ErrExhausted, l.owner, job)
 	}
@@ -175,6 +203,48 @@ func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witne
 		return Grant{}, nil, err
 	}
 	return Grant{}, nil, fmt.Errorf("escrow: acquire: unexpected reply %q", r.status)
+}
+
+// renew extends job's lease; it returns the new expiry by the caller's clock.
+func (l ledger) renew(ctx context.Context, c redis.Scripter, job string, lease time.Duration) (time.Time, error) {
+	if err := checkID("job ID", job); err != nil {
+		return time.Time{}, err
+	}
+	if lease <= 0 {
+		return time.Time{}, fmt.Errorf("%w: Renew needs Options.Lease > 0", ErrInvalid)
+	}
+	start := time.Now()
+	r, err := runScript(ctx, c, renewScript, l.keys, job, lease.Milliseconds())
+	if err != nil {
+		return time.Time{}, fmt.Errorf("escrow: renew %q: %w", job, err)
+	}
+	switch r.status {
+	case "ok":
+		return start.Add(lease), nil
+	case "none":
+		return time.Time{}, fmt.Errorf("%w (owner %q, job %q)", ErrNotHeld, l.owner, job)
+	}
+	if err := l.common(r, 0); err != nil {
+		return time.Time{}, err
+	}
+	return time.Time{}, fmt.Errorf("escrow: renew: unexpected reply %q", r.status)
+}
+
+// holders lists the jobs of a snapshot, by permit.
+func (s ledgerSnapshot) holders() []Holder {
+	out := make([]Holder, 0, len(s.jobs))
+	for job, rec := range s.jobs {
+		h := Holder{Job: job, Token: jobToken(rec)}
+		if i := strings.IndexByte(rec, ':'); i > 0 {
+			h.Permit, _ = strconv.Atoi(rec[:i])
+		}
+		if ms, ok := s.leases[job]; ok {
+			h.Expires = time.UnixMilli(ms)
+		}
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Permit < out[j].Permit })
+	return out
 }
 
 func (l ledger) release(ctx context.Context, c redis.Scripter, job string) (bool, error) {
@@ -189,7 +259,7 @@ func (l ledger) release(ctx context.Context, c redis.Scripter, job string) (bool
 	case "ok":
 		return true, nil
 	case "none":
-		return false, nil
+		return false, fmt.Errorf("%w (owner %q, job %q)", ErrNotHeld, l.owner, job)
 	}
 	if err := l.common(r, 0); err != nil {
 		return false, err

@@ -142,15 +142,23 @@ func (m *escrowMachine) actions() map[string]func(*rapid.T) {
 		},
 		"release": func(t *rapid.T) {
 			owner, job := rapid.SampledFrom(m.owners).Draw(t, "owner"), rapid.SampledFrom(m.jobIDs).Draw(t, "job")
-			if rapid.Bool().Draw(t, "lostReply") {
+			lost := rapid.Bool().Draw(t, "lostReply")
+			if lost {
 				m.drop(releaseScript)
 				if err := m.fp.Release(ctx, owner, job); err == nil {
 					t.Fatal("a dropped reply must surface without retries")
 				}
 				m.checkDropped()
 			}
-			if err := m.p.Release(ctx, owner, job); err != nil {
+			_, held := m.jobs[owner+"/"+job]
+			err := m.p.Release(ctx, owner, job)
+			switch {
+			case !held && !errors.Is(err, ErrNotHeld):
+				t.Fatalf("release of a job that holds nothing at %s: %v, want ErrNotHeld", owner, err)
+			case held && !lost && err != nil:
 				t.Fatal(err)
+			case held && lost && err != nil && !errors.Is(err, ErrNotHeld):
+				t.Fatal(err) // ErrNotHeld: the dropped release ran
 			}
 			if _, ok := m.jobs[owner+"/"+job]; ok {
 				delete(m.jobs, owner+"/"+job)

@@ -20,6 +20,8 @@ const (
 	MaxCapacity = 100000
 	// MaxOwners is the largest number of owners in a pool.
 	MaxOwners = 1024
+	// DefaultLeaseSkew is the clock-skew margin of a lease when LeaseSkew is zero.
+	DefaultLeaseSkew = 2 * time.Second
 	// MaxNameLen is the longest pool, owner or limit name, in bytes.
 	MaxNameLen = 200
 	// MaxIDLen is the longest job or transfer ID, in bytes.
@@ -53,6 +55,17 @@ type CentralOptions struct {
 	Capacity int
 	// Prefix is prepended to every key. Default: DefaultPrefix.
 	Prefix string
+	// Lease, when positive, gives every grant a lease: the holder must Renew before the
+	// lease ends (Grant.Expires, by the caller's clock from before the request), and a
+	// permit whose lease ended more than LeaseSkew ago by the ledger server's clock is taken
+	// back by the next acquire and granted again with a larger fencing token. A holder that
+	// outlives its lease may still run: a downstream that checks tokens refuses it. Default:
+	// 0, no lease (a job holds its permit until Release). Negative values are refused.
+	Lease time.Duration
+	// LeaseSkew is the clock-skew margin added to a lease before its permit is taken back: it
+	// must cover the difference in clock rate between holders and the ledger's server over a
+	// lease (and a failover to a server with another clock). Default: DefaultLeaseSkew.
+	LeaseSkew time.Duration
 	// Witness stores the marker that records that the ledger was created, so that Init does
 	// not silently re-create a lost ledger (FLUSHALL, a wrong restore) with every permit
 	// free while old holders still run. It should be another server or cluster. Default:
@@ -93,6 +106,17 @@ type PoolOptions struct {
 	Owners []Owner
 	// Prefix is prepended to every key. Default: DefaultPrefix.
 	Prefix string
+	// Lease, when positive, gives every grant a lease: the holder must Renew before the
+	// lease ends (Grant.Expires, by the caller's clock from before the request), and a
+	// permit whose lease ended more than LeaseSkew ago by the ledger server's clock is taken
+	// back by the next acquire and granted again with a larger fencing token. A holder that
+	// outlives its lease may still run: a downstream that checks tokens refuses it. Default:
+	// 0, no lease (a job holds its permit until Release). Negative values are refused.
+	Lease time.Duration
+	// LeaseSkew is the clock-skew margin added to a lease before its permit is taken back: it
+	// must cover the difference in clock rate between holders and the ledger's server over a
+	// lease (and a failover to a server with another clock). Default: DefaultLeaseSkew.
+	LeaseSkew time.Duration
 	// Witness stores the witness chains (the confirmed steps of every ledger). It should be a
 	// deployment that does not share fate with the ledgers: another Redis server or cluster.
 	// Default: the pool's own client, where each witness key lives in the slot half the slot
@@ -152,6 +176,22 @@ func checkID(field, v string) error {
 	return nil
 }
 
+// checkLease validates a lease and fills the default skew.
+func checkLease(prefix string, lease, skew *time.Duration) error {
+	switch {
+	case *lease < 0:
+		return fmt.Errorf("%w: %s.Lease must be >= 0 (0: no lease), got %s", ErrInvalid, prefix, *lease)
+	case *lease > 0 && *lease < time.Millisecond:
+		return fmt.Errorf("%w: %s.Lease must be at least 1ms, got %s", ErrInvalid, prefix, *lease)
+	case *skew < 0:
+		return fmt.Errorf("%w: %s.LeaseSkew must be >= 0 (0: DefaultLeaseSkew), got %s", ErrInvalid, prefix, *skew)
+	}
+	if *skew == 0 {
+		*skew = DefaultLeaseSkew
+	}
+	return nil
+}
+
 func checkCapacity(field string, c int) error {
 	if c < 1 || c > MaxCapacity {
 		return fmt.Errorf("%w: %s must be 1..%d, got %d", ErrInvalid, field, MaxCapacity, c)
@@ -164,6 +204,9 @@ func (o *CentralOptions) validate() error {
 		return err
 	}
 	if err := checkCapacity("CentralOptions.Capacity", o.Capacity); err != nil {
+		return err
+	}
+	if err := checkLease("CentralOptions", &o.Lease, &o.LeaseSkew); err != nil {
 		return err
 	}
 	if o.Prefix == "" {
@@ -180,6 +223,9 @@ func (o *PoolOptions) validate() error {
 		return err
 	}
 	if err := checkCapacity("PoolOptions.Capacity", o.Capacity); err != nil {
+		return err
+	}
+	if err := checkLease("PoolOptions", &o.Lease, &o.LeaseSkew); err != nil {
 		return err
 	}
 	if o.Prefix == "" {

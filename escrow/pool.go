@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -144,7 +145,7 @@ func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) 
 	if err != nil {
 		return Grant{}, err
 	}
-	g, seg, err := l.acquire(ctx, p.c, jobID, w)
+	g, seg, err := l.acquire(ctx, p.c, jobID, w, p.opts.Lease, p.opts.LeaseSkew)
 	if err == nil {
 		err = p.confirm(ctx, owner, seg)
 	}
@@ -156,9 +157,12 @@ func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) 
 	return g, err
 }
 
-// Release frees the permit that jobID holds at owner. Releasing a job that holds nothing
-// changes nothing and returns nil, so a retried release never adds capacity. A fenced ledger
-// refuses with ErrFenced (the witness is not read: a release never creates capacity).
+// Release frees the permit that jobID holds at owner. Releasing a job that holds nothing at
+// owner (released already, taken back after its lease, granted by another owner, or never
+// granted) changes nothing and returns ErrNotHeld, so a retried release never adds capacity;
+// after a lost reply, ErrNotHeld on the retry means the first release freed the permit. A
+// fenced ledger refuses with ErrFenced (the witness is not read: a release never creates
+// capacity).
 func (p *Pool) Release(ctx context.Context, owner, jobID string) error {
 	l, err := p.ledger(owner)
 	if err != nil {
@@ -167,6 +171,32 @@ func (p *Pool) Release(ctx context.Context, owner, jobID string) error {
 	freed, err := l.release(ctx, p.c, jobID)
 	countRelease(&p.stats, freed, err)
 	return err
+}
+
+// Renew extends the lease of jobID's grant at owner by Options.Lease from now and returns
+// the new expiry by the caller's clock. A job that holds nothing there (its lease ended and
+// the permit was taken back, or it was released) gets ErrNotHeld and must stop working on
+// the permit.
+func (p *Pool) Renew(ctx context.Context, owner, jobID string) (time.Time, error) {
+	l, err := p.ledger(owner)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return l.renew(ctx, p.c, jobID, p.opts.Lease)
+}
+
+// Holders lists the jobs holding a permit at owner, with their tokens and lease expiries,
+// read atomically.
+func (p *Pool) Holders(ctx context.Context, owner string) ([]Holder, error) {
+	l, err := p.ledger(owner)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := l.snapshot(ctx, p.c)
+	if err != nil {
+		return nil, err
+	}
+	return snap.holders(), nil
 }
 
 // Audit reads every ledger (each atomically, one after the other) and every witness and

@@ -1,6 +1,6 @@
 -- reconcile.lua: bring a fenced (or lost) ledger back in line with the rest of the pool.
 --
--- KEYS: the seven keys of one ledger (meta, free, jobs, held, out, in, log), one slot.
+-- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log, leases), one slot.
 -- ARGV: 1 sequence floor (the highest witness of the pool), 2 capacity, 3 first, 4 last (the
 --       owner's initial range, kept as metadata), 5 JSON plan:
 --       {"drop": [permits], "release": [jobs], "add": [{"t": T, "from": owner, "p": [permits]}],
@@ -61,6 +61,7 @@ for _, p in ipairs(plan.drop) do
   if j then
     redis.call('HDEL', KEYS[4], p)
     redis.call('HDEL', KEYS[3], j)
+    redis.call('ZREM', KEYS[8], j)
   end
 end
 for _, j in ipairs(plan.release) do
@@ -69,6 +70,7 @@ for _, j in ipairs(plan.release) do
     local p = string.sub(cur, 1, string.find(cur, ':', 1, true) - 1)
     redis.call('HDEL', KEYS[3], j)
     redis.call('HDEL', KEYS[4], p)
+    redis.call('ZREM', KEYS[8], j)
     redis.call('ZADD', KEYS[2], p, p)
   end
 end

@@ -1,6 +1,6 @@
 -- release.lua: free the permit held by a job, once.
 --
--- KEYS: the seven keys of one ledger (meta, free, jobs, held, out, in, log), same hash tag,
+-- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log, leases), same hash tag,
 --       one slot.
 -- ARGV: 1 job ID (non-empty).
 -- Reply: {'ok', permit} | {'none', 0} (the job holds nothing: already released or never
@@ -20,5 +20,6 @@ if not cur then return {'none', 0} end
 local p = string.sub(cur, 1, string.find(cur, ':', 1, true) - 1)
 redis.call('HDEL', KEYS[3], job)
 redis.call('HDEL', KEYS[4], p)
+redis.call('ZREM', KEYS[8], job)
 redis.call('ZADD', KEYS[2], p, p)
 return {'ok', tonumber(p)}

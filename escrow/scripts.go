@@ -16,6 +16,8 @@ var (
 	tailSrc string
 	//go:embed fence.lua
 	fenceSrc string
+	//go:embed renew.lua
+	renewSrc string
 	//go:embed init.lua
 	initSrc string
 	//go:embed acquire.lua
@@ -49,4 +51,5 @@ var (
 	witnessScript   = redis.NewScript(witnessSrc)
 	tailScript      = redis.NewScript(tailSrc)
 	fenceScript     = redis.NewScript(fenceSrc)
+	renewScript     = redis.NewScript(renewSrc)
 )
