@@ -61,10 +61,11 @@
 //   - The witness appends steps only where they pass through the top of its chain with the
 //     same ID, so its chain is one history of the ledger, never two.
 //   - If the chain has moved past the caller's step (other callers confirmed newer steps),
-//     or lags behind it, the caller reads the ledger's log again, after the witness answered.
-//     The ledger must still hold the step, and its sequence must not be below the chain's
-//     top (a healthy ledger only moves forward, and the witness covers only steps the ledger
-//     had made); then the newer steps are confirmed the same way.
+//     the caller reads the ledger's log again, after the witness answered. The ledger must
+//     still hold the step, and its history must pass through the chain's top (a healthy
+//     ledger only moves forward, and the witness covers only steps the ledger had made), so
+//     it has lost nothing the chain had confirmed. If the chain lags behind the step, the
+//     caller reads the ledger's newer steps and appends them the same way.
 //   - Otherwise the ledger's history is not the confirmed one: it was restored to an earlier
 //     point. The caller marks it fenced and returns [ErrFenced]; the step is never
 //     acknowledged, and the ledger refuses every change until [Pool.Reconcile].
@@ -74,9 +75,9 @@
 // before it was acknowledged. Any later step S' of the restored ledger is on another branch,
 // so its ID, and the ID of every step after it, differs from every ID on the chain. For S' to
 // be confirmed, its run of steps would have to pass through the chain's top with the same ID,
-// which it cannot, or the chain would have to be behind S', which a re-read of the ledger
-// after the witness answered shows as "ledger below the chain" or "step no longer in the
-// ledger". So no step of the restored ledger is acknowledged, whenever the caller read
+// which it cannot; and a re-read of the ledger after the witness answered finds the ledger
+// below the chain's top, or a history that does not pass through it (S is on the chain, not
+// in the restored ledger), or S' no longer in the ledger. So no step of the restored ledger is acknowledged, whenever the caller read
 // anything: the check never depends on a value read before the ledger state it guards. A
 // caller's read of the witness before its script (the chain's top, passed as the minimum
 // sequence) is only a shortcut: a ledger already below it is fenced before it changes

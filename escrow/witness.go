@@ -33,8 +33,8 @@ func (p *Pool) readWitness(ctx context.Context, owner string) (int64, error) {
 	return int64(zs[0].Score), nil
 }
 
-// extend runs witness.lua on owner's chain.
-func (p *Pool) extend(ctx context.Context, owner, mode string, seg []step) (string, int64, error) {
+// extend runs witness.lua on owner's chain. It returns the status, and the chain's top.
+func (p *Pool) extend(ctx context.Context, owner, mode string, seg []step) (string, step, error) {
 	args := make([]any, 0, 1+2*len(seg))
 	args = append(args, mode)
 	for _, s := range seg {
@@ -42,9 +42,9 @@ func (p *Pool) extend(ctx context.Context, owner, mode string, seg []step) (stri
 	}
 	r, err := runScript(ctx, p.w, witnessScript, []string{p.witness[owner]}, args...)
 	if err != nil {
-		return "", 0, fmt.Errorf("escrow: witness of %q: %w", owner, err)
+		return "", step{}, fmt.Errorf("escrow: witness of %q: %w", owner, err)
 	}
-	return r.status, r.int(0), nil
+	return r.status, step{seq: r.int(0), id: r.str(1)}, nil
 }
 
 // tailOf is what tail.lua read of a ledger's log.
@@ -70,14 +70,15 @@ func (l ledger) tail(ctx context.Context, c redis.Scripter, top, mine int64) (ta
 
 // confirm has owner's witness confirm the ledger's history up to the last step of seg (the
 // state right after a script ran, which holds that script's effect), and returns nil only
-// when the witness chain passes through that step. A step is acknowledged to a caller only
-// after confirm returned nil for it.
+// when that is proven; a step is acknowledged to a caller only after confirm returned nil.
 //
-// When the chain has moved past seg (other actors confirmed newer steps) or lags behind it,
-// confirm reads the ledger's log again, after the witness answered: if the ledger no longer
-// holds the step, or is now below the chain's top, it was restored to an earlier point, and
-// confirm fences it. When the witness shows another history than the ledger's, confirm
-// fences the ledger. Either way the step is not acknowledged.
+// When the witness chain lags behind seg, confirm appends the ledger's newer steps. When the
+// chain has moved past seg (other actors confirmed newer steps), confirm reads the ledger's
+// log again, after the witness answered: the ledger must still hold the step, and its
+// history must pass through the chain's top (so it lost nothing the chain had confirmed).
+// When the witness shows another history than the ledger's, or the ledger is below the
+// chain's top, or no longer holds the step, the ledger was restored to an earlier point:
+// confirm fences it and returns ErrFenced. Either way the step is not acknowledged.
 func (p *Pool) confirm(ctx context.Context, owner string, seg []step) error {
 	if len(seg) == 0 {
 		return fmt.Errorf("escrow: ledger of %q returned no log", owner)
@@ -93,23 +94,33 @@ func (p *Pool) confirm(ctx context.Context, owner string, seg []step) error {
 		case "ok":
 			return nil
 		case "conflict":
-			return p.fence(ctx, owner, mine.seq, top)
+			return p.fence(ctx, owner, mine.seq, top.seq)
 		}
-		t, err := l.tail(ctx, p.c, top, mine.seq)
+		t, err := l.tail(ctx, p.c, top.seq, mine.seq)
 		if err != nil {
 			return err
 		}
 		switch {
 		case t.fenced:
-			return &FencedError{Owner: owner, LedgerSeq: t.seq, WitnessSeq: top}
+			return &FencedError{Owner: owner, LedgerSeq: t.seq, WitnessSeq: top.seq}
 		case t.mineID != mine.id && t.low != 0 && t.low <= mine.seq:
 			// The log covers the step's sequence with another step (or none): the ledger's
 			// history is no longer the one the step was made in.
-			return p.fence(ctx, owner, t.seq, top)
+			return p.fence(ctx, owner, t.seq, top.seq)
 		case t.mineID != mine.id:
 			return fmt.Errorf("%w: owner %q, step %d is no longer in the ledger's log", ErrUnconfirmed, owner, mine.seq)
-		case t.seq < top:
-			return p.fence(ctx, owner, t.seq, top)
+		case t.seq < top.seq:
+			return p.fence(ctx, owner, t.seq, top.seq)
+		case len(t.steps) == 0 || t.steps[0].seq > top.seq:
+			return fmt.Errorf("%w: owner %q, the ledger's log no longer reaches the witness's step %d", ErrUnconfirmed, owner, top.seq)
+		case t.steps[0] != top:
+			// The ledger is at or above the chain's top, but its history does not pass
+			// through it.
+			return p.fence(ctx, owner, t.seq, top.seq)
+		case status == "behind":
+			// Read after the witness answered, the ledger's history holds every step the
+			// chain had confirmed, and still holds this one.
+			return nil
 		}
 		seg = t.steps
 	}

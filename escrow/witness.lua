@@ -4,11 +4,12 @@
 --       step ID), in a slot chosen to be on another master than the ledger.
 -- ARGV: 1 mode 'confirm' | 'rebase', 2.. pairs of sequence and step ID, ascending: a run of
 --       consecutive steps of the ledger's log (see step.lua).
--- Reply: {'ok', top} (the chain passes through the last step given) | {'gap', top} (the run
---        starts above the chain's top: the caller must read more of the log) | {'behind',
---        top} (the run ends below the chain's top: the caller must read the log's newer
---        steps) | {'conflict', top} (the ledger's history is not the one confirmed: it was
---        restored to an earlier point) | an error for bad arguments.
+-- Reply: {'ok', top} (the chain passes through the last step given) | {'gap', top, topID}
+--        (the run starts above the chain's top: the caller must read more of the log) |
+--        {'behind', top, topID} (the run ends below the chain's top: the caller checks that
+--        the ledger's log, read after this reply, holds the chain's top) | {'conflict', top,
+--        topID} (the ledger's history is not the one confirmed: it was restored to an earlier
+--        point) | an error for bad arguments.
 -- Invariant: the chain is one history. A run is appended only where it passes through the
 -- chain's top with the same step ID, and since a step ID commits to every step before it,
 -- the ledger's history up to the top is then the confirmed one. 'rebase' (Reconcile only)
@@ -42,10 +43,10 @@ end
 if top == 0 then return append(1) end
 for i = 1, n do
   if seqs[i] == top then
-    if ids[i] ~= topID then return {'conflict', top} end
+    if ids[i] ~= topID then return {'conflict', top, topID} end
     return append(i + 1)
   end
 end
-if seqs[1] > top then return {'gap', top} end
-if seqs[n] < top then return {'behind', top} end
-return {'conflict', top}
+if seqs[1] > top then return {'gap', top, topID} end
+if seqs[n] < top then return {'behind', top, topID} end
+return {'conflict', top, topID}
