@@ -4,7 +4,8 @@
 --       one slot.
 -- ARGV: 1 job ID (non-empty), 2 minimum sequence (the witness; 0 for a Central limiter),
 --       3 lease in milliseconds (0: the grant has no lease), 4 clock-skew margin in
---       milliseconds.
+--       milliseconds, 5 '1' to log the step and return the segment (a Pool, whose witness
+--       confirms it), '0' not to (a Central, which has no witness chain).
 -- Reply: {'ok', permit, token, 'new'|'dup', segment, lease expiry (server ms, 0 if none)}
 --        (segment: see step.lua) | {'exhausted', seq} | {'fenced', seq} | {'missing', 0} |
 --        {'invalid', msg}.
@@ -14,6 +15,11 @@
 -- A held permit whose lease expired more than the skew margin ago (by this server's clock)
 -- is taken back before the grant; it is granted again only with a larger token.
 local job, minSeq, lease, skew = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3] or '0'), tonumber(ARGV[4] or '0')
+local logged = ARGV[5] ~= '0'
+local function seg()
+  if logged then return segment(KEYS[7]) end
+  return {}
+end
 if job == nil or job == '' then return {'invalid', 'empty job ID'} end
 if not minSeq or minSeq < 0 then return {'invalid', 'bad minimum sequence'} end
 if not lease or lease < 0 or not skew or skew < 0 then return {'invalid', 'bad lease or skew'} end
@@ -27,7 +33,7 @@ end
 local cur = redis.call('HGET', KEYS[3], job)
 if cur then
   local sep = string.find(cur, ':', 1, true)
-  return {'ok', tonumber(string.sub(cur, 1, sep - 1)), tonumber(string.sub(cur, sep + 1)), 'dup', segment(KEYS[7]),
+  return {'ok', tonumber(string.sub(cur, 1, sep - 1)), tonumber(string.sub(cur, sep + 1)), 'dup', seg(),
     tonumber(redis.call('ZSCORE', KEYS[8], job) or '0')}
 end
 local t = redis.call('TIME')
@@ -55,5 +61,5 @@ if lease > 0 then
   exp = now + lease
   redis.call('ZADD', KEYS[8], exp, job)
 end
-log_step(KEYS[7], seq, 'acquire:' .. p .. ':' .. job)
-return {'ok', tonumber(p), seq, 'new', segment(KEYS[7]), exp}
+if logged then log_step(KEYS[7], seq, 'acquire:' .. p .. ':' .. job) end
+return {'ok', tonumber(p), seq, 'new', seg(), exp}

@@ -106,7 +106,7 @@ func (c *Central) RestoreLost(ctx context.Context) error {
 // never a second permit. The job holds the permit until Release. After an error other than
 // ErrExhausted the job may or may not hold a permit: retry with the same job ID, or Release.
 func (c *Central) Acquire(ctx context.Context, jobID string) (Grant, error) {
-	g, _, err := c.l.acquire(ctx, c.c, jobID, 0, c.opts.Lease, c.opts.LeaseSkew)
+	g, _, err := c.l.acquire(ctx, c.c, jobID, 0, c.opts.Lease, c.opts.LeaseSkew, false)
 	count(&c.stats, g, err)
 	return g, err
 }

@@ -176,12 +176,16 @@ func (l ledger) initAt(ctx context.Context, c redis.Scripter, witness, start int
 
 // acquire runs the acquire script. On success it also returns the ledger's last steps, which
 // a Pool has the witness confirm before it acknowledges the grant.
-func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witness int64, lease, skew time.Duration) (Grant, []step, error) {
+func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witness int64, lease, skew time.Duration, logged bool) (Grant, []step, error) {
 	if err := checkID("job ID", job); err != nil {
 		return Grant{}, nil, err
 	}
 	start := time.Now()
-	r, err := runScript(ctx, c, acquireScript, l.keys, job, witness, lease.Milliseconds(), skew.Milliseconds())
+	logFlag := 0
+	if logged {
+		logFlag = 1
+	}
+	r, err := runScript(ctx, c, acquireScript, l.keys, job, witness, lease.Milliseconds(), skew.Milliseconds(), logFlag)
 	if err != nil {
 		return Grant{}, nil, fmt.Errorf("escrow: acquire %q: %w", job, err)
 	}

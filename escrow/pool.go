@@ -145,7 +145,7 @@ func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) 
 	if err != nil {
 		return Grant{}, err
 	}
-	g, seg, err := l.acquire(ctx, p.c, jobID, w, p.opts.Lease, p.opts.LeaseSkew)
+	g, seg, err := l.acquire(ctx, p.c, jobID, w, p.opts.Lease, p.opts.LeaseSkew, true)
 	if err == nil {
 		err = p.confirm(ctx, owner, seg)
 	}
