@@ -145,8 +145,9 @@
 // A Central acquire or release is one script call. A Pool acquire is three round trips
 // (witness read, the acquire script, witness confirmation); a release is one. A transfer is
 // three steps of three round trips each. When concurrent callers confirm out of order, a
-// confirmation costs two more round trips (a read of the ledger's log and a second
-// confirmation). [Pool.Audit] is two pipelined round trips.
+// confirmation costs one more round trip (a read of the ledger's log): with 32 callers on
+// one owner, an acquire+release pair averaged 4.2 round trips instead of 4. Leases add no
+// round trip (Renew is one). [Pool.Audit] is two pipelined round trips.
 //
 // # Key layout
 //
@@ -183,14 +184,17 @@
 //
 // # Example
 //
+//	// rdb is a *redis.ClusterClient (each witness then sits on another master than its
+//	// ledger); with a standalone server, give PoolOptions.Witness on another server.
 //	pool, err := escrow.NewPool(rdb, escrow.PoolOptions{
 //		Name: "video", Capacity: 100,
 //		Owners: []escrow.Owner{{Name: "eu", First: 1, Last: 50}, {Name: "us", First: 51, Last: 100}},
+//		Lease:  time.Minute, // optional: a dead holder's permit comes back
 //	})
 //	if err != nil { ... }
 //	if err := pool.Init(ctx); err != nil { ... }
-//	g, err := pool.Acquire(ctx, "eu", "job-42") // g.Permit, g.Token
-//	...
+//	g, err := pool.Acquire(ctx, "eu", "job-42") // g.Permit, g.Token, g.Expires
+//	...                                          // pool.Renew before g.Expires
 //	err = pool.Release(ctx, "eu", "job-42")
 //	err = pool.Transfer(ctx, "us", "eu", 10, "t-2026-11-30-1")
 package escrow
