@@ -1,6 +1,7 @@
 -- accept.lua: step 2 of a transfer, at the target: accept T exactly once.
 --
--- KEYS: the eight keys of the target ledger (meta, free, jobs, held, out, in, log, leases), one slot.
+-- KEYS: the eight keys of the target ledger (meta, free, jobs, held, out, in, log,
+--       leases), one slot.
 -- ARGV: 1 transfer ID T, 2 source owner, 3 source sequence at the freeze, 4 minimum sequence
 --       (the target's witness), 5.. the permit numbers.
 -- Reply: {'ok', 'new'|'dup', seq, segment} | {'refused', seq, segment} (segment: see step.lua) | {'conflict', permit} | {'fenced', seq} |

@@ -1,6 +1,7 @@
 -- freeze.lua: step 1 of a transfer, at the source: freeze k free permits under transfer T.
 --
--- KEYS: the eight keys of the source ledger (meta, free, jobs, held, out, in, log, leases), one slot.
+-- KEYS: the eight keys of the source ledger (meta, free, jobs, held, out, in, log,
+--       leases), one slot.
 -- ARGV: 1 transfer ID T, 2 target owner, 3 k (1..cap), 4 minimum sequence (the witness).
 -- Reply: {'ok', state, seq, json record, segment, 'new'|'dup'} (state frozen|done|aborted; a
 --        repeat of T returns the stored record; segment: see step.lua) | {'insufficient', free} | {'conflict', json} | {'fenced', seq} |

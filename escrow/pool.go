@@ -58,7 +58,7 @@ func NewPool(client Client, opts PoolOptions) (*Pool, error) {
 	return p, nil
 }
 
-// readsReplicas reports whether c is a cluster client that sends read-only commands (GET,
+// readsReplicas reports whether c is a cluster client that sends read-only commands (ZRANGE,
 // EVALSHA_RO) to replicas. A lagging replica would show an old witness, and a ledger behind
 // its witness would pass the fence.
 func readsReplicas(c Client) bool {

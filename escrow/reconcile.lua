@@ -1,6 +1,7 @@
 -- reconcile.lua: bring a fenced (or lost) ledger back in line with the rest of the pool.
 --
--- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log, leases), one slot.
+-- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log,
+--       leases), one slot.
 -- ARGV: 1 sequence floor (the highest witness of the pool), 2 capacity, 3 first, 4 last (the
 --       owner's initial range, kept as metadata), 5 JSON plan:
 --       {"drop": [permits], "release": [jobs], "add": [{"t": T, "from": owner, "p": [permits]}],

@@ -1,6 +1,7 @@
 -- refuse.lua: record at the target that T will never be accepted (unless it already was).
 --
--- KEYS: the eight keys of the target ledger (meta, free, jobs, held, out, in, log, leases), one slot.
+-- KEYS: the eight keys of the target ledger (meta, free, jobs, held, out, in, log,
+--       leases), one slot.
 -- ARGV: 1 transfer ID T, 2 source owner, 3 minimum sequence (the target's witness).
 -- Reply: {'refused', seq, segment} | {'accepted', seq, segment} (T was accepted before: it
 --        cannot be refused; segment: see step.lua) |

@@ -1,6 +1,7 @@
 -- renew.lua: extend the lease of a job's grant.
 --
--- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log, leases), one slot.
+-- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log,
+--       leases), one slot.
 -- ARGV: 1 job ID (non-empty), 2 lease in milliseconds (>= 1).
 -- Reply: {'ok', expiry (server ms)} | {'none', 0} (the job holds nothing here: released,
 --        reclaimed after its lease, or never granted) | {'fenced', seq} | {'missing', 0} |

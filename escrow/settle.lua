@@ -1,6 +1,7 @@
 -- settle.lua: step 3 of a transfer, at the source: complete T, or abort it.
 --
--- KEYS: the eight keys of the source ledger (meta, free, jobs, held, out, in, log, leases), one slot.
+-- KEYS: the eight keys of the source ledger (meta, free, jobs, held, out, in, log,
+--       leases), one slot.
 -- ARGV: 1 transfer ID T, 2 'complete' | 'abort', 3 minimum sequence (the source's witness).
 -- Reply: {'ok', state, seq, 'new'|'dup', segment} (state done|aborted, also for a repeat;
 --        segment: see step.lua) | {'unknown', 0} |

@@ -1,6 +1,7 @@
 -- snapshot.lua: read one ledger atomically (read-only).
 --
--- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log, leases), one slot.
+-- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log,
+--       leases), one slot.
 -- ARGV: none.
 -- Reply: {exists (0|1), seq, fenced, free permits, held (permit, job, ...), jobs (job,
 --        "permit:token", ...), out (T, json, ...), in (T, json, ...), leases (job, expiry in
