@@ -345,3 +345,47 @@ func TestEveryCallAgainstASecondActorAndARestore(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleWitnessReadCannotRegrantAfterRestoreOnCluster is the paused-acquire race on a
+// 3-master cluster: the ledger's master is restored from an AOF copy while the witness, on
+// another master, keeps the victim's grant.
+func TestStaleWitnessReadCannotRegrantAfterRestoreOnCluster(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{AOF: true})
+	opts := clusterPlacement(t, cl, cl.Client(t), 10)
+	p := newTestPool(t, cl.Client(t), opts)
+	_, err := p.Acquire(ctx, "a", "first")
+	require.NoError(t, err)
+	m := cl.MasterOf(p.ledgers["a"].keys[0])
+	require.NotSame(t, m, cl.MasterOf(p.WitnessKey("a")))
+	snap := m.Snapshot(t)
+
+	g := newGate(acquireScript)
+	lc := cl.Client(t)
+	lc.AddHook(g)
+	late, err := NewPool(lc, opts)
+	require.NoError(t, err)
+	type result struct {
+		g   Grant
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		gr, err := late.Acquire(ctx, "a", "late")
+		done <- result{gr, err}
+	}()
+	<-g.reached
+	victim, err := p.Acquire(ctx, "a", "victim")
+	require.NoError(t, err)
+	restoreMaster(t, cl, m, snap)
+	g.open()
+	res := <-done
+	require.ErrorIs(t, res.err, ErrFenced, "the late actor was granted permit %d token %d; the victim holds permit %d token %d",
+		res.g.Permit, res.g.Token, victim.Permit, victim.Token)
+	require.NoError(t, p.Reconcile(ctx, "a"))
+	again, err := p.Acquire(ctx, "a", "late")
+	require.NoError(t, err)
+	require.Greater(t, again.Token, victim.Token)
+	requireClean(t, p)
+}

@@ -112,7 +112,12 @@
 //     between its witness read and its script while a second actor acts on the same ledger,
 //     then resumed against the newer state, and again after the ledger's server was restored
 //     to a point before the second actor's step (TestEveryCallAgainstASecondActorAndARestore,
-//     TestStaleWitnessReadCannotRegrantAfterRestore, TestStaleWitnessReadCannotFreezeAGrantedPermit);
+//     TestStaleWitnessReadCannotRegrantAfterRestore and its cluster variant,
+//     TestStaleWitnessReadCannotFreezeAGrantedPermit);
+//   - holders that die without Release under leases, and renewals
+//     (TestLeasedPermitOfADeadHolderIsReissuedWithAHigherToken, TestRenewedLeaseKeepsThePermit);
+//   - strict Init against servers without AOF and witnesses on their ledger's server, on a
+//     standalone server and a 3-master cluster (TestStrictInitPlacesWitnessesAwayFromTheirLedgers);
 //   - a target's master restored under a refusal the source acted on, and under an accept
 //     whose permits moved on, then Reconcile and Recover (TestTransfersAcrossARestoredTarget);
 //   - a ledger restored from an old AOF, and a failover that loses acknowledged writes
