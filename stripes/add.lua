@@ -16,12 +16,15 @@
 -- Reply: {code, value}
 --   {1, 0}    applied
 --   {2, 0}    duplicate: the record was already present; nothing written
---   {3, 0}    the stripe is sealed (generation folded): too old; nothing written
+--   {3, 0}    the stripe is sealed (generation folded) and the event is before its boundary
+--             (or names the generation): too old; nothing written
 --   {4, now}  event time is more than one window behind the server clock; nothing written
 --   {5, now}  event time is more than one window ahead of the server clock; nothing written
---   {6, end}  event time is at or past this stripe's boundary: route to the next generation
+--   {6, end}  event time is at or past this stripe's boundary (checked before sealed, the
+--             window and the clock): route to the next generation
 --   {7, 0}    the stripe key does not exist
 --   {8, g}    the stripe belongs to generation g, not ARGV[1]
+--   {9, 0}    the delta would overflow the stripe's int64 value; nothing written
 --
 -- Invariant: the record is added and the value incremented together, or neither; a record
 -- is always found by a later lookup of the same member (splits move records to the child
@@ -47,7 +50,15 @@ if type(member) ~= 'string' or not string.match(member, '^[1-9]%d*$') or #member
     or (#member == 19 and member > '9223372036854775807') then
   return redis.error_reply('ERR stripes: bad dedup record')
 end
-if not int(delta) or string.match(delta, '^%-?0+$') then return redis.error_reply('ERR stripes: bad delta') end
+-- delta: an int64 in decimal, not zero.
+local function int64(s)
+  local digits = string.match(s, '^%-?([1-9]%d*)$')
+  if not digits or #digits > 19 then return false end
+  if #digits < 19 then return true end
+  if string.sub(s, 1, 1) == '-' then return digits <= '9223372036854775808' end
+  return digits <= '9223372036854775807'
+end
+if type(delta) ~= 'string' or not int64(delta) then return redis.error_reply('ERR stripes: bad delta') end
 if not t or t < 0 then return redis.error_reply('ERR stripes: bad event time') end
 if not window or window < 1 then return redis.error_reply('ERR stripes: bad window') end
 if not slice or slice < 1 or slice > window then return redis.error_reply('ERR stripes: bad slice') end
@@ -57,13 +68,15 @@ if explicit ~= '0' and explicit ~= '1' then return redis.error_reply('ERR stripe
 local st = redis.call('HMGET', KEYS[1], 'g', 'sealed', 'end', 'maxt')
 if not st[1] then return {7, 0} end
 if tonumber(st[1]) ~= gen then return {8, tonumber(st[1])} end
+-- The boundary comes first: an event at or past it belongs to a later generation whether or
+-- not this stripe has been sealed since, so a writer holding an old layout is redirected.
+if explicit == '0' and st[3] and t >= tonumber(st[3]) then return {6, tonumber(st[3])} end
 if st[2] then return {3, 0} end
 
 local tm = redis.call('TIME')
 local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 if t < now - window then return {4, now} end
 if t > now + window then return {5, now} end
-if explicit == '0' and st[3] and t >= tonumber(st[3]) then return {6, tonumber(st[3])} end
 
 -- selector: the member modulo 2^24, from its decimal digits (exact in doubles).
 local function sel(m)
@@ -87,7 +100,8 @@ while true do
 end
 
 -- First write: HINCRBY refuses an overflowing delta without writing anything.
-redis.call('HINCRBY', KEYS[1], 'v', delta)
+local inc = redis.pcall('HINCRBY', KEYS[1], 'v', delta)
+if type(inc) == 'table' and inc.err then return {9, 0} end
 if not st[4] or t > tonumber(st[4]) then redis.call('HSET', KEYS[1], 'maxt', string.format('%.0f', t)) end
 
 if depth < 24 and redis.call('SCARD', key) >= setmax then

@@ -41,7 +41,10 @@
 // A generation that is no longer the newest is sealed (by the background loop or
 // [Counter.Seal]) one DedupWindow plus one slice after its boundaries: each stripe is frozen
 // and returns its final value, and their sum is folded into the layout's base value once,
-// keyed by the generation number. Later events of a sealed generation get ErrTooOld. A
+// keyed by the generation number. Later attempts of an event of a sealed generation get
+// ErrTooOld. A sealed stripe still redirects events at or past its boundary, so a writer
+// holding a layout read before the resize and the seal counts every fresh event: the stripe
+// sends it on, the writer rereads the layout and finds the generation that owns it. A
 // crash between freezing and folding is harmless: frozen stripes return the same values,
 // and the fold happens once.
 //

@@ -13,7 +13,9 @@ import (
 var ErrTooOld = errors.New("stripes: event is older than the dedup window")
 
 // ErrInvalid is wrapped by every error about bad options or bad input (an empty or
-// oversized ID, a zero delta, a zero time, a stripe count out of range). Nothing was written.
+// oversized ID, a zero delta, a zero time, a stripe count out of range, a delta that would
+// overflow its stripe's int64 value). Nothing was written, and nothing was remembered: an
+// unchanged retry gets the same error.
 var ErrInvalid = errors.New("stripes: invalid argument")
 
 // ErrUnknownGeneration is returned when an event names a generation that the layout does

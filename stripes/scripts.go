@@ -41,6 +41,7 @@ const (
 	addNext      = 6
 	addNoStripe  = 7
 	addWrongGen  = 8
+	addOverflow  = 9
 )
 
 // Client is the part of go-redis a [Counter] needs: scripts, hashes and pipelines.
