@@ -18,6 +18,10 @@ type Counter struct {
 	keys   keys
 	layout atomic.Pointer[layout]
 	stats  counterStats
+	// maxVer is the highest layout version this process has read; birthOK is set once the
+	// birth record was checked (and written if missing).
+	maxVer  atomic.Uint64
+	birthOK atomic.Bool
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -243,8 +247,10 @@ func (c *Counter) interpret(g *genDoc, res Result, ev Event, delta int64, key st
 		return res, true, false, nil
 	case addOverflow:
 		return res, false, false, invalidf("delta %d would overflow the int64 value of stripe %d of generation %d", delta, res.Stripe, g.Gen)
-	default: // addNoStripe, addWrongGen: sealed and expired since l was read, or data loss
-		return res, false, true, fmt.Errorf("%w: stripe %s missing or of another generation (reply %v)", ErrLayout, key, reply)
+	case addNoStripe: // sealed and expired since l was read, or data loss
+		return res, false, true, vanishedf("stripe %s of live generation %d is missing", key, g.Gen)
+	default: // addWrongGen
+		return res, false, true, fmt.Errorf("%w: stripe %s is of generation %d, not %d", ErrLayout, key, reply[1], g.Gen)
 	}
 }
 

@@ -68,6 +68,9 @@
 //	                                     i, maxt (latest event time), end, sealed
 //	<prefix>{<tag>}:<name>:<gen>:<i>:d:<slice>:<depth>:<sel>
 //	                                     set: dedup records of the stripe for one time slice
+//	<prefix>{<btag>}:births              hash: the birth record of every counter whose layout
+//	                                     slot is the births key's slot minus 8192: field
+//	                                     <name>, value the layout's random token
 //
 // A stripe's value and its dedup sets share the stripe's hash tag, hence one slot: add.lua
 // checks and increments atomically. Different stripes get different tags. When a generation
@@ -103,12 +106,35 @@
 // the stripe's slot, which Redis Cluster allows. The counter is as durable as its masters:
 // with AOF appendfsync always and no failover data loss, the guarantee holds through
 // restarts; a failover that loses acknowledged writes may lose counted events or their dedup
-// records (a retry might then count again), and a lost stripe key is reported as ErrLayout.
+// records (a retry might then count again); lost keys are reported as [ErrVanished] as far
+// as the next section says.
 // Eviction: dedup sets carry TTLs, so a maxmemory-policy of volatile-* evicts them first
 // and allkeys-* may evict any key; an evicted record lets a retry count again. Run the
 // counter's servers with noeviction (or without maxmemory).
 // Clocks: the window is checked on each master's clock; Event.Time and the Resize boundary
 // come from the hosts' clocks, and events more than one window ahead are refused.
+//
+// # What is detected
+//
+// A counter never recreates state it had: a lost layout or stripe is reported as
+// [ErrVanished] (a kind of [ErrLayout]) rather than counted again from zero. Precisely:
+//
+//   - A Counter that has read the layout once reports ErrVanished from Sum, Resize, Seal and
+//     from every Add that needs the layout, if the layout record is gone, went back to an
+//     older version, or was recreated (another random token); and from Sum and Add if a
+//     stripe of a live generation is gone. An Add through its cached layout into a stripe
+//     that survived still counts there.
+//   - A fresh Counter (a new process) detects a lost layout record through the birth record,
+//     written once the layout exists (by its creator, or by the next process that reads a
+//     layout whose birth record is missing). The births key lives in the layout's slot plus
+//     8192: on a cluster whose masters own even, contiguous slot ranges (the usual
+//     allocation), that is another master, so the restart without persistence, the
+//     failover or the flush of the layout's master is detected. It is not detected when the
+//     birth record is lost too: a FLUSHALL of a standalone server or of every master, or
+//     both masters losing their data. A fresh Counter detects a lost stripe of a live
+//     generation through the layout that names it.
+//   - A stripe or layout restored to an older value (a stale backup) with the same keys
+//     present is not detected unless this process saw a later layout version.
 //
 // # Example
 //

@@ -27,6 +27,24 @@ var ErrUnknownGeneration = errors.New("stripes: generation does not exist")
 // (a restart without persistence, a FLUSHALL, a failover that lost writes).
 var ErrLayout = errors.New("stripes: stored state contradicts the layout")
 
+// ErrVanished is returned when state this counter had (its layout record, a stripe of a
+// live generation) is gone from Redis: a FLUSHALL, a restart without persistence, a
+// failover that lost writes, an eviction. The counter refuses to recreate it, because a
+// recreated counter would silently restart from zero (or from a part of its stripes).
+// errors.Is(err, ErrLayout) also holds. See "What is detected" in the package doc.
+var ErrVanished error = &vanishedError{}
+
+// vanishedError is the type of ErrVanished: a kind of ErrLayout.
+type vanishedError struct{}
+
+func (*vanishedError) Error() string { return "stripes: stored state vanished" }
+func (*vanishedError) Unwrap() error { return ErrLayout }
+
+// vanishedf returns an error wrapping ErrVanished.
+func vanishedf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrVanished}, args...)...)
+}
+
 // ErrConflict is returned by [Counter.Resize] when concurrent layout changes kept its
 // compare-and-set from succeeding within its attempt budget. Retrying is safe.
 var ErrConflict = errors.New("stripes: layout changed concurrently")

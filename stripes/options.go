@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // Defaults and limits of [Options].
@@ -180,6 +182,15 @@ type keys struct {
 // layout returns the key of the layout record.
 func (k keys) layout() string {
 	return k.prefix + "{" + k.name + "}:layout"
+}
+
+// births returns the key of the hash holding the birth record of the counter (field: its
+// name, value: the token of its layout). Its slot is the layout's slot plus half the slot
+// space, so on a cluster whose masters own even, contiguous slot ranges it lives on another
+// master than the layout record.
+func (k keys) births() string {
+	s := (slot.Of(k.layout()) + slot.Count/2) % slot.Count
+	return k.prefix + "{" + slot.TagFor(s) + "}:births"
 }
 
 // stripe returns the key of stripe i of generation g, placed by its tag.
