@@ -124,7 +124,7 @@ func TestEventTimeOutsideWindow(t *testing.T) {
 
 		require.Equal(t, before, mustSum(t, c))
 		require.Equal(t, uint64(1), c.Stats().TooOld)
-		require.Equal(t, 4, prefixKeys(t, rc, c.opts.Prefix)-1, "only the layout and the 4 stripes exist")
+		require.Equal(t, 4, prefixKeys(t, rc, c.opts.Prefix)-2, "only the layout, the birth record and the 4 stripes exist")
 	})
 }
 

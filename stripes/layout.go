@@ -122,7 +122,9 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 		return nil, fmt.Errorf("stripes: read layout: %w", err)
 	}
 	if len(m) == 0 {
-		return nil, c.checkUnborn(ctx)
+		if m, err = c.checkUnborn(ctx); len(m) == 0 || err != nil {
+			return nil, err
+		}
 	}
 	l, err := c.parseLayout(m)
 	if err != nil {
@@ -137,20 +139,30 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 	return l, nil
 }
 
-// checkUnborn is called when the layout record does not exist: it returns ErrVanished if
-// this process has seen the layout, or if the birth record says it was created.
-func (c *Counter) checkUnborn(ctx context.Context) error {
+// checkUnborn is called when the layout record was not found: it returns ErrVanished if
+// this process has seen the layout, or if the birth record says it was created. The birth
+// record is written only after the layout exists, so a birth record found after the layout
+// was missed may belong to a creator that raced this read: the layout is read once more,
+// and returned if it is there now.
+func (c *Counter) checkUnborn(ctx context.Context) (map[string]string, error) {
 	if prev := c.layout.Load(); prev != nil {
-		return vanishedf("the layout record of counter %q (version %d) is gone", c.opts.Name, prev.ver)
+		return nil, vanishedf("the layout record of counter %q (version %d) is gone", c.opts.Name, prev.ver)
 	}
 	born, err := c.client.HGet(ctx, c.keys.births(), c.opts.Name).Result()
 	switch {
 	case err == redis.Nil:
-		return nil
+		return nil, nil
 	case err != nil:
-		return fmt.Errorf("stripes: read birth record: %w", err)
+		return nil, fmt.Errorf("stripes: read birth record: %w", err)
 	}
-	return vanishedf("the layout record of counter %q is gone, its birth record (%s) remains", c.opts.Name, born)
+	m, err := c.client.HGetAll(ctx, c.keys.layout()).Result()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("stripes: read layout: %w", err)
+	case len(m) > 0:
+		return m, nil
+	}
+	return nil, vanishedf("the layout record of counter %q is gone, its birth record (%s) remains", c.opts.Name, born)
 }
 
 // checkIncarnation refuses a layout that went back in version or belongs to another
