@@ -189,12 +189,18 @@ func (c *Counter) addIn(ctx context.Context, l *layout, ev Event, r route, delta
 // firstGen returns the index in l of the first generation ev may belong to.
 func (c *Counter) firstGen(l *layout, ev Event) (int, error) {
 	if ev.Gen == 0 {
+		if t := ev.Time.UnixMilli(); t < l.doc.Floor {
+			return 0, fmt.Errorf("%w: event time %d ms is before %d ms, the end of sealed generations", ErrTooOld, t, l.doc.Floor)
+		}
 		return 0, nil
+	}
+	if l.pruned(ev.Gen) {
+		return 0, fmt.Errorf("%w: generation %d is sealed", ErrTooOld, ev.Gen)
 	}
 	if g := l.gen(ev.Gen); g == nil || g.Pending {
 		return 0, fmt.Errorf("%w: %d (newest open generation is %d)", ErrUnknownGeneration, ev.Gen, l.current().Gen)
 	}
-	return int(ev.Gen - 1), nil
+	return l.index(ev.Gen), nil
 }
 
 // target returns ev's stripe in generation g, skip=true if by its time ev belongs to a later

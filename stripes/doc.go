@@ -46,7 +46,10 @@
 // holding a layout read before the resize and the seal counts every fresh event: the stripe
 // sends it on, the writer rereads the layout and finds the generation that owns it. A
 // crash between freezing and folding is harmless: frozen stripes return the same values,
-// and the fold happens once.
+// and the fold happens once. Once a sealed generation's stripes have expired (one more
+// window), Seal drops it from the layout document with its folded:<gen> and expiring:<gen>
+// fields, keeping only the number of the newest dropped generation and its latest boundary,
+// so late attempts still get ErrTooOld: the record stays as small as its live generations.
 //
 // # Reads
 //
@@ -61,9 +64,9 @@
 //
 // Under Options.Prefix (default "stripes:") and Options.Name:
 //
-//	<prefix>{<name>}:layout              hash: doc (JSON: generations, stripe counts, tags,
-//	                                     boundaries, dedup settings), ver, base, folded:<gen>,
-//	                                     expiring:<gen>
+//	<prefix>{<name>}:layout              hash: doc (JSON: live generations, stripe counts,
+//	                                     tags, boundaries, dedup settings, birth token, floor),
+//	                                     ver, base, folded:<gen>, expiring:<gen>, pruned
 //	<prefix>{<tag>}:<name>:<gen>:<i>     hash: stripe i of generation gen: v (value), g, n,
 //	                                     i, maxt (latest event time), end, sealed
 //	<prefix>{<tag>}:<name>:<gen>:<i>:d:<slice>:<depth>:<sel>

@@ -29,7 +29,7 @@ func (l *layout) withoutGensAfter(g uint64) *layout {
 	cp.doc.Gens = append([]genDoc(nil), l.doc.Gens[:g]...)
 	cp.doc.Gens[g-1].Ends = nil
 	cp.folded = map[uint64]int64{}
-	cp.expiring = map[uint64]bool{}
+	cp.expiring = map[uint64]int64{}
 	cp.base = 0
 	return &cp
 }

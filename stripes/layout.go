@@ -37,6 +37,10 @@ type layoutDoc struct {
 	Gens []genDoc `json:"gens"`
 	// Dedup is fixed when the layout is created. Nil in a layout written before it existed.
 	Dedup *dedupDoc `json:"dedup,omitempty"`
+	// Floor is set once generations were pruned: the latest boundary of a pruned
+	// generation (Unix ms). Events routed by time before it, or stamped with a generation
+	// older than the first one listed, belong to a sealed generation.
+	Floor int64 `json:"floor,omitempty"`
 	// Born is a random token chosen when the layout is created and copied into the birth
 	// record; a layout with another token is another incarnation of the counter. Empty in a
 	// layout written before it existed.
@@ -81,8 +85,9 @@ type layout struct {
 	doc    layoutDoc
 	base   int64
 	folded map[uint64]int64
-	// expiring holds the folded generations whose sealed stripes were given their TTL.
-	expiring map[uint64]bool
+	// expiring holds, for each folded generation whose sealed stripes were given their TTL,
+	// when that was done (Unix ms on the sealer's clock; 1 in layouts written before).
+	expiring map[uint64]int64
 	read     time.Time
 }
 
@@ -96,14 +101,26 @@ func (l *layout) current() *genDoc {
 	return nil
 }
 
-// gen returns generation g, or nil.
+// gen returns generation g, or nil (also for a pruned one).
 func (l *layout) gen(g uint64) *genDoc {
-	for i := range l.doc.Gens {
-		if l.doc.Gens[i].Gen == g {
-			return &l.doc.Gens[i]
-		}
+	if i := l.index(g); i >= 0 {
+		return &l.doc.Gens[i]
 	}
 	return nil
+}
+
+// index returns the position of generation g in the document, or -1.
+func (l *layout) index(g uint64) int {
+	first := l.doc.Gens[0].Gen
+	if g < first || g-first >= uint64(len(l.doc.Gens)) {
+		return -1
+	}
+	return int(g - first)
+}
+
+// pruned reports whether generation g was sealed and dropped from the document.
+func (l *layout) pruned(g uint64) bool {
+	return g < l.doc.Gens[0].Gen
 }
 
 // isFolded reports whether generation g's total is in the base value.
@@ -206,7 +223,7 @@ func (c *Counter) checkIncarnation(ctx context.Context, l *layout) error {
 // parseLayout decodes the fields of the layout hash.
 func (c *Counter) parseLayout(m map[string]string) (*layout, error) {
 	var err error
-	l := &layout{folded: map[uint64]int64{}, expiring: map[uint64]bool{}, read: c.opts.Clock()}
+	l := &layout{folded: map[uint64]int64{}, expiring: map[uint64]int64{}, read: c.opts.Clock()}
 	if l.ver, err = strconv.ParseUint(m["ver"], 10, 64); err != nil {
 		return nil, fmt.Errorf("%w: layout version %q", ErrLayout, m["ver"])
 	}
@@ -220,8 +237,10 @@ func (c *Counter) parseLayout(m map[string]string) (*layout, error) {
 	}
 	for k, v := range m {
 		if gs, ok := strings.CutPrefix(k, "expiring:"); ok {
-			if g, err := strconv.ParseUint(gs, 10, 64); err == nil {
-				l.expiring[g] = true
+			g, err1 := strconv.ParseUint(gs, 10, 64)
+			t, err2 := strconv.ParseInt(v, 10, 64)
+			if err1 == nil && err2 == nil {
+				l.expiring[g] = max(t, 1)
 			}
 			continue
 		}
@@ -252,7 +271,7 @@ func (d *layoutDoc) check() error {
 	}
 	for i, g := range d.Gens {
 		switch {
-		case g.Gen != uint64(i)+1:
+		case g.Gen != d.Gens[0].Gen+uint64(i) || g.Gen == 0:
 			return fmt.Errorf("%w: generation %d at position %d", ErrLayout, g.Gen, i)
 		case g.Stripes < 1 || g.Stripes > MaxStripes || len(g.Tags) != g.Stripes:
 			return fmt.Errorf("%w: generation %d has %d stripes and %d tags", ErrLayout, g.Gen, g.Stripes, len(g.Tags))

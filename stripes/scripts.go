@@ -22,6 +22,8 @@ var (
 	foldSrc string
 	//go:embed cas.lua
 	casSrc string
+	//go:embed prune.lua
+	pruneSrc string
 
 	addScript    = redis.NewScript(addSrc)
 	createScript = redis.NewScript(createSrc)
@@ -29,6 +31,7 @@ var (
 	sealScript   = redis.NewScript(sealSrc)
 	foldScript   = redis.NewScript(foldSrc)
 	casScript    = redis.NewScript(casSrc)
+	pruneScript  = redis.NewScript(pruneSrc)
 )
 
 // Reply codes of add.lua.
