@@ -74,8 +74,10 @@ type Options struct {
 	// event) or 31 (int32 members, about 5 bytes per event, 2^32 times likelier collisions).
 	// Default: 63.
 	DedupBits int
-	// SetMembers is the largest dedup set before it is split in two by the next record bit.
-	// Keep it at or below the server's set-max-intset-entries. Default: 512; range 2..4096.
+	// SetMembers bounds a dedup set: a set found holding half as many records (checked on
+	// one addition in SetMembers/64) is split, so sets stay well below it (about 0.7 of it
+	// at most in simulation). Keep it at or below the server's set-max-intset-entries.
+	// Default: 512; range 2..4096.
 	SetMembers int
 	// MaxIDBytes is the longest accepted event ID. Default: 256; range 1..65536.
 	MaxIDBytes int
