@@ -25,7 +25,8 @@
 --             window and the clock): route to the next generation
 --   {7, 0}    the stripe key does not exist
 --   {8, g}    the stripe belongs to generation g, not ARGV[1]
---   {9, 0}    the delta would overflow the stripe's int64 value; nothing written
+--   {9, 0}    the delta would overflow the stripe's int64 value: no record added, the value
+--             unchanged (the slice's first bucket may have been created, empty)
 --
 -- Dedup sets: the records of one slice form a linear hash table. Its state "<slice>:<L>:<p>"
 -- (level L, split pointer p) lives in field d<slice mod R> of the stripe hash, where R is

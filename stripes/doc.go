@@ -73,8 +73,9 @@
 //	<prefix>{<tag>}:<name>:<gen>:<i>:e:<slice>:<bucket>
 //	                                     set: one bucket of the stripe's dedup records for
 //	                                     one time slice
-//	<prefix>{<btag>}:births              hash: the birth record of every counter whose layout
-//	                                     slot is the births key's slot minus 8192: field
+//	<prefix>{<btag>}:births              hash: the birth records of the counters whose layout
+//	                                     slot, rounded down to a multiple of 64, is the
+//	                                     births key's slot minus 8192 (256 such keys): field
 //	                                     <name>, value the layout's random token
 //
 // A stripe's value and its dedup sets share the stripe's hash tag, hence one slot: add.lua
@@ -134,8 +135,8 @@
 //     that survived still counts there.
 //   - A fresh Counter (a new process) detects a lost layout record through the birth record,
 //     written once the layout exists (by its creator, or by the next process that reads a
-//     layout whose birth record is missing). The births key lives in the layout's slot plus
-//     8192: on a cluster whose masters own even, contiguous slot ranges (the usual
+//     layout whose birth record is missing). The births key lives in the layout's slot
+//     (rounded down to a multiple of 64) plus 8192: on a cluster whose masters own even, contiguous slot ranges (the usual
 //     allocation), that is another master, so the restart without persistence, the
 //     failover or the flush of the layout's master is detected. It is not detected when the
 //     birth record is lost too: a FLUSHALL of a standalone server or of every master, or

@@ -187,11 +187,12 @@ func (k keys) layout() string {
 }
 
 // births returns the key of the hash holding the birth record of the counter (field: its
-// name, value: the token of its layout). Its slot is the layout's slot plus half the slot
-// space, so on a cluster whose masters own even, contiguous slot ranges it lives on another
-// master than the layout record.
+// name, value: the token of its layout). Its slot is the layout's slot rounded down to a
+// multiple of 64, plus half the slot space: on a cluster whose masters own even, contiguous
+// slot ranges it lives on another master than the layout record, and the birth records of
+// all counters share 256 keys.
 func (k keys) births() string {
-	s := (slot.Of(k.layout()) + slot.Count/2) % slot.Count
+	s := (slot.Of(k.layout())/64*64 + slot.Count/2) % slot.Count
 	return k.prefix + "{" + slot.TagFor(s) + "}:births"
 }
 
