@@ -201,3 +201,69 @@ func serverUsec(b *testing.B, c *redis.Client) float64 {
 	}
 	return total
 }
+
+// BenchmarkServerTimePerEvent measures the server time of one new event, interleaving the
+// calls on three dedicated servers so that all three see the same machine load: Add's
+// script on a 1-stripe counter, the SET NX PX + INCRBY reference script, and INCR. It
+// reports each one's usec_per_call (INFO commandstats) and Add's ratio to the reference.
+//
+//	go test -run '^$' -bench ServerTimePerEvent -benchtime=20000x ./stripes/
+func BenchmarkServerTimePerEvent(b *testing.B) {
+	ctx := context.Background()
+	add := celebritytest.NewServer(b, celebritytest.ServerOptions{}).Client(b)
+	ref := celebritytest.NewServer(b, celebritytest.ServerOptions{}).Client(b)
+	incr := celebritytest.NewServer(b, celebritytest.ServerOptions{}).Client(b)
+	c := newCounter(b, add, Options{Stripes: 1, DedupWindow: 10 * time.Minute})
+	require.Zero(b, mustSum(b, c))
+	now := time.Now()
+	step := func(i int) {
+		id := "ev-" + strconv.Itoa(i)
+		if _, err := c.Add(ctx, Event{ID: id, Time: now}, 1); err != nil {
+			b.Fatal(err)
+		}
+		if err := setNXScript.Run(ctx, ref, []string{"{n}:e:" + id, "{n}:n"}, (10 * time.Minute).Milliseconds(), 1).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := incr.Incr(ctx, "n").Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range 100 { // load the scripts
+		step(-1 - i)
+	}
+	for _, s := range []*redis.Client{add, ref, incr} {
+		require.NoError(b, s.ConfigResetStat(ctx).Err())
+	}
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		step(i)
+		i++
+	}
+	b.StopTimer()
+	a, r, n := perCall(b, add, "evalsha"), perCall(b, ref, "evalsha"), perCall(b, incr, "incr")
+	b.ReportMetric(a, "add-us/event")
+	b.ReportMetric(r, "setnx-us/event")
+	b.ReportMetric(n, "incr-us/event")
+	b.ReportMetric(a/r, "add/setnx")
+}
+
+// perCall returns INFO commandstats' usec_per_call of cmd on c.
+func perCall(b *testing.B, c *redis.Client, cmd string) float64 {
+	b.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	require.NoError(b, err)
+	for line := range strings.SplitSeq(info, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		_, v, _ := strings.Cut(rest, "usec_per_call=")
+		v, _, _ = strings.Cut(v, ",")
+		f, err := strconv.ParseFloat(v, 64)
+		require.NoError(b, err)
+		return f
+	}
+	b.Fatalf("no commandstats for %s", cmd)
+	return 0
+}
