@@ -134,7 +134,7 @@ func newHoldBack() *holdBack {
 	return &holdBack{held: make(chan struct{}), release: make(chan struct{})}
 }
 
-func (h *holdBack) DialHook(next redis.DialHook) redis.DialHook       { return next }
+func (h *holdBack) DialHook(next redis.DialHook) redis.DialHook          { return next }
 func (h *holdBack) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h *holdBack) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
@@ -163,7 +163,7 @@ func writesCopies(cmds []redis.Cmder) bool {
 // it: copy writes that never leave the process.
 type failPipelines struct{ armed atomic.Bool }
 
-func (h *failPipelines) DialHook(next redis.DialHook) redis.DialHook       { return next }
+func (h *failPipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
 func (h *failPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h *failPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
