@@ -20,7 +20,9 @@ func TestMissCostsTwoRoundTrips(t *testing.T) {
 		r := newReplicator(t, hooked(t, f, count), replicas.Options{})
 		ctx := ctxFor(t)
 		p := celebritytest.Prefix(t)
-		load := func(context.Context) (replicas.Item, error) { return replicas.Item{Value: []byte("v"), Version: 1}, nil }
+		load := func(context.Context) (replicas.Item, error) {
+			return replicas.Item{Value: []byte("v"), Version: 1}, nil
+		}
 		// Scripts loaded on every node, connections open.
 		for i := range 30 {
 			_, err := r.GetOrLoad(ctx, p+"warm"+strconv.Itoa(i), time.Minute, load)
