@@ -29,7 +29,9 @@ func TestPopularMissLoadsOnceAcrossTheFleet(t *testing.T) {
 		}
 		reps := make([]*replicas.Replicator, instances)
 		for i := range reps {
-			reps[i] = newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Hot: []string{key}})
+			// A lease far longer than the load: on a loaded machine a 50ms load must not be
+			// taken over, or the source runs twice by design.
+			reps[i] = newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Hot: []string{key}, LeaseTTL: 20 * time.Second})
 		}
 		start := make(chan struct{})
 		var wg sync.WaitGroup
@@ -90,7 +92,8 @@ func TestCancelledLeaseHolderIsTakenOver(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		key := celebritytest.Prefix(t) + "k"
 		prefix := celebritytest.Prefix(t)
-		o := replicas.Options{Prefix: prefix, LeaseTTL: 300 * time.Millisecond, Hot: []string{key}}
+		// Long enough that the other instance finds the lease held on a loaded machine.
+		o := replicas.Options{Prefix: prefix, LeaseTTL: 1500 * time.Millisecond, Hot: []string{key}}
 		holder := newReplicator(t, f.client(t), o)
 		other := newReplicator(t, f.client(t), o)
 		var calls atomic.Int64
