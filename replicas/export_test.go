@@ -15,7 +15,7 @@ func (r *Replicator) CopyKeys(ctx context.Context, key string) ([]string, error)
 }
 
 // LeaseKey exposes the lease key of key.
-func (r *Replicator) LeaseKey(key string) string { l, _, _ := r.leaseKeys(key); return l }
+func (r *Replicator) LeaseKey(key string) string { l, _ := r.leaseKeys(key); return l }
 
 // PrimaryKey exposes the primary record's key of key.
 func (r *Replicator) PrimaryKey(key string) string { return r.primaryKey(key) }

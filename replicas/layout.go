@@ -97,7 +97,6 @@ const (
 	markPrimary = "}k:"
 	markCopy    = "}c:"
 	markLease   = "}l:"
-	markWaiters = "}n:"
 	markWake    = "}w:"
 )
 
@@ -116,9 +115,10 @@ func (r *Replicator) ownKey(mark, key string) string {
 // the authority every write goes through first.
 func (r *Replicator) primaryKey(key string) string { return r.ownKey(markPrimary, key) }
 
-// leaseKeys returns the lease, waiter count and wake list of key, in the primary's slot.
-func (r *Replicator) leaseKeys(key string) (lease, waiters, wake string) {
-	return r.ownKey(markLease, key), r.ownKey(markWaiters, key), r.ownKey(markWake, key)
+// leaseKeys returns the side lease and the wake list of key, in the primary's slot. The
+// lease itself lives in the primary record's key while that holds no record.
+func (r *Replicator) leaseKeys(key string) (side, wake string) {
+	return r.ownKey(markLease, key), r.ownKey(markWake, key)
 }
 
 // maxCachedLayouts bounds the layout cache; it is emptied when full.

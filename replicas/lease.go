@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -118,20 +119,49 @@ func (r *Replicator) newToken() string {
 
 // fetch takes the lease or waits for its holder, then loads and fills. It registers the
 // copies in missed at the primary when it finds a value there, and refills them.
+//
+// A key that is not hot starts with one plain command, "SET <primary> l2,<token>,0 NX GET
+// PX <LeaseTTL>": it returns the live record (a hit), or nothing (the lease is taken, in the
+// primary's own key). Whatever else it finds (another holder's lease, an expired record, a
+// tombstone, an absent or error marker) goes through acquire.lua, as does a hot key's
+// fallback, which also registers its copies.
 func (r *Replicator) fetch(ctx context.Context, key string, ttl time.Duration, load Loader, lay *layout, missed []int) (Item, error) {
 	token := r.newToken()
-	lease, waiters, wake := r.leaseKeys(key)
-	keys := []string{r.primaryKey(key), lease, waiters}
+	side, wake := r.leaseKeys(key)
+	primary := r.primaryKey(key)
+	keys := []string{primary, side}
 	leaseMs := r.opts.LeaseTTL.Milliseconds()
 	add := ""
 	if len(missed) > 0 {
 		add = slotsOf(lay, missed)
 	}
+	scripted := lay != nil
 	waited := false
 	for {
-		res, err := acquireScript.Run(ctx, r.client, keys, token, leaseMs, add).Slice()
-		if err != nil {
-			return Item{}, fmt.Errorf("replicas: lease for %q: %w", key, err)
+		var res []any
+		if !scripted {
+			raw, err := r.client.SetArgs(ctx, primary, "l2,"+token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: r.opts.LeaseTTL}).Result()
+			switch {
+			case errors.Is(err, redis.Nil) || raw == "l2,"+token+",0":
+				res = []any{"won"}
+			case err != nil:
+				return Item{}, fmt.Errorf("replicas: lease for %q: %w", key, err)
+			case strings.HasPrefix(raw, magic):
+				if rec, ok := decode(raw); ok && !rec.tombstone && rec.live(r.opts.Clock().UnixMilli()) {
+					res = []any{"hit", raw}
+				}
+			case strings.HasPrefix(raw, "n2,"):
+				res = []any{"absent"}
+			}
+			// Anything else is settled by the script.
+			scripted = res == nil
+		}
+		if res == nil {
+			var err error
+			res, err = acquireScript.Run(ctx, r.client, keys, token, leaseMs, add).Slice()
+			if err != nil {
+				return Item{}, fmt.Errorf("replicas: lease for %q: %w", key, err)
+			}
 		}
 		state, _ := res[0].(string)
 		switch state {
@@ -162,6 +192,7 @@ func (r *Replicator) fetch(ctx context.Context, key string, ttl time.Duration, l
 			if err := r.awaitWake(ctx, wake, time.Duration(pttl)*time.Millisecond); err != nil {
 				return Item{}, fmt.Errorf("replicas: waiting for the fill of %q: %w", key, err)
 			}
+			scripted = lay != nil
 		case "won":
 			r.stats.misses.Add(1)
 			r.stats.leaseWins.Add(1)
@@ -267,8 +298,8 @@ func callLoader(ctx context.Context, key string, load Loader) (it Item, err erro
 func (r *Replicator) release(ctx context.Context, key, token, mode string, d time.Duration, msg string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
-	lease, waiters, wake := r.leaseKeys(key)
-	_ = releaseScript.Run(ctx, r.client, []string{lease, waiters, wake}, token, mode, d.Milliseconds(), msg).Err()
+	side, wake := r.leaseKeys(key)
+	_ = releaseScript.Run(ctx, r.client, []string{r.primaryKey(key), side, wake}, token, mode, d.Milliseconds(), msg).Err()
 }
 
 // fillLoaded writes a loaded item to the primary under the lease, then to the copies.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -60,11 +61,22 @@ func (r *Replicator) readPrimary(ctx context.Context, key string) (Item, error) 
 	if err != nil {
 		return Item{}, fmt.Errorf("replicas: get %q: %w", key, err)
 	}
+	if isMarker(raw) {
+		r.stats.misses.Add(1)
+		return Item{}, ErrNotFound
+	}
 	rec, ok := decode(raw)
 	if !ok {
 		return Item{}, fmt.Errorf("replicas: get %q: %w", key, ErrCorrupt)
 	}
 	return r.fromRecord(rec)
+}
+
+// isMarker reports whether raw, read at a primary, is a lease or an absent or error marker
+// (see acquire.lua) rather than a record: the key holds no value.
+func isMarker(raw string) bool {
+	p, _, ok := strings.Cut(raw, ",")
+	return ok && (p == "l2" || p == "n2" || p == "e2")
 }
 
 // fromRecord converts a live or expired record into Get's result.

@@ -1,10 +1,11 @@
 -- release.lua: end a fill lease whose load did not produce a value, leaving what the fleet
 -- should answer until the next load, and wake the callers waiting for it.
 --
--- KEYS[1]  the lease "<prefix>{<tag>}l:<key>".
--- KEYS[2]  the waiter count "<prefix>{<tag>}n:<key>".
+-- KEYS[1]  the primary record "<prefix>{<tag>}k:<key>" (holds the lease when it holds no
+--          record).
+-- KEYS[2]  the side lease "<prefix>{<tag>}l:<key>".
 -- KEYS[3]  the wake list "<prefix>{<tag>}w:<key>". All three share <tag>: one slot.
--- ARGV[1]  the holder's token (non-empty, no ':').
+-- ARGV[1]  the holder's token (non-empty, no ',').
 -- ARGV[2]  mode: "f" (given up: the next caller loads), "n" (the source does not have the
 --          key), "e" (the load failed).
 -- ARGV[3]  how long the mark lasts, ms, > 0 (NegativeTTL for "n", ErrorTTL for "e").
@@ -14,9 +15,8 @@
 --
 -- Invariant: only the holder marks its lease; a retried call changes nothing more.
 
-local lease, waiters, wake = KEYS[1], KEYS[2], KEYS[3]
 local token, mode, ms, msg = ARGV[1], ARGV[2], ARGV[3], ARGV[4] or ''
-if not token or token == '' or string.find(token, ':', 1, true) then
+if not token or token == '' or string.find(token, ',', 1, true) then
   return redis.error_reply('ERR replicas: bad lease token')
 end
 if mode ~= 'f' and mode ~= 'n' and mode ~= 'e' then
@@ -25,16 +25,23 @@ end
 if not ms or not string.match(ms, '^%d+$') or tonumber(ms) <= 0 then
   return redis.error_reply('ERR replicas: bad mark ttl ' .. tostring(ms))
 end
-if redis.call('GET', lease) ~= token then
-  return 0
+local k, n = nil, 0
+for i = 1, 2 do
+  local held = redis.call('GET', KEYS[i])
+  local tok, waiters = nil, nil
+  if held then tok, waiters = string.match(held, '^l2,([^,]*),(%d+)$') end
+  if tok == token then k, n = KEYS[i], tonumber(waiters); break end
 end
-local mark = mode .. ':' .. token
-if mode == 'e' then mark = mark .. ':' .. msg end
-redis.call('SET', lease, mark, 'PX', ms)
-local n = tonumber(redis.call('GET', waiters) or '0') or 0
-redis.call('DEL', waiters)
+if not k then return 0 end
+if mode == 'f' then
+  redis.call('DEL', k)
+elseif mode == 'n' then
+  redis.call('SET', k, 'n2,' .. token, 'PX', ms)
+else
+  redis.call('SET', k, 'e2,' .. token .. ',' .. msg, 'PX', ms)
+end
 if n > 0 then
-  for _ = 1, math.min(n, 1000) do redis.call('RPUSH', wake, '1') end
-  redis.call('PEXPIRE', wake, math.max(tonumber(ms), 1000))
+  for _ = 1, math.min(n, 1000) do redis.call('RPUSH', KEYS[3], '1') end
+  redis.call('PEXPIRE', KEYS[3], math.max(tonumber(ms), 1000))
 end
 return 1

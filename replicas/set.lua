@@ -1,19 +1,21 @@
 -- set.lua: versioned set-if-newer of a logical key's primary record, optionally as the fill
 -- of a GetOrLoad lease.
 --
--- KEYS[1]  the primary record "<prefix>{<tag>}k:<key>".
--- KEYS[2]  only for fills: the lease "<prefix>{<tag>}l:<key>";
--- KEYS[3]  only for fills: the waiter count "<prefix>{<tag>}n:<key>";
--- KEYS[4]  only for fills: the wake list "<prefix>{<tag>}w:<key>".
---          All four share <tag>, so they live in one slot.
+-- KEYS[1]  the primary record "<prefix>{<tag>}k:<key>". While it holds no record it may hold
+--          a lease marker "l2,<token>,<waiters>" or an absent/error marker (see acquire.lua):
+--          a write replaces those and wakes the marker's waiters.
+-- KEYS[2]  the wake list "<prefix>{<tag>}w:<key>".
+-- KEYS[3]  only for fills: the side lease "<prefix>{<tag>}l:<key>".
+--          All share <tag>, so they live in one slot.
 -- ARGV[1]  version: decimal uint64, no leading zeros.
 -- ARGV[2]  kind: "v" (value) or "x" (tombstone).
 -- ARGV[3]  data: the host's bytes (empty for a tombstone).
 -- ARGV[4]  the value's life in ms, > 0.
 -- ARGV[5]  registry slots to add, "<slot>.<slot>..." (may be empty): the copies the writer
 --          keeps current.
--- ARGV[6]  lease token (fills only).
--- ARGV[7]  how long the lease keeps its "filled" mark, ms (fills only).
+-- ARGV[6]  lease token (fills only): the fill applies only while this token holds the lease
+--          (in the primary or in the side lease), or as the retry of a fill that applied.
+-- ARGV[7]  how long the wake list lasts, ms (fills only).
 --
 -- Stored format: "c2,<version>,<kind>,<expiry ms>,<registry>,<data>", registry entries
 -- "<slot>:<expiry ms>" joined by ".".
@@ -32,7 +34,7 @@
 -- a writer was ever told about stays reachable by later writers for as long as it may live;
 -- a fill whose lease is gone changes nothing. Every argument is checked before any write.
 
-local rec = KEYS[1]
+local rec, wake = KEYS[1], KEYS[2]
 local version, kind, data, ttl, add = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 if not version or not string.match(version, '^%d+$') or #version > 20 or (#version > 1 and string.sub(version, 1, 1) == '0') then
   return redis.error_reply('ERR replicas: bad version ' .. tostring(version))
@@ -46,20 +48,38 @@ end
 if not add or not string.match(add, '^[%d.]*$') then
   return redis.error_reply('ERR replicas: bad registry ' .. tostring(add))
 end
-local token, filled = nil, nil
-if #KEYS == 4 then
-  token, filled = ARGV[6], ARGV[7]
-  if not token or token == '' or string.find(token, ':', 1, true) or not filled or not string.match(filled, '^%d+$') or tonumber(filled) <= 0 then
+local token, wakeMs = nil, '1000'
+if #KEYS == 3 then
+  token, wakeMs = ARGV[6], ARGV[7]
+  if not token or token == '' or string.find(token, ',', 1, true) or not wakeMs or not string.match(wakeMs, '^%d+$') or tonumber(wakeMs) <= 0 then
     return redis.error_reply('ERR replicas: bad lease arguments')
   end
-elseif #KEYS ~= 1 then
-  return redis.error_reply('ERR replicas: set takes 1 or 4 keys')
+elseif #KEYS ~= 2 then
+  return redis.error_reply('ERR replicas: set takes 2 or 3 keys')
 end
 
 local raw = redis.call('GET', rec)
-if token then
-  local lease = redis.call('GET', KEYS[2])
-  if lease ~= token and lease ~= 'f:' .. token then
+local waiters, ownSide = 0, false
+local ownPrimary = false
+if raw and string.sub(raw, 1, 3) ~= 'c2,' then
+  local tok, n = string.match(raw, '^l2,([^,]*),(%d+)$')
+  if tok then
+    waiters = tonumber(n)
+    ownPrimary = (token ~= nil and tok == token)
+  end
+  raw = nil
+end
+if token and not ownPrimary then
+  local held = redis.call('GET', KEYS[3])
+  local tok, n = nil, nil
+  if held then tok, n = string.match(held, '^l2,([^,]*),(%d+)$') end
+  if tok == token then
+    ownSide = true
+    waiters = waiters + tonumber(n)
+  elseif raw and string.match(raw, '^c2,' .. version .. ',' .. kind .. ',%d+,[%d.:]*,') and
+      string.sub(raw, #string.match(raw, '^c2,%d+,[vx],%d+,[%d.:]*,') + 1) == data then
+    return {'same', raw} -- the retry of a fill that applied
+  else
     return {'superseded', raw or ''}
   end
 end
@@ -72,15 +92,12 @@ local function newer(a, b)
   return a > b
 end
 
--- filled marks the lease filled and wakes the callers waiting for it.
+-- release ends the side lease of a fill and wakes every waiter.
 local function release()
-  if not token then return end
-  redis.call('SET', KEYS[2], 'f:' .. token, 'PX', filled)
-  local n = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
-  redis.call('DEL', KEYS[3])
-  if n > 0 then
-    for _ = 1, math.min(n, 1000) do redis.call('RPUSH', KEYS[4], '1') end
-    redis.call('PEXPIRE', KEYS[4], filled)
+  if ownSide then redis.call('DEL', KEYS[3]) end
+  if waiters > 0 then
+    for _ = 1, math.min(waiters, 1000) do redis.call('RPUSH', wake, '1') end
+    redis.call('PEXPIRE', wake, wakeMs)
   end
 end
 

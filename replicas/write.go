@@ -102,12 +102,12 @@ func (r *Replicator) write(ctx context.Context, key string, rec record, ttl time
 // when token is not empty) and returns its status and the record stored after it. waitErr
 // reports a WAIT the replicas did not satisfy.
 func (r *Replicator) setPrimary(ctx context.Context, key string, rec record, ttl time.Duration, add, token string) (status string, stored record, waitErr, err error) {
-	keys := []string{r.primaryKey(key)}
+	side, wake := r.leaseKeys(key)
+	keys := []string{r.primaryKey(key), wake}
 	args := []any{strconv.FormatUint(rec.version, 10), kindOf(rec), rec.data, ttl.Milliseconds(), add}
 	if token != "" {
-		lease, waiters, wake := r.leaseKeys(key)
-		keys = append(keys, lease, waiters, wake)
-		args = append(args, token, r.opts.LeaseTTL.Milliseconds())
+		keys = append(keys, side)
+		args = append(args, token, max(r.opts.LeaseTTL, time.Second).Milliseconds())
 	}
 	res, waitErr, err := r.run(ctx, setScript, keys, args...)
 	if err != nil {
