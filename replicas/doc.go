@@ -24,13 +24,15 @@
 // Every physical key lives under [Options].Prefix (default [DefaultPrefix]); the host's own
 // keys are never read or written, even when they have the logical key's name:
 //
-//	<prefix>{<tag(slot(key))>}k:<key>   the primary record: the authority, always written
+//	<prefix>{<tag(slot(key))>}k:<key>   the primary record: the authority, always written;
+//	                                    while it holds no record, the fill lease or the
+//	                                    absent or error marker
 //	<prefix>{<tag_i>}c:<key>            copy i, i < N, for hot keys
-//	<prefix>{<tag(slot(key))>}l:<key>   the fill lease (and the absent or error record)
-//	<prefix>{<tag(slot(key))>}n:<key>   how many instances wait for the fill
-//	<prefix>{<tag(slot(key))>}w:<key>   the list the filler pushes to, to wake them
+//	<prefix>{<tag(slot(key))>}l:<key>   the fill lease while the primary holds a tombstone
+//	                                    or an expired value
+//	<prefix>{<tag(slot(key))>}w:<key>   the list the filler pushes to, to wake the waiters
 //
-// The primary, lease, count and list share one slot (the logical key's), so each script
+// The primary, side lease and list share one slot (the logical key's), so each script
 // touches one slot. Every record is "c2,<version>,<kind>,<expiry>,<registry>,<data>": kind "v"
 // or "x" (a tombstone), expiry the absolute end of the value (Unix ms), data the host's
 // bytes. The primary's registry lists the copies writers must update, each with the absolute
@@ -96,9 +98,10 @@
 //
 // # Fleet-wide fill lease
 //
-// [Replicator.GetOrLoad] costs one script on a miss of a key that is not hot: it returns the
-// value or takes a lease next to the primary (a token with [Options].LeaseTTL); the fill is
-// the second round trip. One caller in the fleet loads from the source and fills; callers
+// [Replicator.GetOrLoad] of a key that is not hot starts with one plain command, SET NX GET
+// on the primary: it returns the value (a hit costs that one command) or takes the lease in
+// the primary's own key (a token with [Options].LeaseTTL); the fill is the second and last
+// round trip of a miss. One caller in the fleet loads from the source and fills; callers
 // on the same instance share its fetch; callers on other instances block on a list the
 // filler pushes to (no polling) and read the fill. A holder that dies loses its lease when
 // it expires and one waiter takes over; a fill whose token is no longer the lease is

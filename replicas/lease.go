@@ -15,9 +15,10 @@ import (
 // GetOrLoad returns key's value like Get and, when it has none, loads it from the source
 // with load — once for the whole fleet.
 //
-// A miss costs two round trips: one script on the primary that returns the value or takes
-// the key's lease (a token stored next to the primary, for Options.LeaseTTL), then the fill
-// (for a hot key the copy read comes first, and the fill also writes the copies). Callers on
+// A miss costs two round trips: one command on the primary that returns the value or takes
+// the key's lease (a token stored in the primary's key while it holds no record, for
+// Options.LeaseTTL), then the fill (for a hot key the copy read comes first, and the fill
+// also writes the copies); a hit costs the first alone. Callers on
 // one instance share one fetch. When another instance holds the lease, the fetch blocks on a
 // wake list the holder pushes to when it fills or gives up (BLPOP, at most until the lease
 // ends), then looks again. The lease winner runs load, then fills the primary and its
