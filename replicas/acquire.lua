@@ -68,10 +68,14 @@ end
 local sv, sk, sx, sreg, pos = string.match(raw, '^c2,(%d+),([vx]),(%d+),([%d.:]*),()')
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if not sv or sk ~= 'v' or tonumber(sx) <= now then
+if not sv or sk ~= 'v' or (sx ~= '0' and tonumber(sx) <= now) then
   return lease(side, redis.call('GET', side))
 end
 if add ~= '' then
+  if sx == '0' then
+    -- Never replicated: the key's TTL is the value's; registering needs it as a time.
+    sx = string.format('%.0f', now + math.max(redis.call('PTTL', rec), 1))
+  end
   local ends, order = {}, {}
   for s, e in string.gmatch(sreg, '(%d+):(%d+)') do
     e = tonumber(e)
@@ -93,7 +97,7 @@ if add ~= '' then
     if not seen[s] and #parts < 64 then parts[#parts + 1] = s .. ':' .. string.format('%.0f', ends[s]) end
   end
   local reg = table.concat(parts, '.')
-  if reg ~= sreg then
+  if reg ~= sreg or string.match(raw, '^c2,%d+,[vx],0,') then
     raw = 'c2,' .. sv .. ',' .. sk .. ',' .. sx .. ',' .. reg .. ',' .. string.sub(raw, pos)
     redis.call('SET', rec, raw, 'KEEPTTL')
   end

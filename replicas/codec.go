@@ -11,7 +11,8 @@ import (
 //
 // version is the host's version in decimal; kind is "v" for a value and "x" for a
 // tombstone; expiry is when the value (or tombstone) ends, in Unix ms of the server that
-// wrote the primary record; registry is empty except at the primary key of a replicated
+// wrote the primary record, or 0 for a key never replicated (its key's own TTL ends it);
+// registry is empty except at the primary key of a replicated
 // key, where it lists the copies writers must keep up to date ("<slot>:<expiry ms>" entries
 // joined by "."); data is the host's bytes, untouched. The key itself lives at least until
 // its value's expiry and, at the primary, until its last registration's: after the value
@@ -41,8 +42,9 @@ type record struct {
 	data      string
 }
 
-// live reports whether rec's value or tombstone has not expired at nowMs.
-func (rec record) live(nowMs int64) bool { return rec.expiry > nowMs }
+// live reports whether rec's value or tombstone has not expired at nowMs. Expiry 0 (a key
+// never replicated) means the key's own TTL ends it: a record read is live.
+func (rec record) live(nowMs int64) bool { return rec.expiry == 0 || rec.expiry > nowMs }
 
 // decode parses a stored value. ok is false when raw was not written by this package.
 func decode(raw string) (rec record, ok bool) {

@@ -24,7 +24,13 @@ if not sv then return nil end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local expiry = tonumber(sx)
-if expiry <= now then return nil end
+if expiry == 0 then
+  -- Never replicated: the key's TTL is the value's; registering needs it as a time.
+  expiry = now + math.max(redis.call('PTTL', rec), 1)
+  sx = string.format('%.0f', expiry)
+elseif expiry <= now then
+  return nil
+end
 
 local ends, order = {}, {}
 for s, e in string.gmatch(sreg, '(%d+):(%d+)') do
@@ -47,7 +53,7 @@ for _, s in ipairs(order) do
   if not seen[s] and #parts < 64 then parts[#parts + 1] = s .. ':' .. string.format('%.0f', ends[s]) end
 end
 local reg = table.concat(parts, '.')
-if reg ~= sreg then
+if reg ~= sreg or raw ~= 'c2,' .. sv .. ',' .. sk .. ',' .. sx .. ',' .. sreg .. ',' .. string.sub(raw, pos) then
   raw = 'c2,' .. sv .. ',' .. sk .. ',' .. sx .. ',' .. reg .. ',' .. string.sub(raw, pos)
   redis.call('SET', rec, raw, 'KEEPTTL')
 end

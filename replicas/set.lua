@@ -18,7 +18,8 @@
 -- ARGV[7]  how long the wake list lasts, ms (fills only).
 --
 -- Stored format: "c2,<version>,<kind>,<expiry ms>,<registry>,<data>", registry entries
--- "<slot>:<expiry ms>" joined by ".".
+-- "<slot>:<expiry ms>" joined by "."; expiry 0 (only with an empty registry) means the
+-- key's own TTL is the value's end.
 --
 -- Reply: {status, raw}: raw is the record stored after the call ("" when none).
 --   "applied"     written (a new version, or the same content again after it expired).
@@ -84,8 +85,16 @@ if token and not ownPrimary then
   end
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- clock reads the server's time once, only when needed: a record of a key that was never
+-- replicated (no registry) stores expiry 0 and lives by its key's own TTL.
+local now = nil
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
 
 local function newer(a, b)
   if #a ~= #b then return #a > #b end
@@ -113,7 +122,7 @@ if sv then
   elseif sv == version then
     if sk ~= kind or string.sub(raw, pos) ~= data then
       status = 'conflict'
-    elseif sx > now then
+    elseif sx == 0 or sx > clock() then
       status = 'same'
     end
   end
@@ -123,14 +132,29 @@ if status == 'stale' or status == 'conflict' then
   return {status, raw}
 end
 
-local expiry = now + tonumber(ttl)
-if status == 'same' then expiry = sx end
+if add == '' and (sreg or '') == '' and (status ~= 'same' or sx == 0) then
+  -- Not replicated: expiry 0, the key's own TTL is the value's.
+  if status == 'applied' then
+    local out = 'c2,' .. version .. ',' .. kind .. ',0,,' .. data
+    redis.call('SET', rec, out, 'PX', ttl)
+    release()
+    return {status, out}
+  end
+  release()
+  return {status, raw}
+end
+
+local expiry = clock() + tonumber(ttl)
+if status == 'same' then
+  expiry = sx
+  if sx == 0 then expiry = clock() + math.max(redis.call('PTTL', rec), 1) end
+end
 
 -- The registry: entries to add end no sooner than the value; live entries keep their end.
 local ends, order = {}, {}
-for s, e in string.gmatch(sreg, '(%d+):(%d+)') do
+for s, e in string.gmatch(sreg or '', '(%d+):(%d+)') do
   e = tonumber(e)
-  if e > now and not ends[s] then ends[s] = e; order[#order + 1] = s end
+  if e > clock() and not ends[s] then ends[s] = e; order[#order + 1] = s end
 end
 local added = {}
 for s in string.gmatch(add, '%d+') do

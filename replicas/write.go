@@ -217,7 +217,7 @@ func (r *Replicator) targets(key string, rec record, lay *layout) []target {
 // copyExpiry returns when a copy of rec ends: rec's expiry, shortened for a value by a random
 // fraction in [0, Options.Jitter) of its remaining life.
 func (r *Replicator) copyExpiry(rec record) int64 {
-	if rec.tombstone {
+	if rec.tombstone || rec.expiry == 0 {
 		return rec.expiry
 	}
 	remaining := rec.expiry - r.opts.Clock().UnixMilli()
