@@ -154,10 +154,8 @@ func (r *Replicator) fetch(ctx context.Context, key string, ttl time.Duration, l
 			case strings.HasPrefix(raw, "n2,"):
 				res = []any{"absent"}
 			}
-			// Anything else is settled by the script.
-			scripted = res == nil
 		}
-		if res == nil {
+		if res == nil { // a hot key, or what the plain command cannot settle alone
 			var err error
 			res, err = acquireScript.Run(ctx, r.client, keys, token, leaseMs, add).Slice()
 			if err != nil {
