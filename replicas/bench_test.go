@@ -189,7 +189,9 @@ func BenchmarkMissAndHitCost(b *testing.B) {
 	r := newReplicator(b, client, replicas.Options{})
 	ctx := context.Background()
 	p := celebritytest.Prefix(b)
-	load := func(context.Context) (replicas.Item, error) { return replicas.Item{Value: []byte("v"), Version: 1}, nil }
+	load := func(context.Context) (replicas.Item, error) {
+		return replicas.Item{Value: []byte("v"), Version: 1}, nil
+	}
 	naive := func(key string) error {
 		err := client.Get(ctx, key).Err()
 		if errors.Is(err, redis.Nil) {
