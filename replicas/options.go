@@ -14,7 +14,7 @@ const (
 	DefaultCopies = 3
 	// MaxCopies is the largest accepted Options.Copies.
 	MaxCopies = 32
-	// DefaultPrefix is the prefix of every key the package creates besides the logical keys.
+	// DefaultPrefix is the prefix of every key the package creates.
 	DefaultPrefix = "celebrity:replicas:"
 	// DefaultTTL is the TTL used when a call passes a ttl of 0.
 	DefaultTTL = time.Hour
@@ -42,7 +42,9 @@ type Options struct {
 	// Copies is the number of physical copies N of a hot key, 1..MaxCopies.
 	// Default: DefaultCopies (3).
 	Copies int
-	// Prefix starts every copy and lease key. It must not contain '{' or '}'.
+	// Prefix starts every physical key the package writes, the primary record included, so
+	// the host's own keys are never read or written. It names the cache: instances share
+	// data (and leases) exactly when they share Prefix. It must not contain '{' or '}'.
 	// Default: DefaultPrefix.
 	Prefix string
 	// Hot lists keys that are hot from the start. Promote and Demote override it.

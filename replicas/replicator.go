@@ -24,7 +24,9 @@ type Item struct {
 
 // Loader loads a missing key from the source of truth. Its Item's Version must grow with
 // every change of the source (for example an update counter), so that fills and Sets are
-// ordered. Returning ErrNotFound reports a key the source does not have.
+// ordered, and name one content: the same version with other bytes is ErrConflict.
+// Returning ErrNotFound reports a key the source does not have (the fleet then answers
+// ErrNotFound for Options.NegativeTTL); another error is answered for Options.ErrorTTL.
 type Loader func(ctx context.Context) (Item, error)
 
 // Replicator reads and writes logical keys, keeping N physical copies of the hot ones. It
