@@ -181,3 +181,38 @@ func (h *leaseChecks) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *leaseChecks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
+
+// TestAbsentAndErrorRecordsEndWithTheirWindow: once NegativeTTL (ErrorTTL) has passed, the
+// next caller asks the source again: one load per window, not one forever.
+func TestAbsentAndErrorRecordsEndWithTheirWindow(t *testing.T) {
+	s := celebritytest.Standalone(t)
+	reps := fleetOf(t, fleet{client: func(t testing.TB) redis.UniversalClient { return s.Client(t) }}, 5,
+		replicas.Options{NegativeTTL: 200 * time.Millisecond, ErrorTTL: 200 * time.Millisecond})
+	p := celebritytest.Prefix(t)
+	var loads atomic.Int64
+	for _, tc := range []struct {
+		key  string
+		load replicas.Loader
+		want error
+	}{
+		{p + "absent", func(context.Context) (replicas.Item, error) {
+			loads.Add(1)
+			return replicas.Item{}, replicas.ErrNotFound
+		}, replicas.ErrNotFound},
+		{p + "failing", func(context.Context) (replicas.Item, error) {
+			loads.Add(1)
+			return replicas.Item{}, errors.New("timeout")
+		}, replicas.ErrLoadFailed},
+	} {
+		loads.Store(0)
+		for _, err := range everyoneAsks(t, reps, tc.key, 3, tc.load) {
+			require.ErrorIs(t, err, tc.want)
+		}
+		require.Equal(t, int64(1), loads.Load(), tc.key)
+		require.Eventually(t, func() bool {
+			_, err := reps[0].GetOrLoad(ctxFor(t), tc.key, time.Minute, tc.load)
+			require.ErrorIs(t, err, tc.want)
+			return loads.Load() == 2
+		}, 10*time.Second, 20*time.Millisecond, "the window ends and the source is asked again")
+	}
+}
