@@ -83,7 +83,7 @@ type Options struct {
 	// error (its text, wrapping ErrLoadFailed) without loading. A negative value turns it
 	// off. Default: DefaultErrorTTL (1s).
 	ErrorTTL time.Duration
-	// WaitReplicas, when positive, makes every write (Set, Delete, a fill, a copy write)
+	// WaitReplicas (0..16), when positive, makes every write (Set, Delete, a fill, a copy write)
 	// wait until that many replicas of the written master acknowledged it (Redis WAIT), for
 	// at most WaitTimeout; a write they did not acknowledge returns an error wrapping
 	// ErrNotReplicated (it applied on the master and may be lost by a failover). Zero: no
