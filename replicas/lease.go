@@ -37,8 +37,9 @@ import (
 // caller leaves when its own ctx ends. When the bound ends while load still runs (a loader
 // that ignores its ctx), the fetch gives the lease up and returns the bound's error at once;
 // load's late result is dropped. If the fill is refused because a newer version is stored,
-// the callers get the stored value, or the loaded one when the stored record is a
-// tombstone or expired.
+// the callers get the stored value; when it is a live tombstone of the loaded version or a
+// newer one, ErrNotFound (the source lags behind a Delete); otherwise (an expired record, an
+// older tombstone) the loaded value.
 func (r *Replicator) GetOrLoad(ctx context.Context, key string, ttl time.Duration, load Loader) (Item, error) {
 	if key == "" {
 		return Item{}, errEmptyKey
@@ -318,9 +319,16 @@ func (r *Replicator) fillLoaded(ctx context.Context, key, token string, ttl time
 	switch status {
 	case setSuperseded, setStale:
 		r.stats.fillsRefused.Add(1)
+		live := stored.live(r.opts.Clock().UnixMilli())
 		// Someone else's newer value (if any) wins over ours.
-		if !stored.tombstone && stored.live(r.opts.Clock().UnixMilli()) {
+		if !stored.tombstone && live {
 			return Item{Value: []byte(stored.data), Version: stored.version}, nil
+		}
+		// A live tombstone of this version or a newer one says the loaded value is deleted
+		// (the source lags behind the Delete): serving it would resurrect it.
+		if stored.tombstone && live && stored.version >= it.Version {
+			r.stats.misses.Add(1)
+			return Item{}, ErrNotFound
 		}
 		return it, nil
 	case setConflict:
