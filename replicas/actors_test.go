@@ -41,3 +41,37 @@ func TestGetOrLoadAfterDeleteDoesNotServeOlderLoad(t *testing.T) {
 		})
 	}
 }
+
+// A filler whose lease expired while it loaded, with nobody taking the lease over, is
+// refused (its token no longer holds the lease); its callers must still get what it loaded
+// (or an error), never an empty value of version 0.
+func TestZombieFillerWithLeaseGoneReturnsItsLoad(t *testing.T) {
+	for _, hot := range []bool{false, true} {
+		t.Run(map[bool]string{false: "cold", true: "hot"}[hot], func(t *testing.T) {
+			c := celebritytest.Standalone(t).Client(t)
+			ctx := ctxFor(t)
+			r := newReplicator(t, c, replicas.Options{Copies: 2, LeaseTTL: 100 * time.Millisecond})
+			const key = "post:zombie"
+			if hot {
+				require.NoError(t, r.Promote(ctx, key))
+			}
+			primary := r.PrimaryKey(key)
+			started := make(chan struct{})
+			release := make(chan struct{})
+			go func() {
+				<-started
+				// The lease (in the primary's key) expires while the loader runs.
+				require.Eventually(t, func() bool { return c.Exists(ctx, primary).Val() == 0 },
+					20*time.Second, 5*time.Millisecond)
+				close(release)
+			}()
+			it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				close(started)
+				<-release
+				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, replicas.Item{Value: []byte("v1"), Version: 1}, it)
+		})
+	}
+}

@@ -40,6 +40,7 @@ type record struct {
 	expiry    int64 // Unix ms; 0 in a record not yet written
 	reg       []regEntry
 	data      string
+	none      bool // no record is stored (set by setPrimary, never by decode)
 }
 
 // live reports whether rec's value or tombstone has not expired at nowMs. Expiry 0 (a key

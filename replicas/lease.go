@@ -319,7 +319,7 @@ func (r *Replicator) fillLoaded(ctx context.Context, key, token string, ttl time
 	switch status {
 	case setSuperseded, setStale:
 		r.stats.fillsRefused.Add(1)
-		live := stored.live(r.opts.Clock().UnixMilli())
+		live := !stored.none && stored.live(r.opts.Clock().UnixMilli())
 		// Someone else's newer value (if any) wins over ours.
 		if !stored.tombstone && live {
 			return Item{Value: []byte(stored.data), Version: stored.version}, nil

@@ -99,7 +99,8 @@ func (r *Replicator) write(ctx context.Context, key string, rec record, ttl time
 }
 
 // setPrimary runs set.lua on key's primary record (as a fill of the lease held with token
-// when token is not empty) and returns its status and the record stored after it. waitErr
+// when token is not empty) and returns its status and the record stored after it (with
+// stored.none set when the key holds no record, as after a refused fill). waitErr
 // reports a WAIT the replicas did not satisfy.
 func (r *Replicator) setPrimary(ctx context.Context, key string, rec record, ttl time.Duration, add, token string) (status string, stored record, waitErr, err error) {
 	side, wake := r.leaseKeys(key)
@@ -119,6 +120,7 @@ func (r *Replicator) setPrimary(ctx context.Context, key string, rec record, ttl
 	}
 	status, _ = reply[0].(string)
 	raw, _ := reply[1].(string)
+	stored.none = raw == ""
 	if raw != "" {
 		var ok bool
 		if stored, ok = decode(raw); !ok {
