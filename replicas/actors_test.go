@@ -2,10 +2,15 @@ package replicas_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
@@ -74,4 +79,88 @@ func TestZombieFillerWithLeaseGoneReturnsItsLoad(t *testing.T) {
 			require.Equal(t, replicas.Item{Value: []byte("v1"), Version: 1}, it)
 		})
 	}
+}
+
+// holdReply is a go-redis hook that lets the first matching command run on the server and
+// then holds its reply back until release is closed: an actor paused between its read and
+// the use of what it read.
+type holdReply struct {
+	match   func(redis.Cmder) bool
+	armed   atomic.Bool
+	once    sync.Once
+	held    chan struct{}
+	release chan struct{}
+}
+
+func newHoldReply(match func(redis.Cmder) bool) *holdReply {
+	return &holdReply{match: match, held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *holdReply) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *holdReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if h.armed.Load() && h.match(cmd) {
+			first := false
+			h.once.Do(func() { first = true; close(h.held) })
+			if first {
+				<-h.release
+			}
+		}
+		return err
+	}
+}
+func (h *holdReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// A GetOrLoad that starts after a Delete returned must not be answered by a fetch of the
+// same instance whose read ran before the Delete (and whose reply was held back): it may
+// not join a fetch whose deciding read is already under way.
+func TestGetOrLoadAfterDeleteDoesNotJoinAnEarlierRead(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		ctx := ctxFor(t)
+		hold := newHoldReply(func(cmd redis.Cmder) bool {
+			a := cmd.Args()
+			return cmd.Name() == "set" && slices.ContainsFunc(a, func(x any) bool { return strings.EqualFold(fmt.Sprint(x), "get") })
+		})
+		prefix := celebritytest.Prefix(t)
+		r := newReplicator(t, hooked(t, f, hold), replicas.Options{Prefix: prefix})
+		w := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix})
+		const key = "post:joined"
+		require.NoError(t, w.Set(ctx, key, []byte("v1"), 1, time.Minute))
+		hold.armed.Store(true)
+		first := make(chan error, 1)
+		go func() {
+			_, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				return replicas.Item{}, replicas.ErrNotFound
+			})
+			first <- err
+		}()
+		<-hold.held // the first fetch read v1; its reply is held back
+		require.NoError(t, w.Delete(ctx, key, 2))
+		loaded := make(chan struct{})
+		var once sync.Once
+		type result struct {
+			it  replicas.Item
+			err error
+		}
+		second := make(chan result, 1)
+		go func() {
+			it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				once.Do(func() { close(loaded) })
+				return replicas.Item{}, replicas.ErrNotFound
+			})
+			second <- result{it, err}
+		}()
+		// The second call loads by itself (fixed) or is stuck behind the held fetch (broken).
+		select {
+		case <-loaded:
+		case <-time.After(3 * time.Second):
+		}
+		close(hold.release)
+		res := <-second
+		require.ErrorIs(t, res.err, replicas.ErrNotFound, "served %q v%d after its delete", res.it.Value, res.it.Version)
+		require.NoError(t, <-first) // the first call overlapped the Delete: v1 is a fair answer
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,7 +20,9 @@ import (
 // the key's lease (a token stored in the primary's key while it holds no record, for
 // Options.LeaseTTL), then the fill (for a hot key the copy read comes first, and the fill
 // also writes the copies); a hit costs the first alone. Callers on
-// one instance share one fetch. When another instance holds the lease, the fetch blocks on a
+// one instance share one fetch, except that a caller arriving while that fetch's read is
+// under way starts a fetch of its own (the read may predate a write that returned before
+// the caller arrived, and the caller must see that write). When another instance holds the lease, the fetch blocks on a
 // wake list the holder pushes to when it fills or gives up (BLPOP, at most until the lease
 // ends), then looks again. The lease winner runs load, then fills the primary and its
 // registered copies in one script that first checks the lease is still its own: a filler
@@ -80,13 +83,17 @@ type flight struct {
 	done chan struct{}
 	item Item
 	err  error
+	// reading is set while a read whose reply may be the answer is under way: a caller
+	// arriving then starts a fetch of its own, since that read may predate a write that
+	// returned before the caller arrived.
+	reading atomic.Bool
 }
 
 // join returns the key's fetch in flight, starting one if there is none.
 func (r *Replicator) join(ctx context.Context, key string, ttl time.Duration, load Loader, lay *layout, missed []int) (*flight, error) {
 	r.flightMu.Lock()
 	defer r.flightMu.Unlock()
-	if f := r.flights[key]; f != nil {
+	if f := r.flights[key]; f != nil && !f.reading.Load() {
 		return f, nil
 	}
 	if r.lifetime.Err() != nil {
@@ -99,14 +106,16 @@ func (r *Replicator) join(ctx context.Context, key string, ttl time.Duration, lo
 		defer r.wg.Done()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.LoadTimeout)
 		stop := context.AfterFunc(r.lifetime, cancel)
-		f.item, f.err = r.fetch(ctx, key, ttl, load, lay, missed)
+		f.item, f.err = r.fetch(ctx, f, key, ttl, load, lay, missed)
 		stop()
 		cancel()
 		if f.err != nil && r.lifetime.Err() != nil {
 			f.err = fmt.Errorf("replicas: get or load %q: %w", key, ErrClosed)
 		}
 		r.flightMu.Lock()
-		delete(r.flights, key)
+		if r.flights[key] == f {
+			delete(r.flights, key)
+		}
 		r.flightMu.Unlock()
 		close(f.done)
 	}()
@@ -127,7 +136,7 @@ func (r *Replicator) newToken() string {
 // primary's own key). Whatever else it finds (another holder's lease, an expired record, a
 // tombstone, an absent or error marker) goes through acquire.lua, as does a hot key's
 // fallback, which also registers its copies.
-func (r *Replicator) fetch(ctx context.Context, key string, ttl time.Duration, load Loader, lay *layout, missed []int) (Item, error) {
+func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.Duration, load Loader, lay *layout, missed []int) (Item, error) {
 	token := r.newToken()
 	side, wake := r.leaseKeys(key)
 	primary := r.primaryKey(key)
@@ -141,6 +150,7 @@ func (r *Replicator) fetch(ctx context.Context, key string, ttl time.Duration, l
 	waited := false
 	for {
 		var res []any
+		f.reading.Store(true)
 		if !scripted {
 			raw, err := r.client.SetArgs(ctx, primary, "l2,"+token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: r.opts.LeaseTTL}).Result()
 			switch {
@@ -164,6 +174,10 @@ func (r *Replicator) fetch(ctx context.Context, key string, ttl time.Duration, l
 			}
 		}
 		state, _ := res[0].(string)
+		if state == "wait" || state == "won" {
+			// What the fetch answers now comes from a later read, or from the fill.
+			f.reading.Store(false)
+		}
 		switch state {
 		case "hit":
 			raw, _ := res[1].(string)
