@@ -164,3 +164,34 @@ func TestGetOrLoadAfterDeleteDoesNotJoinAnEarlierRead(t *testing.T) {
 		require.NoError(t, <-first) // the first call overlapped the Delete: v1 is a fair answer
 	})
 }
+
+// After a Delete, a source that still has the older version (a lagging database replica)
+// is loaded once per NegativeTTL for the whole fleet, as a source without the key is: the
+// refused fill leaves an absent record in the lease.
+func TestFleetLoadsALaggingSourceOnceAfterDelete(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		ctx := ctxFor(t)
+		prefix := celebritytest.Prefix(t)
+		o := replicas.Options{Prefix: prefix, NegativeTTL: time.Minute}
+		const key = "post:lagging"
+		w := newReplicator(t, f.client(t), o)
+		require.NoError(t, w.Set(ctx, key, []byte("v1"), 1, time.Minute))
+		require.NoError(t, w.Delete(ctx, key, 2))
+		var loads atomic.Int32
+		load := func(context.Context) (replicas.Item, error) {
+			loads.Add(1)
+			return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+		}
+		for i := range 5 {
+			r := newReplicator(t, f.client(t), o)
+			_, err := r.GetOrLoad(ctx, key, time.Minute, load)
+			require.ErrorIs(t, err, replicas.ErrNotFound, "instance %d", i)
+		}
+		require.Equal(t, int32(1), loads.Load(), "source loads across the fleet")
+		// A newer version written meanwhile is read at once.
+		require.NoError(t, w.Set(ctx, key, []byte("v3"), 3, time.Minute))
+		it, err := newReplicator(t, f.client(t), o).GetOrLoad(ctx, key, time.Minute, load)
+		require.NoError(t, err)
+		require.Equal(t, uint64(3), it.Version)
+	})
+}

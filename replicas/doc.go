@@ -108,7 +108,8 @@
 // refused, so a slow filler cannot overwrite a newer value. A source that does not have the
 // key, or fails, is asked once per [Options].NegativeTTL or [Options].ErrorTTL for the whole
 // fleet: the lease keeps an absent or error record (the error's text) that every caller is
-// answered with meanwhile.
+// answered with meanwhile. A load of an older version than a live tombstone (a source
+// lagging behind a Delete) counts as absent: it is neither filled nor served.
 //
 // # What is assumed of Redis
 //

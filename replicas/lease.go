@@ -41,7 +41,8 @@ import (
 // that ignores its ctx), the fetch gives the lease up and returns the bound's error at once;
 // load's late result is dropped. If the fill is refused because a newer version is stored,
 // the callers get the stored value; when it is a live tombstone of the loaded version or a
-// newer one, ErrNotFound (the source lags behind a Delete); otherwise (an expired record, an
+// newer one, ErrNotFound (the source lags behind a Delete; a newer tombstone also leaves the
+// absent record for Options.NegativeTTL); otherwise (an expired record, an
 // older tombstone) the loaded value.
 func (r *Replicator) GetOrLoad(ctx context.Context, key string, ttl time.Duration, load Loader) (Item, error) {
 	if key == "" {

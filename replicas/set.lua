@@ -16,6 +16,9 @@
 -- ARGV[6]  lease token (fills only): the fill applies only while this token holds the lease
 --          (in the primary or in the side lease), or as the retry of a fill that applied.
 -- ARGV[7]  how long the wake list lasts, ms (fills only).
+-- ARGV[8]  NegativeTTL in ms, >= 0 (fills only; 0: none): a fill refused by a live tombstone
+--          of a newer version (the source lags behind a delete) leaves the absent marker
+--          "n2,<token>" in the side lease for that long, as a load that found nothing does.
 --
 -- Stored format: "c2,<version>,<kind>,<expiry ms>,<registry>,<data>", registry entries
 -- "<slot>:<expiry ms>" joined by "."; expiry 0 (only with an empty registry) means the
@@ -49,12 +52,13 @@ end
 if not add or not string.match(add, '^[%d.]*$') then
   return redis.error_reply('ERR replicas: bad registry ' .. tostring(add))
 end
-local token, wakeMs = nil, '1000'
+local token, wakeMs, negMs = nil, '1000', 0
 if #KEYS == 3 then
-  token, wakeMs = ARGV[6], ARGV[7]
-  if not token or token == '' or string.find(token, ',', 1, true) or not wakeMs or not string.match(wakeMs, '^%d+$') or tonumber(wakeMs) <= 0 then
+  token, wakeMs, negMs = ARGV[6], ARGV[7], ARGV[8] or '0'
+  if not token or token == '' or string.find(token, ',', 1, true) or not wakeMs or not string.match(wakeMs, '^%d+$') or tonumber(wakeMs) <= 0 or not string.match(negMs, '^%d+$') then
     return redis.error_reply('ERR replicas: bad lease arguments')
   end
+  negMs = tonumber(negMs)
 elseif #KEYS ~= 2 then
   return redis.error_reply('ERR replicas: set takes 2 or 3 keys')
 end
@@ -101,9 +105,16 @@ local function newer(a, b)
   return a > b
 end
 
--- release ends the side lease of a fill and wakes every waiter.
-local function release()
-  if ownSide then redis.call('DEL', KEYS[3]) end
+-- release ends the side lease of a fill (leaving the absent marker when absent) and wakes
+-- every waiter.
+local function release(absent)
+  if ownSide then
+    if absent then
+      redis.call('SET', KEYS[3], 'n2,' .. token, 'PX', negMs)
+    else
+      redis.call('DEL', KEYS[3])
+    end
+  end
   if waiters > 0 then
     for _ = 1, math.min(waiters, 1000) do redis.call('RPUSH', wake, '1') end
     redis.call('PEXPIRE', wake, wakeMs)
@@ -128,7 +139,7 @@ if sv then
   end
 end
 if status == 'stale' or status == 'conflict' then
-  release()
+  release(status == 'stale' and sk == 'x' and negMs > 0 and (sx == 0 or sx > clock()))
   return {status, raw}
 end
 

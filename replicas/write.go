@@ -108,7 +108,7 @@ func (r *Replicator) setPrimary(ctx context.Context, key string, rec record, ttl
 	args := []any{strconv.FormatUint(rec.version, 10), kindOf(rec), rec.data, ttl.Milliseconds(), add}
 	if token != "" {
 		keys = append(keys, side)
-		args = append(args, token, max(r.opts.LeaseTTL, time.Second).Milliseconds())
+		args = append(args, token, max(r.opts.LeaseTTL, time.Second).Milliseconds(), r.opts.NegativeTTL.Milliseconds())
 	}
 	res, waitErr, err := r.run(ctx, setScript, keys, args...)
 	if err != nil {
