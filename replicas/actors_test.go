@@ -195,3 +195,39 @@ func TestFleetLoadsALaggingSourceOnceAfterDelete(t *testing.T) {
 		require.Equal(t, uint64(3), it.Version)
 	})
 }
+
+// A hot reader falls back to the primary, registers its copy and reads v1, then is held
+// back before its refill lands; meanwhile an instance to which the key is not hot deletes
+// it (version 2). When the refill lands, no reader may see v1: the Delete reached the
+// registered copy first and the refill is refused.
+func TestHeldBackRefillAfterDeleteNeverServesTheValue(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		key := prefix + "post:refill"
+		hot := replicas.Options{Prefix: prefix, Copies: 3, Hot: []string{key}}
+		hold := newHoldBack()
+		slow := newReplicator(t, hooked(t, f, hold), hot)
+		reader := newReplicator(t, f.client(t), hot)
+		w := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3})
+		ctx := ctxFor(t)
+		require.NoError(t, w.Set(ctx, key, []byte("v1"), 1, time.Minute)) // not replicated yet
+
+		hold.armed.Store(true)
+		got := make(chan error, 1)
+		go func() {
+			it, err := slow.Get(ctx, key)
+			if err == nil && it.Version != 1 {
+				err = fmt.Errorf("read v%d", it.Version)
+			}
+			got <- err
+		}()
+		<-hold.held // registered and read v1; the refill is in flight
+		require.NoError(t, w.Delete(ctx, key, 2))
+		close(hold.release)
+		require.NoError(t, <-got, "the held reader overlapped the Delete: v1 is a fair answer")
+		require.Equal(t, map[string]int{"miss": 30}, hotReads(t, reader, key, 30))
+		require.Equal(t, map[string]int{"miss": 30}, hotReads(t, slow, key, 30))
+		require.NoError(t, w.Set(ctx, key, []byte("v3"), 3, time.Minute))
+		require.Equal(t, map[string]int{"v3": 30}, hotReads(t, slow, key, 30))
+	})
+}
