@@ -231,3 +231,46 @@ func TestHeldBackRefillAfterDeleteNeverServesTheValue(t *testing.T) {
 		require.Equal(t, map[string]int{"v3": 30}, hotReads(t, slow, key, 30))
 	})
 }
+
+// A server restored to an earlier point between a hot Set's primary write and its copy
+// writes forgets the registration those copies were written under: the late copies land
+// unseen by the registry. A writer to which the key is hot registers its layout again, so
+// its next Set (or Delete) reaches them, and no reader is taken back afterwards.
+func TestRestoredServerForgetsRegistrationsAHotWriterRestores(t *testing.T) {
+	s := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
+	prefix := celebritytest.Prefix(t)
+	key := prefix + "post:restored"
+	hot := replicas.Options{Prefix: prefix, Copies: 3, Hot: []string{key}}
+	hold := newHoldBack()
+	held := s.Client(t)
+	held.AddHook(hold)
+	slow := newReplicator(t, held, hot)
+	reader := newReplicator(t, s.Client(t), hot)
+	w := newReplicator(t, s.Client(t), hot)
+	ctx := ctxFor(t)
+	require.NoError(t, newReplicator(t, s.Client(t), replicas.Options{Prefix: prefix}).
+		Set(ctx, key, []byte("v1"), 1, time.Minute)) // not replicated yet
+	snap := s.Snapshot(t)
+
+	hold.armed.Store(true)
+	done := make(chan error, 1)
+	go func() { done <- slow.Set(ctx, key, []byte("v2"), 2, time.Minute) }()
+	<-hold.held // v2 and its registration are at the primary; the copy writes are in flight
+	s.RestoreSnapshot(t, snap)
+	close(hold.release)
+	require.NoError(t, <-done) // the copies landed on the restored server
+	c := s.Client(t)
+	v, _, _ := stored(t, c, reader.PrimaryKey(key))
+	require.Equal(t, uint64(1), v, "the primary is back at v1, without registrations")
+	ck, err := reader.CopyKeys(ctx, key)
+	require.NoError(t, err)
+	for _, k := range ck {
+		v, _, _ := stored(t, c, k)
+		require.Equal(t, uint64(2), v, k)
+	}
+
+	require.NoError(t, w.Set(ctx, key, []byte("v3"), 3, time.Minute))
+	require.Equal(t, map[string]int{"v3": 30}, hotReads(t, reader, key, 30))
+	require.NoError(t, w.Delete(ctx, key, 4))
+	require.Equal(t, map[string]int{"miss": 30}, hotReads(t, reader, key, 30))
+}

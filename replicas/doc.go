@@ -125,7 +125,10 @@
 // Replication is asynchronous: without [Options].WaitReplicas, a write acknowledged by a
 // master that fails over before its replica copied it is lost, and readers see the previous
 // version again (or a miss) on that key; the ordering above holds for what the surviving
-// masters keep. With WaitReplicas n, every write (primary, copies, fills) is followed by
+// masters keep. A primary's master that loses writes that way (or is restored from an
+// older backup) also forgets the registrations made since: copies written under them stay
+// as they are until they end, and a write by an instance to which the key is not hot does
+// not reach them (one to which it is hot registers its layout again and does). With WaitReplicas n, every write (primary, copies, fills) is followed by
 // WAIT n on the same connection; a write not acknowledged in [Options].WaitTimeout returns
 // an error wrapping [ErrNotReplicated], and a write that returned nil survives the failover
 // of its master to an acknowledging replica.
