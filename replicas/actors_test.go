@@ -48,8 +48,8 @@ func TestGetOrLoadAfterDeleteDoesNotServeOlderLoad(t *testing.T) {
 }
 
 // A filler whose lease expired while it loaded, with nobody taking the lease over, is
-// refused (its token no longer holds the lease); its callers must still get what it loaded
-// (or an error), never an empty value of version 0.
+// refused (its token no longer holds the lease); its callers must still get what it loaded,
+// filled under a lease taken again, never an empty value of version 0.
 func TestZombieFillerWithLeaseGoneReturnsItsLoad(t *testing.T) {
 	for _, hot := range []bool{false, true} {
 		t.Run(map[bool]string{false: "cold", true: "hot"}[hot], func(t *testing.T) {
@@ -77,6 +77,9 @@ func TestZombieFillerWithLeaseGoneReturnsItsLoad(t *testing.T) {
 			})
 			require.NoError(t, err)
 			require.Equal(t, replicas.Item{Value: []byte("v1"), Version: 1}, it)
+			got, err := r.Get(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, it, got, "what the caller got is what the key holds")
 		})
 	}
 }
@@ -273,4 +276,59 @@ func TestRestoredServerForgetsRegistrationsAHotWriterRestores(t *testing.T) {
 	require.Equal(t, map[string]int{"v3": 30}, hotReads(t, reader, key, 30))
 	require.NoError(t, w.Delete(ctx, key, 4))
 	require.Equal(t, map[string]int{"miss": 30}, hotReads(t, reader, key, 30))
+}
+
+// Two fillers believe they hold the lease: A's lease (beside a tombstone) expired while it
+// loaded and B took it over. A loads the newer version, B (slower to reach its source, or
+// reading a lagging one) an older one. Once A's caller got a version, no later read may
+// return an older one: A's fill, refused by the lease, must still be kept as a version
+// floor when it is newer than what is stored.
+func TestTwoFillersNeverTakeAReaderBack(t *testing.T) {
+	c := celebritytest.Standalone(t).Client(t)
+	ctx := ctxFor(t)
+	prefix := celebritytest.Prefix(t)
+	o := replicas.Options{Prefix: prefix, LeaseTTL: 100 * time.Millisecond}
+	a := newReplicator(t, c, o)
+	b := newReplicator(t, c, o)
+	const key = "post:two-fillers"
+	require.NoError(t, a.Delete(ctx, key, 1)) // the lease lives beside the tombstone
+	side := a.LeaseKey(key)
+
+	aStarted, aGo := make(chan struct{}), make(chan struct{})
+	aDone := make(chan replicas.Item, 1)
+	go func() {
+		it, err := a.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			close(aStarted)
+			<-aGo
+			return replicas.Item{Value: []byte("v5"), Version: 5}, nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		aDone <- it
+	}()
+	<-aStarted
+	require.Eventually(t, func() bool { return c.Exists(ctx, side).Val() == 0 }, 20*time.Second, 5*time.Millisecond,
+		"A's lease expires while it loads")
+	bStarted, bGo := make(chan struct{}), make(chan struct{})
+	bDone := make(chan replicas.Item, 1)
+	go func() {
+		it, err := b.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			close(bStarted)
+			<-bGo
+			return replicas.Item{Value: []byte("v3"), Version: 3}, nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		bDone <- it
+	}()
+	<-bStarted // B holds the lease now
+	close(aGo)
+	seen := <-aDone
+	close(bGo)
+	<-bDone
+	it, err := a.Get(ctx, key)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, it.Version, seen.Version, "A's caller saw v%d, a later read v%d", seen.Version, it.Version)
 }

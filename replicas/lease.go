@@ -39,7 +39,10 @@ import (
 // Options.LoadTimeout and Close, with the ttl and load of the caller that started it; each
 // caller leaves when its own ctx ends. When the bound ends while load still runs (a loader
 // that ignores its ctx), the fetch gives the lease up and returns the bound's error at once;
-// load's late result is dropped. If the fill is refused because a newer version is stored,
+// load's late result is dropped. A fill refused because its lease ended, with no live
+// value stored, takes the lease again (after its new holder's fill, if there is one) and
+// fills what it loaded under it, so callers are never handed a value the key does not
+// hold. If the fill is refused because a newer version is stored,
 // the callers get the stored value; when it is a live tombstone of the loaded version or a
 // newer one, ErrNotFound (the source lags behind a Delete; a newer tombstone also leaves the
 // absent record for Options.NegativeTTL); otherwise (an expired record, an
@@ -149,6 +152,7 @@ func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.
 	}
 	scripted := lay != nil
 	waited := false
+	var loaded *Item // what this fetch loaded, when its lease ended before the fill
 	for {
 		var res []any
 		f.reading.Store(true)
@@ -209,12 +213,25 @@ func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.
 			}
 			scripted = lay != nil
 		case "won":
-			r.stats.misses.Add(1)
-			r.stats.leaseWins.Add(1)
-			if waited {
-				r.stats.leaseTakeovers.Add(1)
+			var it Item
+			var err error
+			if loaded == nil {
+				r.stats.misses.Add(1)
+				r.stats.leaseWins.Add(1)
+				if waited {
+					r.stats.leaseTakeovers.Add(1)
+				}
+				it, err = r.loadAndFill(ctx, key, token, ttl, load)
+			} else {
+				it, err = r.fillLoaded(ctx, key, token, ttl, *loaded)
 			}
-			return r.loadAndFill(ctx, key, token, ttl, load)
+			if !errors.Is(err, errLeaseLost) {
+				return it, err
+			}
+			// The lease ended while loading and nothing stored decides: take the lease
+			// again (or wait for its new holder) and fill what was loaded under it, so
+			// the callers are never handed a value the key does not hold.
+			loaded, token, scripted = &it, r.newToken(), lay != nil
 		default:
 			return Item{}, fmt.Errorf("replicas: lease for %q: unexpected reply %v", key, res)
 		}
@@ -317,6 +334,10 @@ func (r *Replicator) release(ctx context.Context, key, token, mode string, d tim
 	_ = releaseScript.Run(ctx, r.client, []string{r.primaryKey(key), side, wake}, token, mode, d.Milliseconds(), msg).Err()
 }
 
+// errLeaseLost reports a fill refused because its lease ended, with no live record stored
+// to answer instead: fetch takes the lease again and fills the loaded item under it.
+var errLeaseLost = errors.New("replicas: the fill lease ended before the fill")
+
 // fillLoaded writes a loaded item to the primary under the lease, then to the copies.
 func (r *Replicator) fillLoaded(ctx context.Context, key, token string, ttl time.Duration, it Item) (Item, error) {
 	var lay *layout
@@ -344,6 +365,9 @@ func (r *Replicator) fillLoaded(ctx context.Context, key, token string, ttl time
 		if stored.tombstone && live && stored.version >= it.Version {
 			r.stats.misses.Add(1)
 			return Item{}, ErrNotFound
+		}
+		if status == setSuperseded {
+			return it, errLeaseLost
 		}
 		return it, nil
 	case setConflict:
