@@ -2,6 +2,7 @@ package replicas_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -331,4 +332,36 @@ func TestTwoFillersNeverTakeAReaderBack(t *testing.T) {
 	it, err := a.Get(ctx, key)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, it.Version, seen.Version, "A's caller saw v%d, a later read v%d", seen.Version, it.Version)
+}
+
+// Promote racing Set: the promoting instance registers its copies and reads v1, then its
+// warm-up is held back; an instance to which the key is not hot sets v2 for a short while,
+// and v2 expires. The warm-up landing late must not bring v1 back, and the next Set by
+// the other instance still reaches the promoted copies.
+func TestHeldBackPromoteNeverBringsBackAnOlderVersion(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		key := prefix + "post:promoted"
+		hold := newHoldBack()
+		p := newReplicator(t, hooked(t, f, hold), replicas.Options{Prefix: prefix, Copies: 3})
+		w := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3})
+		ctx := ctxFor(t)
+		require.NoError(t, w.Set(ctx, key, []byte("v1"), 1, time.Minute))
+
+		hold.armed.Store(true)
+		promoted := make(chan error, 1)
+		go func() { promoted <- p.Promote(ctx, key) }()
+		<-hold.held // registered and read v1; the warm-up is in flight
+		require.NoError(t, w.Set(ctx, key, []byte("v2"), 2, 150*time.Millisecond))
+		require.Eventually(t, func() bool {
+			_, err := w.Get(ctx, key)
+			return errors.Is(err, replicas.ErrNotFound)
+		}, 10*time.Second, 10*time.Millisecond, "v2 expires")
+		close(hold.release)
+		require.NoError(t, <-promoted)
+		require.True(t, p.IsHot(key))
+		require.Equal(t, map[string]int{"miss": 30}, hotReads(t, p, key, 30), "v1 never comes back")
+		require.NoError(t, w.Set(ctx, key, []byte("v3"), 3, time.Minute))
+		require.Equal(t, map[string]int{"v3": 30}, hotReads(t, p, key, 30))
+	})
 }
