@@ -105,7 +105,11 @@
 // on the same instance share its fetch; callers on other instances block on a list the
 // filler pushes to (no polling) and read the fill. A holder that dies loses its lease when
 // it expires and one waiter takes over; a fill whose token is no longer the lease is
-// refused, so a slow filler cannot overwrite a newer value. A source that does not have the
+// refused, so a slow filler cannot overwrite a newer value (its callers get the stored value
+// or, when none is live, it takes the lease again and fills under it: a caller is never
+// handed a value the key does not hold). A caller arriving while its instance's fetch is
+// reading starts a fetch of its own, so it always sees the writes that returned before it
+// arrived. A source that does not have the
 // key, or fails, is asked once per [Options].NegativeTTL or [Options].ErrorTTL for the whole
 // fleet: the lease keeps an absent or error record (the error's text) that every caller is
 // answered with meanwhile. A load of an older version than a live tombstone (a source
