@@ -106,8 +106,7 @@
 // filler pushes to (no polling) and read the fill. A holder that dies loses its lease when
 // it expires and one waiter takes over; a fill whose token is no longer the lease is
 // refused, so a slow filler cannot overwrite a newer value (its callers get the stored value
-// or, when none is live, it takes the lease again and fills under it: a caller is never
-// handed a value the key does not hold). A caller arriving while its instance's fetch is
+// or, when none is live, it takes the lease again and fills under it). A caller arriving while its instance's fetch is
 // reading starts a fetch of its own, so it always sees the writes that returned before it
 // arrived. A source that does not have the
 // key, or fails, is asked once per [Options].NegativeTTL or [Options].ErrorTTL for the whole

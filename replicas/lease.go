@@ -41,12 +41,11 @@ import (
 // that ignores its ctx), the fetch gives the lease up and returns the bound's error at once;
 // load's late result is dropped. A fill refused because its lease ended, with no live
 // value stored, takes the lease again (after its new holder's fill, if there is one) and
-// fills what it loaded under it, so callers are never handed a value the key does not
-// hold. If the fill is refused because a newer version is stored,
-// the callers get the stored value; when it is a live tombstone of the loaded version or a
-// newer one, ErrNotFound (the source lags behind a Delete; a newer tombstone also leaves the
-// absent record for Options.NegativeTTL); otherwise (an expired record, an
-// older tombstone) the loaded value.
+// fills what it loaded under it, so a slower filler cannot take its callers back. If the
+// fill is refused because a newer version is stored, the callers get the stored value; when
+// it is a live tombstone of the loaded version or a newer one, ErrNotFound (the source lags
+// behind a Delete; a newer tombstone also leaves the absent record for
+// Options.NegativeTTL); when it is an expired value (a ghost), the loaded value, unstored.
 func (r *Replicator) GetOrLoad(ctx context.Context, key string, ttl time.Duration, load Loader) (Item, error) {
 	if key == "" {
 		return Item{}, errEmptyKey
