@@ -21,6 +21,9 @@ type entry[V any] struct {
 	// epoch is the cache epoch when the load that produced value started; an entry from an
 	// older epoch than the cache's is never fresh (see Cache.MarkAllStale).
 	epoch uint64
+	// errEpoch is the cache epoch when the load that produced err started: a cached error
+	// is returned only while no MarkAllStale came after it.
+	errEpoch uint64
 	// freshUntil, staleUntil and sieUntil end the fresh, stale and stale-if-error windows of
 	// value; retryAt is when a cached error or absence allows a new load.
 	freshUntil, staleUntil, sieUntil, retryAt int64
@@ -66,14 +69,17 @@ func (c *Cache[V]) classify(e *entry[V], now int64, epoch uint64) state {
 			}
 			return stStale
 		}
-		if now < e.sieUntil {
+		// Stale-if-error serves the old value only when the cache has such a window: without
+		// one (StaleIfError 0), sieUntil equals freshUntil and is reached here only by an
+		// entry of an older epoch, whose failed reload must return its error.
+		if c.cfg.sie > 0 && now < e.sieUntil {
 			if now < e.retryAt {
 				return stStaleIfError
 			}
 			return stLoadFallback
 		}
 	}
-	if e.err != nil && now < e.retryAt && current {
+	if e.err != nil && now < e.retryAt && e.errEpoch >= epoch {
 		return stCachedErr
 	}
 	return stMiss
@@ -101,9 +107,9 @@ func (c *Cache[V]) newValueEntry(key string, v V, epoch uint64, start, delta int
 func (c *Cache[V]) newErrorEntry(err error, prev *entry[V], epoch uint64, now int64) *entry[V] {
 	if errors.Is(err, ErrNotFound) {
 		until := now + c.jittered(c.cfg.negTTL)
-		return &entry[V]{err: err, negative: true, epoch: epoch, retryAt: until, removeAt: until, cost: 1}
+		return &entry[V]{err: err, negative: true, epoch: epoch, errEpoch: epoch, retryAt: until, removeAt: until, cost: 1}
 	}
-	e := &entry[V]{err: err, epoch: epoch, retryAt: now + c.cfg.errTTL, cost: 1}
+	e := &entry[V]{err: err, epoch: epoch, errEpoch: epoch, retryAt: now + c.cfg.errTTL, cost: 1}
 	if prev != nil && prev.hasValue && now < max(prev.staleUntil, prev.sieUntil) {
 		e.value, e.hasValue, e.delta, e.cost = prev.value, true, prev.delta, prev.cost
 		e.epoch = min(epoch, prev.epoch)
