@@ -26,7 +26,9 @@
 //     that copies loaded together do not expire together), then for Stale as the old value
 //     while one background refresh runs, then it is gone. A fresh hit may refresh early with
 //     the XFetch probability (Options.Beta), so a hot key is usually reloaded before anyone
-//     sees it expire. Background refreshes are capped by Options.MaxRefreshes.
+//     sees it expire (at the price of some extra loads, see Options.Beta). Background
+//     refreshes are capped by Options.MaxRefreshes. Without early refresh each instance
+//     loads a hot key once per fresh window: about 1/(Fresh*(1-Jitter/2)) times a second.
 //   - A value is never older than Fresh+Stale (+StaleIfError while loads fail), measured
 //     from the start of the load that read it.
 //   - When loads fail, the last good value is served for StaleIfError after Fresh ended, then
