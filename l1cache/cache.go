@@ -33,8 +33,8 @@ type Cache[V any] struct {
 	// coarse is the default coarse clock, read directly (not through the Clock interface)
 	// on the hit path; nil with Options.Clock.
 	coarse *otter.CoarseClock
-	store     *otter.Cache[string, *entry[V]]
-	stats     *counters
+	store  *otter.Cache[string, *entry[V]]
+	stats  *counters
 	// epoch is raised by MarkAllStale; entries loaded in an older epoch are not fresh.
 	epoch atomic.Uint64
 	// refreshes counts background refreshes running, against MaxRefreshes.
