@@ -103,7 +103,7 @@ func contenders(b *testing.B, srv *celebritytest.Server, key string, n int) map[
 			}
 			reads := &atomic.Int64{}
 			return contender{
-				get: func(ctx context.Context, i int) error { return clients[i].Get(ctx, key).Err() },
+				get:   func(ctx context.Context, i int) error { return clients[i].Get(ctx, key).Err() },
 				reads: reads,
 				close: func() {
 					var misses uint64
