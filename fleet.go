@@ -29,7 +29,7 @@ type fleet struct {
 	ps     *redis.PubSub
 
 	sourceLoads, reports, evaluations, promotions, demotions atomic.Uint64
-	refreshes, loopCommands, loopErrors, fenced               atomic.Uint64
+	refreshes, loopCommands, loopErrors, fenced              atomic.Uint64
 }
 
 // member is one key of the hot set.

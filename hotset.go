@@ -1,8 +1,8 @@
 package celebrity
 
 import (
-	_ "embed"
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
 	"sort"
