@@ -113,7 +113,7 @@ func (c *Cache[V]) reportLoop(ctx context.Context) {
 }
 
 func (c *Cache[V]) tick(ctx context.Context) {
-	cctx, cancel := context.WithTimeout(ctx, c.o.ReportInterval)
+	cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
 	defer cancel()
 	if err := c.report(cctx); err != nil {
 		c.loopError("report", err)
@@ -151,7 +151,7 @@ func (c *Cache[V]) evalLoop(ctx context.Context) {
 			continue
 		}
 		c.fleet.lastEval = slot
-		cctx, cancel := context.WithTimeout(ctx, iv)
+		cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
 		if err := c.evaluate(cctx, slot); err != nil {
 			c.loopError("evaluate", err)
 		}
@@ -170,7 +170,7 @@ func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 			if !ok {
 				return
 			}
-			cctx, cancel := context.WithTimeout(ctx, c.o.ReportInterval)
+			cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
 			if err := c.learn(cctx); err != nil {
 				c.loopError("learn", err)
 			}
@@ -178,3 +178,7 @@ func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 		}
 	}
 }
+
+// stepTimeout bounds one step of the loop: an interval, but never under a second, so that a
+// slow moment does not fail every step.
+func (c *Cache[V]) stepTimeout() time.Duration { return max(c.o.ReportInterval, time.Second) }

@@ -113,3 +113,5 @@ func versionOf(t testing.TB, v string) uint64 {
 	require.NoError(t, err, "value %q", v)
 	return n
 }
+
+func strconvU(n uint64) string { return strconv.FormatUint(n, 10) }

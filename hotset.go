@@ -95,7 +95,24 @@ func (c *Cache[V]) poll(ctx context.Context) error {
 	if uint64(version) != c.fleet.version.Load() {
 		return c.learn(ctx)
 	}
+	c.retryPromotions(ctx)
 	return nil
+}
+
+// retryPromotions warms the copies of hot keys whose promotion failed on this instance.
+func (c *Cache[V]) retryPromotions(ctx context.Context) {
+	if !c.cluster {
+		return
+	}
+	c.fleet.learnMu.Lock()
+	defer c.fleet.learnMu.Unlock()
+	for key := range *c.fleet.hot.Load() {
+		if !c.rep.IsHot(key) {
+			if err := c.rep.Promote(ctx, key); err != nil {
+				c.loopError("promote copies", err)
+			}
+		}
+	}
 }
 
 // evaluate is the leader's step: sum the fleet's reports of one interval and promote or
