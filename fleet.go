@@ -22,6 +22,7 @@ type fleet struct {
 	lowSince  map[string]time.Time // leader only: when a member's rate fell under DemoteRate
 	lastSlot  int64                // the last interval this instance reported
 	lastEval  int64                // the last interval this instance evaluated as leader
+	ticks     int64                // the report loop's ticks
 	warnAlone sync.Once
 
 	cancel context.CancelFunc
@@ -118,8 +119,12 @@ func (c *Cache[V]) tick(ctx context.Context) {
 	if err := c.report(cctx); err != nil {
 		c.loopError("report", err)
 	}
-	if err := c.poll(cctx); err != nil {
-		c.loopError("poll", err)
+	f := &c.fleet
+	f.ticks++
+	if f.leader.Load() || f.ticks%int64(max(1, c.o.PollInterval/c.o.ReportInterval)) == 0 {
+		if err := c.poll(cctx); err != nil {
+			c.loopError("poll", err)
+		}
 	}
 }
 

@@ -78,6 +78,12 @@ type Options[V any] struct {
 	// summary and polls the hot set; a negative value turns the fleet loop off (manual
 	// Promote and Demote still work). Default: 1s. Range 10ms..1m.
 	ReportInterval time.Duration
+	// PollInterval is how often an instance that is not the leader polls the hot set's version
+	// in Redis. The leader announces every change on pub/sub, so a subscribed instance learns
+	// it at once; the poll is the safety net for announcements lost while its subscription
+	// was down, and how a new leader takes over. It is rounded to whole ReportIntervals.
+	// Default: ReportInterval. Range ReportInterval..1h.
+	PollInterval time.Duration
 	// PromoteRate is the fleet-wide rate of Redis-level reads of one key (per second) at which
 	// the key is promoted. Default: 200.
 	PromoteRate float64
@@ -181,6 +187,12 @@ func (o Options[V]) loopDefaults() (Options[V], error) {
 	}
 	if o.ReportInterval > 0 && (o.ReportInterval < 10*time.Millisecond || o.ReportInterval > time.Minute) {
 		return o, invalid("Options.ReportInterval must be 10ms..1m (or negative: off), got %s", o.ReportInterval)
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = o.ReportInterval
+	}
+	if o.ReportInterval > 0 && (o.PollInterval < o.ReportInterval || o.PollInterval > time.Hour) {
+		return o, invalid("Options.PollInterval must be ReportInterval..1h, got %s", o.PollInterval)
 	}
 	if o.PromoteRate == 0 {
 		o.PromoteRate = DefaultPromoteRate
