@@ -19,10 +19,10 @@ type fleet struct {
 
 	leader    atomic.Bool
 	epoch     atomic.Int64
-	lowSince  map[string]time.Time // leader only: when a member's rate fell under DemoteRate
-	lastSlot  int64                // the last interval this instance reported
-	lastEval  int64                // the last interval this instance evaluated as leader
-	ticks     int64                // the report loop's ticks
+	lowSince  map[string]int64 // leader only: the first interval of a member's run under DemoteRate
+	lastSlot  int64            // the last interval this instance reported
+	lastEval  int64            // the last interval this instance evaluated as leader
+	ticks     int64            // the report loop's ticks
 	warnAlone sync.Once
 
 	cancel context.CancelFunc

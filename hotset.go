@@ -140,20 +140,21 @@ func (c *Cache[V]) evaluate(ctx context.Context, slot int64) error {
 			}
 		}
 	}
-	args := c.decide(rates, parseMembers(mem.Val()))
+	args := c.decide(slot, rates, parseMembers(mem.Val()))
 	if len(args) == 0 {
 		return nil
 	}
 	return c.apply(ctx, c.o.InstanceID, f.epoch.Load(), args)
 }
 
-// decide turns the fleet's rates into apply.lua's triples: promote the fastest keys at or above
-// PromoteRate, demote fleet-decided members that stayed under DemoteRate for Hold.
-func (c *Cache[V]) decide(rates map[string]float64, members map[string]member) []any {
+// decide turns the fleet's rates of one interval (slot) into apply.lua's triples: promote the
+// fastest keys at or above PromoteRate; demote a fleet-decided member once the intervals it
+// spent under DemoteRate without a break add up to Hold. Counting intervals rather than
+// evaluation times makes the hold independent of when the leader happens to run.
+func (c *Cache[V]) decide(slot int64, rates map[string]float64, members map[string]member) []any {
 	f := &c.fleet
-	now := c.o.Clock()
 	if f.lowSince == nil {
-		f.lowSince = map[string]time.Time{}
+		f.lowSince = map[string]int64{}
 	}
 	var up []string
 	for k, r := range rates {
@@ -171,12 +172,11 @@ func (c *Cache[V]) decide(rates map[string]float64, members map[string]member) [
 			delete(f.lowSince, k)
 			continue
 		}
-		since, ok := f.lowSince[k]
+		first, ok := f.lowSince[k]
 		if !ok {
-			f.lowSince[k] = now
-			continue
+			f.lowSince[k], first = slot, slot
 		}
-		if now.Sub(since) >= c.o.Hold {
+		if time.Duration(slot-first+1)*c.o.ReportInterval >= c.o.Hold {
 			args = append(args, "-", k, fmtRate(rates[k]))
 			delete(f.lowSince, k)
 		}

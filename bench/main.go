@@ -53,6 +53,7 @@ type config struct {
 	expiryLatency   time.Duration
 	out             string
 	only            string
+	timeseries      bool
 }
 
 func main() {
@@ -76,6 +77,7 @@ func main() {
 	flag.DurationVar(&cfg.expiryLatency, "expiry-latency", 10*time.Millisecond, "time one source load takes in the mass-expiry run")
 	flag.StringVar(&cfg.out, "out", "results/celebrity.png", "PNG chart to write; empty: none")
 	flag.StringVar(&cfg.only, "strategies", strings.Join(strategies, ","), "strategies to run, comma-separated")
+	flag.BoolVar(&cfg.timeseries, "timeseries", false, "run the closed-loop time series (celebrity.Cache) instead of the strategies")
 	flag.Parse()
 	if err := validate(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -136,6 +138,9 @@ func run(ctx context.Context, cfg config) error {
 		cfg.alpha, cfg.keys, cfg.share*100, cfg.instances, cfg.workers, cfg.sourceLatency, cfg.l1Fresh,
 		cfg.warmup, cfg.duration)
 
+	if cfg.timeseries {
+		return runTimeseries(ctx, c, nodes, cfg)
+	}
 	z := newZipf(cfg.keys, cfg.alpha)
 	var runs []runResult
 	for _, s := range strings.Split(cfg.only, ",") {
