@@ -150,7 +150,8 @@ func (c *Cache[V]) Ready(ctx context.Context) error {
 // share that load, each leaving on its own ctx. A key the source does not have returns an
 // error matching ErrNotFound (remembered for NegativeTTL). A value is never older than
 // Fresh+Stale (+StaleIfError while loads fail) after it was read from Redis, and a Set or
-// Delete through any instance reaches this one as soon as its invalidation arrives.
+// Delete through any instance reaches this one as soon as its invalidation arrives. After
+// Close, Get still serves values present in the L1; one that needs a load returns ErrClosed.
 func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 	if key == "" || len(key) > MaxKeyLen {
 		var zero V
@@ -159,6 +160,9 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 	e, err := c.l1.Get(ctx, key)
 	if err != nil {
 		var zero V
+		if errors.Is(err, l1cache.ErrClosed) {
+			err = ErrClosed
+		}
 		return zero, err
 	}
 	if e.hot && !e.touched.Load() {

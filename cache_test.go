@@ -267,3 +267,22 @@ func TestDeleteReachesEveryInstance(t *testing.T) {
 		require.ErrorIs(t, a.Set(t.Context(), key, "v1", 1), celebrity.ErrStaleVersion, "a late Set cannot resurrect")
 	})
 }
+
+func TestClosedCacheServesWhatItHolds(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	p := celebritytest.Prefix(t)
+	src := newSource()
+	src.bump(p + "a")
+	c := newCache(t, srv.Client(t), src, p, celebrity.Options[string]{Fresh: time.Hour})
+	_, err := c.Get(t.Context(), p+"a")
+	require.NoError(t, err)
+	require.NoError(t, c.Close())
+	require.NoError(t, c.Close(), "idempotent")
+	v, err := c.Get(t.Context(), p+"a")
+	require.NoError(t, err)
+	require.Equal(t, "v1", v)
+	_, err = c.Get(t.Context(), p+"b")
+	require.ErrorIs(t, err, celebrity.ErrClosed)
+	require.ErrorIs(t, c.Set(t.Context(), p+"a", "v2", 2), celebrity.ErrClosed)
+	require.ErrorIs(t, c.Promote(t.Context(), p+"a"), celebrity.ErrClosed)
+}

@@ -12,11 +12,18 @@
 // instance at once, and counts the source loads with and without singleflight and lease.
 // The chart of per-node load per strategy is written as a PNG.
 //
+// With -timeseries it runs the closed loop instead: 100 instances of celebrity.Cache, a
+// celebrity that appears at t=10s, takes -share of the reads and fades at t=40s, per-node
+// commands per second sampled over time, and the loop's targets (detection, promotion on
+// every instance, skew, demotion, flaps, the loop's own share of commands, source loads)
+// printed and charted with a mark per instance's promotion and demotion.
+//
 // Without -addrs it starts its own three-master cluster of redis-server processes on free
 // loopback ports and stops it at the end.
 //
 //	go run . -duration 10s -out results/celebrity.png
 //	go run . -addrs 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
+//	go run . -timeseries -keys 100000 -out results/closed-loop.png
 package main
 
 import (

@@ -29,7 +29,7 @@ func defaultTS(cfg config) tsConfig {
 	return tsConfig{
 		duration: 60 * time.Second, onset: 10 * time.Second, fade: 40 * time.Second,
 		rate: 6000, fresh: 100 * time.Millisecond, interval: time.Second, hold: 5 * time.Second,
-		promote: 400, demote: 100, sample: 500 * time.Millisecond,
+		promote: 300, demote: 75, sample: 500 * time.Millisecond,
 	}
 }
 
@@ -54,7 +54,6 @@ type tsResult struct {
 	events                 []tsEvent
 	naiveSkew              float64
 	reads, errs, wrong     int64
-	demoted                int // instances that applied the celebrity's demotion
 	loopCommands, total    uint64
 	celebLoads, celebFills int64
 	flaps, falseHot        int
