@@ -140,14 +140,14 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	fmt.Printf("celebrity load harness: %s, redis %s, %d masters\n", where, version, len(nodes))
+	if cfg.timeseries {
+		return runTimeseries(ctx, c, nodes, cfg)
+	}
 	fmt.Printf("traffic: Zipf(%.2f) over %d keys + 1 celebrity key at %.0f%% of reads; %d instances, %d readers, "+
 		"source load %v, l1cache fresh %v, replicas 3 copies; %v warm-up then %v measured per strategy\n\n",
 		cfg.alpha, cfg.keys, cfg.share*100, cfg.instances, cfg.workers, cfg.sourceLatency, cfg.l1Fresh,
 		cfg.warmup, cfg.duration)
 
-	if cfg.timeseries {
-		return runTimeseries(ctx, c, nodes, cfg)
-	}
 	z := newZipf(cfg.keys, cfg.alpha)
 	var runs []runResult
 	for _, s := range strings.Split(cfg.only, ",") {
