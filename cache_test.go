@@ -286,3 +286,12 @@ func TestClosedCacheServesWhatItHolds(t *testing.T) {
 	require.ErrorIs(t, c.Set(t.Context(), p+"a", "v2", 2), celebrity.ErrClosed)
 	require.ErrorIs(t, c.Promote(t.Context(), p+"a"), celebrity.ErrClosed)
 }
+
+func TestReportMinRateOutOfRange(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	for _, r := range []float64{-1, 200} {
+		_, err := celebrity.New(srv.Client(t), newSource().load, celebrity.Options[string]{PromoteRate: 200, ReportMinRate: r})
+		require.ErrorIs(t, err, celebrity.ErrInvalid)
+		require.ErrorContains(t, err, "ReportMinRate")
+	}
+}

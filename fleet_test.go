@@ -23,7 +23,7 @@ import (
 func loopOptions() celebrity.Options[string] {
 	return celebrity.Options[string]{
 		Fresh: 20 * time.Millisecond, Stale: -1, ReportInterval: 100 * time.Millisecond,
-		PromoteRate: 100, DemoteRate: 10, Hold: 500 * time.Millisecond, SummaryShards: 4,
+		PromoteRate: 100, DemoteRate: 10, Hold: 500 * time.Millisecond, SummaryShards: 4, ReportMinRate: 5,
 	}
 }
 

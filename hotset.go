@@ -60,7 +60,7 @@ func (c *Cache[V]) report(ctx context.Context) error {
 	}
 	args := []any{c.o.InstanceID, (3 * c.o.ReportInterval).Milliseconds() + 1}
 	for _, k := range top {
-		if k.Rate > 0 {
+		if k.Rate > 0 && k.Rate >= c.o.ReportMinRate {
 			args = append(args, k.Key, strconv.FormatFloat(k.Rate, 'f', 3, 64))
 		}
 	}

@@ -98,6 +98,12 @@ type Options[V any] struct {
 	// ReportTop is how many of its heaviest keys each instance reports per interval.
 	// Default: 16. Range 1..1024.
 	ReportTop int
+	// ReportMinRate is the local rate of Redis-level reads per second under which an instance
+	// does not report a key (and skips its report when no key reaches it), which cuts the
+	// loop's own commands. A key is then promoted only if enough instances each see it at
+	// this rate: set it well under PromoteRate divided by the fleet's size. Default: 0 (every
+	// key among ReportTop is reported).
+	ReportMinRate float64
 	// SummaryShards is the number of Redis keys (each in its own slot) the fleet summary of
 	// one interval is spread over; instances are assigned to shards by their ID, so each key
 	// takes fleet/SummaryShards writes per interval. Default: 16. Range 1..1024.
@@ -223,6 +229,9 @@ func (o Options[V]) loopDefaults() (Options[V], error) {
 	}
 	if o.ReportTop < 1 || o.ReportTop > 1024 {
 		return o, invalid("Options.ReportTop must be 1..1024, got %d", o.ReportTop)
+	}
+	if o.ReportMinRate < 0 || o.ReportMinRate >= o.PromoteRate {
+		return o, invalid("Options.ReportMinRate must be in [0, PromoteRate=%v), got %v", o.PromoteRate, o.ReportMinRate)
 	}
 	if o.SummaryShards == 0 {
 		o.SummaryShards = DefaultSummaryShards

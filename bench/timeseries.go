@@ -69,9 +69,9 @@ func runTimeseries(ctx context.Context, c *redis.ClusterClient, nodes []string, 
 	prefix := fmt.Sprintf("ts:%d:", time.Now().UnixNano())
 	celeb := prefix + "celebrity"
 	fmt.Printf("closed loop: %d instances, %d reads/s, Zipf(%.2f) over %d keys; a celebrity at %.0f%% of reads from t=%v to t=%v; "+
-		"L1 fresh %v, report interval %v, PromoteRate %.0f/s, DemoteRate %.0f/s, Hold %v\n",
+		"L1 fresh %v, report interval %v, PromoteRate %.0f/s, DemoteRate %.0f/s, Hold %v, ReportMinRate %.1f/s\n",
 		cfg.instances, ts.rate, cfg.alpha, cfg.keys, cfg.share*100, ts.onset, ts.fade, ts.fresh, ts.interval,
-		ts.promote, ts.demote, ts.hold)
+		ts.promote, ts.demote, ts.hold, ts.promote/float64(cfg.instances)/2)
 
 	naive, err := tsNaive(ctx, c, nodes, z, cfg, ts, prefix, celeb)
 	if err != nil {
@@ -170,6 +170,7 @@ func tsLoop(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf
 			Prefix: prefix + "cache:", MaxEntries: 100_000, Fresh: ts.fresh, TTL: cfg.ttl,
 			ReportInterval: ts.interval, PollInterval: 5 * ts.interval,
 			PromoteRate: ts.promote, DemoteRate: ts.demote, Hold: ts.hold, SummaryShards: 4,
+			ReportMinRate: ts.promote / float64(cfg.instances) / 2,
 			OnEvent: func(ev celebrity.Event) {
 				mu.Lock()
 				res.events = append(res.events, tsEvent{key: ev.Key, at: ev.At.Sub(start), instance: i, kind: ev.Kind, rate: ev.Rate})
