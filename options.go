@@ -101,7 +101,9 @@ type Options[V any] struct {
 	// ReportMinRate is the local rate of Redis-level reads per second under which an instance
 	// does not report a key (and skips its report when no key reaches it), which cuts the
 	// loop's own commands. A key is then promoted only if enough instances each see it at
-	// this rate: set it well under PromoteRate divided by the fleet's size. Default: 0 (every
+	// this rate, and a promoted key read under it everywhere counts as 0 towards DemoteRate:
+	// set it under DemoteRate divided by the fleet's size for exact hysteresis, or under
+	// PromoteRate divided by it to trade some of that for fewer commands. Default: 0 (every
 	// key among ReportTop is reported).
 	ReportMinRate float64
 	// SummaryShards is the number of Redis keys (each in its own slot) the fleet summary of
