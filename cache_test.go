@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity"
@@ -174,9 +175,7 @@ func TestDefaultCodecs(t *testing.T) {
 	got, err := pc.Get(t.Context(), p+"post")
 	require.NoError(t, err)
 	require.Equal(t, post{"hi", 3}, got)
-	raw, err := rdb.Get(t.Context(), p+"post").Result()
-	require.NoError(t, err)
-	require.Contains(t, raw, `{"Title":"hi","Likes":3}`, "JSON is the default codec")
+	require.Contains(t, storedUnder(t, rdb, p, "post"), `{"Title":"hi","Likes":3}`, "JSON is the default codec")
 
 	bc, err := celebrity.New(rdb, func(context.Context, string) ([]byte, uint64, error) { return []byte{0, 255, 1}, 1, nil },
 		celebrity.Options[[]byte]{Prefix: p, ReportInterval: -1})
@@ -185,6 +184,22 @@ func TestDefaultCodecs(t *testing.T) {
 	b, err := bc.Get(t.Context(), p+"bytes")
 	require.NoError(t, err)
 	require.Equal(t, []byte{0, 255, 1}, b, "[]byte passes through")
+}
+
+// storedUnder returns what the cache stored in Redis for key: the one physical key under the
+// test's prefix whose name ends in the key (the layout puts every physical key under the prefix).
+func storedUnder(t *testing.T, rdb redis.UniversalClient, prefix, key string) string {
+	t.Helper()
+	var found []string
+	iter := rdb.Scan(t.Context(), 0, prefix+"*"+key, 100).Iterator()
+	for iter.Next(t.Context()) {
+		found = append(found, iter.Val())
+	}
+	require.NoError(t, iter.Err())
+	require.Len(t, found, 1, "one physical key for %q under %q: %q", key, prefix, found)
+	raw, err := rdb.Get(t.Context(), found[0]).Result()
+	require.NoError(t, err)
+	return raw
 }
 
 // TestWriteReachesEveryInstance writes through random instances while every instance reads;
