@@ -57,9 +57,14 @@ func TestFailedStepIsNamedAndRetryCompletes(t *testing.T) {
 		require.NoError(t, w.Set(ctx, key, "v2", v2), "the retry recognises the applied write and completes it")
 		waitFor(t, other, key, "v2")
 
-		// The invalidation step: the publish ran, its reply was lost.
+		// The invalidation step: the publish ran, its reply was lost. On a cluster the
+		// invalidation goes over sharded pub/sub.
 		v3 := src.bump(key)
-		inj.DropReply(faults.Match{Command: "PUBLISH"}, 1)
+		publish := "PUBLISH"
+		if d.cluster {
+			publish = "SPUBLISH"
+		}
+		inj.DropReply(faults.Match{Command: publish}, 1)
 		err = w.Set(ctx, key, "v3", v3)
 		require.ErrorAs(t, err, &werr)
 		require.Equal(t, celebrity.StepInvalidate, werr.Step)
