@@ -72,7 +72,7 @@ for s in "${servers[@]}"; do
   fi
   printf '%s: %s\n' "$s" "$("$bin" --version)"
   leg "$s: go test ./... (package tests)" \
-    env REDIS_SERVER="$bin" go test -count=1 -p 1 -timeout 20m ./...
+    env REDIS_SERVER="$bin" go test -count=1 -timeout 20m ./...
   if [ "${MATRIX_EXAMPLES:-1}" != 0 ] && [ -x scripts/examples.sh ]; then
     leg "$s: examples (standalone, cluster)" \
       env REDIS_SERVER="$bin" EXAMPLES_MODES="standalone cluster" scripts/examples.sh
@@ -93,7 +93,7 @@ for r in "${GO_RELEASES[@]}"; do
   fi
   tc=$GO_1_25_TOOLCHAIN
   leg "Go $r ($tc): go vet ./..." env GOTOOLCHAIN="$tc" go vet ./...
-  leg "Go $r ($tc): go test ./..." env GOTOOLCHAIN="$tc" go test -count=1 -p 1 -timeout 20m ./...
+  leg "Go $r ($tc): go test ./..." env GOTOOLCHAIN="$tc" go test -count=1 -timeout 20m ./...
 done
 
 left=$(run_pids)
