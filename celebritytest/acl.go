@@ -13,10 +13,10 @@ import (
 // connectionRules are the commands a go-redis client sends on every new connection.
 func connectionRules() []string { return []string{"+hello", "+auth", "+ping"} }
 
-// clusterRules are the commands a go-redis cluster client sends to learn the slot map and to
-// follow a slot being migrated.
+// clusterRules are the commands a go-redis cluster client sends to learn the slot map, to
+// follow a slot being migrated and to learn which commands are read-only.
 func clusterRules() []string {
-	return []string{"+cluster|slots", "+cluster|shards", "+cluster|nodes", "+readonly", "+asking"}
+	return []string{"+cluster|slots", "+cluster|shards", "+cluster|nodes", "+readonly", "+asking", "+command"}
 }
 
 // User creates the ACL user name on the server with exactly rules (for example
@@ -34,9 +34,10 @@ func (s *Server) User(t testing.TB, name string, rules ...string) *redis.Client 
 }
 
 // User is Server.User for every node of the cluster (ACL users are not propagated between
-// nodes), adding the commands a go-redis cluster client sends to learn the slot map and to
-// follow a migrating slot (+cluster|slots +cluster|shards +cluster|nodes +readonly +asking),
-// and returns a cluster client authenticated as the user.
+// nodes), adding the commands a go-redis cluster client sends to learn the slot map, to
+// follow a migrating slot and to learn which commands are read-only (+cluster|slots
+// +cluster|shards +cluster|nodes +readonly +asking +command), and returns a cluster client
+// authenticated as the user.
 func (c *Cluster) User(t testing.TB, name string, rules ...string) *redis.ClusterClient {
 	t.Helper()
 	all := append(append(connectionRules(), clusterRules()...), rules...)
