@@ -50,10 +50,10 @@ func (c *checker) exit(name string) {
 			strings.Join(c.broken, "\n  - "))
 		os.Exit(1)
 	}
-	held := fmt.Sprintf("%s: all %d invariants checked held", name, c.checked)
 	if len(c.notRun) == 0 {
-		fmt.Println(held)
+		fmt.Printf("%s: all %d invariants checked held\n", name, c.checked)
 		return
 	}
-	fmt.Printf("%s; NOT checked, because not run here:\n  - %s\n", held, strings.Join(c.notRun, "\n  - "))
+	fmt.Printf("%s: NOT checked, because not run here:\n  - %s\n", name, strings.Join(c.notRun, "\n  - "))
+	fmt.Printf("%s: all %d invariants checked held; %d part(s) NOT run, listed above\n", name, c.checked, len(c.notRun))
 }
