@@ -2,6 +2,7 @@ package celebritytest
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,4 +153,62 @@ func TestRestoreSnapshotForgetsLaterWrites(t *testing.T) {
 	c2 := s.Client(t)
 	require.Equal(t, "1", c2.Get(ctx, "before").Val())
 	require.ErrorIs(t, c2.Get(ctx, "after").Err(), redis.Nil)
+}
+
+// TestUserIsHeldToItsRules proves a User can run what its rules allow and gets NOPERM for
+// any other key or command, on a standalone server and on every node of a cluster.
+func TestUserIsHeldToItsRules(t *testing.T) {
+	ctx := t.Context()
+	check := func(t *testing.T, c redis.Cmdable) {
+		require.NoError(t, c.Set(ctx, "app:{u}:a", "1", 0).Err())
+		require.Equal(t, "1", c.Get(ctx, "app:{u}:a").Val())
+		for i := range 20 { // keys on every master of a cluster
+			require.NoError(t, c.Set(ctx, fmt.Sprintf("app:%d", i), "1", 0).Err())
+		}
+		err := c.Set(ctx, "other:{u}:a", "1", 0).Err()
+		require.ErrorContains(t, err, "NOPERM", "a key outside the pattern")
+		err = c.Del(ctx, "app:{u}:a").Err()
+		require.ErrorContains(t, err, "NOPERM", "a command outside the rules")
+	}
+	t.Run("standalone", func(t *testing.T) {
+		check(t, Standalone(t).User(t, "limited-"+t.Name(), "~app:*", "+get", "+set"))
+	})
+	t.Run("cluster", func(t *testing.T) {
+		check(t, SharedCluster(t).User(t, "limited-"+t.Name(), "~app:*", "+get", "+set"))
+	})
+}
+
+// TestClusterOfTwoMastersFailsOver proves Masters sets the cluster's size and that the last
+// master's range (which takes the remainder of the slots) fails over like any other.
+func TestClusterOfTwoMastersFailsOver(t *testing.T) {
+	cl := NewCluster(t, ClusterOptions{Masters: 2, Replicas: true})
+	require.Len(t, cl.Masters(), 2)
+	require.Len(t, cl.Replicas(), 2)
+	ctx := t.Context()
+	c := cl.Client(t)
+	var key string
+	for i := 0; ; i++ {
+		k := fmt.Sprintf("{n%d}k", i)
+		if cl.MasterOf(k) == cl.Masters()[1] {
+			key = k
+			break
+		}
+	}
+	require.NoError(t, c.Set(ctx, key, "before", 0).Err())
+	require.Equal(t, int64(1), cl.Masters()[1].Client(t).Wait(ctx, 1, 5*time.Second).Val())
+	promoted := cl.Replicas()[1]
+	cl.Failover(t, 1)
+	require.Equal(t, promoted, cl.Masters()[1])
+	require.Equal(t, promoted, cl.MasterOf(key))
+	require.Eventually(t, func() bool { return c.Get(ctx, key).Val() == "before" }, 10*time.Second, 20*time.Millisecond)
+}
+
+// TestNewClusterRefusesTooManyMasters proves an out-of-range size fails the test instead of
+// being clamped or skipped.
+func TestNewClusterRefusesTooManyMasters(t *testing.T) {
+	err := func() (err error) {
+		_, err = startCluster(ClusterOptions{Masters: MaxMasters + 1})
+		return err
+	}()
+	require.ErrorContains(t, err, "ClusterOptions.Masters must be 1..16, got 17")
 }

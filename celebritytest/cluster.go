@@ -14,30 +14,45 @@ import (
 	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
-// ClusterOptions configure a test cluster of three masters.
+// ClusterOptions configure a test cluster.
 type ClusterOptions struct {
+	// Masters is the number of masters, 1..MaxMasters. Default: 3 (DefaultMasters).
+	Masters int
 	// Replicas adds one replica per master, for failover tests.
 	Replicas bool
 	// AOF turns on the append-only file (appendfsync always) on every node.
 	AOF bool
+	// Config holds extra configuration for every node, as ServerOptions.Config does.
+	Config []string
 }
 
-// Cluster is a Redis Cluster of three masters (and optionally one replica each), formed with
-// CLUSTER ADDSLOTSRANGE, CLUSTER MEET and CLUSTER REPLICATE. Master i owns the i-th third of
-// the slots until a failover moves them to its replica.
+// DefaultMasters is the number of masters of a cluster whose ClusterOptions.Masters is zero,
+// and of the shared cluster.
+const DefaultMasters = 3
+
+// MaxMasters bounds ClusterOptions.Masters.
+const MaxMasters = 16
+
+// Cluster is a Redis Cluster of ClusterOptions.Masters masters (and optionally one replica
+// each), formed with CLUSTER ADDSLOTSRANGE, CLUSTER MEET and CLUSTER REPLICATE. Master i
+// owns the i-th of equal slot ranges (the last one takes the remainder) until a failover
+// moves them to its replica. Its methods are safe for concurrent use.
 type Cluster struct {
 	mu       sync.Mutex
 	masters  []*Server
 	replicas []*Server
 }
 
-// masterCount is the number of masters of every test cluster.
-const masterCount = 3
-
 // formTimeout bounds how long forming or re-stabilising a cluster may take.
 const formTimeout = 30 * time.Second
 
 func startCluster(opts ClusterOptions) (c *Cluster, err error) {
+	if opts.Masters == 0 {
+		opts.Masters = DefaultMasters
+	}
+	if opts.Masters < 1 || opts.Masters > MaxMasters {
+		return nil, fmt.Errorf("celebritytest: ClusterOptions.Masters must be 1..%d, got %d", MaxMasters, opts.Masters)
+	}
 	c = &Cluster{}
 	defer func() {
 		if err != nil {
@@ -46,8 +61,8 @@ func startCluster(opts ClusterOptions) (c *Cluster, err error) {
 			}
 		}
 	}()
-	so := ServerOptions{AOF: opts.AOF, cluster: true}
-	for i := 0; i < masterCount; i++ {
+	so := ServerOptions{AOF: opts.AOF, Config: opts.Config, cluster: true}
+	for range opts.Masters {
 		s, err := track(so)
 		if err != nil {
 			return c, err
@@ -70,13 +85,9 @@ func (c *Cluster) form(ctx context.Context) error {
 	admin := func(s *Server) *redis.Client {
 		return redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
 	}
-	per := slot.Count / masterCount
 	for i, m := range c.masters {
 		cl := admin(m)
-		lo, hi := i*per, (i+1)*per-1
-		if i == masterCount-1 {
-			hi = slot.Count - 1
-		}
+		lo, hi := slotRange(i, len(c.masters))
 		err := cl.ClusterAddSlotsRange(ctx, lo, hi).Err()
 		_ = cl.Close()
 		if err != nil {
@@ -112,6 +123,16 @@ func (c *Cluster) form(ctx context.Context) error {
 		}
 	}
 	return c.waitStable(ctx)
+}
+
+// slotRange returns the first and last slot of master i of n.
+func slotRange(i, n int) (lo, hi int) {
+	per := slot.Count / n
+	lo, hi = i*per, (i+1)*per-1
+	if i == n-1 {
+		hi = slot.Count - 1
+	}
+	return lo, hi
 }
 
 // nodes returns masters then replicas.
@@ -174,13 +195,10 @@ func (c *Cluster) waitStable(ctx context.Context) error {
 func (c *Cluster) expectedSlots() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	per := slot.Count / masterCount
 	var ranges []redis.ClusterSlot
 	for i, m := range c.masters {
-		r := redis.ClusterSlot{Start: i * per, End: (i+1)*per - 1, Nodes: []redis.ClusterNode{{Addr: m.Addr()}}}
-		if i == masterCount-1 {
-			r.End = slot.Count - 1
-		}
+		lo, hi := slotRange(i, len(c.masters))
+		r := redis.ClusterSlot{Start: lo, End: hi, Nodes: []redis.ClusterNode{{Addr: m.Addr()}}}
 		if len(c.replicas) > 0 && c.replicas[i].Running() && !c.replicas[i].Paused() {
 			r.Nodes = append(r.Nodes, redis.ClusterNode{Addr: c.replicas[i].Addr()})
 		}
@@ -230,9 +248,9 @@ func (c *Cluster) Replicas() []*Server {
 
 // MasterOf returns the master currently owning key's slot.
 func (c *Cluster) MasterOf(key string) *Server {
-	per := slot.Count / masterCount
-	i := min(int(slot.Of(key))/per, masterCount-1)
-	return c.Masters()[i]
+	ms := c.Masters()
+	i := min(int(slot.Of(key))/(slot.Count/len(ms)), len(ms)-1)
+	return ms[i]
 }
 
 // Client returns a cluster client seeded with the masters' addresses, closed when the test

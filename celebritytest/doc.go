@@ -1,17 +1,43 @@
-// Package celebritytest starts real redis-server processes for the project's tests.
+// Package celebritytest starts real redis-server processes for tests: standalone servers and
+// Redis Clusters (1 to 16 masters, optionally with a replica each) that a test can
+// kill, restart from their append-only file, pause, fail over, restore to an earlier point,
+// and reach as a user limited by ACL rules. Its sub-package faults puts a go-redis Dialer
+// between a client and its servers that drops a reply after the command ran, adds latency
+// or blackholes a server. The project's own tests use both; a host uses them to test its own
+// code against the same failures:
+//
+//	func TestMain(m *testing.M) { celebritytest.Main(m) }
+//
+//	func TestRetryAfterLostReply(t *testing.T) {
+//		cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Masters: 3})
+//		inj := faults.New()
+//		c := cl.Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil); o.MaxRetries = -1 })
+//		inj.DropReply(faults.Match{Command: "EVALSHA"}, 1) // the next script runs, its reply is lost
+//		// ... call the code under test through c, retry, check it acted once ...
+//	}
 //
 // A test binary shares one fleet: [Standalone] and [Shards] hand out standalone servers and
 // [SharedCluster] a Redis Cluster of three masters, each started on first use and stopped by
-// [Main] when the binary's tests end. Tests that break servers on purpose (kill, restart,
-// pause, failover) take their own with [NewServer] or [NewCluster]; those stop at the end of
-// the test. [Prefix] gives every test its own key prefix, so tests sharing a server can run
-// in parallel without flushing each other.
+// [Main] when the binary's tests end. Tests that break servers on purpose take their own
+// with [NewServer] or [NewCluster]; those stop at the end of the test. [Prefix] gives every
+// test its own key prefix, so tests sharing a server can run in parallel without flushing
+// each other.
 //
-// Servers listen on free loopback ports and keep their files in a temporary folder. Every
-// process is started with a parent-death signal, so a test binary that panics or times out
-// does not leave servers running; folders left by such a binary are removed by the next one.
+// What a test can do to a server: [Server.Kill] (SIGKILL, as a crash), [Server.Restart]
+// (loads its AOF with ServerOptions.AOF), [Server.Pause] and [Server.Resume] (SIGSTOP and
+// SIGCONT: connections stay open, nothing is answered), [Server.Snapshot] and
+// [Server.RestoreSnapshot] (back to an earlier point, as from an old backup),
+// [Cluster.Failover] and [Cluster.ForceFailover] (promote a replica), and [Server.User] or
+// [Cluster.User] (a client of an ACL user holding only the given rules).
 //
-// The binary is redis-server from PATH, or the path in REDIS_SERVER. When it is missing or
-// cannot start, the test is skipped with a message saying how to install it, except when the
-// CI environment variable is set: there it fails.
+// Servers listen on free loopback ports and keep their files in a folder under the
+// temporary directory (TMPDIR). Every process is started with a parent-death signal, so a
+// test binary that panics or times out does not leave servers running; folders left by such
+// a binary are removed by the next one.
+//
+// The binary is redis-server from PATH, or the path in REDIS_SERVER: any executable that
+// takes redis-server's command-line options and keeps its process ID (a shell script ending
+// in exec works), so Redis 7 and 8 and Valkey 8 all serve. When it is missing or cannot
+// start, the test is skipped with a message saying how to install it, except when the CI
+// environment variable is set: there it fails.
 package celebritytest

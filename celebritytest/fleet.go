@@ -147,9 +147,13 @@ func NewServer(t testing.TB, opts ServerOptions) *Server {
 	return s
 }
 
-// NewCluster starts a dedicated cluster for t, stopped when t ends.
+// NewCluster starts a dedicated cluster for t, stopped when t ends. Options out of range
+// fail the test.
 func NewCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	t.Helper()
+	if opts.Masters < 0 || opts.Masters > MaxMasters {
+		t.Fatalf("celebritytest: ClusterOptions.Masters must be 1..%d (0: %d), got %d", MaxMasters, DefaultMasters, opts.Masters)
+	}
 	fleet.mu.Lock()
 	c, err := startCluster(opts)
 	fleet.mu.Unlock()

@@ -8,6 +8,8 @@
 #   scripts/examples.sh            # every example
 #   scripts/examples.sh celebrity  # only these
 #   EXAMPLES_VERBOSE=1 scripts/examples.sh   # print every run's output, not only failures
+#   EXAMPLES_MODES="standalone cluster" scripts/examples.sh   # only these of the three runs
+#   REDIS_SERVER=path scripts/examples.sh     # another server (scripts/servers.sh lists them)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -64,7 +66,7 @@ start_server() {
   return 1
 }
 
-echo "starting a standalone server and a 3-master cluster"
+echo "starting a standalone server and a 3-master cluster: $("$REDIS_SERVER" --version)"
 start_server "$work/standalone"
 standalone=$started_port
 cluster_ports=()
@@ -123,11 +125,18 @@ run() { # run NAME MODE ENV...
     sed 's/^/      | /' "$log"
   fi
 }
+modes=" ${EXAMPLES_MODES:-standalone cluster embedded} "
 for name in "${names[@]}"; do
-  run "$name" standalone REDIS_ADDR="127.0.0.1:$standalone"
-  # Examples that need several shards put the others on databases of REDIS_ADDR.
-  run "$name" cluster REDIS_CLUSTER_ADDRS="$cluster_addrs" REDIS_ADDR="127.0.0.1:$standalone"
-  run "$name" embedded
+  if [[ $modes == *" standalone "* ]]; then
+    run "$name" standalone REDIS_ADDR="127.0.0.1:$standalone"
+  fi
+  if [[ $modes == *" cluster "* ]]; then
+    # Examples that need several shards put the others on databases of REDIS_ADDR.
+    run "$name" cluster REDIS_CLUSTER_ADDRS="$cluster_addrs" REDIS_ADDR="127.0.0.1:$standalone"
+  fi
+  if [[ $modes == *" embedded "* ]]; then
+    run "$name" embedded
+  fi
 done
 
 echo "examples: $passed passed, $failed failed"

@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it: formatting, vet, staticcheck and the race-enabled tests
 # of every module in the repository, against real redis-server processes that the tests
 # start themselves. Installs redis-server (Debian/Ubuntu) when it is missing and this shell
-# may install packages.
+# may install packages. REDIS_SERVER names another server binary (scripts/servers.sh installs
+# the other versions CI runs, and scripts/matrix.sh runs the tests against them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,8 +25,26 @@ if ! command -v "${REDIS_SERVER:-redis-server}" >/dev/null 2>&1; then
 fi
 say "$("${REDIS_SERVER:-redis-server}" --version)"
 
-server_pids() { (pgrep -x redis-server || true) | sort; }
-servers_before=$(server_pids)
+# Every server the suite starts keeps its files under this run's own temporary folder (the
+# test kit and examples.sh both place them under TMPDIR), so the processes the suite started
+# are those whose working folder or command line is inside it: servers that other programs
+# on the machine run are none of the suite's business.
+suite_tmp=$(mktemp -d "${TMPDIR:-/tmp}/celebrity-suite.XXXXXX")
+export TMPDIR=$suite_tmp
+trap 'rm -rf "$suite_tmp"' EXIT
+suite_pids() {
+  local p pid cwd
+  for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    [ "$pid" = $$ ] && continue
+    cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
+    case "$cwd/" in
+    "$suite_tmp"/*) echo "$pid" ;;
+    *) tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$suite_tmp" && echo "$pid" ;;
+    esac
+  done
+  return 0
+}
 
 modules=$(find . -name go.mod -not -path '*/testdata/*' -exec dirname {} \; | sort)
 
@@ -50,9 +69,9 @@ if [ -x scripts/examples.sh ]; then
   say "examples"
   scripts/examples.sh
 fi
-left=$(comm -13 <(echo "$servers_before") <(server_pids) | grep . || true)
+left=$(suite_pids)
 if [ -n "$left" ]; then
-  echo "the suite left redis-server processes running:" >&2
+  echo "the suite left processes running:" >&2
   ps -o pid,ppid,etime,args -p "$(echo $left | tr ' ' ',')" >&2 || true
   exit 1
 fi

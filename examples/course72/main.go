@@ -24,22 +24,20 @@ import (
 	"fmt"
 	"os"
 	"time"
-
-	"github.com/celebrity-go/celebrity/examples/internal/env"
 )
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	t, err := env.Connect(ctx, env.Options{})
+	t, err := connect(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "course72:", err)
 		os.Exit(2)
 	}
-	defer t.Close()
+	defer t.close()
 	fmt.Println("course72: launch day of course 72 — views, 100 seats, and a move to a new shard")
 	fmt.Printf("running against: %s\n", t.Desc)
-	shards, where, err := t.Shards("a", "b")
+	shards, where, err := t.shards("a", "b")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "course72:", err)
 		os.Exit(2)
@@ -47,7 +45,7 @@ func main() {
 	fmt.Printf("route table and journal on the target above; shards %s\n\n", where)
 
 	run := fmt.Sprintf("celebrity-example-%d", time.Now().UnixNano())
-	var c env.Checker
+	var c checker
 	if err := views(ctx, t, run, &c); err != nil {
 		fail(err)
 	}
@@ -58,7 +56,7 @@ func main() {
 	if err := move(ctx, t, shards, run, sold, &c); err != nil {
 		fail(err)
 	}
-	c.Exit("course72")
+	c.exit("course72")
 }
 
 func fail(err error) {

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
-	"github.com/celebrity-go/celebrity/examples/internal/env"
-	"github.com/celebrity-go/celebrity/internal/hashing"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -23,7 +22,7 @@ const (
 // move confirms every sale in the course's routed records on shard a, loses the reply of one
 // confirmation, moves the course's bucket to shard b and lets the client retry through its
 // stale route.
-func move(ctx context.Context, t *env.Target, shards map[string]redis.UniversalClient, run string, sold map[string]int, c *env.Checker) error {
+func move(ctx context.Context, t *target, shards map[string]redis.UniversalClient, run string, sold map[string]int, c *checker) error {
 	fmt.Println("3. every sale is confirmed in the course's records (routing), then the course moves to shard b (migrate)")
 	prefix := run + ":routing"
 	store, err := routing.NewStore(t.Client, routing.StoreOptions{Prefix: prefix})
@@ -31,7 +30,9 @@ func move(ctx context.Context, t *env.Target, shards map[string]redis.UniversalC
 		return err
 	}
 	tbl := routing.EvenTable(1, buckets, "a", "b")
-	tbl.SetBucket(uint32(hashing.Bucket(tenant, buckets)), "a")
+	// routing places a tenant without an override in bucket xxhash64(tenant) % Buckets (see
+	// Router.Route): the course's bucket starts on shard a.
+	tbl.SetBucket(uint32(xxhash.Sum64String(tenant)%buckets), "a")
 	if err := store.Publish(ctx, tbl); err != nil {
 		return err
 	}
@@ -68,7 +69,7 @@ func move(ctx context.Context, t *env.Target, shards map[string]redis.UniversalC
 	}
 	// The lost buyer's client talks to shard a over a network that loses this reply.
 	inj := faults.New()
-	fa := t.Faulty(shards["a"], inj.Dialer(nil))
+	fa := t.faulty(shards["a"], inj.Dialer(nil))
 	defer fa.Close()
 	stale, err := routing.NewShard("a", fa, routing.ShardOptions{Prefix: prefix})
 	if err != nil {
@@ -82,10 +83,16 @@ func move(ctx context.Context, t *env.Target, shards map[string]redis.UniversalC
 		len(buyersSorted)+1, unit, route.Generation, lostBuyer, lostErr)
 
 	if t.Kind == "embedded" {
-		fmt.Println("   NOT RUN: the move needs Redis 7 or later (migrate reads XINFO STREAM entries-added and")
-		fmt.Println("   max-deleted-entry-id, which the embedded miniredis does not report).")
-		fmt.Println("   Run it with REDIS_ADDR=host:port (a real Redis 7+) to see the move.")
-		return checkSeats(ctx, r, sold, c, "a")
+		// The sales above are checked; the move and the six invariants around it are not.
+		if err := checkSeats(ctx, r, sold, c, "a"); err != nil {
+			return err
+		}
+		c.skip("the move of course 72 to shard b, with its checks (the lost reply is found on "+
+			"the new owner, the old owner refuses stale routes and late writes, the seat cannot "+
+			"be confirmed twice, the confirmations survive the move)",
+			"migrate needs Redis 7 or later (XINFO STREAM entries-added and max-deleted-entry-id), "+
+				"which the embedded miniredis does not report; run with REDIS_ADDR=host:port to check it")
+		return nil
 	}
 
 	co, err := migrate.New(t.Client, migrate.Options{
@@ -120,21 +127,21 @@ func move(ctx context.Context, t *env.Target, shards map[string]redis.UniversalC
 	// A writer that never learned the new table cannot write on the old owner.
 	_, oldErr := r.Shard("a").Exec(ctx, unit, route.Generation, tenant, "late-write-on-a", routing.Put("note", "x"))
 
-	c.Check(lostErr != nil, "the confirmation's reply was lost before the move")
-	c.Check(st.State == migrate.OwnedB && owner == "b", "the migration finished: %s, owner %s", st.State, owner)
-	c.Check(errors.Is(staleErr, routing.ErrStaleRoute), "the old owner refused the stale route")
-	c.Check(res.Applied && res.Replayed && res.Version == 1,
+	c.check(lostErr != nil, "the confirmation's reply was lost before the move")
+	c.check(st.State == migrate.OwnedB && owner == "b", "the migration finished: %s, owner %s", st.State, owner)
+	c.check(errors.Is(staleErr, routing.ErrStaleRoute), "the old owner refused the stale route")
+	c.check(res.Applied && res.Replayed && res.Version == 1,
 		"the retry found the original confirmation on the new owner (replayed, version 1)")
 	var vm *routing.VersionMismatchError
-	c.Check(errors.As(thiefErr, &vm), "the seat cannot be confirmed a second time for someone else (%v)", thiefErr)
-	c.Check(errors.Is(oldErr, routing.ErrStaleRoute), "the old owner refuses every write routed by generation 1")
+	c.check(errors.As(thiefErr, &vm), "the seat cannot be confirmed a second time for someone else (%v)", thiefErr)
+	c.check(errors.Is(oldErr, routing.ErrStaleRoute), "the old owner refuses every write routed by generation 1")
 	return checkSeats(ctx, r, sold, c, owner)
 }
 
 func seatKey(n int) string { return fmt.Sprintf("seat:%d", n) }
 
 // checkSeats reads every seat through the router and compares it with the sales.
-func checkSeats(ctx context.Context, r *routing.Router, sold map[string]int, c *env.Checker, shard string) error {
+func checkSeats(ctx context.Context, r *routing.Router, sold map[string]int, c *checker, shard string) error {
 	wrong := 0
 	for b, n := range sold {
 		rec, ok, err := r.Get(ctx, tenant, seatKey(n))
@@ -145,7 +152,7 @@ func checkSeats(ctx context.Context, r *routing.Router, sold map[string]int, c *
 			wrong++
 		}
 	}
-	c.Check(wrong == 0, "all %d confirmations are readable on shard %s, each once, for the right buyer (%d wrong)",
+	c.check(wrong == 0, "all %d confirmations are readable on shard %s, each once, for the right buyer (%d wrong)",
 		len(sold), shard, wrong)
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/escrow"
-	"github.com/celebrity-go/celebrity/examples/internal/env"
 )
 
 const (
@@ -19,7 +18,7 @@ const (
 
 // seats sells the course's 100 seats to 300 concurrent buyers with an escrow limit; one
 // buyer's reply is lost and the buyer retries. It returns each buyer's seat.
-func seats(ctx context.Context, t *env.Target, run string, c *env.Checker) (map[string]int, error) {
+func seats(ctx context.Context, t *target, run string, c *checker) (map[string]int, error) {
 	fmt.Printf("2. seats: %d buyers race for %d seats; %s's reply is lost and it retries\n", buyers, seatCount, lostBuyer)
 	opts := escrow.CentralOptions{
 		Name: run + "-course72-seats", Capacity: seatCount, Prefix: "celebrity-example:escrow:",
@@ -36,7 +35,7 @@ func seats(ctx context.Context, t *env.Target, run string, c *env.Checker) (map[
 		return nil, err
 	}
 	inj := faults.New()
-	fc := t.FaultyClient(inj.Dialer(nil))
+	fc := t.faulty(t.Client, inj.Dialer(nil))
 	defer fc.Close()
 	lossy, err := escrow.NewCentral(fc, opts)
 	if err != nil {
@@ -93,12 +92,12 @@ func seats(ctx context.Context, t *env.Target, run string, c *env.Checker) (map[
 			double++
 		}
 	}
-	c.Check(errs == 0, "no buyer saw an error other than ErrExhausted (%d)", errs)
-	c.Check(len(sold) == seatCount && refused == buyers-(seatCount-1) && double == 0,
+	c.check(errs == 0, "no buyer saw an error other than ErrExhausted (%d)", errs)
+	c.check(len(sold) == seatCount && refused == buyers-(seatCount-1) && double == 0,
 		"exactly %d seats sold, each to one buyer (%d sold, %d refused, %d seats sold twice)",
 		seatCount, len(sold), refused, double)
-	c.Check(lostErr != nil && retry.Replayed, "the buyer whose reply was lost got its seat back, not a second one")
-	c.Check(rep.Clean(), "the escrow audit is clean")
+	c.check(lostErr != nil && retry.Replayed, "the buyer whose reply was lost got its seat back, not a second one")
+	c.check(rep.Clean(), "the escrow audit is clean")
 	fmt.Println()
 	return sold, nil
 }

@@ -19,31 +19,29 @@ import (
 	"fmt"
 	"os"
 	"time"
-
-	"github.com/celebrity-go/celebrity/examples/internal/env"
 )
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	t, err := env.Connect(ctx, env.Options{})
+	t, err := connect(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tenants:", err)
 		os.Exit(2)
 	}
-	defer t.Close()
+	defer t.close()
 	fmt.Println("tenants: 100,000 merchants on shared shards a, b, c; merchant 42 outgrows its shard")
 	fmt.Printf("running against: %s\n", t.Desc)
-	shards, where, err := t.Shards("a", "b", "c", "d")
+	shards, where, err := t.shards("a", "b", "c", "d")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tenants:", err)
 		os.Exit(2)
 	}
 	fmt.Printf("route table on the target above; shards %s\n\n", where)
-	var c env.Checker
+	var c checker
 	if err := run(ctx, t, shards, &c); err != nil {
 		fmt.Fprintln(os.Stderr, "tenants:", err)
 		os.Exit(1)
 	}
-	c.Exit("tenants")
+	c.exit("tenants")
 }

@@ -25,7 +25,6 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/escrow"
-	"github.com/celebrity-go/celebrity/examples/internal/env"
 )
 
 const (
@@ -40,12 +39,12 @@ const (
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	t, err := env.Connect(ctx, env.Options{})
+	t, err := connect(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "videojobs:", err)
 		os.Exit(2)
 	}
-	defer t.Close()
+	defer t.close()
 	fmt.Printf("videojobs: at most %d encoding jobs at once, split eu 1-50 / us 51-100; %d eu and %d us workers\n",
 		capacity, euWorkers, usWorkers)
 	fmt.Printf("running against: %s\n\n", t.Desc)
@@ -55,7 +54,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, t *env.Target) error {
+func run(ctx context.Context, t *target) error {
 	opts := escrow.PoolOptions{
 		Name:     fmt.Sprintf("videojobs-%d", time.Now().UnixNano()),
 		Capacity: capacity,
@@ -80,7 +79,7 @@ func run(ctx context.Context, t *env.Target) error {
 	// The coordinator's connections lose replies on demand: the command runs on the server,
 	// the reply never arrives.
 	inj := faults.New()
-	fc := t.FaultyClient(inj.Dialer(nil))
+	fc := t.faulty(t.Client, inj.Dialer(nil))
 	defer fc.Close()
 	lossy, err := escrow.NewPool(fc, opts)
 	if err != nil {
@@ -88,7 +87,7 @@ func run(ctx context.Context, t *env.Target) error {
 	}
 
 	w := newWorld()
-	var c env.Checker
+	var c checker
 	// A first round trip of permits without faults: eu lends us one permit and takes it
 	// back. (It also puts the transfer scripts in the servers' script caches, so that every
 	// dropped reply below is the reply of a step that ran.)
@@ -194,20 +193,20 @@ func run(ctx context.Context, t *env.Target) error {
 	for _, o := range rep.Owners {
 		free[o.Owner] = o.Free
 	}
-	c.Check(final.maxTotal <= capacity, "never more than %d jobs at once (max seen %d)", capacity, final.maxTotal)
-	c.Check(before.maxUS <= 50 && after.maxUS <= 60 && after.maxEU <= 40,
+	c.check(final.maxTotal <= capacity, "never more than %d jobs at once (max seen %d)", capacity, final.maxTotal)
+	c.check(before.maxUS <= 50 && after.maxUS <= 60 && after.maxEU <= 40,
 		"each region stayed within its permits (us %d then %d of 50 then 60; eu %d of 40 after)",
 		before.maxUS, after.maxUS, after.maxEU)
-	c.Check(final.doubleHeld == 0, "no permit was held by two jobs at once (%d times)", final.doubleHeld)
-	c.Check(final.tokenBackwards == 0, "every permit's fencing token only grew (%d regressions)", final.tokenBackwards)
-	c.Check(final.errs == 0, "no worker saw an error other than ErrExhausted (%d)", final.errs)
-	c.Check(lostErr != nil && g.Replayed, "the lost grant was replayed on retry, not granted twice")
-	c.Check(rep.Clean() && free["eu"] == 40 && free["us"] == 60,
+	c.check(final.doubleHeld == 0, "no permit was held by two jobs at once (%d times)", final.doubleHeld)
+	c.check(final.tokenBackwards == 0, "every permit's fencing token only grew (%d regressions)", final.tokenBackwards)
+	c.check(final.errs == 0, "no worker saw an error other than ErrExhausted (%d)", final.errs)
+	c.check(lostErr != nil && g.Replayed, "the lost grant was replayed on retry, not granted twice")
+	c.check(rep.Clean() && free["eu"] == 40 && free["us"] == 60,
 		"the audit is clean and the transfer moved exactly %d permits (eu %d free, us %d free)",
 		transferK, free["eu"], free["us"])
-	c.Check(grants["eu"] == 40 && grants["us"] == 60, "after the transfer eu grants exactly 40 and us exactly 60 (%d, %d)",
+	c.check(grants["eu"] == 40 && grants["us"] == 60, "after the transfer eu grants exactly 40 and us exactly 60 (%d, %d)",
 		grants["eu"], grants["us"])
-	c.Exit("videojobs")
+	c.exit("videojobs")
 	return nil
 }
 

@@ -1,0 +1,186 @@
+package celebrityotel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/celebrity-go/celebrity/escrow"
+	"github.com/celebrity-go/celebrity/hotkeys"
+	"github.com/celebrity-go/celebrity/l1cache"
+	"github.com/celebrity-go/celebrity/migrate"
+	"github.com/celebrity-go/celebrity/replicas"
+	"github.com/celebrity-go/celebrity/routing"
+	"github.com/celebrity-go/celebrity/stripes"
+)
+
+// Options configure one registration.
+type Options struct {
+	// Name, when set, is recorded as the attribute "celebrity.name" on every measurement,
+	// to tell apart several components of one kind in a process (two caches, say). It must
+	// be a small, fixed set of values chosen by the host: never a key or a tenant.
+	Name string
+}
+
+// ErrInvalid is wrapped by every error about a bad argument.
+var ErrInvalid = errors.New("celebrityotel: invalid argument")
+
+// Namespace is the first part of every instrument name.
+const Namespace = "celebrity"
+
+// L1Cache registers instruments that read c.Stats() (a *l1cache.Cache of any value type)
+// on every collection. For load latency, add LoadDurations' hook to the cache's OnEvent.
+func L1Cache(m metric.Meter, c interface{ Stats() l1cache.Stats }, o Options) (metric.Registration, error) {
+	return register(m, l1cacheComponent, func() any { return c.Stats() }, c != nil, o)
+}
+
+// Invalidator registers instruments that read inv.Stats() of an *l1cache.Invalidator.
+func Invalidator(m metric.Meter, inv interface {
+	Stats() l1cache.InvalidatorStats
+}, o Options) (metric.Registration, error) {
+	return register(m, invalidatorComponent, func() any { return inv.Stats() }, inv != nil, o)
+}
+
+// Replicas registers instruments that read r.Stats() of a *replicas.Replicator. CopyReads
+// becomes one series per copy index (attribute "copy", at most replicas.MaxCopies).
+func Replicas(m metric.Meter, r interface{ Stats() replicas.Stats }, o Options) (metric.Registration, error) {
+	return register(m, replicasComponent, func() any { return r.Stats() }, r != nil, o)
+}
+
+// Stripes registers instruments that read c.Stats() of a *stripes.Counter. StripeWrites
+// becomes the gauge celebrity.stripes.generation (the newest generation this process wrote
+// to) and celebrity.stripes.stripe_writes, that generation's applied events per stripe
+// (attribute "stripe", at most the counter's stripe count).
+func Stripes(m metric.Meter, c interface{ Stats() stripes.Stats }, o Options) (metric.Registration, error) {
+	return register(m, stripesComponent, func() any { return c.Stats() }, c != nil, o)
+}
+
+// StripesReader registers instruments that read r.Stats() of a *stripes.Reader.
+func StripesReader(m metric.Meter, r interface {
+	Stats() stripes.ReaderStats
+}, o Options) (metric.Registration, error) {
+	return register(m, stripesReaderComponent, func() any { return r.Stats() }, r != nil, o)
+}
+
+// Escrow registers instruments that read l.Stats() of an *escrow.Central or *escrow.Pool.
+func Escrow(m metric.Meter, l interface{ Stats() escrow.Stats }, o Options) (metric.Registration, error) {
+	return register(m, escrowComponent, func() any { return l.Stats() }, l != nil, o)
+}
+
+// Routing registers instruments that read r.Stats() of a *routing.Router.
+func Routing(m metric.Meter, r interface{ Stats() routing.Stats }, o Options) (metric.Registration, error) {
+	return register(m, routingComponent, func() any { return r.Stats() }, r != nil, o)
+}
+
+// Migrate registers instruments that read c.Stats() of a *migrate.Coordinator. LastPause
+// becomes the gauge celebrity.migrate.last_pause in seconds.
+func Migrate(m metric.Meter, c interface{ Stats() migrate.Stats }, o Options) (metric.Registration, error) {
+	return register(m, migrateComponent, func() any { return c.Stats() }, c != nil, o)
+}
+
+// Hotkeys registers instruments that read d.Stats() of a *hotkeys.Detector. No key is
+// ever an attribute.
+func Hotkeys(m metric.Meter, d interface{ Stats() hotkeys.Stats }, o Options) (metric.Registration, error) {
+	return register(m, hotkeysComponent, func() any { return d.Stats() }, d != nil, o)
+}
+
+// register creates one observable instrument per metric of comp and a callback that reads
+// the stats once per collection.
+func register(m metric.Meter, comp component, read func() any, ok bool, o Options) (metric.Registration, error) {
+	if m == nil || !ok {
+		return nil, fmt.Errorf("%w: %s: the meter and the component must not be nil", ErrInvalid, comp.pkg)
+	}
+	infos := comp.infos(read())
+	ints := map[string]metric.Int64Observable{}
+	floats := map[string]metric.Float64Observable{}
+	var all []metric.Observable
+	for _, mi := range infos {
+		name := Namespace + "." + comp.pkg + "." + mi.name
+		desc := fmt.Sprintf("%s.%s (see that field's documentation)", comp.typ, mi.field)
+		var err error
+		if mi.seconds {
+			var g metric.Float64ObservableGauge
+			g, err = m.Float64ObservableGauge(name, metric.WithUnit(mi.unit), metric.WithDescription(desc))
+			floats[mi.name] = g
+			all = append(all, g)
+		} else {
+			var inst metric.Int64Observable
+			switch mi.kind {
+			case counter:
+				inst, err = m.Int64ObservableCounter(name, metric.WithUnit(mi.unit), metric.WithDescription(desc))
+			case upDown:
+				inst, err = m.Int64ObservableUpDownCounter(name, metric.WithUnit(mi.unit), metric.WithDescription(desc))
+			default:
+				inst, err = m.Int64ObservableGauge(name, metric.WithUnit(mi.unit), metric.WithDescription(desc))
+			}
+			ints[mi.name] = inst
+			all = append(all, inst)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("celebrityotel: %s: %w", name, err)
+		}
+	}
+	labels := map[string]string{}
+	for _, mi := range infos {
+		labels[mi.name] = mi.label
+	}
+	var base []attribute.KeyValue
+	if o.Name != "" {
+		base = append(base, attribute.String("celebrity.name", o.Name))
+	}
+	plain := metric.WithAttributes(base...)
+	return m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
+		for _, s := range comp.samples(read()) {
+			opt := plain
+			if l := labels[s.name]; l != "" && s.labelValue != "" {
+				opt = metric.WithAttributes(append(base[:len(base):len(base)], attribute.String(l, s.labelValue))...)
+			}
+			if f, ok := floats[s.name]; ok {
+				obs.ObserveFloat64(f, s.value, opt)
+			} else if i, ok := ints[s.name]; ok {
+				obs.ObserveInt64(i, int64(s.value), opt)
+			}
+		}
+		return nil
+	}, all...)
+}
+
+// LoadDurations returns a hook for l1cache.Options.OnEvent that records every load's
+// duration in the histogram celebrity.l1cache.load.duration (seconds), with the attribute
+// "outcome": "ok", "not_found" or "error". Chain it with a hook of the host's own if it has
+// one. The hook runs on the loading goroutine and does not block.
+func LoadDurations(m metric.Meter, o Options) (func(l1cache.Event), error) {
+	if m == nil {
+		return nil, fmt.Errorf("%w: l1cache: the meter must not be nil", ErrInvalid)
+	}
+	h, err := m.Float64Histogram(Namespace+".l1cache.load.duration", metric.WithUnit("s"),
+		metric.WithDescription("Duration of l1cache loader calls (l1cache.Event.Duration of EventLoad)"),
+		metric.WithExplicitBucketBoundaries(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+	if err != nil {
+		return nil, fmt.Errorf("celebrityotel: %w", err)
+	}
+	var base []attribute.KeyValue
+	if o.Name != "" {
+		base = append(base, attribute.String("celebrity.name", o.Name))
+	}
+	opts := map[string]metric.RecordOption{}
+	for _, outcome := range []string{"ok", "not_found", "error"} {
+		opts[outcome] = metric.WithAttributes(append(base[:len(base):len(base)], attribute.String("outcome", outcome))...)
+	}
+	return func(e l1cache.Event) {
+		if e.Kind != l1cache.EventLoad {
+			return
+		}
+		outcome := "ok"
+		switch {
+		case errors.Is(e.Err, l1cache.ErrNotFound):
+			outcome = "not_found"
+		case e.Err != nil:
+			outcome = "error"
+		}
+		h.Record(context.Background(), e.Duration.Seconds(), opts[outcome])
+	}, nil
+}

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The version matrix, as CI runs it after scripts/test.sh (which runs the whole suite, with
+# the race detector, on the default server): the library's package tests, each against a
+# standalone server and a Redis Cluster of its own, on every other server of
+# scripts/servers.sh, and the examples against each; then go vet and the tests on every Go
+# release the module supports.
+#
+#   scripts/matrix.sh                      # every server other than the default
+#   scripts/matrix.sh valkey-8.1           # only these servers
+#   MATRIX_EXAMPLES=0 scripts/matrix.sh    # package tests only
+#
+# It prints one line per leg and its time, and exits non-zero when a leg failed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# GO_RELEASES are the Go releases the project supports: the two latest. The machine's go
+# runs the newest; an older one runs as GOTOOLCHAIN=goX.Y.Z, which the go command downloads
+# through the module proxy, and only when go.mod's go directive allows that release.
+GO_RELEASES=(1.25 1.26)
+GO_1_25_TOOLCHAIN=${GO_1_25_TOOLCHAIN:-go1.25.0}
+
+servers=("$@")
+[ ${#servers[@]} -gt 0 ] || servers=(redis-8.0 valkey-8.1)
+
+say() { printf '\n== %s\n' "$*"; }
+results=()
+failed=0
+leg() { # leg NAME COMMAND... runs one leg and records its verdict and time
+  local name=$1 start=$SECONDS rc=0
+  shift
+  say "$name"
+  "$@" || rc=$?
+  local verdict=ok
+  [ "$rc" = 0 ] || {
+    verdict="FAIL (exit $rc)"
+    failed=$((failed + 1))
+  }
+  results+=("$(printf '%-44s %-14s %4ds' "$name" "$verdict" $((SECONDS - start)))")
+}
+
+# As in test.sh, every server is started under this run's own temporary folder, and the
+# processes left running at the end are those whose folder or command line is inside it.
+matrix_tmp=$(mktemp -d "${TMPDIR:-/tmp}/celebrity-matrix.XXXXXX")
+export TMPDIR=$matrix_tmp
+trap 'rm -rf "$matrix_tmp"' EXIT
+run_pids() {
+  local p pid cwd
+  for p in /proc/[0-9]*; do
+    pid=${p#/proc/}
+    [ "$pid" = $$ ] && continue
+    cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
+    case "$cwd/" in
+    "$matrix_tmp"/*) echo "$pid" ;;
+    *) tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -qF -- "$matrix_tmp" && echo "$pid" ;;
+    esac
+  done
+  return 0
+}
+export CI="${CI:-true}"
+
+say "installing servers: ${servers[*]}"
+declare -A launcher
+while read -r name path; do
+  launcher[$name]=$path
+done < <(scripts/servers.sh "${servers[@]}")
+
+for s in "${servers[@]}"; do
+  bin=${launcher[$s]:-}
+  if [ -z "$bin" ]; then
+    leg "$s: install" false
+    continue
+  fi
+  printf '%s: %s\n' "$s" "$("$bin" --version)"
+  leg "$s: go test ./... (package tests)" \
+    env REDIS_SERVER="$bin" go test -count=1 -timeout 20m ./...
+  if [ "${MATRIX_EXAMPLES:-1}" != 0 ] && [ -x scripts/examples.sh ]; then
+    leg "$s: examples (standalone, cluster)" \
+      env REDIS_SERVER="$bin" EXAMPLES_MODES="standalone cluster" scripts/examples.sh
+  fi
+done
+
+# The Go releases: the newest is the machine's own go, which test.sh ran already.
+want=$(awk '$1 == "go" {print $2; exit}' go.mod | cut -d. -f1,2)
+for r in "${GO_RELEASES[@]}"; do
+  case $(go env GOVERSION) in
+  go"$r" | go"$r".*) continue ;; # the machine's go: test.sh ran vet and the tests on it
+  esac
+  if [ "$(printf '%s\n%s\n' "$r" "$want" | sort -V | head -n 1)" != "$want" ]; then
+    # go.mod asks for a newer release than r: that toolchain refuses the module.
+    say "Go $r: not run: go.mod says go $want"
+    results+=("$(printf '%-44s %-14s' "Go $r: vet, tests" "not run (go.mod: go $want)")")
+    continue
+  fi
+  tc=$GO_1_25_TOOLCHAIN
+  leg "Go $r ($tc): go vet ./..." env GOTOOLCHAIN="$tc" go vet ./...
+  leg "Go $r ($tc): go test ./..." env GOTOOLCHAIN="$tc" go test -count=1 -timeout 20m ./...
+done
+
+left=$(run_pids)
+if [ -n "$left" ]; then
+  echo "the matrix left processes running:" >&2
+  ps -o pid,ppid,etime,args -p "$(echo $left | tr ' ' ',')" >&2 || true
+  failed=$((failed + 1))
+fi
+say "matrix"
+printf '%s\n' "${results[@]}"
+if [ "$failed" -gt 0 ]; then
+  echo "matrix: $failed leg(s) failed" >&2
+  exit 1
+fi
