@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"sort"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -91,21 +93,20 @@ func masters(ctx context.Context, c redis.UniversalClient) ([]*redis.Client, err
 	case *redis.Client:
 		return []*redis.Client{redis.NewClient(c.Options())}, nil
 	case *redis.ClusterClient:
-		slots, err := c.ClusterSlots(ctx).Result()
-		if err != nil {
-			return nil, fmt.Errorf("CLUSTER SLOTS: %w", err)
-		}
-		seen := map[string]bool{}
+		var mu sync.Mutex
 		var out []*redis.Client
-		for _, s := range slots {
-			if len(s.Nodes) == 0 || seen[s.Nodes[0].Addr] {
-				continue
-			}
-			seen[s.Nodes[0].Addr] = true
-			o := c.Options()
-			out = append(out, redis.NewClient(&redis.Options{Addr: s.Nodes[0].Addr, Username: o.Username,
-				Password: o.Password, TLSConfig: o.TLSConfig, MaxRetries: 1, DialTimeout: 2 * time.Second}))
+		err := c.ForEachMaster(ctx, func(_ context.Context, m *redis.Client) error {
+			mu.Lock()
+			defer mu.Unlock()
+			o := *m.Options()
+			out = append(out, redis.NewClient(&o))
+			return nil
+		})
+		if err != nil {
+			closeAll(out)
+			return nil, fmt.Errorf("list cluster masters: %w", err)
 		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Options().Addr < out[j].Options().Addr })
 		return out, nil
 	}
 	return nil, fmt.Errorf("unsupported client %T", c)
