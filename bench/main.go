@@ -12,11 +12,18 @@
 // instance at once, and counts the source loads with and without singleflight and lease.
 // The chart of per-node load per strategy is written as a PNG.
 //
+// With -timeseries it runs the closed loop instead: 100 instances of celebrity.Cache, a
+// celebrity that appears at t=10s, takes -share of the reads and fades at t=40s, per-node
+// commands per second sampled over time, and the loop's targets (detection, promotion on
+// every instance, skew, demotion, flaps, the loop's own share of commands, source loads)
+// printed and charted with a mark per instance's promotion and demotion.
+//
 // Without -addrs it starts its own three-master cluster of redis-server processes on free
 // loopback ports and stops it at the end.
 //
 //	go run . -duration 10s -out results/celebrity.png
 //	go run . -addrs 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
+//	go run . -timeseries -keys 100000 -out results/closed-loop.png
 package main
 
 import (
@@ -53,6 +60,7 @@ type config struct {
 	expiryLatency   time.Duration
 	out             string
 	only            string
+	timeseries      bool
 }
 
 func main() {
@@ -76,6 +84,7 @@ func main() {
 	flag.DurationVar(&cfg.expiryLatency, "expiry-latency", 10*time.Millisecond, "time one source load takes in the mass-expiry run")
 	flag.StringVar(&cfg.out, "out", "results/celebrity.png", "PNG chart to write; empty: none")
 	flag.StringVar(&cfg.only, "strategies", strings.Join(strategies, ","), "strategies to run, comma-separated")
+	flag.BoolVar(&cfg.timeseries, "timeseries", false, "run the closed-loop time series (celebrity.Cache) instead of the strategies")
 	flag.Parse()
 	if err := validate(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -131,6 +140,9 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	fmt.Printf("celebrity load harness: %s, redis %s, %d masters\n", where, version, len(nodes))
+	if cfg.timeseries {
+		return runTimeseries(ctx, c, nodes, cfg)
+	}
 	fmt.Printf("traffic: Zipf(%.2f) over %d keys + 1 celebrity key at %.0f%% of reads; %d instances, %d readers, "+
 		"source load %v, l1cache fresh %v, replicas 3 copies; %v warm-up then %v measured per strategy\n\n",
 		cfg.alpha, cfg.keys, cfg.share*100, cfg.instances, cfg.workers, cfg.sourceLatency, cfg.l1Fresh,

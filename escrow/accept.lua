@@ -1,16 +1,17 @@
 -- accept.lua: step 2 of a transfer, at the target: accept T exactly once.
 --
--- KEYS: the six keys of the target ledger (meta, free, jobs, held, out, in), one slot.
+-- KEYS: the eight keys of the target ledger (meta, free, jobs, held, out, in, log,
+--       leases), one slot.
 -- ARGV: 1 transfer ID T, 2 source owner, 3 source sequence at the freeze, 4 minimum sequence
 --       (the target's witness), 5.. the permit numbers.
--- Reply: {'ok', 'new'|'dup', seq} | {'refused', seq} | {'conflict', permit} | {'fenced', seq} |
+-- Reply: {'ok', 'new'|'dup', seq, segment} | {'refused', seq, segment} (segment: see step.lua) | {'conflict', permit} | {'fenced', seq} |
 --        {'missing', 0} | {'invalid', msg}.
 -- The answer about T is stored under the field "len(source):source:T": transfer IDs are
 -- unique per source only (the source's out hash), so T from another source is another
 -- transfer.
 -- Invariant: the permits of T are added once; a duplicate delivery returns 'dup' and adds
 -- nothing; after a recorded refusal of T an accept fails, so an aborted transfer can never
--- also land. The caller raises the target's witness to seq on 'refused' too, before the
+-- also land. The caller has the witness confirm the segment on 'refused' too, before the
 -- source aborts on that answer. The target's sequence moves above the source's, so fencing
 -- tokens granted for a permit keep rising as the permit moves between owners.
 local t, from, srcSeq, minSeq = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -37,8 +38,8 @@ end
 local old = redis.call('HGET', KEYS[6], key)
 if old then
   local r = cjson.decode(old)
-  if r.s == 'refused' then return {'refused', seq} end
-  return {'ok', 'dup', seq}
+  if r.s == 'refused' then return {'refused', seq, segment(KEYS[7])} end
+  return {'ok', 'dup', seq, segment(KEYS[7])}
 end
 for _, p in ipairs(nums) do
   if redis.call('ZSCORE', KEYS[2], p) or redis.call('HEXISTS', KEYS[4], p) == 1 then
@@ -50,4 +51,5 @@ if srcSeq > seq then seq = srcSeq end
 seq = seq + 1
 redis.call('HSET', KEYS[1], 'seq', seq)
 redis.call('HSET', KEYS[6], key, cjson.encode({s = 'accepted', from = from, p = nums}))
-return {'ok', 'new', seq}
+log_step(KEYS[7], seq, 'accept:' .. key)
+return {'ok', 'new', seq, segment(KEYS[7])}

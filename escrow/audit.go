@@ -109,6 +109,7 @@ type ledgerSnapshot struct {
 	jobs    map[string]string
 	out     map[string]transferRecord
 	in      map[string]transferRecord // by inKey(source, T)
+	leases  map[string]int64          // job -> lease expiry in server milliseconds
 }
 
 // inKey is the field of the in hash that holds the target's answer about transfer id from
@@ -126,7 +127,7 @@ func (l ledger) snapshot(ctx context.Context, c Client) (ledgerSnapshot, error) 
 }
 
 func (l ledger) parseSnapshot(res []any) (ledgerSnapshot, error) {
-	if len(res) != 8 {
+	if len(res) != 9 {
 		return ledgerSnapshot{}, fmt.Errorf("escrow: snapshot %q: unexpected reply", l.owner)
 	}
 	s := ledgerSnapshot{owner: l.owner, exists: toInt(res[0]) == 1, seq: toInt(res[1]), fenced: toInt(res[2]) == 1,
@@ -136,6 +137,8 @@ func (l ledger) parseSnapshot(res []any) (ledgerSnapshot, error) {
 	}
 	pairs(res[4], func(k, v string) { p, _ := strconv.Atoi(k); s.held[p] = v })
 	pairs(res[5], func(k, v string) { s.jobs[k] = v })
+	s.leases = map[string]int64{}
+	pairs(res[8], func(k, v string) { n, _ := strconv.ParseInt(v, 10, 64); s.leases[k] = n })
 	for i, m := range []map[string]transferRecord{s.out, s.in} {
 		var perr error
 		pairs(res[6+i], func(k, v string) {

@@ -3,6 +3,10 @@ package escrow
 import (
 	"context"
 	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Central is a strict limiter with one owner of the whole permit set: one ledger in one hash
@@ -11,10 +15,12 @@ import (
 //
 // A Central is safe for concurrent use. It starts no goroutines.
 type Central struct {
-	c     Client
-	opts  CentralOptions
-	l     ledger
-	stats counters
+	c      Client
+	w      Client
+	opts   CentralOptions
+	l      ledger
+	marker string
+	stats  counters
 }
 
 // NewCentral validates the options and returns a limiter. It does no I/O; call Init once at
@@ -26,18 +32,73 @@ func NewCentral(client Client, opts CentralOptions) (*Central, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	return &Central{c: client, opts: opts, l: newLedger(opts.Prefix, opts.Name, "", 1, opts.Capacity, opts.Capacity)}, nil
+	l := newLedger(opts.Prefix, opts.Name, "", 1, opts.Capacity, opts.Capacity)
+	c := &Central{c: client, w: opts.Witness, opts: opts, l: l, marker: witnessKey(opts.Prefix, opts.Name, l.keys[0]) + ":created"}
+	if c.w == nil {
+		c.w = client
+	}
+	return c, nil
 }
 
 // Init checks the durability settings (see the package doc) and creates the ledger with
-// permits 1..Capacity if it does not exist. It is idempotent and safe to run from every
-// process. A ledger created earlier with another capacity is reported as ErrLayoutMismatch.
+// permits 1..Capacity if it does not exist and its witness marker does not show that it
+// existed before. A lost ledger (FLUSHALL, eviction, a wrong restore) is not re-created with
+// every permit free while its old holders may still run: Init returns ErrLedgerMissing until
+// an operator calls RestoreLost. Init is idempotent and safe to run from every process. A
+// ledger created earlier with another capacity is reported as ErrLayoutMismatch.
 func (c *Central) Init(ctx context.Context) error {
-	if err := checkDurability(ctx, c.c, c.opts.Logger, c.opts.AllowEviction); err != nil {
+	if err := checkDurability(ctx, c.c, c.opts.Logger, c.opts.AllowEviction, c.opts.AllowWeakDurability); err != nil {
 		return err
 	}
-	_, err := c.l.init(ctx, c.c, 0)
-	return err
+	if c.opts.Witness != nil {
+		if err := checkDurability(ctx, c.opts.Witness, c.opts.Logger, c.opts.AllowEviction, c.opts.AllowWeakDurability); err != nil {
+			return fmt.Errorf("escrow: witness: %w", err)
+		}
+	}
+	existed, err := c.w.Get(ctx, c.marker).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("escrow: read the ledger's marker: %w", err)
+	}
+	wit := int64(0)
+	if existed != "" {
+		wit = 1
+	}
+	if _, _, err := c.l.init(ctx, c.c, wit); err != nil {
+		return err
+	}
+	return c.mark(ctx)
+}
+
+func (c *Central) mark(ctx context.Context) error {
+	if err := c.w.Set(ctx, c.marker, "1", 0).Err(); err != nil {
+		return fmt.Errorf("escrow: write the ledger's marker: %w", err)
+	}
+	return nil
+}
+
+// RestoreLost re-creates a ledger that Init reports lost (ErrLedgerMissing) with every permit
+// free. Call it only after confirming that no job that held a permit of the lost ledger still
+// runs: the package cannot know who held what. Its fencing tokens start at the server's clock
+// in microseconds, above any token the lost ledger can have granted (one per grant, from 1),
+// so a downstream that checks tokens still refuses an old holder. The call is logged to
+// Logger and counted in Stats.Restored. It returns ErrConflict when the ledger exists.
+func (c *Central) RestoreLost(ctx context.Context) error {
+	now, err := c.w.Time(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("escrow: read the server clock: %w", err)
+	}
+	created, _, err := c.l.initAt(ctx, c.c, 0, max(1, now.UnixMicro()))
+	if err != nil {
+		return err
+	}
+	if !created {
+		return fmt.Errorf("%w: the ledger of %q exists; RestoreLost only re-creates a lost one", ErrConflict, c.opts.Name)
+	}
+	c.stats.restored.Add(uint64(c.opts.Capacity))
+	if c.opts.Logger != nil {
+		c.opts.Logger.Warn("escrow: lost ledger re-created by RestoreLost", "limit", c.opts.Name, "permits", c.opts.Capacity)
+	}
+	return c.mark(ctx)
 }
 
 // Acquire grants a permit to jobID, or returns ErrExhausted. It is idempotent per job ID: a
@@ -45,18 +106,36 @@ func (c *Central) Init(ctx context.Context) error {
 // never a second permit. The job holds the permit until Release. After an error other than
 // ErrExhausted the job may or may not hold a permit: retry with the same job ID, or Release.
 func (c *Central) Acquire(ctx context.Context, jobID string) (Grant, error) {
-	g, err := c.l.acquire(ctx, c.c, jobID, 0)
+	g, _, err := c.l.acquire(ctx, c.c, jobID, 0, c.opts.Lease, c.opts.LeaseSkew, false)
 	count(&c.stats, g, err)
 	return g, err
 }
 
 // Release frees the permit held by jobID. Releasing a job that holds nothing (already
-// released, or never granted) changes nothing and returns nil, so a retried release can
-// never add capacity.
+// released, taken back after its lease, or never granted) changes nothing and returns
+// ErrNotHeld, so a retried release can never add capacity; after a lost reply, ErrNotHeld on
+// the retry means the first release freed the permit.
 func (c *Central) Release(ctx context.Context, jobID string) error {
 	freed, err := c.l.release(ctx, c.c, jobID)
 	countRelease(&c.stats, freed, err)
 	return err
+}
+
+// Renew extends the lease of jobID's grant by Options.Lease from now and returns the new
+// expiry by the caller's clock. A job that holds nothing (its lease ended and the permit was
+// taken back, or it was released) gets ErrNotHeld and must stop working on the permit.
+func (c *Central) Renew(ctx context.Context, jobID string) (time.Time, error) {
+	return c.l.renew(ctx, c.c, jobID, c.opts.Lease)
+}
+
+// Holders lists the jobs holding a permit, with their tokens and lease expiries, read
+// atomically.
+func (c *Central) Holders(ctx context.Context) ([]Holder, error) {
+	snap, err := c.l.snapshot(ctx, c.c)
+	if err != nil {
+		return nil, err
+	}
+	return snap.holders(), nil
 }
 
 // Audit reads the ledger atomically and checks that every permit 1..Capacity is in exactly
@@ -89,7 +168,7 @@ func countRelease(s *counters, freed bool, err error) {
 	switch {
 	case err == nil && freed:
 		s.released.Add(1)
-	case err == nil:
+	case errors.Is(err, ErrNotHeld):
 		s.noop.Add(1)
 	case errors.Is(err, ErrFenced):
 		s.fenced.Add(1)

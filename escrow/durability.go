@@ -20,38 +20,47 @@ var evictionSafe = map[string]bool{
 	"volatile-ttl":    true,
 }
 
-// checkDurability reads maxmemory-policy (and the AOF settings, for a warning) from every
-// master the client reaches. A policy that could evict ledger keys is refused unless allow is
-// set. A server that refuses CONFIG GET (managed Redis often renames or forbids it) is
-// tolerated with a warning: the check is then the operator's duty.
-func checkDurability(ctx context.Context, c Client, logger *slog.Logger, allow bool) error {
+// checkDurability reads maxmemory-policy and the AOF settings from every master the client
+// reaches. A policy that could evict ledger keys is refused unless allowEviction is set; a
+// server without appendonly yes and appendfsync always, or one that refuses CONFIG GET
+// (managed Redis often renames or forbids it), is refused unless allowWeak is set, in which
+// case it is logged as a warning.
+func checkDurability(ctx context.Context, c Client, logger *slog.Logger, allowEviction, allowWeak bool) error {
 	var (
 		mu   sync.Mutex
 		errs []error
 	)
+	weak := func(addr, why string, args ...any) {
+		if allowWeak {
+			if logger != nil {
+				logger.Warn("escrow: "+why, append([]any{"addr", addr}, args...)...)
+			}
+			return
+		}
+		mu.Lock()
+		errs = append(errs, fmt.Errorf("%w: %s: %s (set AllowWeakDurability to accept it) %v", ErrWeakDurability, addr, why, args))
+		mu.Unlock()
+	}
 	check := func(ctx context.Context, node Client, addr string) error {
 		cfg, err := node.ConfigGet(ctx, "*").Result()
 		if err != nil {
 			var rerr redis.Error
 			if errors.As(err, &rerr) {
-				if logger != nil {
-					logger.Warn("escrow: CONFIG GET refused; durability settings not checked",
-						"addr", addr, "err", err)
-				}
+				weak(addr, "CONFIG GET refused; durability settings not checked", "err", err)
 				return nil
 			}
 			return fmt.Errorf("escrow: CONFIG GET on %s: %w", addr, err)
 		}
 		policy := cfg["maxmemory-policy"]
-		if policy != "" && !evictionSafe[policy] && !allow {
+		if policy != "" && !evictionSafe[policy] && !allowEviction {
 			mu.Lock()
 			errs = append(errs, fmt.Errorf("%w: %s has maxmemory-policy %q (use noeviction or a volatile-* policy, or set AllowEviction)",
 				ErrUnsafeEviction, addr, policy))
 			mu.Unlock()
 		}
-		if logger != nil && (cfg["appendonly"] != "yes" || cfg["appendfsync"] != "always") {
-			logger.Warn("escrow: strict mode assumes appendonly yes and appendfsync always",
-				"addr", addr, "appendonly", cfg["appendonly"], "appendfsync", cfg["appendfsync"])
+		if cfg["appendonly"] != "yes" || cfg["appendfsync"] != "always" {
+			weak(addr, "strict mode assumes appendonly yes and appendfsync always",
+				"appendonly", cfg["appendonly"], "appendfsync", cfg["appendfsync"])
 		}
 		return nil
 	}

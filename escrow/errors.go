@@ -20,7 +20,9 @@ var (
 	ErrInsufficient = errors.New("escrow: not enough free permits for the transfer")
 	// ErrUnknownOwner reports an owner name that is not part of the pool.
 	ErrUnknownOwner = errors.New("escrow: unknown owner")
-	// ErrInvalid reports bad input (empty IDs, k out of range, a transfer to itself).
+	// ErrInvalid reports bad input or bad options (empty, huge or non-UTF-8 IDs and names,
+	// names with '{', '}' or ':', k out of range, a transfer to itself). The message names
+	// the field and the allowed range; nothing is changed.
 	ErrInvalid = errors.New("escrow: invalid argument")
 	// ErrConflict reports that an ID is reused for a different operation (a transfer ID with
 	// other parameters, or permits that already exist at the target).
@@ -32,8 +34,25 @@ var (
 	ErrRefused = errors.New("escrow: transfer refused by the target")
 	// ErrAborted reports that the transfer was already aborted at the source.
 	ErrAborted = errors.New("escrow: transfer was aborted")
+	// ErrWeakDurability reports a server that does not keep every acknowledged write
+	// (appendonly yes with appendfsync always), or whose settings Init cannot read (CONFIG GET
+	// refused). Init returns it unless AllowWeakDurability is set.
+	ErrWeakDurability = errors.New("escrow: server may lose acknowledged writes")
+	// ErrSharedWitness reports a witness on the same server (or cluster master) as the ledger
+	// it watches: a restore or failover of that server rolls both back together, and fencing
+	// cannot see it. Pool.Init returns it unless PoolOptions.AllowSharedWitness is set.
+	ErrSharedWitness = errors.New("escrow: witness shares a server with its ledger")
 	// ErrUnsafeEviction reports a maxmemory-policy that may evict ledger keys.
 	ErrUnsafeEviction = errors.New("escrow: maxmemory-policy may evict ledger keys")
+	// ErrNotHeld reports a Release or Renew of a job that holds no permit at that owner:
+	// released already (a retried release), taken back after its lease, granted by another
+	// owner, or never granted. Nothing changed.
+	ErrNotHeld = errors.New("escrow: the job holds no permit here")
+	// ErrUnconfirmed reports a step that ran on the ledger but that the witness could not
+	// confirm (the ledger's log no longer shows it, or the witness lags too far behind). The
+	// step is not acknowledged: retry the call, or undo it (Release a job that may hold a
+	// permit).
+	ErrUnconfirmed = errors.New("escrow: the witness could not confirm the step")
 	// ErrLayoutMismatch reports a ledger initialised earlier with other permits than the
 	// options now describe.
 	ErrLayoutMismatch = errors.New("escrow: stored ledger does not match the options")

@@ -26,7 +26,7 @@ func placedPool(t *testing.T, cl *celebritytest.Cluster, c *redis.ClusterClient,
 		return -1
 	}
 	for n := 0; n < 1000; n++ {
-		opts := PoolOptions{Name: fmt.Sprint("p", n), Prefix: celebritytest.Prefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
+		opts := PoolOptions{Name: fmt.Sprint("p", n), Prefix: celebritytest.Prefix(t), Capacity: 10, Owners: owners(10, "a", "b"), AllowWeakDurability: true}
 		p, err := NewPool(c, opts)
 		require.NoError(t, err)
 		ia, wa, ib := index(p.ledgers["a"].keys[0]), index(p.WitnessKey("a")), index(p.ledgers["b"].keys[0])
@@ -63,7 +63,7 @@ func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
 		m := cl.Masters()[len(cl.Masters())-1]
 		require.NoError(t, m.Client(t).ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
 		defer func() { require.NoError(t, m.Client(t).ConfigSet(ctx, "maxmemory-policy", "noeviction").Err()) }()
-		cn, err := NewCentral(cl.Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t)})
+		cn, err := NewCentral(cl.Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true})
 		require.NoError(t, err)
 		err = cn.Init(ctx)
 		require.ErrorIs(t, err, ErrUnsafeEviction)
@@ -121,7 +121,7 @@ func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
 
 		p2, err := NewPool(cl.Client(t), opts)
 		require.NoError(t, err)
-		require.NoError(t, p2.Init(ctx))
+		require.ErrorIs(t, p2.Init(ctx), ErrFenced, "Init finds a's ledger behind its witness")
 		_, err = p2.Acquire(ctx, "a", "new")
 		require.ErrorIs(t, err, ErrFenced, "a's ledger lost acknowledged writes and must refuse")
 		_, err = p2.Freeze(ctx, "a", "b", 1, "T3")

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
@@ -86,7 +87,7 @@ func TestFencedLedgerRefusesUntilReconciledOnCluster(t *testing.T) {
 	c := celebritytest.SharedCluster(t).Client(t)
 	p := newTestPool(t, c, PoolOptions{Capacity: 6, Owners: owners(6, "a", "b")})
 	require.NoError(t, p.Transfer(ctx, "b", "a", 2, "t1"))
-	require.NoError(t, witnessScript.Run(ctx, c, []string{p.WitnessKey("a")}, 1000).Err())
+	require.NoError(t, c.ZAdd(ctx, p.WitnessKey("a"), redis.Z{Score: 1000, Member: "lost"}).Err())
 	_, err := p.Acquire(ctx, "a", "job")
 	require.ErrorIs(t, err, ErrFenced)
 	_, err = p.Acquire(ctx, "b", "job")

@@ -1,9 +1,10 @@
 -- freeze.lua: step 1 of a transfer, at the source: freeze k free permits under transfer T.
 --
--- KEYS: the six keys of the source ledger (meta, free, jobs, held, out, in), one slot.
+-- KEYS: the eight keys of the source ledger (meta, free, jobs, held, out, in, log,
+--       leases), one slot.
 -- ARGV: 1 transfer ID T, 2 target owner, 3 k (1..cap), 4 minimum sequence (the witness).
--- Reply: {'ok', state, seq, json record} (state frozen|done|aborted; a repeat of T returns the
---        stored record) | {'insufficient', free} | {'conflict', json} | {'fenced', seq} |
+-- Reply: {'ok', state, seq, json record, segment, 'new'|'dup'} (state frozen|done|aborted; a
+--        repeat of T returns the stored record; segment: see step.lua) | {'insufficient', free} | {'conflict', json} | {'fenced', seq} |
 --        {'missing', 0} | {'invalid', msg}.
 -- Invariant: frozen permits leave the free set in the same step that records T, so from this
 -- commit on the source can no longer grant them. T is frozen at most once.
@@ -23,15 +24,18 @@ local old = redis.call('HGET', KEYS[5], t)
 if old then
   local r = cjson.decode(old)
   if r.to ~= to or r.k ~= k then return {'conflict', old} end
-  return {'ok', r.s, r.seq, old}
+  return {'ok', r.s, r.seq, old, segment(KEYS[7]), 'dup'}
 end
 local n = redis.call('ZCARD', KEYS[2])
 if n < k then return {'insufficient', n} end
 local ps = redis.call('ZRANGE', KEYS[2], 0, k - 1)
-redis.call('ZREM', KEYS[2], unpack(ps))
 local nums = {}
-for i, p in ipairs(ps) do nums[i] = tonumber(p) end
+for i, p in ipairs(ps) do
+  nums[i] = tonumber(p)
+  redis.call('ZREM', KEYS[2], p)
+end
 seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 local rec = cjson.encode({s = 'frozen', to = to, k = k, seq = seq, p = nums})
 redis.call('HSET', KEYS[5], t, rec)
-return {'ok', 'frozen', seq, rec}
+log_step(KEYS[7], seq, 'freeze:' .. t)
+return {'ok', 'frozen', seq, rec, segment(KEYS[7]), 'new'}

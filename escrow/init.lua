@@ -4,19 +4,25 @@
 --   1 meta (hash: seq, fenced, first, last, cap)   2 free (zset permit->permit)
 --   3 jobs (hash job->"permit:token")              4 held (hash permit->job)
 --   5 out  (hash transfer->json)                   6 in   (hash transfer->json)
--- ARGV: 1 first, 2 last, 3 capacity, 4 witness sequence (0 when there is no witness yet).
--- Reply: {'created', seq} | {'exists', first, last, cap} | {'missing', 0} | {'invalid', msg}.
+--   7 log  (zset step ID->sequence, see step.lua)
+--   8 leases (zset job->lease expiry in server milliseconds, for jobs granted with a lease)
+-- ARGV: 1 first, 2 last, 3 capacity, 4 witness sequence (0 when there is no witness yet),
+--       5 starting sequence (optional, default 1: Central.RestoreLost starts above the lost
+--       ledger's tokens).
+-- Reply: {'created', seq, segment} | {'exists', first, last, cap, segment} | {'missing', 0} | {'invalid', msg}.
 -- Invariant: a ledger is created at most once. A ledger whose witness shows it existed
 -- (witness > 0) is never re-created from its initial range: that would resurrect permits
 -- that were granted or transferred away. It stays missing until Pool.Reconcile.
 local first, last, cap, wit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-if not (first and last and cap and wit) then return {'invalid', 'non-numeric argument'} end
+local start = tonumber(ARGV[5] or '1')
+if not (first and last and cap and wit and start) then return {'invalid', 'non-numeric argument'} end
+if start < 1 or start ~= math.floor(start) then return {'invalid', 'bad starting sequence'} end
 if first < 1 or last > cap or first > last or wit < 0 then
   return {'invalid', 'permit range out of bounds'}
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local m = redis.call('HMGET', KEYS[1], 'first', 'last', 'cap')
-  return {'exists', tonumber(m[1]), tonumber(m[2]), tonumber(m[3])}
+  return {'exists', tonumber(m[1]), tonumber(m[2]), tonumber(m[3]), segment(KEYS[7])}
 end
 if wit > 0 then return {'missing', 0} end
 local batch = {}
@@ -29,5 +35,7 @@ for p = first, last do
   end
 end
 if #batch > 0 then redis.call('ZADD', KEYS[2], unpack(batch)) end
-redis.call('HSET', KEYS[1], 'seq', 1, 'fenced', 0, 'first', first, 'last', last, 'cap', cap)
-return {'created', 1}
+redis.call('HSET', KEYS[1], 'seq', start, 'fenced', 0, 'first', first, 'last', last, 'cap', cap)
+redis.call('DEL', KEYS[7])
+log_step(KEYS[7], start, 'init')
+return {'created', start, segment(KEYS[7])}

@@ -3,7 +3,10 @@ package escrow
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -20,9 +23,25 @@ type Grant struct {
 	Token int64
 	// Replayed reports that the job already held this permit (a retry of the same acquire).
 	Replayed bool
+	// Expires is when the grant's lease ends by the caller's clock, measured from before the
+	// request was sent (so never later than the ledger's own view); zero without a lease.
+	// The holder must Renew before it, or stop working on the permit.
+	Expires time.Time
 }
 
-// ledger addresses the six keys of one ledger. They share one hash tag, so every script
+// Holder is one job holding a permit, as Holders reports it.
+type Holder struct {
+	// Job is the job ID.
+	Job string
+	// Permit and Token are the job's grant.
+	Permit int
+	Token  int64
+	// Expires is when the lease ends by the ledger server's clock (zero without a lease); the
+	// permit is taken back after Expires plus the skew margin.
+	Expires time.Time
+}
+
+// ledger addresses the eight keys of one ledger. They share one hash tag, so every script
 // that touches a ledger touches one slot.
 type ledger struct {
 	owner       string
@@ -35,7 +54,7 @@ func newLedger(prefix, tag, owner string, first, last, capacity int) ledger {
 	base := prefix + "{" + tag + "}:"
 	return ledger{
 		owner:    owner,
-		keys:     []string{base + "meta", base + "free", base + "jobs", base + "held", base + "out", base + "in"},
+		keys:     []string{base + "meta", base + "free", base + "jobs", base + "held", base + "out", base + "in", base + "log", base + "leases"},
 		first:    first,
 		last:     last,
 		capacity: capacity,
@@ -61,6 +80,31 @@ func (r reply) str(i int) string {
 	}
 	s, _ := r.vals[i].(string)
 	return s
+}
+
+// step is one entry of a ledger's log: the sequence after the step and the step's ID, which
+// commits to every step before it (see step.lua).
+type step struct {
+	seq int64
+	id  string
+}
+
+// seg decodes the segment of steps at position i of a reply ({seq, id, ...}).
+func (r reply) seg(i int) []step {
+	if i >= len(r.vals) {
+		return nil
+	}
+	return parseSteps(r.vals[i])
+}
+
+func parseSteps(v any) []step {
+	xs, _ := v.([]any)
+	out := make([]step, 0, len(xs)/2)
+	for i := 0; i+1 < len(xs); i += 2 {
+		id, _ := xs[i+1].(string)
+		out = append(out, step{seq: toInt(xs[i]), id: id})
+	}
+	return out
 }
 
 func toInt(v any) int64 {
@@ -102,50 +146,114 @@ func (l ledger) common(r reply, witness int64) error {
 	return nil
 }
 
-func (l ledger) init(ctx context.Context, c redis.Scripter, witness int64) (created bool, err error) {
-	r, err := runScript(ctx, c, initScript, l.keys, l.first, l.last, l.capacity, witness)
+// init creates the ledger unless it exists. It returns the ledger's last steps, which the
+// caller has the witness confirm.
+func (l ledger) init(ctx context.Context, c redis.Scripter, witness int64) (created bool, seg []step, err error) {
+	return l.initAt(ctx, c, witness, 1)
+}
+
+// initAt is init with the sequence the new ledger starts at.
+func (l ledger) initAt(ctx context.Context, c redis.Scripter, witness, start int64) (created bool, seg []step, err error) {
+	r, err := runScript(ctx, c, initScript, l.keys, l.first, l.last, l.capacity, witness, start)
 	if err != nil {
-		return false, fmt.Errorf("escrow: init ledger %q: %w", l.owner, err)
+		return false, nil, fmt.Errorf("escrow: init ledger %q: %w", l.owner, err)
 	}
 	switch r.status {
 	case "created":
-		return true, nil
+		return true, r.seg(1), nil
 	case "exists":
 		if int(r.int(0)) != l.first || int(r.int(1)) != l.last || int(r.int(2)) != l.capacity {
-			return false, fmt.Errorf("%w: ledger %q was created with permits %d..%d of %d, options say %d..%d of %d",
+			return false, nil, fmt.Errorf("%w: ledger %q was created with permits %d..%d of %d, options say %d..%d of %d",
 				ErrLayoutMismatch, l.owner, r.int(0), r.int(1), r.int(2), l.first, l.last, l.capacity)
 		}
-		return false, nil
+		return false, r.seg(3), nil
 	}
 	if err := l.common(r, witness); err != nil {
-		return false, err
+		return false, nil, err
 	}
-	return false, fmt.Errorf("escrow: init ledger %q: unexpected reply %q", l.owner, r.status)
+	return false, nil, fmt.Errorf("escrow: init ledger %q: unexpected reply %q", l.owner, r.status)
 }
 
-func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witness int64) (Grant, error) {
-	if job == "" {
-		return Grant{}, fmt.Errorf("%w: empty job ID", ErrInvalid)
+// acquire runs the acquire script. On success it also returns the ledger's last steps, which
+// a Pool has the witness confirm before it acknowledges the grant.
+func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witness int64, lease, skew time.Duration, logged bool) (Grant, []step, error) {
+	if err := checkID("job ID", job); err != nil {
+		return Grant{}, nil, err
 	}
-	r, err := runScript(ctx, c, acquireScript, l.keys, job, witness)
+	start := time.Now()
+	logFlag := 0
+	if logged {
+		logFlag = 1
+	}
+	r, err := runScript(ctx, c, acquireScript, l.keys, job, witness, lease.Milliseconds(), skew.Milliseconds(), logFlag)
 	if err != nil {
-		return Grant{}, fmt.Errorf("escrow: acquire %q: %w", job, err)
+		return Grant{}, nil, fmt.Errorf("escrow: acquire %q: %w", job, err)
 	}
 	switch r.status {
 	case "ok":
-		return Grant{Owner: l.owner, Permit: int(r.int(0)), Token: r.int(1), Replayed: r.str(2) == "dup"}, nil
+		g := Grant{Owner: l.owner, Permit: int(r.int(0)), Token: r.int(1), Replayed: r.str(2) == "dup"}
+		if lease > 0 && !g.Replayed {
+			g.Expires = start.Add(lease)
+		} else if r.int(4) > 0 {
+			// A replay: the lease runs from the first grant or the last renewal, whose local
+			// time is unknown here; report the ledger's expiry less the skew margin.
+			g.Expires = time.UnixMilli(r.int(4)).Add(-skew)
+		}
+		return g, r.seg(3), nil
 	case "exhausted":
-		return Grant{}, fmt.Errorf("%w (owner %q, job %q)", ErrExhausted, l.owner, job)
+		return Grant{}, nil, fmt.Errorf("%w (owner %q, job %q)", ErrExhausted, l.owner, job)
 	}
 	if err := l.common(r, witness); err != nil {
-		return Grant{}, err
+		return Grant{}, nil, err
 	}
-	return Grant{}, fmt.Errorf("escrow: acquire: unexpected reply %q", r.status)
+	return Grant{}, nil, fmt.Errorf("escrow: acquire: unexpected reply %q", r.status)
+}
+
+// renew extends job's lease; it returns the new expiry by the caller's clock.
+func (l ledger) renew(ctx context.Context, c redis.Scripter, job string, lease time.Duration) (time.Time, error) {
+	if err := checkID("job ID", job); err != nil {
+		return time.Time{}, err
+	}
+	if lease <= 0 {
+		return time.Time{}, fmt.Errorf("%w: Renew needs Options.Lease > 0", ErrInvalid)
+	}
+	start := time.Now()
+	r, err := runScript(ctx, c, renewScript, l.keys, job, lease.Milliseconds())
+	if err != nil {
+		return time.Time{}, fmt.Errorf("escrow: renew %q: %w", job, err)
+	}
+	switch r.status {
+	case "ok":
+		return start.Add(lease), nil
+	case "none":
+		return time.Time{}, fmt.Errorf("%w (owner %q, job %q)", ErrNotHeld, l.owner, job)
+	}
+	if err := l.common(r, 0); err != nil {
+		return time.Time{}, err
+	}
+	return time.Time{}, fmt.Errorf("escrow: renew: unexpected reply %q", r.status)
+}
+
+// holders lists the jobs of a snapshot, by permit.
+func (s ledgerSnapshot) holders() []Holder {
+	out := make([]Holder, 0, len(s.jobs))
+	for job, rec := range s.jobs {
+		h := Holder{Job: job, Token: jobToken(rec)}
+		if i := strings.IndexByte(rec, ':'); i > 0 {
+			h.Permit, _ = strconv.Atoi(rec[:i])
+		}
+		if ms, ok := s.leases[job]; ok {
+			h.Expires = time.UnixMilli(ms)
+		}
+		out = append(out, h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Permit < out[j].Permit })
+	return out
 }
 
 func (l ledger) release(ctx context.Context, c redis.Scripter, job string) (bool, error) {
-	if job == "" {
-		return false, fmt.Errorf("%w: empty job ID", ErrInvalid)
+	if err := checkID("job ID", job); err != nil {
+		return false, err
 	}
 	r, err := runScript(ctx, c, releaseScript, l.keys, job)
 	if err != nil {
@@ -155,7 +263,7 @@ func (l ledger) release(ctx context.Context, c redis.Scripter, job string) (bool
 	case "ok":
 		return true, nil
 	case "none":
-		return false, nil
+		return false, fmt.Errorf("%w (owner %q, job %q)", ErrNotHeld, l.owner, job)
 	}
 	if err := l.common(r, 0); err != nil {
 		return false, err

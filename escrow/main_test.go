@@ -42,6 +42,12 @@ func newTestPool(t testing.TB, c Client, opts PoolOptions) *Pool {
 	if opts.Name == "" {
 		opts.Name = "pool"
 	}
+	// Most test servers run without AOF, and the shared standalone server holds ledgers and
+	// witnesses together; the tests of strict Init set these options themselves.
+	opts.AllowWeakDurability = true
+	if _, standalone := c.(*redis.Client); standalone && opts.Witness == nil {
+		opts.AllowSharedWitness = true
+	}
 	p, err := NewPool(c, opts)
 	require.NoError(t, err)
 	require.NoError(t, p.Init(testCtx(t)))
@@ -80,7 +86,7 @@ func preload(t testing.TB, c redis.UniversalClient) {
 	t.Helper()
 	ctx := testCtx(t)
 	scripts := []*redis.Script{initScript, acquireScript, releaseScript, freezeScript, acceptScript,
-		refuseScript, settleScript, snapshotScript, reconcileScript, witnessScript}
+		refuseScript, settleScript, snapshotScript, reconcileScript, witnessScript, tailScript, fenceScript, renewScript}
 	load := func(ctx context.Context, s redis.Scripter) error {
 		for _, sc := range scripts {
 			if err := sc.Load(ctx, s).Err(); err != nil {

@@ -142,15 +142,23 @@ func (m *escrowMachine) actions() map[string]func(*rapid.T) {
 		},
 		"release": func(t *rapid.T) {
 			owner, job := rapid.SampledFrom(m.owners).Draw(t, "owner"), rapid.SampledFrom(m.jobIDs).Draw(t, "job")
-			if rapid.Bool().Draw(t, "lostReply") {
+			lost := rapid.Bool().Draw(t, "lostReply")
+			if lost {
 				m.drop(releaseScript)
 				if err := m.fp.Release(ctx, owner, job); err == nil {
 					t.Fatal("a dropped reply must surface without retries")
 				}
 				m.checkDropped()
 			}
-			if err := m.p.Release(ctx, owner, job); err != nil {
+			_, held := m.jobs[owner+"/"+job]
+			err := m.p.Release(ctx, owner, job)
+			switch {
+			case !held && !errors.Is(err, ErrNotHeld):
+				t.Fatalf("release of a job that holds nothing at %s: %v, want ErrNotHeld", owner, err)
+			case held && !lost && err != nil:
 				t.Fatal(err)
+			case held && lost && err != nil && !errors.Is(err, ErrNotHeld):
+				t.Fatal(err) // ErrNotHeld: the dropped release ran
 			}
 			if _, ok := m.jobs[owner+"/"+job]; ok {
 				delete(m.jobs, owner+"/"+job)
@@ -342,7 +350,7 @@ func TestModelEveryPermitInExactlyOnePlace(t *testing.T) {
 		m := &escrowMachine{
 			t: rt, c: c, faulty: faulty, inj: inj, ctxTest: t, drops: inj.Dropped(),
 			opts: PoolOptions{Name: "m", Prefix: fmt.Sprint(base, runs.Add(1), ":"), Capacity: 10,
-				Owners: []Owner{{"a", 1, 4}, {"b", 5, 7}, {"c", 8, 10}}},
+				Owners: []Owner{{"a", 1, 4}, {"b", 5, 7}, {"c", 8, 10}}, AllowWeakDurability: true, AllowSharedWitness: true},
 			free:   map[string]int{"a": 4, "b": 3, "c": 3},
 			jobs:   map[string]heldJob{},
 			pend:   map[string]*pending{},

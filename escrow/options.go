@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -18,6 +20,12 @@ const (
 	MaxCapacity = 100000
 	// MaxOwners is the largest number of owners in a pool.
 	MaxOwners = 1024
+	// DefaultLeaseSkew is the clock-skew margin of a lease when LeaseSkew is zero.
+	DefaultLeaseSkew = 2 * time.Second
+	// MaxNameLen is the longest pool, owner or limit name, in bytes.
+	MaxNameLen = 200
+	// MaxIDLen is the longest job or transfer ID, in bytes.
+	MaxIDLen = 1024
 )
 
 // Client is the part of a go-redis client the package uses. Both *redis.Client and
@@ -25,6 +33,9 @@ const (
 type Client interface {
 	redis.Scripter
 	Get(ctx context.Context, key string) *redis.StringCmd
+	Set(ctx context.Context, key string, value any, expiration time.Duration) *redis.StatusCmd
+	Time(ctx context.Context) *redis.TimeCmd
+	ZRangeWithScores(ctx context.Context, key string, start, stop int64) *redis.ZSliceCmd
 	ConfigGet(ctx context.Context, parameter string) *redis.MapStringStringCmd
 	Pipeline() redis.Pipeliner
 }
@@ -37,23 +48,47 @@ var (
 
 // CentralOptions configures a Central limiter.
 type CentralOptions struct {
-	// Name identifies the limit; it becomes the hash tag of every key. Required; it must not
-	// contain '{' or '}'.
+	// Name identifies the limit; it becomes the hash tag of every key. Required: valid UTF-8,
+	// at most MaxNameLen bytes, without '{', '}' or ':'.
 	Name string
 	// Capacity is the number of permits, numbered 1..Capacity. Required: 1..MaxCapacity.
 	Capacity int
 	// Prefix is prepended to every key. Default: DefaultPrefix.
 	Prefix string
+	// Lease, when positive, gives every grant a lease: the holder must Renew before the
+	// lease ends (Grant.Expires, by the caller's clock from before the request), and a
+	// permit whose lease ended more than LeaseSkew ago by the ledger server's clock is taken
+	// back by the next acquire and granted again with a larger fencing token. A holder that
+	// outlives its lease may still run: a downstream that checks tokens refuses it. Default:
+	// 0, no lease (a job holds its permit until Release). Negative values are refused.
+	Lease time.Duration
+	// LeaseSkew is the clock-skew margin added to a lease before its permit is taken back: it
+	// must cover the difference in clock rate between holders and the ledger's server over a
+	// lease (and a failover to a server with another clock). Default: DefaultLeaseSkew.
+	LeaseSkew time.Duration
+	// Witness stores the marker that records that the ledger was created, so that Init does
+	// not silently re-create a lost ledger (FLUSHALL, a wrong restore) with every permit
+	// free while old holders still run. It should be another server or cluster. Default:
+	// the limiter's own client, with the marker in the slot half the slot space away from
+	// the ledger's (on a cluster, another master; on a standalone server, a FLUSHALL removes
+	// both and the loss cannot be seen).
+	Witness Client
 	// AllowEviction skips the refusal of a maxmemory-policy that could evict ledger keys.
-	// Default: false (New fails with ErrUnsafeEviction on such a policy).
+	// Default: false (Init fails with ErrUnsafeEviction on such a policy).
 	AllowEviction bool
-	// Logger receives warnings (for example when CONFIG GET is forbidden). Default: none.
+	// AllowWeakDurability lets Init accept a server without appendonly yes and appendfsync
+	// always, or one that refuses CONFIG GET (then the operator vouches for it); Init then
+	// only logs a warning to Logger. Default: false (Init fails with ErrWeakDurability).
+	AllowWeakDurability bool
+	// Logger receives warnings (for example when CONFIG GET is forbidden) and the record of
+	// RestoreLost. Default: none.
 	Logger *slog.Logger
 }
 
 // Owner names one owner of a partitioned pool and the permits it holds at creation.
 type Owner struct {
-	// Name identifies the owner; non-empty, without '{' or '}'.
+	// Name identifies the owner. Required: valid UTF-8, at most MaxNameLen bytes, without
+	// '{', '}' or ':' (so no two pool and owner names share a hash tag).
 	Name string
 	// First and Last are the inclusive range of permit numbers the owner starts with.
 	First, Last int
@@ -61,7 +96,8 @@ type Owner struct {
 
 // PoolOptions configures a partitioned Pool.
 type PoolOptions struct {
-	// Name identifies the pool. Required; it must not contain '{' or '}'.
+	// Name identifies the pool. Required: valid UTF-8, at most MaxNameLen bytes, without '{',
+	// '}' or ':'.
 	Name string
 	// Capacity is the number of permits, numbered 1..Capacity. Required: 1..MaxCapacity.
 	Capacity int
@@ -70,33 +106,95 @@ type PoolOptions struct {
 	Owners []Owner
 	// Prefix is prepended to every key. Default: DefaultPrefix.
 	Prefix string
-	// Witness stores the witness keys (the rising sequence of every ledger). It should be a
+	// Lease, when positive, gives every grant a lease: the holder must Renew before the
+	// lease ends (Grant.Expires, by the caller's clock from before the request), and a
+	// permit whose lease ended more than LeaseSkew ago by the ledger server's clock is taken
+	// back by the next acquire and granted again with a larger fencing token. A holder that
+	// outlives its lease may still run: a downstream that checks tokens refuses it. Default:
+	// 0, no lease (a job holds its permit until Release). Negative values are refused.
+	Lease time.Duration
+	// LeaseSkew is the clock-skew margin added to a lease before its permit is taken back: it
+	// must cover the difference in clock rate between holders and the ledger's server over a
+	// lease (and a failover to a server with another clock). Default: DefaultLeaseSkew.
+	LeaseSkew time.Duration
+	// Witness stores the witness chains (the confirmed steps of every ledger). It should be a
 	// deployment that does not share fate with the ledgers: another Redis server or cluster.
-	// Default: the pool's own client, where each witness key lives in a slot of its own,
-	// so on a cluster it usually sits on another master than the ledger it watches.
+	// Default: the pool's own client, where each witness key lives in the slot half the slot
+	// space away from its ledger's, so on a cluster whose masters own even slot ranges it is
+	// on another master; Init checks that against the cluster's slot map. On a standalone
+	// server the default shares the ledgers' fate, and Init refuses it (ErrSharedWitness)
+	// unless AllowSharedWitness is set.
 	// Neither client may read from replicas (a cluster client with ReadOnly, RouteByLatency
 	// or RouteRandomly is refused): a lagging replica shows an old witness.
 	Witness Client
 	// AllowEviction skips the refusal of a maxmemory-policy that could evict ledger keys.
-	// Default: false (New fails with ErrUnsafeEviction on such a policy).
+	// Default: false (Init fails with ErrUnsafeEviction on such a policy).
 	AllowEviction bool
+	// AllowWeakDurability lets Init accept a server without appendonly yes and appendfsync
+	// always, or one that refuses CONFIG GET (then the operator vouches for it); Init then
+	// only logs a warning to Logger. Default: false (Init fails with ErrWeakDurability).
+	AllowWeakDurability bool
+	// AllowSharedWitness lets Init accept witnesses that share a server with their ledgers:
+	// a standalone client without a separate Witness, or a cluster slot layout that puts a
+	// witness on its ledger's master. Fencing then cannot see a restore or failover of that
+	// server. Default: false (Init fails with ErrSharedWitness).
+	AllowSharedWitness bool
 	// Logger receives warnings (CONFIG GET forbidden, fenced ledgers). Default: none.
 	Logger *slog.Logger
 }
 
-func checkName(pkgField, v string) error {
-	if v == "" {
-		return fmt.Errorf("escrow: %s must not be empty", pkgField)
+// checkName refuses a pool, owner or limit name that could not name its keys unambiguously:
+// a name becomes part of a hash tag ("{pool:owner}"), so '{', '}' and ':' are refused (with
+// ':' allowed, pool "x:y" with owner "z" and pool "x" with owner "y:z" would share a ledger),
+// and so is anything that is not valid UTF-8 (transfer records are JSON, which would replace
+// such bytes) or longer than MaxNameLen bytes.
+func checkName(field, v string) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("%w: %s must not be empty", ErrInvalid, field)
+	case len(v) > MaxNameLen:
+		return fmt.Errorf("%w: %s must be at most %d bytes, got %d", ErrInvalid, field, MaxNameLen, len(v))
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: %s must be valid UTF-8, got %q", ErrInvalid, field, v)
+	case strings.ContainsAny(v, "{}:"):
+		return fmt.Errorf("%w: %s must not contain '{', '}' or ':', got %q", ErrInvalid, field, v)
 	}
-	if strings.ContainsAny(v, "{}") {
-		return fmt.Errorf("escrow: %s must not contain '{' or '}', got %q", pkgField, v)
+	return nil
+}
+
+// checkID refuses a job or transfer ID that is empty, not valid UTF-8 (Reconcile's plans
+// and transfer records are JSON) or longer than MaxIDLen bytes.
+func checkID(field, v string) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("%w: empty %s", ErrInvalid, field)
+	case len(v) > MaxIDLen:
+		return fmt.Errorf("%w: %s must be at most %d bytes, got %d", ErrInvalid, field, MaxIDLen, len(v))
+	case !utf8.ValidString(v):
+		return fmt.Errorf("%w: %s must be valid UTF-8, got %q", ErrInvalid, field, v)
+	}
+	return nil
+}
+
+// checkLease validates a lease and fills the default skew.
+func checkLease(prefix string, lease, skew *time.Duration) error {
+	switch {
+	case *lease < 0:
+		return fmt.Errorf("%w: %s.Lease must be >= 0 (0: no lease), got %s", ErrInvalid, prefix, *lease)
+	case *lease > 0 && *lease < time.Millisecond:
+		return fmt.Errorf("%w: %s.Lease must be at least 1ms, got %s", ErrInvalid, prefix, *lease)
+	case *skew < 0:
+		return fmt.Errorf("%w: %s.LeaseSkew must be >= 0 (0: DefaultLeaseSkew), got %s", ErrInvalid, prefix, *skew)
+	}
+	if *skew == 0 {
+		*skew = DefaultLeaseSkew
 	}
 	return nil
 }
 
 func checkCapacity(field string, c int) error {
 	if c < 1 || c > MaxCapacity {
-		return fmt.Errorf("escrow: %s must be 1..%d, got %d", field, MaxCapacity, c)
+		return fmt.Errorf("%w: %s must be 1..%d, got %d", ErrInvalid, field, MaxCapacity, c)
 	}
 	return nil
 }
@@ -108,11 +206,14 @@ func (o *CentralOptions) validate() error {
 	if err := checkCapacity("CentralOptions.Capacity", o.Capacity); err != nil {
 		return err
 	}
+	if err := checkLease("CentralOptions", &o.Lease, &o.LeaseSkew); err != nil {
+		return err
+	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
 	if strings.ContainsAny(o.Prefix, "{}") {
-		return fmt.Errorf("escrow: CentralOptions.Prefix must not contain '{' or '}', got %q", o.Prefix)
+		return fmt.Errorf("%w: CentralOptions.Prefix must not contain '{' or '}', got %q", ErrInvalid, o.Prefix)
 	}
 	return nil
 }
@@ -124,14 +225,17 @@ func (o *PoolOptions) validate() error {
 	if err := checkCapacity("PoolOptions.Capacity", o.Capacity); err != nil {
 		return err
 	}
+	if err := checkLease("PoolOptions", &o.Lease, &o.LeaseSkew); err != nil {
+		return err
+	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
 	if strings.ContainsAny(o.Prefix, "{}") {
-		return fmt.Errorf("escrow: PoolOptions.Prefix must not contain '{' or '}', got %q", o.Prefix)
+		return fmt.Errorf("%w: PoolOptions.Prefix must not contain '{' or '}', got %q", ErrInvalid, o.Prefix)
 	}
 	if n := len(o.Owners); n < 1 || n > MaxOwners {
-		return fmt.Errorf("escrow: PoolOptions.Owners must hold 1..%d owners, got %d", MaxOwners, n)
+		return fmt.Errorf("%w: PoolOptions.Owners must hold 1..%d owners, got %d", ErrInvalid, MaxOwners, n)
 	}
 	seen := make(map[string]bool, len(o.Owners))
 	for i, ow := range o.Owners {
@@ -139,11 +243,11 @@ func (o *PoolOptions) validate() error {
 			return err
 		}
 		if seen[ow.Name] {
-			return fmt.Errorf("escrow: PoolOptions.Owners[%d].Name %q is used twice", i, ow.Name)
+			return fmt.Errorf("%w: PoolOptions.Owners[%d].Name %q is used twice", ErrInvalid, i, ow.Name)
 		}
 		seen[ow.Name] = true
 		if ow.First < 1 || ow.Last > o.Capacity || ow.First > ow.Last {
-			return fmt.Errorf("escrow: PoolOptions.Owners[%d] range must satisfy 1 <= First <= Last <= Capacity (%d), got %d..%d",
+			return fmt.Errorf("%w: PoolOptions.Owners[%d] range must satisfy 1 <= First <= Last <= Capacity (%d), got %d..%d", ErrInvalid,
 				i, o.Capacity, ow.First, ow.Last)
 		}
 	}
@@ -152,16 +256,16 @@ func (o *PoolOptions) validate() error {
 	next := 1
 	for _, r := range ranges {
 		if r.First < next {
-			return fmt.Errorf("escrow: PoolOptions.Owners ranges overlap: owner %q starts at %d, permit %d is already owned",
+			return fmt.Errorf("%w: PoolOptions.Owners ranges overlap: owner %q starts at %d, permit %d is already owned", ErrInvalid,
 				r.Name, r.First, r.First)
 		}
 		if r.First > next {
-			return fmt.Errorf("escrow: PoolOptions.Owners ranges leave permits %d..%d without an owner", next, r.First-1)
+			return fmt.Errorf("%w: PoolOptions.Owners ranges leave permits %d..%d without an owner", ErrInvalid, next, r.First-1)
 		}
 		next = r.Last + 1
 	}
 	if next != o.Capacity+1 {
-		return fmt.Errorf("escrow: PoolOptions.Owners ranges leave permits %d..%d without an owner", next, o.Capacity)
+		return fmt.Errorf("%w: PoolOptions.Owners ranges leave permits %d..%d without an owner", ErrInvalid, next, o.Capacity)
 	}
 	return nil
 }

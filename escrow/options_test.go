@@ -1,6 +1,7 @@
 package escrow
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -38,7 +39,8 @@ func TestBadOptionsAreRefusedWithTheFieldNamed(t *testing.T) {
 		})
 	}
 	_, err := NewCentral(c, CentralOptions{Name: "c", Capacity: 0})
-	require.ErrorContains(t, err, "escrow: CentralOptions.Capacity must be 1..100000, got 0")
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, "CentralOptions.Capacity must be 1..100000, got 0")
 	_, err = NewCentral(nil, CentralOptions{Name: "c", Capacity: 1})
 	require.Error(t, err)
 	_, err = NewPool(c, PoolOptions{Name: "p", Capacity: 10, Owners: owners(10, "a", "b"), Prefix: "x{"})
@@ -49,7 +51,8 @@ func TestDefaultPrefixIsUsedWhenEmpty(t *testing.T) {
 	p, err := NewPool(celebritytest.Standalone(t).Client(t), PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a")})
 	require.NoError(t, err)
 	require.Equal(t, DefaultPrefix+"{p:a}:meta", p.ledgers["a"].keys[0])
-	require.Contains(t, p.WitnessKey("a"), DefaultPrefix+"{p:a:w")
+	require.True(t, strings.HasPrefix(p.WitnessKey("a"), DefaultPrefix+"{"), p.WitnessKey("a"))
+	require.True(t, strings.HasSuffix(p.WitnessKey("a"), "}:witness:p:a"), p.WitnessKey("a"))
 }
 
 // TestPoolRefusesClientsThatReadFromReplicas: a cluster client that routes read-only

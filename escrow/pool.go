@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // Pool is a partitioned (escrow) limiter: permits 1..Capacity are split among owners, each
@@ -16,8 +14,9 @@ import (
 // no coordination per acquire. Free permits move between owners only through the transfer
 // protocol (Transfer, Recover), which never lets a permit exist at two owners.
 //
-// Every ledger carries a rising sequence, copied to a witness key outside the ledger's slot
-// (Options.Witness). A ledger found behind its witness refuses with ErrFenced until Reconcile.
+// Every ledger keeps a log of its steps, which a witness chain outside the ledger's slot
+// (Options.Witness) confirms before any step is acknowledged. A ledger whose history is not
+// the confirmed one refuses with ErrFenced until Reconcile.
 //
 // A Pool is safe for concurrent use; it starts no goroutines.
 type Pool struct {
@@ -54,21 +53,12 @@ func NewPool(client Client, opts PoolOptions) (*Pool, error) {
 		l := newLedger(opts.Prefix, tag, o.Name, o.First, o.Last, opts.Capacity)
 		p.ledgers[o.Name] = l
 		p.order = append(p.order, o.Name)
-		// The witness key has its own hash tag: a different slot from the ledger (checked),
-		// so on a cluster it usually lives on another master.
-		wk := ""
-		for i := 0; ; i++ {
-			wk = opts.Prefix + "{" + tag + ":w" + strconv.Itoa(i) + "}:witness"
-			if slot.Of(wk) != slot.Of(l.keys[0]) {
-				break
-			}
-		}
-		p.witness[o.Name] = wk
+		p.witness[o.Name] = witnessKey(opts.Prefix, tag, l.keys[0])
 	}
 	return p, nil
 }
 
-// readsReplicas reports whether c is a cluster client that sends read-only commands (GET,
+// readsReplicas reports whether c is a cluster client that sends read-only commands (ZRANGE,
 // EVALSHA_RO) to replicas. A lagging replica would show an old witness, and a ledger behind
 // its witness would pass the fence.
 func readsReplicas(c Client) bool {
@@ -83,19 +73,24 @@ func (p *Pool) Owners() []string { return append([]string(nil), p.order...) }
 func (p *Pool) WitnessKey(owner string) string { return p.witness[owner] }
 
 // Init checks the durability settings of the ledger and witness clients (see the package
-// doc) and creates every ledger that does not exist and has never been witnessed. A ledger
-// that the witness shows once existed is not re-created (that would resurrect permits): Init
-// initialises the others and returns ErrLedgerMissing naming it, and operations on it return
-// ErrLedgerMissing until Reconcile. Init is idempotent and safe to run from every process.
+// doc), creates every ledger that does not exist and has never been witnessed, and has the
+// witness confirm every ledger's history. A ledger that the witness shows once existed is
+// not re-created (that would resurrect permits): Init initialises the others and returns
+// ErrLedgerMissing naming it, and operations on it return ErrLedgerMissing until Reconcile.
+// Likewise a ledger found behind its witness is fenced and reported (ErrFenced) while the
+// others are initialised. Init is idempotent and safe to run from every process.
 func (p *Pool) Init(ctx context.Context) error {
-	if err := checkDurability(ctx, p.c, p.opts.Logger, p.opts.AllowEviction); err != nil {
+	if err := checkDurability(ctx, p.c, p.opts.Logger, p.opts.AllowEviction, p.opts.AllowWeakDurability); err != nil {
 		return err
 	}
 	if p.opts.Witness != nil {
-		// An evicted witness reads as 0 and silently weakens fencing.
-		if err := checkDurability(ctx, p.opts.Witness, p.opts.Logger, p.opts.AllowEviction); err != nil {
+		// An evicted witness reads as empty and silently weakens fencing.
+		if err := checkDurability(ctx, p.opts.Witness, p.opts.Logger, p.opts.AllowEviction, p.opts.AllowWeakDurability); err != nil {
 			return fmt.Errorf("escrow: witness: %w", err)
 		}
+	}
+	if err := p.checkPlacement(ctx); err != nil {
+		return err
 	}
 	var lost []error
 	for _, name := range p.order {
@@ -104,7 +99,7 @@ func (p *Pool) Init(ctx context.Context) error {
 			return err
 		}
 		l := p.ledgers[name]
-		created, err := l.init(ctx, p.c, w)
+		_, seg, err := l.init(ctx, p.c, w)
 		if errors.Is(err, ErrLedgerMissing) {
 			lost = append(lost, err)
 			continue
@@ -112,10 +107,8 @@ func (p *Pool) Init(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if created {
-			if err := p.raise(ctx, name, 1); err != nil {
-				return err
-			}
+		if err := p.confirm(ctx, name, seg); err != nil {
+			lost = append(lost, err)
 		}
 	}
 	return errors.Join(lost...)
@@ -129,33 +122,15 @@ func (p *Pool) ledger(owner string) (ledger, error) {
 	return l, nil
 }
 
-// readWitness returns the witness sequence of owner (0 if never written).
-func (p *Pool) readWitness(ctx context.Context, owner string) (int64, error) {
-	v, err := p.w.Get(ctx, p.witness[owner]).Int64()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, fmt.Errorf("escrow: read witness of %q: %w", owner, err)
-	}
-	return v, nil
-}
-
-// raise records seq in owner's witness (which never decreases).
-func (p *Pool) raise(ctx context.Context, owner string, seq int64) error {
-	if err := witnessScript.Run(ctx, p.w, []string{p.witness[owner]}, seq).Err(); err != nil {
-		return fmt.Errorf("escrow: raise witness of %q: %w", owner, err)
-	}
-	return nil
-}
-
 // Acquire grants one of owner's free permits to jobID, or returns ErrExhausted when owner has
 // none free (free permits at other owners do not help until a transfer moves them). It is
 // idempotent per job ID: a retry returns the same permit and token.
 //
 // Acquire reads owner's witness first and passes it to the script, which refuses (ErrFenced)
-// if the ledger is behind; after the grant it raises the witness to the grant's token, so
-// every acknowledged grant is witnessed before the caller sees it. Cost: three round trips.
+// if the ledger is already behind; after the grant the witness must confirm the ledger's
+// history through the grant (see "Fencing against old state" in the package doc), so no
+// grant of a ledger restored to an earlier point is ever acknowledged: the ledger is fenced
+// instead. Cost: three round trips (five when concurrent confirmations arrive out of order).
 // After an error other than ErrExhausted the job may or may not hold a permit: retry with
 // the same job ID (it returns the same permit), or Release.
 func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) {
@@ -163,16 +138,16 @@ func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) 
 	if err != nil {
 		return Grant{}, err
 	}
-	if jobID == "" {
-		return Grant{}, fmt.Errorf("%w: empty job ID", ErrInvalid)
+	if err := checkID("job ID", jobID); err != nil {
+		return Grant{}, err
 	}
 	w, err := p.readWitness(ctx, owner)
 	if err != nil {
 		return Grant{}, err
 	}
-	g, err := l.acquire(ctx, p.c, jobID, w)
+	g, seg, err := l.acquire(ctx, p.c, jobID, w, p.opts.Lease, p.opts.LeaseSkew, true)
 	if err == nil {
-		err = p.raise(ctx, owner, g.Token)
+		err = p.confirm(ctx, owner, seg)
 	}
 	if err != nil {
 		g = Grant{}
@@ -182,9 +157,12 @@ func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) 
 	return g, err
 }
 
-// Release frees the permit that jobID holds at owner. Releasing a job that holds nothing
-// changes nothing and returns nil, so a retried release never adds capacity. A fenced ledger
-// refuses with ErrFenced (the witness is not read: a release never creates capacity).
+// Release frees the permit that jobID holds at owner. Releasing a job that holds nothing at
+// owner (released already, taken back after its lease, granted by another owner, or never
+// granted) changes nothing and returns ErrNotHeld, so a retried release never adds capacity;
+// after a lost reply, ErrNotHeld on the retry means the first release freed the permit. A
+// fenced ledger refuses with ErrFenced (the witness is not read: a release never creates
+// capacity).
 func (p *Pool) Release(ctx context.Context, owner, jobID string) error {
 	l, err := p.ledger(owner)
 	if err != nil {
@@ -193,6 +171,32 @@ func (p *Pool) Release(ctx context.Context, owner, jobID string) error {
 	freed, err := l.release(ctx, p.c, jobID)
 	countRelease(&p.stats, freed, err)
 	return err
+}
+
+// Renew extends the lease of jobID's grant at owner by Options.Lease from now and returns
+// the new expiry by the caller's clock. A job that holds nothing there (its lease ended and
+// the permit was taken back, or it was released) gets ErrNotHeld and must stop working on
+// the permit.
+func (p *Pool) Renew(ctx context.Context, owner, jobID string) (time.Time, error) {
+	l, err := p.ledger(owner)
+	if err != nil {
+		return time.Time{}, err
+	}
+	return l.renew(ctx, p.c, jobID, p.opts.Lease)
+}
+
+// Holders lists the jobs holding a permit at owner, with their tokens and lease expiries,
+// read atomically.
+func (p *Pool) Holders(ctx context.Context, owner string) ([]Holder, error) {
+	l, err := p.ledger(owner)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := l.snapshot(ctx, p.c)
+	if err != nil {
+		return nil, err
+	}
+	return snap.holders(), nil
 }
 
 // Audit reads every ledger (each atomically, one after the other) and every witness and
@@ -210,20 +214,22 @@ func (p *Pool) Audit(ctx context.Context) (AuditReport, error) {
 // trips in all (a cluster pipeline sends each node its part at once).
 func (p *Pool) snapshots(ctx context.Context) ([]ledgerSnapshot, map[string]int64, error) {
 	wp := p.w.Pipeline()
-	wcmds := make([]*redis.StringCmd, len(p.order))
+	wcmds := make([]*redis.ZSliceCmd, len(p.order))
 	for i, name := range p.order {
-		wcmds[i] = wp.Get(ctx, p.witness[name])
+		wcmds[i] = wp.ZRangeWithScores(ctx, p.witness[name], -1, -1)
 	}
 	if _, err := wp.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, nil, fmt.Errorf("escrow: read witnesses: %w", err)
 	}
 	wit := make(map[string]int64, len(p.order))
 	for i, name := range p.order {
-		w, err := wcmds[i].Int64()
+		zs, err := wcmds[i].Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, nil, fmt.Errorf("escrow: read witness of %q: %w", name, err)
 		}
-		wit[name] = w
+		if len(zs) > 0 {
+			wit[name] = int64(zs[0].Score)
+		}
 	}
 	lp := p.c.Pipeline()
 	lcmds := make([]*redis.Cmd, len(p.order))

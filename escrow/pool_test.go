@@ -51,7 +51,7 @@ func TestPoolGrantIsWitnessedBeforeItIsReturned(t *testing.T) {
 	require.Equal(t, g.Permit, again.Permit)
 	require.True(t, again.Replayed)
 	require.NoError(t, p.Release(ctx, "a", "job"))
-	require.NoError(t, p.Release(ctx, "a", "job"))
+	require.ErrorIs(t, p.Release(ctx, "a", "job"), ErrNotHeld)
 	rep := requireClean(t, p)
 	require.Equal(t, 4, rep.Free)
 	require.Equal(t, Stats{Acquired: 1, Replayed: 1, Released: 1, NoopReleases: 1}, p.Stats())
@@ -61,7 +61,7 @@ func TestInitIsIdempotentAndChecksTheLayout(t *testing.T) {
 	ctx := testCtx(t)
 	c := celebritytest.Standalone(t).Client(t)
 	prefix := celebritytest.Prefix(t)
-	opts := PoolOptions{Name: "p", Prefix: prefix, Capacity: 6, Owners: owners(6, "a", "b")}
+	opts := PoolOptions{Name: "p", Prefix: prefix, Capacity: 6, Owners: owners(6, "a", "b"), AllowWeakDurability: true, AllowSharedWitness: true}
 	p := newTestPool(t, c, opts)
 	_, err := p.Acquire(ctx, "a", "job")
 	require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestInitIsIdempotentAndChecksTheLayout(t *testing.T) {
 func TestLostLedgerIsNeverRecreatedFromItsInitialRange(t *testing.T) {
 	ctx := testCtx(t)
 	c := celebritytest.Standalone(t).Client(t)
-	opts := PoolOptions{Name: "p", Prefix: celebritytest.Prefix(t), Capacity: 6, Owners: owners(6, "a", "b")}
+	opts := PoolOptions{Name: "p", Prefix: celebritytest.Prefix(t), Capacity: 6, Owners: owners(6, "a", "b"), AllowWeakDurability: true, AllowSharedWitness: true}
 	p := newTestPool(t, c, opts)
 	require.NoError(t, p.Transfer(ctx, "a", "b", 2, "t1"))
 	// The ledger of a disappears (eviction, FLUSHDB, a wrong restore); its witness remains.
@@ -103,4 +103,20 @@ func TestLostLedgerIsNeverRecreatedFromItsInitialRange(t *testing.T) {
 	require.Equal(t, []int{3}, rep.Missing, "reconcile cannot know who held permit 3; it stays out")
 	_, err = again.Acquire(ctx, "a", "job")
 	require.ErrorIs(t, err, ErrExhausted)
+
+	// The operator confirms that permit 3's holder is gone and puts it back, once.
+	restored, err := again.RestoreLost(ctx, "a", "ops-1")
+	require.NoError(t, err)
+	require.Equal(t, []int{3}, restored)
+	restored, err = again.RestoreLost(ctx, "a", "ops-1")
+	require.NoError(t, err)
+	require.Empty(t, restored)
+	require.Equal(t, uint64(1), again.Stats().Restored)
+	rep = requireClean(t, again)
+	require.Equal(t, 1, rep.Owners[0].Free)
+	g, err := again.Acquire(ctx, "a", "job")
+	require.NoError(t, err)
+	require.Equal(t, 3, g.Permit)
+	require.Greater(t, g.Token, rep.Owners[1].Witness, "above every token granted before")
+	requireClean(t, again)
 }

@@ -65,13 +65,13 @@ func NewRebalancer(p *Pool, opts RebalanceOptions) (*Rebalancer, error) {
 	}
 	switch {
 	case opts.Low < 0:
-		return nil, fmt.Errorf("escrow: RebalanceOptions.Low must be >= 0, got %d", opts.Low)
+		return nil, fmt.Errorf("%w: RebalanceOptions.Low must be >= 0, got %d", ErrInvalid, opts.Low)
 	case opts.Batch < 1 || opts.Batch > p.opts.Capacity:
-		return nil, fmt.Errorf("escrow: RebalanceOptions.Batch must be 1..%d, got %d", p.opts.Capacity, opts.Batch)
+		return nil, fmt.Errorf("%w: RebalanceOptions.Batch must be 1..%d, got %d", ErrInvalid, p.opts.Capacity, opts.Batch)
 	case opts.High <= opts.Low+opts.Batch:
-		return nil, fmt.Errorf("escrow: RebalanceOptions.High must be > Low+Batch (%d), got %d", opts.Low+opts.Batch, opts.High)
+		return nil, fmt.Errorf("%w: RebalanceOptions.High must be > Low+Batch (%d), got %d", ErrInvalid, opts.Low+opts.Batch, opts.High)
 	case opts.Interval < 0:
-		return nil, fmt.Errorf("escrow: RebalanceOptions.Interval must be >= 0, got %s", opts.Interval)
+		return nil, fmt.Errorf("%w: RebalanceOptions.Interval must be >= 0, got %s", ErrInvalid, opts.Interval)
 	}
 	return &Rebalancer{p: p, opts: opts}, nil
 }

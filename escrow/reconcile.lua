@@ -1,15 +1,19 @@
 -- reconcile.lua: bring a fenced (or lost) ledger back in line with the rest of the pool.
 --
--- KEYS: the six keys of one ledger (meta, free, jobs, held, out, in), one slot.
+-- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log,
+--       leases), one slot.
 -- ARGV: 1 sequence floor (the highest witness of the pool), 2 capacity, 3 first, 4 last (the
 --       owner's initial range, kept as metadata), 5 JSON plan:
---       {"drop": [permits], "add": [{"t": T, "from": owner, "p": [permits]}],
---        "trim": [{"t": T, "p": [permits kept]}]}
--- Reply: {'ok', seq} | {'invalid', msg}.
+--       {"drop": [permits], "release": [jobs], "add": [{"t": T, "from": owner, "p": [permits]}],
+--        "refuse": [{"t": T, "from": owner}], "trim": [{"t": T, "p": [permits kept]}]}
+-- Reply: {'ok', seq, segment} | {'invalid', msg}. The log starts anew with the reconcile
+--        step; the caller rebases the witness chain on it (witness.lua 'rebase').
 -- Invariant: the caller (Pool.Reconcile) computed from every other ledger which permits this
 -- ledger must no longer claim (drop: free or held here but present elsewhere; trim: the
--- permits of an outgoing frozen transfer that are elsewhere now) and which accepted incoming
--- transfers it lost (add). After the script the sequence is above every witness, so every
+-- permits of an outgoing frozen transfer that are elsewhere now), which grants were made after
+-- its history left the confirmed one (release: never acknowledged), and which answers about
+-- incoming transfers it lost (add: accepted, with the permits nobody else has; refuse:
+-- refused, because the source aborted). After the script the sequence is above every witness, so every
 -- fencing token granted from now on is larger than any acknowledged token before.
 local floor, cap, first, last = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 if not (floor and cap and first and last) or floor < 0 then return {'invalid', 'bad numeric argument'} end
@@ -25,7 +29,19 @@ end
 plan.drop = plan.drop or {}
 plan.add = plan.add or {}
 plan.trim = plan.trim or {}
+plan.release = plan.release or {}
+plan.refuse = plan.refuse or {}
 if not permits(plan.drop) then return {'invalid', 'bad drop list'} end
+if type(plan.release) ~= 'table' then return {'invalid', 'bad release list'} end
+for _, j in ipairs(plan.release) do
+  if type(j) ~= 'string' or j == '' then return {'invalid', 'bad release entry'} end
+end
+if type(plan.refuse) ~= 'table' then return {'invalid', 'bad refuse list'} end
+for _, r in ipairs(plan.refuse) do
+  if type(r.t) ~= 'string' or r.t == '' or type(r.from) ~= 'string' or r.from == '' then
+    return {'invalid', 'bad refuse entry'}
+  end
+end
 for _, a in ipairs(plan.add) do
   if type(a.t) ~= 'string' or a.t == '' or type(a.from) ~= 'string' or a.from == '' or not permits(a.p) then
     return {'invalid', 'bad add entry'}
@@ -46,6 +62,23 @@ for _, p in ipairs(plan.drop) do
   if j then
     redis.call('HDEL', KEYS[4], p)
     redis.call('HDEL', KEYS[3], j)
+    redis.call('ZREM', KEYS[8], j)
+  end
+end
+for _, j in ipairs(plan.release) do
+  local cur = redis.call('HGET', KEYS[3], j)
+  if cur then
+    local p = string.sub(cur, 1, string.find(cur, ':', 1, true) - 1)
+    redis.call('HDEL', KEYS[3], j)
+    redis.call('HDEL', KEYS[4], p)
+    redis.call('ZREM', KEYS[8], j)
+    redis.call('ZADD', KEYS[2], p, p)
+  end
+end
+for _, r in ipairs(plan.refuse) do
+  local key = string.len(r.from) .. ':' .. r.from .. ':' .. r.t
+  if redis.call('HEXISTS', KEYS[6], key) == 0 then
+    redis.call('HSET', KEYS[6], key, cjson.encode({s = 'refused', from = r.from}))
   end
 end
 for _, a in ipairs(plan.add) do
@@ -68,4 +101,6 @@ end
 if floor > seq then seq = floor end
 seq = seq + 1
 redis.call('HSET', KEYS[1], 'seq', seq, 'fenced', 0)
-return {'ok', seq}
+redis.call('DEL', KEYS[7])
+log_step(KEYS[7], seq, 'reconcile')
+return {'ok', seq, segment(KEYS[7])}

@@ -5,7 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // RecoverReport lists what Recover did with each pending transfer.
@@ -36,11 +41,14 @@ func (p *Pool) Recover(ctx context.Context) (RecoverReport, error) {
 		}
 		sort.Strings(ids)
 		if len(ids) > 0 {
-			// The freezes may not be witnessed yet (their process died before the raise).
-			// Recover acts on them, so it witnesses them first: a source that loses them is
-			// then fenced instead of granting permits the target has too.
-			if err := p.raise(ctx, name, snap.seq); err != nil {
-				return rep, err
+			// The freezes may not be confirmed yet (their process died before the witness
+			// step). Recover acts on them, so it has them confirmed first: a source that loses
+			// them is then fenced instead of granting permits the target has too.
+			if err := p.confirmCurrent(ctx, name); err != nil {
+				for _, id := range ids {
+					rep.Pending[id] = err
+				}
+				continue
 			}
 		}
 		for _, id := range ids {
@@ -63,24 +71,31 @@ func (p *Pool) Recover(ctx context.Context) (RecoverReport, error) {
 }
 
 // Reconcile brings a fenced or lost ledger of owner back into service. It reads every other
-// ledger and:
+// ledger, the witness chain of owner and owner's log, and:
 //
 //   - drops from owner every free or held permit that another owner has (free, held, or
 //     frozen in a transfer the target has not accepted): the stale copy would double it;
-//   - restores transfers into owner that their source completed (so owner had accepted
-//     them) but that owner's ledger has lost, unless their permits are elsewhere now;
+//   - frees the permits of jobs granted after the point where owner's history left the one
+//     its witness confirmed: those grants were never acknowledged, and a retry must not find
+//     them again with a token another job may hold;
+//   - for every transfer into owner that owner's ledger has no answer about, records the
+//     answer the source acted on: accepted (with only the permits nobody else has now) when
+//     the source completed it or still has it frozen, so the source may complete it and a
+//     redelivery adds nothing; refused when the source aborted it, so a late delivery fails;
 //   - for an outgoing transfer still frozen in owner's old state, not accepted by its target,
 //     whose permits are elsewhere now (it was aborted and they moved on), keeps only the
 //     permits nobody else has and cancels it (target refusal, then abort), so neither the
 //     abort nor a late delivery of the old message can bring the others back;
-//   - moves owner's sequence above every witness of the pool and clears the fence, so every
-//     fencing token granted from now on is larger than any acknowledged token before.
+//   - moves owner's sequence above every witness of the pool, clears the fence and starts
+//     owner's witness chain anew at that step, so every fencing token granted from now on is
+//     larger than any acknowledged token before.
 //
-// What Reconcile cannot know is which jobs got grants that the lost state forgot: their
-// permits look free and may be granted again. Safety then rests on the downstream checking
-// fencing tokens (the new grant's token is larger), or on the operator waiting until those
-// jobs are gone. Run Reconcile while no transfer involving owner is in flight (stop any
-// rebalancer first); it returns an error when the ledger is neither fenced nor missing.
+// What Reconcile cannot know is which jobs got acknowledged grants that the lost state
+// forgot: their permits look free and may be granted again. Safety then rests on the
+// downstream checking fencing tokens (the new grant's token is larger), or on the operator
+// waiting until those jobs are gone. Run Reconcile while no transfer involving owner is in
+// flight (stop any rebalancer first); it returns an error when the ledger is neither fenced
+// nor missing. Recover may run after it.
 func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	l, err := p.ledger(owner)
 	if err != nil {
@@ -90,109 +105,23 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	if err != nil {
 		return err
 	}
-	var me ledgerSnapshot
 	byOwner := map[string]ledgerSnapshot{}
 	for _, s := range snaps {
 		byOwner[s.owner] = s
-		if s.owner == owner {
-			me = s
-		}
 	}
+	me := byOwner[owner]
 	if me.exists && !me.fenced && me.seq >= wit[owner] {
 		return fmt.Errorf("escrow: Reconcile(%q): ledger is not fenced (seq %d, witness %d)", owner, me.seq, wit[owner])
 	}
-	elsewhere := map[int]bool{}
-	for _, s := range snaps {
-		if s.owner == owner {
-			continue
-		}
-		for _, n := range s.free {
-			elsewhere[n] = true
-		}
-		for n := range s.held {
-			elsewhere[n] = true
-		}
-		for id, rec := range s.out {
-			if rec.S == "frozen" && byOwner[rec.To].in[inKey(s.owner, id)].S != "accepted" {
-				for _, n := range rec.P {
-					elsewhere[n] = true
-				}
-			}
-		}
+	chain, err := p.w.ZRangeWithScores(ctx, p.witness[owner], 0, -1).Result()
+	if err != nil {
+		return fmt.Errorf("escrow: read witness chain of %q: %w", owner, err)
 	}
-	var drop []int
-	mine := map[int]bool{}
-	for _, n := range me.free {
-		mine[n] = true
-		if elsewhere[n] {
-			drop = append(drop, n)
-		}
+	logged, err := p.c.ZRangeWithScores(ctx, l.keys[6], 0, -1).Result()
+	if err != nil {
+		return fmt.Errorf("escrow: read log of %q: %w", owner, err)
 	}
-	for n := range me.held {
-		mine[n] = true
-		if elsewhere[n] {
-			drop = append(drop, n)
-		}
-	}
-	type addEntry struct {
-		T    string `json:"t"`
-		From string `json:"from"`
-		P    []int  `json:"p"`
-	}
-	type trimEntry struct {
-		T string `json:"t"`
-		P []int  `json:"p"`
-	}
-	plan := struct {
-		Drop []int       `json:"drop"`
-		Add  []addEntry  `json:"add"`
-		Trim []trimEntry `json:"trim"`
-	}{Drop: drop, Add: []addEntry{}, Trim: []trimEntry{}}
-	for _, s := range snaps {
-		if s.owner == owner {
-			continue
-		}
-		for id, rec := range s.out {
-			if rec.S != "done" || rec.To != owner {
-				continue
-			}
-			if _, ok := me.in[inKey(s.owner, id)]; ok {
-				continue
-			}
-			var keep []int
-			for _, n := range rec.P {
-				if !elsewhere[n] && !mine[n] {
-					keep = append(keep, n)
-				}
-			}
-			if len(keep) > 0 {
-				plan.Add = append(plan.Add, addEntry{T: id, From: s.owner, P: keep})
-			}
-		}
-	}
-	// Outgoing transfers frozen in the (old) ledger whose target has not accepted them, but
-	// whose permits are elsewhere now (the transfer was aborted and the permits moved on):
-	// keep only the permits nobody else has, and cancel them below, so that neither an abort
-	// nor a late delivery can bring the others back.
-	var cancel []string
-	for id, rec := range me.out {
-		if rec.S != "frozen" || byOwner[rec.To].in[inKey(owner, id)].S == "accepted" {
-			continue
-		}
-		keep := []int{}
-		for _, n := range rec.P {
-			if !elsewhere[n] {
-				keep = append(keep, n)
-			}
-		}
-		if len(keep) < len(rec.P) {
-			plan.Trim = append(plan.Trim, trimEntry{T: id, P: keep})
-			cancel = append(cancel, id)
-		}
-	}
-	if plan.Drop == nil {
-		plan.Drop = []int{}
-	}
+	plan, cancel := planReconcile(owner, byOwner, p.order, divergence(chain, logged))
 	planJSON, err := json.Marshal(plan)
 	if err != nil {
 		return err
@@ -213,14 +142,262 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 		return l.common(r, wit[owner])
 	}
 	p.stats.reconciled.Add(1)
-	if err := p.raise(ctx, owner, r.int(0)); err != nil {
+	seg := r.seg(1)
+	if len(seg) == 0 {
+		return fmt.Errorf("escrow: reconcile %q: no log", owner)
+	}
+	st, _, err := p.extend(ctx, owner, "rebase", seg[len(seg)-1:])
+	if err != nil {
 		return err
 	}
-	sort.Strings(cancel)
+	if st != "ok" {
+		return fmt.Errorf("escrow: reconcile %q: the witness refused the new chain (%s)", owner, st)
+	}
 	for _, id := range cancel {
 		if err := p.Cancel(ctx, owner, id); err != nil {
 			return fmt.Errorf("escrow: reconcile %q: cancel trimmed transfer %q: %w", owner, id, err)
 		}
 	}
 	return nil
+}
+
+// divergence returns the highest sequence at which the ledger's log and its witness chain
+// hold the same step: the ledger's history is the confirmed one up to there. Without a chain
+// every step counts as confirmed; without a common step, the steps below the chain's oldest
+// are assumed confirmed (the log and the chain keep the same number of recent steps).
+func divergence(chain, logged []redis.Z) int64 {
+	if len(chain) == 0 {
+		return math.MaxInt64
+	}
+	ids := make(map[int64]any, len(chain))
+	for _, z := range chain {
+		ids[int64(z.Score)] = z.Member
+	}
+	best := int64(-1)
+	for _, z := range logged {
+		if id, ok := ids[int64(z.Score)]; ok && id == z.Member {
+			best = max(best, int64(z.Score))
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	low := int64(chain[0].Score)
+	if len(logged) > 0 {
+		low = min(low, int64(logged[0].Score))
+	}
+	return low - 1
+}
+
+// reconcilePlan is the JSON plan reconcile.lua applies.
+type reconcilePlan struct {
+	Drop    []int        `json:"drop"`
+	Release []string     `json:"release"`
+	Add     []planAdd    `json:"add"`
+	Refuse  []planRefuse `json:"refuse"`
+	Trim    []planTrim   `json:"trim"`
+}
+
+type planAdd struct {
+	T    string `json:"t"`
+	From string `json:"from"`
+	P    []int  `json:"p"`
+}
+
+type planRefuse struct {
+	T    string `json:"t"`
+	From string `json:"from"`
+}
+
+type planTrim struct {
+	T string `json:"t"`
+	P []int  `json:"p"`
+}
+
+// planReconcile computes what Reconcile changes at owner (pure: tested without Redis), and
+// which of owner's outgoing transfers it cancels afterwards. confirmed is the sequence up to
+// which owner's history is the one its witness confirmed.
+func planReconcile(owner string, byOwner map[string]ledgerSnapshot, order []string, confirmed int64) (reconcilePlan, []string) {
+	me := byOwner[owner]
+	// places maps every permit found at another owner to where: "T\x00src\x00id" for a
+	// permit frozen in a transfer its target has not accepted, anything else otherwise.
+	places := map[int][]string{}
+	for _, name := range order {
+		s := byOwner[name]
+		if name == owner {
+			continue
+		}
+		for _, n := range s.free {
+			places[n] = append(places[n], "free")
+		}
+		for n := range s.held {
+			places[n] = append(places[n], "held")
+		}
+		for id, rec := range s.out {
+			if rec.S == "frozen" && byOwner[rec.To].in[inKey(name, id)].S != "accepted" {
+				for _, n := range rec.P {
+					places[n] = append(places[n], "T\x00"+name+"\x00"+id)
+				}
+			}
+		}
+	}
+	elsewhere := func(n int, except string) bool {
+		for _, w := range places[n] {
+			if w != except {
+				return true
+			}
+		}
+		return false
+	}
+	plan := reconcilePlan{Drop: []int{}, Release: []string{}, Add: []planAdd{}, Refuse: []planRefuse{}, Trim: []planTrim{}}
+	mine := map[int]bool{}
+	for _, n := range me.free {
+		mine[n] = true
+		if elsewhere(n, "") {
+			plan.Drop = append(plan.Drop, n)
+		}
+	}
+	for n, job := range me.held {
+		mine[n] = true
+		if elsewhere(n, "") {
+			plan.Drop = append(plan.Drop, n)
+		} else if tok := jobToken(me.jobs[job]); tok > confirmed {
+			plan.Release = append(plan.Release, job)
+		}
+	}
+	sort.Ints(plan.Drop)
+	sort.Strings(plan.Release)
+	for _, name := range order {
+		if name == owner {
+			continue
+		}
+		s := byOwner[name]
+		ids := make([]string, 0, len(s.out))
+		for id := range s.out {
+			ids = append(ids, id)
+		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			rec := s.out[id]
+			if rec.To != owner {
+				continue
+			}
+			if _, ok := me.in[inKey(name, id)]; ok {
+				continue
+			}
+			switch rec.S {
+			case "aborted":
+				plan.Refuse = append(plan.Refuse, planRefuse{T: id, From: name})
+			case "done", "frozen":
+				self := "T\x00" + name + "\x00" + id
+				keep := []int{}
+				for _, n := range rec.P {
+					if !elsewhere(n, self) && !mine[n] {
+						keep = append(keep, n)
+					}
+				}
+				plan.Add = append(plan.Add, planAdd{T: id, From: name, P: keep})
+			}
+		}
+	}
+	// Outgoing transfers frozen in the (old) ledger whose target has not accepted them, but
+	// whose permits are elsewhere now (the transfer was aborted and the permits moved on):
+	// keep only the permits nobody else has, and cancel them afterwards, so that neither an
+	// abort nor a late delivery can bring the others back.
+	var cancel []string
+	for id, rec := range me.out {
+		if rec.S != "frozen" || byOwner[rec.To].in[inKey(owner, id)].S == "accepted" {
+			continue
+		}
+		keep := []int{}
+		for _, n := range rec.P {
+			if !elsewhere(n, "") {
+				keep = append(keep, n)
+			}
+		}
+		if len(keep) < len(rec.P) {
+			plan.Trim = append(plan.Trim, planTrim{T: id, P: keep})
+			cancel = append(cancel, id)
+		}
+	}
+	sort.Strings(cancel)
+	return plan, cancel
+}
+
+// jobToken returns the token of a job record "permit:token" (0 if malformed).
+func jobToken(rec string) int64 {
+	i := strings.IndexByte(rec, ':')
+	if i < 0 {
+		return 0
+	}
+	n, _ := strconv.ParseInt(rec[i+1:], 10, 64)
+	return n
+}
+
+// restoreSource names the source of the records RestoreLost leaves at an owner. Owner names
+// cannot contain braces, so it never collides with a real owner's transfer record.
+const restoreSource = "{restore}"
+
+// RestoreLost puts back at owner every permit that no ledger of the pool has any more
+// (AuditReport.Missing: a lost ledger that Reconcile brought back without them, or grants
+// its lost state forgot), and returns them. Call it only after confirming that no job that
+// held one of them still runs: the package cannot know who did. It refuses (ErrConflict)
+// while the audit shows pending transfers (run Recover), duplicates, or fenced or missing
+// ledgers (run Reconcile), since a permit in flight between two ledgers can look missing.
+// Stop any rebalancer first.
+//
+// The call is audited: owner's ledger records the permits under id as an incoming transfer
+// from "{restore}", the call is logged to Logger and counted in Stats.Restored, and owner's
+// sequence moves above every witness of the pool, so the new grants' tokens are above any
+// old holder's. It is idempotent by id.
+func (p *Pool) RestoreLost(ctx context.Context, owner, id string) ([]int, error) {
+	l, err := p.ledger(owner)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkID("restore ID", id); err != nil {
+		return nil, err
+	}
+	snaps, wit, err := p.snapshots(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep := buildReport(p.opts.Capacity, snaps, wit)
+	if len(rep.Pending) > 0 || len(rep.Duplicated) > 0 || len(rep.Problems) > 0 {
+		return nil, fmt.Errorf("%w: RestoreLost needs a settled pool (run Recover and Reconcile first): %s", ErrConflict, rep)
+	}
+	if len(rep.Missing) == 0 {
+		return nil, nil
+	}
+	plan := reconcilePlan{Drop: []int{}, Release: []string{}, Refuse: []planRefuse{}, Trim: []planTrim{},
+		Add: []planAdd{{T: id, From: restoreSource, P: rep.Missing}}}
+	planJSON, err := json.Marshal(plan)
+	if err != nil {
+		return nil, err
+	}
+	top := int64(0)
+	for _, w := range wit {
+		top = max(top, w)
+	}
+	r, err := runScript(ctx, p.c, reconcileScript, l.keys, top, p.opts.Capacity, l.first, l.last, string(planJSON))
+	if err != nil {
+		return nil, fmt.Errorf("escrow: restore lost permits at %q: %w", owner, err)
+	}
+	if r.status != "ok" {
+		return nil, l.common(r, wit[owner])
+	}
+	seg := r.seg(1)
+	if len(seg) == 0 {
+		return nil, fmt.Errorf("escrow: restore lost permits at %q: no log", owner)
+	}
+	if st, _, err := p.extend(ctx, owner, "rebase", seg[len(seg)-1:]); err != nil {
+		return nil, err
+	} else if st != "ok" {
+		return nil, fmt.Errorf("escrow: restore lost permits at %q: the witness refused the new chain (%s)", owner, st)
+	}
+	p.stats.restored.Add(uint64(len(rep.Missing)))
+	if p.opts.Logger != nil {
+		p.opts.Logger.Warn("escrow: lost permits restored by RestoreLost", "owner", owner, "id", id, "permits", rep.Missing)
+	}
+	return rep.Missing, nil
 }

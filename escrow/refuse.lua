@@ -1,8 +1,10 @@
 -- refuse.lua: record at the target that T will never be accepted (unless it already was).
 --
--- KEYS: the six keys of the target ledger (meta, free, jobs, held, out, in), one slot.
+-- KEYS: the eight keys of the target ledger (meta, free, jobs, held, out, in, log,
+--       leases), one slot.
 -- ARGV: 1 transfer ID T, 2 source owner, 3 minimum sequence (the target's witness).
--- Reply: {'refused', seq} | {'accepted', seq} (T was accepted before: it cannot be refused) |
+-- Reply: {'refused', seq, segment} | {'accepted', seq, segment} (T was accepted before: it
+--        cannot be refused; segment: see step.lua) |
 --        {'fenced', seq} | {'missing', 0} | {'invalid', msg}.
 -- The answer is stored under "len(source):source:T", as in accept.lua.
 -- Invariant: the answer about T is final: once refused, accept.lua fails for T; once
@@ -22,9 +24,10 @@ end
 local old = redis.call('HGET', KEYS[6], key)
 if old then
   local r = cjson.decode(old)
-  if r.s == 'accepted' then return {'accepted', seq} end
-  return {'refused', seq}
+  if r.s == 'accepted' then return {'accepted', seq, segment(KEYS[7])} end
+  return {'refused', seq, segment(KEYS[7])}
 end
 seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('HSET', KEYS[6], key, cjson.encode({s = 'refused', from = from}))
-return {'refused', seq}
+log_step(KEYS[7], seq, 'refuse:' .. key)
+return {'refused', seq, segment(KEYS[7])}

@@ -1,13 +1,14 @@
 -- release.lua: free the permit held by a job, once.
 --
--- KEYS: the six keys of one ledger (meta, free, jobs, held, out, in), same hash tag, one slot.
+-- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log, leases), same
+--       hash tag, one slot.
 -- ARGV: 1 job ID (non-empty).
--- Reply: {'ok', permit} | {'none', 0} (the job holds nothing: already released or never
---        granted) | {'fenced', seq} | {'missing', 0} | {'invalid', msg}.
+-- Reply: {'ok', permit} | {'none', 0} (the job holds nothing: already released, taken back
+--        after its lease, or never granted) | {'fenced', seq} | {'missing', 0} | {'invalid', msg}.
 -- Invariant: a permit returns to free only from held, and only once; a repeated release finds
--- no job and changes nothing, so it can never add capacity. A release does not raise the
--- sequence: it does not read the witness, so a ledger that lost writes must not climb back
--- to its witness through releases (its next grant would then escape the fence).
+-- no job and changes nothing, so it can never add capacity. A release is not a logged step
+-- and does not move the sequence: it does not go through the witness, and a ledger that lost
+-- writes must not climb back to its witness through releases.
 local job = ARGV[1]
 if job == nil or job == '' then return {'invalid', 'empty job ID'} end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
@@ -19,5 +20,6 @@ if not cur then return {'none', 0} end
 local p = string.sub(cur, 1, string.find(cur, ':', 1, true) - 1)
 redis.call('HDEL', KEYS[3], job)
 redis.call('HDEL', KEYS[4], p)
+redis.call('ZREM', KEYS[8], job)
 redis.call('ZADD', KEYS[2], p, p)
 return {'ok', tonumber(p)}

@@ -7,8 +7,17 @@ import (
 )
 
 // The Lua scripts, one per atomic step. Each touches the keys of one ledger (one hash slot),
-// except witness.lua, which touches one witness key.
+// except witness.lua, which touches one witness chain. The scripts that advance a ledger's
+// sequence start with the shared functions of step.lua.
 var (
+	//go:embed step.lua
+	stepSrc string
+	//go:embed tail.lua
+	tailSrc string
+	//go:embed fence.lua
+	fenceSrc string
+	//go:embed renew.lua
+	renewSrc string
 	//go:embed init.lua
 	initSrc string
 	//go:embed acquire.lua
@@ -30,14 +39,17 @@ var (
 	//go:embed witness.lua
 	witnessSrc string
 
-	initScript      = redis.NewScript(initSrc)
-	acquireScript   = redis.NewScript(acquireSrc)
+	initScript      = redis.NewScript(stepSrc + initSrc)
+	acquireScript   = redis.NewScript(stepSrc + acquireSrc)
 	releaseScript   = redis.NewScript(releaseSrc)
-	freezeScript    = redis.NewScript(freezeSrc)
-	acceptScript    = redis.NewScript(acceptSrc)
-	refuseScript    = redis.NewScript(refuseSrc)
-	settleScript    = redis.NewScript(settleSrc)
+	freezeScript    = redis.NewScript(stepSrc + freezeSrc)
+	acceptScript    = redis.NewScript(stepSrc + acceptSrc)
+	refuseScript    = redis.NewScript(stepSrc + refuseSrc)
+	settleScript    = redis.NewScript(stepSrc + settleSrc)
 	snapshotScript  = redis.NewScript(snapshotSrc)
-	reconcileScript = redis.NewScript(reconcileSrc)
+	reconcileScript = redis.NewScript(stepSrc + reconcileSrc)
 	witnessScript   = redis.NewScript(witnessSrc)
+	tailScript      = redis.NewScript(tailSrc)
+	fenceScript     = redis.NewScript(fenceSrc)
+	renewScript     = redis.NewScript(renewSrc)
 )

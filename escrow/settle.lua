@@ -1,8 +1,10 @@
 -- settle.lua: step 3 of a transfer, at the source: complete T, or abort it.
 --
--- KEYS: the six keys of the source ledger (meta, free, jobs, held, out, in), one slot.
+-- KEYS: the eight keys of the source ledger (meta, free, jobs, held, out, in, log,
+--       leases), one slot.
 -- ARGV: 1 transfer ID T, 2 'complete' | 'abort', 3 minimum sequence (the source's witness).
--- Reply: {'ok', state, seq} (state done|aborted, also for a repeat) | {'unknown', 0} |
+-- Reply: {'ok', state, seq, 'new'|'dup', segment} (state done|aborted, also for a repeat;
+--        segment: see step.lua) | {'unknown', 0} |
 --        {'done', seq} (abort of a completed T) | {'aborted', seq} (complete of an aborted
 --        T) | {'fenced', seq} | {'missing', 0} | {'invalid', msg}.
 -- Invariant: frozen permits leave the frozen state exactly once. 'complete' drops them (the
@@ -25,7 +27,7 @@ if not old then return {'unknown', 0} end
 local r = cjson.decode(old)
 local want = 'done'
 if op == 'abort' then want = 'aborted' end
-if r.s == want then return {'ok', want, seq} end
+if r.s == want then return {'ok', want, seq, 'dup', segment(KEYS[7])} end
 if r.s ~= 'frozen' then return {r.s, seq} end
 if op == 'abort' then
   for _, p in ipairs(r.p) do redis.call('ZADD', KEYS[2], p, p) end
@@ -33,4 +35,5 @@ end
 r.s = want
 seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('HSET', KEYS[5], t, cjson.encode(r))
-return {'ok', want, seq}
+log_step(KEYS[7], seq, op .. ':' .. t)
+return {'ok', want, seq, 'new', segment(KEYS[7])}

@@ -16,11 +16,14 @@ type Stats struct {
 	Frozen, Accepted, Completed, Aborted uint64
 	// Reconciled counts ledgers brought back by Reconcile.
 	Reconciled uint64
+	// Restored counts permits put back by RestoreLost.
+	Restored uint64
 }
 
 type counters struct {
 	acquired, replayed, exhausted, released, noop, fenced atomic.Uint64
 	frozen, accepted, completed, aborted, reconciled      atomic.Uint64
+	restored                                              atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -28,6 +31,6 @@ func (c *counters) snapshot() Stats {
 		Acquired: c.acquired.Load(), Replayed: c.replayed.Load(), Exhausted: c.exhausted.Load(),
 		Released: c.released.Load(), NoopReleases: c.noop.Load(), Fenced: c.fenced.Load(),
 		Frozen: c.frozen.Load(), Accepted: c.accepted.Load(), Completed: c.completed.Load(),
-		Aborted: c.aborted.Load(), Reconciled: c.reconciled.Load(),
+		Aborted: c.aborted.Load(), Reconciled: c.reconciled.Load(), Restored: c.restored.Load(),
 	}
 }

@@ -31,9 +31,10 @@ func (p *Pool) checkTransfer(from, to string, k int, id string) (ledger, ledger,
 	if err != nil {
 		return ledger{}, ledger{}, err
 	}
+	if err := checkID("transfer ID", id); err != nil {
+		return ledger{}, ledger{}, err
+	}
 	switch {
-	case id == "":
-		return ledger{}, ledger{}, fmt.Errorf("%w: empty transfer ID", ErrInvalid)
 	case from == to:
 		return ledger{}, ledger{}, fmt.Errorf("%w: transfer from %q to itself", ErrInvalid, from)
 	case k < 1 || k > p.opts.Capacity:
@@ -67,10 +68,11 @@ func (p *Pool) Freeze(ctx context.Context, from, to string, k int, id string) (F
 			return Frozen{}, fmt.Errorf("escrow: freeze %q: bad record: %w", id, err)
 		}
 		f := Frozen{ID: id, From: from, To: to, Permits: rec.P, Seq: rec.Seq, State: rec.S}
-		if err := p.raise(ctx, from, r.int(1)); err != nil {
+		if err := p.confirm(ctx, from, r.seg(3)); err != nil {
+			p.stats.fenced.Add(boolToUint(errors.Is(err, ErrFenced)))
 			return Frozen{}, err
 		}
-		p.stats.frozen.Add(1)
+		p.stats.frozen.Add(boolToUint(r.str(4) == "new"))
 		return f, nil
 	case "insufficient":
 		return Frozen{}, fmt.Errorf("%w: owner %q has %d free, transfer %q wants %d", ErrInsufficient, from, r.int(0), id, k)
@@ -109,7 +111,7 @@ func (p *Pool) Deliver(ctx context.Context, f Frozen) error {
 	}
 	switch r.status {
 	case "ok":
-		if err := p.raise(ctx, f.To, r.int(1)); err != nil {
+		if err := p.confirm(ctx, f.To, r.seg(2)); err != nil {
 			return err
 		}
 		if r.str(0) == "new" {
@@ -119,7 +121,7 @@ func (p *Pool) Deliver(ctx context.Context, f Frozen) error {
 	case "refused":
 		// The source aborts on this answer: witness it first, so that a target that loses the
 		// refusal is fenced instead of accepting a late delivery.
-		if err := p.raise(ctx, f.To, r.int(0)); err != nil {
+		if err := p.confirm(ctx, f.To, r.seg(1)); err != nil {
 			return err
 		}
 		return fmt.Errorf("%w: %q refused transfer %q", ErrRefused, f.To, f.ID)
@@ -144,9 +146,9 @@ func (p *Pool) refuse(ctx context.Context, from, to, id string) (accepted bool, 
 	switch r.status {
 	case "accepted":
 		// The source completes on this answer: witness it first, as Deliver does.
-		return true, p.raise(ctx, to, r.int(0))
+		return true, p.confirm(ctx, to, r.seg(1))
 	case "refused":
-		return false, p.raise(ctx, to, r.int(0))
+		return false, p.confirm(ctx, to, r.seg(1))
 	}
 	return false, dst.common(r, w)
 }
@@ -157,8 +159,8 @@ func (p *Pool) settle(ctx context.Context, from, id, op string) error {
 	if err != nil {
 		return err
 	}
-	if id == "" {
-		return fmt.Errorf("%w: empty transfer ID", ErrInvalid)
+	if err := checkID("transfer ID", id); err != nil {
+		return err
 	}
 	w, err := p.readWitness(ctx, from)
 	if err != nil {
@@ -170,12 +172,17 @@ func (p *Pool) settle(ctx context.Context, from, id, op string) error {
 	}
 	switch r.status {
 	case "ok":
-		if op == "complete" {
-			p.stats.completed.Add(1)
-		} else {
-			p.stats.aborted.Add(1)
+		if err := p.confirm(ctx, from, r.seg(3)); err != nil {
+			return err
 		}
-		return p.raise(ctx, from, r.int(1))
+		if r.str(2) == "new" {
+			if op == "complete" {
+				p.stats.completed.Add(1)
+			} else {
+				p.stats.aborted.Add(1)
+			}
+		}
+		return nil
 	case "unknown":
 		return fmt.Errorf("%w: %q has no transfer %q", ErrUnknownTransfer, from, id)
 	case "aborted":
@@ -243,8 +250,8 @@ func (p *Pool) Cancel(ctx context.Context, from, id string) error {
 	if err != nil {
 		return err
 	}
-	if id == "" {
-		return fmt.Errorf("%w: empty transfer ID", ErrInvalid)
+	if err := checkID("transfer ID", id); err != nil {
+		return err
 	}
 	snap, err := src.snapshot(ctx, p.c)
 	if err != nil {

@@ -46,7 +46,9 @@
 // The window is a ring of Options.Buckets sub-windows rather than decaying counts: a
 // sub-window older than the window is dropped whole, so nothing older than Options.Window
 // counts and "hot within one window" means what it says. A reading covers between
-// Window-Window/Buckets and Window of history; rates divide by the history covered.
+// Window-Window/Buckets and Window of history; rates divide by the history covered, but by
+// no less than one sub-window, so a detector a few milliseconds old never reports a burst
+// as millions per second.
 // Memory is Buckets×Capacity entries plus a fixed index, whatever the number of distinct
 // keys; tracked keys are retained strings (at most Buckets×Capacity of them).
 //
@@ -57,6 +59,11 @@
 //   - Within one sub-window, a key whose sampled weight exceeds its stripe's weight divided
 //     by the stripe's capacity is tracked, with a count at most that much too high (about
 //     1/Capacity of the sub-window's load when keys spread evenly over the stripes).
+//   - Hot and cool decisions, MinSamples included, use a key's guaranteed weight (its count
+//     minus its error bound), so a key seen once in a stream of distinct keys, whose count
+//     is about its error, is never hot.
+//   - Sums saturate at the largest uint64 instead of wrapping, so huge ObserveCost weights
+//     keep every share in [0, 1].
 //   - Hot and cool events are decided under the detector's lock, numbered (KeyEvent.Seq)
 //     and delivered after it is released; a key cools once per hot period, Hold after it
 //     last fell below every cool threshold, and never flaps between the two thresholds.

@@ -61,10 +61,12 @@ type hotState struct {
 	belowSince time.Time // zero while the key is above a cool threshold
 }
 
-// Evaluate compares every tracked key with the thresholds and fires OnHot and OnCool. A key
-// becomes hot when it has at least MinSamples sampled weight and its share reaches HotShare
-// or its rate reaches HotRate. A hot key cools once its share is below CoolShare and its
-// rate below CoolRate (for the thresholds in use) at every evaluation during Hold; any
+// Evaluate compares every tracked key with the thresholds and fires OnHot and OnCool. Every
+// test uses the key's guaranteed sampled weight, its count minus its error bound (KeyLoad's
+// Count - Error), never the overestimate. A key becomes hot when that weight is at least
+// MinSamples and its share reaches HotShare or its rate reaches HotRate. A hot key cools
+// once its share is below CoolShare and its rate below CoolRate (for the thresholds in use)
+// at every evaluation during Hold; any
 // evaluation above a cool threshold restarts the hold. The background goroutine calls
 // Evaluate every EvalInterval; hosts that disable it call Evaluate themselves. A reading
 // older than one already applied (a concurrent call, or a clock that went back) changes
@@ -101,16 +103,21 @@ func (d *Detector) transitions(v *view) []KeyEvent {
 	seen := make(map[string]bool, len(st.hot))
 	for _, a := range v.keys {
 		l := d.load(v, a)
+		// Decisions use the guaranteed weight, count - error: a key that replaced the
+		// sketch's smallest entry starts at about its error, so a key seen once in a stream
+		// of distinct keys has a large count but nothing guaranteed.
+		sure := subFloor(a.count, a.err)
+		g := KeyLoad{Share: share(sure, v.total), Rate: d.rate(v, sure)}
 		if h, ok := st.hot[a.key]; ok {
 			seen[a.key] = true
-			if d.warm(l) {
+			if d.warm(g) {
 				h.belowSince = time.Time{}
 			} else if ev, cooled := d.cool(st, h, a.key, l, v.at); cooled {
 				events = append(events, ev)
 			}
 			continue
 		}
-		if a.count >= d.o.MinSamples && d.hot(l) {
+		if sure >= d.o.MinSamples && d.hot(g) {
 			st.hot[a.key] = &hotState{since: v.at}
 			events = append(events, KeyEvent{Kind: Hot, Key: a.key, Load: l, At: v.at})
 		}

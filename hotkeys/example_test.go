@@ -104,13 +104,13 @@ func ExampleDetector_ShardView() {
 		panic(err)
 	}
 	defer d.Close()
-	for range 800 {
+	for range 1600 {
 		d.Observe("tenant:big")
 	}
-	for range 200 {
+	for range 400 {
 		d.Observe("tenant:small")
 	}
-	now = now.Add(time.Second)
+	now = now.Add(2 * time.Second) // rates are measured over at least one sub-window (2s)
 
 	view, _ := d.ShardView()
 	for _, s := range view.Shards {

@@ -73,8 +73,8 @@ type Options struct {
 	// Hold is how long a hot key must stay below every cool threshold before it cools.
 	// Default: Window.
 	Hold time.Duration
-	// MinSamples is the sampled weight (events, or cost units with ObserveCost) a key needs
-	// in the window before it can become hot. Default: DefaultMinSamples (32).
+	// MinSamples is the guaranteed sampled weight (events, or cost units with ObserveCost;
+	// the count minus its error bound) a key needs in the window before it can become hot. Default: DefaultMinSamples (32).
 	MinSamples uint64
 
 	// EvalInterval is how often the background goroutine calls Evaluate. A negative value

@@ -17,7 +17,7 @@ type ShardLoad struct {
 	Shard string
 	// Count is the estimated number of requests (or cost units) in the window.
 	Count float64
-	// Rate is Count per second of window covered.
+	// Rate is Count per second of window covered (at least one sub-window).
 	Rate float64
 	// Share is the shard's fraction of the attributed load, in [0, 1].
 	Share float64
@@ -59,7 +59,7 @@ func (d *Detector) shardView(v *view) ShardView {
 	}
 	var total uint64
 	for _, w := range counts {
-		total += w
+		total = addSat(total, w)
 	}
 	sv := ShardView{At: v.at, Covered: v.covered, Shards: make([]ShardLoad, 0, len(counts))}
 	for name, w := range counts {
@@ -84,7 +84,8 @@ func (d *Detector) shardView(v *view) ShardView {
 	sv.Max = sv.Shards[0].Rate
 	sv.Mean = d.rate(v, total) / float64(len(sv.Shards))
 	// Skew from the sampled weights, so that it is defined even when no time elapsed.
-	sv.Skew = float64(counts[sv.Shards[0].Shard]) * float64(len(sv.Shards)) / float64(total)
+	// Saturated sums could push it past its range; it is clamped to [1, number of shards].
+	sv.Skew = min(float64(counts[sv.Shards[0].Shard])*float64(len(sv.Shards))/float64(total), float64(len(sv.Shards)))
 	return sv
 }
 

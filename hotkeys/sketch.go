@@ -4,7 +4,8 @@ package hotkeys
 // (2005), weighted: it holds at most cap entries; an update to a tracked key adds its weight;
 // an update to an untracked key, when the summary is full, replaces the entry with the
 // smallest count m and starts the newcomer at m+w with error m. Every count overestimates
-// the key's true weight by at most its error, and the error is at most total/cap.
+// the key's true weight by at most its error, and the error is at most total/cap. Counts
+// saturate at the largest uint64 instead of wrapping.
 //
 // Entries live in a binary min-heap ordered by count, indexed by an open-addressing hash
 // table (linear probing, backward-shift deletion, no tombstones) sized once at
@@ -63,7 +64,7 @@ func (s *spaceSaving) add(key string, h, w uint64) (evicted, inserted bool) {
 	slot, found := s.find(key, h)
 	if found {
 		p := int(s.index[slot] - 1)
-		s.heap[p].count += w
+		s.heap[p].count = addSat(s.heap[p].count, w)
 		s.down(p)
 		return false, false
 	}
@@ -76,7 +77,7 @@ func (s *spaceSaving) add(key string, h, w uint64) (evicted, inserted bool) {
 	}
 	m := s.heap[0].count
 	s.unindex(int(s.heap[0].slot))
-	s.heap[0] = ssEntry{key: key, hash: h, count: m + w, err: m}
+	s.heap[0] = ssEntry{key: key, hash: h, count: addSat(m, w), err: m}
 	slot, _ = s.find(key, h) // deletion may have shifted the probe sequence
 	s.place(slot, 0)
 	s.down(0)

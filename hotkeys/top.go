@@ -17,7 +17,8 @@ type KeyLoad struct {
 	// Error bounds |Count - sampled truth|: the Space-Saving overestimate plus what the key
 	// may have had in sub-windows that no longer track it. Sampling noise comes on top.
 	Error float64
-	// Rate is Count per second of window covered.
+	// Rate is Count per second of window covered, or per sub-window (Window/Buckets) while
+	// the detector is younger than one.
 	Rate float64
 	// Share is the key's fraction of the window's load, in [0, 1].
 	Share float64
@@ -73,19 +74,19 @@ func (d *Detector) load(v *view, a keyAgg) KeyLoad {
 // scale turns a sampled weight into an estimate of the unsampled weight.
 func (d *Detector) scale(w uint64) float64 { return float64(w) / d.o.SampleRate }
 
-// rate turns a sampled weight into an estimated rate per second; 0 when no time elapsed.
+// rate turns a sampled weight into an estimated rate per second. It divides by the history
+// covered but by no less than one sub-window: a detector a few milliseconds old would
+// otherwise turn a handful of events into millions per second.
 func (d *Detector) rate(v *view, w uint64) float64 {
-	if v.covered <= 0 {
-		return 0
-	}
-	return d.scale(w) / v.covered.Seconds()
+	return d.scale(w) / max(v.covered, d.bucketDur).Seconds()
 }
 
+// share returns w's fraction of total, in [0, 1] even when saturated sums make w exceed it.
 func share(w, total uint64) float64 {
 	if total == 0 {
 		return 0
 	}
-	return float64(w) / float64(total)
+	return min(float64(w)/float64(total), 1)
 }
 
 // Top returns the k keys with the highest estimated load in the current window, highest

@@ -59,13 +59,13 @@ func (s *stripe) record(epoch int64, key string, h, w uint64, shard string) {
 	if inserted {
 		s.tracked.Add(1)
 	}
-	b.total += w
+	b.total = addSat(b.total, w)
 	if shard != "" {
 		if b.shards == nil {
 			b.shards = make(map[string]uint64)
 		}
 		if _, ok := b.shards[shard]; ok || len(b.shards) < maxShardNames {
-			b.shards[shard] += w
+			b.shards[shard] = addSat(b.shards[shard], w)
 		} else {
 			s.overflow.Add(1)
 		}
@@ -94,12 +94,12 @@ func (s *stripe) collect(epoch int64, v *view) {
 		if !s.live(b, epoch) {
 			continue
 		}
-		v.total += b.total
+		v.total = addSat(v.total, b.total)
 		for name, w := range b.shards {
-			v.shards[name] += w
+			v.shards[name] = addSat(v.shards[name], w)
 		}
 		m := b.ss.min()
-		absentMin += m
+		absentMin = addSat(absentMin, m)
 		for j := range b.ss.heap {
 			e := &b.ss.heap[j]
 			p, ok := pos[e.key]
@@ -109,14 +109,14 @@ func (s *stripe) collect(epoch int64, v *view) {
 				v.keys = append(v.keys, keyAgg{key: e.key})
 			}
 			k := &v.keys[p]
-			k.count += e.count
-			k.err += e.err
-			k.presentMin += m
+			k.count = addSat(k.count, e.count)
+			k.err = addSat(k.err, e.err)
+			k.presentMin = addSat(k.presentMin, m)
 		}
 	}
 	// A key absent from a full sub-window may have had up to that sub-window's smallest
 	// count there: widen its error bound by the minima of the sub-windows that lack it.
 	for i := first; i < len(v.keys); i++ {
-		v.keys[i].err += absentMin - v.keys[i].presentMin
+		v.keys[i].err = addSat(v.keys[i].err, subFloor(absentMin, v.keys[i].presentMin))
 	}
 }

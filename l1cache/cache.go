@@ -30,8 +30,11 @@ type Cache[V any] struct {
 	// Options.Clock otherwise.
 	precise   Clock
 	stopClock func() // stops the default coarse clock
-	store     *otter.Cache[string, *entry[V]]
-	stats     *counters
+	// coarse is the default coarse clock, read directly (not through the Clock interface)
+	// on the hit path; nil with Options.Clock.
+	coarse *otter.CoarseClock
+	store  *otter.Cache[string, *entry[V]]
+	stats  *counters
 	// epoch is raised by MarkAllStale; entries loaded in an older epoch are not fresh.
 	epoch atomic.Uint64
 	// refreshes counts background refreshes running, against MaxRefreshes.
@@ -78,7 +81,7 @@ func New[V any](loader Loader[V], o Options[V]) (*Cache[V], error) {
 		oo.Clock = otterClock{o.Clock}
 	} else {
 		coarse := otter.NewCoarseClock(DefaultClockResolution)
-		c.cfg.Clock, oo.Clock, c.stopClock = coarse, coarse, coarse.Stop
+		c.cfg.Clock, oo.Clock, c.stopClock, c.coarse = coarse, coarse, coarse.Stop, coarse
 		c.precise = &systemClock{base: time.Now()}
 	}
 	if cfg.MaxEntries > 0 {
@@ -102,9 +105,14 @@ func New[V any](loader Loader[V], o Options[V]) (*Cache[V], error) {
 // load returns its error, or the last good value within StaleIfError; the error is cached for
 // ErrorTTL. A key without value returns the loader's ErrNotFound error.
 func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
-	now := c.cfg.Clock.NowNano()
+	var now int64
+	if c.coarse != nil {
+		now = c.coarse.NowNano()
+	} else {
+		now = c.cfg.Clock.NowNano()
+	}
 	e, ok := c.store.GetIfPresent(key)
-	if ok && e.hasValue && now < e.freshUntil && e.epoch >= c.epoch.Load() {
+	if ok && now < e.freshUntil && e.hasValue && e.epoch >= c.epoch.Load() {
 		c.stats.hit(hitFresh)
 		if c.cfg.Beta > 0 && c.refreshEarly(e, now) {
 			c.refresh(ctx, key, e, true)

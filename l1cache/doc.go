@@ -26,7 +26,9 @@
 //     that copies loaded together do not expire together), then for Stale as the old value
 //     while one background refresh runs, then it is gone. A fresh hit may refresh early with
 //     the XFetch probability (Options.Beta), so a hot key is usually reloaded before anyone
-//     sees it expire. Background refreshes are capped by Options.MaxRefreshes.
+//     sees it expire (at the price of some extra loads, see Options.Beta). Background
+//     refreshes are capped by Options.MaxRefreshes. Without early refresh each instance
+//     loads a hot key once per fresh window: about 1/(Fresh*(1-Jitter/2)) times a second.
 //   - A value is never older than Fresh+Stale (+StaleIfError while loads fail), measured
 //     from the start of the load that read it.
 //   - When loads fail, the last good value is served for StaleIfError after Fresh ended, then
@@ -46,23 +48,32 @@
 // The cache needs no Redis. An optional [Invalidator] connects the instances of one cache
 // over Redis pub/sub: [Invalidator.Invalidate] drops keys locally and publishes them on a
 // channel; every other instance's Invalidator drops them when the message arrives (its own
-// messages are recognised by InstanceID and ignored). Plain PUBLISH/SUBSCRIBE works on a
-// standalone server and on Redis Cluster, where a message published on any node reaches the
-// subscribers of every node.
+// messages are recognised by a random nonce and ignored; an instance that shares another's
+// InstanceID still applies its messages, and counts and logs the clash). On a standalone
+// server it uses PUBLISH/SUBSCRIBE; on Redis Cluster, sharded pub/sub (SPUBLISH/SSUBSCRIBE,
+// Redis 7), so a message travels only within the shard that owns the channel's slot instead
+// of through every node (InvalidatorOptions.PubSub chooses otherwise).
 //
 // Pub/sub delivers at most once, so the Invalidator assumes it missed messages whenever its
 // subscription was down: each time the subscription is established (first and after every
 // loss, including a connection that answers no PING within two PingIntervals) it calls
-// [Cache.MarkAllStale], and entries loaded before are never served as fresh again. While the
-// subscription is down, entries are served as usual: at most until the subscription is back
-// or their Fresh window ends.
+// [Cache.MarkAllStale], and entries loaded before are never served as fresh again. While no
+// subscription is live, freshness is bounded by InvalidatorOptions.OfflineFresh (default
+// PingInterval): the cache is marked stale as soon as the loss is noticed and again every
+// OfflineFresh until the subscription is back. On Redis Cluster the Invalidator reloads the
+// client's slot map after every loss or failed attempt, so after a failover of the channel's
+// master it re-subscribes on the promoted replica about the cluster's node timeout later,
+// whatever the client's ClusterStateReloadInterval. An Invalidator that cannot subscribe
+// logs it, reports it in [InvalidatorStats] and in the error of [Invalidator.Ready].
 //
 // # Key layout in Redis
 //
 // The cache keeps nothing in Redis. The Invalidator uses one pub/sub channel,
 // InvalidatorOptions.Channel (default "celebrity:l1cache:invalidate"); channels are not keys
-// and occupy no slot. Messages are "1 k <instance-id> <key>" (drop a key) and
-// "1 a <instance-id>" (drop every key).
+// and occupy no slot, but a shard channel is served by the shard that owns the slot of its
+// name. Messages are "2 k <instance-id> <nonce> <key>" (drop a key) and
+// "2 a <instance-id> <nonce>" (drop every key); version-1 messages of earlier releases
+// ("1 k <instance-id> <key>", "1 a <instance-id>") are still applied.
 //
 // # What is assumed of Redis
 //
@@ -71,7 +82,9 @@
 // disconnects for exceeding client-output-buffer-limit pubsub), and the Invalidator treats
 // every break as missed messages (MarkAllStale above). A publish that fails returns its
 // error to the caller of Invalidate; the local drop has happened, and the other instances
-// keep their copies until Fresh ends.
+// keep their copies until Fresh ends. Sharded pub/sub needs Redis 7; every instance of one
+// cache must use the same kind of pub/sub (a fleet moving from global to sharded pub/sub
+// sets PubSubGlobal until every instance runs a release that knows both).
 //
 // # Example
 //

@@ -7,32 +7,40 @@ import (
 )
 
 // entry is what the store holds for a key. Its fields never change after it is installed,
-// except the refreshing flag; a new load, Set or failure installs a new entry.
+// except the refreshing flag; a new load, Set or failure installs a new entry. The fields a
+// fresh hit reads (the fresh window, the epoch, the early-refresh inputs and the value) come
+// first, so that a hit usually touches one cache line of the entry.
 type entry[V any] struct {
-	value V
-	// err is nil for a loaded value, the loader's ErrNotFound for a negative entry, or a
-	// cached load error.
-	err error
+	// freshUntil ends the fresh window of value.
+	freshUntil int64
+	// epoch is the cache epoch when the load that produced value started; an entry from an
+	// older epoch than the cache's is never fresh (see Cache.MarkAllStale).
+	epoch uint64
+	// delta is the duration of the load that produced value, for early refresh.
+	delta int64
+	// retryAt is when a cached error or absence allows a new load.
+	retryAt int64
 	// hasValue says value is a good value: the loaded one, or the last good one kept by a
 	// failed load for stale-if-error.
 	hasValue bool
 	// negative says err is the loader's ErrNotFound.
 	negative bool
-	// epoch is the cache epoch when the load that produced value started; an entry from an
-	// older epoch than the cache's is never fresh (see Cache.MarkAllStale).
-	epoch uint64
-	// freshUntil, staleUntil and sieUntil end the fresh, stale and stale-if-error windows of
-	// value; retryAt is when a cached error or absence allows a new load.
-	freshUntil, staleUntil, sieUntil, retryAt int64
-	// removeAt is when the store drops the entry.
-	removeAt int64
-	// delta is the duration of the load that produced value, for early refresh.
-	delta int64
-	// cost is what Options.Sizer returned for value (1 without a value), measured before the
-	// entry is installed so that the Sizer never runs under a lock.
-	cost uint32
 	// refreshing is set by the one hit that starts a background refresh of this entry.
 	refreshing atomic.Bool
+	// cost is what Options.Sizer returned for value (1 without a value), measured before the
+	// entry is installed so that the Sizer never runs under a lock.
+	cost  uint32
+	value V
+	// err is nil for a loaded value, the loader's ErrNotFound for a negative entry, or a
+	// cached load error.
+	err error
+	// errEpoch is the cache epoch when the load that produced err started: a cached error
+	// is returned only while no MarkAllStale came after it.
+	errEpoch uint64
+	// staleUntil and sieUntil end the stale and stale-if-error windows of value.
+	staleUntil, sieUntil int64
+	// removeAt is when the store drops the entry.
+	removeAt int64
 }
 
 // state is what a Get does with an entry at a given time.
@@ -66,14 +74,17 @@ func (c *Cache[V]) classify(e *entry[V], now int64, epoch uint64) state {
 			}
 			return stStale
 		}
-		if now < e.sieUntil {
+		// Stale-if-error serves the old value only when the cache has such a window: without
+		// one (StaleIfError 0), sieUntil equals freshUntil and is reached here only by an
+		// entry of an older epoch, whose failed reload must return its error.
+		if c.cfg.sie > 0 && now < e.sieUntil {
 			if now < e.retryAt {
 				return stStaleIfError
 			}
 			return stLoadFallback
 		}
 	}
-	if e.err != nil && now < e.retryAt && current {
+	if e.err != nil && now < e.retryAt && e.errEpoch >= epoch {
 		return stCachedErr
 	}
 	return stMiss
@@ -101,9 +112,9 @@ func (c *Cache[V]) newValueEntry(key string, v V, epoch uint64, start, delta int
 func (c *Cache[V]) newErrorEntry(err error, prev *entry[V], epoch uint64, now int64) *entry[V] {
 	if errors.Is(err, ErrNotFound) {
 		until := now + c.jittered(c.cfg.negTTL)
-		return &entry[V]{err: err, negative: true, epoch: epoch, retryAt: until, removeAt: until, cost: 1}
+		return &entry[V]{err: err, negative: true, epoch: epoch, errEpoch: epoch, retryAt: until, removeAt: until, cost: 1}
 	}
-	e := &entry[V]{err: err, epoch: epoch, retryAt: now + c.cfg.errTTL, cost: 1}
+	e := &entry[V]{err: err, epoch: epoch, errEpoch: epoch, retryAt: now + c.cfg.errTTL, cost: 1}
 	if prev != nil && prev.hasValue && now < max(prev.staleUntil, prev.sieUntil) {
 		e.value, e.hasValue, e.delta, e.cost = prev.value, true, prev.delta, prev.cost
 		e.epoch = min(epoch, prev.epoch)

@@ -232,7 +232,7 @@ func (c *Cache[V]) finish(key string, sh *shard[V], cl *call[V], v V, err error,
 		e = c.newErrorEntry(err, c.peek(key), cl.epoch, end)
 	}
 	cl.val, cl.err = v, err
-	if err != nil && e.hasValue && end < e.sieUntil {
+	if err != nil && e.hasValue && c.cfg.sie > 0 && end < e.sieUntil {
 		cl.val, cl.err, cl.sie = e.value, nil, true
 	}
 	installed := !cl.superseded

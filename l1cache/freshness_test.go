@@ -257,3 +257,37 @@ func TestExpiredEntriesLeaveTheStore(t *testing.T) {
 	require.Eventually(t, func() bool { c.store.CleanUp(); return c.Stats().Entries == 0 }, 5*time.Second, time.Millisecond)
 	require.Equal(t, uint64(100), c.Stats().Expirations)
 }
+
+func TestFailedReloadAfterMarkAllStaleReturnsTheErrorWithoutStaleIfError(t *testing.T) {
+	clock := &fakeClock{}
+	boom := errors.New("source down")
+	var failing atomic.Bool
+	c := newCache(t, func(ctx context.Context, key string) (string, error) {
+		if failing.Load() {
+			return "", boom
+		}
+		return "old", nil
+	}, Options[string]{Clock: clock, Fresh: time.Hour, NoJitter: true})
+	require.Equal(t, "old", get(t, c, "k"))
+	c.MarkAllStale()
+	failing.Store(true)
+	_, err := c.Get(context.Background(), "k")
+	require.ErrorIs(t, err, boom, "StaleIfError 0: a failed load returns its error")
+	_, err = c.Get(context.Background(), "k")
+	require.ErrorIs(t, err, boom, "and the error is cached for ErrorTTL")
+	require.Zero(t, c.Stats().StaleIfErrorHits)
+
+	// With a StaleIfError window the old value is served instead.
+	sie := newCache(t, func(ctx context.Context, key string) (string, error) {
+		if failing.Load() {
+			return "", boom
+		}
+		return "old", nil
+	}, Options[string]{Clock: clock, Fresh: time.Hour, StaleIfError: time.Minute, NoJitter: true})
+	failing.Store(false)
+	require.Equal(t, "old", get(t, sie, "k"))
+	sie.MarkAllStale()
+	failing.Store(true)
+	require.Equal(t, "old", get(t, sie, "k"))
+	require.Equal(t, uint64(1), sie.Stats().StaleIfErrorHits)
+}

@@ -2,6 +2,10 @@ package l1cache
 
 import (
 	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,6 +78,13 @@ func newInstance(t *testing.T, client PubSubClient, src *source, channel string,
 	return in
 }
 
+// resubscribed waits until the Invalidator has established more than n subscriptions.
+func (in *instance) resubscribed(t *testing.T, n uint64) {
+	t.Helper()
+	require.Eventually(t, func() bool { return in.inv.Stats().Subscriptions > n }, 20*time.Second, time.Millisecond,
+		"no new subscription: %+v", in.inv.Stats())
+}
+
 // next waits for the next event of kind (and key, for EventInvalidate), skipping others.
 func (in *instance) next(t *testing.T, kind EventKind, key ...string) {
 	t.Helper()
@@ -126,7 +137,7 @@ func TestMalformedMessagesAreCountedAndIgnored(t *testing.T) {
 	for _, m := range []string{"garbage", "1 k", "1 k b@d k", "1 x abc", "2 k abc k"} {
 		require.NoError(t, pub.Publish(context.Background(), channel, m).Err())
 	}
-	require.Eventually(t, func() bool { return a.inv.Stats().Malformed == 5 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return a.inv.Stats().Malformed == 5 }, 5*time.Second, time.Millisecond, "%+v", a.inv.Stats())
 	get(t, a.cache, "k")
 	require.Equal(t, 1, src.count("k"), "a malformed message invalidates nothing")
 }
@@ -149,9 +160,8 @@ func TestKilledSubscriberConnectionMarksEntriesStaleWhenBack(t *testing.T) {
 		// intervals, which is one more loss and subscription.)
 		src.set("k", "v2")
 		inj.ResetAll()
-		a.next(t, EventMarkAllStale)
+		a.resubscribed(t, before.Subscriptions)
 		s := a.inv.Stats()
-		require.Greater(t, s.Subscriptions, before.Subscriptions)
 		require.Greater(t, s.Losses, before.Losses)
 		require.Equal(t, "v2", get(t, a.cache, "k"))
 		require.Equal(t, 2, src.count("k"))
@@ -176,7 +186,7 @@ func TestBlackholedSubscriptionMissesMessagesAndMarksEntriesStaleWhenBack(t *tes
 		require.NoError(t, b.inv.Invalidate(context.Background(), "k")) // lost for a
 		inj.Blackhole(false)
 
-		a.next(t, EventMarkAllStale)
+		a.resubscribed(t, 1)
 		require.Zero(t, a.cache.Stats().Invalidations, "the message was lost, not delivered late")
 		// With a Stale window the old value may be served once more, as stale, while it is
 		// refreshed; never as fresh.
@@ -197,6 +207,8 @@ func TestNewInvalidatorRejectsBadOptions(t *testing.T) {
 		{InvalidatorOptions{InstanceID: "has space"}, `InvalidatorOptions.InstanceID must be 1..64 characters of [A-Za-z0-9._-], got "has space"`},
 		{InvalidatorOptions{PingInterval: time.Millisecond}, "InvalidatorOptions.PingInterval must be 10ms..1m0s, got 1ms"},
 		{InvalidatorOptions{PingInterval: -time.Second}, "InvalidatorOptions.PingInterval must be 10ms..1m0s, got -1s"},
+		{InvalidatorOptions{OfflineFresh: time.Millisecond}, "InvalidatorOptions.OfflineFresh must be 10ms..24h0m0s or negative (off), got 1ms"},
+		{InvalidatorOptions{PubSub: 7}, "InvalidatorOptions.PubSub must be PubSubAuto, PubSubGlobal or PubSubSharded, got 7"},
 	} {
 		_, err := NewInvalidator(srv.Client(t), c, tc.o)
 		require.ErrorContains(t, err, "l1cache: "+tc.want)
@@ -222,4 +234,133 @@ func TestInvalidatorCloseIsPromptAndIdempotent(t *testing.T) {
 	require.NoError(t, inv.Close())
 	require.ErrorIs(t, inv.Ready(context.Background()), ErrClosed)
 	require.False(t, inv.Stats().Subscribed)
+}
+
+// logRecorder is a slog handler that keeps the messages it receives.
+type logRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (l *logRecorder) Enabled(context.Context, slog.Level) bool { return true }
+func (l *logRecorder) Handle(_ context.Context, r slog.Record) error {
+	l.mu.Lock()
+	l.msgs = append(l.msgs, r.Message)
+	l.mu.Unlock()
+	return nil
+}
+func (l *logRecorder) WithAttrs([]slog.Attr) slog.Handler { return l }
+func (l *logRecorder) WithGroup(string) slog.Handler      { return l }
+
+func (l *logRecorder) contains(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, m := range l.msgs {
+		if strings.Contains(m, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func TestInvalidatorThatNeverSubscribesSaysSo(t *testing.T) {
+	t.Run("wrong address", func(t *testing.T) {
+		srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
+		client := srv.Client(t)
+		srv.Kill() // nothing listens at the address any more
+		logs := &logRecorder{}
+		c := newCache(t, newSource().load, Options[string]{})
+		inv, err := NewInvalidator(client, c, InvalidatorOptions{Channel: celebritytest.Prefix(t), PingInterval: testPingInterval, Logger: slog.New(logs)})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, inv.Close()) })
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err = inv.Ready(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		var opErr *net.OpError
+		require.ErrorAs(t, err, &opErr, "Ready names the failed attempt: %v", err)
+		s := inv.Stats()
+		require.False(t, s.Subscribed)
+		require.NotZero(t, s.SubscribeFailures)
+		require.Error(t, s.LastError)
+		require.True(t, logs.contains("invalidation subscription failed"), "the failure is logged")
+	})
+	t.Run("closed client", func(t *testing.T) {
+		srv := celebritytest.Standalone(t)
+		client := srv.Client(t)
+		require.NoError(t, client.Close())
+		c := newCache(t, newSource().load, Options[string]{})
+		inv, err := NewInvalidator(client, c, InvalidatorOptions{Channel: celebritytest.Prefix(t), PingInterval: testPingInterval})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, inv.Close()) })
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err = inv.Ready(ctx)
+		require.ErrorIs(t, err, redis.ErrClosed, "Ready returns at once: the client will never subscribe")
+		require.NoError(t, ctx.Err())
+		require.ErrorIs(t, inv.Stats().LastError, redis.ErrClosed)
+	})
+}
+
+func TestNoEntryStaysFreshWhileTheSubscriptionIsDown(t *testing.T) {
+	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
+	client := srv.Client(t)
+	srv.Kill()
+	src := newSource()
+	src.set("k", "v1")
+	c := newCache(t, src.load, Options[string]{Fresh: time.Hour})
+	inv, err := NewInvalidator(client, c, InvalidatorOptions{Channel: celebritytest.Prefix(t), PingInterval: testPingInterval, OfflineFresh: 20 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, inv.Close()) })
+	require.Equal(t, "v1", get(t, c, "k"))
+	src.set("k", "v2") // an invalidation nobody can receive
+	require.Eventually(t, func() bool { return get(t, c, "k") == "v2" }, 5*time.Second, time.Millisecond,
+		"with Fresh 1h, the value is reloaded within OfflineFresh while no subscription is live")
+	require.NotZero(t, inv.Stats().OfflineMarks)
+}
+
+func TestInstancesSharingAnInstanceIDStillInvalidateEachOther(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	channel := celebritytest.Prefix(t) + "inv"
+	src := newSource()
+	src.set("k", "v1")
+	var instances [2]*instance
+	for i := range instances {
+		in := &instance{events: make(chan Event, 1024)}
+		in.cache = newCache(t, src.load, Options[string]{Fresh: time.Hour, OnEvent: func(e Event) {
+			if e.Kind == EventInvalidate {
+				in.events <- e
+			}
+		}})
+		inv, err := NewInvalidator(srv.Client(t), in.cache, InvalidatorOptions{Channel: channel, InstanceID: "same", PingInterval: testPingInterval})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, inv.Close()) })
+		require.NoError(t, inv.Ready(context.Background()))
+		in.inv = inv
+		instances[i] = in
+	}
+	a, b := instances[0], instances[1]
+	require.Equal(t, "v1", get(t, a.cache, "k"))
+	src.set("k", "v2")
+	require.NoError(t, b.inv.Invalidate(context.Background(), "k"))
+	b.next(t, EventInvalidate, "k") // b's local drop
+	a.next(t, EventInvalidate, "k")
+	require.Equal(t, "v2", get(t, a.cache, "k"))
+	require.Eventually(t, func() bool { return b.inv.Stats().Ignored == 1 }, 5*time.Second, time.Millisecond, "b still ignores its own message")
+	require.Equal(t, uint64(1), a.inv.Stats().DuplicateInstanceIDs)
+	require.Equal(t, uint64(1), a.inv.Stats().Received)
+}
+
+func TestMessagesOfEarlierReleasesAreUnderstood(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	src := newSource()
+	src.set("k", "v1")
+	channel := celebritytest.Prefix(t) + "inv"
+	a := newInstance(t, srv.Client(t), src, channel, Options[string]{Fresh: time.Hour})
+	get(t, a.cache, "k")
+	require.NoError(t, srv.Client(t).Publish(context.Background(), channel, "1 k old-instance k").Err())
+	a.next(t, EventInvalidate, "k")
+	require.NoError(t, srv.Client(t).Publish(context.Background(), channel, "1 a old-instance").Err())
+	a.next(t, EventInvalidateAll)
 }

@@ -1,11 +1,10 @@
 package l1cache
 
 import (
-	"math/rand/v2"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Stats is a snapshot of a cache's counters since it was created.
@@ -68,16 +67,10 @@ type hitStripe struct {
 	_ [128 - hitKinds*8]byte
 }
 
-// stripeToken remembers which stripe the goroutines of one P use. Tokens live in a
-// sync.Pool, which keeps one per P, so a P keeps writing the same stripe's cache line
-// instead of pulling lines back and forth between cores on every hit.
-type stripeToken struct{ idx uint32 }
-
 // counters holds the cache's statistics.
 type counters struct {
 	stripes []hitStripe
 	mask    uint32
-	tokens  sync.Pool // *stripeToken
 
 	misses, loads, loadErrors, panics, coalesced                 atomic.Uint64
 	refreshes, early, skipped, discarded, evictions, expirations atomic.Uint64
@@ -92,24 +85,20 @@ func newCounters() *counters {
 	return &counters{stripes: make([]hitStripe, n), mask: uint32(n - 1)}
 }
 
-// hit counts one hit of the given kind on this P's stripe. When another P is found writing
-// the same counter at the same instant, the token moves to another stripe at random (the
-// runtime's generator, not the cache's injected randomness, which stays reserved for jitter
-// and early refresh so that tests can fix it).
+// hit counts one hit of the given kind on the stripe of the calling goroutine, chosen by a
+// hash of its stack address: goroutines running at the same time have different stacks, so
+// they usually write different cache lines, and the choice costs no pool, lock or random
+// number. A goroutine whose stack moves (it grew) simply moves to another stripe.
 func (c *counters) hit(kind int) {
-	t, _ := c.tokens.Get().(*stripeToken)
-	if t == nil {
-		t = &stripeToken{idx: rand.Uint32()}
-	}
-	for {
-		n := &c.stripes[t.idx&c.mask].n[kind]
-		v := n.Load()
-		if n.CompareAndSwap(v, v+1) {
-			break
-		}
-		t.idx = rand.Uint32()
-	}
-	c.tokens.Put(t)
+	var x byte
+	c.stripes[stackStripe(uintptr(unsafe.Pointer(&x)))&c.mask].n[kind].Add(1)
+}
+
+// stackStripe hashes a stack address. The bits below the smallest stack size (2 KiB) depend
+// on the call depth rather than on the goroutine, so they are dropped; stacks are aligned to
+// their size, so the upper bits are mixed into the low bits that pick a stripe.
+func stackStripe(addr uintptr) uint32 {
+	return uint32((uint64(addr) >> 11) * 0x9e3779b97f4a7c15 >> 32)
 }
 
 func (c *counters) snapshot() Stats {

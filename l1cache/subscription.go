@@ -1,6 +1,7 @@
 package l1cache
 
 import (
+	"context"
 	"errors"
 	"net"
 	"time"
@@ -8,16 +9,19 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Backoff between failed subscription attempts.
+// Backoff between failed subscription attempts, and how often a streak of failures is
+// logged after its first.
 const (
-	minBackoff = 10 * time.Millisecond
-	maxBackoff = time.Second
+	minBackoff      = 10 * time.Millisecond
+	maxBackoff      = time.Second
+	failureLogEvery = 30 * time.Second
 )
 
 // run keeps a subscription to the channel until Close, replacing it whenever it fails.
 func (inv *Invalidator) run() {
 	defer close(inv.done)
 	backoff := time.Duration(0)
+	var loggedAt time.Time // when the current streak of failures was last logged
 	for {
 		ps := inv.subscribe()
 		if ps == nil {
@@ -28,9 +32,19 @@ func (inv *Invalidator) run() {
 		if inv.ctx.Err() != nil {
 			return
 		}
+		if inv.reload != nil {
+			// The channel's slot may have a new owner (failover, migration): reload the slot
+			// map now rather than after the client's ClusterStateReloadInterval.
+			inv.reload(inv.ctx)
+		}
 		if inv.lost(err) {
-			backoff = 0 // it worked until now: retry at once
+			backoff, loggedAt = 0, time.Time{} // it worked until now: retry at once
 		} else {
+			if errors.Is(err, redis.ErrClosed) {
+				inv.stop(err)
+				return
+			}
+			loggedAt = inv.failed(err, loggedAt)
 			backoff = min(max(2*backoff, minBackoff), maxBackoff)
 		}
 		if backoff > 0 {
@@ -47,9 +61,17 @@ func (inv *Invalidator) run() {
 
 // subscribe opens a new subscription, or returns nil after Close.
 func (inv *Invalidator) subscribe() *redis.PubSub {
-	// Subscribe dials and sends SUBSCRIBE at once when it can (otherwise the first receive
-	// dials again); it ends early when Close cancels ctx.
-	ps := inv.client.Subscribe(inv.ctx, inv.opts.Channel)
+	// Subscribe dials and sends the subscription at once when it can (otherwise the first
+	// receive dials again); the attempt is bounded by two PingIntervals whatever the
+	// client's timeouts, and ends early when Close cancels inv.ctx.
+	ctx, cancel := context.WithTimeout(inv.ctx, 2*inv.opts.PingInterval)
+	var ps *redis.PubSub
+	if inv.sharded {
+		ps = inv.client.SSubscribe(ctx, inv.opts.Channel)
+	} else {
+		ps = inv.client.Subscribe(ctx, inv.opts.Channel)
+	}
+	cancel()
 	inv.mu.Lock()
 	defer inv.mu.Unlock()
 	if inv.closed {
@@ -60,23 +82,33 @@ func (inv *Invalidator) subscribe() *redis.PubSub {
 	return ps
 }
 
+// errSilent reports a subscription that answered neither messages nor a PING.
+var errSilent = errors.New("l1cache: subscription silent for two ping intervals")
+
+// errUnsubscribed reports a subscription ended by the server (a shard channel's slot moved).
+var errUnsubscribed = errors.New("l1cache: the server ended the subscription")
+
 // receive applies the messages of ps until it fails or stays silent for two PingIntervals.
 func (inv *Invalidator) receive(ps *redis.PubSub) error {
 	pinged := false
 	for {
-		msg, err := ps.ReceiveTimeout(inv.ctx, inv.opts.PingInterval)
+		// A receive may dial again: bound it as the first attempt is bounded.
+		ctx, cancel := context.WithTimeout(inv.ctx, 2*inv.opts.PingInterval)
+		msg, err := ps.ReceiveTimeout(ctx, inv.opts.PingInterval)
+		cancel()
 		if inv.ctx.Err() != nil {
 			return inv.ctx.Err()
 		}
 		if err != nil {
 			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() && !pinged {
+			timeout := (errors.As(err, &ne) && ne.Timeout()) || errors.Is(err, context.DeadlineExceeded)
+			if timeout && !pinged {
 				if err = ps.Ping(inv.ctx); err == nil {
 					pinged = true
 					continue
 				}
 			}
-			if pinged && err != nil && errors.As(err, &ne) && ne.Timeout() {
+			if pinged && timeout {
 				err = errSilent
 			}
 			return err
@@ -84,17 +116,28 @@ func (inv *Invalidator) receive(ps *redis.PubSub) error {
 		pinged = false
 		switch m := msg.(type) {
 		case *redis.Subscription:
-			if m.Kind == "subscribe" && m.Channel == inv.opts.Channel {
+			if m.Channel != inv.opts.Channel {
+				continue
+			}
+			switch m.Kind {
+			case "subscribe", "ssubscribe":
 				inv.up()
+			case "unsubscribe", "sunsubscribe":
+				return errUnsubscribed
 			}
 		case *redis.Message:
 			inv.apply(m.Payload)
+		case *redis.Pong:
 		}
 	}
 }
 
-// errSilent reports a subscription that answered neither messages nor a PING.
-var errSilent = errors.New("l1cache: subscription silent for two ping intervals")
+// isSubscribed reports whether the current subscription is established.
+func (inv *Invalidator) isSubscribed() bool {
+	inv.mu.Lock()
+	defer inv.mu.Unlock()
+	return inv.subscribed
+}
 
 // up records an established subscription. Invalidations published before it may have been
 // missed, so every entry loaded before is marked stale.
@@ -102,6 +145,7 @@ func (inv *Invalidator) up() {
 	inv.subscriptions.Add(1)
 	inv.target.MarkAllStale()
 	inv.mu.Lock()
+	inv.lastErr = nil
 	if !inv.subscribed {
 		inv.subscribed = true
 		close(inv.ready)
@@ -109,7 +153,9 @@ func (inv *Invalidator) up() {
 	inv.mu.Unlock()
 }
 
-// lost records the end of a subscription and reports whether it had been established.
+// lost records the end of a subscription and reports whether it had been established. The
+// entries loaded while it was live are marked stale at once: invalidations may be missed
+// from now on.
 func (inv *Invalidator) lost(err error) bool {
 	inv.mu.Lock()
 	was := inv.subscribed
@@ -118,32 +164,95 @@ func (inv *Invalidator) lost(err error) bool {
 		inv.ready = make(chan struct{})
 	}
 	inv.mu.Unlock()
-	if was {
-		inv.losses.Add(1)
-		if inv.opts.Logger != nil {
-			inv.opts.Logger.Warn("l1cache: invalidation subscription lost; entries will be marked stale when it is back",
-				"channel", inv.opts.Channel, "err", err)
+	if !was {
+		return false
+	}
+	inv.losses.Add(1)
+	if inv.opts.OfflineFresh > 0 {
+		inv.offlineMarks.Add(1)
+		inv.target.MarkAllStale()
+	}
+	if inv.opts.Logger != nil {
+		inv.opts.Logger.Warn("l1cache: invalidation subscription lost; entries are marked stale until it is back",
+			"channel", inv.opts.Channel, "err", err)
+	}
+	return true
+}
+
+// failed records a subscription attempt that failed before being established and logs it:
+// the first failure of a streak at once, then at most once per failureLogEvery. It returns
+// when the streak was last logged.
+func (inv *Invalidator) failed(err error, loggedAt time.Time) time.Time {
+	inv.failures.Add(1)
+	inv.mu.Lock()
+	inv.lastErr = err
+	inv.mu.Unlock()
+	if inv.opts.Logger == nil || (!loggedAt.IsZero() && time.Since(loggedAt) < failureLogEvery) {
+		return loggedAt
+	}
+	inv.opts.Logger.Warn("l1cache: invalidation subscription failed; retrying",
+		"channel", inv.opts.Channel, "failures", inv.failures.Load(), "err", err)
+	return time.Now()
+}
+
+// stop records that the loop cannot go on (the client is closed).
+func (inv *Invalidator) stop(err error) {
+	inv.failures.Add(1)
+	inv.mu.Lock()
+	inv.fatal, inv.lastErr = err, err
+	inv.mu.Unlock()
+	if inv.opts.Logger != nil {
+		inv.opts.Logger.Error("l1cache: invalidation subscription stopped: the Redis client is closed",
+			"channel", inv.opts.Channel, "err", err)
+	}
+}
+
+// markWhileOffline marks the target stale every OfflineFresh while no subscription is live.
+func (inv *Invalidator) markWhileOffline() {
+	defer close(inv.offDone)
+	if inv.opts.OfflineFresh < 0 {
+		return
+	}
+	t := time.NewTicker(inv.opts.OfflineFresh)
+	defer t.Stop()
+	for {
+		select {
+		case <-inv.ctx.Done():
+			return
+		case <-t.C:
+			if !inv.isSubscribed() {
+				inv.offlineMarks.Add(1)
+				inv.target.MarkAllStale()
+			}
 		}
 	}
-	return was
 }
 
 // apply applies one message from the channel.
 func (inv *Invalidator) apply(payload string) {
-	kind, id, key, ok := parseMessage(payload)
+	m, ok := parseMessage(payload)
 	switch {
 	case !ok:
 		inv.malformed.Add(1)
 		if inv.opts.Logger != nil {
 			inv.opts.Logger.Warn("l1cache: malformed invalidation message", "channel", inv.opts.Channel, "len", len(payload))
 		}
-	case id == inv.opts.InstanceID:
+		return
+	case m.id == inv.opts.InstanceID && m.nonce == inv.nonce:
 		inv.ignored.Add(1)
-	case kind == 'k':
-		inv.received.Add(1)
-		inv.target.Invalidate(key)
-	default:
-		inv.received.Add(1)
+		return
+	case m.id == inv.opts.InstanceID:
+		// Another process uses this InstanceID: its invalidations still apply.
+		inv.duplicates.Add(1)
+		if inv.opts.Logger != nil && inv.warnedDuplicate.CompareAndSwap(false, true) {
+			inv.opts.Logger.Warn("l1cache: another instance publishes invalidations with this InstanceID; they are applied, but InstanceIDs should be unique",
+				"channel", inv.opts.Channel, "instance_id", m.id)
+		}
+	}
+	inv.received.Add(1)
+	if m.kind == 'k' {
+		inv.target.Invalidate(m.key)
+	} else {
 		inv.target.InvalidateAll()
 	}
 }

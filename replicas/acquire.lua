@@ -1,33 +1,105 @@
--- acquire.lua: read a logical key or take its fill lease, in one step.
+-- acquire.lua: read a logical key's primary record or take its fill lease, in one step: the
+-- path for a hot key (which registers the copies it will fill) and for whatever the plain
+-- "SET <primary> l2,<token>,0 NX GET PX <ms>" of GetOrLoad cannot settle alone (another
+-- holder's lease, an expired record or a tombstone).
 --
--- KEYS[1]  the logical key.
--- KEYS[2]  its lease, "<prefix>{<tag of KEYS[1]'s slot>}lease:<key>", in KEYS[1]'s slot.
--- ARGV[1]  the caller's lease token (non-empty, never starting with "f:").
+-- KEYS[1]  the primary record "<prefix>{<tag>}k:<key>".
+-- KEYS[2]  the side lease "<prefix>{<tag>}l:<key>", used while the primary holds a record
+--          (a tombstone or an expired value) that the lease must not replace.
+--          Both share <tag>, so they live in one slot.
+-- ARGV[1]  the caller's lease token (non-empty, no ',').
 -- ARGV[2]  lease lifetime in ms, > 0.
+-- ARGV[3]  copies to register when the record holds a live value, "<slot>.<slot>..." (may
+--          be empty), as register.lua does.
 --
--- Reply: {"hit", raw} when KEYS[1] holds a value; {"won"} when the caller holds the lease
--- (taken now, or already its own: a retried call); {"wait"} when another caller holds it.
--- A lease marked "f:<token>" was filled or given up and is free to take.
+-- Lease markers (in the primary when it holds no record, else in the side lease):
+-- "l2,<token>,<waiters>" held; "n2,<token>" the source does not have the key; "e2,<token>,
+-- <message>" the last load failed. Absent and error markers live NegativeTTL / ErrorTTL.
+--
+-- Reply:
+--   {"hit", raw}        the primary holds a live value (raw: the record after registration).
+--   {"won"}             the caller holds the lease (taken now, or already its own).
+--   {"wait", pttl}      another caller holds it for pttl ms more; the caller is counted in
+--                       the marker, and the filler pushes one element per waiter onto
+--                       "<prefix>{<tag>}w:<key>".
+--   {"absent"}          the source did not have the key (within NegativeTTL).
+--   {"error", message}  the last load failed with message (within ErrorTTL).
 --
 -- Invariant: at most one token holds the lease at a time, and only until it expires.
 
-local token, ms = ARGV[1], ARGV[2]
-if not token or token == '' or string.sub(token, 1, 2) == 'f:' then
+local rec, side = KEYS[1], KEYS[2]
+local token, ms, add = ARGV[1], ARGV[2], ARGV[3]
+if not token or token == '' or string.find(token, ',', 1, true) then
   return redis.error_reply('ERR replicas: bad lease token')
 end
 if not ms or not string.match(ms, '^%d+$') or tonumber(ms) <= 0 then
   return redis.error_reply('ERR replicas: bad lease ttl ' .. tostring(ms))
 end
-local raw = redis.call('GET', KEYS[1])
-if raw and string.match(raw, '^c1,%d+,v,') then
-  return {'hit', raw}
+if not add or not string.match(add, '^[%d.]*$') then
+  return redis.error_reply('ERR replicas: bad registry ' .. tostring(add))
 end
-local lease = redis.call('GET', KEYS[2])
-if lease == token then
+
+-- lease takes or inspects the lease held in key k.
+local function lease(k, held)
+  if not held then
+    redis.call('SET', k, 'l2,' .. token .. ',0', 'PX', ms)
+    return {'won'}
+  end
+  local mark = string.sub(held, 1, 3)
+  if mark == 'n2,' then
+    return {'absent'}
+  elseif mark == 'e2,' then
+    return {'error', string.match(held, '^e2,[^,]*,(.*)$') or ''}
+  elseif mark == 'l2,' then
+    local tok, n = string.match(held, '^l2,([^,]*),(%d+)$')
+    if tok == token then return {'won'} end
+    redis.call('SET', k, 'l2,' .. tostring(tok) .. ',' .. tostring((tonumber(n) or 0) + 1), 'KEEPTTL')
+    return {'wait', redis.call('PTTL', k)}
+  end
+  -- Not a marker of this package: take the lease over it.
+  redis.call('SET', k, 'l2,' .. token .. ',0', 'PX', ms)
   return {'won'}
 end
-if lease and string.sub(lease, 1, 2) ~= 'f:' then
-  return {'wait'}
+
+local raw = redis.call('GET', rec)
+if not raw or string.sub(raw, 1, 3) ~= 'c2,' then
+  return lease(rec, raw)
 end
-redis.call('SET', KEYS[2], token, 'PX', ms)
-return {'won'}
+local sv, sk, sx, sreg, pos = string.match(raw, '^c2,(%d+),([vx]),(%d+),([%d.:]*),()')
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if not sv or sk ~= 'v' or (sx ~= '0' and tonumber(sx) <= now) then
+  return lease(side, redis.call('GET', side))
+end
+if add ~= '' then
+  if sx == '0' then
+    -- Never replicated: the key's TTL is the value's; registering needs it as a time.
+    sx = string.format('%.0f', now + math.max(redis.call('PTTL', rec), 1))
+  end
+  local ends, order = {}, {}
+  for s, e in string.gmatch(sreg, '(%d+):(%d+)') do
+    e = tonumber(e)
+    if e > now and not ends[s] then ends[s] = e; order[#order + 1] = s end
+  end
+  local first, seen = {}, {}
+  for s in string.gmatch(add, '%d+') do
+    if not seen[s] then
+      seen[s] = true
+      ends[s] = math.max(ends[s] or 0, tonumber(sx))
+      first[#first + 1] = s
+    end
+  end
+  local parts = {}
+  for _, s in ipairs(first) do
+    if #parts < 64 then parts[#parts + 1] = s .. ':' .. string.format('%.0f', ends[s]) end
+  end
+  for _, s in ipairs(order) do
+    if not seen[s] and #parts < 64 then parts[#parts + 1] = s .. ':' .. string.format('%.0f', ends[s]) end
+  end
+  local reg = table.concat(parts, '.')
+  if reg ~= sreg or string.match(raw, '^c2,%d+,[vx],0,') then
+    raw = 'c2,' .. sv .. ',' .. sk .. ',' .. sx .. ',' .. reg .. ',' .. string.sub(raw, pos)
+    redis.call('SET', rec, raw, 'KEEPTTL')
+  end
+end
+return {'hit', raw}

@@ -2,8 +2,10 @@ package replicas_test
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -149,4 +151,83 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// serverCalls returns the total commands every server has executed (INFO commandstats),
+// including the commands scripts run.
+func serverCalls(t testing.TB, addrs []string) float64 {
+	t.Helper()
+	var total float64
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a})
+		info, err := c.Info(context.Background(), "commandstats").Result()
+		_ = c.Close()
+		require.NoError(t, err)
+		for _, line := range strings.Split(info, "\n") {
+			if !strings.HasPrefix(line, "cmdstat_") || strings.HasPrefix(line, "cmdstat_info:") {
+				continue
+			}
+			_, rest, _ := strings.Cut(line, "calls=")
+			n, _, _ := strings.Cut(rest, ",")
+			v, err := strconv.ParseFloat(n, 64)
+			require.NoError(t, err)
+			total += v
+		}
+	}
+	return total
+}
+
+// BenchmarkMissAndHitCost measures what one GetOrLoad costs for a key that is not hot, on a
+// miss (the source is asked, the value filled) and on a hit, against the naive reference
+// (GET, then SET on a miss) in the same run: client round trips per operation and commands
+// the servers executed per operation (scripts' own commands included), as ratios.
+func BenchmarkMissAndHitCost(b *testing.B) {
+	s := celebritytest.NewServer(b, celebritytest.ServerOptions{})
+	count := &counter{}
+	client := s.Client(b)
+	client.AddHook(count)
+	r := newReplicator(b, client, replicas.Options{})
+	ctx := context.Background()
+	p := celebritytest.Prefix(b)
+	load := func(context.Context) (replicas.Item, error) {
+		return replicas.Item{Value: []byte("v"), Version: 1}, nil
+	}
+	naive := func(key string) error {
+		err := client.Get(ctx, key).Err()
+		if errors.Is(err, redis.Nil) {
+			return client.Set(ctx, key, "v", time.Hour).Err()
+		}
+		return err
+	}
+	ours := func(key string) error { _, err := r.GetOrLoad(ctx, key, time.Hour, load); return err }
+	for i := range 10 { // scripts loaded, connections open
+		require.NoError(b, ours(p+"warm"+strconv.Itoa(i)))
+	}
+	addrs := []string{s.Addr()}
+	measure := func(n int, op func(string) error, key func(int) string) (trips, cmds float64) {
+		count.trips.Store(0)
+		before := serverCalls(b, addrs)
+		for i := range n {
+			require.NoError(b, op(key(i)))
+		}
+		return float64(count.trips.Load()) / float64(n), (serverCalls(b, addrs) - before) / float64(n)
+	}
+	var nt, nc, ot, oc, nht, nhc, oht, ohc float64
+	for i := 0; b.Loop(); i++ {
+		round := strconv.Itoa(i)
+		naiveKey := func(j int) string { return p + "n" + round + ":" + strconv.Itoa(j) }
+		oursKey := func(j int) string { return p + "o" + round + ":" + strconv.Itoa(j) }
+		nt, nc = measure(100, naive, naiveKey) // misses
+		ot, oc = measure(100, ours, oursKey)
+		nht, nhc = measure(100, naive, naiveKey) // hits
+		oht, ohc = measure(100, ours, oursKey)
+	}
+	b.ReportMetric(ot, "miss-trips")
+	b.ReportMetric(oc, "miss-cmds")
+	b.ReportMetric(oht, "hit-trips")
+	b.ReportMetric(ohc, "hit-cmds")
+	b.ReportMetric(ot/nt, "miss-trips/naive")
+	b.ReportMetric(oc/nc, "miss-cmds/naive")
+	b.ReportMetric(oht/nht, "hit-trips/naive")
+	b.ReportMetric(ohc/nhc, "hit-cmds/naive")
 }

@@ -13,8 +13,24 @@ var (
 	// key is missing, expired or deleted).
 	ErrNotFound = errs.ErrNotFound
 	// ErrStaleVersion is returned by Set and Delete when the logical key already holds a
-	// newer version (or a tombstone of the same version): the write changed nothing.
+	// newer version (live, or expired less than its last copy registration ago): the write
+	// changed nothing.
 	ErrStaleVersion = errors.New("replicas: a newer version is stored")
+	// ErrConflict is returned by Set and Delete when the logical key holds the same version
+	// with other content (other bytes, or a value where a tombstone is written, or the
+	// reverse): versions must name one content, so this is a protocol error or corruption,
+	// not a repeat. The write changed nothing. A retry with identical content is a no-op
+	// that returns nil.
+	ErrConflict = errors.New("replicas: the same version is stored with other content")
+	// ErrInvalid is wrapped by every error about a bad option or argument.
+	ErrInvalid = errors.New("replicas: invalid argument")
+	// ErrLoadFailed is wrapped by the error GetOrLoad returns when a load failed, on this
+	// instance or, within Options.ErrorTTL, on another (then only the error's text is known).
+	ErrLoadFailed = errors.New("replicas: load failed")
+	// ErrNotReplicated is wrapped by a write's error when Options.WaitReplicas replicas did
+	// not acknowledge it within Options.WaitTimeout: it applied on the master, and a failover
+	// before the replicas copy it can lose it.
+	ErrNotReplicated = errors.New("replicas: write not acknowledged by the replicas")
 	// ErrCorrupt is returned when a key holds a value this package did not write.
 	ErrCorrupt = errors.New("replicas: stored value has an unknown format")
 	// ErrClosed is returned by GetOrLoad after Close.

@@ -15,7 +15,10 @@ func (r *Replicator) CopyKeys(ctx context.Context, key string) ([]string, error)
 }
 
 // LeaseKey exposes the lease key of key.
-func (r *Replicator) LeaseKey(key string) string { return r.leaseKey(key) }
+func (r *Replicator) LeaseKey(key string) string { l, _ := r.leaseKeys(key); return l }
+
+// PrimaryKey exposes the primary record's key of key.
+func (r *Replicator) PrimaryKey(key string) string { return r.primaryKey(key) }
 
 // WriteCopiesOnly writes a record to key's copies only, as the copy phase of a write that
 // reached the logical key long ago and was delayed in flight.
@@ -25,8 +28,9 @@ func (r *Replicator) WriteCopiesOnly(ctx context.Context, key string, value []by
 		return err
 	}
 	targets := make([]target, len(lay.keys))
+	end := r.opts.Clock().Add(time.Minute).UnixMilli()
 	for i, k := range lay.keys {
-		targets[i] = target{index: i, key: k, ttl: time.Minute}
+		targets[i] = target{index: i, key: k, expiry: end, until: end}
 	}
 	return r.writeCopies(ctx, key, record{version: version, tombstone: tombstone, data: string(value)}, targets, 0)
 }

@@ -3,8 +3,11 @@ package replicas_test
 import (
 	"bufio"
 	"context"
+	"errors"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -116,4 +119,107 @@ func skew(before, after []float64) float64 {
 		return 0
 	}
 	return most / (sum / float64(len(after)))
+}
+
+// holdBack is a go-redis hook that, while armed, holds back every pipeline (the copy phase
+// of a write) until release is closed: a client whose copy writes are delayed in flight.
+type holdBack struct {
+	armed   atomic.Bool
+	once    sync.Once
+	held    chan struct{} // closed when the first pipeline is held
+	release chan struct{}
+}
+
+func newHoldBack() *holdBack {
+	return &holdBack{held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (h *holdBack) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *holdBack) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *holdBack) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if h.armed.Load() && writesCopies(cmds) {
+			h.once.Do(func() { close(h.held) })
+			<-h.release
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// writesCopies reports whether a pipeline writes copies (and is not, for example, the
+// handshake of a new connection).
+func writesCopies(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		for _, a := range c.Args() {
+			if s, ok := a.(string); ok && strings.Contains(s, "}c:") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// failPipelines is a go-redis hook that, while armed, fails every pipeline before sending
+// it: copy writes that never leave the process.
+type failPipelines struct{ armed atomic.Bool }
+
+func (h *failPipelines) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *failPipelines) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *failPipelines) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if !h.armed.Load() || !writesCopies(cmds) {
+			return next(ctx, cmds)
+		}
+		err := errors.New("connection refused (injected before sending)")
+		for _, c := range cmds {
+			c.SetErr(err)
+		}
+		return err
+	}
+}
+
+// counter is a go-redis hook counting round trips (a command, or a whole pipeline) and
+// commands sent through one client.
+type counter struct{ trips, cmds atomic.Int64 }
+
+func (h *counter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *counter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.trips.Add(1)
+		h.cmds.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.trips.Add(1)
+		h.cmds.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// hooked returns a new client of f with hook added.
+func hooked(t testing.TB, f fleet, hook redis.Hook) redis.UniversalClient {
+	t.Helper()
+	c := f.client(t)
+	c.AddHook(hook)
+	return c
+}
+
+// hotReads reads key n times through r and returns the values seen (or "miss").
+func hotReads(t testing.TB, r *replicas.Replicator, key string, n int) map[string]int {
+	t.Helper()
+	seen := map[string]int{}
+	for range n {
+		it, err := r.Get(ctxFor(t), key)
+		switch {
+		case errors.Is(err, replicas.ErrNotFound):
+			seen["miss"]++
+		case err != nil:
+			require.NoError(t, err)
+		default:
+			seen[string(it.Value)]++
+		}
+	}
+	return seen
 }

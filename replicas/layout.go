@@ -91,15 +91,34 @@ type layout struct {
 	hash  uint64   // xxhash64 of the logical key, for affinity
 }
 
+// Physical key names. Each is "<prefix>{<tag>}<marker>:<key>"; the markers keep the kinds
+// apart, so no physical key of one kind can equal one of another for any key.
+const (
+	markPrimary = "}k:"
+	markCopy    = "}c:"
+	markLease   = "}l:"
+	markWake    = "}w:"
+)
+
 // copyKey returns the physical key of the copy of key living in slot s:
-// "<prefix>{<tag>}<key>", where tag is slot.TagFor(s).
+// "<prefix>{<tag>}c:<key>", where tag is slot.TagFor(s).
 func (r *Replicator) copyKey(s uint16, key string) string {
-	return r.opts.Prefix + "{" + slot.TagFor(s) + "}" + key
+	return r.opts.Prefix + "{" + slot.TagFor(s) + markCopy + key
 }
 
-// leaseKey returns the fill lease of key, "<prefix>{<tag>}lease:<key>", in key's own slot.
-func (r *Replicator) leaseKey(key string) string {
-	return r.opts.Prefix + "{" + slot.TagFor(slot.Of(key)) + "}lease:" + key
+// ownKey returns a key of the given marker in key's own slot.
+func (r *Replicator) ownKey(mark, key string) string {
+	return r.opts.Prefix + "{" + slot.TagFor(slot.Of(key)) + mark + key
+}
+
+// primaryKey returns the primary record of key, "<prefix>{<tag>}k:<key>", in key's own slot:
+// the authority every write goes through first.
+func (r *Replicator) primaryKey(key string) string { return r.ownKey(markPrimary, key) }
+
+// leaseKeys returns the side lease and the wake list of key, in the primary's slot. The
+// lease itself lives in the primary record's key while that holds no record.
+func (r *Replicator) leaseKeys(key string) (side, wake string) {
+	return r.ownKey(markLease, key), r.ownKey(markWake, key)
 }
 
 // maxCachedLayouts bounds the layout cache; it is emptied when full.

@@ -72,11 +72,13 @@ func TestTopologyChangeIsDetected(t *testing.T) {
 }
 
 func TestDecodeRejectsForeignValues(t *testing.T) {
-	for _, raw := range []string{"", "plain", "c1,", "c1,x,v,,d", "c1,1,q,,d", "c1,1,v", "c1,-1,v,,d"} {
+	for _, raw := range []string{"", "plain", "c2,", "c2,x,v,1,,d", "c2,1,q,1,,d", "c2,1,v", "c2,-1,v,1,,d",
+		"c2,1,v,x,,d", "c2,1,v,1,7,d", "c2,1,v,1,70000:1,d", "c1,1,v,,d"} {
 		_, ok := decode(raw)
 		require.False(t, ok, raw)
 	}
-	rec, ok := decode("c1,18446744073709551615,v,12:34.5:6,a,b")
+	rec, ok := decode("c2,18446744073709551615,v,99,12:34.5:6,a,b")
 	require.True(t, ok)
-	require.Equal(t, record{version: 18446744073709551615, data: "a,b"}, rec)
+	require.Equal(t, record{version: 18446744073709551615, expiry: 99,
+		reg: []regEntry{{slot: 12, expiry: 34}, {slot: 5, expiry: 6}}, data: "a,b"}, rec)
 }

@@ -5,42 +5,71 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"strconv"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
-// GetOrLoad returns key's value like Get and, when no copy and not the logical key hold
-// one, loads it from the source with load — once for the whole fleet.
+// GetOrLoad returns key's value like Get and, when it has none, loads it from the source
+// with load — once for the whole fleet.
 //
-// Callers on one instance share one fetch. The fetch takes the key's lease (a token stored
-// next to the logical key, for Options.LeaseTTL) or, when another instance holds it, polls
-// every Options.PollInterval until that holder's fill appears. The lease winner runs load,
-// then fills the logical key and its registered copies in one script that first checks the
-// lease is still its own: a filler whose lease expired and was taken over by another caller
-// changes nothing, so a slow filler cannot overwrite a newer value. If the holder dies or
-// its load fails, the lease expires (or is released) and one waiting caller takes over.
+// A miss costs two round trips: one command on the primary that returns the value or takes
+// the key's lease (a token stored in the primary's key while it holds no record, for
+// Options.LeaseTTL), then the fill (for a hot key the copy read comes first, and the fill
+// also writes the copies); a hit costs the first alone. Callers on
+// one instance share one fetch, except that a caller arriving while that fetch's read is
+// under way starts a fetch of its own (the read may predate a write that returned before
+// the caller arrived, and the caller must see that write). When another instance holds the lease, the fetch blocks on a
+// wake list the holder pushes to when it fills or gives up (BLPOP, at most until the lease
+// ends), then looks again. The lease winner runs load, then fills the primary and its
+// registered copies in one script that first checks the lease is still its own: a filler
+// whose lease expired and was taken over changes nothing, so a slow filler cannot overwrite
+// a newer value. If the holder dies the lease expires and one waiting caller takes over.
 //
-// The fetch runs detached from the callers' contexts (bounded by Options.LoadTimeout and
-// Close), with the ttl and load of the caller that started it; each caller leaves when its
-// own ctx ends. A load error is returned to the callers of that fetch. If the fill is refused
-// because a newer version (or tombstone) is stored, the callers get the stored value, or the
-// loaded one when the stored record is a tombstone.
+// A load that returns ErrNotFound leaves an "absent" record in the lease for
+// Options.NegativeTTL, and a load that fails an error record (its text) for Options.ErrorTTL:
+// until they end, every GetOrLoad in the fleet answers ErrNotFound, or an error wrapping
+// ErrLoadFailed, without loading; a Set in the meantime is read at once.
+//
+// The fetch runs detached from the callers' cancellation (context.WithoutCancel of the
+// first caller's ctx, so its values such as trace spans reach load), bounded by
+// Options.LoadTimeout and Close, with the ttl and load of the caller that started it; each
+// caller leaves when its own ctx ends. When the bound ends while load still runs (a loader
+// that ignores its ctx), the fetch gives the lease up and returns the bound's error at once;
+// load's late result is dropped. A fill refused because its lease ended, with no live
+// value stored, takes the lease again (after its new holder's fill, if there is one) and
+// fills what it loaded under it, so a slower filler cannot take its callers back. If the
+// fill is refused because a newer version is stored, the callers get the stored value; when
+// it is a live tombstone of the loaded version or a newer one, ErrNotFound (the source lags
+// behind a Delete; a newer tombstone also leaves the absent record for
+// Options.NegativeTTL); when it is an expired value (a ghost), the loaded value, unstored.
 func (r *Replicator) GetOrLoad(ctx context.Context, key string, ttl time.Duration, load Loader) (Item, error) {
 	if key == "" {
 		return Item{}, errEmptyKey
 	}
 	if load == nil {
-		return Item{}, errors.New("replicas: GetOrLoad needs a loader")
+		return Item{}, fmt.Errorf("%w: GetOrLoad needs a loader", ErrInvalid)
 	}
 	ttl, err := r.checkTTL(ttl)
 	if err != nil {
 		return Item{}, err
 	}
-	it, err := r.Get(ctx, key)
-	if !errors.Is(err, ErrNotFound) {
-		return it, err
+	var lay *layout
+	var missed []int
+	if r.IsHot(key) {
+		if l, err := r.layoutFor(ctx, key); err == nil {
+			lay = l
+			it, done, m, err := r.readCopies(ctx, key, lay)
+			if done && !errors.Is(err, ErrNotFound) {
+				return it, err
+			}
+			missed = m
+		}
 	}
-	f, err := r.join(key, ttl, load)
+	f, err := r.join(ctx, key, ttl, load, lay, missed)
 	if err != nil {
 		return Item{}, err
 	}
@@ -57,13 +86,17 @@ type flight struct {
 	done chan struct{}
 	item Item
 	err  error
+	// reading is set while a read whose reply may be the answer is under way: a caller
+	// arriving then starts a fetch of its own, since that read may predate a write that
+	// returned before the caller arrived.
+	reading atomic.Bool
 }
 
 // join returns the key's fetch in flight, starting one if there is none.
-func (r *Replicator) join(key string, ttl time.Duration, load Loader) (*flight, error) {
+func (r *Replicator) join(ctx context.Context, key string, ttl time.Duration, load Loader, lay *layout, missed []int) (*flight, error) {
 	r.flightMu.Lock()
 	defer r.flightMu.Unlock()
-	if f := r.flights[key]; f != nil {
+	if f := r.flights[key]; f != nil && !f.reading.Load() {
 		return f, nil
 	}
 	if r.lifetime.Err() != nil {
@@ -74,14 +107,18 @@ func (r *Replicator) join(key string, ttl time.Duration, load Loader) (*flight, 
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		ctx, cancel := context.WithTimeout(r.lifetime, r.opts.LoadTimeout)
-		f.item, f.err = r.fetch(ctx, key, ttl, load)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.LoadTimeout)
+		stop := context.AfterFunc(r.lifetime, cancel)
+		f.item, f.err = r.fetch(ctx, f, key, ttl, load, lay, missed)
+		stop()
 		cancel()
 		if f.err != nil && r.lifetime.Err() != nil {
 			f.err = fmt.Errorf("replicas: get or load %q: %w", key, ErrClosed)
 		}
 		r.flightMu.Lock()
-		delete(r.flights, key)
+		if r.flights[key] == f {
+			delete(r.flights, key)
+		}
 		r.flightMu.Unlock()
 		close(f.done)
 	}()
@@ -94,60 +131,214 @@ func (r *Replicator) newToken() string {
 	return rand.Text()
 }
 
-// fetch takes the lease or waits for its holder, then loads and fills.
-func (r *Replicator) fetch(ctx context.Context, key string, ttl time.Duration, load Loader) (Item, error) {
+// fetch takes the lease or waits for its holder, then loads and fills. It registers the
+// copies in missed at the primary when it finds a value there, and refills them.
+//
+// A key that is not hot starts with one plain command, "SET <primary> l2,<token>,0 NX GET
+// PX <LeaseTTL>": it returns the live record (a hit), or nothing (the lease is taken, in the
+// primary's own key). Whatever else it finds (another holder's lease, an expired record, a
+// tombstone, an absent or error marker) goes through acquire.lua, as does a hot key's
+// fallback, which also registers its copies.
+func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.Duration, load Loader, lay *layout, missed []int) (Item, error) {
 	token := r.newToken()
-	keys := []string{key, r.leaseKey(key)}
+	side, wake := r.leaseKeys(key)
+	primary := r.primaryKey(key)
+	keys := []string{primary, side}
 	leaseMs := r.opts.LeaseTTL.Milliseconds()
+	add := ""
+	if len(missed) > 0 {
+		add = slotsOf(lay, missed)
+	}
+	scripted := lay != nil
 	waited := false
+	var loaded *Item // what this fetch loaded, when its lease ended before the fill
 	for {
-		res, err := acquireScript.Run(ctx, r.client, keys, token, leaseMs).Slice()
-		if err != nil {
-			return Item{}, fmt.Errorf("replicas: lease for %q: %w", key, err)
+		var res []any
+		f.reading.Store(true)
+		if !scripted {
+			raw, err := r.client.SetArgs(ctx, primary, "l2,"+token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: r.opts.LeaseTTL}).Result()
+			switch {
+			case errors.Is(err, redis.Nil) || raw == "l2,"+token+",0":
+				res = []any{"won"}
+			case err != nil:
+				return Item{}, fmt.Errorf("replicas: lease for %q: %w", key, err)
+			case strings.HasPrefix(raw, magic):
+				if rec, ok := decode(raw); ok && !rec.tombstone && rec.live(r.opts.Clock().UnixMilli()) {
+					res = []any{"hit", raw}
+				}
+			case strings.HasPrefix(raw, "n2,"):
+				res = []any{"absent"}
+			}
+		}
+		if res == nil { // a hot key, or what the plain command cannot settle alone
+			var err error
+			res, err = acquireScript.Run(ctx, r.client, keys, token, leaseMs, add).Slice()
+			if err != nil {
+				return Item{}, fmt.Errorf("replicas: lease for %q: %w", key, err)
+			}
 		}
 		state, _ := res[0].(string)
+		if state == "wait" || state == "won" {
+			// What the fetch answers now comes from a later read, or from the fill.
+			f.reading.Store(false)
+		}
 		switch state {
 		case "hit":
 			raw, _ := res[1].(string)
-			return r.item(key, raw, nil)
+			rec, ok := decode(raw)
+			if !ok {
+				return Item{}, fmt.Errorf("replicas: get %q: %w", key, ErrCorrupt)
+			}
+			if len(missed) > 0 {
+				r.fill(ctx, key, lay, missed, rec)
+			}
+			return Item{Value: []byte(rec.data), Version: rec.version}, nil
+		case "absent":
+			r.stats.negativeHits.Add(1)
+			r.stats.misses.Add(1)
+			return Item{}, ErrNotFound
+		case "error":
+			msg, _ := res[1].(string)
+			r.stats.errorHits.Add(1)
+			return Item{}, fmt.Errorf("replicas: loading %q failed on another instance: %s: %w", key, msg, ErrLoadFailed)
 		case "wait":
 			if !waited {
 				waited = true
 				r.stats.leaseWaits.Add(1)
 			}
-			t := time.NewTimer(r.opts.PollInterval)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return Item{}, fmt.Errorf("replicas: waiting for the fill of %q: %w", key, ctx.Err())
-			case <-t.C:
+			pttl, _ := res[1].(int64)
+			if err := r.awaitWake(ctx, wake, time.Duration(pttl)*time.Millisecond); err != nil {
+				return Item{}, fmt.Errorf("replicas: waiting for the fill of %q: %w", key, err)
 			}
-			continue
+			scripted = lay != nil
 		case "won":
-			r.stats.leaseWins.Add(1)
-			if waited {
-				r.stats.leaseTakeovers.Add(1)
+			var it Item
+			var err error
+			if loaded == nil {
+				r.stats.misses.Add(1)
+				r.stats.leaseWins.Add(1)
+				if waited {
+					r.stats.leaseTakeovers.Add(1)
+				}
+				it, err = r.loadAndFill(ctx, key, token, ttl, load)
+			} else {
+				it, err = r.fillLoaded(ctx, key, token, ttl, *loaded)
 			}
-			return r.loadAndFill(ctx, key, token, ttl, load)
+			if !errors.Is(err, errLeaseLost) {
+				return it, err
+			}
+			// The lease ended while loading and nothing stored decides: take the lease
+			// again (or wait for its new holder) and fill what was loaded under it, so
+			// the callers are never handed a value the key does not hold.
+			loaded, token, scripted = &it, r.newToken(), lay != nil
 		default:
 			return Item{}, fmt.Errorf("replicas: lease for %q: unexpected reply %v", key, res)
 		}
 	}
 }
 
-// loadAndFill runs load under the lease held with token and fills the key.
+// maxBlock bounds one BLPOP of a waiting fetch, so that Close and LoadTimeout are never held
+// up longer by a blocked connection.
+const maxBlock = time.Second
+
+// awaitWake blocks until the lease holder pushes onto wake (it filled or gave up) or the
+// lease's remaining life d (at most maxBlock) passes. An error of the blocking read is not
+// fatal: the caller looks at the lease again.
+func (r *Replicator) awaitWake(ctx context.Context, wake string, d time.Duration) error {
+	d = min(max(d, time.Millisecond), maxBlock)
+	var err error
+	if d == maxBlock {
+		err = r.client.BLPop(ctx, maxBlock, wake).Err()
+	} else {
+		err = r.client.Do(ctx, "blpop", wake, fmt.Sprintf("%.3f", d.Seconds())).Err()
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil && !errors.Is(err, redis.Nil) {
+		// Do not spin on a failing connection.
+		t := time.NewTimer(min(d, 50*time.Millisecond))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+// maxErrorText bounds the text of an error record.
+const maxErrorText = 512
+
+// loadAndFill runs load under the lease held with token and fills the key. When ctx ends
+// before load returns, it gives the lease up and returns at once; the loader's late result
+// is dropped.
 func (r *Replicator) loadAndFill(ctx context.Context, key, token string, ttl time.Duration, load Loader) (Item, error) {
-	lease := r.leaseKey(key)
-	markMs := r.opts.LeaseTTL.Milliseconds()
-	it, err := load(ctx)
-	if err != nil {
-		// Let another caller take over now rather than after the lease expires.
-		_ = releaseScript.Run(context.WithoutCancel(ctx), r.client, []string{lease}, token, markMs).Err()
-		if errors.Is(err, ErrNotFound) {
+	type result struct {
+		it  Item
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		it, err := callLoader(ctx, key, load)
+		done <- result{it, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		r.release(ctx, key, token, "f", r.opts.LeaseTTL, "")
+		return Item{}, fmt.Errorf("replicas: loading %q: %w", key, ctx.Err())
+	}
+	if res.err != nil {
+		if errors.Is(res.err, ErrNotFound) {
+			if r.opts.NegativeTTL > 0 {
+				r.release(ctx, key, token, "n", r.opts.NegativeTTL, "")
+			} else {
+				r.release(ctx, key, token, "f", r.opts.LeaseTTL, "")
+			}
 			return Item{}, ErrNotFound
 		}
-		return Item{}, fmt.Errorf("replicas: loading %q: %w", key, err)
+		if r.opts.ErrorTTL > 0 {
+			msg := res.err.Error()
+			if len(msg) > maxErrorText {
+				msg = msg[:maxErrorText]
+			}
+			r.release(ctx, key, token, "e", r.opts.ErrorTTL, msg)
+		} else {
+			r.release(ctx, key, token, "f", r.opts.LeaseTTL, "")
+		}
+		return Item{}, fmt.Errorf("replicas: loading %q: %w: %w", key, ErrLoadFailed, res.err)
 	}
+	return r.fillLoaded(ctx, key, token, ttl, res.it)
+}
+
+// callLoader calls load and turns a panic into an error.
+func callLoader(ctx context.Context, key string, load Loader) (it Item, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("replicas: loader of %q panicked: %v\n%s", key, p, debug.Stack())
+		}
+	}()
+	return load(ctx)
+}
+
+// release marks the lease held with token (mode "f" free, "n" absent, "e" failed with msg)
+// for d and wakes the waiters. It runs even when ctx has ended, bounded by a second.
+func (r *Replicator) release(ctx context.Context, key, token, mode string, d time.Duration, msg string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	side, wake := r.leaseKeys(key)
+	_ = releaseScript.Run(ctx, r.client, []string{r.primaryKey(key), side, wake}, token, mode, d.Milliseconds(), msg).Err()
+}
+
+// errLeaseLost reports a fill refused because its lease ended, with no live record stored
+// to answer instead: fetch takes the lease again and fills the loaded item under it.
+var errLeaseLost = errors.New("replicas: the fill lease ended before the fill")
+
+// fillLoaded writes a loaded item to the primary under the lease, then to the copies.
+func (r *Replicator) fillLoaded(ctx context.Context, key, token string, ttl time.Duration, it Item) (Item, error) {
 	var lay *layout
 	add := ""
 	if r.IsHot(key) {
@@ -156,27 +347,37 @@ func (r *Replicator) loadAndFill(ctx context.Context, key, token string, ttl tim
 		}
 	}
 	rec := record{version: it.Version, data: string(it.Value)}
-	start := time.Now()
-	res, err := setScript.Run(ctx, r.client, []string{key, lease},
-		strconv.FormatUint(it.Version, 10), kindValue, rec.data, ttl.Milliseconds(), add, token, markMs).Int64Slice()
+	status, stored, waitErr, err := r.setPrimary(ctx, key, rec, ttl, add, token)
 	if err != nil {
 		return it, fmt.Errorf("replicas: filling %q: %w", key, err)
 	}
-	if len(res) == 0 {
-		return it, fmt.Errorf("replicas: filling %q: empty reply", key)
-	}
-	switch res[0] {
+	switch status {
 	case setSuperseded, setStale:
 		r.stats.fillsRefused.Add(1)
+		live := !stored.none && stored.live(r.opts.Clock().UnixMilli())
 		// Someone else's newer value (if any) wins over ours.
-		if raw, err := r.client.Get(ctx, key).Result(); err == nil {
-			if stored, ok := decode(raw); ok && !stored.tombstone {
-				return Item{Value: []byte(stored.data), Version: stored.version}, nil
-			}
+		if !stored.tombstone && live {
+			return Item{Value: []byte(stored.data), Version: stored.version}, nil
+		}
+		// A live tombstone of this version or a newer one says the loaded value is deleted
+		// (the source lags behind the Delete): serving it would resurrect it.
+		if stored.tombstone && live && stored.version >= it.Version {
+			r.stats.misses.Add(1)
+			return Item{}, ErrNotFound
+		}
+		if status == setSuperseded {
+			return it, errLeaseLost
 		}
 		return it, nil
+	case setConflict:
+		r.stats.fillsRefused.Add(1)
+		r.stats.conflicts.Add(1)
+		return Item{}, fmt.Errorf("replicas: filling %q version %d: other content of that version is stored: %w", key, it.Version, ErrConflict)
 	}
-	// The copies are a cache of the logical key: a failed copy is refilled by a later read.
-	_ = r.writeCopies(ctx, key, rec, r.targets(key, rec, lay, res[1:], ttl, time.Since(start)), 1)
+	// The copies are a cache of the primary: a failed copy is refilled by a later read.
+	_ = r.writeCopies(ctx, key, stored, r.targets(key, stored, lay), 1)
+	if waitErr != nil {
+		return it, fmt.Errorf("replicas: filling %q: %w", key, waitErr)
+	}
 	return it, nil
 }

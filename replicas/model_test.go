@@ -14,9 +14,10 @@ import (
 )
 
 // TestVersionsAgainstModel runs random sequences of Sets, Deletes and delayed copy writes
-// (the copy phase of a write the logical key accepted earlier) and checks, after each step,
-// that a reader going through the copies and a reader of the logical key both see exactly
-// what a model of set-if-newer with tombstones predicts.
+// (the copy phase of a write the primary accepted earlier) and checks, after each step,
+// that a reader going through the copies and a reader of the primary both see exactly what
+// a model of set-if-newer with tombstones predicts (the same version with other content is
+// a conflict, the same content again a no-op).
 func TestVersionsAgainstModel(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		prefix := celebritytest.Prefix(t)
@@ -52,11 +53,14 @@ func TestVersionsAgainstModel(t *testing.T) {
 					} else {
 						err = hot.Delete(ctx, key, v)
 					}
-					stale := model.exists && (model.version > v || (model.version == v && model.tombstone != next.tombstone))
-					same := model.exists && model.version == v && model.tombstone == next.tombstone
+					stale := model.exists && model.version > v
+					same := model.exists && model.version == v && model.tombstone == next.tombstone && model.data == next.data
+					conflict := model.exists && model.version == v && !same
 					switch {
 					case stale:
 						require.ErrorIs(rt, err, replicas.ErrStaleVersion)
+					case conflict:
+						require.ErrorIs(rt, err, replicas.ErrConflict)
 					default:
 						require.NoError(rt, err)
 						if !same {

@@ -14,7 +14,7 @@ const (
 	DefaultCopies = 3
 	// MaxCopies is the largest accepted Options.Copies.
 	MaxCopies = 32
-	// DefaultPrefix is the prefix of every key the package creates besides the logical keys.
+	// DefaultPrefix is the prefix of every key the package creates.
 	DefaultPrefix = "celebrity:replicas:"
 	// DefaultTTL is the TTL used when a call passes a ttl of 0.
 	DefaultTTL = time.Hour
@@ -24,8 +24,12 @@ const (
 	DefaultJitter = 0.1
 	// DefaultLeaseTTL is the lifetime of a fill lease.
 	DefaultLeaseTTL = 2 * time.Second
-	// DefaultPollInterval is how often a caller waiting for another's fill looks again.
-	DefaultPollInterval = 10 * time.Millisecond
+	// DefaultNegativeTTL is how long the fleet answers "not found" after the source said so.
+	DefaultNegativeTTL = time.Second
+	// DefaultErrorTTL is how long the fleet answers a failed load's error.
+	DefaultErrorTTL = time.Second
+	// DefaultWaitTimeout bounds the WAIT of a write when Options.WaitReplicas is set.
+	DefaultWaitTimeout = time.Second
 	// DefaultLoadTimeout bounds one shared GetOrLoad fetch: waiting, loading and filling.
 	DefaultLoadTimeout = 10 * time.Second
 	// DefaultRefreshInterval is how often the cluster slot map is reloaded.
@@ -38,7 +42,9 @@ type Options struct {
 	// Copies is the number of physical copies N of a hot key, 1..MaxCopies.
 	// Default: DefaultCopies (3).
 	Copies int
-	// Prefix starts every copy and lease key. It must not contain '{' or '}'.
+	// Prefix starts every physical key the package writes, the primary record included, so
+	// the host's own keys are never read or written. It names the cache: instances share
+	// data (and leases) exactly when they share Prefix. It must not contain '{' or '}'.
 	// Default: DefaultPrefix.
 	Prefix string
 	// Hot lists keys that are hot from the start. Promote and Demote override it.
@@ -68,9 +74,26 @@ type Options struct {
 	// that outlasts its lease is taken over (the source runs again) and its fill is refused.
 	// Default: DefaultLeaseTTL (2s).
 	LeaseTTL time.Duration
-	// PollInterval is how often a caller waiting for another's fill checks again.
-	// Default: DefaultPollInterval (10ms).
-	PollInterval time.Duration
+	// NegativeTTL is how long, after a load reported ErrNotFound, every GetOrLoad in the
+	// fleet answers ErrNotFound without loading (a record kept in the lease). A Set in the
+	// meantime wins at once. A negative value turns it off: the next caller loads again.
+	// Default: DefaultNegativeTTL (1s).
+	NegativeTTL time.Duration
+	// ErrorTTL is how long, after a load failed, every GetOrLoad in the fleet answers that
+	// error (its text, wrapping ErrLoadFailed) without loading. A negative value turns it
+	// off. Default: DefaultErrorTTL (1s).
+	ErrorTTL time.Duration
+	// WaitReplicas (0..16), when positive, makes every write (Set, Delete, a fill, a copy write)
+	// wait until that many replicas of the written master acknowledged it (Redis WAIT), for
+	// at most WaitTimeout; a write they did not acknowledge returns an error wrapping
+	// ErrNotReplicated (it applied on the master and may be lost by a failover). Zero: no
+	// WAIT, and an acknowledged write may be lost when its master fails over before its
+	// replica copied it (see the package doc). Default: 0.
+	WaitReplicas int
+	// WaitTimeout bounds each WAIT. Default: DefaultWaitTimeout (1s).
+	WaitTimeout time.Duration
+	// Clock tells the time readers compare record expiries with. Default: time.Now.
+	Clock func() time.Time
 	// LoadTimeout bounds one shared GetOrLoad fetch (waiting for a lease, loading, filling),
 	// which runs detached from the callers' contexts. Default: DefaultLoadTimeout (10s).
 	LoadTimeout time.Duration
@@ -92,17 +115,17 @@ func (o Options) withDefaults() (Options, error) {
 		o.Copies = DefaultCopies
 	}
 	if o.Copies < 1 || o.Copies > MaxCopies {
-		return o, fmt.Errorf("replicas: Options.Copies must be 1..%d, got %d", MaxCopies, o.Copies)
+		return o, fmt.Errorf("%w: Options.Copies must be 1..%d, got %d", ErrInvalid, MaxCopies, o.Copies)
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
 	if strings.ContainsAny(o.Prefix, "{}") {
-		return o, fmt.Errorf("replicas: Options.Prefix must not contain '{' or '}', got %q", o.Prefix)
+		return o, fmt.Errorf("%w: Options.Prefix must not contain '{' or '}', got %q", ErrInvalid, o.Prefix)
 	}
 	for _, k := range o.Hot {
 		if k == "" {
-			return o, fmt.Errorf("replicas: Options.Hot must not contain an empty key")
+			return o, fmt.Errorf("%w: Options.Hot must not contain an empty key", ErrInvalid)
 		}
 	}
 	durations := []struct {
@@ -113,7 +136,7 @@ func (o Options) withDefaults() (Options, error) {
 		{"DefaultTTL", &o.DefaultTTL, DefaultTTL},
 		{"TombstoneTTL", &o.TombstoneTTL, DefaultTombstoneTTL},
 		{"LeaseTTL", &o.LeaseTTL, DefaultLeaseTTL},
-		{"PollInterval", &o.PollInterval, DefaultPollInterval},
+		{"WaitTimeout", &o.WaitTimeout, DefaultWaitTimeout},
 		{"LoadTimeout", &o.LoadTimeout, DefaultLoadTimeout},
 	}
 	for _, d := range durations {
@@ -121,14 +144,34 @@ func (o Options) withDefaults() (Options, error) {
 			*d.p = d.def
 		}
 		if *d.p < time.Millisecond {
-			return o, fmt.Errorf("replicas: Options.%s must be at least 1ms, got %v", d.name, *d.p)
+			return o, fmt.Errorf("%w: Options.%s must be at least 1ms, got %v", ErrInvalid, d.name, *d.p)
 		}
+	}
+	for _, d := range []struct {
+		name string
+		p    *time.Duration
+		def  time.Duration
+	}{{"NegativeTTL", &o.NegativeTTL, DefaultNegativeTTL}, {"ErrorTTL", &o.ErrorTTL, DefaultErrorTTL}} {
+		switch {
+		case *d.p == 0:
+			*d.p = d.def
+		case *d.p < 0:
+			*d.p = 0
+		case *d.p < time.Millisecond:
+			return o, fmt.Errorf("%w: Options.%s must be negative (off) or at least 1ms, got %v", ErrInvalid, d.name, *d.p)
+		}
+	}
+	if o.WaitReplicas < 0 || o.WaitReplicas > 16 {
+		return o, fmt.Errorf("%w: Options.WaitReplicas must be 0..16, got %d", ErrInvalid, o.WaitReplicas)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
 	}
 	if o.RefreshInterval == 0 {
 		o.RefreshInterval = DefaultRefreshInterval
 	}
 	if o.RefreshInterval > 0 && o.RefreshInterval < 10*time.Millisecond {
-		return o, fmt.Errorf("replicas: Options.RefreshInterval must be negative (off) or at least 10ms, got %v", o.RefreshInterval)
+		return o, fmt.Errorf("%w: Options.RefreshInterval must be negative (off) or at least 10ms, got %v", ErrInvalid, o.RefreshInterval)
 	}
 	switch {
 	case o.Jitter == 0:
@@ -136,7 +179,7 @@ func (o Options) withDefaults() (Options, error) {
 	case o.Jitter < 0:
 		o.Jitter = 0
 	case o.Jitter > 0.5:
-		return o, fmt.Errorf("replicas: Options.Jitter must be in [0, 0.5], got %v", o.Jitter)
+		return o, fmt.Errorf("%w: Options.Jitter must be in [0, 0.5], got %v", ErrInvalid, o.Jitter)
 	}
 	if o.Rand == nil {
 		o.Rand = rand.Uint64

@@ -86,7 +86,7 @@ func TestStandaloneCopiesAreDistinctKeys(t *testing.T) {
 	require.NoError(t, err)
 	distinct := map[string]bool{}
 	for _, k := range ck {
-		require.True(t, strings.HasSuffix(k, "}tenant:big"), k)
+		require.True(t, strings.HasSuffix(k, "}c:tenant:big"), k)
 		distinct[k] = true
 	}
 	require.Len(t, distinct, replicas.MaxCopies)

@@ -4,42 +4,66 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
 // Get returns key's value and version.
 //
-// A key that is not hot on this instance costs one GET of the logical key, nothing more. A
-// hot key is read from one copy (at random, or this instance's copy with Options.Affinity);
-// on a miss or an error it tries the other copies, then the logical key, and returns
-// ErrNotFound only when none holds a value (a tombstone in the copy read means deleted). A
-// copy found empty while the value exists is refilled before Get returns. With every copy
-// failing and the logical key unreachable, Get returns the last error.
+// A key that is not hot on this instance costs one GET of its primary record, nothing more.
+// A hot key is read from one copy (at random, or this instance's copy with
+// Options.Affinity); when that copy fails it tries the next ones, and when a copy is empty or
+// expired it reads the primary record instead, registering and refilling that copy before
+// Get returns. Get returns ErrNotFound when the record it reads holds no live value (a live
+// tombstone in a copy means deleted). With every copy failing and the primary unreachable,
+// Get returns the last error. Expiries are compared with Options.Clock.
 func (r *Replicator) Get(ctx context.Context, key string) (Item, error) {
 	if key == "" {
 		return Item{}, errEmptyKey
 	}
+	var lay *layout
+	var missed []int
 	if r.IsHot(key) {
-		if lay, err := r.layoutFor(ctx, key); err == nil {
-			return r.getHot(ctx, key, lay)
+		if l, err := r.layoutFor(ctx, key); err == nil {
+			// Without a slot map, the primary still answers.
+			lay = l
+			it, done, m, err := r.readCopies(ctx, key, lay)
+			if done {
+				return it, err
+			}
+			missed = m
 		}
-		// Without a slot map, the logical key still answers.
 	}
-	r.stats.primaryReads.Add(1)
-	raw, err := r.client.Get(ctx, key).Result()
-	return r.item(key, raw, err)
+	if len(missed) == 0 {
+		return r.readPrimary(ctx, key)
+	}
+	rec, found, err := r.register(ctx, key, slotsOf(lay, missed))
+	if err != nil {
+		return Item{}, fmt.Errorf("replicas: get %q: %w", key, err)
+	}
+	if !found {
+		r.stats.misses.Add(1)
+		return Item{}, ErrNotFound
+	}
+	r.fill(ctx, key, lay, missed, rec)
+	return r.fromRecord(rec)
 }
 
-// item converts a GET reply into Get's result.
-func (r *Replicator) item(key, raw string, err error) (Item, error) {
+// readPrimary reads key's primary record with one GET.
+func (r *Replicator) readPrimary(ctx context.Context, key string) (Item, error) {
+	r.stats.primaryReads.Add(1)
+	raw, err := r.client.Get(ctx, r.primaryKey(key)).Result()
 	if errors.Is(err, redis.Nil) {
 		r.stats.misses.Add(1)
 		return Item{}, ErrNotFound
 	}
 	if err != nil {
 		return Item{}, fmt.Errorf("replicas: get %q: %w", key, err)
+	}
+	if isMarker(raw) {
+		r.stats.misses.Add(1)
+		return Item{}, ErrNotFound
 	}
 	rec, ok := decode(raw)
 	if !ok {
@@ -48,8 +72,16 @@ func (r *Replicator) item(key, raw string, err error) (Item, error) {
 	return r.fromRecord(rec)
 }
 
+// isMarker reports whether raw, read at a primary, is a lease or an absent or error marker
+// (see acquire.lua) rather than a record: the key holds no value.
+func isMarker(raw string) bool {
+	p, _, ok := strings.Cut(raw, ",")
+	return ok && (p == "l2" || p == "n2" || p == "e2")
+}
+
+// fromRecord converts a live or expired record into Get's result.
 func (r *Replicator) fromRecord(rec record) (Item, error) {
-	if rec.tombstone {
+	if rec.tombstone || !rec.live(r.opts.Clock().UnixMilli()) {
 		r.stats.misses.Add(1)
 		return Item{}, ErrNotFound
 	}
@@ -65,12 +97,12 @@ func (r *Replicator) pick(lay *layout) int {
 	return int(r.opts.Rand() % n)
 }
 
-// getHot reads a hot key through its copies, falling back as Get describes.
-func (r *Replicator) getHot(ctx context.Context, key string, lay *layout) (Item, error) {
+// readCopies reads a hot key's copies from its first choice on. done reports that the
+// answer is final (a live value or tombstone, or ctx's end); otherwise missed names the copy
+// found empty or expired (nil when every copy failed) and the primary decides.
+func (r *Replicator) readCopies(ctx context.Context, key string, lay *layout) (it Item, done bool, missed []int, err error) {
 	n := len(lay.keys)
 	first := r.pick(lay)
-	var missed []int
-	var lastErr error
 	for k := 0; k < n && ctx.Err() == nil; k++ {
 		i := (first + k) % n
 		if k == 1 {
@@ -78,71 +110,37 @@ func (r *Replicator) getHot(ctx context.Context, key string, lay *layout) (Item,
 		}
 		r.stats.copyReads[i].Add(1)
 		raw, err := r.client.Get(ctx, lay.keys[i]).Result()
-		switch {
-		case errors.Is(err, redis.Nil):
-			missed = append(missed, i)
-			continue
-		case err != nil:
-			lastErr = err
+		if err != nil && !errors.Is(err, redis.Nil) {
 			r.kickRefresh()
 			continue
 		}
 		rec, ok := decode(raw)
-		if !ok {
-			lastErr = ErrCorrupt
-			continue
+		if err != nil || !ok || !rec.live(r.opts.Clock().UnixMilli()) {
+			// Empty, expired or unreadable: the primary decides and this copy is refilled.
+			r.stats.fallbacks.Add(1)
+			return Item{}, false, []int{i}, nil
 		}
-		if len(missed) > 0 && !rec.tombstone {
-			r.repair(ctx, key, lay, missed)
-		}
-		return r.fromRecord(rec)
+		it, err := r.fromRecord(rec)
+		return it, true, nil, err
 	}
 	if err := ctx.Err(); err != nil {
-		return Item{}, fmt.Errorf("replicas: get %q: %w", key, err)
+		return Item{}, true, nil, fmt.Errorf("replicas: get %q: %w", key, err)
 	}
-	if n == 1 {
-		r.stats.fallbacks.Add(1)
-	}
-	// Every copy missed or failed: the logical key decides. When some copies were empty,
-	// read it through register.lua so that they can be refilled safely.
-	r.stats.primaryReads.Add(1)
-	if len(missed) == 0 {
-		raw, err := r.client.Get(ctx, key).Result()
-		if err != nil && !errors.Is(err, redis.Nil) && lastErr != nil {
-			err = errors.Join(err, lastErr)
-		}
-		return r.item(key, raw, err)
-	}
-	start := time.Now()
-	rec, pttl, found, err := r.register(ctx, key, slotsOf(lay, missed))
-	if err != nil {
-		return Item{}, fmt.Errorf("replicas: get %q: %w", key, err)
-	}
-	if !found {
-		r.stats.misses.Add(1)
-		return Item{}, ErrNotFound
-	}
-	r.fill(ctx, key, lay, missed, rec, pttl-time.Since(start))
-	return r.fromRecord(rec)
+	r.stats.fallbacks.Add(1)
+	return Item{}, false, nil, nil
 }
 
-// repair refills the copies in missed from the logical key, registering them first.
-// Failures are ignored: the next read falls back again.
-func (r *Replicator) repair(ctx context.Context, key string, lay *layout, missed []int) {
-	start := time.Now()
-	rec, pttl, found, err := r.register(ctx, key, slotsOf(lay, missed))
-	if err != nil || !found {
-		return
-	}
-	r.fill(ctx, key, lay, missed, rec, pttl-time.Since(start))
-}
-
-// fill writes rec to the copies in missed, at most for remaining.
-func (r *Replicator) fill(ctx context.Context, key string, lay *layout, missed []int, rec record, remaining time.Duration) {
+// fill writes rec to the copies in missed, which register.lua or acquire.lua registered
+// (rec's registry holds their registrations). Failures are ignored: the next read falls
+// back again.
+func (r *Replicator) fill(ctx context.Context, key string, lay *layout, missed []int, rec record) {
+	expiry := r.copyExpiry(rec)
 	targets := make([]target, 0, len(missed))
 	for _, i := range missed {
-		if ttl := r.copyTTL(rec, remaining, remaining); ttl > 0 {
-			targets = append(targets, target{index: i, key: lay.keys[i], ttl: ttl})
+		for _, e := range rec.reg {
+			if e.slot == lay.slots[i] {
+				targets = append(targets, target{index: i, key: lay.keys[i], expiry: expiry, until: e.expiry})
+			}
 		}
 	}
 	if r.writeCopies(ctx, key, rec, targets, 0) == nil {

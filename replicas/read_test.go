@@ -65,7 +65,7 @@ func TestPromotedKeyReadsSpreadOverMasters(t *testing.T) {
 
 	// Without replicas: every read goes to the key's one master.
 	before := getCalls(t, c.Addrs())
-	pipelinedReads(t, client, reads, func() string { return key })
+	pipelinedReads(t, client, reads, func() string { return r.PrimaryKey(key) })
 	plain := skew(before, getCalls(t, c.Addrs()))
 	require.InDelta(t, 3.0, plain, 0.01, "without replicas one master serves everything")
 
@@ -107,7 +107,7 @@ func diff(before, after []float64) []float64 {
 	return out
 }
 
-func TestNonHotKeyIsTheLogicalKeyItself(t *testing.T) {
+func TestNonHotKeyIsOnePhysicalKey(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		c := f.client(t)
 		prefix := celebritytest.Prefix(t)
@@ -115,10 +115,10 @@ func TestNonHotKeyIsTheLogicalKeyItself(t *testing.T) {
 		r := newReplicator(t, c, replicas.Options{Prefix: prefix})
 		ctx := ctxFor(t)
 		require.NoError(t, r.Set(ctx, key, []byte("alice"), 1, time.Minute))
-		v, _, data := stored(t, c, key)
+		v, _, data := stored(t, c, r.PrimaryKey(key))
 		require.Equal(t, uint64(1), v)
 		require.Equal(t, "alice", data)
-		// No other key was created: no copies, no lease.
+		// No other key was created: no copies, no lease, nothing outside the prefix.
 		var mu sync.Mutex
 		var extra []string
 		scan := func(ctx context.Context, cl *redis.Client) error {
@@ -133,7 +133,10 @@ func TestNonHotKeyIsTheLogicalKeyItself(t *testing.T) {
 		} else {
 			require.NoError(t, scan(ctx, c.(*redis.Client)))
 		}
-		require.Empty(t, extra)
+		require.Equal(t, []string{r.PrimaryKey(key)}, extra)
+		n, err := c.Exists(ctx, key).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "the logical key's own name is the host's")
 		it, err := r.Get(ctx, key)
 		require.NoError(t, err)
 		require.Equal(t, replicas.Item{Value: []byte("alice"), Version: 1}, it)
@@ -302,5 +305,37 @@ func TestIsHotCallbackAndAffinity(t *testing.T) {
 			}
 		}
 		require.Equal(t, 1, used)
+	})
+}
+
+func TestHostsOwnKeysAreNeverReadNorWritten(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		c := f.client(t)
+		ctx := ctxFor(t)
+		prefix := celebritytest.Prefix(t)
+		plainKey := celebritytest.Prefix(t) + "post:7"
+		hotKey := celebritytest.Prefix(t) + "post:8"
+		// The host already keeps its own values under these names.
+		for _, k := range []string{plainKey, hotKey} {
+			require.NoError(t, c.Set(ctx, k, "host's own", time.Hour).Err())
+		}
+		r := newReplicator(t, c, replicas.Options{Prefix: prefix, Hot: []string{hotKey}})
+		for _, k := range []string{plainKey, hotKey} {
+			_, err := r.Get(ctx, k)
+			require.ErrorIs(t, err, replicas.ErrNotFound, "%s: the host's key is not ours to read", k)
+			it, err := r.GetOrLoad(ctx, k, time.Minute, func(context.Context) (replicas.Item, error) {
+				return replicas.Item{Value: []byte("loaded"), Version: 1}, nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, "loaded", string(it.Value))
+			require.NoError(t, r.Set(ctx, k, []byte("set"), 2, time.Minute))
+			require.NoError(t, r.Delete(ctx, k, 3))
+			raw, err := c.Get(ctx, k).Result()
+			require.NoError(t, err)
+			require.Equal(t, "host's own", raw, "%s: the host's key is not ours to write", k)
+			ttl, err := c.PTTL(ctx, k).Result()
+			require.NoError(t, err)
+			require.Greater(t, ttl, 59*time.Minute, k)
+		}
 	})
 }

@@ -1,43 +1,60 @@
--- register.lua: add copies to a logical key's registry and read the key, in one step.
+-- register.lua: add copies to a logical key's registry and read its primary record, in one
+-- step.
 --
--- KEYS[1]  the logical key.
+-- KEYS[1]  the primary record "<prefix>{<tag>}k:<key>".
 -- ARGV[1]  slots to register, "<slot>.<slot>..." (non-empty): the copies the caller is about
 --          to fill from the returned record.
 --
--- Reply: nil when KEYS[1] holds no record of this package; otherwise {raw, pttl}: the stored
--- value after registration and its remaining life in ms.
+-- Reply: nil when KEYS[1] holds no live value or tombstone of this package; otherwise the
+-- record after registration (its registry lists every live entry with its end).
 --
 -- Invariant: registering before reading means that every write applied after this call
 -- also reaches the registered copies, so a copy filled from the returned record can only be
--- overwritten by newer versions (set-if-newer), never left behind. Entries expire with the
--- record; the registry keeps at most 64 entries, newest first.
+-- overwritten by newer versions (set-if-newer), never left behind. A new entry ends with the
+-- record's value, which the key already outlives; no entry is ever shortened.
 
-local add = ARGV[1]
+local rec, add = KEYS[1], ARGV[1]
 if not add or not string.match(add, '^[%d.]+$') then
   return redis.error_reply('ERR replicas: bad registry ' .. tostring(add))
 end
-local raw = redis.call('GET', KEYS[1])
+local raw = redis.call('GET', rec)
 if not raw then return nil end
-local sv, sk, sreg, pos = string.match(raw, '^c1,(%d+),([vx]),([%d.:]*),()')
+local sv, sk, sx, sreg, pos = string.match(raw, '^c2,(%d+),([vx]),(%d+),([%d.:]*),()')
 if not sv then return nil end
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl <= 0 then return nil end
-
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local cap = now + pttl
-local out, seen = {}, {}
-for s in string.gmatch(add, '%d+') do
-  if not seen[s] then seen[s] = true; out[#out + 1] = s .. ':' .. string.format('%.0f', cap) end
+local expiry = tonumber(sx)
+if expiry == 0 then
+  -- Never replicated: the key's TTL is the value's; registering needs it as a time.
+  expiry = now + math.max(redis.call('PTTL', rec), 1)
+  sx = string.format('%.0f', expiry)
+elseif expiry <= now then
+  return nil
 end
+
+local ends, order = {}, {}
 for s, e in string.gmatch(sreg, '(%d+):(%d+)') do
-  if tonumber(e) > now and not seen[s] then seen[s] = true; out[#out + 1] = s .. ':' .. e end
+  e = tonumber(e)
+  if e > now and not ends[s] then ends[s] = e; order[#order + 1] = s end
+end
+local first, seen = {}, {}
+for s in string.gmatch(add, '%d+') do
+  if not seen[s] then
+    seen[s] = true
+    ends[s] = math.max(ends[s] or 0, expiry)
+    first[#first + 1] = s
+  end
 end
 local parts = {}
-for i = 1, math.min(#out, 64) do parts[i] = out[i] end
-local reg = table.concat(parts, '.')
-if reg ~= sreg then
-  raw = 'c1,' .. sv .. ',' .. sk .. ',' .. reg .. ',' .. string.sub(raw, pos)
-  redis.call('SET', KEYS[1], raw, 'KEEPTTL')
+for _, s in ipairs(first) do
+  if #parts < 64 then parts[#parts + 1] = s .. ':' .. string.format('%.0f', ends[s]) end
 end
-return {raw, pttl}
+for _, s in ipairs(order) do
+  if not seen[s] and #parts < 64 then parts[#parts + 1] = s .. ':' .. string.format('%.0f', ends[s]) end
+end
+local reg = table.concat(parts, '.')
+if reg ~= sreg or raw ~= 'c2,' .. sv .. ',' .. sk .. ',' .. sx .. ',' .. sreg .. ',' .. string.sub(raw, pos) then
+  raw = 'c2,' .. sv .. ',' .. sk .. ',' .. sx .. ',' .. reg .. ',' .. string.sub(raw, pos)
+  redis.call('SET', rec, raw, 'KEEPTTL')
+end
+return raw

@@ -1,22 +1,47 @@
--- release.lua: give up a fill lease whose load failed, so another caller can take it now.
+-- release.lua: end a fill lease whose load did not produce a value, leaving what the fleet
+-- should answer until the next load, and wake the callers waiting for it.
 --
--- KEYS[1]  the lease key.
--- ARGV[1]  the holder's token.
--- ARGV[2]  how long the "given up" mark lasts, ms, > 0.
+-- KEYS[1]  the primary record "<prefix>{<tag>}k:<key>" (holds the lease when it holds no
+--          record).
+-- KEYS[2]  the side lease "<prefix>{<tag>}l:<key>".
+-- KEYS[3]  the wake list "<prefix>{<tag>}w:<key>". All three share <tag>: one slot.
+-- ARGV[1]  the holder's token (non-empty, no ',').
+-- ARGV[2]  mode: "f" (given up: the next caller loads), "n" (the source does not have the
+--          key), "e" (the load failed).
+-- ARGV[3]  how long the mark lasts, ms, > 0 (NegativeTTL for "n", ErrorTTL for "e").
+-- ARGV[4]  the error's text (mode "e"; may be empty).
 --
--- Reply: 1 when the lease was the caller's and is now marked free, 0 otherwise.
+-- Reply: 1 when the lease was the caller's and is now marked, 0 otherwise.
 --
--- Invariant: only the holder frees its lease; a retried call changes nothing more.
+-- Invariant: only the holder marks its lease; a retried call changes nothing more.
 
-local token, ms = ARGV[1], ARGV[2]
-if not token or token == '' then
+local token, mode, ms, msg = ARGV[1], ARGV[2], ARGV[3], ARGV[4] or ''
+if not token or token == '' or string.find(token, ',', 1, true) then
   return redis.error_reply('ERR replicas: bad lease token')
+end
+if mode ~= 'f' and mode ~= 'n' and mode ~= 'e' then
+  return redis.error_reply('ERR replicas: bad release mode ' .. tostring(mode))
 end
 if not ms or not string.match(ms, '^%d+$') or tonumber(ms) <= 0 then
   return redis.error_reply('ERR replicas: bad mark ttl ' .. tostring(ms))
 end
-if redis.call('GET', KEYS[1]) ~= token then
-  return 0
+local k, n = nil, 0
+for i = 1, 2 do
+  local held = redis.call('GET', KEYS[i])
+  local tok, waiters = nil, nil
+  if held then tok, waiters = string.match(held, '^l2,([^,]*),(%d+)$') end
+  if tok == token then k, n = KEYS[i], tonumber(waiters); break end
 end
-redis.call('SET', KEYS[1], 'f:' .. token, 'PX', ms)
+if not k then return 0 end
+if mode == 'f' then
+  redis.call('DEL', k)
+elseif mode == 'n' then
+  redis.call('SET', k, 'n2,' .. token, 'PX', ms)
+else
+  redis.call('SET', k, 'e2,' .. token .. ',' .. msg, 'PX', ms)
+end
+if n > 0 then
+  for _ = 1, math.min(n, 1000) do redis.call('RPUSH', KEYS[3], '1') end
+  redis.call('PEXPIRE', KEYS[3], math.max(tonumber(ms), 1000))
+end
 return 1

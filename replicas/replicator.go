@@ -24,7 +24,9 @@ type Item struct {
 
 // Loader loads a missing key from the source of truth. Its Item's Version must grow with
 // every change of the source (for example an update counter), so that fills and Sets are
-// ordered. Returning ErrNotFound reports a key the source does not have.
+// ordered, and name one content: the same version with other bytes is ErrConflict.
+// Returning ErrNotFound reports a key the source does not have (the fleet then answers
+// ErrNotFound for Options.NegativeTTL); another error is answered for Options.ErrorTTL.
 type Loader func(ctx context.Context) (Item, error)
 
 // Replicator reads and writes logical keys, keeping N physical copies of the hot ones. It
@@ -94,8 +96,11 @@ func New(client redis.UniversalClient, opts Options) (*Replicator, error) {
 }
 
 // Close stops the slot-map refresher and cancels GetOrLoad fetches in flight, then waits
-// for them. Callers waiting on those fetches get ErrClosed or their context's error. Close
-// does not close the client. It is safe to call more than once.
+// for them: each ends within about a second (a blocked wait for another instance's fill is
+// at most that long), even when its loader ignores its context; such a loader keeps running
+// in its own goroutine until it returns, and its result is dropped. Callers waiting on
+// those fetches get ErrClosed or their context's error. Close does not close the client. It
+// is safe to call more than once.
 func (r *Replicator) Close() error {
 	r.closeOnce.Do(func() {
 		r.stop()
@@ -133,7 +138,7 @@ func (r *Replicator) kickRefresh() {
 }
 
 // errEmptyKey is returned for an empty logical key.
-var errEmptyKey = errors.New("replicas: key must not be empty")
+var errEmptyKey = fmt.Errorf("%w: key must not be empty", ErrInvalid)
 
 // checkTTL validates a call's ttl and applies Options.DefaultTTL to 0.
 func (r *Replicator) checkTTL(ttl time.Duration) (time.Duration, error) {
@@ -141,7 +146,7 @@ func (r *Replicator) checkTTL(ttl time.Duration) (time.Duration, error) {
 	case ttl == 0:
 		return r.opts.DefaultTTL, nil
 	case ttl < time.Millisecond:
-		return 0, fmt.Errorf("replicas: ttl must be 0 (Options.DefaultTTL) or at least 1ms, got %v", ttl)
+		return 0, fmt.Errorf("%w: ttl must be 0 (Options.DefaultTTL) or at least 1ms, got %v", ErrInvalid, ttl)
 	}
 	return ttl, nil
 }
@@ -192,17 +197,22 @@ func (r *Replicator) Promote(ctx context.Context, key string) error {
 		return err
 	}
 	var warmErr error
-	start := time.Now()
-	rec, pttl, found, err := r.register(ctx, key, lay.add)
+	rec, found, err := r.register(ctx, key, lay.add)
 	if err != nil {
 		return fmt.Errorf("replicas: promote %q: %w", key, err)
 	}
 	if found {
-		remaining := pttl - time.Since(start)
+		all := make([]int, len(lay.keys))
+		for i := range all {
+			all[i] = i
+		}
+		expiry := r.copyExpiry(rec)
 		targets := make([]target, 0, len(lay.keys))
-		for i, k := range lay.keys {
-			if ttl := r.copyTTL(rec, remaining, remaining); ttl > 0 {
-				targets = append(targets, target{index: i, key: k, ttl: ttl})
+		for _, i := range all {
+			for _, e := range rec.reg {
+				if e.slot == lay.slots[i] {
+					targets = append(targets, target{index: i, key: lay.keys[i], expiry: expiry, until: e.expiry})
+				}
 			}
 		}
 		warmErr = r.writeCopies(ctx, key, rec, targets, 0)

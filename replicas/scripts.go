@@ -9,6 +9,8 @@ import (
 var (
 	//go:embed set.lua
 	setSource string
+	//go:embed copy.lua
+	copySource string
 	//go:embed register.lua
 	registerSource string
 	//go:embed acquire.lua
@@ -16,20 +18,24 @@ var (
 	//go:embed release.lua
 	releaseSource string
 
-	// setScript is the versioned set-if-newer of one record (see set.lua).
+	// setScript is the versioned set-if-newer of a primary record (see set.lua).
 	setScript = redis.NewScript(setSource)
-	// registerScript registers copies and reads the logical key (see register.lua).
+	// copyScript is the versioned set-if-newer of one copy (see copy.lua).
+	copyScript = redis.NewScript(copySource)
+	// registerScript registers copies and reads the primary record (see register.lua).
 	registerScript = redis.NewScript(registerSource)
-	// acquireScript reads the logical key or takes its lease (see acquire.lua).
+	// acquireScript reads the primary record or takes its lease (see acquire.lua).
 	acquireScript = redis.NewScript(acquireSource)
-	// releaseScript gives up a lease (see release.lua).
+	// releaseScript ends a lease without a value (see release.lua).
 	releaseScript = redis.NewScript(releaseSource)
 )
 
-// Statuses of set.lua.
+// Statuses of set.lua and copy.lua.
 const (
-	setApplied    = 1
-	setSame       = 0
-	setStale      = -1
-	setSuperseded = -2
+	setApplied    = "applied"
+	setSame       = "same"
+	setStale      = "stale"
+	setConflict   = "conflict"
+	setSuperseded = "superseded"
+	copyLate      = "late"
 )

@@ -1,131 +1,195 @@
--- set.lua: versioned set-if-newer of one stored record (a logical key or one of its copies),
--- optionally as the fill of a GetOrLoad lease.
+-- set.lua: versioned set-if-newer of a logical key's primary record, optionally as the fill
+-- of a GetOrLoad lease.
 --
--- KEYS[1]  the record: a logical key, or one copy key "<prefix>{<tag>}<key>".
--- KEYS[2]  optional, only for fills: the lease "<prefix>{<tag of KEYS[1]'s slot>}lease:<key>".
---          Its hash tag is chosen so that it lives in KEYS[1]'s slot.
+-- KEYS[1]  the primary record "<prefix>{<tag>}k:<key>". While it holds no record it may hold
+--          a lease marker "l2,<token>,<waiters>" or an absent/error marker (see acquire.lua):
+--          a write replaces those and wakes the marker's waiters.
+-- KEYS[2]  the wake list "<prefix>{<tag>}w:<key>".
+-- KEYS[3]  only for fills: the side lease "<prefix>{<tag>}l:<key>".
+--          All share <tag>, so they live in one slot.
 -- ARGV[1]  version: decimal uint64, no leading zeros.
 -- ARGV[2]  kind: "v" (value) or "x" (tombstone).
 -- ARGV[3]  data: the host's bytes (empty for a tombstone).
--- ARGV[4]  ttl in milliseconds, > 0. A tombstone is kept longer while live registry entries
---          last (so the copies they list stay covered).
+-- ARGV[4]  the value's life in ms, > 0.
 -- ARGV[5]  registry slots to add, "<slot>.<slot>..." (may be empty): the copies the writer
---          keeps current. Only logical keys carry a registry; copies are written with "".
--- ARGV[6]  lease token (with KEYS[2] only).
--- ARGV[7]  how long the lease keeps its "filled" mark, ms (with KEYS[2] only).
+--          keeps current.
+-- ARGV[6]  lease token (fills only): the fill applies only while this token holds the lease
+--          (in the primary or in the side lease), or as the retry of a fill that applied.
+-- ARGV[7]  how long the wake list lasts, ms (fills only).
+-- ARGV[8]  NegativeTTL in ms, >= 0 (fills only; 0: none): a fill refused by a live tombstone
+--          of a newer version (the source lags behind a delete) leaves the absent marker
+--          "n2,<token>" in the side lease for that long, as a load that found nothing does.
 --
--- Stored format: "c1,<version>,<kind>,<registry>,<data>", registry entries "<slot>:<expiry ms>"
--- joined by ".".
+-- Stored format: "c2,<version>,<kind>,<expiry ms>,<registry>,<data>", registry entries
+-- "<slot>:<expiry ms>" joined by "."; expiry 0 (only with an empty registry) means the
+-- key's own TTL is the value's end.
 --
--- Reply: {status, slot1, remaining ms 1, slot2, remaining ms 2, ...}
---   status  1: applied.
---           0: this version with this kind is already stored (a retry); only the registry
---              may have grown.
---          -1 and -2 carry no pairs.
---          -1: refused: a newer version is stored, or the same version with the other kind.
---          -2: refused: the lease token is not the current one (expired or superseded).
---   The pairs list the live registry entries after the call, each with its remaining life.
+-- Reply: {status, raw}: raw is the record stored after the call ("" when none).
+--   "applied"     written (a new version, or the same content again after it expired).
+--   "same"        this version with this content is stored and live (a retry): only the
+--                 registry may have grown.
+--   "stale"       refused: a newer version is stored (live or as a ghost).
+--   "conflict"    refused: this version is stored with other content or the other kind.
+--   "superseded"  refused: the lease token is not the current one (expired or taken over).
 --
--- Invariants: a record never moves to an older version, so retries and late writes are
--- harmless; a tombstone refuses every write of its version or older; a registry entry never
--- outlives the record holding it, and a tombstone never cuts one short; a fill whose lease is
--- gone changes nothing.
+-- Invariants: a record never moves to an older version while its key lives, so retries and
+-- late writes are harmless; a registry entry is never shortened, and the key lives until
+-- its last entry ends (after the value expires it stays as a version floor), so every copy
+-- a writer was ever told about stays reachable by later writers for as long as it may live;
+-- a fill whose lease is gone changes nothing. Every argument is checked before any write.
 
+local rec, wake = KEYS[1], KEYS[2]
 local version, kind, data, ttl, add = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-if not string.match(version, '^%d+$') or #version > 20 or (#version > 1 and string.sub(version, 1, 1) == '0') then
+if not version or not string.match(version, '^%d+$') or #version > 20 or (#version > 1 and string.sub(version, 1, 1) == '0') then
   return redis.error_reply('ERR replicas: bad version ' .. tostring(version))
 end
 if kind ~= 'v' and kind ~= 'x' then
   return redis.error_reply('ERR replicas: bad kind ' .. tostring(kind))
 end
-if not string.match(ttl, '^%d+$') or tonumber(ttl) <= 0 then
+if not ttl or not string.match(ttl, '^%d+$') or tonumber(ttl) <= 0 then
   return redis.error_reply('ERR replicas: bad ttl ' .. tostring(ttl))
 end
-if not string.match(add, '^[%d.]*$') then
+if not add or not string.match(add, '^[%d.]*$') then
   return redis.error_reply('ERR replicas: bad registry ' .. tostring(add))
 end
-local token, filled = nil, nil
-if #KEYS == 2 then
-  token, filled = ARGV[6], ARGV[7]
-  if not token or token == '' or not filled or not string.match(filled, '^%d+$') or tonumber(filled) <= 0 then
+local token, wakeMs, negMs = nil, '1000', 0
+if #KEYS == 3 then
+  token, wakeMs, negMs = ARGV[6], ARGV[7], ARGV[8] or '0'
+  if not token or token == '' or string.find(token, ',', 1, true) or not wakeMs or not string.match(wakeMs, '^%d+$') or tonumber(wakeMs) <= 0 or not string.match(negMs, '^%d+$') then
     return redis.error_reply('ERR replicas: bad lease arguments')
   end
-  local lease = redis.call('GET', KEYS[2])
-  if lease ~= token and lease ~= 'f:' .. token then
-    return {-2}
+  negMs = tonumber(negMs)
+elseif #KEYS ~= 2 then
+  return redis.error_reply('ERR replicas: set takes 2 or 3 keys')
+end
+
+local raw = redis.call('GET', rec)
+local waiters, ownSide = 0, false
+local ownPrimary = false
+if raw and string.sub(raw, 1, 3) ~= 'c2,' then
+  local tok, n = string.match(raw, '^l2,([^,]*),(%d+)$')
+  if tok then
+    waiters = tonumber(n)
+    ownPrimary = (token ~= nil and tok == token)
+  end
+  raw = nil
+end
+if token and not ownPrimary then
+  local held = redis.call('GET', KEYS[3])
+  local tok, n = nil, nil
+  if held then tok, n = string.match(held, '^l2,([^,]*),(%d+)$') end
+  if tok == token then
+    ownSide = true
+    waiters = waiters + tonumber(n)
+  elseif raw and string.match(raw, '^c2,' .. version .. ',' .. kind .. ',%d+,[%d.:]*,') and
+      string.sub(raw, #string.match(raw, '^c2,%d+,[vx],%d+,[%d.:]*,') + 1) == data then
+    return {'same', raw} -- the retry of a fill that applied
+  else
+    return {'superseded', raw or ''}
   end
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- clock reads the server's time once, only when needed: a record of a key that was never
+-- replicated (no registry) stores expiry 0 and lives by its key's own TTL.
+local now = nil
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
 
 local function newer(a, b)
   if #a ~= #b then return #a > #b end
   return a > b
 end
 
--- merge returns the registry with the slots in add (expiring at cap) and the live entries of
--- reg (cut to cap), newest first, at most 64 entries, and the reply pairs.
-local function merge(reg, cap)
-  local out, seen = {}, {}
-  for s in string.gmatch(add, '%d+') do
-    if not seen[s] then seen[s] = true; out[#out + 1] = {s, cap} end
+-- release ends the side lease of a fill (leaving the absent marker when absent) and wakes
+-- every waiter.
+local function release(absent)
+  if ownSide then
+    if absent then
+      redis.call('SET', KEYS[3], 'n2,' .. token, 'PX', negMs)
+    else
+      redis.call('DEL', KEYS[3])
+    end
   end
-  for s, e in string.gmatch(reg, '(%d+):(%d+)') do
-    e = math.min(tonumber(e), cap)
-    if e > now and not seen[s] then seen[s] = true; out[#out + 1] = {s, e} end
+  if waiters > 0 then
+    for _ = 1, math.min(waiters, 1000) do redis.call('RPUSH', wake, '1') end
+    redis.call('PEXPIRE', wake, wakeMs)
   end
-  local parts, pairs_ = {}, {}
-  for i = 1, math.min(#out, 64) do
-    parts[i] = out[i][1] .. ':' .. string.format('%.0f', out[i][2])
-    pairs_[#pairs_ + 1] = tonumber(out[i][1])
-    pairs_[#pairs_ + 1] = out[i][2] - now
-  end
-  return table.concat(parts, '.'), pairs_
 end
 
-local function reply(status, pairs_)
-  local r = {status}
-  for i = 1, #pairs_ do r[#r + 1] = pairs_[i] end
-  return r
-end
-
-local raw = redis.call('GET', KEYS[1])
-local sv, sk, sreg, pos = nil, nil, '', nil
+local sv, sk, sx, sreg, pos = nil, nil, nil, '', nil
 if raw then
-  sv, sk, sreg, pos = string.match(raw, '^c1,(%d+),([vx]),([%d.:]*),()')
+  sv, sk, sx, sreg, pos = string.match(raw, '^c2,(%d+),([vx]),(%d+),([%d.:]*),()')
 end
-
-local status
-if sv and (newer(sv, version) or (sv == version and sk ~= kind)) then
-  status = -1
-elseif sv and sv == version then
-  status = 0
-  local pttl = redis.call('PTTL', KEYS[1])
-  local cap = now + (pttl > 0 and pttl or tonumber(ttl))
-  local reg, pairs_ = merge(sreg, cap)
-  if reg ~= sreg then
-    redis.call('SET', KEYS[1], 'c1,' .. sv .. ',' .. sk .. ',' .. reg .. ',' .. string.sub(raw, pos), 'KEEPTTL')
+local status = 'applied'
+if sv then
+  sx = tonumber(sx)
+  if newer(sv, version) then
+    status = 'stale'
+  elseif sv == version then
+    if sk ~= kind or string.sub(raw, pos) ~= data then
+      status = 'conflict'
+    elseif sx == 0 or sx > clock() then
+      status = 'same'
+    end
   end
-  if token then redis.call('SET', KEYS[2], 'f:' .. token, 'PX', filled) end
-  return reply(0, pairs_)
-else
-  status = 1
+end
+if status == 'stale' or status == 'conflict' then
+  release(status == 'stale' and sk == 'x' and negMs > 0 and (sx == 0 or sx > clock()))
+  return {status, raw}
 end
 
-if status == -1 then
-  if token then redis.call('SET', KEYS[2], 'f:' .. token, 'PX', filled) end
-  return {-1}
+if add == '' and (sreg or '') == '' and (status ~= 'same' or sx == 0) then
+  -- Not replicated: expiry 0, the key's own TTL is the value's.
+  if status == 'applied' then
+    local out = 'c2,' .. version .. ',' .. kind .. ',0,,' .. data
+    redis.call('SET', rec, out, 'PX', ttl)
+    release()
+    return {status, out}
+  end
+  release()
+  return {status, raw}
 end
 
-local life = tonumber(ttl)
-if kind == 'x' then
-  -- A tombstone keeps the registry as long as a registered copy may live: a copy this
-  -- delete fails to reach keeps the old value and its TTL, and must stay listed for writers.
-  for e in string.gmatch(sreg or '', '%d+:(%d+)') do life = math.max(life, tonumber(e) - now) end
-  data = ''
+local expiry = clock() + tonumber(ttl)
+if status == 'same' then
+  expiry = sx
+  if sx == 0 then expiry = clock() + math.max(redis.call('PTTL', rec), 1) end
 end
-local reg, pairs_ = merge(sreg or '', now + life)
-redis.call('SET', KEYS[1], 'c1,' .. version .. ',' .. kind .. ',' .. reg .. ',' .. data, 'PX', string.format('%.0f', life))
-if token then redis.call('SET', KEYS[2], 'f:' .. token, 'PX', filled) end
-return reply(1, pairs_)
+
+-- The registry: entries to add end no sooner than the value; live entries keep their end.
+local ends, order = {}, {}
+for s, e in string.gmatch(sreg or '', '(%d+):(%d+)') do
+  e = tonumber(e)
+  if e > clock() and not ends[s] then ends[s] = e; order[#order + 1] = s end
+end
+local added = {}
+for s in string.gmatch(add, '%d+') do
+  if not added[s] then
+    added[s] = true
+    ends[s] = math.max(ends[s] or 0, expiry)
+  end
+end
+local parts, last = {}, expiry
+local function put(s)
+  if #parts < 64 then
+    parts[#parts + 1] = s .. ':' .. string.format('%.0f', ends[s])
+    last = math.max(last, ends[s])
+  end
+end
+for s in string.gmatch(add, '%d+') do
+  if added[s] then added[s] = false; put(s) end
+end
+for _, s in ipairs(order) do
+  if added[s] == nil then put(s) end
+end
+local out = 'c2,' .. version .. ',' .. kind .. ',' .. string.format('%.0f', expiry) .. ',' .. table.concat(parts, '.') .. ',' .. data
+if out ~= raw then
+  redis.call('SET', rec, out, 'PXAT', string.format('%.0f', last))
+end
+release()
+return {status, out}

@@ -29,6 +29,14 @@ type Stats struct {
 	PartialWrites uint64
 	// StaleWrites counts Set and Delete calls refused with ErrStaleVersion.
 	StaleWrites uint64
+	// Conflicts counts writes and fills refused with ErrConflict.
+	Conflicts uint64
+	// NegativeHits counts GetOrLoad fetches answered by another load's "absent" record.
+	NegativeHits uint64
+	// ErrorHits counts GetOrLoad fetches answered by another load's error record.
+	ErrorHits uint64
+	// Unreplicated counts writes whose WAIT (Options.WaitReplicas) was not satisfied.
+	Unreplicated uint64
 	// Promotions counts Promote calls that warmed copies.
 	Promotions uint64
 	// LayoutReloads counts slot-map reloads that changed the layout.
@@ -41,6 +49,8 @@ type counters struct {
 	leaseWins, leaseWaits, leaseTakeovers    atomic.Uint64
 	fillsRefused, partialWrites, staleWrites atomic.Uint64
 	promotions, layoutReloads                atomic.Uint64
+	conflicts, negativeHits, errorHits       atomic.Uint64
+	unreplicated                             atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters. It is safe to call concurrently with any other
@@ -61,6 +71,10 @@ func (r *Replicator) Stats() Stats {
 	s.FillsRefused = c.fillsRefused.Load()
 	s.PartialWrites = c.partialWrites.Load()
 	s.StaleWrites = c.staleWrites.Load()
+	s.Conflicts = c.conflicts.Load()
+	s.NegativeHits = c.negativeHits.Load()
+	s.ErrorHits = c.errorHits.Load()
+	s.Unreplicated = c.unreplicated.Load()
 	s.Promotions = c.promotions.Load()
 	s.LayoutReloads = c.layoutReloads.Load()
 	return s

@@ -98,9 +98,9 @@ func TestDeleteKeepsTrackingACopyItCouldNotReach(t *testing.T) {
 	v, tomb, _ := stored(t, plain, ck[j])
 	require.Equal(t, uint64(5), v, "the unreachable copy kept the deleted value")
 	require.False(t, tomb)
-	copyLeft, err := plain.PTTL(ctx, ck[j]).Result()
+	copyLeft, err := plain.PExpireTime(ctx, ck[j]).Result()
 	require.NoError(t, err)
-	keyLeft, err := plain.PTTL(ctx, key).Result()
+	keyLeft, err := plain.PExpireTime(ctx, r.PrimaryKey(key)).Result()
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, keyLeft, copyLeft,
 		"the tombstone (and its registry) must outlive every copy registered at the key")

@@ -91,9 +91,9 @@ func TestCopiesOfAnAbandonedLayoutExpire(t *testing.T) {
 		// rewrites them for what remains of it. Once the registration is over, a write drops
 		// it from the logical key's registry, and from then on no write recreates them.
 		registered := func() bool {
-			raw, err := c.Get(ctx, key).Result()
+			raw, err := c.Get(ctx, three.PrimaryKey(key)).Result()
 			require.NoError(t, err)
-			registry := strings.Split(raw, ",")[3]
+			registry := strings.Split(raw, ",")[4]
 			for _, k := range sixKeys[3:] {
 				for _, entry := range strings.Split(registry, ".") {
 					if strings.HasPrefix(entry, strconv.Itoa(int(slot.Of(k)))+":") {

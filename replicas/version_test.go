@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -30,7 +31,7 @@ func TestOlderSetNeverOverwritesNewer(t *testing.T) {
 
 		ck, err := r.CopyKeys(ctx, key)
 		require.NoError(t, err)
-		for _, k := range append(ck, key) {
+		for _, k := range append(ck, r.PrimaryKey(key)) {
 			v, tomb, data := stored(t, c, k)
 			require.Equal(t, uint64(5), v, k)
 			require.False(t, tomb, k)
@@ -55,15 +56,15 @@ func TestDeleteThenOlderSetStaysDeleted(t *testing.T) {
 		// The late Set of the version that was current before the Delete, and one of the
 		// Delete's own version.
 		require.ErrorIs(t, r.Set(ctx, key, []byte("old"), 5, 0), replicas.ErrStaleVersion)
-		require.ErrorIs(t, r.Set(ctx, key, []byte("same"), 6, 0), replicas.ErrStaleVersion)
+		require.ErrorIs(t, r.Set(ctx, key, []byte("same"), 6, 0), replicas.ErrConflict)
 		require.NoError(t, r.WriteCopiesOnly(ctx, key, []byte("old"), 5, false))
-		require.NoError(t, r.WriteCopiesOnly(ctx, key, []byte("same"), 6, false))
+		require.ErrorIs(t, r.WriteCopiesOnly(ctx, key, []byte("same"), 6, false), replicas.ErrConflict)
 
 		_, err := r.Get(ctx, key)
 		require.ErrorIs(t, err, replicas.ErrNotFound)
 		ck, err := r.CopyKeys(ctx, key)
 		require.NoError(t, err)
-		for _, k := range append(ck, key) {
+		for _, k := range append(ck, r.PrimaryKey(key)) {
 			v, tomb, _ := stored(t, c, k)
 			require.Equal(t, uint64(6), v, k)
 			require.True(t, tomb, k)
@@ -76,19 +77,51 @@ func TestDeleteThenOlderSetStaysDeleted(t *testing.T) {
 	})
 }
 
-func TestSameVersionIsAnIdempotentRetry(t *testing.T) {
+func TestSameVersionIsAnIdempotentRetryAndOtherContentAConflict(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		c := f.client(t)
 		key := celebritytest.Prefix(t) + "k"
 		r := newReplicator(t, c, replicas.Options{Hot: []string{key}})
 		ctx := ctxFor(t)
 		require.NoError(t, r.Set(ctx, key, []byte("a"), 3, 0))
-		require.NoError(t, r.Set(ctx, key, []byte("a"), 3, 0))
-		// The same version with the other kind is a conflict, not a retry.
-		require.ErrorIs(t, r.Delete(ctx, key, 3), replicas.ErrStaleVersion)
+		require.NoError(t, r.Set(ctx, key, []byte("a"), 3, 0), "the same content again is a retry")
+		// The same version with other bytes, or with the other kind, is a conflict.
+		err := r.Set(ctx, key, []byte("other"), 3, 0)
+		require.ErrorIs(t, err, replicas.ErrConflict)
+		require.NotErrorIs(t, err, replicas.ErrStaleVersion)
+		err = r.Delete(ctx, key, 3)
+		require.ErrorIs(t, err, replicas.ErrConflict)
+		require.NotContains(t, err.Error(), "newer version", "nothing newer is stored")
+		require.Equal(t, uint64(0), r.Stats().StaleWrites)
+		require.Equal(t, uint64(2), r.Stats().Conflicts)
 		it, err := r.Get(ctx, key)
 		require.NoError(t, err)
 		require.Equal(t, replicas.Item{Value: []byte("a"), Version: 3}, it)
+		ck, err := r.CopyKeys(ctx, key)
+		require.NoError(t, err)
+		for _, k := range append(ck, r.PrimaryKey(key)) {
+			v, tomb, data := stored(t, c, k)
+			require.Equal(t, uint64(3), v, k)
+			require.False(t, tomb, k)
+			require.Equal(t, "a", data, k)
+		}
+		// Version 4 lives 1ms, but the copies registered for an hour keep it as a version
+		// floor: a fill that loads other content under version 4 is a conflict too, and the
+		// same content is a fill.
+		require.NoError(t, r.Set(ctx, key, []byte("four"), 4, time.Millisecond))
+		require.Eventually(t, func() bool {
+			_, err := r.Get(ctx, key)
+			return errors.Is(err, replicas.ErrNotFound)
+		}, 5*time.Second, 5*time.Millisecond)
+		_, err = r.GetOrLoad(ctx, key, 0, func(context.Context) (replicas.Item, error) {
+			return replicas.Item{Value: []byte("not four"), Version: 4}, nil
+		})
+		require.ErrorIs(t, err, replicas.ErrConflict)
+		it, err = r.GetOrLoad(ctx, key, 0, func(context.Context) (replicas.Item, error) {
+			return replicas.Item{Value: []byte("four"), Version: 4}, nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, replicas.Item{Value: []byte("four"), Version: 4}, it)
 	})
 }
 
@@ -115,7 +148,7 @@ func TestSetWithLostRepliesIsAppliedOnce(t *testing.T) {
 		require.NoError(t, r.Set(ctx, key, []byte("v2"), 2, 0))
 	}
 	require.Equal(t, int64(2), inj.Dropped())
-	for _, k := range append(ck, key) {
+	for _, k := range append(ck, r.PrimaryKey(key)) {
 		v, _, data := stored(t, c, k)
 		require.Equal(t, uint64(2), v, k)
 		require.Equal(t, "v2", data, k)
@@ -139,7 +172,8 @@ func TestBadInput(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := replicas.New(c, tc.o)
-			require.ErrorContains(t, err, "replicas: "+tc.want)
+			require.ErrorIs(t, err, replicas.ErrInvalid)
+			require.ErrorContains(t, err, tc.want)
 		})
 	}
 	_, err := replicas.New(nil, replicas.Options{})
@@ -161,7 +195,7 @@ func TestBadInput(t *testing.T) {
 	_, err = r.GetOrLoad(ctx, key, 0, nil)
 	require.Error(t, err)
 	// Nothing half-applied: the rejected calls wrote nothing.
-	n, err := c.Exists(ctx, key).Result()
+	n, err := c.Exists(ctx, key, r.PrimaryKey(key)).Result()
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
@@ -170,7 +204,8 @@ func TestForeignValueIsReported(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
 	p := celebritytest.Prefix(t)
 	r := newReplicator(t, c, replicas.Options{})
-	require.NoError(t, c.Set(ctxFor(t), p+"plain", "not ours", 0).Err())
+	// Something else wrote under the package's own prefix.
+	require.NoError(t, c.Set(ctxFor(t), r.PrimaryKey(p+"plain"), "not ours", 0).Err())
 	_, err := r.Get(ctxFor(t), p+"plain")
 	require.ErrorIs(t, err, replicas.ErrCorrupt)
 }

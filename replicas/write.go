@@ -13,15 +13,19 @@ import (
 // Set stores value under key with the host's version, for ttl (0 means
 // Options.DefaultTTL; a negative ttl is an error).
 //
-// The logical key is written first, with set-if-newer: if it holds a newer version (or a
-// tombstone of the same version), nothing is written and Set returns ErrStaleVersion; if
-// that write fails, nothing else is written and Set returns its error (retry with the same
+// The primary record is written first, with set-if-newer: if it holds a newer version, or
+// held one that expired less than its last copy registration ago, nothing is written and Set
+// returns ErrStaleVersion; if it holds this version with other content, nothing is written
+// and Set returns ErrConflict (the same content again is a no-op returning nil); if that
+// write fails, nothing else is written and Set returns its error (retry with the same
 // version: a write that did apply is recognised and completed). Then every copy registered
-// at the logical key (this instance's copies when the key is hot here, and those of other
-// instances) is written, pipelined per node, each with set-if-newer and its own TTL,
-// shortened by a random jitter and never longer than its registration. If some copies fail,
-// Set returns a *PartialWriteError naming them; the copies not named hold this version or a
-// newer one.
+// at the primary (this instance's copies when the key is hot here, and those of other
+// instances) is written, pipelined per node, each with set-if-newer, its value ending with
+// the primary's (shortened by a random jitter) and its key never outliving its registration:
+// both ends are absolute times fixed at the primary, so a copy write delayed in flight cannot
+// stretch them. If some copies fail, Set returns a *PartialWriteError naming them; the
+// copies not named hold this version or a newer one. With Options.WaitReplicas, an
+// unacknowledged write adds an error wrapping ErrNotReplicated.
 func (r *Replicator) Set(ctx context.Context, key string, value []byte, version uint64, ttl time.Duration) error {
 	if key == "" {
 		return errEmptyKey
@@ -34,10 +38,10 @@ func (r *Replicator) Set(ctx context.Context, key string, value []byte, version 
 }
 
 // Delete removes key and its copies by writing a tombstone of version to each, kept for
-// Options.TombstoneTTL: until then any Set or fill of this version or older is refused, so a
-// late write cannot resurrect the value. The logical key's tombstone also lasts as long as
-// the copies registered there, so a copy named in a *PartialWriteError is still updated by
-// later writes. Errors are as for Set.
+// Options.TombstoneTTL (and at the primary as long as copies registered there may live):
+// until then any Set or fill of this version or older is refused, so a late write cannot
+// resurrect the value. A value stored with this same version is ErrConflict: a delete needs
+// a version of its own. Other errors are as for Set.
 func (r *Replicator) Delete(ctx context.Context, key string, version uint64) error {
 	if key == "" {
 		return errEmptyKey
@@ -47,9 +51,10 @@ func (r *Replicator) Delete(ctx context.Context, key string, version uint64) err
 
 // target is one copy to write.
 type target struct {
-	index int    // position in this instance's layout, or -2
-	key   string // physical key
-	ttl   time.Duration
+	index  int    // position in this instance's layout, or -2
+	key    string // physical key
+	expiry int64  // when the copy's value ends, server ms
+	until  int64  // when its registration ends, server ms
 }
 
 func kindOf(rec record) string {
@@ -59,7 +64,7 @@ func kindOf(rec record) string {
 	return kindValue
 }
 
-// write runs set.lua on the logical key, then on the copies its registry lists.
+// write runs set.lua on the primary record, then copy.lua on the copies its registry lists.
 func (r *Replicator) write(ctx context.Context, key string, rec record, ttl time.Duration) error {
 	var lay *layout
 	if r.IsHot(key) {
@@ -70,103 +75,217 @@ func (r *Replicator) write(ctx context.Context, key string, rec record, ttl time
 	if lay != nil {
 		add = lay.add
 	}
-	start := time.Now()
-	res, err := setScript.Run(ctx, r.client, []string{key},
-		strconv.FormatUint(rec.version, 10), kindOf(rec), rec.data, ttl.Milliseconds(), add).Int64Slice()
+	status, stored, waitErr, err := r.setPrimary(ctx, key, rec, ttl, add, "")
 	if err != nil {
 		return fmt.Errorf("replicas: write %q: %w", key, err)
 	}
-	if len(res) == 0 || len(res)%2 != 1 {
-		return fmt.Errorf("replicas: write %q: unexpected reply %v", key, res)
-	}
-	if res[0] == setStale {
+	switch status {
+	case setStale:
 		r.stats.staleWrites.Add(1)
 		return fmt.Errorf("replicas: write %q version %d: %w", key, rec.version, ErrStaleVersion)
+	case setConflict:
+		r.stats.conflicts.Add(1)
+		what := "a value"
+		if stored.tombstone {
+			what = "a tombstone"
+		}
+		return fmt.Errorf("replicas: write %q version %d: %s of that version is stored: %w", key, rec.version, what, ErrConflict)
 	}
-	return r.writeCopies(ctx, key, rec, r.targets(key, rec, lay, res[1:], ttl, time.Since(start)), 1)
+	err = r.writeCopies(ctx, key, stored, r.targets(key, stored, lay), 1)
+	if waitErr != nil {
+		err = errors.Join(fmt.Errorf("replicas: write %q: %w", key, waitErr), err)
+	}
+	return err
 }
 
-// targets turns set.lua's registry pairs into copies to write. Each copy's TTL is the
-// jittered ttl, cut to its registration's remaining life minus the time spent since the
-// script was sent, so no copy outlives the registration that makes writers update it.
-func (r *Replicator) targets(key string, rec record, lay *layout, pairs []int64, ttl, elapsed time.Duration) []target {
-	out := make([]target, 0, len(pairs)/2)
-	for i := 0; i+1 < len(pairs); i += 2 {
-		s, remaining := uint16(pairs[i]), time.Duration(pairs[i+1])*time.Millisecond-elapsed
-		t := target{index: -2, key: r.copyKey(s, key), ttl: r.copyTTL(rec, ttl, remaining)}
+// setPrimary runs set.lua on key's primary record (as a fill of the lease held with token
+// when token is not empty) and returns its status and the record stored after it (with
+// stored.none set when the key holds no record, as after a refused fill). waitErr
+// reports a WAIT the replicas did not satisfy.
+func (r *Replicator) setPrimary(ctx context.Context, key string, rec record, ttl time.Duration, add, token string) (status string, stored record, waitErr, err error) {
+	side, wake := r.leaseKeys(key)
+	keys := []string{r.primaryKey(key), wake}
+	args := []any{strconv.FormatUint(rec.version, 10), kindOf(rec), rec.data, ttl.Milliseconds(), add}
+	if token != "" {
+		keys = append(keys, side)
+		args = append(args, token, max(r.opts.LeaseTTL, time.Second).Milliseconds(), r.opts.NegativeTTL.Milliseconds())
+	}
+	res, waitErr, err := r.run(ctx, setScript, keys, args...)
+	if err != nil {
+		return "", stored, nil, err
+	}
+	reply, _ := res.([]any)
+	if len(reply) != 2 {
+		return "", stored, nil, fmt.Errorf("unexpected reply %v", res)
+	}
+	status, _ = reply[0].(string)
+	raw, _ := reply[1].(string)
+	stored.none = raw == ""
+	if raw != "" {
+		var ok bool
+		if stored, ok = decode(raw); !ok {
+			return "", stored, nil, ErrCorrupt
+		}
+	}
+	return status, stored, waitErr, nil
+}
+
+// run runs script on keys, with a WAIT on the same connection when Options.WaitReplicas is
+// set. waitErr wraps ErrNotReplicated when fewer replicas acknowledged the write.
+func (r *Replicator) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (res any, waitErr, err error) {
+	if r.opts.WaitReplicas == 0 {
+		res, err = script.Run(ctx, r.client, keys, args...).Result()
+		return res, nil, err
+	}
+	node, err := r.nodeFor(ctx, keys[0])
+	if err != nil {
+		return nil, nil, err
+	}
+	cmds, wait := r.pipelineWait(ctx, node, func(pipe redis.Pipeliner, eval bool) []*redis.Cmd {
+		if eval {
+			return []*redis.Cmd{script.Eval(ctx, pipe, keys, args...)}
+		}
+		return []*redis.Cmd{script.EvalSha(ctx, pipe, keys, args...)}
+	})
+	res, err = cmds[0].Result()
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, r.waitError(wait), nil
+}
+
+// waitError turns a WAIT reply into nil or an error wrapping ErrNotReplicated.
+func (r *Replicator) waitError(wait *redis.IntCmd) error {
+	n, err := wait.Result()
+	if err != nil {
+		return fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err)
+	}
+	if n < int64(r.opts.WaitReplicas) {
+		r.stats.unreplicated.Add(1)
+		return fmt.Errorf("%w: %d of %d replicas within %v", ErrNotReplicated, n, r.opts.WaitReplicas, r.opts.WaitTimeout)
+	}
+	return nil
+}
+
+// nodeFor returns a client of the one server that holds key, so that a pipeline on it runs
+// on one connection (which WAIT needs).
+func (r *Replicator) nodeFor(ctx context.Context, key string) (redis.Cmdable, error) {
+	if r.cluster != nil {
+		return r.cluster.MasterForKey(ctx, key)
+	}
+	return r.client, nil
+}
+
+// pipelineWait runs the commands add queues on node, followed by a WAIT, in one pipeline
+// (one connection); on NOSCRIPT it runs them again with EVAL.
+func (r *Replicator) pipelineWait(ctx context.Context, node redis.Cmdable, add func(redis.Pipeliner, bool) []*redis.Cmd) ([]*redis.Cmd, *redis.IntCmd) {
+	exec := func(eval bool) ([]*redis.Cmd, *redis.IntCmd) {
+		pipe := node.Pipeline()
+		cmds := add(pipe, eval)
+		wait := redis.NewIntCmd(ctx, "wait", r.opts.WaitReplicas, r.opts.WaitTimeout.Milliseconds())
+		_ = pipe.Process(ctx, wait)
+		_, _ = pipe.Exec(ctx) // errors are read per command
+		return cmds, wait
+	}
+	cmds, wait := exec(false)
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return exec(true)
+		}
+	}
+	return cmds, wait
+}
+
+// targets turns the registry of the stored record into copies to write. Each copy's value
+// ends with the record's, shortened by a random jitter (tombstones are not jittered), and
+// its key with its registration; both are absolute, so they hold however late the write runs.
+func (r *Replicator) targets(key string, rec record, lay *layout) []target {
+	out := make([]target, 0, len(rec.reg))
+	expiry := r.copyExpiry(rec)
+	for _, e := range rec.reg {
+		t := target{index: -2, key: r.copyKey(e.slot, key), expiry: expiry, until: e.expiry}
 		if lay != nil {
 			for j, ls := range lay.slots {
-				if ls == s {
+				if ls == e.slot {
 					t.index = j
 				}
 			}
 		}
-		if t.ttl > 0 {
-			out = append(out, t)
-		}
+		out = append(out, t)
 	}
 	return out
 }
 
-// copyTTL returns ttl shortened by a random fraction in [0, Options.Jitter), and at most
-// limit. A tombstone is not shortened: it must refuse late older writes at every copy for
-// as long as at the logical key. A result under 1ms means the copy is not worth writing.
-func (r *Replicator) copyTTL(rec record, ttl, limit time.Duration) time.Duration {
-	d := ttl
-	if !rec.tombstone {
-		u := float64(r.opts.Rand()>>11) / (1 << 53)
-		d -= time.Duration(float64(ttl) * r.opts.Jitter * u)
+// copyExpiry returns when a copy of rec ends: rec's expiry, shortened for a value by a random
+// fraction in [0, Options.Jitter) of its remaining life.
+func (r *Replicator) copyExpiry(rec record) int64 {
+	if rec.tombstone || rec.expiry == 0 {
+		return rec.expiry
 	}
-	d = min(d, limit)
-	if d < time.Millisecond {
-		return 0
+	remaining := rec.expiry - r.opts.Clock().UnixMilli()
+	if remaining <= 0 {
+		return rec.expiry
 	}
-	return d
+	u := float64(r.opts.Rand()>>11) / (1 << 53)
+	return rec.expiry - int64(float64(remaining)*r.opts.Jitter*u)
 }
 
-// writeCopies writes rec to every target with set.lua in one pipeline (go-redis groups it
-// per node) and reports the failures as a *PartialWriteError. written counts writes that
-// already succeeded (the logical key).
+// writeCopies writes rec to every target with copy.lua in one pipeline (go-redis groups it
+// per node; with Options.WaitReplicas, one pipeline and WAIT per node) and reports the
+// failures as a *PartialWriteError. written counts writes that already succeeded (the
+// primary).
 func (r *Replicator) writeCopies(ctx context.Context, key string, rec record, targets []target, written int) error {
 	if len(targets) == 0 {
 		return nil
 	}
 	version, kind := strconv.FormatUint(rec.version, 10), kindOf(rec)
-	run := func(ts []target, eval bool) []*redis.Cmd {
-		pipe := r.client.Pipeline()
-		cmds := make([]*redis.Cmd, len(ts))
-		for i, t := range ts {
-			args := []any{version, kind, rec.data, t.ttl.Milliseconds(), ""}
-			if eval {
-				cmds[i] = setScript.Eval(ctx, pipe, []string{t.key}, args...)
-			} else {
-				cmds[i] = setScript.EvalSha(ctx, pipe, []string{t.key}, args...)
+	queue := func(ts []target) func(redis.Pipeliner, bool) []*redis.Cmd {
+		return func(pipe redis.Pipeliner, eval bool) []*redis.Cmd {
+			cmds := make([]*redis.Cmd, len(ts))
+			for i, t := range ts {
+				keys := []string{t.key}
+				args := []any{version, kind, rec.data, t.expiry, t.until}
+				if eval {
+					cmds[i] = copyScript.Eval(ctx, pipe, keys, args...)
+				} else {
+					cmds[i] = copyScript.EvalSha(ctx, pipe, keys, args...)
+				}
 			}
-		}
-		_, _ = pipe.Exec(ctx) // errors are read per command below
-		return cmds
-	}
-	cmds := run(targets, false)
-	var retry []target
-	var retryAt []int
-	for i, c := range cmds {
-		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			retry = append(retry, targets[i])
-			retryAt = append(retryAt, i)
-		}
-	}
-	if len(retry) > 0 {
-		for j, c := range run(retry, true) {
-			cmds[retryAt[j]] = c
+			return cmds
 		}
 	}
 	var failed []CopyError
-	for i, c := range cmds {
-		if err := c.Err(); err != nil {
-			failed = append(failed, CopyError{Index: targets[i].index, Key: targets[i].key, Err: err})
-			continue
+	collect := func(ts []target, cmds []*redis.Cmd, waitErr error) {
+		for i, c := range cmds {
+			err := c.Err()
+			if err == nil {
+				if s, _ := c.Val().(string); s == setConflict {
+					err = ErrConflict
+				} else {
+					err = waitErr
+				}
+			}
+			if err != nil {
+				failed = append(failed, CopyError{Index: ts[i].index, Key: ts[i].key, Err: err})
+				continue
+			}
+			written++
 		}
-		written++
+	}
+	if r.opts.WaitReplicas == 0 {
+		cmds := r.pipeline(ctx, queue(targets))
+		collect(targets, cmds, nil)
+	} else {
+		for _, g := range r.byNode(ctx, targets) {
+			if g.err != nil {
+				for _, t := range g.targets {
+					failed = append(failed, CopyError{Index: t.index, Key: t.key, Err: g.err})
+				}
+				continue
+			}
+			cmds, wait := r.pipelineWait(ctx, g.node, queue(g.targets))
+			collect(g.targets, cmds, r.waitError(wait))
+		}
 	}
 	if len(failed) == 0 {
 		return nil
@@ -176,24 +295,67 @@ func (r *Replicator) writeCopies(ctx context.Context, key string, rec record, ta
 	return &PartialWriteError{Key: key, Written: written, Failed: failed}
 }
 
-// register runs register.lua: it adds slots to key's registry and returns key's record and
-// remaining life. found is false when the logical key holds no record.
-func (r *Replicator) register(ctx context.Context, key, slots string) (rec record, pttl time.Duration, found bool, err error) {
-	res, err := registerScript.Run(ctx, r.client, []string{key}, slots).Slice()
+// pipeline runs the commands add queues in one pipeline of the client; on NOSCRIPT it runs
+// those again with EVAL.
+func (r *Replicator) pipeline(ctx context.Context, add func(redis.Pipeliner, bool) []*redis.Cmd) []*redis.Cmd {
+	pipe := r.client.Pipeline()
+	cmds := add(pipe, false)
+	_, _ = pipe.Exec(ctx) // errors are read per command
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			pipe := r.client.Pipeline()
+			cmds = add(pipe, true)
+			_, _ = pipe.Exec(ctx)
+			break
+		}
+	}
+	return cmds
+}
+
+// nodeGroup is the copies one server holds.
+type nodeGroup struct {
+	node    redis.Cmdable
+	targets []target
+	err     error
+}
+
+// byNode groups targets by the server holding them.
+func (r *Replicator) byNode(ctx context.Context, targets []target) []*nodeGroup {
+	if r.cluster == nil {
+		return []*nodeGroup{{node: r.client, targets: targets}}
+	}
+	groups := map[string]*nodeGroup{}
+	var out []*nodeGroup
+	for _, t := range targets {
+		node, err := r.cluster.MasterForKey(ctx, t.key)
+		id := "error"
+		if err == nil {
+			id = node.Options().Addr
+		}
+		g := groups[id]
+		if g == nil {
+			g = &nodeGroup{node: node, err: err}
+			groups[id] = g
+			out = append(out, g)
+		}
+		g.targets = append(g.targets, t)
+	}
+	return out
+}
+
+// register runs register.lua: it adds slots to key's registry and returns the primary
+// record after it. found is false when the primary holds no live value or tombstone.
+func (r *Replicator) register(ctx context.Context, key, slots string) (rec record, found bool, err error) {
+	raw, err := registerScript.Run(ctx, r.client, []string{r.primaryKey(key)}, slots).Text()
 	if errors.Is(err, redis.Nil) {
-		return rec, 0, false, nil
+		return rec, false, nil
 	}
 	if err != nil {
-		return rec, 0, false, err
+		return rec, false, err
 	}
-	if len(res) != 2 {
-		return rec, 0, false, fmt.Errorf("unexpected reply %v", res)
-	}
-	raw, _ := res[0].(string)
-	ms, _ := res[1].(int64)
 	rec, ok := decode(raw)
 	if !ok {
-		return rec, 0, false, ErrCorrupt
+		return rec, false, ErrCorrupt
 	}
-	return rec, time.Duration(ms) * time.Millisecond, true, nil
+	return rec, true, nil
 }

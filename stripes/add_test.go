@@ -124,13 +124,13 @@ func TestEventTimeOutsideWindow(t *testing.T) {
 
 		require.Equal(t, before, mustSum(t, c))
 		require.Equal(t, uint64(1), c.Stats().TooOld)
-		require.Equal(t, 4, prefixKeys(t, rc, c.opts.Prefix)-1, "only the layout and the 4 stripes exist")
+		require.Equal(t, 4, prefixKeys(t, rc, c.opts.Prefix)-2, "only the layout, the birth record and the 4 stripes exist")
 	})
 }
 
 func TestDedupSetsSplitAndKeepIntsetEncoding(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
-		c := newCounter(t, rc, Options{Stripes: 1, SetMembers: 16})
+		c := newCounter(t, rc, Options{Stripes: 1, SetMembers: 32})
 		ctx := context.Background()
 		now := time.Now()
 		const n = 2000
@@ -150,9 +150,20 @@ func TestDedupSetsSplitAndKeepIntsetEncoding(t *testing.T) {
 		require.NoError(t, err)
 		stripe := c.keys.stripe(l.doc.Gens[0].Tags[0], 1, 0)
 		node := nodeFor(t, rc, stripe)
-		keys, err := node.Keys(ctx, stripe+":d:*").Result()
+		sl := now.UnixMilli() / c.opts.sliceMs()
+		ring := 2*((c.opts.DedupWindow.Milliseconds()+c.opts.sliceMs()-1)/c.opts.sliceMs()) + 3
+		state, err := node.HGet(ctx, stripe, "d"+strconv.FormatInt(sl%ring, 10)).Result()
 		require.NoError(t, err)
-		require.Greater(t, len(keys), n/16, "the sets were split")
+		parts := strings.Split(state, ":")
+		require.Len(t, parts, 3)
+		require.Equal(t, strconv.FormatInt(sl, 10), parts[0])
+		level, _ := strconv.Atoi(parts[1])
+		split, _ := strconv.Atoi(parts[2])
+
+		keys, err := node.Keys(ctx, stripe+":e:*").Result()
+		require.NoError(t, err)
+		require.Equal(t, 1<<level+split, len(keys), "one set per bucket of the linear hash table (%s)", state)
+		require.Greater(t, len(keys), n/32, "the sets were split")
 		records := 0
 		for _, k := range keys {
 			enc, err := node.ObjectEncoding(ctx, k).Result()
@@ -160,25 +171,26 @@ func TestDedupSetsSplitAndKeepIntsetEncoding(t *testing.T) {
 			require.Equal(t, "intset", enc, "set %s", k)
 			card, err := node.SCard(ctx, k).Result()
 			require.NoError(t, err)
-			require.LessOrEqual(t, card, int64(16), "set %s", k)
-			ok, err := node.SIsMember(ctx, k, splitMarker).Result()
+			require.LessOrEqual(t, card, int64(32), "set %s", k)
+			// The set's name says which records it holds: a bucket below the split pointer,
+			// or added by a split, uses one selector bit more.
+			b, err := strconv.Atoi(k[strings.LastIndex(k, ":")+1:])
 			require.NoError(t, err)
-			if !ok {
-				records += int(card)
-				// The set's name says which records it holds: their low depth bits (the
-				// selector computed by add.lua from decimal digits, here in Go).
-				parts := strings.Split(k, ":")
-				depth, err1 := strconv.Atoi(parts[len(parts)-2])
-				sel, err2 := strconv.ParseUint(parts[len(parts)-1], 10, 64)
-				require.NoError(t, err1)
-				require.NoError(t, err2)
-				members, err := node.SMembers(ctx, k).Result()
-				require.NoError(t, err)
-				for _, m := range members {
-					v, err := strconv.ParseUint(m, 10, 64)
-					require.NoError(t, err)
-					require.Equal(t, sel, selectorOf(v)%(1<<depth), "record %s in %s", m, k)
+			bits := level
+			if b < split || b >= 1<<level {
+				bits++
+			}
+			members, err := node.SMembers(ctx, k).Result()
+			require.NoError(t, err)
+			require.Contains(t, members, bucketMarker, "set %s was created with its marker", k)
+			for _, m := range members {
+				if m == bucketMarker {
+					continue
 				}
+				records++
+				v, err := strconv.ParseUint(m, 10, 64)
+				require.NoError(t, err)
+				require.Equal(t, uint64(b), selectorOf(v)%(1<<bits), "record %s in %s", m, k)
 			}
 			ttl, err := node.PTTL(ctx, k).Result()
 			require.NoError(t, err)

@@ -89,7 +89,7 @@ func (c *Counter) AddBatch(ctx context.Context, adds []Addition) ([]Result, []er
 				errs[k] = fmt.Errorf("stripes: add %q to %s: %w", adds[k].Event.ID, pc.key, err)
 				continue
 			}
-			res, next, stale, err := c.interpret(pc.g, results[k], adds[k].Event, pc.key, reply)
+			res, next, stale, err := c.interpret(pc.g, results[k], adds[k].Event, adds[k].Delta, pc.key, reply)
 			if next || stale {
 				slow = append(slow, k)
 				continue

@@ -41,6 +41,26 @@ func BenchmarkAdd(b *testing.B) {
 			}
 		})
 	})
+	b.Run("reference=SET-NX-PX+INCRBY", func(b *testing.B) {
+		// What a host writes without this package: one key per event with a TTL of the
+		// window, and the counter, in one script on the counter's slot.
+		b.ReportAllocs()
+		b.SetParallelism(16)
+		prefix := celebritytest.Prefix(b)
+		counter := prefix + "{ref}:n"
+		var seq atomic.Int64
+		b.ResetTimer()
+		defer hotMaster(b, cl)()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				ev := prefix + "{ref}:e:" + strconv.FormatInt(seq.Add(1), 36)
+				if err := setNXScript.Run(ctx, rc, []string{ev, counter}, time.Minute.Milliseconds(), 1).Err(); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 	for _, n := range []int{1, 16} {
 		b.Run(fmt.Sprintf("stripes=%d/unique-events", n), func(b *testing.B) {
 			b.ReportAllocs()
@@ -128,6 +148,14 @@ func referenceKeyPerEvent(b *testing.B, addr string, n int) float64 {
 	return float64(usedMemory(b, addr)-before) / float64(n)
 }
 
+// setNXScript is the reference exactly-once counter: remember the event in a key of its own
+// for the window, count it if it was new.
+var setNXScript = redis.NewScript(`
+if redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then
+  return redis.call('INCRBY', KEYS[2], ARGV[2])
+end
+return false`)
+
 // hotMaster snapshots the server CPU time of every master of cl and returns a function that
 // reports the largest growth per benchmark operation as hot-master-us/op.
 func hotMaster(b *testing.B, cl *celebritytest.Cluster) func() {
@@ -140,11 +168,13 @@ func hotMaster(b *testing.B, cl *celebritytest.Cluster) func() {
 		before[i] = serverUsec(b, clients[i])
 	}
 	return func() {
-		var hot float64
+		var hot, total float64
 		for i, c := range clients {
-			hot = max(hot, serverUsec(b, c)-before[i])
+			d := serverUsec(b, c) - before[i]
+			hot, total = max(hot, d), total+d
 		}
 		b.ReportMetric(hot/float64(b.N), "hot-master-us/op")
+		b.ReportMetric(total/float64(b.N), "all-masters-us/op")
 	}
 }
 
@@ -170,4 +200,70 @@ func serverUsec(b *testing.B, c *redis.Client) float64 {
 		total += f
 	}
 	return total
+}
+
+// BenchmarkServerTimePerEvent measures the server time of one new event, interleaving the
+// calls on three dedicated servers so that all three see the same machine load: Add's
+// script on a 1-stripe counter, the SET NX PX + INCRBY reference script, and INCR. It
+// reports each one's usec_per_call (INFO commandstats) and Add's ratio to the reference.
+//
+//	go test -run '^$' -bench ServerTimePerEvent -benchtime=20000x ./stripes/
+func BenchmarkServerTimePerEvent(b *testing.B) {
+	ctx := context.Background()
+	add := celebritytest.NewServer(b, celebritytest.ServerOptions{}).Client(b)
+	ref := celebritytest.NewServer(b, celebritytest.ServerOptions{}).Client(b)
+	incr := celebritytest.NewServer(b, celebritytest.ServerOptions{}).Client(b)
+	c := newCounter(b, add, Options{Stripes: 1, DedupWindow: 10 * time.Minute})
+	require.Zero(b, mustSum(b, c))
+	now := time.Now()
+	step := func(i int) {
+		id := "ev-" + strconv.Itoa(i)
+		if _, err := c.Add(ctx, Event{ID: id, Time: now}, 1); err != nil {
+			b.Fatal(err)
+		}
+		if err := setNXScript.Run(ctx, ref, []string{"{n}:e:" + id, "{n}:n"}, (10 * time.Minute).Milliseconds(), 1).Err(); err != nil {
+			b.Fatal(err)
+		}
+		if err := incr.Incr(ctx, "n").Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range 100 { // load the scripts
+		step(-1 - i)
+	}
+	for _, s := range []*redis.Client{add, ref, incr} {
+		require.NoError(b, s.ConfigResetStat(ctx).Err())
+	}
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		step(i)
+		i++
+	}
+	b.StopTimer()
+	a, r, n := perCall(b, add, "evalsha"), perCall(b, ref, "evalsha"), perCall(b, incr, "incr")
+	b.ReportMetric(a, "add-us/event")
+	b.ReportMetric(r, "setnx-us/event")
+	b.ReportMetric(n, "incr-us/event")
+	b.ReportMetric(a/r, "add/setnx")
+}
+
+// perCall returns INFO commandstats' usec_per_call of cmd on c.
+func perCall(b *testing.B, c *redis.Client, cmd string) float64 {
+	b.Helper()
+	info, err := c.Info(context.Background(), "commandstats").Result()
+	require.NoError(b, err)
+	for line := range strings.SplitSeq(info, "\r\n") {
+		rest, ok := strings.CutPrefix(line, "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		_, v, _ := strings.Cut(rest, "usec_per_call=")
+		v, _, _ = strings.Cut(v, ",")
+		f, err := strconv.ParseFloat(v, 64)
+		require.NoError(b, err)
+		return f
+	}
+	b.Fatalf("no commandstats for %s", cmd)
+	return 0
 }

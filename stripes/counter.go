@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 )
 
 // Counter is a striped counter with exactly-once events. It is safe for concurrent use.
@@ -19,6 +18,10 @@ type Counter struct {
 	keys   keys
 	layout atomic.Pointer[layout]
 	stats  counterStats
+	// maxVer is the highest layout version this process has read; birthOK is set once the
+	// birth record was checked (and written if missing).
+	maxVer  atomic.Uint64
+	birthOK atomic.Bool
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -28,7 +31,9 @@ type Counter struct {
 // Event is one countable occurrence. Retries of an event must carry the same Event: the
 // same ID, the same Time and the same Gen.
 type Event struct {
-	// ID identifies the event (a view ID, a message ID). Required; 1..Options.MaxIDBytes bytes.
+	// ID identifies the event (a view ID, a message ID). Required; 1..Options.MaxIDBytes bytes
+	// of any value: binary IDs (a raw UUID, a hash) are accepted as they are. Only the ID's
+	// xxhash64 is stored, never the ID itself.
 	ID string
 	// Time is when the event first happened or was first attempted. Required. It fixes the
 	// event's dedup slice and, when Gen is 0, its generation; it must lie within one
@@ -96,9 +101,6 @@ func (c *Counter) checkID(id string) error {
 	if id == "" || len(id) > c.opts.MaxIDBytes {
 		return invalidf("Event.ID must be 1..%d bytes, got %d", c.opts.MaxIDBytes, len(id))
 	}
-	if !utf8.ValidString(id) {
-		return invalidf("Event.ID must be valid UTF-8")
-	}
 	return nil
 }
 
@@ -107,7 +109,8 @@ func (c *Counter) checkID(id string) error {
 // hash slot, so concurrent and retried calls with the same event count it once. Add returns
 // ErrTooOld if the event's generation was sealed or its Time is more than DedupWindow behind
 // the server's clock, ErrUnknownGeneration if ev.Gen does not exist, and an ErrInvalid error
-// for bad input; in all these cases nothing was written. On any other error the event may or
+// for bad input or a delta that would overflow its stripe's int64 value (retrying it cannot
+// succeed); in all these cases nothing was written. On any other error the event may or
 // may not have been counted: retry it with the same Event.
 //
 // Delta may be negative (see the package doc for what concurrent readers may then see);
@@ -174,7 +177,7 @@ func (c *Counter) addIn(ctx context.Context, l *layout, ev Event, r route, delta
 		if err != nil {
 			return res, false, fmt.Errorf("stripes: add %q to %s: %w", ev.ID, key, err)
 		}
-		res, next, stale, err := c.interpret(g, res, ev, key, reply)
+		res, next, stale, err := c.interpret(g, res, ev, delta, key, reply)
 		if next {
 			continue // the stripe closed at or before ev.Time: the next generation takes it
 		}
@@ -186,12 +189,18 @@ func (c *Counter) addIn(ctx context.Context, l *layout, ev Event, r route, delta
 // firstGen returns the index in l of the first generation ev may belong to.
 func (c *Counter) firstGen(l *layout, ev Event) (int, error) {
 	if ev.Gen == 0 {
+		if t := ev.Time.UnixMilli(); t < l.doc.Floor {
+			return 0, fmt.Errorf("%w: event time %d ms is before %d ms, the end of sealed generations", ErrTooOld, t, l.doc.Floor)
+		}
 		return 0, nil
+	}
+	if l.pruned(ev.Gen) {
+		return 0, fmt.Errorf("%w: generation %d is sealed", ErrTooOld, ev.Gen)
 	}
 	if g := l.gen(ev.Gen); g == nil || g.Pending {
 		return 0, fmt.Errorf("%w: %d (newest open generation is %d)", ErrUnknownGeneration, ev.Gen, l.current().Gen)
 	}
-	return int(ev.Gen - 1), nil
+	return l.index(ev.Gen), nil
 }
 
 // target returns ev's stripe in generation g, skip=true if by its time ev belongs to a later
@@ -222,7 +231,7 @@ func (c *Counter) addCall(g *genDoc, i int, ev Event, r route, delta int64) (str
 
 // interpret turns an add.lua reply into a result. next=true sends the event on to the next
 // generation; stale=true means the layout may be out of date.
-func (c *Counter) interpret(g *genDoc, res Result, ev Event, key string, reply []int64) (_ Result, next, stale bool, err error) {
+func (c *Counter) interpret(g *genDoc, res Result, ev Event, delta int64, key string, reply []int64) (_ Result, next, stale bool, err error) {
 	if len(reply) != 2 {
 		return res, false, false, fmt.Errorf("%w: add.lua replied %v", ErrLayout, reply)
 	}
@@ -242,8 +251,12 @@ func (c *Counter) interpret(g *genDoc, res Result, ev Event, key string, reply [
 		return res, false, false, invalidf("Event.Time %d ms is more than DedupWindow ahead of server time %d ms", t, reply[1])
 	case addNext:
 		return res, true, false, nil
-	default: // addNoStripe, addWrongGen: sealed and expired since l was read, or data loss
-		return res, false, true, fmt.Errorf("%w: stripe %s missing or of another generation (reply %v)", ErrLayout, key, reply)
+	case addOverflow:
+		return res, false, false, invalidf("delta %d would overflow the int64 value of stripe %d of generation %d", delta, res.Stripe, g.Gen)
+	case addNoStripe: // sealed and expired since l was read, or data loss
+		return res, false, true, vanishedf("stripe %s of live generation %d is missing", key, g.Gen)
+	default: // addWrongGen
+		return res, false, true, fmt.Errorf("%w: stripe %s is of generation %d, not %d", ErrLayout, key, reply[1], g.Gen)
 	}
 }
 

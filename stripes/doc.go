@@ -41,9 +41,15 @@
 // A generation that is no longer the newest is sealed (by the background loop or
 // [Counter.Seal]) one DedupWindow plus one slice after its boundaries: each stripe is frozen
 // and returns its final value, and their sum is folded into the layout's base value once,
-// keyed by the generation number. Later events of a sealed generation get ErrTooOld. A
+// keyed by the generation number. Later attempts of an event of a sealed generation get
+// ErrTooOld. A sealed stripe still redirects events at or past its boundary, so a writer
+// holding a layout read before the resize and the seal counts every fresh event: the stripe
+// sends it on, the writer rereads the layout and finds the generation that owns it. A
 // crash between freezing and folding is harmless: frozen stripes return the same values,
-// and the fold happens once.
+// and the fold happens once. Once a sealed generation's stripes have expired (one more
+// window), Seal drops it from the layout document with its folded:<gen> and expiring:<gen>
+// fields, keeping only the number of the newest dropped generation and its latest boundary,
+// so late attempts still get ErrTooOld: the record stays as small as its live generations.
 //
 // # Reads
 //
@@ -58,13 +64,19 @@
 //
 // Under Options.Prefix (default "stripes:") and Options.Name:
 //
-//	<prefix>{<name>}:layout              hash: doc (JSON: generations, stripe counts, tags,
-//	                                     boundaries, dedup settings), ver, base, folded:<gen>,
-//	                                     expiring:<gen>
+//	<prefix>{<name>}:layout              hash: doc (JSON: live generations, stripe counts,
+//	                                     tags, boundaries, dedup settings, birth token, floor),
+//	                                     ver, base, folded:<gen>, expiring:<gen>, pruned
 //	<prefix>{<tag>}:<name>:<gen>:<i>     hash: stripe i of generation gen: v (value), g, n,
-//	                                     i, maxt (latest event time), end, sealed
-//	<prefix>{<tag>}:<name>:<gen>:<i>:d:<slice>:<depth>:<sel>
-//	                                     set: dedup records of the stripe for one time slice
+//	                                     i, maxt (latest event time), end, sealed, d<r> (the
+//	                                     dedup table state of a slice, in a ring of slots)
+//	<prefix>{<tag>}:<name>:<gen>:<i>:e:<slice>:<bucket>
+//	                                     set: one bucket of the stripe's dedup records for
+//	                                     one time slice
+//	<prefix>{<btag>}:births              hash: the birth records of the counters whose layout
+//	                                     slot, rounded down to a multiple of 64, is the
+//	                                     births key's slot minus 8192 (256 such keys): field
+//	                                     <name>, value the layout's random token
 //
 // A stripe's value and its dedup sets share the stripe's hash tag, hence one slot: add.lua
 // checks and increments atomically. Different stripes get different tags. When a generation
@@ -73,15 +85,18 @@
 // slot; the tags are recorded in the layout and never move. On a standalone server the tags
 // are the stripe numbers.
 //
-// # Memory
+// # Memory and cost
 //
-// A dedup record is an integer in an intset-encoded set. Sets are cut by time slice
+// A dedup record is an integer in an intset-encoded set. Records are cut by time slice
 // (DedupWindow/DedupSlices, from Event.Time) and expire together one window plus one slice
-// after their slice ends; within a slice, a set that reaches SetMembers (512) records is
-// split in two by the next bit of the records, leaving a one-member marker, so every set
-// stays below set-max-intset-entries. This costs about 9-11 bytes of used_memory per
-// remembered event (measured: 10.3 B over 100,000 events on 16 stripes), against about
-// 130 bytes for one key per event.
+// after their slice ends. Within a slice and stripe they form a linear hash table: a
+// bucket found half full (SetMembers/2, 256 by default) on a sampled addition splits the
+// next bucket in order, so every set stays well below set-max-intset-entries and a lookup
+// is one SADD whatever the number of records. This costs about 9-11 bytes of used_memory
+// per remembered event (measured: 10.9 B over 20,000 events on 4 stripes), against about
+// 130 bytes for one key per event. A new event costs one script of HMGET, TIME, SADD and
+// HINCRBY (plus HSET when its time is the stripe's latest); a retry, HMGET, TIME and SADD.
+// BenchmarkAdd compares it with INCR and with a script doing SET NX PX and INCRBY.
 //
 // # Collisions
 //
@@ -100,12 +115,35 @@
 // the stripe's slot, which Redis Cluster allows. The counter is as durable as its masters:
 // with AOF appendfsync always and no failover data loss, the guarantee holds through
 // restarts; a failover that loses acknowledged writes may lose counted events or their dedup
-// records (a retry might then count again), and a lost stripe key is reported as ErrLayout.
+// records (a retry might then count again); lost keys are reported as [ErrVanished] as far
+// as the next section says.
 // Eviction: dedup sets carry TTLs, so a maxmemory-policy of volatile-* evicts them first
 // and allkeys-* may evict any key; an evicted record lets a retry count again. Run the
 // counter's servers with noeviction (or without maxmemory).
 // Clocks: the window is checked on each master's clock; Event.Time and the Resize boundary
 // come from the hosts' clocks, and events more than one window ahead are refused.
+//
+// # What is detected
+//
+// A counter never recreates state it had: a lost layout or stripe is reported as
+// [ErrVanished] (a kind of [ErrLayout]) rather than counted again from zero. Precisely:
+//
+//   - A Counter that has read the layout once reports ErrVanished from Sum, Resize, Seal and
+//     from every Add that needs the layout, if the layout record is gone, went back to an
+//     older version, or was recreated (another random token); and from Sum and Add if a
+//     stripe of a live generation is gone. An Add through its cached layout into a stripe
+//     that survived still counts there.
+//   - A fresh Counter (a new process) detects a lost layout record through the birth record,
+//     written once the layout exists (by its creator, or by the next process that reads a
+//     layout whose birth record is missing). The births key lives in the layout's slot
+//     (rounded down to a multiple of 64) plus 8192: on a cluster whose masters own even, contiguous slot ranges (the usual
+//     allocation), that is another master, so the restart without persistence, the
+//     failover or the flush of the layout's master is detected. It is not detected when the
+//     birth record is lost too: a FLUSHALL of a standalone server or of every master, or
+//     both masters losing their data. A fresh Counter detects a lost stripe of a live
+//     generation through the layout that names it.
+//   - A stripe or layout restored to an older value (a stale backup) with the same keys
+//     present is not detected unless this process saw a later layout version.
 //
 // # Example
 //

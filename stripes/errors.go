@@ -13,7 +13,9 @@ import (
 var ErrTooOld = errors.New("stripes: event is older than the dedup window")
 
 // ErrInvalid is wrapped by every error about bad options or bad input (an empty or
-// oversized ID, a zero delta, a zero time, a stripe count out of range). Nothing was written.
+// oversized ID, a zero delta, a zero time, a stripe count out of range, a delta that would
+// overflow its stripe's int64 value). Nothing was written, and nothing was remembered: an
+// unchanged retry gets the same error.
 var ErrInvalid = errors.New("stripes: invalid argument")
 
 // ErrUnknownGeneration is returned when an event names a generation that the layout does
@@ -24,6 +26,24 @@ var ErrUnknownGeneration = errors.New("stripes: generation does not exist")
 // live generation is missing or belongs to another generation. It usually means data loss
 // (a restart without persistence, a FLUSHALL, a failover that lost writes).
 var ErrLayout = errors.New("stripes: stored state contradicts the layout")
+
+// ErrVanished is returned when state this counter had (its layout record, a stripe of a
+// live generation) is gone from Redis: a FLUSHALL, a restart without persistence, a
+// failover that lost writes, an eviction. The counter refuses to recreate it, because a
+// recreated counter would silently restart from zero (or from a part of its stripes).
+// errors.Is(err, ErrLayout) also holds. See "What is detected" in the package doc.
+var ErrVanished error = &vanishedError{}
+
+// vanishedError is the type of ErrVanished: a kind of ErrLayout.
+type vanishedError struct{}
+
+func (*vanishedError) Error() string { return "stripes: stored state vanished" }
+func (*vanishedError) Unwrap() error { return ErrLayout }
+
+// vanishedf returns an error wrapping ErrVanished.
+func vanishedf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrVanished}, args...)...)
+}
 
 // ErrConflict is returned by [Counter.Resize] when concurrent layout changes kept its
 // compare-and-set from succeeding within its attempt budget. Retrying is safe.

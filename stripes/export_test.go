@@ -21,3 +21,15 @@ func (ev Event) at(t time.Time) Event {
 	ev.Time = t
 	return ev
 }
+
+// withoutGensAfter returns a copy of l that knows only generations up to g, unfolded, as a
+// layout read before they were opened would.
+func (l *layout) withoutGensAfter(g uint64) *layout {
+	cp := *l
+	cp.doc.Gens = append([]genDoc(nil), l.doc.Gens[:g]...)
+	cp.doc.Gens[g-1].Ends = nil
+	cp.folded = map[uint64]int64{}
+	cp.expiring = map[uint64]int64{}
+	cp.base = 0
+	return &cp
+}

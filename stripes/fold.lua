@@ -4,7 +4,8 @@
 -- ARGV[1]  generation (the seal ID: one fold per generation)
 -- ARGV[2]  the generation's total: the sum of its sealed stripes, a decimal int64
 --
--- Reply: {1, total} folded now; {0, total} already folded earlier with that total.
+-- Reply: {1, total} folded now; {0, total} already folded earlier with that total;
+--        {2, 0} the generation was folded and then pruned (see prune.lua): nothing to do.
 --
 -- Invariant: field "folded:<gen>" and the base increment are written together, so a
 -- generation's total enters the base exactly once however often the fold is retried.
@@ -16,6 +17,7 @@ if type(ARGV[2]) ~= 'string' or not string.match(ARGV[2], '^%-?%d+$') or #ARGV[2
   return redis.error_reply('ERR stripes: bad total')
 end
 if not redis.call('HGET', KEYS[1], 'doc') then return redis.error_reply('ERR stripes: layout missing') end
+if tonumber(ARGV[1]) <= tonumber(redis.call('HGET', KEYS[1], 'pruned') or '0') then return {2, 0} end
 local done = redis.call('HGET', KEYS[1], 'folded:' .. ARGV[1])
 if done then return {0, done} end
 redis.call('HINCRBY', KEYS[1], 'base', ARGV[2])

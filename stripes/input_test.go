@@ -2,6 +2,7 @@ package stripes
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,7 +56,6 @@ func TestBadInputWritesNothing(t *testing.T) {
 		}{
 			{"empty ID", Event{Time: now}, 1, ErrInvalid},
 			{"oversized ID", Event{ID: strings.Repeat("x", 17), Time: now}, 1, ErrInvalid},
-			{"invalid UTF-8", Event{ID: "\xff\xfe", Time: now}, 1, ErrInvalid},
 			{"zero delta", Event{ID: "a", Time: now}, 0, ErrInvalid},
 			{"zero time", Event{ID: "a"}, 1, ErrInvalid},
 			{"unknown generation", Event{ID: "a", Time: now, Gen: 9}, 1, ErrUnknownGeneration},
@@ -89,7 +89,7 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 		for k, bad := range map[int][]any{
 			0: {"0", "x", "-1"},
 			1: {"0", "-5", "abc", "12345678901234567890", "9223372036854775808", "9999999999999999999"},
-			2: {"0", "00", "1.5", "x", "123456789012345678901"},
+			2: {"0", "00", "-0", "01", "1.5", "x", "123456789012345678901", "9223372036854775808", "-9223372036854775809", "99999999999999999999"},
 			3: {"-1", "x"},
 			4: {"0", "x"},
 			5: {"0", "120000"},
@@ -106,9 +106,14 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 		}
 		// An overflowing delta is refused by HINCRBY, the script's first write.
 		require.NoError(t, addScript.Run(ctx, rc, []string{key}, "1", "77", "9223372036854775807", now, 60000, 15000, 512, "0").Err())
+		reply, err := addScript.Run(ctx, rc, []string{key}, "1", "78", "1", now, 60000, 15000, 512, "0").Int64Slice()
+		require.NoError(t, err)
+		require.Equal(t, []int64{addOverflow, 0}, reply, "an overflowing delta gets its own reply")
 		for _, delta := range []string{"1", "99999999999999999999"} {
 			err := addScript.Run(ctx, rc, []string{key}, "1", "78", delta, now, 60000, 15000, 512, "0").Err()
-			require.Error(t, err, "delta %s", delta)
+			if delta != "1" {
+				require.ErrorContains(t, err, "stripes: bad delta", "delta %s", delta)
+			}
 			ok, err := nodeFor(t, rc, key).SIsMember(ctx, key+":d:"+slice(now, 15000)+":0:0", "78").Result()
 			require.NoError(t, err)
 			require.False(t, ok, "no dedup record for the refused event")
@@ -121,3 +126,52 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 
 // slice returns the dedup slice of a time in ms, as add.lua names it.
 func slice(ms, width int64) string { return strconv.FormatInt(ms/width, 10) }
+
+func TestOverflowingDeltaIsInvalidAndWritesNothing(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		c := newCounter(t, rc, Options{Stripes: 1})
+		ctx := context.Background()
+		now := time.Now()
+		_, err := c.Add(ctx, Event{ID: "max", Time: now}, math.MaxInt64)
+		require.NoError(t, err)
+		over := Event{ID: "over", Time: now}
+		for attempt := range 2 {
+			_, err = c.Add(ctx, over, 1)
+			require.ErrorIs(t, err, ErrInvalid, "attempt %d", attempt)
+			require.Contains(t, err.Error(), "overflow")
+			_, errs := c.AddBatch(ctx, []Addition{{over, 1}})
+			require.ErrorIs(t, errs[0], ErrInvalid, "batch attempt %d", attempt)
+		}
+		require.Equal(t, int64(math.MaxInt64), mustSum(t, c), "nothing was added")
+		// Nothing was remembered either: once the value leaves room, the event counts.
+		res, err := c.Add(ctx, Event{ID: "down", Time: now}, -1)
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+		res, err = c.Add(ctx, over, 1)
+		require.NoError(t, err)
+		require.True(t, res.Applied, "the refused event was not recorded as counted")
+		require.Equal(t, int64(math.MaxInt64), mustSum(t, c))
+	})
+}
+
+func TestBinaryIDsAreCountedOnce(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		c := newCounter(t, rc, Options{Stripes: 4, MaxIDBytes: 16})
+		ctx := context.Background()
+		now := time.Now()
+		ids := []string{"\xff\xfe", "\xff\xff", "\x00", "\x00\x00", "a\x00b", string([]byte{0xc3, 0x28}), strings.Repeat("\x80", 16)}
+		for _, id := range ids {
+			res, err := c.Add(ctx, Event{ID: id, Time: now}, 1)
+			require.NoError(t, err, "ID %q", id)
+			require.True(t, res.Applied, "ID %q is new", id)
+		}
+		for _, id := range ids {
+			res, err := c.Add(ctx, Event{ID: id, Time: now}, 1)
+			require.NoError(t, err, "ID %q", id)
+			require.False(t, res.Applied, "retry of ID %q", id)
+		}
+		_, err := c.Stamp(ctx, "\xff")
+		require.NoError(t, err)
+		require.Equal(t, int64(len(ids)), mustSum(t, c))
+	})
+}

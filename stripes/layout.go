@@ -2,11 +2,15 @@ package stripes
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // genDoc is one generation in the layout document.
@@ -33,6 +37,14 @@ type layoutDoc struct {
 	Gens []genDoc `json:"gens"`
 	// Dedup is fixed when the layout is created. Nil in a layout written before it existed.
 	Dedup *dedupDoc `json:"dedup,omitempty"`
+	// Floor is set once generations were pruned: the latest boundary of a pruned
+	// generation (Unix ms). Events routed by time before it, or stamped with a generation
+	// older than the first one listed, belong to a sealed generation.
+	Floor int64 `json:"floor,omitempty"`
+	// Born is a random token chosen when the layout is created and copied into the birth
+	// record; a layout with another token is another incarnation of the counter. Empty in a
+	// layout written before it existed.
+	Born string `json:"born,omitempty"`
 }
 
 // dedupDoc records the settings that decide where a dedup record lives and how long: the
@@ -73,8 +85,9 @@ type layout struct {
 	doc    layoutDoc
 	base   int64
 	folded map[uint64]int64
-	// expiring holds the folded generations whose sealed stripes were given their TTL.
-	expiring map[uint64]bool
+	// expiring holds, for each folded generation whose sealed stripes were given their TTL,
+	// when that was done (Unix ms on the sealer's clock; 1 in layouts written before).
+	expiring map[uint64]int64
 	read     time.Time
 }
 
@@ -88,14 +101,26 @@ func (l *layout) current() *genDoc {
 	return nil
 }
 
-// gen returns generation g, or nil.
+// gen returns generation g, or nil (also for a pruned one).
 func (l *layout) gen(g uint64) *genDoc {
-	for i := range l.doc.Gens {
-		if l.doc.Gens[i].Gen == g {
-			return &l.doc.Gens[i]
-		}
+	if i := l.index(g); i >= 0 {
+		return &l.doc.Gens[i]
 	}
 	return nil
+}
+
+// index returns the position of generation g in the document, or -1.
+func (l *layout) index(g uint64) int {
+	first := l.doc.Gens[0].Gen
+	if g < first || g-first >= uint64(len(l.doc.Gens)) {
+		return -1
+	}
+	return int(g - first)
+}
+
+// pruned reports whether generation g was sealed and dropped from the document.
+func (l *layout) pruned(g uint64) bool {
+	return g < l.doc.Gens[0].Gen
 }
 
 // isFolded reports whether generation g's total is in the base value.
@@ -104,16 +129,101 @@ func (l *layout) isFolded(g uint64) bool {
 	return ok
 }
 
-// loadLayout reads the layout hash. It returns (nil, nil) if the record does not exist.
+// loadLayout reads the layout hash. It returns (nil, nil) if the record does not exist and
+// never existed as far as this process and the birth record know; ErrVanished if it existed.
+// A layout older than one this process has seen, or of another incarnation, is ErrVanished
+// too.
 func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 	m, err := c.client.HGetAll(ctx, c.keys.layout()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("stripes: read layout: %w", err)
 	}
 	if len(m) == 0 {
-		return nil, nil
+		if m, err = c.checkUnborn(ctx); len(m) == 0 || err != nil {
+			return nil, err
+		}
 	}
-	l := &layout{folded: map[uint64]int64{}, expiring: map[uint64]bool{}, read: c.opts.Clock()}
+	l, err := c.parseLayout(m)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.checkIncarnation(ctx, l); err != nil {
+		return nil, err
+	}
+	if prev := c.layout.Load(); prev == nil || prev.ver <= l.ver {
+		c.layout.Store(l)
+	}
+	return l, nil
+}
+
+// checkUnborn is called when the layout record was not found: it returns ErrVanished if
+// this process has seen the layout, or if the birth record says it was created. The birth
+// record is written only after the layout exists, so a birth record found after the layout
+// was missed may belong to a creator that raced this read: the layout is read once more,
+// and returned if it is there now.
+func (c *Counter) checkUnborn(ctx context.Context) (map[string]string, error) {
+	if prev := c.layout.Load(); prev != nil {
+		return nil, vanishedf("the layout record of counter %q (version %d) is gone", c.opts.Name, prev.ver)
+	}
+	born, err := c.client.HGet(ctx, c.keys.births(), c.opts.Name).Result()
+	switch {
+	case err == redis.Nil:
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("stripes: read birth record: %w", err)
+	}
+	m, err := c.client.HGetAll(ctx, c.keys.layout()).Result()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("stripes: read layout: %w", err)
+	case len(m) > 0:
+		return m, nil
+	}
+	return nil, vanishedf("the layout record of counter %q is gone, its birth record (%s) remains", c.opts.Name, born)
+}
+
+// checkIncarnation refuses a layout that went back in version or belongs to another
+// incarnation than the one this process has seen, and writes the birth record once per
+// process (it is written after the layout is created, so a creator that crashed in between
+// leaves it to the next process that reads the layout).
+func (c *Counter) checkIncarnation(ctx context.Context, l *layout) error {
+	if prev := c.layout.Load(); prev != nil {
+		if prev.doc.Born != l.doc.Born {
+			return vanishedf("the layout of counter %q was recreated (token %q, seen %q)", c.opts.Name, l.doc.Born, prev.doc.Born)
+		}
+		if l.ver < c.maxVer.Load() {
+			return vanishedf("the layout of counter %q went back to version %d after version %d was seen", c.opts.Name, l.ver, c.maxVer.Load())
+		}
+	}
+	for v := c.maxVer.Load(); v < l.ver && !c.maxVer.CompareAndSwap(v, l.ver); v = c.maxVer.Load() {
+	}
+	if c.birthOK.Load() {
+		return nil
+	}
+	token := l.doc.Born
+	if token == "" {
+		token = "-"
+	}
+	var got *redis.StringCmd
+	_, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.HSetNX(ctx, c.keys.births(), c.opts.Name, token)
+		got = p.HGet(ctx, c.keys.births(), c.opts.Name)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("stripes: write birth record: %w", err)
+	}
+	if got.Val() != token {
+		return vanishedf("the layout of counter %q (token %q) is not the one its birth record names (%q)", c.opts.Name, token, got.Val())
+	}
+	c.birthOK.Store(true)
+	return nil
+}
+
+// parseLayout decodes the fields of the layout hash.
+func (c *Counter) parseLayout(m map[string]string) (*layout, error) {
+	var err error
+	l := &layout{folded: map[uint64]int64{}, expiring: map[uint64]int64{}, read: c.opts.Clock()}
 	if l.ver, err = strconv.ParseUint(m["ver"], 10, 64); err != nil {
 		return nil, fmt.Errorf("%w: layout version %q", ErrLayout, m["ver"])
 	}
@@ -127,8 +237,10 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 	}
 	for k, v := range m {
 		if gs, ok := strings.CutPrefix(k, "expiring:"); ok {
-			if g, err := strconv.ParseUint(gs, 10, 64); err == nil {
-				l.expiring[g] = true
+			g, err1 := strconv.ParseUint(gs, 10, 64)
+			t, err2 := strconv.ParseInt(v, 10, 64)
+			if err1 == nil && err2 == nil {
+				l.expiring[g] = max(t, 1)
 			}
 			continue
 		}
@@ -149,7 +261,6 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 	if err := c.checkDedup(l.doc.Dedup); err != nil {
 		return nil, err
 	}
-	c.layout.Store(l)
 	return l, nil
 }
 
@@ -160,7 +271,7 @@ func (d *layoutDoc) check() error {
 	}
 	for i, g := range d.Gens {
 		switch {
-		case g.Gen != uint64(i)+1:
+		case g.Gen != d.Gens[0].Gen+uint64(i) || g.Gen == 0:
 			return fmt.Errorf("%w: generation %d at position %d", ErrLayout, g.Gen, i)
 		case g.Stripes < 1 || g.Stripes > MaxStripes || len(g.Tags) != g.Stripes:
 			return fmt.Errorf("%w: generation %d has %d stripes and %d tags", ErrLayout, g.Gen, g.Stripes, len(g.Tags))
@@ -206,7 +317,7 @@ func (c *Counter) ensureLayout(ctx context.Context) (*layout, error) {
 		if err := c.createStripes(ctx, &g); err != nil {
 			return nil, err
 		}
-		if _, err := c.casLayout(ctx, 0, layoutDoc{Gens: []genDoc{g}, Dedup: c.dedupDoc()}); err != nil {
+		if _, err := c.casLayout(ctx, 0, layoutDoc{Gens: []genDoc{g}, Dedup: c.dedupDoc(), Born: newToken()}); err != nil {
 			return nil, err
 		}
 	}
@@ -224,3 +335,10 @@ func (c *Counter) cachedLayout(ctx context.Context, maxAge time.Duration) (*layo
 
 // casAttempts bounds compare-and-set loops on the layout record.
 const casAttempts = 16
+
+// newToken returns 16 random bytes in hex, from crypto/rand.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return hex.EncodeToString(b[:])
+}

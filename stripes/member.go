@@ -7,13 +7,10 @@ import (
 	"github.com/celebrity-go/celebrity/internal/hashing"
 )
 
-// splitMarker is the set member that marks a dedup set whose members were moved one level
-// deeper (see add.lua). Event members are never 0: memberOf maps 0 to 1.
-const splitMarker = "0"
-
-// selectorBits is how many low bits of a member choose its dedup set (add.lua computes the
-// same value from the member's decimal digits).
-const selectorBits = 24
+// bucketMarker is the member every dedup set is created with (see add.lua), so that the set
+// exists, with its expiry, before its first record. Event members are never 0: memberOf maps
+// 0 to 1.
+const bucketMarker = "0"
 
 // stripeOf returns the stripe of an event ID in a generation of n stripes: the project's
 // hash contract, xxhash64(ID) % n.
@@ -22,8 +19,8 @@ func stripeOf(h uint64, n int) int {
 }
 
 // memberOf returns the dedup record of an event whose ID hashes to h: the hash rotated by 32
-// bits (so that the record's low bits, which choose its dedup set, are independent of the
-// low bits that choose its stripe) and truncated to dedupBits bits. Records fit intset
+// bits (so that the record's last decimal digits, which choose its dedup set, do not follow
+// the low bits that choose its stripe) and truncated to dedupBits bits. Records fit intset
 // encoding: 63 bits as int64, 31 bits as int32.
 func memberOf(h uint64, dedupBits int) uint64 {
 	m := bits.RotateLeft64(h, 32) & (uint64(1)<<dedupBits - 1)
@@ -33,10 +30,10 @@ func memberOf(h uint64, dedupBits int) uint64 {
 	return m
 }
 
-// selectorOf returns the low selectorBits bits of a member, the value add.lua derives from
-// the member's decimal digits.
+// selectorOf returns the value add.lua derives from a member's last 7 decimal digits to
+// choose its dedup set.
 func selectorOf(m uint64) uint64 {
-	return m & (1<<selectorBits - 1)
+	return m % 10_000_000
 }
 
 // route is where one event goes inside one generation.

@@ -102,3 +102,40 @@ func TestMemoryPerRememberedEventIsAtMost16Bytes(t *testing.T) {
 	t.Logf("%.2f bytes of used_memory per remembered event over %d events, 4 stripes", per, n)
 	require.LessOrEqual(t, per, 16.0)
 }
+
+// BenchmarkColdCounters reports the keys and used_memory that 10,000 cold counters (one
+// stripe, one event each) take on a dedicated server.
+//
+//	go test -run '^$' -bench ColdCounters -benchtime=1x ./stripes/
+func BenchmarkColdCounters(b *testing.B) {
+	const n = 10_000
+	addr := celebritytest.NewServer(b, celebritytest.ServerOptions{}).Addr()
+	for b.Loop() {
+		prefix := celebritytest.Prefix(b)
+		before := usedMemory(b, addr)
+		rc := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 16})
+		ctx := context.Background()
+		var wg sync.WaitGroup
+		for w := range 16 {
+			wg.Go(func() {
+				for i := w; i < n; i += 16 {
+					c, err := New(rc, Options{Name: fmt.Sprintf("post:%d:views", i), Prefix: prefix, Stripes: 1, SealInterval: -1})
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if _, err := c.Add(ctx, Event{ID: "v1", Time: time.Now()}, 1); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		keys, err := rc.DBSize(ctx).Result()
+		require.NoError(b, err)
+		_ = rc.Close()
+		b.ReportMetric(float64(keys)/n, "keys/counter")
+		b.ReportMetric(float64(usedMemory(b, addr)-before)/n, "B/counter")
+	}
+}

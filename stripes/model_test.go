@@ -2,7 +2,9 @@ package stripes
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,6 +80,111 @@ func TestModelExactlyOnce(t *testing.T) {
 			},
 			"": func(rt *rapid.T) {
 				got, err := c.Sum(ctx)
+				if err != nil || got != total {
+					rt.Fatalf("Sum = %d (%v), model = %d", got, err, total)
+				}
+			},
+		})
+	})
+}
+
+// TestModelWritersWithOldLayoutsAndSealing runs random steps of several writers, each
+// holding a layout of its own age (pinned at random to a layout read earlier), against
+// resizes and manual seals by a sealer whose clock runs ahead (so that generations are
+// sealed and pruned while writers still hold them). Every new event must be counted at
+// once; a retry must find its first attempt (or be refused as too old, never counted
+// again); Sum must equal the model after every step.
+func TestModelWritersWithOldLayoutsAndSealing(t *testing.T) {
+	rc := celebritytest.Standalone(t).Client(t)
+	ctx := context.Background()
+	const window = 200 * time.Millisecond
+	rapid.Check(t, func(rt *rapid.T) {
+		prefix := celebritytest.Prefix(t)
+		var ahead atomic.Int64
+		sealer := newCounter(t, rc, Options{Prefix: prefix, DedupWindow: window, Stripes: 2,
+			Clock: func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }})
+		writers := make([]*Counter, 3)
+		for i := range writers {
+			writers[i] = newCounter(t, rc, Options{Prefix: prefix, DedupWindow: window, Stripes: 2, LayoutMaxAge: time.Nanosecond})
+		}
+		var (
+			events  []Event
+			gens    = map[string]uint64{}
+			deltas  = map[string]int64{}
+			history []*layout
+			total   int64
+		)
+		remember := func() {
+			l, err := sealer.loadLayout(ctx)
+			if err != nil {
+				rt.Fatal(err)
+			}
+			history = append(history, l)
+		}
+		writer := func(rt *rapid.T) *Counter { return writers[rapid.IntRange(0, len(writers)-1).Draw(rt, "writer")] }
+		add := func(w *Counter, ev Event, delta int64, batch bool) (Result, error) {
+			if batch {
+				rs, errs := w.AddBatch(ctx, []Addition{{ev, delta}})
+				return rs[0], errs[0]
+			}
+			return w.Add(ctx, ev, delta)
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"new": func(rt *rapid.T) {
+				w := writer(rt)
+				ev := Event{ID: fmt.Sprintf("e%d", len(events)), Time: time.Now()}
+				if rapid.Bool().Draw(rt, "stamped") {
+					var err error
+					if ev, err = w.Stamp(ctx, ev.ID); err != nil {
+						rt.Fatal(err)
+					}
+				}
+				delta := rapid.Int64Range(1, 5).Draw(rt, "delta")
+				res, err := add(writer(rt), ev, delta, rapid.Bool().Draw(rt, "batch"))
+				if err != nil || !res.Applied {
+					rt.Fatalf("new event %+v: %+v, %v", ev, res, err)
+				}
+				gens[ev.ID], deltas[ev.ID] = res.Gen, delta
+				total += delta
+				events = append(events, ev)
+			},
+			"retry": func(rt *rapid.T) {
+				if len(events) == 0 {
+					rt.Skip("nothing to retry")
+				}
+				ev := events[rapid.IntRange(0, len(events)-1).Draw(rt, "event")]
+				res, err := add(writer(rt), ev, deltas[ev.ID], rapid.Bool().Draw(rt, "batch"))
+				switch {
+				case errors.Is(err, ErrTooOld):
+				case err != nil:
+					rt.Fatalf("retry %+v: %v", ev, err)
+				case res.Applied || res.Gen != gens[ev.ID]:
+					rt.Fatalf("retry %+v counted again or elsewhere: %+v, first in generation %d", ev, res, gens[ev.ID])
+				}
+			},
+			"resize": func(rt *rapid.T) {
+				if _, err := writer(rt).Resize(ctx, rapid.IntRange(1, 5).Draw(rt, "to")); err != nil {
+					rt.Fatal(err)
+				}
+				remember()
+			},
+			"pin an old layout": func(rt *rapid.T) {
+				if len(history) == 0 {
+					rt.Skip("no layout read yet")
+				}
+				// A copy read long ago (the sealer's clock stamped it in the future).
+				old := *history[rapid.IntRange(0, len(history)-1).Draw(rt, "layout")]
+				old.read = time.Time{}
+				writer(rt).layout.Store(&old)
+			},
+			"seal with the sealer's clock a window ahead": func(rt *rapid.T) {
+				ahead.Add(int64(window + window/4 + time.Millisecond))
+				if _, err := sealer.Seal(ctx); err != nil {
+					rt.Fatal(err)
+				}
+			},
+			"": func(rt *rapid.T) {
+				got, err := sealer.Sum(ctx)
 				if err != nil || got != total {
 					rt.Fatalf("Sum = %d (%v), model = %d", got, err, total)
 				}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // Defaults and limits of [Options].
@@ -72,8 +74,10 @@ type Options struct {
 	// event) or 31 (int32 members, about 5 bytes per event, 2^32 times likelier collisions).
 	// Default: 63.
 	DedupBits int
-	// SetMembers is the largest dedup set before it is split in two by the next record bit.
-	// Keep it at or below the server's set-max-intset-entries. Default: 512; range 2..4096.
+	// SetMembers bounds a dedup set: a set found holding half as many records (checked on
+	// one addition in SetMembers/64) is split, so sets stay well below it (about 0.7 of it
+	// at most in simulation). Keep it at or below the server's set-max-intset-entries.
+	// Default: 512; range 2..4096.
 	SetMembers int
 	// MaxIDBytes is the longest accepted event ID. Default: 256; range 1..65536.
 	MaxIDBytes int
@@ -180,6 +184,16 @@ type keys struct {
 // layout returns the key of the layout record.
 func (k keys) layout() string {
 	return k.prefix + "{" + k.name + "}:layout"
+}
+
+// births returns the key of the hash holding the birth record of the counter (field: its
+// name, value: the token of its layout). Its slot is the layout's slot rounded down to a
+// multiple of 64, plus half the slot space: on a cluster whose masters own even, contiguous
+// slot ranges it lives on another master than the layout record, and the birth records of
+// all counters share 256 keys.
+func (k keys) births() string {
+	s := (slot.Of(k.layout())/64*64 + slot.Count/2) % slot.Count
+	return k.prefix + "{" + slot.TagFor(s) + "}:births"
 }
 
 // stripe returns the key of stripe i of generation g, placed by its tag.

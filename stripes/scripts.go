@@ -22,6 +22,8 @@ var (
 	foldSrc string
 	//go:embed cas.lua
 	casSrc string
+	//go:embed prune.lua
+	pruneSrc string
 
 	addScript    = redis.NewScript(addSrc)
 	createScript = redis.NewScript(createSrc)
@@ -29,6 +31,7 @@ var (
 	sealScript   = redis.NewScript(sealSrc)
 	foldScript   = redis.NewScript(foldSrc)
 	casScript    = redis.NewScript(casSrc)
+	pruneScript  = redis.NewScript(pruneSrc)
 )
 
 // Reply codes of add.lua.
@@ -41,6 +44,7 @@ const (
 	addNext      = 6
 	addNoStripe  = 7
 	addWrongGen  = 8
+	addOverflow  = 9
 )
 
 // Client is the part of go-redis a [Counter] needs: scripts, hashes and pipelines.
@@ -48,6 +52,7 @@ const (
 type Client interface {
 	redis.Scripter
 	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
+	HGet(ctx context.Context, key, field string) *redis.StringCmd
 	Pipelined(ctx context.Context, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
 }
 

@@ -2,6 +2,7 @@ package stripes
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/big"
 	"slices"
@@ -41,7 +42,7 @@ func (c *Counter) Seal(ctx context.Context) ([]uint64, error) {
 	now := c.opts.Clock().UnixMilli()
 	var sealed []uint64
 	for _, g := range l.doc.Gens {
-		if l.isFolded(g.Gen) && !l.expiring[g.Gen] {
+		if l.isFolded(g.Gen) && l.expiring[g.Gen] == 0 {
 			// A seal round stopped between the fold and the TTL: finish it.
 			if err := c.expireSealed(ctx, g); err != nil {
 				return sealed, err
@@ -60,9 +61,45 @@ func (c *Counter) Seal(ctx context.Context) ([]uint64, error) {
 		}
 	}
 	if len(sealed) > 0 {
-		_, err = c.loadLayout(ctx)
+		if l, err = c.loadLayout(ctx); err != nil {
+			return sealed, err
+		}
 	}
-	return sealed, err
+	return sealed, c.prune(ctx, l, now, grace.Milliseconds())
+}
+
+// prune drops from the layout document the oldest generations that nothing can need any
+// more: folded, and their sealed stripes given a TTL of one window more than grace ago, so
+// that the stripes are gone and no retry of their events can be inside its window. The
+// document keeps the latest boundary of what it dropped (Floor), so that late events by
+// time still get ErrTooOld rather than land in a newer generation.
+func (c *Counter) prune(ctx context.Context, l *layout, now, grace int64) error {
+	k := 0
+	for k < len(l.doc.Gens)-1 {
+		g := l.doc.Gens[k]
+		at := l.expiring[g.Gen]
+		if !l.isFolded(g.Gen) || at == 0 || now < at+c.opts.DedupWindow.Milliseconds()+grace {
+			break
+		}
+		k++
+	}
+	if k == 0 {
+		return nil
+	}
+	doc := l.doc
+	for _, g := range doc.Gens[:k] {
+		doc.Floor = max(doc.Floor, slices.Max(g.Ends))
+	}
+	doc.Gens = slices.Clone(doc.Gens[k:])
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return fmt.Errorf("stripes: encode layout: %w", err)
+	}
+	first := strconv.FormatUint(doc.Gens[0].Gen, 10)
+	if err := pruneScript.Run(ctx, c.client, []string{c.keys.layout()}, strconv.FormatUint(l.ver, 10), string(raw), first).Err(); err != nil {
+		return fmt.Errorf("stripes: prune layout: %w", err)
+	}
+	return nil
 }
 
 // sealGen runs the three steps of Seal for one closed generation. It reports whether this
@@ -96,6 +133,9 @@ func (c *Counter) sealGen(ctx context.Context, g genDoc) (bool, error) {
 	if len(reply) != 2 {
 		return false, fmt.Errorf("%w: fold.lua replied %v", ErrLayout, reply)
 	}
+	if n, _ := reply[0].(int64); n == 2 {
+		return false, nil // folded and pruned while this round ran
+	}
 	if prev, _ := reply[1].(string); prev != total.String() {
 		return false, fmt.Errorf("%w: generation %d was folded with total %v, stripes now sum to %s", ErrLayout, g.Gen, reply[1], total)
 	}
@@ -118,7 +158,7 @@ func (c *Counter) expireSealed(ctx context.Context, g genDoc) error {
 	})
 	if err == nil {
 		_, err = c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSet(ctx, c.keys.layout(), "expiring:"+strconv.FormatUint(g.Gen, 10), 1)
+			p.HSet(ctx, c.keys.layout(), "expiring:"+strconv.FormatUint(g.Gen, 10), c.opts.Clock().UnixMilli())
 			return nil
 		})
 	}

@@ -52,7 +52,7 @@ func (c *Counter) Sum(ctx context.Context) (int64, error) {
 			continue // the pending generation's stripes are being created
 		}
 		if err == redis.Nil {
-			return 0, fmt.Errorf("%w: stripe %d of generation %d is missing", ErrLayout, r.i, r.g.Gen)
+			return 0, vanishedf("stripe %d of live generation %d is missing", r.i, r.g.Gen)
 		}
 		if err != nil {
 			return 0, fmt.Errorf("stripes: sum: stripe %d of generation %d: %w", r.i, r.g.Gen, err)

@@ -64,6 +64,11 @@ func run(ctx context.Context, t *env.Target) error {
 		// The embedded server and test servers have no maxmemory policy to worry about; a
 		// production pool keeps the default refusal of evicting policies.
 		AllowEviction: t.Kind == "embedded",
+		// The example's servers may run without AOF, and a standalone target keeps ledgers
+		// and witnesses on one server; a production pool keeps the default refusals
+		// (ErrWeakDurability, ErrSharedWitness) and gives a Witness on another server.
+		AllowWeakDurability: true,
+		AllowSharedWitness:  t.Kind != "cluster",
 	}
 	pool, err := escrow.NewPool(t.Client, opts)
 	if err != nil {

@@ -9,6 +9,8 @@ require (
 	github.com/go-redis/cache/v9 v9.0.0
 	github.com/maypok86/otter/v2 v2.4.0
 	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/rueidis v1.0.79
+	github.com/viccon/sturdyc v1.1.5
 )
 
 require (

@@ -1,0 +1,60 @@
+-- apply.lua: change the hot set (promotions and demotions), fenced and versioned.
+--
+-- KEYS[1]  the hot set's meta hash (fields version, epoch)   }
+-- KEYS[2]  the leader lease                                   } one slot: {<prefix>hot}
+-- KEYS[3]  the members hash: key -> "a|<rate>|<ms>" (decided by the fleet) or "m|<rate>|<ms>" (manual)
+-- KEYS[4]  the demotions hash: key -> "<rate>|<ms>", the rate that decided the last demotion
+-- ARGV[1]  the leader's instance ID, or "" for a manual change (no fence, ops m+ and m-)
+-- ARGV[2]  the leader's epoch (ignored for a manual change)
+-- ARGV[3]  now, milliseconds; ARGV[4] the most members allowed; ARGV[5] demotions TTL, ms
+-- ARGV[6..] triples: op ("+", "-", "m+", "m-"), key, rate
+--
+-- Reply: {"ok", version, changed} or {"fenced", version, 0}.
+-- Invariant: only the current leader (lease and epoch checked in this step) changes what the
+-- fleet decided; a manual member is never demoted by the fleet; the version grows by one per
+-- change that altered the set, so a retry (same ops) changes nothing and bumps nothing.
+local meta, lease, members, demoted = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local id, epoch, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local max, dttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+if not now or not max or max < 1 or not dttl or dttl < 1 then
+  return redis.error_reply('ERR celebrity: apply: bad now, max or demotions TTL')
+end
+if (#ARGV - 5) % 3 ~= 0 then
+  return redis.error_reply('ERR celebrity: apply: op/key/rate triples expected')
+end
+for i = 6, #ARGV, 3 do
+  local op, r = ARGV[i], tonumber(ARGV[i + 2])
+  local ok = (id == '' and (op == 'm+' or op == 'm-')) or (id ~= '' and (op == '+' or op == '-'))
+  if not ok or ARGV[i + 1] == '' or not r or r < 0 then
+    return redis.error_reply('ERR celebrity: apply: bad triple at ' .. i)
+  end
+end
+local version = tonumber(redis.call('HGET', meta, 'version') or '0')
+if id ~= '' then
+  if redis.call('GET', lease) ~= id or redis.call('HGET', meta, 'epoch') ~= epoch then
+    return {'fenced', version, 0}
+  end
+end
+local changed = 0
+for i = 6, #ARGV, 3 do
+  local op, key, rate = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local cur = redis.call('HGET', members, key)
+  if op == '+' and not cur and redis.call('HLEN', members) < max then
+    redis.call('HSET', members, key, 'a|' .. rate .. '|' .. now)
+    redis.call('HDEL', demoted, key)
+    changed = changed + 1
+  elseif op == 'm+' and (not cur or string.sub(cur, 1, 1) ~= 'm') then
+    redis.call('HSET', members, key, 'm|' .. rate .. '|' .. now)
+    redis.call('HDEL', demoted, key)
+    changed = changed + 1
+  elseif (op == '-' and cur and string.sub(cur, 1, 1) == 'a') or (op == 'm-' and cur) then
+    redis.call('HDEL', members, key)
+    redis.call('HSET', demoted, key, rate .. '|' .. now)
+    redis.call('PEXPIRE', demoted, dttl)
+    changed = changed + 1
+  end
+end
+if changed > 0 then
+  version = redis.call('HINCRBY', meta, 'version', 1)
+end
+return {'ok', version, changed}

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity"
+)
+
+// tsConfig shapes the closed-loop scenario: a celebrity appears at onset, takes share of the
+// reads, and fades at fade; 100 instances each run a celebrity.Cache with its fleet loop.
+type tsConfig struct {
+	duration, onset, fade time.Duration
+	rate                  int // reads per second over the whole fleet
+	fresh, interval, hold time.Duration
+	promote, demote       float64
+	sample                time.Duration
+}
+
+func defaultTS(cfg config) tsConfig {
+	return tsConfig{
+		duration: 60 * time.Second, onset: 10 * time.Second, fade: 40 * time.Second,
+		rate: 6000, fresh: 100 * time.Millisecond, interval: time.Second, hold: 5 * time.Second,
+		promote: 300, demote: 75, sample: 500 * time.Millisecond,
+	}
+}
+
+// tsSample is the per-node load of one sampling period.
+type tsSample struct {
+	at    time.Duration // end of the period, since the start
+	perS  []float64     // data commands per second, per node
+	skew  float64       // max/mean of perS
+	celeb bool          // the celebrity was in the traffic during the period
+}
+
+type tsEvent struct {
+	key      string
+	at       time.Duration
+	instance int
+	kind     celebrity.EventKind
+	rate     float64
+}
+
+type tsResult struct {
+	samples                []tsSample
+	events                 []tsEvent
+	naiveSkew              float64
+	reads, errs, wrong     int64
+	loopCommands, total    uint64
+	celebLoads, celebFills int64
+	flaps, falseHot        int
+	others                 map[string]bool
+	celeb                  string
+}
+
+// runTimeseries runs the naive baseline, then the closed loop, prints the targets and draws
+// the chart.
+func runTimeseries(ctx context.Context, c *redis.ClusterClient, nodes []string, cfg config) error {
+	ts := defaultTS(cfg)
+	z := newZipf(cfg.keys, cfg.alpha)
+	prefix := fmt.Sprintf("ts:%d:", time.Now().UnixNano())
+	celeb := prefix + "celebrity"
+	fmt.Printf("closed loop: %d instances, %d reads/s, Zipf(%.2f) over %d keys; a celebrity at %.0f%% of reads from t=%v to t=%v; "+
+		"L1 fresh %v, report interval %v, PromoteRate %.0f/s, DemoteRate %.0f/s, Hold %v, ReportMinRate %.1f/s\n",
+		cfg.instances, ts.rate, cfg.alpha, cfg.keys, cfg.share*100, ts.onset, ts.fade, ts.fresh, ts.interval,
+		ts.promote, ts.demote, ts.hold, ts.promote/float64(cfg.instances)/2)
+
+	naive, err := tsNaive(ctx, c, nodes, z, cfg, ts, prefix, celeb)
+	if err != nil {
+		return err
+	}
+	res, err := tsLoop(ctx, c, nodes, z, cfg, ts, prefix, celeb)
+	if err != nil {
+		return err
+	}
+	res.naiveSkew = naive
+	printTS(cfg, ts, res)
+	if cfg.out != "" {
+		if err := writeTSChart(cfg.out, cfg, ts, nodes, res); err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+		fmt.Printf("\nchart: %s\n", cfg.out)
+	}
+	if res.errs > 0 || res.wrong > 0 {
+		return fmt.Errorf("closed loop: %d errors and %d wrong values in %d reads", res.errs, res.wrong, res.reads)
+	}
+	return nil
+}
+
+// tsPick draws one key: the celebrity with probability share while it is on, else the tail.
+func tsPick(r *rand.Rand, z *zipf, share float64, on bool, prefix, celeb string) string {
+	if on && r.Float64() < share {
+		return celeb
+	}
+	return fmt.Sprintf("%sk:%d", prefix, z.sample(r))
+}
+
+// paced runs fn from n goroutines at rate calls per second in all, until d passes.
+func paced(ctx context.Context, n, rate int, d time.Duration, fn func(i int, r *rand.Rand, at time.Duration)) {
+	start := time.Now()
+	every := time.Duration(float64(time.Second) * float64(n) / float64(rate))
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(i), 99))
+			time.Sleep(time.Duration(r.Int64N(int64(every))))
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for ctx.Err() == nil {
+				at := time.Since(start)
+				if at >= d {
+					return
+				}
+				fn(i, r, at)
+				select {
+				case <-ctx.Done():
+				case <-tick.C:
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// tsNaive measures the skew of the same traffic with the celebrity on, read straight from
+// Redis (a miss then costs a fill), for 10 seconds.
+func tsNaive(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf, cfg config, ts tsConfig,
+	prefix, celeb string) (float64, error) {
+	before, _, err := nodeOps(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	paced(ctx, cfg.instances, ts.rate, 10*time.Second, func(i int, r *rand.Rand, _ time.Duration) {
+		key := tsPick(r, z, cfg.share, true, prefix+"naive:", celeb+":naive")
+		if err := c.Get(ctx, key).Err(); err == redis.Nil {
+			_ = c.Set(ctx, key, value(key), cfg.ttl).Err()
+		}
+	})
+	after, _, err := nodeOps(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	return skew(deltas(nodes, before, after)), nil
+}
+
+func tsLoop(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf, cfg config, ts tsConfig,
+	prefix, celeb string) (*tsResult, error) {
+	res := &tsResult{others: map[string]bool{}}
+	var mu sync.Mutex
+	var start time.Time
+	var celebLoads atomic.Int64
+	load := func(_ context.Context, key string) ([]byte, uint64, error) {
+		if key == celeb {
+			celebLoads.Add(1)
+		}
+		time.Sleep(cfg.sourceLatency)
+		return value(key), 1, nil
+	}
+	caches := make([]*celebrity.Cache[[]byte], cfg.instances)
+	for i := range caches {
+		cache, err := celebrity.New(c, load, celebrity.Options[[]byte]{
+			Prefix: prefix + "cache:", MaxEntries: 100_000, Fresh: ts.fresh, TTL: cfg.ttl,
+			ReportInterval: ts.interval, PollInterval: 5 * ts.interval,
+			PromoteRate: ts.promote, DemoteRate: ts.demote, Hold: ts.hold, SummaryShards: 4,
+			ReportMinRate: ts.promote / float64(cfg.instances) / 2,
+			OnEvent: func(ev celebrity.Event) {
+				mu.Lock()
+				res.events = append(res.events, tsEvent{key: ev.Key, at: ev.At.Sub(start), instance: i, kind: ev.Kind, rate: ev.Rate})
+				if ev.Key != celeb && ev.Kind == celebrity.EventPromoted && !res.others[ev.Key] {
+					res.others[ev.Key] = true
+					res.falseHot++
+				}
+				mu.Unlock()
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		defer cache.Close()
+		if err := cache.Ready(ctx); err != nil {
+			return nil, err
+		}
+		caches[i] = cache
+	}
+	var reads, errs, wrong atomic.Int64
+	first, _, err := nodeOps(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	sctx, stopSampler := context.WithCancel(ctx)
+	defer stopSampler()
+	samples := make(chan []tsSample, 1)
+	start = time.Now()
+	go func() { samples <- tsSampler(sctx, c, nodes, ts, start) }()
+	paced(ctx, cfg.instances, ts.rate, ts.duration, func(i int, r *rand.Rand, at time.Duration) {
+		on := at >= ts.onset && at < ts.fade
+		key := tsPick(r, z, cfg.share, on, prefix, celeb)
+		v, err := caches[i].Get(ctx, key)
+		reads.Add(1)
+		switch {
+		case err != nil:
+			errs.Add(1)
+		case string(v) != string(value(key)):
+			wrong.Add(1)
+		}
+	})
+	stopSampler()
+	res.samples = <-samples
+	last, _, err := nodeOps(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range deltas(nodes, first, last) {
+		res.total += d
+	}
+	for _, cache := range caches {
+		res.loopCommands += cache.Stats().LoopCommands
+	}
+	res.reads, res.errs, res.wrong = reads.Load(), errs.Load(), wrong.Load()
+	res.celebLoads = celebLoads.Load()
+	res.celebFills = 1 // the celebrity is never written or expired during the run: one fill
+	sort.Slice(res.events, func(i, j int) bool { return res.events[i].at < res.events[j].at })
+	res.celeb = celeb
+	promos := map[int]int{}
+	for _, ev := range res.events {
+		if ev.kind == celebrity.EventPromoted && ev.key == celeb {
+			promos[ev.instance]++
+		}
+	}
+	for _, n := range promos {
+		res.flaps += n - 1
+	}
+	return res, nil
+}
+
+// tsSampler reads every master's command counters each sample period.
+func tsSampler(ctx context.Context, c *redis.ClusterClient, nodes []string, ts tsConfig, start time.Time) []tsSample {
+	var out []tsSample
+	prevAt := time.Since(start)
+	prev, _, _ := nodeOps(context.Background(), c)
+	tick := time.NewTicker(ts.sample)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return out
+		case <-tick.C:
+		}
+		at := time.Since(start) // the counters are read right after
+		cur, _, err := nodeOps(context.Background(), c)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "sampler:", err)
+			continue
+		}
+		d := deltas(nodes, prev, cur)
+		s := tsSample{at: at, perS: make([]float64, len(d)), skew: skew(d)}
+		for i, v := range d {
+			s.perS[i] = float64(v) / (at - prevAt).Seconds()
+		}
+		s.celeb = at > ts.onset && at-ts.sample < ts.fade
+		out = append(out, s)
+		prev, prevAt = cur, at
+	}
+}
+
+func printTS(cfg config, ts tsConfig, r *tsResult) {
+	var firstPromo, lastPromo, lastDemo time.Duration
+	var promoRate, demoRate float64
+	npromo := 0
+	for _, ev := range r.events {
+		if ev.key != r.celeb {
+			continue
+		}
+		switch ev.kind {
+		case celebrity.EventPromoted:
+			if npromo == 0 {
+				firstPromo, promoRate = ev.at, ev.rate
+			}
+			npromo++
+			lastPromo = ev.at
+		case celebrity.EventDemoted:
+			lastDemo, demoRate = ev.at, ev.rate
+		}
+	}
+	// Skew over 1-second windows (4 samples), to smooth the sampling noise.
+	settled := time.Duration(-1)
+	for i := range r.samples {
+		s := r.samples[i]
+		if s.at < ts.onset || s.at > ts.fade {
+			continue
+		}
+		ok := true
+		for j := i; j < len(r.samples) && r.samples[j].at <= ts.fade; j++ {
+			if windowSkew(r.samples, j, 2) >= 1.2 {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			settled = s.at - ts.onset
+			break
+		}
+	}
+	fmt.Printf("\nreads %d (errors %d, wrong %d); promotions applied %d on %d instances\n", r.reads, r.errs, r.wrong, npromo, cfg.instances)
+	fmt.Printf("%-58s %12s %s\n", "target", "measured", "")
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	fmt.Printf("%-58s %12s %s\n", "detected (hot set changed) after onset, ≤ 1 s after crossing",
+		(firstPromo - ts.onset).Round(time.Millisecond), fmt.Sprintf("(fleet rate %.0f/s; crossing is within one L1 fresh window of onset)", promoRate))
+	fmt.Printf("%-58s %12s %s\n", "promoted on every instance after detection, ≤ 1 s",
+		(lastPromo - firstPromo).Round(time.Millisecond), verdict(lastPromo-firstPromo <= time.Second && npromo >= cfg.instances))
+	if settled >= 0 {
+		fmt.Printf("%-58s %12s %s (naive skew %.2f)\n", "skew (max/mean, 1 s windows) under 1.2 for good, ≤ 5 s after onset",
+			settled.Round(time.Millisecond), verdict(settled <= 5*time.Second), r.naiveSkew)
+	} else {
+		fmt.Printf("%-58s %12s %s (naive skew %.2f)\n", "skew (max/mean, 1 s windows) under 1.2 for good, ≤ 5 s after onset",
+			"never", "MISSED", r.naiveSkew)
+	}
+	fmt.Printf("%-58s %12s %s\n", fmt.Sprintf("demoted after fade, ≤ Hold + window = %v", ts.hold+ts.interval),
+		(lastDemo - ts.fade).Round(time.Millisecond), verdict(lastDemo > ts.fade && lastDemo-ts.fade <= ts.hold+ts.interval)+fmt.Sprintf(" (fleet rate %.1f/s)", demoRate))
+	fmt.Printf("%-58s %12d %s\n", "flaps of the celebrity (promotions after the first, per instance)", r.flaps, verdict(r.flaps == 0))
+	fmt.Printf("%-58s %12d %s\n", "other keys promoted (tail keys whose Redis-level rate crossed PromoteRate)", r.falseHot, "")
+	fmt.Printf("%-58s %11.2f%% %s\n", "the loop's own commands, ≤ 1% of the run's",
+		100*float64(r.loopCommands)/float64(max(r.total, 1)), verdict(r.loopCommands*100 <= r.total)+fmt.Sprintf(" (%d of %d)", r.loopCommands, r.total))
+	fmt.Printf("%-58s %12d %s\n", "source loads of the celebrity per fill (fleet-wide)", r.celebLoads/max(r.celebFills, 1), verdict(r.celebLoads == r.celebFills))
+}
+
+// windowSkew is the skew of the summed load of the w samples ending at i.
+func windowSkew(s []tsSample, i, w int) float64 {
+	sum := make([]uint64, len(s[i].perS))
+	for j := max(0, i-w+1); j <= i; j++ {
+		for n, v := range s[j].perS {
+			sum[n] += uint64(v)
+		}
+	}
+	return skew(sum)
+}

@@ -1,0 +1,83 @@
+// Package celebrity is one read-through cache over the host's Redis that finds its own hot
+// keys ("celebrities") and defends them, fleet-wide.
+//
+//	posts, err := celebrity.New(rdb, func(ctx context.Context, id string) (Post, uint64, error) {
+//		return db.Post(ctx, id) // the row, its version, or celebrity.ErrNotFound
+//	}, celebrity.Options[Post]{})
+//	if err != nil { ... }
+//	defer posts.Close()
+//	p, err := posts.Get(ctx, "post:42")
+//	// after the database write of post 42 at version 7:
+//	err = posts.Set(ctx, "post:42", p, 7)
+//
+// # The problem
+//
+// A hot key hashes to one Redis node. The library's parts each solve one side of it —
+// l1cache (an in-process L1), replicas (a fleet-wide fill lease and N copies on distinct
+// masters), hotkeys (detection) — but composing them is where correctness breaks: three
+// "not found" values, a generic cache over a []byte API, a safe write order that nothing
+// enforces, detection at the wrong layer (raw requests, most of which the L1 absorbs) and on
+// one instance only (a key read once a second by each of 1,000 instances puts 1,000 reads a
+// second on one node, and no instance sees it hot).
+//
+// # The guarantee
+//
+//   - Cache.Get serves from the L1 (stale-while-revalidate, early refresh, stale-if-error,
+//     negative caching, one load per key per instance); a miss reads Redis (one copy of a hot
+//     key, else the logical key) and, when Redis holds nothing, the Loader, once for the whole
+//     fleet (the replicas lease). A value is never older than Fresh+Stale (+StaleIfError while
+//     loads fail) after it was read from Redis.
+//   - Cache.Set and Cache.Delete, called after the host's database write, carry out the safe
+//     order: the logical key and the copies in Redis (set-if-newer by version; a tombstone for
+//     Delete), then the fleet invalidation (pub/sub), then this instance's entry. Every step
+//     is idempotent, so a retry with the same version completes a write. When Set returns nil,
+//     Redis holds that version or a newer one everywhere a reader looks, and every instance
+//     drops its older copy when the invalidation arrives; an instance whose subscription was
+//     down marks all its entries stale when it comes back, and in every case serves the older
+//     version no longer than Fresh+Stale. A step that fails returns a *WriteError naming it
+//     and bounding what the fleet may serve meanwhile.
+//   - One ErrNotFound: celebrity.ErrNotFound, l1cache.ErrNotFound and replicas.ErrNotFound are
+//     one value, so errors.Is matches a miss from any layer, and a miss is cached as absence
+//     (NegativeTTL), never as a load error.
+//
+// # The closed loop: detect, promote, spread, demote
+//
+// Each instance observes its Redis-level reads (L1 misses and refreshes, which read copies of
+// hot keys), not its requests: that is the load that hurts a node. Every ReportInterval it adds
+// the rates of its ReportTop heaviest keys to a summary of that interval in Redis, spread over
+// SummaryShards keys in distinct slots (each instance writes one, chosen by its ID), so the
+// summary is never a hot key itself. One instance, holding a leader lease, sums the interval
+// after it ends and changes the hot set in one fenced script: a key whose fleet-wide rate
+// reaches PromoteRate is promoted; a fleet-decided member whose rate stays under DemoteRate
+// for Hold is demoted (two thresholds and a hold: no flapping). The hot set is versioned; the
+// leader publishes each new version and every instance also polls it once per interval, so
+// every instance applies a change within one interval: it warms the key's copies before its
+// reads use them (replicas.Promote) and refreshes the key ahead of its L1 expiry while it is
+// read, so a hot key never misses. Cache.Promote and Cache.Demote change the hot set by hand
+// (a launch known in advance); a manual member is never demoted by the fleet. Options.OnEvent
+// receives each change as this instance applies it, with the fleet-wide rate that decided it.
+//
+// On a standalone server copies spread nothing, so replication is off there (logged once);
+// detection, the hot set and refresh-ahead still run.
+//
+// # Key layout in Redis
+//
+//	<key>                                  the logical key (replicas' record: version, value)
+//	<prefix>r:{<tag_i>}<key>               copies of hot keys, <prefix>r:{...}lease:<key> leases
+//	<prefix>{<prefix>hot}meta              hash: version (of the hot set), epoch (of the leader)
+//	<prefix>{<prefix>hot}leader            the leader lease: its instance ID, 3 intervals
+//	<prefix>{<prefix>hot}members           hash: key -> "a|<rate>|<ms>" (fleet) or "m|…" (manual)
+//	<prefix>{<prefix>hot}demoted           hash: key -> "<rate>|<ms>" of the last demotions
+//	<prefix>{<prefix>sum<s>}:<interval>    one shard of one interval's summary, 3 intervals
+//	channels <prefix>inv (invalidations) and <prefix>hot (hot set versions)
+//
+// prefix is Options.Prefix (default "celebrity:cache:").
+//
+// # What is assumed of Redis
+//
+// A cache: nothing durable. Redis 7 (replicas' scripts). Pub/sub is at most once; a lost
+// invalidation is bounded by Fresh+Stale and a lost hot-set announcement by one poll. The
+// summary assumes the instances' clocks agree within a fraction of ReportInterval (an interval
+// is named by wall-clock time). The loop's own commands per interval: one report and one poll
+// per instance, SummaryShards+1 reads by the leader, and a few per hot-set change.
+package celebrity

@@ -1,0 +1,22 @@
+-- renew.lua: extend the lease of a job's grant.
+--
+-- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log,
+--       leases), one slot.
+-- ARGV: 1 job ID (non-empty), 2 lease in milliseconds (>= 1).
+-- Reply: {'ok', expiry (server ms)} | {'none', 0} (the job holds nothing here: released,
+--        reclaimed after its lease, or never granted) | {'fenced', seq} | {'missing', 0} |
+--        {'invalid', msg}.
+-- Invariant: only a job that still holds its permit gets a new expiry; a reclaimed job never
+-- gets its permit back by renewing.
+local job, lease = ARGV[1], tonumber(ARGV[2])
+if job == nil or job == '' then return {'invalid', 'empty job ID'} end
+if not lease or lease < 1 or lease ~= math.floor(lease) then return {'invalid', 'bad lease'} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
+if redis.call('HGET', KEYS[1], 'fenced') == '1' then
+  return {'fenced', tonumber(redis.call('HGET', KEYS[1], 'seq'))}
+end
+if redis.call('HEXISTS', KEYS[3], job) == 0 then return {'none', 0} end
+local t = redis.call('TIME')
+local exp = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + lease
+redis.call('ZADD', KEYS[8], exp, job)
+return {'ok', exp}

@@ -1,0 +1,25 @@
+-- tail.lua: read the part of a ledger's log the witness needs (read-only).
+--
+-- KEYS: 1 meta, 2 log of one ledger (same hash tag, one slot).
+-- ARGV: 1 top (the witness's highest confirmed sequence), 2 mine (the sequence of the step
+--       the caller wants confirmed).
+-- Reply: {seq, fenced (0|1), id of the step at mine ('' if the log has none), lowest
+--        sequence in the log (0 if empty), {seq, id, ...}: the last step at or below top and
+--        every step above it (at most 1024)}.
+local top, mine = tonumber(ARGV[1]), tonumber(ARGV[2])
+if not top or not mine then return redis.error_reply('ERR escrow: bad tail arguments') end
+local m = redis.call('HMGET', KEYS[1], 'seq', 'fenced')
+local at = redis.call('ZRANGEBYSCORE', KEYS[2], mine, mine, 'LIMIT', 0, 1)
+local low = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
+local out = {}
+local below = redis.call('ZREVRANGEBYSCORE', KEYS[2], top, '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
+if #below > 0 then
+  out[1] = tonumber(below[2])
+  out[2] = below[1]
+end
+local above = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. top, '+inf', 'WITHSCORES', 'LIMIT', 0, 1024)
+for i = 1, #above, 2 do
+  out[#out + 1] = tonumber(above[i + 1])
+  out[#out + 1] = above[i]
+end
+return {tonumber(m[1]) or 0, tonumber(m[2]) or 0, at[1] or '', tonumber(low[2] or '0'), out}

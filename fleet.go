@@ -1,0 +1,189 @@
+package celebrity
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// fleet is the state of the detect → promote → demote loop on one instance.
+type fleet struct {
+	hot        atomic.Pointer[map[string]member] // the hot set as this instance applies it
+	version    atomic.Uint64                     // the hot set version applied
+	hotEntries sync.Map                          // key -> *entry[V] last installed for a hot key
+	learnMu    sync.Mutex
+
+	leader    atomic.Bool
+	epoch     atomic.Int64
+	lowSince  map[string]int64 // leader only: the first interval of a member's run under DemoteRate
+	lastSlot  int64            // the last interval this instance reported
+	lastEval  int64            // the last interval this instance evaluated as leader
+	ticks     int64            // the report loop's ticks
+	warnAlone sync.Once
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	ps     *redis.PubSub
+
+	sourceLoads, reports, evaluations, promotions, demotions atomic.Uint64
+	refreshes, loopCommands, loopErrors, fenced              atomic.Uint64
+}
+
+// member is one key of the hot set.
+type member struct {
+	Manual bool
+	Rate   float64
+	Since  time.Time
+}
+
+func (f *fleet) isHot(key string) bool {
+	m := f.hot.Load()
+	if m == nil {
+		return false
+	}
+	_, ok := (*m)[key]
+	return ok
+}
+
+// startFleet starts the loop's goroutines: the reporter and poller, the leader's evaluator,
+// the hot-set subscriber and refresh-ahead.
+func (c *Cache[V]) startFleet() {
+	f := &c.fleet
+	empty := map[string]member{}
+	f.hot.Store(&empty)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	if c.o.RefreshAhead > 0 {
+		f.wg.Add(1)
+		go func() { defer f.wg.Done(); c.refreshLoop(ctx) }()
+	}
+	if c.o.ReportInterval < 0 {
+		return
+	}
+	f.ps = c.client.Subscribe(ctx, c.keys().channel)
+	f.wg.Add(3)
+	go func() { defer f.wg.Done(); c.subscribeLoop(ctx, f.ps) }()
+	go func() { defer f.wg.Done(); c.reportLoop(ctx) }()
+	go func() { defer f.wg.Done(); c.evalLoop(ctx) }()
+}
+
+func (f *fleet) stop() {
+	if f.cancel == nil {
+		return
+	}
+	f.cancel()
+	if f.ps != nil {
+		_ = f.ps.Close()
+	}
+	f.wg.Wait()
+}
+
+// sleep waits for d or ctx; it reports whether ctx is still live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// reportLoop reports this instance's heaviest Redis-level reads and polls the hot set once per
+// interval, at a random phase so that the fleet's reports spread over the interval.
+func (c *Cache[V]) reportLoop(ctx context.Context) {
+	iv := c.o.ReportInterval
+	if !sleep(ctx, time.Duration(rand.Int64N(int64(iv)))) {
+		return
+	}
+	tick := time.NewTicker(iv)
+	defer tick.Stop()
+	for {
+		c.tick(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (c *Cache[V]) tick(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
+	defer cancel()
+	if err := c.report(cctx); err != nil {
+		c.loopError("report", err)
+	}
+	f := &c.fleet
+	f.ticks++
+	if f.leader.Load() || f.ticks%int64(max(1, c.o.PollInterval/c.o.ReportInterval)) == 0 {
+		if err := c.poll(cctx); err != nil {
+			c.loopError("poll", err)
+		}
+	}
+}
+
+func (c *Cache[V]) loopError(step string, err error) {
+	if err == nil || c.closed.Load() {
+		return
+	}
+	c.fleet.loopErrors.Add(1)
+	if c.o.Logger != nil {
+		c.o.Logger.Warn("celebrity: fleet loop", "step", step, "err", err)
+	}
+}
+
+// evalLoop runs the leader's evaluation just after each interval ends, on the summary of the
+// interval that ended.
+func (c *Cache[V]) evalLoop(ctx context.Context) {
+	iv := c.o.ReportInterval
+	for {
+		now := c.o.Clock()
+		next := now.Truncate(iv).Add(iv + iv/20)
+		if !sleep(ctx, next.Sub(now)) {
+			return
+		}
+		if !c.fleet.leader.Load() {
+			continue
+		}
+		slot := c.o.Clock().UnixNano()/int64(iv) - 1
+		if slot <= c.fleet.lastEval {
+			continue
+		}
+		c.fleet.lastEval = slot
+		cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
+		if err := c.evaluate(cctx, slot); err != nil {
+			c.loopError("evaluate", err)
+		}
+		cancel()
+	}
+}
+
+// subscribeLoop learns the hot set as soon as its leader announces a new version.
+func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
+	ch := ps.Channel()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
+			if err := c.learn(cctx); err != nil {
+				c.loopError("learn", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// stepTimeout bounds one step of the loop: an interval, but never under a second, so that a
+// slow moment does not fail every step.
+func (c *Cache[V]) stepTimeout() time.Duration { return max(c.o.ReportInterval, time.Second) }

@@ -1,0 +1,346 @@
+package celebrity
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed report.lua
+	reportLua string
+	//go:embed poll.lua
+	pollLua string
+	//go:embed apply.lua
+	applyLua string
+
+	reportScript = redis.NewScript(reportLua)
+	pollScript   = redis.NewScript(pollLua)
+	applyScript  = redis.NewScript(applyLua)
+)
+
+// keyset names the Redis keys and channels of the fleet loop.
+type keyset struct {
+	meta, lease, members, demoted string
+	channel                       string
+}
+
+func (c *Cache[V]) keys() keyset {
+	p := c.o.Prefix
+	tag := "{" + p + "hot}"
+	return keyset{meta: p + tag + "meta", lease: p + tag + "leader", members: p + tag + "members",
+		demoted: p + tag + "demoted", channel: p + "hot"}
+}
+
+// summaryKey is shard's part of the summary of one interval; every shard is its own slot.
+func (c *Cache[V]) summaryKey(shard int, slot int64) string {
+	return c.o.Prefix + "{" + c.o.Prefix + "sum" + strconv.Itoa(shard) + "}:" + strconv.FormatInt(slot, 10)
+}
+
+// report adds this instance's heaviest Redis-level reads to the summary of the current
+// interval, on the shard its ID hashes to, once per interval.
+func (c *Cache[V]) report(ctx context.Context) error {
+	f := &c.fleet
+	iv := int64(c.o.ReportInterval)
+	slot := c.o.Clock().UnixNano() / iv
+	if slot == f.lastSlot {
+		return nil
+	}
+	top, err := c.det.Top(c.o.ReportTop)
+	if err != nil {
+		return err
+	}
+	args := []any{c.o.InstanceID, (3 * c.o.ReportInterval).Milliseconds() + 1}
+	for _, k := range top {
+		if k.Rate > 0 && k.Rate >= c.o.ReportMinRate {
+			args = append(args, k.Key, strconv.FormatFloat(k.Rate, 'f', 3, 64))
+		}
+	}
+	if len(args) == 2 {
+		return nil
+	}
+	f.lastSlot = slot
+	shard := int(xxhash.Sum64String(c.o.InstanceID) % uint64(c.o.SummaryShards))
+	f.loopCommands.Add(1)
+	f.reports.Add(1)
+	return reportScript.Run(ctx, c.client, []string{c.summaryKey(shard, slot)}, args...).Err()
+}
+
+// poll reads the hot set's version (learning the set when it changed) and takes or renews the
+// leader lease.
+func (c *Cache[V]) poll(ctx context.Context) error {
+	ks := c.keys()
+	lease := (3 * c.o.ReportInterval).Milliseconds() + 1
+	c.fleet.loopCommands.Add(1)
+	res, err := pollScript.Run(ctx, c.client, []string{ks.meta, ks.lease}, c.o.InstanceID, lease).Slice()
+	if err != nil {
+		return err
+	}
+	if len(res) != 4 {
+		return fmt.Errorf("celebrity: poll: unexpected reply %v", res)
+	}
+	version, _ := res[1].(int64)
+	lead, _ := res[2].(int64)
+	epoch, _ := res[3].(int64)
+	c.fleet.leader.Store(lead == 1)
+	c.fleet.epoch.Store(epoch)
+	if uint64(version) != c.fleet.version.Load() {
+		return c.learn(ctx)
+	}
+	c.retryPromotions(ctx)
+	return nil
+}
+
+// retryPromotions warms the copies of hot keys whose promotion failed on this instance.
+func (c *Cache[V]) retryPromotions(ctx context.Context) {
+	if !c.cluster {
+		return
+	}
+	c.fleet.learnMu.Lock()
+	defer c.fleet.learnMu.Unlock()
+	for key := range *c.fleet.hot.Load() {
+		if !c.rep.IsHot(key) {
+			if err := c.rep.Promote(ctx, key); err != nil {
+				c.loopError("promote copies", err)
+			}
+		}
+	}
+}
+
+// evaluate is the leader's step: sum the fleet's reports of one interval and promote or
+// demote keys through apply.lua, fenced by the leader's lease and epoch.
+func (c *Cache[V]) evaluate(ctx context.Context, slot int64) error {
+	f := &c.fleet
+	f.evaluations.Add(1)
+	ks := c.keys()
+	pipe := c.client.Pipeline()
+	sums := make([]*redis.MapStringStringCmd, c.o.SummaryShards)
+	for i := range sums {
+		sums[i] = pipe.HGetAll(ctx, c.summaryKey(i, slot))
+	}
+	mem := pipe.HGetAll(ctx, ks.members)
+	f.loopCommands.Add(uint64(len(sums) + 1))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	rates := map[string]float64{}
+	for _, s := range sums {
+		for field, v := range s.Val() {
+			if k, ok := strings.CutPrefix(field, "k:"); ok {
+				r, _ := strconv.ParseFloat(v, 64)
+				rates[k] += r
+			}
+		}
+	}
+	args := c.decide(slot, rates, parseMembers(mem.Val()))
+	if len(args) == 0 {
+		return nil
+	}
+	return c.apply(ctx, c.o.InstanceID, f.epoch.Load(), args)
+}
+
+// decide turns the fleet's rates of one interval (slot) into apply.lua's triples: promote the
+// fastest keys at or above PromoteRate; demote a fleet-decided member once the intervals it
+// spent under DemoteRate without a break add up to Hold. Counting intervals rather than
+// evaluation times makes the hold independent of when the leader happens to run.
+func (c *Cache[V]) decide(slot int64, rates map[string]float64, members map[string]member) []any {
+	f := &c.fleet
+	if f.lowSince == nil {
+		f.lowSince = map[string]int64{}
+	}
+	var up []string
+	for k, r := range rates {
+		if _, ok := members[k]; !ok && r >= c.o.PromoteRate {
+			up = append(up, k)
+		}
+	}
+	sort.Slice(up, func(i, j int) bool { return rates[up[i]] > rates[up[j]] })
+	var args []any
+	for _, k := range up {
+		args = append(args, "+", k, fmtRate(rates[k]))
+	}
+	for k, m := range members {
+		if m.Manual || rates[k] >= c.o.DemoteRate {
+			delete(f.lowSince, k)
+			continue
+		}
+		first, ok := f.lowSince[k]
+		if !ok {
+			f.lowSince[k], first = slot, slot
+		}
+		if time.Duration(slot-first+1)*c.o.ReportInterval >= c.o.Hold {
+			args = append(args, "-", k, fmtRate(rates[k]))
+			delete(f.lowSince, k)
+		}
+	}
+	for k := range f.lowSince {
+		if _, ok := members[k]; !ok {
+			delete(f.lowSince, k)
+		}
+	}
+	return args
+}
+
+func fmtRate(r float64) string { return strconv.FormatFloat(r, 'f', 3, 64) }
+
+// apply runs apply.lua, announces a new version and learns it at once.
+func (c *Cache[V]) apply(ctx context.Context, id string, epoch int64, triples []any) error {
+	ks := c.keys()
+	dttl := max(c.o.Hold, time.Minute).Milliseconds()
+	args := append([]any{id, strconv.FormatInt(epoch, 10), c.o.Clock().UnixMilli(), c.o.MaxHot, dttl}, triples...)
+	c.fleet.loopCommands.Add(1)
+	res, err := applyScript.Run(ctx, c.client, []string{ks.meta, ks.lease, ks.members, ks.demoted}, args...).Slice()
+	if err != nil {
+		return err
+	}
+	if len(res) != 3 {
+		return fmt.Errorf("celebrity: apply: unexpected reply %v", res)
+	}
+	if res[0] == "fenced" {
+		c.fleet.fenced.Add(1)
+		c.fleet.leader.Store(false)
+		return nil
+	}
+	if n, _ := res[2].(int64); n > 0 {
+		c.fleet.loopCommands.Add(1)
+		if err := c.client.Publish(ctx, ks.channel, strconv.FormatInt(res[1].(int64), 10)).Err(); err != nil {
+			c.loopError("publish", err) // the others learn by their next poll
+		}
+	}
+	return c.learn(ctx)
+}
+
+func parseMembers(m map[string]string) map[string]member {
+	out := make(map[string]member, len(m))
+	for k, v := range m {
+		parts := strings.SplitN(v, "|", 3)
+		var mb member
+		if len(parts) == 3 {
+			mb.Manual = parts[0] == "m"
+			mb.Rate, _ = strconv.ParseFloat(parts[1], 64)
+			if ms, err := strconv.ParseInt(parts[2], 10, 64); err == nil {
+				mb.Since = time.UnixMilli(ms)
+			}
+		}
+		out[k] = mb
+	}
+	return out
+}
+
+// learn reads the hot set and applies its changes on this instance: a promoted key gets its
+// copies warmed (replicas.Promote) before reads use them, and refresh-ahead; a demoted key
+// reads the logical key again.
+func (c *Cache[V]) learn(ctx context.Context) error {
+	f := &c.fleet
+	f.learnMu.Lock()
+	defer f.learnMu.Unlock()
+	ks := c.keys()
+	pipe := c.client.TxPipeline()
+	ver := pipe.HGet(ctx, ks.meta, "version")
+	mem := pipe.HGetAll(ctx, ks.members)
+	dem := pipe.HGetAll(ctx, ks.demoted)
+	f.loopCommands.Add(3)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	version, _ := strconv.ParseUint(ver.Val(), 10, 64)
+	if version == f.version.Load() {
+		return nil
+	}
+	next := parseMembers(mem.Val())
+	old := *f.hot.Load()
+	for k, m := range next {
+		if _, ok := old[k]; !ok {
+			c.promoteLocal(ctx, k, m, version)
+		}
+	}
+	for k := range old {
+		if _, ok := next[k]; !ok {
+			var rate float64
+			if s, _, ok := strings.Cut(dem.Val()[k], "|"); ok {
+				rate, _ = strconv.ParseFloat(s, 64)
+			}
+			c.demoteLocal(ctx, k, rate, version)
+		}
+	}
+	f.hot.Store(&next)
+	f.version.Store(version)
+	return nil
+}
+
+func (c *Cache[V]) promoteLocal(ctx context.Context, key string, m member, version uint64) {
+	if c.cluster {
+		if err := c.rep.Promote(ctx, key); err != nil {
+			c.loopError("promote copies", err) // reads fall back from cold copies and refill them
+		}
+	} else {
+		c.fleet.warnAlone.Do(func() {
+			if c.o.Logger != nil {
+				c.o.Logger.Info("celebrity: standalone Redis: hot keys are not replicated (copies on one server spread nothing); detection, the hot set and refresh-ahead still run")
+			}
+		})
+	}
+	c.fleet.promotions.Add(1)
+	c.emit(Event{Kind: EventPromoted, Key: key, Rate: m.Rate, Manual: m.Manual, HotVersion: version, At: c.o.Clock()})
+}
+
+func (c *Cache[V]) demoteLocal(ctx context.Context, key string, rate float64, version uint64) {
+	if c.cluster {
+		_ = c.rep.Demote(ctx, key)
+	}
+	c.fleet.hotEntries.Delete(key)
+	c.fleet.demotions.Add(1)
+	c.emit(Event{Kind: EventDemoted, Key: key, Rate: rate, HotVersion: version, At: c.o.Clock()})
+}
+
+func (c *Cache[V]) emit(ev Event) {
+	if c.o.OnEvent != nil {
+		c.o.OnEvent(ev)
+	}
+}
+
+// Promote adds key to the fleet's hot set by hand (for a celebrity known in advance, such as
+// a launch): every instance warms its copies and refreshes it ahead, and the fleet never
+// demotes it; only Demote does. It is idempotent. This instance applies the change before
+// Promote returns; the others within one ReportInterval.
+func (c *Cache[V]) Promote(ctx context.Context, key string) error {
+	return c.manual(ctx, "m+", key)
+}
+
+// Demote removes key from the fleet's hot set. If its fleet-wide rate is still above
+// PromoteRate, the fleet promotes it again at its next evaluation. It is idempotent.
+func (c *Cache[V]) Demote(ctx context.Context, key string) error {
+	return c.manual(ctx, "m-", key)
+}
+
+func (c *Cache[V]) manual(ctx context.Context, op, key string) error {
+	if err := validKey(key); err != nil {
+		return err
+	}
+	if c.closed.Load() {
+		return ErrClosed
+	}
+	if err := c.apply(ctx, "", 0, []any{op, key, "0"}); err != nil {
+		return fmt.Errorf("celebrity: %s %q: %w", map[string]string{"m+": "Promote", "m-": "Demote"}[op], key, err)
+	}
+	return nil
+}
+
+// Hot returns the keys of the hot set as this instance applies it, sorted.
+func (c *Cache[V]) Hot() []string {
+	m := *c.fleet.hot.Load()
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

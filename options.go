@@ -1,0 +1,274 @@
+package celebrity
+
+import (
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/celebrity-go/celebrity/l1cache"
+	"github.com/celebrity-go/celebrity/replicas"
+)
+
+// Defaults applied by New to zero fields of Options.
+const (
+	// DefaultPrefix starts every key and channel the cache uses besides the logical keys.
+	DefaultPrefix = "celebrity:cache:"
+	// DefaultMaxEntries is the default Options.MaxEntries.
+	DefaultMaxEntries = 100_000
+	// DefaultFresh is the default Options.Fresh.
+	DefaultFresh = time.Second
+	// DefaultStale is the default Options.Stale.
+	DefaultStale = 10 * time.Second
+	// DefaultTTL is the default Options.TTL.
+	DefaultTTL = time.Hour
+	// DefaultReportInterval is the default Options.ReportInterval.
+	DefaultReportInterval = time.Second
+	// DefaultPromoteRate is the default Options.PromoteRate, in Redis-level reads per second
+	// summed over the fleet.
+	DefaultPromoteRate = 200.0
+	// DefaultHold is the default Options.Hold.
+	DefaultHold = 10 * time.Second
+	// DefaultMaxHot is the default Options.MaxHot.
+	DefaultMaxHot = 64
+	// DefaultReportTop is the default Options.ReportTop.
+	DefaultReportTop = 16
+	// DefaultSummaryShards is the default Options.SummaryShards.
+	DefaultSummaryShards = 16
+	// MaxKeyLen is the longest key accepted, in bytes.
+	MaxKeyLen = 16 << 10
+)
+
+// Options configures a Cache. Every zero field takes its documented default.
+type Options[V any] struct {
+	// Codec encodes values for Redis. Default: Bytes when V is []byte, JSON otherwise.
+	Codec Codec[V]
+
+	// MaxEntries bounds the in-process cache (L1) of each instance. Default: 100,000.
+	MaxEntries int
+	// Fresh is how long the L1 serves a value without reloading it. Default: 1s.
+	Fresh time.Duration
+	// Stale is the window after Fresh in which the L1 serves the old value while one refresh
+	// runs. A negative value turns it off. Default: 10s.
+	Stale time.Duration
+	// StaleIfError is how long after Fresh the last good value is served while Redis and the
+	// source fail. Default: 0 (off). Range 0..24h.
+	StaleIfError time.Duration
+	// NegativeTTL is how long the L1 remembers ErrNotFound. Default: Fresh.
+	NegativeTTL time.Duration
+	// Beta scales the L1's early refresh (XFetch). A negative value turns it off.
+	// Default: l1cache.RecommendedBeta (1).
+	Beta float64
+	// LoadTimeout bounds one load (Redis, lease, source). Default: 10s.
+	LoadTimeout time.Duration
+
+	// TTL is the lifetime of a value in Redis (logical key and copies). Default: 1h.
+	TTL time.Duration
+	// Copies is the number of copies of a hot key on a Redis Cluster, 1..replicas.MaxCopies.
+	// Default: 3.
+	Copies int
+	// Prefix starts every key and channel the cache creates besides the logical keys. It must
+	// be 1..128 bytes of UTF-8 without '{' or '}'. Default: "celebrity:cache:".
+	Prefix string
+	// InstanceID names this instance in the fleet (leader lease, invalidation messages).
+	// Default: 16 random hex digits. 1..64 characters of [A-Za-z0-9._-].
+	InstanceID string
+
+	// ReportInterval is how often each instance reports its Redis-level reads to the fleet
+	// summary and polls the hot set; a negative value turns the fleet loop off (manual
+	// Promote and Demote still work). Default: 1s. Range 10ms..1m.
+	ReportInterval time.Duration
+	// PollInterval is how often an instance that is not the leader polls the hot set's version
+	// in Redis. The leader announces every change on pub/sub, so a subscribed instance learns
+	// it at once; the poll is the safety net for announcements lost while its subscription
+	// was down, and how a new leader takes over. It is rounded to whole ReportIntervals.
+	// Default: ReportInterval. Range ReportInterval..1h.
+	PollInterval time.Duration
+	// PromoteRate is the fleet-wide rate of Redis-level reads of one key (per second) at which
+	// the key is promoted. Default: 200.
+	PromoteRate float64
+	// DemoteRate is the fleet-wide rate under which a promoted key starts to cool; it is
+	// demoted after staying under it for Hold. Range (0, PromoteRate). Default: PromoteRate/4.
+	DemoteRate float64
+	// Hold is how long a promoted key must stay under DemoteRate before it is demoted.
+	// Default: 10s.
+	Hold time.Duration
+	// MaxHot bounds the hot set; the fleet promotes the fastest keys first. Default: 64.
+	MaxHot int
+	// ReportTop is how many of its heaviest keys each instance reports per interval.
+	// Default: 16. Range 1..1024.
+	ReportTop int
+	// ReportMinRate is the local rate of Redis-level reads per second under which an instance
+	// does not report a key (and skips its report when no key reaches it), which cuts the
+	// loop's own commands. A key is then promoted only if enough instances each see it at
+	// this rate, and a promoted key read under it everywhere counts as 0 towards DemoteRate:
+	// set it under DemoteRate divided by the fleet's size for exact hysteresis, or under
+	// PromoteRate divided by it to trade some of that for fewer commands. Default: 0 (every
+	// key among ReportTop is reported).
+	ReportMinRate float64
+	// SummaryShards is the number of Redis keys (each in its own slot) the fleet summary of
+	// one interval is spread over; instances are assigned to shards by their ID, so each key
+	// takes fleet/SummaryShards writes per interval. Default: 16. Range 1..1024.
+	SummaryShards int
+	// RefreshAhead is how often a hot key that was read since its last refresh is reloaded
+	// into the L1 ahead of its expiry, so it never misses. A negative value turns it off.
+	// Default: Fresh/2.
+	RefreshAhead time.Duration
+
+	// OnEvent, if set, receives promotions and demotions as this instance applies them. It
+	// runs on the cache's background goroutine and must not block for long.
+	OnEvent func(Event)
+	// Logger receives background errors and the one-time notice that replication is off on
+	// a standalone server. Default: none.
+	Logger *slog.Logger
+	// Clock returns the current time for the fleet loop. Default: time.Now.
+	Clock func() time.Time
+}
+
+func (o Options[V]) withDefaults() (Options[V], error) {
+	if o.Codec == nil {
+		o.Codec = defaultCodec[V]()
+	}
+	if o.MaxEntries == 0 {
+		o.MaxEntries = DefaultMaxEntries
+	}
+	if o.MaxEntries < 0 {
+		return o, invalid("Options.MaxEntries must be 1..2^31-1, got %d", o.MaxEntries)
+	}
+	if o.Fresh == 0 {
+		o.Fresh = DefaultFresh
+	}
+	if o.Fresh < 0 || o.Fresh > 24*time.Hour {
+		return o, invalid("Options.Fresh must be 1ns..24h, got %s", o.Fresh)
+	}
+	switch {
+	case o.Stale == 0:
+		o.Stale = DefaultStale
+	case o.Stale < 0:
+		o.Stale = 0
+	}
+	if o.StaleIfError < 0 || o.StaleIfError > 24*time.Hour {
+		return o, invalid("Options.StaleIfError must be 0..24h, got %s", o.StaleIfError)
+	}
+	if o.NegativeTTL < 0 {
+		return o, invalid("Options.NegativeTTL must be 0..24h, got %s", o.NegativeTTL)
+	}
+	switch {
+	case o.Beta == 0:
+		o.Beta = l1cache.RecommendedBeta
+	case o.Beta < 0:
+		o.Beta = 0
+	}
+	if o.LoadTimeout < 0 {
+		return o, invalid("Options.LoadTimeout must be positive, got %s", o.LoadTimeout)
+	}
+	if o.TTL == 0 {
+		o.TTL = DefaultTTL
+	}
+	if o.TTL < time.Millisecond {
+		return o, invalid("Options.TTL must be at least 1ms, got %s", o.TTL)
+	}
+	if o.Copies == 0 {
+		o.Copies = replicas.DefaultCopies
+	}
+	if o.Copies < 1 || o.Copies > replicas.MaxCopies {
+		return o, invalid("Options.Copies must be 1..%d, got %d", replicas.MaxCopies, o.Copies)
+	}
+	if o.Prefix == "" {
+		o.Prefix = DefaultPrefix
+	}
+	if len(o.Prefix) > 128 || !utf8.ValidString(o.Prefix) || strings.ContainsAny(o.Prefix, "{}") {
+		return o, invalid("Options.Prefix must be 1..128 bytes of UTF-8 without '{' or '}', got %q", o.Prefix)
+	}
+	if o.InstanceID == "" {
+		o.InstanceID = randomID()
+	}
+	if !validID(o.InstanceID) {
+		return o, invalid("Options.InstanceID must be 1..64 characters of [A-Za-z0-9._-], got %q", o.InstanceID)
+	}
+	return o.loopDefaults()
+}
+
+func (o Options[V]) loopDefaults() (Options[V], error) {
+	if o.ReportInterval == 0 {
+		o.ReportInterval = DefaultReportInterval
+	}
+	if o.ReportInterval > 0 && (o.ReportInterval < 10*time.Millisecond || o.ReportInterval > time.Minute) {
+		return o, invalid("Options.ReportInterval must be 10ms..1m (or negative: off), got %s", o.ReportInterval)
+	}
+	if o.PollInterval == 0 {
+		o.PollInterval = o.ReportInterval
+	}
+	if o.ReportInterval > 0 && (o.PollInterval < o.ReportInterval || o.PollInterval > time.Hour) {
+		return o, invalid("Options.PollInterval must be ReportInterval..1h, got %s", o.PollInterval)
+	}
+	if o.PromoteRate == 0 {
+		o.PromoteRate = DefaultPromoteRate
+	}
+	if !(o.PromoteRate > 0) {
+		return o, invalid("Options.PromoteRate must be positive, got %v", o.PromoteRate)
+	}
+	if o.DemoteRate == 0 {
+		o.DemoteRate = o.PromoteRate / 4
+	}
+	if !(o.DemoteRate > 0 && o.DemoteRate < o.PromoteRate) {
+		return o, invalid("Options.DemoteRate must be in (0, PromoteRate=%v), got %v", o.PromoteRate, o.DemoteRate)
+	}
+	if o.Hold == 0 {
+		o.Hold = DefaultHold
+	}
+	if o.Hold < 0 {
+		return o, invalid("Options.Hold must be positive, got %s", o.Hold)
+	}
+	if o.MaxHot == 0 {
+		o.MaxHot = DefaultMaxHot
+	}
+	if o.MaxHot < 1 || o.MaxHot > 4096 {
+		return o, invalid("Options.MaxHot must be 1..4096, got %d", o.MaxHot)
+	}
+	if o.ReportTop == 0 {
+		o.ReportTop = DefaultReportTop
+	}
+	if o.ReportTop < 1 || o.ReportTop > 1024 {
+		return o, invalid("Options.ReportTop must be 1..1024, got %d", o.ReportTop)
+	}
+	if o.ReportMinRate < 0 || o.ReportMinRate >= o.PromoteRate {
+		return o, invalid("Options.ReportMinRate must be in [0, PromoteRate=%v), got %v", o.PromoteRate, o.ReportMinRate)
+	}
+	if o.SummaryShards == 0 {
+		o.SummaryShards = DefaultSummaryShards
+	}
+	if o.SummaryShards < 1 || o.SummaryShards > 1024 {
+		return o, invalid("Options.SummaryShards must be 1..1024, got %d", o.SummaryShards)
+	}
+	if o.RefreshAhead == 0 {
+		o.RefreshAhead = o.Fresh / 2
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	return o, nil
+}
+
+func validID(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func validKey(key string) error {
+	if key == "" {
+		return invalid("key must not be empty")
+	}
+	if len(key) > MaxKeyLen {
+		return invalid("key must be 1..%d bytes, got %d", MaxKeyLen, len(key))
+	}
+	return nil
+}

@@ -1,0 +1,32 @@
+-- poll.lua: read the hot set's version and take or renew the fleet's leader lease.
+--
+-- KEYS[1]  the hot set's meta hash (fields version, epoch)     } one slot:
+-- KEYS[2]  the leader lease (a string: the leader's instance ID) } {<prefix>hot}
+-- ARGV[1]  this instance's ID
+-- ARGV[2]  lease, milliseconds (>= 1)
+--
+-- Reply: {"ok", version, leader (1 if this instance leads), epoch}
+-- Invariant: at most one leader at a time; every new leadership gets a new epoch, in the same
+-- step as the lease, so a deposed leader's decisions are refused (apply.lua checks both).
+-- A retried poll renews the lease it took: idempotent.
+local meta, lease = KEYS[1], KEYS[2]
+local id, ttl = ARGV[1], tonumber(ARGV[2])
+if id == nil or id == '' then
+  return redis.error_reply('ERR celebrity: poll: empty instance ID')
+end
+if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
+  return redis.error_reply('ERR celebrity: poll: lease must be a positive integer')
+end
+local cur = redis.call('GET', lease)
+local lead = 0
+if not cur then
+  redis.call('SET', lease, id, 'PX', ttl)
+  redis.call('HINCRBY', meta, 'epoch', 1)
+  lead = 1
+elseif cur == id then
+  redis.call('PEXPIRE', lease, ttl)
+  lead = 1
+end
+local version = tonumber(redis.call('HGET', meta, 'version') or '0')
+local epoch = tonumber(redis.call('HGET', meta, 'epoch') or '0')
+return {'ok', version, lead, epoch}

@@ -1,0 +1,156 @@
+// Package ratelimit provides rate limits shared by a fleet, in three modes that name their
+// cost: Exact (one Redis call per request), Leased (no overshoot, Redis load independent of
+// the request rate) and Approximate (a stated overshoot, one call per sync).
+//
+//	lim, err := ratelimit.New(rdb, ratelimit.Options{
+//		Limit: ratelimit.Limit{Rate: 10_000, Period: time.Second},
+//		Mode:  ratelimit.Leased,
+//	})
+//	if err != nil { ... }
+//	defer lim.Close()
+//	res, err := lim.Allow(ctx, "merchant:42")
+//	if err == nil && !res.Allowed { /* 429, Retry-After: res.RetryAfter */ }
+//
+// # The problem
+//
+// A rate limit is itself a hot key. The usual limiter runs one script on one Redis key per
+// limit for every request, so a merchant doing 500,000 requests per second sends all of them
+// to the one master holding its limit key: the limiter melts the shard it was meant to
+// protect. And "limit" hides two problems: a strict limit (never more than N) and a soft one,
+// where admitting a little more is acceptable if the overshoot is known. This package makes
+// both choices explicit: the mode (who decides, at what Redis cost) and the window (what
+// "Rate per Period" means).
+//
+// # Windows
+//
+//   - GCRA (Exact mode's default): emission interval T = Period/Rate; in any interval of
+//     length x at most Burst + x/T requests are admitted (so up to Burst + Rate in one
+//     Period). Remaining, RetryAfter and ResetAfter are exact.
+//   - Sliding (the default of the other modes): Period is cut into SubWindows sub-windows
+//     of length d = Period/SubWindows, aligned to Unix time on the Redis server's clock,
+//     and the server counts over SubWindows+1 consecutive sub-windows. Any interval of
+//     length Period touches at most SubWindows+1 sub-windows, so it never sees more than
+//     Rate admitted. The price: budget comes back one sub-window late, so a steady demand
+//     at exactly Rate gets about Rate·SubWindows/(SubWindows+1) (raise SubWindows to
+//     shrink it).
+//   - Fixed: one counter per aligned Period. At most Rate per window, but an interval of
+//     length Period straddling a boundary can see 2·Rate: Rate admitted at the end of one
+//     window and Rate at the start of the next (TestFixedWindowBoundaryBurst shows it).
+//
+// # Modes and their guarantees
+//
+// Exact: every request runs one script on the key's master (gcra.lua, or take.lua for
+// Sliding and Fixed windows). Admissions never exceed the window's bound, whatever the
+// number of instances. take.lua is idempotent by request ID (a retry after a lost reply
+// gets the original answer; one answered after its sub-window ended is reported as not
+// admitted). gcra.lua carries no request ID: a go-redis retry after a lost reply counts
+// the request twice, which under-admits by one and never over-admits. Redis load: one call per request on one master per key.
+//
+// Leased: the window's budget is split into Slots budget slots, each holding
+// Rate/Slots (the remainder to the first slots) under its own hash tag. An instance takes a
+// chunk from one slot in one round trip (take.lua) and admits locally until the chunk is
+// spent; when a slot is empty it asks the next. A chunk is granted in the server's current
+// sub-window and counted there, and the instance uses it only before
+// sent + (sub-window end - server now), measured on its own clock from the moment it sent
+// the request: the server read its clock after that moment, so the chunk's use ends no later
+// than its sub-window on the server. Hence:
+//
+//   - No over-admission: admissions in a sub-window are at most the cells granted in it,
+//     and every slot keeps its grants over the summed sub-windows within its share
+//     (take.lua's invariant), so the window's bound holds as in Exact mode. This holds for any number of instances, for instances paused (SIGSTOP,
+//     GC) for any time while holding a chunk or a grant in flight, and for lost replies.
+//   - Idempotent grants: every chunk request carries a request ID (instance token from
+//     crypto/rand + counter) and is sent again, unchanged, when the connection fails; so is
+//     a go-redis retry. take.lua answers a repeated ID with the original grant, so a lost
+//     reply never grants twice (a grant whose reply comes too late is dropped: budget
+//     unused, never budget doubled).
+//   - Bounded under-admission: budget is lost only as cells left in a chunk when its
+//     sub-window ends. Each instance holds at most one live chunk per key, of at most
+//     MaxChunk cells, so per sub-window at most N·MaxChunk cells go unused for N instances
+//     using the key (and at most Rate). Fragmentation costs nothing more: a slot grants
+//     partial chunks down to the request's cost, and an instance asks every slot before it
+//     denies.
+//   - Adaptive chunks: an instance asks for its recent request rate for the key (its
+//     demand, admitted or not) times what is left of the current sub-window, between the
+//     request's cost and MaxChunk. An idle instance's first request asks for its own cost,
+//     so instances that see little traffic hold little.
+//   - Redis load: one call per chunk, spread over the slots' masters, plus one call per slot
+//     per instance and refill time while the budget is spent (an empty slot is not asked
+//     again before the reply said budget frees). At saturation that is about
+//     1/MaxChunk calls per admitted request.
+//
+// A slot whose master does not answer is skipped for one sub-window; the other slots keep
+// serving (TestLeasedRidesOutAStoppedMaster), and a request fails only when no slot asked
+// answered. A stopped master that resumes runs its queued take.lua calls late; their
+// grants count in the sub-window they ran in, and their replies find nobody, so they are
+// never spent (under-admission).
+//
+// With Options.HotKeys, keys the detector does not report hot take exactly their cost from
+// one slot per request (Exact behaviour on the same budget slots), so only hot keys hold
+// chunks, and a key can change between the two at any time without overshoot.
+//
+// Approximate: each instance counts its admissions per sub-window and syncs them
+// (sync.lua, idempotent by instance and sequence number) at most every SyncInterval, or
+// earlier when MaxUnsynced admissions are waiting; the reply is the shared count of the
+// current window, and the instance admits while that estimate plus its unsynced
+// admissions stays within Rate. Let N be the number of instances using the key, r the
+// highest admission rate of one instance and RTT the round trip of a sync. In any interval
+// of length Period (any aligned window when Fixed):
+//
+//	admitted <= Rate + (N-1) · U,   U = min(MaxUnsynced, r·(SyncInterval + RTT))
+//
+// Take the instance whose last sync read in the window came last: its estimate included
+// every count synced before then, and its decision kept estimate + own unsynced within
+// Rate; every other instance can only add the admissions it had not synced yet, at most U.
+// With the defaults (MaxUnsynced = Rate/100) the overshoot is at most (N-1)% of Rate. The
+// seed's example, ten instances each allowing 100/s on their own, is N=10 with U=100: up to
+// 1,000/s. Redis load: at most one call per instance per SyncInterval per key, plus one per
+// MaxUnsynced admissions.
+//
+// # Key layout
+//
+// Under Options.Prefix (default "celebrity:ratelimit:"), with <key> the caller's key
+// verbatim (any bytes, 1..MaxKeyBytes) and <t> a hash tag chosen by the package:
+//
+//	<prefix>{<t>}:g:<key>                  GCRA: the theoretical arrival time (string, µs)
+//	<prefix>{<t>}:e:<key>:0:<index>        Exact Sliding/Fixed: hash of sub-window <index>:
+//	                                       n (cells granted), r:<request id> (its grant)
+//	<prefix>{<t_j>}:l:<key>:<j>:<index>    Leased: the same, for budget slot j
+//	<prefix>{<t>}:a:<key>:<index>          Approximate: hash, n = shared count
+//	<prefix>{<t>}:a:<key>:s                Approximate: instance -> last applied sequence
+//
+// <t> is a short tag whose hash slot is xxhash64(key) mod 16384; <t_j> lies in the j-th of
+// Slots equal ranges of the hash slots (offset by the key's hash), so with Slots equal to
+// the number of masters each slot of a key is on a distinct master of a cluster whose
+// masters own equal contiguous ranges. The tags depend only on the key and Options, never
+// on the topology, so every instance uses the same keys through resharding and failover.
+// Because the tag comes first, a key containing '{', '}' or ':' cannot change a slot or
+// collide with another key. Each script touches one slot: a slot's sub-window hashes share
+// its tag. Sub-window hashes expire one window after their sub-window.
+//
+// # What is assumed
+//
+// Redis 5+ (scripts with TIME, effects replication). Instances and Redis servers keep
+// real time at the same rate (leases are measured on the instance's clock from the moment
+// of sending); Sliding and Approximate accounting is aligned to the Redis servers' clocks,
+// which should agree (NTP) when a key's slots live on several masters. All instances of a
+// limit use the same Options. Durability: budgets live in the masters' memory; a failover
+// that loses acknowledged writes (asynchronous replication) can forget grants of the
+// current window and so over-admit by at most what it forgot, for one window. A coordinated
+// failover (CLUSTER FAILOVER) loses nothing. A request admitted by a decision is served
+// after it: a process paused between decision and serving serves late, as with any limiter.
+//
+// # ACL
+//
+// The client's user needs EVALSHA, EVAL (first run on a server) and SCRIPT LOAD/EXISTS
+// (go-redis's Script), and key access to Options.Prefix: for example
+// "+evalsha +eval +script|load +script|exists ~celebrity:ratelimit:*". Scripts touch derived
+// keys of their declared key's slot, so key patterns must cover the whole prefix.
+//
+// # Memory
+//
+// Local state per key lives in a bounded store (MaxKeys, least recently used dropped;
+// dropped after KeyIdle unused). Dropping a key's state forgets its chunk (unused cells:
+// under-admission) or, in Approximate mode, its unsynced counts (at most MaxUnsynced more
+// overshoot for that key).
+package ratelimit

@@ -1,0 +1,81 @@
+package ratelimit_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/celebrity-go/celebrity/ratelimit"
+	"github.com/redis/go-redis/v9"
+)
+
+// Exact mode: one GCRA call per request; 3 per minute with a burst of 3.
+func ExampleLimiter_Allow() {
+	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	defer rdb.Close()
+	lim, err := ratelimit.New(rdb, ratelimit.Options{
+		Limit:  ratelimit.Limit{Rate: 3, Period: time.Minute},
+		Prefix: fmt.Sprintf("example:%d:", time.Now().UnixNano()), // fresh keys per run
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+
+	ctx := context.Background()
+	for range 4 {
+		res, err := lim.Allow(ctx, "user:1")
+		if err != nil {
+			panic(err)
+		}
+		fmt.Println(res.Allowed, res.Remaining, res.RetryAfter > 0)
+	}
+	// Output:
+	// true 2 false
+	// true 1 false
+	// true 0 false
+	// false 0 true
+}
+
+// Leased mode for a hot merchant: chunks of the budget are taken from three budget slots
+// and spent locally, so most requests make no Redis call, and the limit still holds.
+func ExampleNew_leased() {
+	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	defer rdb.Close()
+	lim, err := ratelimit.New(rdb, ratelimit.Options{
+		Limit:  ratelimit.Limit{Rate: 1000, Period: time.Minute},
+		Mode:   ratelimit.Leased,
+		Slots:  3,
+		Prefix: fmt.Sprintf("example:%d:", time.Now().UnixNano()),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+
+	ctx := context.Background()
+	admitted := 0
+	for range 1500 {
+		if res, err := lim.Allow(ctx, "merchant:42"); err == nil && res.Allowed {
+			admitted++
+		}
+	}
+	st := lim.Stats()
+	fmt.Println("admitted:", admitted)
+	fmt.Println("fewer Redis calls than requests:", st.Calls < 1500/10)
+	// Output:
+	// admitted: 1000
+	// fewer Redis calls than requests: true
+}
+
+// Bad input is refused with an error naming the field and the allowed range.
+func ExampleNew_invalid() {
+	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	defer rdb.Close()
+	_, err := ratelimit.New(rdb, ratelimit.Options{
+		Limit: ratelimit.Limit{Rate: 10, Period: time.Second, Burst: 20},
+	})
+	fmt.Println(err)
+	// Output:
+	// ratelimit: invalid argument: Options.Limit.Burst must be 0..Rate (10), got 20
+}

@@ -1,0 +1,21 @@
+package ratelimit
+
+import "time"
+
+// SetAdmitHook makes l call f with the instant of every admission decision: the server's
+// clock for Exact mode, this process's clock (the one the decision compared with the
+// chunk's deadline) for Leased and Approximate modes.
+func SetAdmitHook(l *Limiter, f func(key string, at time.Time, n int64)) { l.onAdmit = f }
+
+// SlotKey exposes the base key of budget slot j of key.
+func SlotKey(l *Limiter, key string, j int) string { return l.slotKey(key, j) }
+
+// SubMs exposes the sub-window length in milliseconds.
+func SubMs(l *Limiter) int64 { return l.sub }
+
+// ExampleAddr is the address of the server the examples use, started by TestMain.
+var ExampleAddr string
+
+// SetGrantHook makes l call f with the server instant (ms) and size of every chunk it
+// installs in Leased mode.
+func SetGrantHook(l *Limiter, f func(serverMs, cells int64)) { l.onGrant = f }

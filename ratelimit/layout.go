@@ -1,0 +1,57 @@
+package ratelimit
+
+import (
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/slot"
+)
+
+// itoa formats an integer in decimal.
+func itoa(v int64) string { return strconv.FormatInt(v, 10) }
+
+// checkKey validates a limit key: 1..MaxKeyBytes bytes. Any bytes are accepted (':', '{',
+// '}', invalid UTF-8): the key is stored verbatim after a hash tag of the package's own,
+// so it never changes a slot and two keys never share a Redis key.
+func (l *Limiter) checkKey(key string) error {
+	if key == "" || len(key) > l.o.MaxKeyBytes {
+		q := key
+		if len(q) > 32 {
+			q = q[:32] + "..."
+		}
+		if !utf8.ValidString(q) {
+			q = "(not UTF-8)"
+		}
+		return invalidf("key must be 1..%d bytes, got %d (%q)", l.o.MaxKeyBytes, len(key), q)
+	}
+	return nil
+}
+
+// tagIn returns the hash tag of key's slot j of n: a tag whose hash slot lies in the j-th of
+// n equal ranges of the 16384 hash slots, at an offset chosen by the key's hash.
+func tagIn(key string, j, n int) string {
+	lo := j * slot.Count / n
+	hi := (j + 1) * slot.Count / n
+	h := hashing.Sum64(key)
+	return slot.TagFor(uint16(lo + int(h%uint64(hi-lo))))
+}
+
+// gcraKey returns the GCRA key of key.
+func (l *Limiter) gcraKey(key string) string {
+	return l.o.Prefix + "{" + tagIn(key, 0, 1) + "}:g:" + key
+}
+
+// slotKey returns the base of budget slot j of key (Exact windows and Leased mode).
+func (l *Limiter) slotKey(key string, j int) string {
+	m := "e:"
+	if l.o.Mode == Leased {
+		m = "l:"
+	}
+	return l.o.Prefix + "{" + tagIn(key, j, l.o.Slots) + "}:" + m + key + ":" + strconv.Itoa(j)
+}
+
+// syncKey returns the base of key's shared counts in Approximate mode.
+func (l *Limiter) syncKey(key string) string {
+	return l.o.Prefix + "{" + tagIn(key, 0, 1) + "}:a:" + key
+}

@@ -1,0 +1,193 @@
+package ratelimit
+
+import (
+	"context"
+
+	"github.com/celebrity-go/celebrity/internal/hashing"
+	"math"
+	"time"
+)
+
+// lease is the Leased-mode part of a key's local state: the chunk this instance holds.
+type lease struct {
+	left      int64     // cells left in the chunk
+	deadline  time.Time // the chunk is usable strictly before this instant (local clock)
+	asked     int64     // cells requested (admitted or not) since the last fetch
+	fetchedAt time.Time
+	rate      float64     // admissions per second, smoothed
+	emptyTill []time.Time // per slot: no budget before this instant
+	next      int         // slot to ask first
+	starved   bool        // the last fetch found every slot empty
+}
+
+// useChunk admits n from st's chunk if it is live at now. The caller holds st.mu.
+func (st *keyState) useChunk(now time.Time, n int64) (int64, bool) {
+	if st.left >= n && now.Before(st.deadline) {
+		st.left -= n
+		return st.left, true
+	}
+	return 0, false
+}
+
+// leased admits n for key from this instance's chunk, taking a new chunk from a budget slot
+// when the chunk is spent or expired. Only one goroutine per key per instance talks to
+// Redis at a time; the others wait for it and then use its chunk.
+func (l *Limiter) leased(ctx context.Context, key string, n int64) (Result, error) {
+	st := l.state(key)
+	if r, ok := l.fromChunk(st, key, n, true); ok {
+		return r, nil
+	}
+	if err := st.enter(ctx); err != nil {
+		return Result{RetryAfter: -1}, err
+	}
+	defer st.leave()
+	if r, ok := l.fromChunk(st, key, n, false); ok {
+		return r, nil
+	}
+	return l.fetch(ctx, st, key, n)
+}
+
+// fromChunk admits n from st's chunk, or reports that it cannot; ask counts the request
+// in the demand that sizes the next chunk.
+func (l *Limiter) fromChunk(st *keyState, key string, n int64, ask bool) (Result, bool) {
+	st.mu.Lock()
+	if ask {
+		st.asked += n
+	}
+	now := l.o.Clock() // after the lock: never earlier than the chunk's installation
+	left, ok := st.useChunk(now, n)
+	st.mu.Unlock()
+	if !ok {
+		return Result{}, false
+	}
+	l.admitted(key, now, n)
+	return Result{Allowed: true, Remaining: left, RetryAfter: -1}, true
+}
+
+// fetch takes a chunk of at least n cells, trying the slots in turn from st.next and
+// skipping those known to be empty or unreachable, and admits n from it. It returns an
+// error only when no slot it asked answered. After a fetch that found every
+// slot empty, the next asks one slot only (the next in turn): at saturation each instance
+// then probes once per refill instead of once per slot, and the instances, starting at
+// different slots, still cover them all. The caller holds st's turn.
+func (l *Limiter) fetch(ctx context.Context, st *keyState, key string, n int64) (Result, error) {
+	now := l.o.Clock()
+	st.mu.Lock()
+	if st.emptyTill == nil {
+		st.emptyTill = make([]time.Time, l.o.Slots)
+		st.next = int(hashing.Sum64(l.inst) % uint64(l.o.Slots)) // instances start apart
+	}
+	want := l.want(st, now, n)
+	start, tries := st.next, l.o.Slots
+	if st.starved {
+		start, tries = (st.next+1)%l.o.Slots, 1
+		st.next = start
+	}
+	st.mu.Unlock()
+
+	retry := time.Duration(-1)
+	var lastErr error
+	answered := false
+	for i := range tries {
+		j := (start + i) % l.o.Slots
+		st.mu.Lock()
+		skip := now.Before(st.emptyTill[j])
+		if skip && (retry < 0 || st.emptyTill[j].Sub(now) < retry) {
+			retry = st.emptyTill[j].Sub(now)
+		}
+		st.mu.Unlock()
+		if skip {
+			continue
+		}
+		sent := l.o.Clock()
+		r, err := l.take(ctx, key, j, min(want, l.o.budget(j)), n, l.requestID())
+		if err != nil {
+			// A slot whose master is unreachable is skipped for one sub-window; the
+			// others still serve. Its budget is lost meanwhile (under-admission only).
+			lastErr = err
+			l.markEmpty(st, j, sent, l.sub, 0)
+			continue
+		}
+		answered = true
+		if r.status == "empty" {
+			l.markEmpty(st, j, sent, r.ms, r.resetMs)
+			if r.ms >= 0 && (retry < 0 || ms(r.ms) < retry) {
+				retry = ms(r.ms)
+			}
+			continue
+		}
+		if res, ok := l.install(st, key, j, sent, r, n); ok {
+			return res, nil
+		}
+	}
+	if lastErr != nil && !answered {
+		return Result{RetryAfter: -1}, lastErr
+	}
+	st.mu.Lock()
+	st.starved = true
+	st.mu.Unlock()
+	return Result{RetryAfter: retry}, nil
+}
+
+// markEmpty records that slot j has no budget for at least wait ms after sent.
+func (l *Limiter) markEmpty(st *keyState, j int, sent time.Time, wait, reset int64) {
+	if wait < 0 {
+		wait = max(reset, l.sub)
+	}
+	st.mu.Lock()
+	st.emptyTill[j] = sent.Add(ms(wait))
+	st.mu.Unlock()
+}
+
+// install makes the grant r of slot j, requested at sent, st's chunk and admits n from it.
+// The chunk's deadline is sent + r.ms: the sub-window ended no earlier than that on the
+// server's clock, since the server read its clock after sent. A grant whose sub-window has
+// passed by now is dropped (under-admission, never over-admission).
+func (l *Limiter) install(st *keyState, key string, j int, sent time.Time, r takeReply, n int64) (Result, bool) {
+	l.stats.chunks.Add(1)
+	l.stats.cells.Add(uint64(r.granted))
+	if l.onGrant != nil {
+		l.onGrant(r.nowMs, r.granted)
+	}
+	deadline := sent.Add(ms(r.ms))
+	if r.ms <= 0 {
+		deadline = sent
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	now := l.o.Clock()
+	if st.left > 0 && now.Before(st.deadline) && !st.deadline.After(deadline) &&
+		deadline.Sub(st.deadline) < ms(l.sub)/2 {
+		st.left += r.granted // same sub-window; the old deadline is the earlier one
+	} else {
+		st.left = r.granted
+		st.deadline = deadline
+	}
+	if !st.fetchedAt.IsZero() {
+		if dt := now.Sub(st.fetchedAt).Seconds(); dt > 0 {
+			st.rate = 0.5*st.rate + 0.5*float64(st.asked)/dt
+		}
+	}
+	st.asked, st.fetchedAt, st.next, st.starved = 0, now, j, false
+	left, ok := st.useChunk(now, n)
+	if !ok {
+		return Result{}, false
+	}
+	l.admitted(key, now, n)
+	return Result{Allowed: true, Remaining: left, RetryAfter: -1}, true
+}
+
+// want sizes the next chunk: this instance's recent request rate for the key (admitted or
+// not: demand, not what it got) times what is left of the current sub-window (on the local
+// clock), between n and MaxChunk. A first or idle fetch asks for n. The caller holds st.mu.
+func (l *Limiter) want(st *keyState, now time.Time, n int64) int64 {
+	rate := st.rate
+	if !st.fetchedAt.IsZero() {
+		if dt := now.Sub(st.fetchedAt).Seconds(); dt > 0 {
+			rate = 0.5*rate + 0.5*float64(st.asked)/dt
+		}
+	}
+	leftMs := l.sub - now.UnixMilli()%l.sub
+	w := int64(math.Ceil(rate * float64(leftMs) / 1000))
+	return max(n, min(w, l.o.MaxChunk))
+}

@@ -1,0 +1,40 @@
+package ratelimit
+
+import "sync/atomic"
+
+// Stats is a snapshot of a Limiter's activity in this process.
+type Stats struct {
+	// Allowed and Denied count answered requests; Errors counts requests that failed.
+	Allowed, Denied, Errors uint64
+	// Calls counts script calls sent to Redis, retries included.
+	Calls uint64
+	// Chunks counts chunk grants received in Leased mode, and Cells the cells they held.
+	Chunks, Cells uint64
+	// Syncs counts completed syncs in Approximate mode.
+	Syncs uint64
+	// Keys is the number of keys with local state (an estimate).
+	Keys int
+}
+
+// counters holds the atomic counters behind Stats.
+type counters struct {
+	allowed, denied, errors, calls, chunks, cells, syncs atomic.Uint64
+}
+
+// Stats returns a snapshot of the counters. Fields are read one by one, not atomically
+// together.
+func (l *Limiter) Stats() Stats {
+	s := Stats{
+		Allowed: l.stats.allowed.Load(),
+		Denied:  l.stats.denied.Load(),
+		Errors:  l.stats.errors.Load(),
+		Calls:   l.stats.calls.Load(),
+		Chunks:  l.stats.chunks.Load(),
+		Cells:   l.stats.cells.Load(),
+		Syncs:   l.stats.syncs.Load(),
+	}
+	if l.states != nil {
+		s.Keys = l.states.EstimatedSize()
+	}
+	return s
+}

@@ -1,0 +1,63 @@
+package celebrity
+
+import (
+	"context"
+	"time"
+
+	"github.com/celebrity-go/celebrity/replicas"
+)
+
+// refreshLoop reloads, every RefreshAhead, each hot key that was read on this instance since
+// its last refresh (and each newly promoted key once), so that a hot key's L1 entry never
+// leaves its fresh window while it is read. A key no longer read here is left to expire, so
+// its Redis-level rate falls and the fleet can demote it.
+func (c *Cache[V]) refreshLoop(ctx context.Context) {
+	t := time.NewTicker(c.o.RefreshAhead)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for key := range *c.fleet.hot.Load() {
+			if ctx.Err() != nil {
+				return
+			}
+			if v, ok := c.fleet.hotEntries.Load(key); ok && !v.(*entry[V]).touched.Load() {
+				continue
+			}
+			c.refresh(ctx, key)
+		}
+	}
+}
+
+// refresh reads key from Redis and installs it in the L1, unless an invalidation of its stripe
+// (or a MarkAllStale) happened since before the read: then the value read may be older than
+// what the invalidation announced, and the next Get loads it instead.
+func (c *Cache[V]) refresh(ctx context.Context, key string) {
+	st, ep := c.stripe(key), c.epoch.Load()
+	g := st.gen.Load()
+	c.det.Observe(key)
+	c.fleet.refreshes.Add(1)
+	lctx, cancel := context.WithTimeout(ctx, c.o.Fresh)
+	defer cancel()
+	item, err := c.rep.GetOrLoad(lctx, key, c.o.TTL, func(ctx context.Context) (replicas.Item, error) {
+		return c.loadSource(ctx, key)
+	})
+	if err != nil {
+		c.fleet.hotEntries.Delete(key)
+		return
+	}
+	v, err := decode(c.o.Codec, key, item.Value)
+	if err != nil {
+		return
+	}
+	e := &entry[V]{v: v, version: item.Version, hot: true}
+	st.mu.Lock()
+	if st.gen.Load() == g && c.epoch.Load() == ep && c.fleet.isHot(key) {
+		c.l1.Set(key, e)
+		c.fleet.hotEntries.Store(key, e)
+	}
+	st.mu.Unlock()
+}

@@ -1,0 +1,81 @@
+package celebrity
+
+import (
+	"time"
+
+	"github.com/celebrity-go/celebrity/l1cache"
+	"github.com/celebrity-go/celebrity/replicas"
+)
+
+// EventKind says what an Event reports.
+type EventKind int
+
+const (
+	// EventPromoted: this instance applied a key's promotion (its copies are warm).
+	EventPromoted EventKind = iota + 1
+	// EventDemoted: this instance applied a key's demotion.
+	EventDemoted
+)
+
+// String returns "promoted" or "demoted".
+func (k EventKind) String() string {
+	switch k {
+	case EventPromoted:
+		return "promoted"
+	case EventDemoted:
+		return "demoted"
+	}
+	return "unknown"
+}
+
+// Event is passed to Options.OnEvent when this instance applies a change of the hot set.
+type Event struct {
+	Kind EventKind
+	Key  string
+	// Rate is the fleet-wide rate of Redis-level reads per second that decided the change
+	// (0 for a manual change).
+	Rate float64
+	// Manual says the change came from Promote or Demote.
+	Manual bool
+	// HotVersion is the hot set's version that carried the change.
+	HotVersion uint64
+	// At is when this instance applied it.
+	At time.Time
+}
+
+// Stats is a snapshot of a Cache's counters.
+type Stats struct {
+	// L1, Replicas and Invalidator are the parts' own counters.
+	L1          l1cache.Stats
+	Replicas    replicas.Stats
+	Invalidator l1cache.InvalidatorStats
+	// SourceLoads counts loader calls made by this instance.
+	SourceLoads uint64
+	// Hot is the size of the hot set applied here; HotVersion its version.
+	Hot        int
+	HotVersion uint64
+	// Leader says this instance evaluates the fleet summary now.
+	Leader bool
+	// Reports, Evaluations count the loop's reports and (as leader) evaluations.
+	Reports, Evaluations uint64
+	// Promotions and Demotions count hot-set changes applied here.
+	Promotions, Demotions uint64
+	// Refreshes counts refresh-ahead reloads of hot keys.
+	Refreshes uint64
+	// LoopCommands counts the Redis commands the fleet loop sent (reports, polls, summaries,
+	// hot-set reads and changes, publishes); LoopErrors its failed steps; Fenced the leader's
+	// changes refused because it had lost its lease.
+	LoopCommands, LoopErrors, Fenced uint64
+}
+
+// Stats returns a snapshot of the counters; fields are read one by one.
+func (c *Cache[V]) Stats() Stats {
+	f := &c.fleet
+	return Stats{
+		L1: c.l1.Stats(), Replicas: c.rep.Stats(), Invalidator: c.inv.Stats(),
+		SourceLoads: f.sourceLoads.Load(), Hot: len(*f.hot.Load()), HotVersion: f.version.Load(),
+		Leader: f.leader.Load(), Reports: f.reports.Load(), Evaluations: f.evaluations.Load(),
+		Promotions: f.promotions.Load(), Demotions: f.demotions.Load(), Refreshes: f.refreshes.Load(),
+		LoopCommands: f.loopCommands.Load(), LoopErrors: f.loopErrors.Load(), Fenced: f.fenced.Load(),
+	}
+}

@@ -1,0 +1,162 @@
+package stripes
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// deleteKeys deletes every key under prefix on every node behind rc, as a FLUSHALL would
+// for this counter.
+func deleteKeys(t testing.TB, rc redis.UniversalClient, prefix string) {
+	t.Helper()
+	ctx := context.Background()
+	del := func(ctx context.Context, n redis.Cmdable) error {
+		keys, err := n.Keys(ctx, prefix+"*").Result()
+		if err != nil || len(keys) == 0 {
+			return err
+		}
+		for _, k := range keys {
+			if err := n.Del(ctx, k).Err(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if cc, ok := rc.(*redis.ClusterClient); ok {
+		require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return del(ctx, m) }))
+		return
+	}
+	require.NoError(t, del(ctx, rc))
+}
+
+// addEvents counts n new events in c.
+func addEvents(t testing.TB, c *Counter, tag string, n int) {
+	t.Helper()
+	for i := range n {
+		res, err := c.Add(context.Background(), Event{ID: fmt.Sprintf("%s-%d", tag, i), Time: time.Now()}, 1)
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+	}
+}
+
+// requireVanished checks that every operation of c reports ErrVanished and that none
+// recreated the layout record.
+func requireVanished(t *testing.T, rc redis.UniversalClient, c *Counter) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := c.Add(ctx, Event{ID: "after-loss", Time: time.Now()}, 1)
+	require.ErrorIs(t, err, ErrVanished, "Add")
+	require.ErrorIs(t, err, ErrLayout, "ErrVanished is a kind of ErrLayout")
+	_, errs := c.AddBatch(ctx, []Addition{{Event{ID: "after-loss-batch", Time: time.Now()}, 1}})
+	require.ErrorIs(t, errs[0], ErrVanished, "AddBatch")
+	_, err = c.Sum(ctx)
+	require.ErrorIs(t, err, ErrVanished, "Sum")
+	_, err = c.Resize(ctx, 3)
+	require.ErrorIs(t, err, ErrVanished, "Resize")
+	n, err := rc.Exists(ctx, c.keys.layout()).Result()
+	require.NoError(t, err)
+	require.Zero(t, n, "the layout record was not recreated")
+}
+
+func TestVanishedStateIsReportedNeverRecreated(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		ctx := context.Background()
+		t.Run("everything flushed, seen by this process", func(t *testing.T) {
+			c := newCounter(t, rc, Options{Stripes: 4})
+			addEvents(t, c, "e", 40)
+			deleteKeys(t, rc, c.opts.Prefix)
+			requireVanished(t, rc, c)
+		})
+		t.Run("layout and one stripe lost, fresh process", func(t *testing.T) {
+			c := newCounter(t, rc, Options{Stripes: 4})
+			addEvents(t, c, "e", 40)
+			gd := mustLayout(t, c).gen(1)
+			key := c.keys.stripe(gd.Tags[2], 1, 2)
+			require.NoError(t, nodeFor(t, rc, key).Del(ctx, key).Err())
+			require.NoError(t, rc.Del(ctx, c.keys.layout()).Err())
+
+			fresh := newCounter(t, rc, Options{Prefix: c.opts.Prefix, Stripes: 4})
+			requireVanished(t, rc, fresh)
+			// The process that saw the layout may still count into a surviving stripe
+			// through its cached layout; every read and layout change reports the loss.
+			_, err := c.Sum(ctx)
+			require.ErrorIs(t, err, ErrVanished)
+			_, err = c.Resize(ctx, 5)
+			require.ErrorIs(t, err, ErrVanished)
+			n, err := rc.Exists(ctx, c.keys.layout()).Result()
+			require.NoError(t, err)
+			require.Zero(t, n, "the layout record was not recreated")
+		})
+		t.Run("one stripe lost", func(t *testing.T) {
+			c := newCounter(t, rc, Options{Stripes: 4})
+			addEvents(t, c, "e", 40)
+			gd := mustLayout(t, c).gen(1)
+			key := c.keys.stripe(gd.Tags[1], 1, 1)
+			require.NoError(t, nodeFor(t, rc, key).Del(ctx, key).Err())
+			fresh := newCounter(t, rc, Options{Prefix: c.opts.Prefix, Stripes: 4})
+			for _, cnt := range []*Counter{c, fresh} {
+				_, err := cnt.Sum(ctx)
+				require.ErrorIs(t, err, ErrVanished)
+				// An event routed to the lost stripe is refused; it is not counted elsewhere.
+				for i := 0; ; i++ {
+					ev := Event{ID: fmt.Sprintf("probe-%d", i), Time: time.Now()}
+					if stripeOf(newRoute(ev.ID, 63).hash, 4) != 1 {
+						continue
+					}
+					_, err := cnt.Add(ctx, ev, 1)
+					require.ErrorIs(t, err, ErrVanished)
+					break
+				}
+			}
+		})
+		t.Run("layout restored to an older version", func(t *testing.T) {
+			c := newCounter(t, rc, Options{Stripes: 2})
+			addEvents(t, c, "e", 10)
+			old, err := rc.HGetAll(ctx, c.keys.layout()).Result()
+			require.NoError(t, err)
+			_, err = c.Resize(ctx, 3)
+			require.NoError(t, err)
+			addEvents(t, c, "f", 10)
+			require.NoError(t, rc.Del(ctx, c.keys.layout()).Err())
+			require.NoError(t, rc.HSet(ctx, c.keys.layout(), old).Err())
+			_, err = c.Sum(ctx)
+			require.ErrorIs(t, err, ErrVanished, "a layout older than one seen is refused")
+		})
+		t.Run("birth record lost, then repaired by the next reader", func(t *testing.T) {
+			c := newCounter(t, rc, Options{Stripes: 2})
+			addEvents(t, c, "e", 5)
+			require.NoError(t, rc.HDel(ctx, c.keys.births(), c.opts.Name).Err())
+			reader := newCounter(t, rc, Options{Prefix: c.opts.Prefix, Stripes: 2})
+			require.Equal(t, int64(5), mustSum(t, reader), "the reader writes the birth record again")
+			require.NoError(t, rc.Del(ctx, c.keys.layout()).Err())
+			fresh := newCounter(t, rc, Options{Prefix: c.opts.Prefix, Stripes: 2})
+			requireVanished(t, rc, fresh)
+		})
+	})
+}
+
+func TestRestartWithoutPersistenceIsReported(t *testing.T) {
+	s := celebritytest.NewServer(t, celebritytest.ServerOptions{})
+	rc := s.Client(t)
+	c := newCounter(t, rc, Options{Stripes: 4})
+	addEvents(t, c, "e", 40)
+	s.Restart(t) // kill -9; without AOF the server comes back empty
+	ctx := context.Background()
+	require.Eventually(t, func() bool { return rc.Ping(ctx).Err() == nil }, 10*time.Second, 20*time.Millisecond)
+	requireVanished(t, rc, c)
+}
+
+func TestBirthRecordLivesOnAnotherMaster(t *testing.T) {
+	cl := celebritytest.SharedCluster(t)
+	for i := range 200 {
+		name := fmt.Sprintf("likes:comment:%d", i)
+		k := keys{prefix: celebritytest.Prefix(t), name: name}
+		require.NotEqual(t, cl.MasterOf(k.layout()).Addr(), cl.MasterOf(k.births()).Addr(), "counter %q", name)
+	}
+}

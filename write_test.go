@@ -1,0 +1,100 @@
+package celebrity_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity"
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
+)
+
+// TestFailedStepIsNamedAndRetryCompletes loses the reply of each step of Set in turn: the
+// error names the step and bounds what the fleet may serve, and a retry with the same version
+// completes the write everywhere.
+func TestFailedStepIsNamedAndRetryCompletes(t *testing.T) {
+	deployments(t, func(t *testing.T, d deployment) {
+		p := celebritytest.Prefix(t)
+		src := newSource()
+		key := p + "post"
+		src.bump(key)
+		o := celebrity.Options[string]{Fresh: time.Hour, Stale: -1}
+		inj := faults.New()
+		var faulty redis.UniversalClient
+		if d.cluster {
+			faulty = celebritytest.SharedCluster(t).Client(t, func(co *redis.ClusterOptions) {
+				co.Dialer, co.MaxRetries, co.MaxRedirects = inj.Dialer(nil), -1, -1
+			})
+		} else {
+			faulty = celebritytest.Standalone(t).Client(t, func(ro *redis.Options) {
+				ro.Dialer, ro.MaxRetries = inj.Dialer(nil), -1
+			})
+		}
+		w := newCache(t, faulty, src, p, o)
+		other := newCache(t, d.client(t), src, p, o)
+		for _, c := range []*celebrity.Cache[string]{w, other} {
+			v, err := c.Get(t.Context(), key)
+			require.NoError(t, err)
+			require.Equal(t, "v1", v)
+		}
+		ctx := t.Context()
+
+		// The store step: the logical key's script ran, its reply was lost.
+		v2 := src.bump(key)
+		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: key}, 1)
+		err := w.Set(ctx, key, "v2", v2)
+		var werr *celebrity.WriteError
+		require.ErrorAs(t, err, &werr)
+		require.ErrorIs(t, err, celebrity.ErrIncomplete)
+		require.Equal(t, celebrity.StepStore, werr.Step)
+		require.Equal(t, "Set", werr.Op)
+		require.Positive(t, werr.MayServeOlderFor)
+		require.Contains(t, err.Error(), "step store")
+		require.NoError(t, w.Set(ctx, key, "v2", v2), "the retry recognises the applied write and completes it")
+		waitFor(t, other, key, "v2")
+
+		// The invalidation step: the publish ran, its reply was lost. On a cluster the
+		// invalidation goes over sharded pub/sub.
+		v3 := src.bump(key)
+		publish := "PUBLISH"
+		if d.cluster {
+			publish = "SPUBLISH"
+		}
+		inj.DropReply(faults.Match{Command: publish}, 1)
+		err = w.Set(ctx, key, "v3", v3)
+		require.ErrorAs(t, err, &werr)
+		require.Equal(t, celebrity.StepInvalidate, werr.Step)
+		require.Equal(t, time.Hour, werr.MayServeOlderFor, "Fresh+Stale of the other instances")
+		v, err := w.Get(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, "v3", v, "the local entry was still updated")
+		require.NoError(t, w.Set(ctx, key, "v3", v3))
+		waitFor(t, other, key, "v3")
+
+		// A Delete whose store step fails.
+		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: key}, 1)
+		err = w.Delete(ctx, key, v3+1)
+		require.ErrorAs(t, err, &werr)
+		require.Equal(t, "Delete", werr.Op)
+		require.NoError(t, w.Delete(ctx, key, v3+1))
+		src.mu.Lock()
+		src.rows[key] = row{version: v3 + 1}
+		src.mu.Unlock()
+		require.Eventually(t, func() bool {
+			_, err := other.Get(ctx, key)
+			return errors.Is(err, celebrity.ErrNotFound)
+		}, 10*time.Second, time.Millisecond)
+	})
+}
+
+func waitFor(t *testing.T, c *celebrity.Cache[string], key, want string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		v, err := c.Get(t.Context(), key)
+		return err == nil && v == want
+	}, 10*time.Second, time.Millisecond)
+}
