@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -80,3 +81,5 @@ func TestUnreachableAddressFailsClearly(t *testing.T) {
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "cannot reach Redis at 127.0.0.1:1")
 }
+
+func itoa(n int) string { return strconv.Itoa(n) }
