@@ -1,0 +1,160 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/escrow"
+)
+
+// escrowFlags describe the pool a command looks at: the same name, capacity and owner ranges
+// the service's PoolOptions use, so the command sees the ledgers the service writes.
+type escrowFlags struct {
+	connFlags
+	pool, owners, prefix, witness, owner string
+	capacity                             int
+	yes                                  bool
+}
+
+func (ef *escrowFlags) flagSet(e *env, sub string) *flag.FlagSet {
+	fs := newFlagSet(e, "escrow "+sub, &ef.connFlags)
+	fs.StringVar(&ef.pool, "pool", "", "pool `name` (PoolOptions.Name)")
+	fs.IntVar(&ef.capacity, "capacity", 0, "pool capacity (PoolOptions.Capacity)")
+	fs.StringVar(&ef.owners, "owners", "", "owner `ranges` as name=first-last,... (PoolOptions.Owners)")
+	fs.StringVar(&ef.prefix, "prefix", "", "key prefix (PoolOptions.Prefix; default the library's)")
+	fs.StringVar(&ef.witness, "witness", "", "witness Redis `host:port` when the service uses a separate one (PoolOptions.Witness)")
+	fs.StringVar(&ef.owner, "owner", "", "one `owner` (holders: all owners when empty; reconcile: required)")
+	fs.BoolVar(&ef.yes, "yes", false, "reconcile without asking for confirmation")
+	return fs
+}
+
+func runEscrow(e *env, args []string) error {
+	if len(args) == 0 {
+		return usagef("escrow: give a subcommand: audit | holders | recover | reconcile")
+	}
+	sub, args := args[0], args[1:]
+	switch sub {
+	case "audit", "holders", "recover", "reconcile":
+	default:
+		return usagef("escrow: unknown subcommand %q (audit | holders | recover | reconcile)", sub)
+	}
+	var ef escrowFlags
+	if err := parse(ef.flagSet(e, sub), args); err != nil {
+		return err
+	}
+	opts, err := ef.poolOptions()
+	if err != nil {
+		return err
+	}
+	if sub == "reconcile" && ef.owner == "" {
+		return usagef("escrow reconcile needs --owner: the ledger to bring back into service")
+	}
+	c, err := ef.client(e.ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if ef.witness != "" {
+		w := redis.NewClient(&redis.Options{Addr: ef.witness, MaxRetries: 1})
+		defer w.Close()
+		opts.Witness = w
+	}
+	pool, err := escrow.NewPool(c, opts)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	switch sub {
+	case "audit":
+		return ef.audit(e, pool)
+	case "holders":
+		return ef.holders(e, pool)
+	case "recover":
+		rep, err := pool.Recover(e.ctx)
+		if err != nil {
+			return err
+		}
+		return ef.print(e, rep, fmt.Sprintf("completed %d, aborted %d, still pending %d\n", len(rep.Completed), len(rep.Aborted), len(rep.Pending)))
+	default:
+		if !ef.yes && !confirm(e, fmt.Sprintf("reconcile owner %q of pool %q? Permits acknowledged by the lost state may be granted again", ef.owner, ef.pool)) {
+			return usagef("not reconciled (answer 'yes', or pass --yes)")
+		}
+		if err := pool.Reconcile(e.ctx, ef.owner); err != nil {
+			return err
+		}
+		return ef.print(e, map[string]string{"reconciled": ef.owner}, fmt.Sprintf("reconciled %q\n", ef.owner))
+	}
+}
+
+func (ef *escrowFlags) poolOptions() (escrow.PoolOptions, error) {
+	o := escrow.PoolOptions{Name: ef.pool, Capacity: ef.capacity, Prefix: ef.prefix,
+		// The tool reads and repairs what the service set up; Init's durability checks are
+		// the service's, not the operator's.
+		AllowWeakDurability: true, AllowSharedWitness: true}
+	if ef.pool == "" || ef.capacity <= 0 || ef.owners == "" {
+		return o, usagef("escrow needs --pool, --capacity and --owners as the service configures them")
+	}
+	for _, spec := range splitList(ef.owners) {
+		name, rng, ok1 := strings.Cut(spec, "=")
+		first, last, ok2 := strings.Cut(rng, "-")
+		f, err1 := strconv.Atoi(first)
+		l, err2 := strconv.Atoi(last)
+		if !ok1 || !ok2 || err1 != nil || err2 != nil {
+			return o, usagef("--owners wants name=first-last, got %q", spec)
+		}
+		o.Owners = append(o.Owners, escrow.Owner{Name: name, First: f, Last: l})
+	}
+	return o, nil
+}
+
+func (ef *escrowFlags) print(e *env, v any, text string) error {
+	if ef.json {
+		return json.NewEncoder(e.stdout).Encode(v)
+	}
+	_, err := fmt.Fprint(e.stdout, text)
+	return err
+}
+
+func (ef *escrowFlags) audit(e *env, pool *escrow.Pool) error {
+	rep, err := pool.Audit(e.ctx)
+	if err != nil {
+		return err
+	}
+	if err := ef.print(e, rep, rep.String()+"\n"); err != nil {
+		return err
+	}
+	if !rep.Clean() {
+		return errors.New("the audit found problems (see the report)")
+	}
+	return nil
+}
+
+func (ef *escrowFlags) holders(e *env, pool *escrow.Pool) error {
+	owners := pool.Owners()
+	if ef.owner != "" {
+		owners = []string{ef.owner}
+	}
+	all := map[string][]escrow.Holder{}
+	var b strings.Builder
+	for _, o := range owners {
+		hs, err := pool.Holders(e.ctx, o)
+		if err != nil {
+			return err
+		}
+		all[o] = hs
+		fmt.Fprintf(&b, "%s: %d holder(s)\n", o, len(hs))
+		for _, h := range hs {
+			lease := "no lease"
+			if !h.Expires.IsZero() {
+				lease = "lease until " + h.Expires.UTC().Format("15:04:05.000")
+			}
+			fmt.Fprintf(&b, "  permit %-6d token %-8d %-12s job %q\n", h.Permit, h.Token, lease, h.Job)
+		}
+	}
+	return ef.print(e, all, b.String())
+}

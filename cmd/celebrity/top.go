@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// nodeRate is one master's load over one sampling interval.
+type nodeRate struct {
+	Addr     string  `json:"addr"`
+	OpsPerS  float64 `json:"ops_per_sec"`
+	Commands uint64  `json:"commands"`
+}
+
+// topFrame is what top shows once per interval.
+type topFrame struct {
+	At       time.Time   `json:"at"`
+	Interval float64     `json:"interval_sec"`
+	Nodes    []nodeRate  `json:"nodes"`
+	Skew     float64     `json:"skew"` // max/mean of OpsPerS; 1 is perfectly even
+	Probes   []probeFreq `json:"probes,omitempty"`
+}
+
+// probeFreq is the server's own LFU counter for one key (OBJECT FREQ).
+type probeFreq struct {
+	Key   string `json:"key"`
+	Freq  int64  `json:"freq"`
+	Error string `json:"error,omitempty"`
+}
+
+func runTop(e *env, args []string) error {
+	var cf connFlags
+	fs := newFlagSet(e, "top", &cf)
+	interval := fs.Duration("interval", time.Second, "sampling `interval`")
+	once := fs.Bool("once", false, "print one sample and exit (no screen refresh)")
+	frames := fs.Int("frames", 0, "stop after this many frames (0: until interrupted)")
+	probe := fs.String("probe", "", "comma-separated `keys` to probe with OBJECT FREQ (needs an LFU maxmemory-policy)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if *interval < 10*time.Millisecond || *interval > time.Hour {
+		return usagef("--interval must be 10ms..1h, got %v", *interval)
+	}
+	if *once {
+		*frames = 1
+	}
+	c, err := cf.client(e.ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ms, err := masters(e.ctx, c)
+	if err != nil {
+		return err
+	}
+	defer closeAll(ms)
+	prev, err := sample(e.ctx, ms)
+	if err != nil {
+		return err
+	}
+	for n := 0; *frames == 0 || n < *frames; n++ {
+		select {
+		case <-e.ctx.Done():
+			return nil
+		case <-time.After(*interval):
+		}
+		cur, err := sample(e.ctx, ms)
+		if err != nil {
+			return err
+		}
+		f := rates(prev, cur)
+		f.Probes = probeKeys(e.ctx, c, splitList(*probe))
+		prev = cur
+		if cf.json {
+			if err := json.NewEncoder(e.stdout).Encode(f); err != nil {
+				return err
+			}
+			continue
+		}
+		if !*once {
+			fmt.Fprint(e.stdout, "\x1b[H\x1b[2J") // home and clear: refresh in place
+		}
+		fmt.Fprint(e.stdout, renderTop(f, 40))
+	}
+	return nil
+}
+
+// counts is one reading of every master's total_commands_processed.
+type counts struct {
+	at   time.Time
+	cmds map[string]uint64
+}
+
+func sample(ctx context.Context, ms []*redis.Client) (counts, error) {
+	cs := counts{at: time.Now(), cmds: make(map[string]uint64, len(ms))}
+	for _, m := range ms {
+		info, err := m.Info(ctx, "stats").Result()
+		if err != nil {
+			return cs, fmt.Errorf("INFO stats on %s: %w", m.Options().Addr, err)
+		}
+		n, ok := infoField(info, "total_commands_processed")
+		if !ok {
+			return cs, fmt.Errorf("INFO stats on %s has no total_commands_processed", m.Options().Addr)
+		}
+		cs.cmds[m.Options().Addr] = n
+	}
+	return cs, nil
+}
+
+func infoField(info, name string) (uint64, bool) {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+":"); ok {
+			n, err := strconv.ParseUint(v, 10, 64)
+			return n, err == nil
+		}
+	}
+	return 0, false
+}
+
+// rates turns two readings into per-node ops/s and the skew (max/mean).
+func rates(prev, cur counts) topFrame {
+	dt := cur.at.Sub(prev.at).Seconds()
+	f := topFrame{At: cur.at, Interval: dt}
+	var sum, max float64
+	for addr, n := range cur.cmds {
+		d := n - min(n, prev.cmds[addr])
+		r := float64(d) / dt
+		f.Nodes = append(f.Nodes, nodeRate{Addr: addr, OpsPerS: r, Commands: d})
+		sum += r
+		max = maxf(max, r)
+	}
+	sort.Slice(f.Nodes, func(i, j int) bool { return f.Nodes[i].Addr < f.Nodes[j].Addr })
+	if sum > 0 {
+		f.Skew = max / (sum / float64(len(f.Nodes)))
+	}
+	return f
+}
+
+func maxf(a, b float64) float64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+func probeKeys(ctx context.Context, c redis.UniversalClient, keys []string) []probeFreq {
+	var out []probeFreq
+	for _, k := range keys {
+		p := probeFreq{Key: k}
+		n, err := c.ObjectFreq(ctx, k).Result()
+		if err != nil {
+			p.Error = err.Error()
+		}
+		p.Freq = n
+		out = append(out, p)
+	}
+	return out
+}
+
+// renderTop draws one frame: a bar per node scaled to the busiest, then the skew.
+func renderTop(f topFrame, width int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "celebrity top — %d node(s), %.1fs interval\n\n", len(f.Nodes), f.Interval)
+	var max float64
+	for _, n := range f.Nodes {
+		max = maxf(max, n.OpsPerS)
+	}
+	for _, n := range f.Nodes {
+		fill := 0
+		if max > 0 {
+			fill = int(n.OpsPerS/max*float64(width) + 0.5)
+		}
+		fmt.Fprintf(&b, "%-21s %10.0f ops/s  %s%s\n", n.Addr, n.OpsPerS,
+			strings.Repeat("█", fill), strings.Repeat("·", width-fill))
+	}
+	verdict := "even"
+	switch {
+	case f.Skew >= 2:
+		verdict = "one node is carrying the load: look for a hot key"
+	case f.Skew >= 1.2:
+		verdict = "uneven"
+	case f.Skew == 0:
+		verdict = "idle"
+	}
+	fmt.Fprintf(&b, "\nskew (max/mean): %.2f  %s\n", f.Skew, verdict)
+	for _, p := range f.Probes {
+		if p.Error != "" {
+			fmt.Fprintf(&b, "OBJECT FREQ %s: %s\n", p.Key, p.Error)
+			continue
+		}
+		fmt.Fprintf(&b, "OBJECT FREQ %s: %d\n", p.Key, p.Freq)
+	}
+	return b.String()
+}
