@@ -133,7 +133,7 @@ func (c *Coordinator) Start(ctx context.Context, spec Spec) (Status, error) {
 	if tgt.State == routing.StateOpen {
 		return Status{}, fmt.Errorf("%w: target %q holds %s open (%v)", ErrOwnershipChanged, spec.Target, spec.Unit, tgt)
 	}
-	if tgt.State == routing.StateImporting {
+	if tgt.State == routing.StateImporting && !c.claimedBy(ctx, spec.Target, spec.Unit, spec.ID) {
 		return Status{}, fmt.Errorf("%w: target %q holds an import claim on %s (%v); see Claims, and ClearClaim if its migration is finished",
 			ErrOwnershipChanged, spec.Target, spec.Unit, tgt)
 	}
@@ -331,4 +331,15 @@ func (c *Coordinator) Unfinished(ctx context.Context) ([]Status, error) {
 		}
 	}
 	return out, nil
+}
+
+// claimedBy reports whether unit u's import claim on shard is migration id's (a second
+// Start of the same migration racing the first).
+func (c *Coordinator) claimedBy(ctx context.Context, shard string, u routing.Unit, id string) bool {
+	v, err := c.shards[shard].c.HMGet(ctx, c.keys.Unit(u).Own, "mig").Result()
+	if err != nil || len(v) != 1 {
+		return false
+	}
+	m, _ := v[0].(string)
+	return m == id
 }
