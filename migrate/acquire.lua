@@ -11,6 +11,10 @@
 --   3 force    "1": take over even from a live driver (Cancel); "0": only when the lease is
 --              free or expired
 --   4 states   states in which the migration may be taken over, comma-separated (non-empty)
+--   5 to       optional: the state the record moves to with the takeover ("" or absent:
+--              unchanged), e.g. Cancelling for a Cancel, so no other reader sees the new
+--              epoch without the new state
+--   6..        with `to`: field/value pairs set with it (only when the state changes)
 -- Reply: {"ok", epoch} when the caller is the driver now; {"held", holder, ms} when another
 --   driver's lease runs for ms more (nothing written); {"state", state} when the migration
 --   is in no state of ARGV[4] (nothing written); {"missing"} when there is no record.
@@ -25,6 +29,10 @@ if not string.match(ARGV[2] or "", "^[1-9]%d*$") then
 end
 if force ~= "0" and force ~= "1" then return redis.error_reply("ERR migrate acquire: force must be 0 or 1") end
 if states == nil or states == "" then return redis.error_reply("ERR migrate acquire: empty states") end
+local to = ARGV[5] or ""
+if #ARGV > 5 and (to == "" or (#ARGV - 5) % 2 ~= 0) then
+  return redis.error_reply("ERR migrate acquire: fields need a state and come in pairs")
+end
 local rec = redis.call("HMGET", journal, "state", "holder", "lease")
 if not rec[1] then return {"missing"} end
 local ok = false
@@ -41,4 +49,9 @@ end
 local epoch = redis.call("INCR", epochs)
 redis.call("HSET", journal, "epoch", epoch, "holder", holder,
   "lease", string.format("%d", now + tonumber(ARGV[2])))
+if to ~= "" and to ~= rec[1] then
+  local args = {"state", to}
+  for i = 6, #ARGV do args[#args + 1] = ARGV[i] end
+  redis.call("HSET", journal, unpack(args))
+end
 return {"ok", tostring(epoch)}

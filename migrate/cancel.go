@@ -22,7 +22,7 @@ import (
 // with a reason. If the target holds a claim of another migration, that claim holds nothing
 // of this one; see [Coordinator.ClearClaim] to clear a claim left by a finished migration.
 func (c *Coordinator) Cancel(ctx context.Context, id string) (Status, error) {
-	r, err := c.acquire(ctx, id, true, cancelStates)
+	r, err := c.acquire(ctx, id, true, cancelStates, string(Cancelling), "reason", "cancelled by operator")
 	if err != nil {
 		return r.Status, err
 	}
@@ -31,12 +31,6 @@ func (c *Coordinator) Cancel(ctx context.Context, id string) (Status, error) {
 			return r.Status, nil
 		}
 		return r.Status, fmt.Errorf("%w: migration %q is %s", ErrCancelRefused, id, r.State)
-	}
-	if r.State.Cancellable() {
-		if err := c.step(ctx, r, []State{OwnedA, Copying, CatchingUp}, Cancelling, false,
-			"reason", "cancelled by operator"); err != nil {
-			return r.Status, err
-		}
 	}
 	if err := c.finishCancel(ctx, r); err != nil {
 		return r.Status, err

@@ -164,9 +164,10 @@ var cancelStates = strings.Join([]string{string(OwnedA), string(Copying), string
 
 // acquire makes the caller the driver of migration id with a new fencing epoch (acquire.lua).
 // Without force it waits while another driver's lease runs, until the lease ends or ctx
-// does. It returns the journal record after the takeover, with epoch 0 when the migration
+// does. With `to` (a state, then field/value pairs), the record moves to that state in the
+// same step, unless it is there already. It returns the journal record after the takeover, with epoch 0 when the migration
 // is in none of the given states (nothing was taken over).
-func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states string) (*run, error) {
+func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states string, to ...string) (*run, error) {
 	s, err := c.load(ctx, id)
 	if err != nil {
 		return &run{Status: s}, err
@@ -177,8 +178,11 @@ func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states
 		f = "1"
 	}
 	for {
-		reply, err := acquireScript.Run(ctx, c.control, []string{c.journalKey(id), c.epochKey(s.Unit)},
-			holder, i64(c.o.LeaseTTL.Milliseconds()), f, states).StringSlice()
+		args := []any{holder, i64(c.o.LeaseTTL.Milliseconds()), f, states}
+		for _, v := range to {
+			args = append(args, v)
+		}
+		reply, err := acquireScript.Run(ctx, c.control, []string{c.journalKey(id), c.epochKey(s.Unit)}, args...).StringSlice()
 		if err != nil {
 			return &run{Status: s}, fmt.Errorf("migrate: take over migration %q: %w", id, err)
 		}

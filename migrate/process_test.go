@@ -3,6 +3,7 @@ package migrate_test
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -240,6 +241,144 @@ func TestTwoDriverProcessesOfOneMigrationLeaveOneOpenOwner(t *testing.T) {
 				require.Equal(t, dst, pe.requireOneOpenOwner(t, u, m), "round %d (%s)", round, how)
 				m.check(t, pe.env, dst, u)
 			}
+		})
+	}
+}
+
+// A driver stopped just before it claims the target (Start, then Resume) is cancelled under
+// its feet; continued, it cannot claim the target for its dead migration. Then Cancel races
+// a running driver at random instants: either the migration is cancelled or it finishes,
+// and nothing is left behind either way.
+func TestCancelRacingADriverProcessLeavesNoClaim(t *testing.T) {
+	for name, pe := range newProcEnvs(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := ctxT(t)
+			u := routing.BucketUnit(2)
+			pe.openOwner(u)
+			cl := pe.client()
+			m := newModel()
+			m.seed(t, cl, u, 200)
+			co := pe.coordinator(migrate.Options{LeaseTTL: procLease})
+			for round := 0; round < 7; round++ {
+				src := pe.table().Owner(u)
+				dst := other(src)
+				id := fmt.Sprintf("%s-cancel-%d", name, round)
+				args := []string{"-id", id, "-bucket", "2", "-target", dst}
+				if round == 0 {
+					args = append(args, "-stop-before-arg", "prepare")
+				}
+				p1 := pe.start(t, args...)
+				if round == 0 {
+					p1.waitStopped()
+				} else {
+					time.Sleep(time.Duration(round*round*15) * time.Millisecond)
+				}
+				var st migrate.Status
+				var err error
+				require.Eventually(t, func() bool {
+					st, err = co.Cancel(ctx, id)
+					return !errors.Is(err, migrate.ErrNotFound)
+				}, 30*time.Second, 2*time.Millisecond)
+				if round == 0 {
+					require.NoError(t, err)
+					p1.signal(syscall.SIGCONT)
+				}
+				r1 := p1.result()
+				switch {
+				case err == nil:
+					require.Equal(t, migrate.Cancelled, st.State)
+					require.True(t, r1.Cancelled, "the driver reports the cancellation: %+v", r1)
+					if pe.own(dst, u).State != routing.StateClosed {
+						// (A closed record keeps the copy an earlier move left, until Cleanup.)
+						require.Zero(t, pe.dataKeys(dst, u), "the target holds nothing")
+					}
+					require.Equal(t, src, pe.requireOneOpenOwner(t, u, m))
+				default:
+					require.ErrorIs(t, err, migrate.ErrCancelRefused)
+					require.Equal(t, "OwnedB", r1.State, r1.Err)
+					require.Equal(t, dst, pe.requireOneOpenOwner(t, u, m))
+				}
+				require.NotEqual(t, routing.StateImporting, pe.own(dst, u).State)
+			}
+			m.check(t, pe.env, pe.table().Owner(u), u)
+		})
+	}
+}
+
+// A driver stopped after opening the target and before publishing the table loses its lease;
+// another driver finishes the migration and the unit is moved back. The old driver,
+// continued, cannot publish a table that sends the unit to the closed target.
+func TestZombieDriverProcessCannotRevertALaterMove(t *testing.T) {
+	for name, pe := range newProcEnvs(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := ctxT(t)
+			u := routing.BucketUnit(3)
+			src := pe.openOwner(u)
+			dst := other(src)
+			cl := pe.client()
+			m := newModel()
+			m.seed(t, cl, u, 200)
+			id := name + "-zombie-publish"
+			p1 := pe.start(t, "-id", id, "-bucket", "3", "-target", dst,
+				"-stop-before-arg", routing.Keys{Prefix: pe.prefix}.Table())
+			p1.waitStopped()
+			require.Equal(t, routing.StateOpen, pe.own(dst, u).State, "stopped between opening the target and publishing")
+			co := pe.coordinator(migrate.Options{LeaseTTL: procLease})
+			st, err := co.Resume(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, migrate.OwnedB, st.State)
+			back, err := co.Migrate(ctx, migrate.Spec{Unit: u, Target: src})
+			require.NoError(t, err)
+			require.Equal(t, migrate.OwnedB, back.State)
+			gen := pe.table().Generation
+
+			p1.signal(syscall.SIGCONT)
+			r1 := p1.result()
+			require.True(t, r1.Fenced, "the zombie is fenced: %+v", r1)
+			require.Equal(t, gen, pe.table().Generation, "no table was published by the zombie")
+			require.Equal(t, src, pe.requireOneOpenOwner(t, u, m))
+			m.check(t, pe.env, src, u)
+		})
+	}
+}
+
+// A driver stopped just before claiming the target wakes up after its migration finished
+// (taken over by another driver) and the unit moved back: it cannot claim the old target
+// again nor wipe the closed copy there.
+func TestZombieDriverProcessCannotReclaimTheOldTarget(t *testing.T) {
+	for name, pe := range newProcEnvs(t) {
+		t.Run(name, func(t *testing.T) {
+			ctx := ctxT(t)
+			u := routing.BucketUnit(4)
+			src := pe.openOwner(u)
+			dst := other(src)
+			cl := pe.client()
+			m := newModel()
+			m.seed(t, cl, u, 200)
+			id := name + "-zombie-claim"
+			p1 := pe.start(t, "-id", id, "-bucket", "4", "-target", dst, "-stop-before-arg", "prepare")
+			p1.waitStopped()
+			co := pe.coordinator(migrate.Options{LeaseTTL: procLease})
+			st, err := co.Resume(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, migrate.OwnedB, st.State)
+			_, err = co.Migrate(ctx, migrate.Spec{Unit: u, Target: src})
+			require.NoError(t, err)
+			closed := pe.own(dst, u)
+			require.Equal(t, routing.StateClosed, closed.State)
+			keys := pe.dataKeys(dst, u)
+			require.NotZero(t, keys)
+
+			p1.signal(syscall.SIGCONT)
+			r1 := p1.result()
+			require.True(t, r1.Fenced, "the zombie is fenced: %+v", r1)
+			require.Equal(t, closed, pe.own(dst, u), "the old target's record is as the move back left it")
+			require.Equal(t, keys, pe.dataKeys(dst, u), "the closed copy was not wiped")
+			require.Equal(t, src, pe.requireOneOpenOwner(t, u, m))
+			// Cancel of the finished migration is refused and changes nothing.
+			_, err = co.Cancel(ctx, id)
+			require.ErrorIs(t, err, migrate.ErrCancelRefused)
+			m.check(t, pe.env, src, u)
 		})
 	}
 }

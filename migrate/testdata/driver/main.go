@@ -30,7 +30,8 @@ type result struct {
 	Aborted   bool   `json:"aborted"`
 }
 
-// stopper stops this process the first time a command carries an argument equal to arg.
+// stopper stops this process the first time a script call (EVAL, EVALSHA) carries an
+// argument equal to arg.
 type stopper struct {
 	arg  string
 	done atomic.Bool
@@ -52,7 +53,7 @@ func (s *stopper) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 	}
 }
 func (s *stopper) check(cmd redis.Cmder) {
-	if s.arg == "" || s.done.Load() {
+	if s.arg == "" || s.done.Load() || !strings.HasPrefix(cmd.Name(), "eval") {
 		return
 	}
 	for _, a := range cmd.Args() {
