@@ -148,3 +148,47 @@ func (h *holdHook) hold(cmd redis.Cmder) {
 		<-h.release
 	}
 }
+
+// A claim left behind by a migration that no longer runs is seen with Claims and cleared
+// with one call; a claim of an unfinished migration is not.
+func TestAStuckClaimIsSeenAndClearedByOneCall(t *testing.T) {
+	e := newEnv(t, routing.ShardOptions{})
+	ctx := ctxT(t)
+	u := routing.BucketUnit(8)
+	src := e.openOwner(u)
+	dst := other(src)
+	co := e.coordinator(migrate.Options{})
+	e.plantClaim(t, dst, u, e.table().Generation+1, "ghost")
+	_, err := co.Start(ctx, migrate.Spec{Unit: u, Target: dst})
+	require.ErrorIs(t, err, migrate.ErrOwnershipChanged)
+	require.ErrorContains(t, err, "ClearClaim")
+
+	claims, err := co.Claims(ctx, u)
+	require.NoError(t, err)
+	require.Len(t, claims, 1)
+	require.Equal(t, "ghost", claims[0].Migration)
+	require.True(t, claims[0].Stuck())
+	cl, err := co.ClearClaim(ctx, u, dst)
+	require.NoError(t, err)
+	require.Equal(t, "ghost", cl.Migration)
+	require.Equal(t, routing.State("cancelled"), e.own(dst, u).State)
+	_, err = co.ClearClaim(ctx, u, dst)
+	require.ErrorIs(t, err, migrate.ErrInvalidInput, "nothing left to clear")
+
+	// A running migration's claim is refused.
+	st, err := co.Start(ctx, migrate.Spec{Unit: u, Target: dst})
+	require.NoError(t, err)
+	rctx, cancel := context.WithCancel(ctx)
+	co2 := e.coordinator(migrate.Options{BatchSize: 1, OnState: func(s migrate.Status) {
+		if s.State == migrate.Copying {
+			cancel()
+		}
+	}})
+	_, err = co2.Resume(rctx, st.ID)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = co.ClearClaim(ctx, u, dst)
+	require.ErrorIs(t, err, migrate.ErrBusy)
+	st, err = co.Resume(ctx, st.ID)
+	require.NoError(t, err)
+	require.Equal(t, migrate.OwnedB, st.State)
+}
