@@ -40,5 +40,6 @@ func ScriptHashes() map[string]string {
 	return map[string]string{
 		"prepare": prepareScript.Hash(), "apply": applyScript.Hash(), "probe": probeScript.Hash(),
 		"create": createScript.Hash(), "step": stepScript.Hash(), "cleanup": cleanupScript.Hash(),
+		"acquire": acquireScript.Hash(), "renew": renewScript.Hash(),
 	}
 }

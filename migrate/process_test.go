@@ -104,7 +104,8 @@ func (p *proc) waitStopped() {
 	case <-time.After(90 * time.Second):
 		p.t.Fatal("the driver never reached its stop point")
 	}
-	require.Eventually(p.t, func() bool { return procState(p.cmd.Process.Pid) == "T" }, 30*time.Second, 5*time.Millisecond)
+	require.Eventually(p.t, func() bool { return procState(p.cmd.Process.Pid) == "T" }, 60*time.Second, 5*time.Millisecond,
+		"the driver is stopped (state %q)", procState(p.cmd.Process.Pid))
 }
 
 func procState(pid int) string {
