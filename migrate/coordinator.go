@@ -302,6 +302,12 @@ func (c *Coordinator) drive(ctx context.Context, r *run) error {
 		if err != nil {
 			return err
 		}
+		if r.epoch > 0 && s.Epoch != r.epoch {
+			// Another driver holds the migration now: whatever state it reached is its
+			// doing, not this drive's.
+			c.stats.fenced.Add(1)
+			return &FencedError{ID: r.ID, Epoch: r.epoch, Current: s.Epoch, Where: "journal", State: s.State}
+		}
 		r.Status = s
 	}
 }
