@@ -43,3 +43,6 @@ func ScriptHashes() map[string]string {
 		"acquire": acquireScript.Hash(), "renew": renewScript.Hash(),
 	}
 }
+
+// RenewSource is the lease-renewal script's text (what EVAL carries when EVALSHA misses).
+var RenewSource = renewLua

@@ -40,7 +40,7 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 }
 func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); len(args) > 1 && args[1] == g.renew {
+		if args := cmd.Args(); len(args) > 1 && (args[1] == g.renew || args[1] == migrate.RenewSource) {
 			g.mu.Lock()
 			paused := g.paused
 			g.mu.Unlock()
