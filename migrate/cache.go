@@ -111,18 +111,18 @@ type CacheStatus struct {
 }
 
 func (c *Cache) lock(tenant string) string {
-	return "{" + c.o.Prefix + ":migrate}:lock:" + c.keys.Tag(routing.TenantUnit(tenant))
+	return journalTag(c.o.Prefix) + ":lock:" + c.keys.Tag(routing.TenantUnit(tenant))
 }
 
-func (c *Cache) jkey(id string) string { return "{" + c.o.Prefix + ":migrate}:j:" + id }
+func (c *Cache) jkey(id string) string { return journalTag(c.o.Prefix) + ":j:" + id }
 
 // Move warms the target with spec.Keys and flips the tenant's override to the target in a
 // new table generation. It returns the move's status (Flipped). Bad input (empty tenant,
 // spread tenant, unknown or equal shards) fails with ErrInvalidInput; a tenant already being
 // moved fails with ErrBusy.
 func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
-	if spec.Tenant == "" {
-		return CacheStatus{}, errInput("empty tenant")
+	if err := routing.TenantUnit(spec.Tenant).Validate(); err != nil {
+		return CacheStatus{}, errInput("tenant: %v", err)
 	}
 	if spec.ID == "" {
 		spec.ID = c.o.NewID()
@@ -154,7 +154,7 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 		hadOv = "1"
 	}
 	now := c.o.Now()
-	reply, err := createScript.Run(ctx, c.control, []string{c.jkey(spec.ID), c.lock(spec.Tenant), "{" + c.o.Prefix + ":migrate}:index"},
+	reply, err := createScript.Run(ctx, c.control, []string{c.jkey(spec.ID), c.lock(spec.Tenant), journalTag(c.o.Prefix) + ":index"},
 		spec.ID, ms(now), "id", spec.ID, "mode", "cache", "tenant", spec.Tenant, "source", source, "target", spec.Target,
 		"hadoverride", hadOv, "state", string(CacheWarming), "created", ms(now)).StringSlice()
 	if err != nil {
@@ -240,7 +240,7 @@ func (c *Cache) step(ctx context.Context, id, tenant string, from, to State, rel
 	if release {
 		rel = "1"
 	}
-	args := append([]any{string(from), string(to), rel, id}, kv...)
+	args := append([]any{string(from), string(to), rel, id, "-", "0"}, kv...)
 	reply, err := stepScript.Run(ctx, c.control, []string{c.jkey(id), c.lock(tenant)}, args...).StringSlice()
 	if err != nil {
 		return fmt.Errorf("migrate: cache journal step: %w", err)

@@ -151,3 +151,17 @@ func TestCacheMoveWarmFlipRollbackWithoutStampede(t *testing.T) {
 	_, err = mv.Move(ctx, migrate.CacheSpec{Tenant: "x", Target: "nowhere"})
 	require.ErrorIs(t, err, migrate.ErrInvalidInput)
 }
+
+func TestCacheMoveRefusesATenantThatIsNotUTF8(t *testing.T) {
+	e := newEnv(t, routing.ShardOptions{})
+	ctx := ctxT(t)
+	mv, err := migrate.NewCache(e.control, migrate.CacheOptions{Shards: cacheShards(e), Prefix: e.prefix})
+	require.NoError(t, err)
+	gen := e.table().Generation
+	_, err = mv.Move(ctx, migrate.CacheSpec{Tenant: "cafe\xe9", Target: "b"})
+	require.ErrorIs(t, err, migrate.ErrInvalidInput)
+	require.Equal(t, gen, e.table().Generation, "nothing published")
+	co := e.coordinator(migrate.Options{})
+	_, err = co.Start(ctx, migrate.Spec{Unit: routing.TenantUnit("cafe\xe9"), Target: "b"})
+	require.ErrorIs(t, err, migrate.ErrInvalidInput)
+}

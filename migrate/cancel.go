@@ -9,43 +9,38 @@ import (
 )
 
 // Cancel cancels migration id if it has not closed the source yet (OwnedA, Copying,
-// CatchingUp): the target's copy is deleted, its ownership record is left "cancelled" (it
-// refuses everything) and the source keeps owning the unit. A Cancel of a cancelled
-// migration returns its status again. From ClosedA on it returns ErrCancelRefused: such a
-// migration only finishes forward (see Resume). A driver running the migration elsewhere
-// stops at its next step with ErrCancelled.
+// CatchingUp), or finishes the cancellation of one that is Cancelling: the target's copy is
+// deleted, its ownership record is left "cancelled" (it refuses everything) and the source
+// keeps (or gets back) the unit open. A Cancel of a cancelled migration returns its status
+// again. From ClosedA on it returns ErrCancelRefused and changes nothing: such a migration
+// only finishes forward (see Resume).
+//
+// Cancel takes the migration over at once, even from a live driver, with a new fencing
+// epoch written to the journal before it acts: the driver is refused at its next step (it
+// returns ErrFenced) and can no longer claim, fill or open the target. Cancel always
+// terminates: it either returns the unit to its source with the target clean, or refuses
+// with a reason. If the target holds a claim of another migration, that claim holds nothing
+// of this one; see [Coordinator.ClearClaim] to clear a claim left by a finished migration.
 func (c *Coordinator) Cancel(ctx context.Context, id string) (Status, error) {
-	s, err := c.load(ctx, id)
+	r, err := c.acquire(ctx, id, true, cancelStates, string(Cancelling), "reason", "cancelled by operator")
 	if err != nil {
-		return s, err
+		return r.Status, err
 	}
-	r := &run{Status: s}
-	if r.State.Cancellable() {
-		err = c.step(ctx, &r.Status, []State{OwnedA, Copying, CatchingUp}, Cancelling, false,
-			"reason", "cancelled by operator")
-		var se *stateError
-		if errors.As(err, &se) {
-			if r.Status, err = c.load(ctx, id); err != nil {
-				return r.Status, err
-			}
-		} else if err != nil {
-			return r.Status, err
+	if r.epoch == 0 {
+		if r.State == Cancelled {
+			return r.Status, nil
 		}
+		return r.Status, fmt.Errorf("%w: migration %q is %s", ErrCancelRefused, id, r.State)
 	}
-	switch r.State {
-	case Cancelling:
-		if err := c.finishCancel(ctx, r); err != nil {
-			return r.Status, err
-		}
-		return r.Status, nil
-	case Cancelled:
-		return r.Status, nil
+	if err := c.finishCancel(ctx, r); err != nil {
+		return r.Status, err
 	}
-	return r.Status, fmt.Errorf("%w: migration %q is %s", ErrCancelRefused, id, r.State)
+	return r.Status, nil
 }
 
 // finishCancel removes the target's copy, reopens the source if this migration closed it,
-// and ends the migration Cancelled or Aborted, releasing the unit's lock.
+// and ends the migration Cancelled or Aborted, releasing the unit's lock. Every change is
+// fenced by r's epoch.
 func (c *Coordinator) finishCancel(ctx context.Context, r *run) error {
 	if err := c.prepare(ctx, r, "abandon"); err != nil {
 		return err
@@ -53,7 +48,7 @@ func (c *Coordinator) finishCancel(ctx context.Context, r *run) error {
 	if r.reopen {
 		closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
 		open := routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen}
-		_, err := c.shards[r.Source].r.Transition(ctx, r.Unit, closed, open)
+		_, err := c.transition(ctx, r, c.shards[r.Source], closed, open)
 		if err != nil && !errors.Is(err, routing.ErrOwnershipChanged) {
 			return fmt.Errorf("migrate: reopen source: %w", err)
 		}
@@ -65,5 +60,5 @@ func (c *Coordinator) finishCancel(ctx context.Context, r *run) error {
 	} else {
 		c.stats.cancelled.Add(1)
 	}
-	return c.step(ctx, &r.Status, []State{Cancelling}, end, true)
+	return c.step(ctx, r, []State{Cancelling}, end, true)
 }

@@ -133,6 +133,10 @@ func (c *Coordinator) Start(ctx context.Context, spec Spec) (Status, error) {
 	if tgt.State == routing.StateOpen {
 		return Status{}, fmt.Errorf("%w: target %q holds %s open (%v)", ErrOwnershipChanged, spec.Target, spec.Unit, tgt)
 	}
+	if tgt.State == routing.StateImporting && !c.claimedBy(ctx, spec.Target, spec.Unit, spec.ID) {
+		return Status{}, fmt.Errorf("%w: target %q holds an import claim on %s (%v); see Claims, and ClearClaim if its migration is finished",
+			ErrOwnershipChanged, spec.Target, spec.Unit, tgt)
+	}
 	s := Status{ID: spec.ID, Unit: spec.Unit, Source: source, Target: spec.Target, State: OwnedA,
 		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Now()}
 	if err := c.create(ctx, s); err != nil {
@@ -167,15 +171,40 @@ func (c *Coordinator) Migrate(ctx context.Context, spec Spec) (Status, error) {
 // assuming that a step whose reply was lost did not happen. If ctx ends, Resume returns
 // ctx's error and the migration stays where the journal says; call Resume again.
 //
-// Two drivers of one migration at once are safe (each step is a compare-and-set or
-// idempotent) but wasteful.
+// One driver at a time: Resume first takes the migration over with a new fencing epoch,
+// written to the journal before it acts. While another driver's lease runs (see
+// Options.LeaseTTL), Resume waits for it to end (or for the migration to end) instead; so a
+// second Migrate or Resume of a running migration waits, and a driver that crashed or was
+// stopped is taken over once its lease expires. Every step a driver takes (journal writes,
+// shard scripts, the table publication) carries its epoch and is refused, in the same
+// atomic step, once a newer driver took over: the old driver then returns an error wrapping
+// ErrFenced and has changed nothing since. A Resume that gave up waiting returns
+// ErrDriverBusy.
 func (c *Coordinator) Resume(ctx context.Context, id string) (Status, error) {
-	s, err := c.load(ctx, id)
+	r, err := c.acquire(ctx, id, false, driverStates)
 	if err != nil {
-		return s, err
+		return r.Status, err
 	}
-	r := &run{Status: s}
-	err = c.drive(ctx, r)
+	if r.epoch == 0 {
+		// A final state: report it.
+		return r.Status, c.drive(ctx, r)
+	}
+	dctx, stop := c.heartbeat(ctx, r)
+	err = c.drive(dctx, r)
+	stop()
+	if fe := fencedCause(dctx); err != nil && fe != nil && ctx.Err() == nil {
+		err = fe
+	}
+	if errors.Is(err, ErrFenced) {
+		// Report where the driver that took over has the migration now.
+		if s, lerr := c.load(ctx, id); lerr == nil {
+			r.Status = s
+			var fe *FencedError
+			if errors.As(err, &fe) {
+				fe.State = s.State
+			}
+		}
+	}
 	return r.Status, err
 }
 
@@ -188,6 +217,7 @@ func (c *Coordinator) Status(ctx context.Context, id string) (Status, error) {
 // the way (the verifier of the copy, kept from CatchingUp to ClosedA).
 type run struct {
 	Status
+	epoch uint64 // epoch is this drive's fencing epoch (0: not a driver)
 	ver   *verifier
 	cause error // cause is why this drive aborted the migration, if it did
 }
@@ -216,7 +246,7 @@ func (c *Coordinator) drive(ctx context.Context, r *run) error {
 		case Copying:
 			err = c.snapshot(ctx, r, Copying)
 			if err == nil {
-				err = c.step(ctx, &r.Status, []State{Copying}, CatchingUp, false, "cursor", "done")
+				err = c.step(ctx, r, []State{Copying}, CatchingUp, false, "cursor", "done")
 			}
 		case CatchingUp:
 			err = c.catchUp(ctx, r)
@@ -244,13 +274,21 @@ func (c *Coordinator) drive(ctx context.Context, r *run) error {
 		var ab *abortError
 		var se *stateError
 		switch {
+		case errors.Is(err, ErrFenced):
+			// Another driver took over: this one stops, having changed nothing since.
+			return err
+		case errors.As(err, &ab) && r.State == Cancelling:
+			// Removing the target's copy was refused: stop instead of stepping in place.
+			return fmt.Errorf("migrate: migration %q cannot finish cancelling: %w", r.ID, err)
 		case errors.As(err, &ab):
 			r.cause = ab.cause
 			reopen := "0"
-			if ab.reopen {
+			if ab.reopen || r.State == ClosedA {
+				// From ClosedA on the source may be closed by this migration: reopen it
+				// (a compare-and-set from closed at SourceGen; nothing if it is not).
 				reopen = "1"
 			}
-			err = c.step(ctx, &r.Status, []State{OwnedA, Copying, CatchingUp, ClosedA}, Cancelling, false,
+			err = c.step(ctx, r, []State{OwnedA, Copying, CatchingUp, ClosedA}, Cancelling, false,
 				"reason", ab.cause.Error(), "abort", "1", "reopen", reopen)
 			if err != nil && !errors.As(err, &se) {
 				return err
@@ -263,6 +301,12 @@ func (c *Coordinator) drive(ctx context.Context, r *run) error {
 		s, err := c.load(ctx, r.ID)
 		if err != nil {
 			return err
+		}
+		if r.epoch > 0 && s.Epoch != r.epoch {
+			// Another driver holds the migration now: whatever state it reached is its
+			// doing, not this drive's.
+			c.stats.fenced.Add(1)
+			return &FencedError{ID: r.ID, Epoch: r.epoch, Current: s.Epoch, Where: "journal", State: s.State}
 		}
 		r.Status = s
 	}
@@ -293,4 +337,15 @@ func (c *Coordinator) Unfinished(ctx context.Context) ([]Status, error) {
 		}
 	}
 	return out, nil
+}
+
+// claimedBy reports whether unit u's import claim on shard is migration id's (a second
+// Start of the same migration racing the first).
+func (c *Coordinator) claimedBy(ctx context.Context, shard string, u routing.Unit, id string) bool {
+	v, err := c.shards[shard].c.HMGet(ctx, c.keys.Unit(u).Own, "mig").Result()
+	if err != nil || len(v) != 1 {
+		return false
+	}
+	m, _ := v[0].(string)
+	return m == id
 }

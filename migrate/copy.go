@@ -32,7 +32,7 @@ func (c *Coordinator) claim(ctx context.Context, r *run) error {
 	if err := c.sourceOpen(r, p); err != nil {
 		return err
 	}
-	return c.step(ctx, &r.Status, []State{OwnedA}, Copying, false,
+	return c.step(ctx, r, []State{OwnedA}, Copying, false,
 		"snappos", p.last, "applied", p.last, "appliedn", u64(p.added), "cursor", "rec:0",
 		"snapshots", strconv.Itoa(r.Snapshots+1))
 }
@@ -86,7 +86,7 @@ func (c *Coordinator) snapshot(ctx context.Context, r *run, in State) error {
 				cursor = "done"
 			}
 		}
-		if err := c.step(ctx, &r.Status, []State{in}, in, false,
+		if err := c.step(ctx, r, []State{in}, in, false,
 			"cursor", cursor, "copied", i64(r.Copied+w)); err != nil {
 			return err
 		}
@@ -181,7 +181,7 @@ func (c *Coordinator) catchUp(ctx context.Context, r *run) error {
 			}
 			continue
 		}
-		return c.step(ctx, &r.Status, []State{CatchingUp}, ClosedA, false, "closedat", ms(c.o.Now()))
+		return c.step(ctx, r, []State{CatchingUp}, ClosedA, false, "closedat", ms(c.o.Now()))
 	}
 }
 
@@ -231,7 +231,7 @@ func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, want ro
 		n += len(p.entries)
 		c.stats.logApplied.Add(int64(len(p.entries)))
 		last := p.entries[len(p.entries)-1].ID
-		if err := c.step(ctx, &r.Status, []State{r.State}, r.State, false,
+		if err := c.step(ctx, r, []State{r.State}, r.State, false,
 			"applied", last, "appliedn", u64(r.appliedN+uint64(len(p.entries))),
 			"logapplied", i64(r.LogApplied+int64(len(p.entries)))); err != nil {
 			return n, false, err
@@ -278,7 +278,7 @@ func (c *Coordinator) restartSnapshot(ctx context.Context, r *run, p probeResult
 		// The source is closed: the snapshot is exact; copy it in place.
 		to = ClosedA
 	}
-	if err := c.step(ctx, &r.Status, []State{r.State}, to, false, "snappos", p.last, "applied", p.last,
+	if err := c.step(ctx, r, []State{r.State}, to, false, "snappos", p.last, "applied", p.last,
 		"appliedn", u64(p.added), "cursor", "rec:0", "snapshots", strconv.Itoa(r.Snapshots+1)); err != nil {
 		return err
 	}

@@ -63,6 +63,27 @@
 // ClosedA on, a migration only goes forward. An abort before the target opened (conflict,
 // verification) reopens the source if this migration closed it.
 //
+// # One driver at a time: leases and fencing epochs
+//
+// A driver (a Resume, the Resume inside Migrate, a Cancel) first takes the migration over:
+// one script takes a new fencing epoch from the unit's epoch counter, writes it and a lease
+// (Options.LeaseTTL, on the control Redis's clock) into the journal record, and only then
+// does the driver act. Every step it takes carries that epoch and is refused in the same
+// atomic step as its write once a newer epoch exists: journal steps compare the record's
+// epoch; the target's and source's scripts keep the highest epoch that acted on the unit in
+// its ownership record (field fence) and refuse an older one; the table that ends the
+// migration is published only while the journal still holds the driver's epoch in ReadyB
+// (routing's [routing.Store.PublishGuarded]). Because epochs come from one counter per
+// unit, a driver of an old migration of the unit is refused too. A driver that was paused
+// (SIGSTOP, a GC pause, a partition) and lost the migration stops at its next step with
+// [ErrFenced], having changed nothing since. A Resume waits while another driver's lease
+// runs (a second Migrate of a running migration waits for it), so a crashed driver is taken
+// over once its lease expires, without an operator. Cancel takes over at once, even from a
+// live driver, and always terminates: it returns the unit to the source with the target
+// clean, or refuses with [ErrCancelRefused] from ClosedA on. A claim on a target that no
+// running migration owns any more is listed by [Coordinator.Claims] and removed by
+// [Coordinator.ClearClaim].
+//
 // # Cache mode
 //
 // [Cache] moves a tenant of a pure cache. It copies the tenant's hottest keys (a list from
@@ -74,16 +95,19 @@
 // # Key layout
 //
 // On the shards, migrate uses routing's per-unit keys (see package routing), all in the
-// unit's hash slot. It also adds one field to the ownership hash, mig = the ID of the
-// migration importing into it. In the control Redis, next to routing's table, under the
-// hash tag {P:migrate} (P is routing's prefix, so one script can touch a record and its lock
-// on a cluster):
+// unit's hash slot. It also adds two fields to the ownership hash: mig = the ID of the
+// migration importing into it, and fence = the highest driver epoch that acted on the unit
+// on that shard. In the control Redis, in the slot of routing's table key (hash tag
+// {P:table}, P is routing's prefix, so one script can touch a record, its lock, its epoch
+// counter and the table on a cluster):
 //
-//	{P:migrate}:j:<id>         HASH   journal record: unit, source, target, generations, state,
-//	                                  snapshot position and cursor, applied position and count,
-//	                                  barrier, digest, counters, timestamps, reason
-//	{P:migrate}:lock:<unittag> STRING ID of the unfinished migration of that unit
-//	{P:migrate}:index          ZSET   every migration ID by creation time
+//	{P:table}:migrate:j:<id>             HASH   journal record: unit, source, target, generations,
+//	                                            state, snapshot position and cursor, applied
+//	                                            position and count, barrier, digest, counters,
+//	                                            timestamps, reason; driver epoch, holder, lease
+//	{P:table}:migrate:lock:<unittag>     STRING ID of the unfinished migration of that unit
+//	{P:table}:migrate:epoch:<unittag>    STRING the unit's fencing-epoch counter
+//	{P:table}:migrate:index              ZSET   every migration ID by creation time
 //
 // # What is assumed of Redis
 //
@@ -91,7 +115,10 @@
 // max-deleted-entry-id. Scripts are atomic on one slot. A shard (and the control Redis) keeps
 // what it acknowledged, or the guarantee holds only relative to what survived (run AOF with
 // appendfsync always if acknowledged writes must survive a crash). The coordinator's clock
-// only sets retention times and the grace period; it never decides ownership.
+// only sets retention times and the grace period; it never decides ownership. Leases run on
+// the control Redis's clock; a lease only decides when a waiting driver may take over, never
+// who may write: that is the epoch. If the control Redis loses the epoch counter (restored
+// from an older copy), fencing holds only relative to the epochs that survived.
 //
 // # Example
 //

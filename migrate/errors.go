@@ -45,6 +45,17 @@ var ErrVerify = errors.New("migrate: verification failed")
 // ErrGraceNotElapsed reports a Cleanup before the grace period after the flip ended.
 var ErrGraceNotElapsed = errors.New("migrate: grace period not elapsed")
 
+// ErrFenced reports that this call lost the right to drive the migration: another driver
+// (a Resume after this one's lease expired, a second Migrate, a Cancel) took it over with a
+// newer fencing epoch, and the step this call tried was refused by the journal, a shard or
+// the table in the same atomic step as its write. Nothing was changed by the refused step;
+// the call stops. Errors carry a [*FencedError].
+var ErrFenced = errors.New("migrate: driver fenced: another driver took the migration over")
+
+// ErrDriverBusy reports that a Resume gave up (its context ended) while another driver held
+// the migration's lease.
+var ErrDriverBusy = errors.New("migrate: another driver holds the migration")
+
 // ErrRollbackUnsafe reports a cache-mode rollback after the old copy expired: flipping back
 // would send every read of the tenant to a cold source shard.
 var ErrRollbackUnsafe = errors.New("migrate: rollback unsafe: the old copy expired")
@@ -98,4 +109,25 @@ func (e *VerifyError) Is(target error) bool { return target == ErrVerify }
 
 func errInput(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidInput}, args...)...)
+}
+
+// FencedError is the typed form of [ErrFenced].
+type FencedError struct {
+	ID      string // ID is the migration.
+	Epoch   uint64 // Epoch is this driver's fencing epoch.
+	Current uint64 // Current is the newer epoch that refused it (0 if unknown).
+	Where   string // Where names what refused the step: "journal", "lease", "table" or a shard.
+	State   State  // State is the migration's journal state when the driver stopped ("" if unknown).
+}
+
+// Error implements error.
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("migrate: driver of migration %q at epoch %d was fenced by epoch %d (%s): another driver took it over",
+		e.ID, e.Epoch, e.Current, e.Where)
+}
+
+// Is makes errors.Is(err, ErrFenced) true, and errors.Is(err, ErrCancelled) when the
+// migration was taken over by a Cancel.
+func (e *FencedError) Is(target error) bool {
+	return target == ErrFenced || target == ErrCancelled && (e.State == Cancelling || e.State == Cancelled)
 }

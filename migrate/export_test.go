@@ -40,5 +40,9 @@ func ScriptHashes() map[string]string {
 	return map[string]string{
 		"prepare": prepareScript.Hash(), "apply": applyScript.Hash(), "probe": probeScript.Hash(),
 		"create": createScript.Hash(), "step": stepScript.Hash(), "cleanup": cleanupScript.Hash(),
+		"acquire": acquireScript.Hash(), "renew": renewScript.Hash(),
 	}
 }
+
+// RenewSource is the lease-renewal script's text (what EVAL carries when EVALSHA misses).
+var RenewSource = renewLua

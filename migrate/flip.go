@@ -25,14 +25,17 @@ func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
 	if r.Barrier == "" {
 		open := routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen}
 		closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
-		barrier, err := a.r.Transition(ctx, r.Unit, open, closed)
+		barrier, err := c.transition(ctx, r, a, open, closed)
+		if errors.Is(err, ErrFenced) {
+			return err
+		}
 		if errors.Is(err, routing.ErrOwnershipChanged) {
 			return abortf(false, fmt.Errorf("%w: closing source: %v", ErrOwnershipChanged, err))
 		}
 		if err != nil {
 			return fmt.Errorf("migrate: close source: %w", err)
 		}
-		if err := c.step(ctx, &r.Status, []State{ClosedA}, ClosedA, false, "barrier", barrier); err != nil {
+		if err := c.step(ctx, r, []State{ClosedA}, ClosedA, false, "barrier", barrier); err != nil {
 			return err
 		}
 	}
@@ -60,7 +63,7 @@ func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
 	if err := c.carryMarks(ctx, r); err != nil {
 		return err
 	}
-	return c.step(ctx, &r.Status, []State{ClosedA}, ReadyB, false,
+	return c.step(ctx, r, []State{ClosedA}, ReadyB, false,
 		"drecords", i64(d.Records), "dtombs", i64(d.Tombstones), "dops", i64(d.Ops), "dsum", u64(d.Sum))
 }
 
@@ -87,7 +90,12 @@ func (c *Coordinator) carryMarks(ctx context.Context, r *run) error {
 	}
 	imp := routing.Ownership{Generation: r.ImportGen, State: routing.StateImporting}
 	for tenant := range moved {
-		if _, err := c.shards[r.Target].r.MarkMoved(ctx, r.Unit, tenant, true, imp, imp); err != nil {
+		_, err := c.shards[r.Target].r.MarkMovedFenced(ctx, r.Unit, tenant, true, imp, imp, r.epoch)
+		var fe *routing.FencedError
+		if errors.As(err, &fe) {
+			return c.fenced(r, u64(fe.Fence), "target "+r.Target)
+		}
+		if err != nil {
 			return fmt.Errorf("migrate: carry moved-out mark of %q: %w", tenant, err)
 		}
 	}
@@ -131,7 +139,10 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 				gen = t.Generation
 			}
 			to := routing.Ownership{Generation: gen, State: routing.StateOpen}
-			if _, err := b.r.Transition(ctx, r.Unit, imp, to); err != nil {
+			if _, err := c.transition(ctx, r, b, imp, to); err != nil {
+				if errors.Is(err, ErrFenced) {
+					return err
+				}
 				return fmt.Errorf("migrate: open target: %w", err)
 			}
 			own, opened = to, true
@@ -152,9 +163,21 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 		if owner == r.Source {
 			nt := t.Next()
 			setOwner(nt, r.Unit, r.Target)
-			if err := c.store.Publish(ctx, nt); errors.Is(err, routing.ErrGenerationConflict) {
+			// Published only while this drive still holds the migration in ReadyB, checked
+			// in the same script: a driver that was paused here and lost the migration
+			// cannot publish a table that reverts a later move.
+			err := c.store.PublishGuarded(ctx, nt, c.journalKey(r.ID),
+				map[string]string{"epoch": u64(r.epoch), "state": string(ReadyB)})
+			switch {
+			case errors.Is(err, routing.ErrGenerationConflict):
+				// Another table came first: re-check everything against it, the
+				// target's record included.
+				opened = false
 				continue
-			} else if err != nil {
+			case errors.Is(err, routing.ErrFenced):
+				c.stats.fenced.Add(1)
+				return &FencedError{ID: r.ID, Epoch: r.epoch, Where: "table"}
+			case err != nil:
 				return fmt.Errorf("migrate: publish: %w", err)
 			}
 		}
@@ -165,7 +188,7 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 		}
 		c.stats.done.Add(1)
 		c.stats.lastPause.Store(int64(pause))
-		return c.step(ctx, &r.Status, []State{ReadyB}, OwnedB, true,
+		return c.step(ctx, r, []State{ReadyB}, OwnedB, true,
 			"flipgen", u64(own.Generation), "flipped", ms(now), "pauseus", i64(pause.Microseconds()))
 	}
 }
@@ -211,6 +234,6 @@ func (c *Coordinator) Cleanup(ctx context.Context, id string) (Status, error) {
 		return s, fmt.Errorf("migrate: cleanup of source %q: %w", s.Source, err)
 	}
 	r := &run{Status: s}
-	err = c.step(ctx, &r.Status, []State{OwnedB}, OwnedB, false, "cleaned", "1")
+	err = c.step(ctx, r, []State{OwnedB}, OwnedB, false, "cleaned", "1")
 	return r.Status, err
 }

@@ -2,13 +2,29 @@ package migrate
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
+
+	"github.com/celebrity-go/celebrity/routing"
 )
 
-// journalTag is the hash tag of every journal key, so create and step can touch the record
-// and the unit's lock in one script on a clustered control Redis.
-func (c *Coordinator) journalTag() string { return "{" + c.o.Prefix + ":migrate}" }
+// journalTag is the prefix of every journal key. It carries routing's control hash tag
+// ("{<prefix>:table}"), so one script can touch a record, the unit's lock and epoch counter,
+// and the route table (a publication guarded by the driver's epoch) on a clustered control
+// Redis.
+func journalTag(prefix string) string { return routing.Keys{Prefix: prefix}.ControlTag() + ":migrate" }
+
+func (c *Coordinator) journalTag() string { return journalTag(c.o.Prefix) }
+
+// epochKey is the unit's fencing-epoch counter.
+func (c *Coordinator) epochKey(u routing.Unit) string {
+	return c.journalTag() + ":epoch:" + c.keys.Tag(u)
+}
 
 func (c *Coordinator) journalKey(id string) string { return c.journalTag() + ":j:" + id }
 
@@ -70,11 +86,13 @@ func (e *stateError) Is(target error) bool {
 }
 
 // step moves the journal record from one of the expected states to state `to` and sets the
-// given fields, by compare-and-set, and stores the record the script returns into *s. A
-// retry of a step that already happened (the record is at `to` already and `to` is not among
-// the expected states) is taken as done: the record is reloaded as it is. release frees the
-// unit's lock.
-func (c *Coordinator) step(ctx context.Context, s *Status, expect []State, to State, release bool, kv ...string) error {
+// given fields, by compare-and-set, if r still drives the migration (its epoch is the
+// record's; otherwise a [*FencedError]), and stores the record the script returns into
+// r.Status. A retry of a step that already happened (the record is at `to` already and `to`
+// is not among the expected states) is taken as done: the record is reloaded as it is.
+// release frees the unit's lock. Every step renews r's lease.
+func (c *Coordinator) step(ctx context.Context, r *run, expect []State, to State, release bool, kv ...string) error {
+	s := &r.Status
 	rel := "0"
 	if release {
 		rel = "1"
@@ -83,7 +101,12 @@ func (c *Coordinator) step(ctx context.Context, s *Status, expect []State, to St
 	for i, e := range expect {
 		exp[i] = string(e)
 	}
-	args := []any{strings.Join(exp, ","), string(to), rel, s.ID, "updated", ms(c.o.Now())}
+	epoch := "-"
+	if r.epoch > 0 {
+		epoch = u64(r.epoch)
+	}
+	args := []any{strings.Join(exp, ","), string(to), rel, s.ID, epoch, i64(c.o.LeaseTTL.Milliseconds()),
+		"updated", ms(c.o.Now())}
 	for _, v := range kv {
 		args = append(args, v)
 	}
@@ -110,6 +133,10 @@ func (c *Coordinator) step(ctx context.Context, s *Status, expect []State, to St
 		}
 	case len(reply) == 1 && reply[0] == "missing":
 		return fmt.Errorf("%w: %q", ErrNotFound, s.ID)
+	case len(reply) == 2 && reply[0] == "fenced":
+		cur, _ := strconv.ParseUint(reply[1], 10, 64)
+		c.stats.fenced.Add(1)
+		return &FencedError{ID: s.ID, Epoch: r.epoch, Current: cur, Where: "journal"}
 	default:
 		return fmt.Errorf("migrate: journal step of %q: malformed reply %q", s.ID, reply)
 	}
@@ -126,4 +153,113 @@ func (c *Coordinator) step(ctx context.Context, s *Status, expect []State, to St
 		c.o.OnState(*s)
 	}
 	return nil
+}
+
+// driverStates are the states in which a driver (Resume) takes a migration over.
+var driverStates = strings.Join([]string{string(OwnedA), string(Copying), string(CatchingUp), string(ClosedA),
+	string(ReadyB), string(Cancelling)}, ",")
+
+// cancelStates are the states in which Cancel takes a migration over, even from a live driver.
+var cancelStates = strings.Join([]string{string(OwnedA), string(Copying), string(CatchingUp), string(Cancelling)}, ",")
+
+// acquire makes the caller the driver of migration id with a new fencing epoch (acquire.lua).
+// Without force it waits while another driver's lease runs, until the lease ends or ctx
+// does. With `to` (a state, then field/value pairs), the record moves to that state in the
+// same step, unless it is there already. It returns the journal record after the takeover, with epoch 0 when the migration
+// is in none of the given states (nothing was taken over).
+func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states string, to ...string) (*run, error) {
+	s, err := c.load(ctx, id)
+	if err != nil {
+		return &run{Status: s}, err
+	}
+	holder := newToken()
+	f := "0"
+	if force {
+		f = "1"
+	}
+	for {
+		args := []any{holder, i64(c.o.LeaseTTL.Milliseconds()), f, states}
+		for _, v := range to {
+			args = append(args, v)
+		}
+		reply, err := acquireScript.Run(ctx, c.control, []string{c.journalKey(id), c.epochKey(s.Unit)}, args...).StringSlice()
+		if err != nil {
+			return &run{Status: s}, fmt.Errorf("migrate: take over migration %q: %w", id, err)
+		}
+		switch {
+		case len(reply) == 2 && reply[0] == "ok":
+			e, _ := strconv.ParseUint(reply[1], 10, 64)
+			s, err := c.load(ctx, id)
+			c.stats.takeovers.Add(1)
+			return &run{Status: s, epoch: e}, err
+		case len(reply) == 2 && reply[0] == "state":
+			s, err := c.load(ctx, id)
+			return &run{Status: s}, err
+		case len(reply) == 1 && reply[0] == "missing":
+			return &run{Status: s}, fmt.Errorf("%w: %q", ErrNotFound, id)
+		case len(reply) == 3 && reply[0] == "held":
+			left, _ := strconv.ParseInt(reply[2], 10, 64)
+			wait := min(time.Duration(left+1)*time.Millisecond, c.o.LeaseTTL/4+time.Millisecond)
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return &run{Status: s}, fmt.Errorf("%w (waiting for driver %q of migration %q): %w", ErrDriverBusy, reply[1], id, ctx.Err())
+			case <-t.C:
+			}
+		default:
+			return &run{Status: s}, fmt.Errorf("migrate: take over migration %q: malformed reply %q", id, reply)
+		}
+	}
+}
+
+// heartbeat renews r's lease every LeaseTTL/3 until stop is called. If another driver took
+// the migration over, it cancels the returned context with a [*FencedError] as its cause,
+// so the drive stops at its next step even if that step only reads.
+func (c *Coordinator) heartbeat(ctx context.Context, r *run) (context.Context, func()) {
+	hctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	id, epoch := r.ID, r.epoch
+	go func() {
+		defer close(done)
+		t := time.NewTicker(c.o.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-t.C:
+			}
+			reply, err := renewScript.Run(hctx, c.control, []string{c.journalKey(id)}, u64(epoch),
+				i64(c.o.LeaseTTL.Milliseconds())).StringSlice()
+			if err == nil && len(reply) == 2 && reply[0] == "fenced" {
+				cur, _ := strconv.ParseUint(reply[1], 10, 64)
+				cancel(&FencedError{ID: id, Epoch: epoch, Current: cur, Where: "lease"})
+				return
+			}
+		}
+	}()
+	return hctx, func() {
+		cancel(nil)
+		<-done
+		// Let the next driver take over at once; a fenced drive's release changes nothing.
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.LeaseTTL)
+		defer rcancel()
+		_ = renewScript.Run(rctx, c.control, []string{c.journalKey(id)}, u64(epoch), "0").Err()
+	}
+}
+
+// fencedCause returns the drive's fencing error if its heartbeat stopped it.
+func fencedCause(ctx context.Context) error {
+	var fe *FencedError
+	if err := context.Cause(ctx); errors.As(err, &fe) {
+		return fe
+	}
+	return nil
+}
+
+func newToken() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }

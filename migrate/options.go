@@ -47,6 +47,8 @@ const (
 	// DefaultMaxCatchUpRounds bounds the catch-up rounds before the source is closed even if
 	// writers keep the lag above CloseLag.
 	DefaultMaxCatchUpRounds = 1000
+	// DefaultLeaseTTL is how long a driver's lease on a migration lasts without renewal.
+	DefaultLeaseTTL = 10 * time.Second
 	// DefaultGrace is how long the source's closed copy is kept after the flip before
 	// Cleanup may delete it.
 	DefaultGrace = 10 * time.Minute
@@ -70,6 +72,12 @@ type Options struct {
 	MaxCatchUpRounds int
 	// Grace is how long the source keeps its closed copy after the flip. Default: DefaultGrace.
 	Grace time.Duration
+	// LeaseTTL is how long a driver's lease on a migration lasts without renewal, 100ms..1h.
+	// A driving call renews it every LeaseTTL/3 and with every journal step; a Resume of a
+	// migration whose lease runs waits until it ends, so a driver that crashed or stopped
+	// (SIGSTOP, a long GC pause) is taken over after at most LeaseTTL, and then fenced.
+	// Default: DefaultLeaseTTL.
+	LeaseTTL time.Duration
 	// TombstoneRetention is the retention given to tombstones copied from the change log
 	// (counted from the entry's time); it should equal the shards' routing
 	// ShardOptions.TombstoneRetention. Default: routing.DefaultTombstoneRetention.
@@ -125,6 +133,12 @@ func (o *Options) fill() error {
 	}
 	if o.Grace < 0 {
 		return fmt.Errorf("migrate: Options.Grace must be >= 0, got %v", o.Grace)
+	}
+	if o.LeaseTTL == 0 {
+		o.LeaseTTL = DefaultLeaseTTL
+	}
+	if o.LeaseTTL < 100*time.Millisecond || o.LeaseTTL > time.Hour {
+		return fmt.Errorf("%w: Options.LeaseTTL must be 100ms..1h, got %v", ErrInvalidInput, o.LeaseTTL)
 	}
 	if o.TombstoneRetention == 0 {
 		o.TombstoneRetention = routing.DefaultTombstoneRetention

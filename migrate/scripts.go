@@ -19,6 +19,12 @@ var (
 	createLua string
 	//go:embed step.lua
 	stepLua string
+	//go:embed acquire.lua
+	acquireLua string
+	//go:embed renew.lua
+	renewLua string
+	//go:embed epoch.lua
+	epochLua string
 
 	prepareScript = redis.NewScript(prepareLua)
 	applyScript   = redis.NewScript(applyLua)
@@ -26,4 +32,7 @@ var (
 	cleanupScript = redis.NewScript(cleanupLua)
 	createScript  = redis.NewScript(createLua)
 	stepScript    = redis.NewScript(stepLua)
+	acquireScript = redis.NewScript(acquireLua)
+	renewScript   = redis.NewScript(renewLua)
+	epochScript   = redis.NewScript(epochLua)
 )

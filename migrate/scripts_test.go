@@ -21,16 +21,25 @@ func testCtx(t testing.TB) context.Context {
 
 // scriptRig runs migrate's shard scripts directly against one unit's keys.
 type scriptRig struct {
-	t testing.TB
-	c redis.UniversalClient
-	k routing.UnitKeys
+	t  testing.TB
+	c  redis.UniversalClient
+	k  routing.UnitKeys
+	ep *int
+}
+
+// epoch is the fencing epoch the rig's calls carry (1 unless the test set *ep).
+func (r scriptRig) epoch() int {
+	if r.ep == nil || *r.ep == 0 {
+		return 1
+	}
+	return *r.ep
 }
 
 func (r scriptRig) prepare(gen int, mig, mode string) []string {
 	r.t.Helper()
 	k := r.k
 	out, err := prepareScript.Run(testCtx(r.t), r.c, []string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log},
-		gen, mig, mode).StringSlice()
+		gen, mig, mode, r.epoch()).StringSlice()
 	require.NoError(r.t, err)
 	return out
 }
@@ -38,7 +47,7 @@ func (r scriptRig) prepare(gen int, mig, mode string) []string {
 func (r scriptRig) apply(gen int, mig string, now int64, items ...string) []string {
 	r.t.Helper()
 	k := r.k
-	args := []any{gen, mig, now}
+	args := []any{gen, mig, now, r.epoch()}
 	for _, it := range items {
 		args = append(args, it)
 	}
@@ -89,7 +98,7 @@ func TestApplyIsOrderInsensitiveAndRefusesOlderVersions(t *testing.T) {
 
 		// Bad arguments are refused before any write.
 		_, err = applyScript.Run(ctx, c, []string{r.k.Own, r.k.Records, r.k.Ops, r.k.OpExpiry, r.k.Tombstones},
-			5, "m1", 1000, "r", "h", "nonsense", "0").Result()
+			5, "m1", 1000, 1, "r", "h", "nonsense", "0").Result()
 		require.ErrorContains(t, err, "malformed record")
 		require.Equal(t, "stale", r.apply(5, "other", 1000, "r", "h", "1:l:h", "0")[0], "another migration's import")
 	})
@@ -123,11 +132,11 @@ func TestPrepareNeverTouchesAnOwnedUnitAndWipesStaleCopies(t *testing.T) {
 		require.Equal(t, []string{"ok", "4", "importing"}, r.prepare(4, "m", "prepare"), "a retried claim keeps the copy")
 		require.Equal(t, "1:l:v", r.hget(r.k.Records, "k"))
 		_, err = prepareScript.Run(ctx, c, []string{r.k.Own, r.k.Records, r.k.Ops, r.k.OpExpiry, r.k.Tombstones, r.k.Log},
-			4, "m", "floor", "7").Result()
+			4, "m", "floor", 1, "7").Result()
 		require.NoError(t, err)
 		require.Equal(t, "7", r.hget(r.k.Own, "vfloor"), "the source's version floor is carried over")
 		_, err = prepareScript.Run(ctx, c, []string{r.k.Own, r.k.Records, r.k.Ops, r.k.OpExpiry, r.k.Tombstones, r.k.Log},
-			4, "m", "floor", "3").Result()
+			4, "m", "floor", 1, "3").Result()
 		require.NoError(t, err)
 		require.Equal(t, "7", r.hget(r.k.Own, "vfloor"), "the floor never goes down")
 		require.Equal(t, []string{"ok", "4", "cancelled"}, r.prepare(4, "m", "abandon"))
@@ -138,5 +147,61 @@ func TestPrepareNeverTouchesAnOwnedUnitAndWipesStaleCopies(t *testing.T) {
 		require.Equal(t, routing.Ownership{Generation: 4, State: "cancelled"}, o)
 		_, err = s.Exec(ctx, u, 9, "t", "op2", routing.Put("k", "w"))
 		require.ErrorIs(t, err, routing.ErrStaleRoute, "a cancelled import refuses writes")
+	})
+}
+
+func TestShardScriptsRefuseAnOlderEpochOnceANewerOneActed(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
+		u := routing.BucketUnit(11)
+		ep := 3
+		r := scriptRig{t: t, c: c, k: routing.Keys{Prefix: p}.Unit(u), ep: &ep}
+		require.Equal(t, []string{"ok", "5", "importing"}, r.prepare(5, "m", "prepare"))
+		require.Equal(t, "ok", r.apply(5, "m", 1000, "r", "k", "1:l:v", "0")[0])
+		// A newer driver of the same migration acts (a retried claim: nothing else changes).
+		ep = 4
+		require.Equal(t, []string{"ok", "5", "importing"}, r.prepare(5, "m", "prepare"))
+		ep = 3
+		require.Equal(t, []string{"fenced", "4"}, r.apply(5, "m", 1000, "r", "k2", "1:l:v", "0"))
+		require.Equal(t, []string{"fenced", "4"}, r.prepare(5, "m", "reset"))
+		require.Equal(t, []string{"fenced", "4"}, r.prepare(5, "m", "abandon"))
+		require.Empty(t, r.hget(r.k.Records, "k2"), "nothing written")
+		require.Equal(t, "1:l:v", r.hget(r.k.Records, "k"))
+		// A Cancel (epoch 5) abandons; the zombie (epoch 4) cannot claim again.
+		ep = 5
+		require.Equal(t, []string{"ok", "5", "cancelled"}, r.prepare(5, "m", "abandon"))
+		ep = 4
+		require.Equal(t, []string{"fenced", "5"}, r.prepare(5, "m", "prepare"))
+		// Abandon also fences a target that was never claimed.
+		u2 := routing.BucketUnit(12)
+		r2 := scriptRig{t: t, c: c, k: routing.Keys{Prefix: p}.Unit(u2), ep: &ep}
+		ep = 7
+		require.Equal(t, []string{"ok", "0", ""}, r2.prepare(5, "m2", "abandon"))
+		ep = 6
+		require.Equal(t, []string{"fenced", "7"}, r2.prepare(5, "m2", "prepare"))
+		// Another migration's claim holds nothing of this one: abandon is done, and a clear
+		// only removes the named migration's claim.
+		ep = 8
+		require.Equal(t, []string{"ok", "5", "importing"}, r2.prepare(5, "m3", "prepare"))
+		require.Equal(t, []string{"ok", "5", "importing"}, r2.prepare(5, "m2", "abandon"))
+		require.Equal(t, "refused", r2.prepare(5, "m2", "clear")[0])
+		require.Equal(t, []string{"ok", "5", "cancelled"}, r2.prepare(5, "m3", "clear"))
+	})
+}
+
+// A record closed at generation g (the unit was moved away from this shard at g) is never
+// claimed by an import at g: only a zombie of an old migration would ask for that.
+func TestPrepareRefusesARecordClosedAtTheImportGeneration(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
+		u := routing.BucketUnit(13)
+		r := scriptRig{t: t, c: c, k: routing.Keys{Prefix: p}.Unit(u)}
+		s, err := routing.NewShard("x", c, routing.ShardOptions{Prefix: p})
+		require.NoError(t, err)
+		ctx := testCtx(t)
+		_, err = s.Transition(ctx, u, routing.Ownership{}, routing.Ownership{Generation: 6, State: routing.StateClosed})
+		require.NoError(t, err)
+		require.Equal(t, "refused", r.prepare(6, "old", "prepare")[0])
+		require.Equal(t, []string{"ok", "7", "importing"}, r.prepare(7, "new", "prepare"))
 	})
 }

@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -25,7 +26,7 @@ type item struct {
 func (c *Coordinator) prepare(ctx context.Context, r *run, mode string, floor ...string) error {
 	b := c.shards[r.Target]
 	k := c.keys.Unit(r.Unit)
-	args := []any{u64(r.ImportGen), r.ID, mode}
+	args := []any{u64(r.ImportGen), r.ID, mode, u64(r.epoch)}
 	for _, f := range floor {
 		args = append(args, f)
 	}
@@ -36,6 +37,9 @@ func (c *Coordinator) prepare(ctx context.Context, r *run, mode string, floor ..
 	}
 	if len(reply) >= 3 && reply[0] == "ok" {
 		return nil
+	}
+	if len(reply) == 2 && reply[0] == "fenced" {
+		return c.fenced(r, reply[1], "target "+r.Target)
 	}
 	if len(reply) == 4 && reply[0] == "refused" {
 		return abortf(false, fmt.Errorf("%w: target %q holds %s at generation %s state %q (migration %q), cannot %s for import at %d",
@@ -53,8 +57,8 @@ func (c *Coordinator) apply(ctx context.Context, r *run, items []item) (written,
 		c.beforeApply(ctx, r, items)
 	}
 	k := c.keys.Unit(r.Unit)
-	args := make([]any, 0, 3+4*len(items))
-	args = append(args, u64(r.ImportGen), r.ID, ms(c.o.Now()))
+	args := make([]any, 0, 4+4*len(items))
+	args = append(args, u64(r.ImportGen), r.ID, ms(c.o.Now()), u64(r.epoch))
 	for _, it := range items {
 		args = append(args, string(it.kind), it.field, it.value, i64(max(it.exp, 0)))
 	}
@@ -76,6 +80,8 @@ func (c *Coordinator) apply(ctx context.Context, r *run, items []item) (written,
 		}
 		c.stats.conflicts.Add(1)
 		return 0, 0, abortf(true, &ConflictError{Kind: kind, Field: reply[2], Stored: reply[3], Incoming: reply[4]})
+	case len(reply) == 2 && reply[0] == "fenced":
+		return 0, 0, c.fenced(r, reply[1], "target "+r.Target)
 	case len(reply) == 4 && reply[0] == "stale":
 		// The target's record is no longer this migration's import: a Cancel (or an abort
 		// by another driver) abandoned it, or someone took the unit.
@@ -177,4 +183,21 @@ func idAfter(a, b string) (bool, error) {
 		return false, err
 	}
 	return x.ms > y.ms || (x.ms == y.ms && x.seq > y.seq), nil
+}
+
+// fenced returns the [*FencedError] of a step refused because a newer epoch acted.
+func (c *Coordinator) fenced(r *run, current, where string) error {
+	cur, _ := strconv.ParseUint(current, 10, 64)
+	c.stats.fenced.Add(1)
+	return &FencedError{ID: r.ID, Epoch: r.epoch, Current: cur, Where: where}
+}
+
+// transition changes the unit's ownership record on shard sh, fenced by r's epoch.
+func (c *Coordinator) transition(ctx context.Context, r *run, sh *shard, from, to routing.Ownership) (string, error) {
+	id, err := sh.r.TransitionFenced(ctx, r.Unit, from, to, r.epoch)
+	var fe *routing.FencedError
+	if errors.As(err, &fe) {
+		return id, c.fenced(r, u64(fe.Fence), "shard "+sh.name)
+	}
+	return id, err
 }

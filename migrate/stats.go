@@ -18,6 +18,8 @@ type Stats struct {
 	Conflicts        int64         // Conflicts counts protocol conflicts met.
 	VerifyFailures   int64         // VerifyFailures counts digest mismatches.
 	SnapshotRestarts int64         // SnapshotRestarts counts copies restarted after a log trim.
+	Takeovers        int64         // Takeovers counts migrations this Coordinator took over as driver (a new fencing epoch each).
+	Fenced           int64         // Fenced counts steps refused because another driver had taken the migration over.
 	LastPause        time.Duration // LastPause is the write pause (barrier to flip) of the last finished migration.
 }
 
@@ -25,6 +27,7 @@ type stats struct {
 	started, done, cancelled, aborted, steps atomic.Int64
 	copied, logApplied, refused, conflicts   atomic.Int64
 	verifyFailures, restarts, lastPause      atomic.Int64
+	takeovers, fenced                        atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -34,6 +37,6 @@ func (c *Coordinator) Stats() Stats {
 		Started: s.started.Load(), Done: s.done.Load(), Cancelled: s.cancelled.Load(), Aborted: s.aborted.Load(),
 		StateChanges: s.steps.Load(), RecordsCopied: s.copied.Load(), LogApplied: s.logApplied.Load(),
 		Refused: s.refused.Load(), Conflicts: s.conflicts.Load(), VerifyFailures: s.verifyFailures.Load(),
-		SnapshotRestarts: s.restarts.Load(), LastPause: time.Duration(s.lastPause.Load()),
+		SnapshotRestarts: s.restarts.Load(), Takeovers: s.takeovers.Load(), Fenced: s.fenced.Load(), LastPause: time.Duration(s.lastPause.Load()),
 	}
 }

@@ -78,6 +78,9 @@ type Status struct {
 	Flipped  time.Time // Flipped is when the new table was published (zero before).
 	Cleaned  bool      // Cleaned is true once the source's closed copy was deleted.
 
+	Epoch      uint64    // Epoch is the fencing epoch of the migration's current (or last) driver; 0 before the first.
+	LeaseUntil time.Time // LeaseUntil is when that driver's lease ends, on the control Redis's clock (zero: released).
+
 	appliedN uint64 // appliedN is how many log entries had been added up to Applied.
 	abort    bool   // abort marks a Cancelling migration that stops by itself (ends Aborted).
 	reopen   bool   // reopen marks a Cancelling migration whose source must be reopened.
@@ -149,6 +152,7 @@ func parseStatus(m map[string]string) (Status, error) {
 	s.Reason = m["reason"]
 	s.Created, s.Updated, s.ClosedAt, s.Flipped = at("created"), at("updated"), at("closedat"), at("flipped")
 	s.Cleaned = m["cleaned"] == "1"
+	s.Epoch, s.LeaseUntil = num("epoch"), at("lease")
 	s.abort, s.reopen = m["abort"] == "1", m["reopen"] == "1"
 	s.appliedN = num("appliedn")
 	if len(errs) > 0 || s.ID == "" || s.State == "" || s.Unit.Validate() != nil {

@@ -22,8 +22,8 @@ import (
 // ErrInvalidInput error, or a Redis error after which the outcome is unknown and the caller
 // should retry with the same opID.
 func (r *Router) Do(ctx context.Context, tenant, opID string, op Op) (Result, error) {
-	if tenant == "" {
-		return Result{}, errEmptyTenant
+	if err := checkTenant(tenant); err != nil {
+		return Result{}, err
 	}
 	if opID == "" {
 		return Result{}, errInput("empty operation ID")
@@ -44,8 +44,8 @@ func (r *Router) Do(ctx context.Context, tenant, opID string, op Op) (Result, er
 // handling as [Router.Do]. It returns the record and whether one exists; a tombstone is
 // returned as a record with Deleted set.
 func (r *Router) Get(ctx context.Context, tenant, key string) (Record, bool, error) {
-	if tenant == "" {
-		return Record{}, false, errEmptyTenant
+	if err := checkTenant(tenant); err != nil {
+		return Record{}, false, err
 	}
 	var (
 		rec Record

@@ -73,8 +73,9 @@
 //	<tag>:own   HASH   ownership: gen, state ("open", "closed", "importing", "cancelled", ...),
 //	                   x:<tenant> = generation at which a tenant was moved out of a bucket,
 //	                   vfloor = highest version of a tombstone purged here (a new record
-//	                   starts above it), mig = migration ID (set by migrate); routing
-//	                   ignores fields it does not know
+//	                   starts above it), mig = migration ID (set by migrate), fence =
+//	                   highest fencing epoch that acted on the unit here (see
+//	                   TransitionFenced); routing ignores fields it does not know
 //	<tag>:rec   HASH   RecordField(tenant, key) -> "<version>:l:<value>" | "<version>:t:"
 //	<tag>:ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>:<field>"
 //	<tag>:opx   ZSET   op ID, score = expiry (unix ms)
@@ -110,11 +111,19 @@
 //     same ID; a record changed underneath gives [ErrOwnershipChanged]. Generations never go
 //     backwards on a shard. [StateImporting] marks a target that is being filled.
 //   - [Shard.MarkMoved] does the same for one tenant leaving a bucket (tenant migration).
+//   - [Shard.TransitionFenced] and [Shard.MarkMovedFenced] are the same for an actor that
+//     carries a fencing epoch (a migration driver): refused with [ErrFenced] in the same
+//     script once a higher epoch acted on the unit's record there.
 //   - [Keys] and [UnitKeys] name every key; [RecordField] and [SplitRecordField] map
 //     (tenant, key) to the Records field; [EncodeRecord], [DecodeRecord], [EncodeOpRecord],
 //     [DecodeOpRecord] and [ParseLogEntry] give the stored forms.
 //   - [Table.Next], [Table.SetBucket], [Table.SetOverride], [Table.SetSpread], [Table.Owner],
-//     [Table.Units] and [Store.Publish] build and publish the flipped table.
+//     [Table.Units] and [Store.Publish] build and publish the flipped table;
+//     [Store.PublishGuarded] publishes only while a guard hash in the table's slot
+//     ([Keys.ControlTag]) holds given values (migrate: the driver's epoch in its journal).
+//
+// Tenant names must be valid UTF-8 everywhere they enter (Router calls, units, tables): a
+// table is stored as JSON text, which cannot carry other bytes losslessly.
 //
 // Never delete an ownership record when cleaning up a source: a closed record keeps stale
 // clients out, and a missing one could be claimed again by Provision.

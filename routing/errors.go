@@ -36,6 +36,34 @@ var ErrGenerationConflict = errors.New("routing: generation conflict")
 // the one the caller expected; nothing was changed.
 var ErrOwnershipChanged = errors.New("routing: ownership changed")
 
+// ErrFenced reports that a fenced change ([Shard.TransitionFenced]) was refused because an
+// actor with a higher fencing epoch already acted on the unit's record, or that a guarded
+// publication ([Store.PublishGuarded]) found its guard changed. Nothing was changed. The
+// actor lost its right to act and must stop.
+var ErrFenced = errors.New("routing: fenced: a later actor took over")
+
+// FencedError is the typed form of [ErrFenced] for a shard's ownership record.
+type FencedError struct {
+	Unit  Unit   // Unit is the unit whose record refused the change.
+	Shard string // Shard names the shard.
+	Epoch uint64 // Epoch is the caller's fencing epoch.
+	Fence uint64 // Fence is the highest epoch that acted on the record.
+}
+
+// Error implements error.
+func (e *FencedError) Error() string {
+	return fmt.Sprintf("routing: %s on shard %q is fenced at epoch %d; caller's epoch %d is older",
+		e.Unit, e.Shard, e.Fence, e.Epoch)
+}
+
+// Is makes errors.Is(err, ErrFenced) true.
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }
+
+// ErrTenantHasData reports that [Router.Provision] refused to open a unit of its own for a
+// tenant that still has data (records, tombstones or idempotency records) in its hash
+// bucket. Nothing was changed; move the tenant with a migration.
+var ErrTenantHasData = errors.New("routing: tenant has data in its bucket")
+
 // ErrInvalidInput reports bad arguments (empty tenant, empty operation ID, bad unit).
 var ErrInvalidInput = errors.New("routing: invalid input")
 

@@ -10,16 +10,20 @@
 --   4 tostate    new state (letters only, non-empty)
 --   5 tenant     "" to change gen/state; otherwise the tenant whose moved-out mark to change
 --   6 mark       with a tenant: "1" marks the tenant moved out, "0" clears the mark
--- Reply: {"ok"|"changed", gen, state, lastid}: "ok" when the record now equals the target
---   (including a retry of a transition already made), "changed" when the record was neither
---   the expected one nor the target (nothing written). lastid is the last change-log entry ID
---   ("0-0" for none), final when the new state admits no writes: no write can land between
---   the transition and the reply.
+--   7 fence      optional: "" (or absent) for none, else the caller's fencing epoch (integer
+--                >= 1); refused when the record's "fence" field is higher, and raised to it
+--                when lower (in the same step as the change)
+-- Reply: {"ok"|"changed"|"fenced", gen, state, lastid}: "ok" when the record now equals the
+--   target (including a retry of a transition already made), "changed" when the record was
+--   neither the expected one nor the target, "fenced" when a later epoch acted on the record
+--   (for "fenced", gen is the record's fence); nothing is written unless "ok". lastid is the
+--   last change-log entry ID ("0-0" for none), final when the new state admits no writes: no
+--   write can land between the transition and the reply.
 -- Invariant: generations on a shard never go backwards; the record is only changed from the
---   state the caller observed.
+--   state the caller observed; a fenced actor changes nothing once a later epoch has acted.
 
-if #KEYS ~= 2 or #ARGV ~= 6 then
-  return redis.error_reply("ERR routing own: want 2 keys and 6 arguments")
+if #KEYS ~= 2 or (#ARGV ~= 6 and #ARGV ~= 7) then
+  return redis.error_reply("ERR routing own: want 2 keys and 6 or 7 arguments")
 end
 local function digits(s) return type(s) == "string" and string.match(s, "^%d+$") ~= nil end
 if not digits(ARGV[1]) or not digits(ARGV[3]) then
@@ -36,6 +40,10 @@ end
 if tenant ~= "" and mark ~= "0" and mark ~= "1" then
   return redis.error_reply("ERR routing own: mark must be 0 or 1")
 end
+local fence = ARGV[7] or ""
+if fence ~= "" and (not digits(fence) or tonumber(fence) < 1) then
+  return redis.error_reply("ERR routing own: fence must be an integer >= 1")
+end
 
 local function lastid()
   if redis.call("EXISTS", KEYS[2]) == 0 then return "0-0" end
@@ -46,8 +54,17 @@ local function lastid()
   return "0-0"
 end
 
-local own = redis.call("HMGET", KEYS[1], "gen", "state")
+local own = redis.call("HMGET", KEYS[1], "gen", "state", "fence")
 local cgen, cstate = own[1] or "0", own[2] or ""
+if fence ~= "" then
+  if tonumber(own[3] or "0") > tonumber(fence) then
+    return {"fenced", own[3], cstate, lastid()}
+  end
+  if tonumber(own[3] or "0") < tonumber(fence) then
+    -- Raising the fence is not a change of the record; it is safe even when the CAS fails.
+    redis.call("HSET", KEYS[1], "fence", fence)
+  end
+end
 local function marked()
   if tenant == "" then return true end
   return (redis.call("HEXISTS", KEYS[1], "x:" .. tenant) == 1) == (mark == "1")

@@ -82,7 +82,20 @@ func (s *Shard) Ownership(ctx context.Context, u Unit) (Ownership, map[string]ui
 // was admitted before the transition is at or before it, and none can follow. This is the
 // write barrier migrate builds on.
 func (s *Shard) Transition(ctx context.Context, u Unit, from, to Ownership) (string, error) {
-	return s.transition(ctx, u, from, to, "", false)
+	return s.transition(ctx, u, from, to, "", false, 0)
+}
+
+// TransitionFenced is [Shard.Transition] for an actor that carries a fencing epoch (a
+// migration driver): in the same script as the change, it is refused with a
+// [*FencedError] (ErrFenced) if an actor with a higher epoch already acted on u's record on
+// this shard, and otherwise raises the record's fence to epoch, so that every older actor is
+// refused from then on. The fence is raised even when the compare-and-set fails. epoch must
+// be >= 1.
+func (s *Shard) TransitionFenced(ctx context.Context, u Unit, from, to Ownership, epoch uint64) (string, error) {
+	if epoch == 0 {
+		return "", errInput("fencing epoch must be >= 1")
+	}
+	return s.transition(ctx, u, from, to, "", false, epoch)
 }
 
 // MarkMoved marks tenant as moved out of bucket unit u (or clears the mark when moved is
@@ -94,13 +107,27 @@ func (s *Shard) MarkMoved(ctx context.Context, u Unit, tenant string, moved bool
 	if u.Kind != KindBucket {
 		return "", errInput("MarkMoved needs a bucket unit, got " + u.String())
 	}
-	if tenant == "" {
-		return "", errInput("empty tenant")
+	if err := checkTenant(tenant); err != nil {
+		return "", err
 	}
-	return s.transition(ctx, u, from, to, tenant, moved)
+	return s.transition(ctx, u, from, to, tenant, moved, 0)
 }
 
-func (s *Shard) transition(ctx context.Context, u Unit, from, to Ownership, tenant string, moved bool) (string, error) {
+// MarkMovedFenced is [Shard.MarkMoved] fenced by epoch, as [Shard.TransitionFenced] is.
+func (s *Shard) MarkMovedFenced(ctx context.Context, u Unit, tenant string, moved bool, from, to Ownership, epoch uint64) (string, error) {
+	if u.Kind != KindBucket {
+		return "", errInput("MarkMoved needs a bucket unit, got " + u.String())
+	}
+	if err := checkTenant(tenant); err != nil {
+		return "", err
+	}
+	if epoch == 0 {
+		return "", errInput("fencing epoch must be >= 1")
+	}
+	return s.transition(ctx, u, from, to, tenant, moved, epoch)
+}
+
+func (s *Shard) transition(ctx context.Context, u Unit, from, to Ownership, tenant string, moved bool, epoch uint64) (string, error) {
 	if err := u.Validate(); err != nil {
 		return "", err
 	}
@@ -117,15 +144,23 @@ func (s *Shard) transition(ctx context.Context, u Unit, from, to Ownership, tena
 	if moved {
 		mark = "1"
 	}
+	fence := ""
+	if epoch > 0 {
+		fence = strconv.FormatUint(epoch, 10)
+	}
 	k := s.keys.Unit(u)
 	reply, err := ownScript.Run(ctx, s.client, []string{k.Own, k.Log},
 		strconv.FormatUint(from.Generation, 10), string(from.State),
-		strconv.FormatUint(to.Generation, 10), string(to.State), tenant, mark).StringSlice()
+		strconv.FormatUint(to.Generation, 10), string(to.State), tenant, mark, fence).StringSlice()
 	if err != nil {
 		return "", fmt.Errorf("routing: transition of %s on shard %q: %w", u, s.name, err)
 	}
 	if len(reply) != 4 {
 		return "", fmt.Errorf("routing: transition of %s on shard %q: malformed reply %q", u, s.name, reply)
+	}
+	if reply[0] == "fenced" {
+		f, _ := strconv.ParseUint(reply[1], 10, 64)
+		return reply[3], &FencedError{Unit: u, Shard: s.name, Epoch: epoch, Fence: f}
 	}
 	if reply[0] != "ok" {
 		g, _ := strconv.ParseUint(reply[1], 10, 64)

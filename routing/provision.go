@@ -16,10 +16,15 @@ import (
 //
 // It is for bootstrapping a table and for placing units that were never owned anywhere (a
 // new override or spread before any data was written for it). It never moves a unit: if a
-// unit's record exists on another shard in any state, or on its assigned shard in a state
-// other than open, Provision creates nothing and returns an error wrapping
-// ErrOwnershipChanged; moving a unit that has an owner is a migration. Before it opens a new
-// override or spread unit, it marks the tenant as moved out of its hash bucket (see
+// unit is open or importing on another shard, or has a record on its assigned shard in a
+// state other than open, Provision creates nothing and returns an error wrapping
+// ErrOwnershipChanged; moving a unit that has an owner is a migration. Records left closed
+// or cancelled on other shards by earlier migrations are history and do not stop it. A new
+// override or spread unit is refused with ErrTenantHasData while the tenant still has
+// records, tombstones or idempotency records in its hash bucket: opening an empty unit would
+// hide them (reads would find nothing and a create-if-absent would succeed again); such a
+// tenant is moved by a tenant migration. Before it opens a new override or spread unit, it
+// marks the tenant as moved out of its hash bucket (see
 // [Shard.MarkMoved]), so that a client still routing the tenant by an older table is
 // refused there instead of writing where no one reads. It is idempotent:
 // records already open on the assigned shard are left as they are. Provision reads every
@@ -61,9 +66,11 @@ func (r *Router) Provision(ctx context.Context) (int, error) {
 		for i, name := range names {
 			o := found[i][j]
 			switch {
-			case name != p.Shard && o.State != StateNone:
-				return 0, fmt.Errorf("%w: %s is assigned to shard %q but has a record on shard %q (%v); moving it is a migration",
-					ErrOwnershipChanged, p.Unit, p.Shard, name, o)
+			case name != p.Shard && (o.State == StateOpen || o.State == StateImporting):
+				// Closed and cancelled records elsewhere are history a migration leaves (and
+				// must keep); only an owner or an import in progress makes placing it here a move.
+				return 0, fmt.Errorf("%w: %s is assigned to shard %q but is %v on shard %q; moving it is a migration",
+					ErrOwnershipChanged, p.Unit, p.Shard, o, name)
 			case name == p.Shard && o.State == StateNone && p.Unit.Kind == KindBucket:
 				buckets[name] = append(buckets[name], p.Unit)
 				bucketOwn[p.Unit.Bucket] = Ownership{Generation: c.gen, State: StateOpen}
@@ -100,6 +107,11 @@ func (r *Router) Provision(ctx context.Context) (int, error) {
 		}
 	}
 	if err := r.perShard(ctx, marks, func(ctx context.Context, s *Shard, m Unit) error {
+		return s.noTenantData(ctx, BucketUnit(m.Bucket), m.Tenant)
+	}); err != nil {
+		return int(created.Load()), err
+	}
+	if err := r.perShard(ctx, marks, func(ctx context.Context, s *Shard, m Unit) error {
 		o := bucketOwn[m.Bucket]
 		_, err := s.MarkMoved(ctx, BucketUnit(m.Bucket), m.Tenant, true, o, o)
 		return err
@@ -130,4 +142,33 @@ func (r *Router) perShard(ctx context.Context, work map[string][]Unit, fn func(c
 		})
 	}
 	return g.Wait()
+}
+
+// noTenantData returns an error wrapping ErrTenantHasData if bucket unit u on this shard
+// holds any record, tombstone or idempotency record of tenant. It pages through the bucket
+// one HSCAN page per script call.
+func (s *Shard) noTenantData(ctx context.Context, u Unit, tenant string) error {
+	k := s.keys.Unit(u)
+	prefix := RecordField(tenant, "")
+	for _, phase := range []string{"rec", "ops"} {
+		cursor := "0"
+		for {
+			reply, err := tenantscanScript.Run(ctx, s.client, []string{k.Records, k.Ops}, phase, cursor, prefix, 500).StringSlice()
+			if err != nil {
+				return fmt.Errorf("routing: look for data of tenant %q in %s on shard %q: %w", tenant, u, s.name, err)
+			}
+			if len(reply) != 2 {
+				return fmt.Errorf("routing: look for data of tenant %q: malformed reply %q", tenant, reply)
+			}
+			if reply[1] != "" {
+				return fmt.Errorf("%w: tenant %q has data in %s on shard %q (%s %q); giving it a unit of its own "+
+					"would hide that data: move the tenant out of its bucket with a tenant migration (package migrate) instead",
+					ErrTenantHasData, tenant, u, s.name, map[string]string{"rec": "record", "ops": "op record"}[phase], reply[1])
+			}
+			if cursor = reply[0]; cursor == "0" {
+				break
+			}
+		}
+	}
+	return nil
 }

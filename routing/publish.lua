@@ -2,23 +2,40 @@
 --
 -- KEYS:
 --   1 table  HASH {gen, table}: the current generation and its JSON (one key, one slot)
+--   2 guard  optional HASH under the hash tag "{<table key>}" (so it shares the table's slot):
+--            the table is published only if its fields hold the values ARGV[4..] name
 -- ARGV:
 --   1 gen      generation of the new table (integer >= 1)
 --   2 table    the table's JSON
 --   3 channel  pub/sub channel on which the generation is announced
+--   4..        with a guard: field/value pairs the guard must hold (at least one pair)
 -- Reply: {"ok", gen} when the table is now current (including the retry of a publication
---   whose reply was lost), {"conflict", current} when gen is not exactly current + 1.
+--   whose reply was lost), {"conflict", current} when gen is not exactly current + 1,
+--   {"guard", field} when the guard does not hold the value of that field. Nothing is
+--   written unless the reply is "ok".
 -- Invariant: generations grow by exactly one and never repeat; a generation is never
---   re-published with other content.
+--   re-published with other content; a guarded publication happens only while the guard
+--   (for migrate: the driver's fencing epoch in its journal record) holds, in the same step.
 
-if #KEYS ~= 1 or #ARGV ~= 3 then
-  return redis.error_reply("ERR routing publish: want 1 key and 3 arguments")
+if #KEYS == 1 and #ARGV ~= 3 then
+  return redis.error_reply("ERR routing publish: want 3 arguments without a guard")
+end
+if #KEYS == 2 and (#ARGV < 5 or (#ARGV - 3) % 2 ~= 0) then
+  return redis.error_reply("ERR routing publish: guard fields come in pairs")
+end
+if #KEYS < 1 or #KEYS > 2 then
+  return redis.error_reply("ERR routing publish: want 1 or 2 keys")
 end
 if type(ARGV[1]) ~= "string" or not string.match(ARGV[1], "^%d+$") or tonumber(ARGV[1]) < 1 then
   return redis.error_reply("ERR routing publish: gen must be an integer >= 1")
 end
 if ARGV[2] == "" then return redis.error_reply("ERR routing publish: empty table") end
 if ARGV[3] == "" then return redis.error_reply("ERR routing publish: empty channel") end
+if #KEYS == 2 then
+  for i = 4, #ARGV, 2 do
+    if redis.call("HGET", KEYS[2], ARGV[i]) ~= ARGV[i + 1] then return {"guard", ARGV[i]} end
+  end
+end
 local cur = redis.call("HMGET", KEYS[1], "gen", "table")
 local cgen = cur[1] or "0"
 if cgen == ARGV[1] and cur[2] == ARGV[2] then

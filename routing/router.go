@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/sync/singleflight"
 
@@ -187,7 +188,21 @@ func (r *Router) Generation() uint64 {
 	return 0
 }
 
-var errEmptyTenant = fmt.Errorf("%w: empty tenant", ErrInvalidInput)
+var (
+	errEmptyTenant   = fmt.Errorf("%w: empty tenant", ErrInvalidInput)
+	errInvalidTenant = fmt.Errorf("%w: tenant must be valid UTF-8 (a table stores it as JSON text, which cannot carry other bytes losslessly)", ErrInvalidInput)
+)
+
+// checkTenant refuses an empty tenant and one that is not valid UTF-8.
+func checkTenant(tenant string) error {
+	if tenant == "" {
+		return errEmptyTenant
+	}
+	if !utf8.ValidString(tenant) {
+		return errInvalidTenant
+	}
+	return nil
+}
 
 // Route returns where tenant's record key goes under the installed table: the override if the
 // tenant has one, else the sub-bucket xxhash64(key) % K if the tenant is spread over K,
@@ -195,8 +210,8 @@ var errEmptyTenant = fmt.Errorf("%w: empty tenant", ErrInvalidInput)
 // and does not allocate; it returns ErrNoTable before the first table and an ErrInvalidInput
 // error for an empty tenant.
 func (r *Router) Route(tenant, key string) (Route, error) {
-	if tenant == "" {
-		return Route{}, errEmptyTenant
+	if err := checkTenant(tenant); err != nil {
+		return Route{}, err
 	}
 	c := r.cur.Load()
 	if c == nil {

@@ -15,9 +15,12 @@ var (
 	ownLua string
 	//go:embed publish.lua
 	publishLua string
+	//go:embed tenantscan.lua
+	tenantscanLua string
 
-	writeScript   = redis.NewScript(writeLua)
-	getScript     = redis.NewScript(getLua)
-	ownScript     = redis.NewScript(ownLua)
-	publishScript = redis.NewScript(publishLua)
+	writeScript      = redis.NewScript(writeLua)
+	getScript        = redis.NewScript(getLua)
+	ownScript        = redis.NewScript(ownLua)
+	publishScript    = redis.NewScript(publishLua)
+	tenantscanScript = redis.NewScript(tenantscanLua)
 )

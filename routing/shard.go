@@ -237,8 +237,8 @@ func checkArgs(u Unit, gen uint64, tenant string) error {
 	if gen == 0 {
 		return errInput("route generation must be >= 1")
 	}
-	if tenant == "" {
-		return errInput("empty tenant")
+	if err := checkTenant(tenant); err != nil {
+		return err
 	}
 	if u.Kind != KindBucket && u.Tenant != tenant {
 		return errInput(fmt.Sprintf("tenant %q does not belong to %s", tenant, u))

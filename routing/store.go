@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -75,6 +77,24 @@ func (e *GenerationConflictError) Is(target error) bool { return target == ErrGe
 // that now hold other records. (Every stored table is checked against its predecessor, so B
 // is the first table's for the store's life.)
 func (s *Store) Publish(ctx context.Context, t *Table) error {
+	return s.publish(ctx, t, "", nil)
+}
+
+// PublishGuarded is [Store.Publish] that publishes only if the hash at guardKey holds the
+// given field values, checked in the same script as the publication; otherwise it returns
+// an error wrapping ErrFenced and changes nothing. guardKey must carry the hash tag
+// [Keys.ControlTag] so that it shares the table's slot on a clustered control Redis; want
+// must name at least one field. migrate uses it so that only the current driver of a
+// migration (its fencing epoch in the journal) can publish the table that ends it.
+func (s *Store) PublishGuarded(ctx context.Context, t *Table, guardKey string, want map[string]string) error {
+	if !strings.HasPrefix(guardKey, s.keys.ControlTag()) || len(want) == 0 {
+		return errInput(fmt.Sprintf("guard key must start with %q and name at least one field, got %q with %d",
+			s.keys.ControlTag(), guardKey, len(want)))
+	}
+	return s.publish(ctx, t, guardKey, want)
+}
+
+func (s *Store) publish(ctx context.Context, t *Table, guardKey string, want map[string]string) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
@@ -93,13 +113,29 @@ func (s *Store) Publish(ctx context.Context, t *Table) error {
 	if err != nil {
 		return fmt.Errorf("routing: encode table: %w", err)
 	}
-	reply, err := publishScript.Run(ctx, s.client, []string{s.keys.Table()},
-		strconv.FormatUint(t.Generation, 10), string(b), s.keys.Channel()).StringSlice()
+	keys := []string{s.keys.Table()}
+	args := []any{strconv.FormatUint(t.Generation, 10), string(b), s.keys.Channel()}
+	if guardKey != "" {
+		keys = append(keys, guardKey)
+		fields := make([]string, 0, len(want))
+		for f := range want {
+			fields = append(fields, f)
+		}
+		slices.Sort(fields)
+		for _, f := range fields {
+			args = append(args, f, want[f])
+		}
+	}
+	reply, err := publishScript.Run(ctx, s.client, keys, args...).StringSlice()
 	if err != nil {
 		return fmt.Errorf("routing: publish generation %d: %w", t.Generation, err)
 	}
 	if len(reply) != 2 {
 		return fmt.Errorf("routing: publish generation %d: malformed reply %q", t.Generation, reply)
+	}
+	if reply[0] == "guard" {
+		return fmt.Errorf("%w: publication of generation %d refused: guard %q no longer holds %s = %q",
+			ErrFenced, t.Generation, guardKey, reply[1], want[reply[1]])
 	}
 	if reply[0] != "ok" {
 		cur, _ := strconv.ParseUint(reply[1], 10, 64)

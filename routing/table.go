@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"unicode/utf8"
 )
 
 // The documented limits of a Table.
@@ -248,6 +249,9 @@ func (t *Table) Validate() error {
 		if tenant == "" {
 			return bad("override with an empty tenant")
 		}
+		if !utf8.ValidString(tenant) {
+			return bad("override of tenant %q: the tenant is not valid UTF-8", tenant)
+		}
 		if !known[s] {
 			return bad("override of tenant %q names unknown shard %q", tenant, s)
 		}
@@ -258,6 +262,9 @@ func (t *Table) Validate() error {
 	for tenant, ss := range t.Spreads {
 		if tenant == "" {
 			return bad("spread with an empty tenant")
+		}
+		if !utf8.ValidString(tenant) {
+			return bad("spread of tenant %q: the tenant is not valid UTF-8", tenant)
 		}
 		if len(ss) < 1 || len(ss) > MaxSpread {
 			return bad("spread of tenant %q must have 1..%d sub-buckets, got %d", tenant, MaxSpread, len(ss))

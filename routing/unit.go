@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // UnitKind says how a tenant was placed: by hash bucket, by override or by spread.
@@ -79,9 +80,15 @@ func (u Unit) Validate() error {
 		if u.Tenant == "" || u.Sub != 0 {
 			return fmt.Errorf("%w: tenant unit needs a tenant and no sub-bucket", ErrInvalidInput)
 		}
+		if !utf8.ValidString(u.Tenant) {
+			return fmt.Errorf("%w: tenant %q is not valid UTF-8", ErrInvalidInput, u.Tenant)
+		}
 	case KindSpread:
 		if u.Tenant == "" {
 			return fmt.Errorf("%w: spread unit needs a tenant", ErrInvalidInput)
+		}
+		if !utf8.ValidString(u.Tenant) {
+			return fmt.Errorf("%w: tenant %q is not valid UTF-8", ErrInvalidInput, u.Tenant)
 		}
 	default:
 		return fmt.Errorf("%w: unknown unit kind %d", ErrInvalidInput, u.Kind)
@@ -157,6 +164,11 @@ func (k Keys) Unit(u Unit) UnitKeys {
 
 // Table returns the control-Redis key holding the current route table (HASH gen, table).
 func (k Keys) Table() string { return k.prefix() + ":table" }
+
+// ControlTag returns the hash tag "{<prefix>:table}", braces included. A key that starts with
+// it lives in the table key's hash slot on a clustered control Redis, so one script can
+// touch both (see [Store.PublishGuarded]).
+func (k Keys) ControlTag() string { return "{" + k.prefix() + ":table}" }
 
 // Channel returns the pub/sub channel on which new generations are announced.
 func (k Keys) Channel() string { return k.prefix() + ":table:announce" }

@@ -1,0 +1,57 @@
+-- acquire.lua: make the caller the driver of a migration: a new fencing epoch, durably in
+-- the journal record, before the caller acts on anything.
+--
+-- KEYS: both carry the journal hash tag "{<prefix>:table}", so they share one slot.
+--   1 journal  HASH   the migration's journal record (fields epoch, holder, lease)
+--   2 epochs   STRING the unit's epoch counter: every driver of every migration of the unit
+--                     takes its epoch from it, so epochs of one unit never repeat
+-- ARGV:
+--   1 holder   the caller's token (non-empty, random per drive)
+--   2 lease    lease length, ms (integer >= 1), from the server's clock
+--   3 force    "1": take over even from a live driver (Cancel); "0": only when the lease is
+--              free or expired
+--   4 states   states in which the migration may be taken over, comma-separated (non-empty)
+--   5 to       optional: the state the record moves to with the takeover ("" or absent:
+--              unchanged), e.g. Cancelling for a Cancel, so no other reader sees the new
+--              epoch without the new state
+--   6..        with `to`: field/value pairs set with it (only when the state changes)
+-- Reply: {"ok", epoch} when the caller is the driver now; {"held", holder, ms} when another
+--   driver's lease runs for ms more (nothing written); {"state", state} when the migration
+--   is in no state of ARGV[4] (nothing written); {"missing"} when there is no record.
+-- Invariant: at most one driver's epoch is in the record; every shard script and journal
+--   step of an older epoch is refused from the moment this returns "ok".
+
+local journal, epochs = KEYS[1], KEYS[2]
+local holder, force, states = ARGV[1], ARGV[3], ARGV[4]
+if holder == nil or holder == "" then return redis.error_reply("ERR migrate acquire: empty holder") end
+if not string.match(ARGV[2] or "", "^[1-9]%d*$") then
+  return redis.error_reply("ERR migrate acquire: lease must be an integer >= 1")
+end
+if force ~= "0" and force ~= "1" then return redis.error_reply("ERR migrate acquire: force must be 0 or 1") end
+if states == nil or states == "" then return redis.error_reply("ERR migrate acquire: empty states") end
+local to = ARGV[5] or ""
+if #ARGV > 5 and (to == "" or (#ARGV - 5) % 2 ~= 0) then
+  return redis.error_reply("ERR migrate acquire: fields need a state and come in pairs")
+end
+local rec = redis.call("HMGET", journal, "state", "holder", "lease")
+if not rec[1] then return {"missing"} end
+local ok = false
+for s in string.gmatch(states, "[^,]+") do
+  if s == rec[1] then ok = true end
+end
+if not ok then return {"state", rec[1]} end
+local t = redis.call("TIME")
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local until_ = tonumber(rec[3] or "0") or 0
+if force == "0" and rec[2] and rec[2] ~= holder and until_ > now then
+  return {"held", rec[2], string.format("%d", until_ - now)}
+end
+local epoch = redis.call("INCR", epochs)
+redis.call("HSET", journal, "epoch", epoch, "holder", holder,
+  "lease", string.format("%d", now + tonumber(ARGV[2])))
+if to ~= "" and to ~= rec[1] then
+  local args = {"state", to}
+  for i = 6, #ARGV do args[#args + 1] = ARGV[i] end
+  redis.call("HSET", journal, unpack(args))
+end
+return {"ok", tostring(epoch)}
