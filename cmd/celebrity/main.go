@@ -40,6 +40,7 @@ func commands() []command {
 		{"top", "live per-node ops/s and skew (max/mean); --once prints one sample", runTop},
 		{"routes", "show | diff | override | spread | publish route tables", runRoutes},
 		{"escrow", "audit | holders | recover | reconcile a permit pool", runEscrow},
+		{"migrate", "start | status | watch | resume | cancel | list durable moves", runMigrate},
 	}
 }
 

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/migrate"
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// TestMigrationDriverKilledIsFinishedByResume starts a bucket move with the CLI, SIGKILLs
+// the CLI process while it copies, and finishes the move with 'celebrity migrate resume'
+// from a new process: the bucket ends on the target with every record readable.
+func TestMigrationDriverKilledIsFinishedByResume(t *testing.T) {
+	f := newRoutesFixture(t)
+	require.Equal(t, 0, f.run(t, "", "routes", "init", "--buckets", "4", "--yes", "a", "b").code)
+	rt := f.router(t)
+	const tenants = 40
+	for i := range tenants {
+		tenant := "t" + strconv.Itoa(i)
+		for k := range 50 {
+			_, err := rt.Do(t.Context(), tenant, fmt.Sprintf("op-%d-%d", i, k), routing.Put("k"+strconv.Itoa(k), "v"))
+			require.NoError(t, err)
+		}
+	}
+	bucket := routing.BucketOf("t0", 4)
+	source := rt.Table().BucketOwner(bucket)
+	target := map[string]string{"a": "b", "b": "a"}[source]
+	args := append([]string{"migrate", "start", "--id", "m1", "--bucket", strconv.Itoa(int(bucket)), "--target", target,
+		"--shard", f.shardFlag, "--batch", "2", "--lease", "1s"}, f.controlFlags...)
+
+	cmd := exec.Command(binPath, args...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	co := f.coordinator(t)
+	require.Eventually(t, func() bool {
+		st, err := co.Status(t.Context(), "m1")
+		return err == nil && st.State == migrate.Copying && st.Copied > 0
+	}, 30*time.Second, 5*time.Millisecond, "the driver starts copying: %s", &out)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+	st, err := co.Status(t.Context(), "m1")
+	require.NoError(t, err)
+	require.False(t, st.State.Terminal(), "killed mid-move: %s", st.State)
+
+	r := cli(t, "", nil, append([]string{"migrate", "list", "--json", "--shard", f.shardFlag}, f.controlFlags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Len(t, decodeJSON[[]migrate.Status](t, r.stdout), 1)
+
+	r = cli(t, "", nil, append([]string{"migrate", "resume", "m1", "--json", "--shard", f.shardFlag, "--lease", "1s"}, f.controlFlags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	final := decodeJSON[migrate.Status](t, r.stdout)
+	require.Equal(t, migrate.OwnedB, final.State)
+	require.Greater(t, final.Epoch, st.Epoch, "resume took over with a newer epoch")
+
+	r = cli(t, "", nil, append([]string{"migrate", "status", "m1", "--shard", f.shardFlag}, f.controlFlags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "[OwnedB]")
+	require.Contains(t, r.stdout, "100%")
+
+	_, err = rt.Await(t.Context(), final.FlipGen)
+	require.NoError(t, err)
+	require.Equal(t, target, rt.Table().BucketOwner(bucket))
+	for i := range tenants {
+		tenant := "t" + strconv.Itoa(i)
+		if routing.BucketOf(tenant, 4) != bucket {
+			continue
+		}
+		for k := range 50 {
+			_, ok, err := rt.Get(t.Context(), tenant, "k"+strconv.Itoa(k))
+			require.NoError(t, err)
+			require.True(t, ok, "%s/k%d survived the move", tenant, k)
+		}
+	}
+}
+
+func (f *routesFixture) coordinator(t *testing.T) *migrate.Coordinator {
+	co, err := migrate.New(f.control.Client(t), migrate.Options{Prefix: f.prefix, Shards: map[string]migrate.ShardClient{
+		"a": f.shards[0].Client(t), "b": f.shards[1].Client(t)}})
+	require.NoError(t, err)
+	return co
+}
+
+func TestMigrateBadInputChangesNothing(t *testing.T) {
+	f := newRoutesFixture(t)
+	require.Equal(t, 0, f.run(t, "", "routes", "init", "--buckets", "4", "--yes", "a", "b").code)
+	for name, tc := range map[string]struct {
+		code int
+		args []string
+		want string
+	}{
+		"no unit":          {2, []string{"migrate", "start", "--target", "b", "--shard", f.shardFlag}, "needs --bucket"},
+		"both units":       {2, []string{"migrate", "start", "--target", "b", "--bucket", "1", "--tenant", "x", "--shard", f.shardFlag}, "not both"},
+		"no shards":        {2, []string{"migrate", "status", "m9"}, "needs --shard"},
+		"no ID":            {2, []string{"migrate", "resume", "--shard", f.shardFlag}, "needs a migration ID"},
+		"unknown ID":       {1, []string{"migrate", "status", "nope", "--shard", f.shardFlag}, "no such migration"},
+		"unknown target":   {1, []string{"migrate", "start", "--bucket", "1", "--target", "zzz", "--shard", f.shardFlag}, "zzz"},
+		"non-UTF-8 tenant": {2, []string{"migrate", "start", "--tenant", "shop\xff", "--target", "b", "--shard", f.shardFlag}, "UTF-8"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := f.run(t, "", tc.args...)
+			require.Equal(t, tc.code, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
+			require.Contains(t, r.stderr, tc.want)
+		})
+	}
+	r := f.run(t, "", "migrate", "list", "--json", "--shard", f.shardFlag)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "[]\n", r.stdout, "nothing was started")
+}
+
+// TestMigrationFrameRendering checks the watch frame as a person sees it, from the start of
+// the copy to a finished move whose bar reaches 100%.
+func TestMigrationFrameRendering(t *testing.T) {
+	created := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	st := migrate.Status{ID: "m1", Unit: routing.BucketUnit(7), Source: "a", Target: "b", State: migrate.Copying,
+		Copied: 2500, Created: created}
+	got := renderMigration(st, 10000, created.Add(5*time.Second))
+	require.Equal(t, "migration m1: bucket 7 a -> b\n"+
+		"state: OwnedA -> [Copying] -> CatchingUp -> ClosedA -> ReadyB -> OwnedB\n"+
+		"copy:  [########----------------------]  25%  2500 item(s) copied of 10000\n"+
+		"rate:  500 items/s, ETA 15s\n"+
+		"log:   0 change(s) applied\n", got)
+
+	st.State, st.Copied, st.LogApplied, st.Pause = migrate.OwnedB, 10000, 12, 4*time.Millisecond
+	got = renderMigration(st, 10000, created.Add(30*time.Second))
+	require.Equal(t, "migration m1: bucket 7 a -> b\n"+
+		"state: OwnedA -> Copying -> CatchingUp -> ClosedA -> ReadyB -> [OwnedB]\n"+
+		"copy:  [##############################] 100%  10000 item(s) copied\n"+
+		"log:   12 change(s) applied\n"+
+		"pause: 4ms (barrier to flip)\n", got)
+}
