@@ -125,7 +125,8 @@ func (c *Central) Release(ctx context.Context, jobID string) error {
 // expiry by the caller's clock. A job that holds nothing (its lease ended and the permit was
 // taken back, or it was released) gets ErrNotHeld and must stop working on the permit.
 func (c *Central) Renew(ctx context.Context, jobID string) (time.Time, error) {
-	return c.l.renew(ctx, c.c, jobID, c.opts.Lease)
+	exp, _, err := c.l.renew(ctx, c.c, jobID, c.opts.Lease)
+	return exp, err
 }
 
 // Holders lists the jobs holding a permit, with their tokens and lease expiries, read

@@ -115,7 +115,9 @@
 //     TestStaleWitnessReadCannotRegrantAfterRestore and its cluster variant,
 //     TestStaleWitnessReadCannotFreezeAGrantedPermit);
 //   - holders that die without Release under leases, and renewals
-//     (TestLeasedPermitOfADeadHolderIsReissuedWithAHigherToken, TestRenewedLeaseKeepsThePermit);
+//     (TestLeasedPermitOfADeadHolderIsReissuedWithAHigherToken, TestRenewedLeaseKeepsThePermit),
+//     and an old holder renewing on a ledger restored to before its permit was reissued
+//     (TestRenewOnARestoredLedgerIsNotAcknowledged);
 //   - strict Init against servers without AOF and witnesses on their ledger's server, on a
 //     standalone server and a 3-master cluster (TestStrictInitPlacesWitnessesAwayFromTheirLedgers);
 //   - a target's master restored under a refusal the source acted on, and under an accept
@@ -152,7 +154,8 @@
 // three steps of three round trips each. When concurrent callers confirm out of order, a
 // confirmation costs one more round trip (a read of the ledger's log): with 32 callers on
 // one owner, an acquire+release pair averaged 4.2 round trips instead of 4. Leases add no
-// round trip (Renew is one). [Pool.Audit] is two pipelined round trips.
+// round trip to an acquire; a Pool's Renew is two (the renewal, then the witness's
+// confirmation), a Central's one. [Pool.Audit] is two pipelined round trips.
 //
 // # Key layout
 //

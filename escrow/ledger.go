@@ -209,29 +209,30 @@ func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witne
 	return Grant{}, nil, fmt.Errorf("escrow: acquire: unexpected reply %q", r.status)
 }
 
-// renew extends job's lease; it returns the new expiry by the caller's clock.
-func (l ledger) renew(ctx context.Context, c redis.Scripter, job string, lease time.Duration) (time.Time, error) {
+// renew extends job's lease; it returns the new expiry by the caller's clock and the
+// ledger's last steps right after the renewal (for the witness to confirm).
+func (l ledger) renew(ctx context.Context, c redis.Scripter, job string, lease time.Duration) (time.Time, []step, error) {
 	if err := checkID("job ID", job); err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, err
 	}
 	if lease <= 0 {
-		return time.Time{}, fmt.Errorf("%w: Renew needs Options.Lease > 0", ErrInvalid)
+		return time.Time{}, nil, fmt.Errorf("%w: Renew needs Options.Lease > 0", ErrInvalid)
 	}
 	start := time.Now()
 	r, err := runScript(ctx, c, renewScript, l.keys, job, lease.Milliseconds())
 	if err != nil {
-		return time.Time{}, fmt.Errorf("escrow: renew %q: %w", job, err)
+		return time.Time{}, nil, fmt.Errorf("escrow: renew %q: %w", job, err)
 	}
 	switch r.status {
 	case "ok":
-		return start.Add(lease), nil
+		return start.Add(lease), r.seg(1), nil
 	case "none":
-		return time.Time{}, fmt.Errorf("%w (owner %q, job %q)", ErrNotHeld, l.owner, job)
+		return time.Time{}, nil, fmt.Errorf("%w (owner %q, job %q)", ErrNotHeld, l.owner, job)
 	}
 	if err := l.common(r, 0); err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, err
 	}
-	return time.Time{}, fmt.Errorf("escrow: renew: unexpected reply %q", r.status)
+	return time.Time{}, nil, fmt.Errorf("escrow: renew: unexpected reply %q", r.status)
 }
 
 // holders lists the jobs of a snapshot, by permit.

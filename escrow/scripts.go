@@ -51,5 +51,5 @@ var (
 	witnessScript   = redis.NewScript(witnessSrc)
 	tailScript      = redis.NewScript(tailSrc)
 	fenceScript     = redis.NewScript(fenceSrc)
-	renewScript     = redis.NewScript(renewSrc)
+	renewScript     = redis.NewScript(stepSrc + renewSrc)
 )
