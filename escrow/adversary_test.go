@@ -1,10 +1,17 @@
 package escrow
 
 import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
 // TestRenewOnARestoredLedgerIsNotAcknowledged: a holder's lease ends while it is paused, the
@@ -40,4 +47,97 @@ func TestRenewOnARestoredLedgerIsNotAcknowledged(t *testing.T) {
 	require.ErrorIs(t, p.Release(ctx, "a", "old"), ErrFenced, "the restored ledger stays fenced")
 	require.NoError(t, p.Reconcile(ctx, "a"))
 	requireClean(t, p)
+}
+
+// nthGate holds back the nth command of a client that runs script s, like gate.
+type nthGate struct {
+	*gate
+	n    int
+	seen atomic.Int32
+}
+
+func (g *nthGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	held := g.gate.ProcessHook(next)
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) > 1 {
+			name := strings.ToLower(fmt.Sprint(args[0]))
+			if (name == "evalsha" && fmt.Sprint(args[1]) == g.s.Hash()) || (name == "eval" && fmt.Sprint(args[1]) == fmt.Sprint(g.s)) {
+				if int(g.seen.Add(1)) == g.n {
+					return held(ctx, cmd)
+				}
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestRestoreLostPausedAcrossAnotherRestoreLost: two operators (or one operator's retry from
+// another process) put back the permits of a lost ledger. The first reads the pool, sees the
+// lost permits missing and pauses (before its claim, or after it, before its write); the
+// second tries to restore them at another owner; the first resumes. The lost permits must
+// come back once, not at two owners.
+func TestRestoreLostPausedAcrossAnotherRestoreLost(t *testing.T) {
+	t.Parallel()
+	for _, at := range []string{"before the claim", "before the write"} {
+		t.Run(at, func(t *testing.T) {
+			ctx := testCtx(t)
+			srv, opts, _ := restoredPool(t)
+			opts.Owners = owners(10, "a", "b", "c")
+			opts.Name = "lost"
+			p := newTestPool(t, srv.Client(t), opts)
+			c := srv.Client(t)
+			require.NoError(t, c.Del(ctx, p.ledgers["c"].keys...).Err())
+			require.NoError(t, p.Reconcile(ctx, "c"))
+			rep, err := p.Audit(ctx)
+			require.NoError(t, err)
+			lost := rep.Missing
+			require.NotEmpty(t, lost)
+
+			lc := srv.Client(t)
+			lw := celebritytest.Standalone(t).Client(t)
+			var g *gate
+			if at == "before the claim" {
+				ng := &nthGate{gate: newGate(restoreScript), n: 2} // 1: read the register, 2: claim
+				lw.AddHook(ng)
+				g = ng.gate
+			} else {
+				g = newGate(reconcileScript)
+				lc.AddHook(g)
+			}
+			lopts := opts
+			lopts.Witness = lw
+			late, err := NewPool(lc, lopts)
+			require.NoError(t, err)
+			type result struct {
+				ps  []int
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				ps, err := late.RestoreLost(ctx, "a", "ops-1")
+				done <- result{ps, err}
+			}()
+			<-g.reached
+			other, otherErr := p.RestoreLost(ctx, "b", "ops-2")
+			g.open()
+			res := <-done
+			rep, err = p.Audit(ctx)
+			require.NoError(t, err)
+			require.Empty(t, rep.Duplicated, "the late restore put back %v at a (%v) after %v came back at b (%v)", res.ps, res.err, other, otherErr)
+			if at == "before the claim" {
+				require.NoError(t, otherErr)
+				require.Equal(t, lost, other)
+				require.ErrorIs(t, res.err, ErrConflict)
+			} else {
+				require.ErrorIs(t, otherErr, ErrConflict, "a restore is under way")
+				require.NoError(t, res.err)
+				require.Equal(t, lost, res.ps)
+				again, err := p.RestoreLost(ctx, "b", "ops-2")
+				require.NoError(t, err)
+				require.Empty(t, again, "nothing is missing any more")
+			}
+			requireClean(t, p)
+		})
+	}
 }

@@ -118,6 +118,8 @@
 //     (TestLeasedPermitOfADeadHolderIsReissuedWithAHigherToken, TestRenewedLeaseKeepsThePermit),
 //     and an old holder renewing on a ledger restored to before its permit was reissued
 //     (TestRenewOnARestoredLedgerIsNotAcknowledged);
+//   - two RestoreLost calls, one paused between its reading of the pool and its claim or its
+//     write (TestRestoreLostPausedAcrossAnotherRestoreLost);
 //   - strict Init against servers without AOF and witnesses on their ledger's server, on a
 //     standalone server and a 3-master cluster (TestStrictInitPlacesWitnessesAwayFromTheirLedgers);
 //   - a target's master restored under a refusal the source acted on, and under an accept
@@ -168,7 +170,9 @@
 // refused; a transfer ID is unique per source only) and log (sorted set: step ID scored by
 // the sequence after the step, the last 1024 steps). The witness chain of O is the sorted
 // set P{X}:witness:N:O (step ID scored by sequence, the last 1024 confirmed steps), where X
-// is a short tag of the slot half the slot space away from the ledger's. Transfer records
+// is a short tag of the slot half the slot space away from the ledger's. The register that
+// lets one Pool.RestoreLost at a time claim the missing permits is the hash P{N:}:restore on
+// the witness client. Transfer records
 // are kept forever, so that any late message about T finds its answer.
 //
 // # What is assumed of Redis

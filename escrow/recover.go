@@ -350,6 +350,12 @@ const restoreSource = "{restore}"
 // from "{restore}", the call is logged to Logger and counted in Stats.Restored, and owner's
 // sequence moves above every witness of the pool, so the new grants' tokens are above any
 // old holder's. It is idempotent by id.
+//
+// One restore runs at a time, pool-wide: a register on the witness client (key
+// Prefix{Name:}:restore) is read before the pool, and the restore is claimed there only if no
+// other restore was claimed since; otherwise RestoreLost returns ErrConflict (audit again).
+// A restore claimed and not finished (its process died) blocks the others with ErrConflict
+// until it is retried with the same id and owner, which puts back the permits it claimed.
 func (p *Pool) RestoreLost(ctx context.Context, owner, id string) ([]int, error) {
 	l, err := p.ledger(owner)
 	if err != nil {
@@ -358,19 +364,70 @@ func (p *Pool) RestoreLost(ctx context.Context, owner, id string) ([]int, error)
 	if err := checkID("restore ID", id); err != nil {
 		return nil, err
 	}
-	snaps, wit, err := p.snapshots(ctx)
+	// One restore at a time, pool-wide: the register is read before the pool, and the claim
+	// succeeds only if no restore was claimed since, so a restore paused between its reading
+	// of the pool and its write cannot put back permits another restore has put back.
+	reg := p.restoreKey()
+	rr, err := runScript(ctx, p.w, restoreScript, []string{reg}, "read", id)
+	if err != nil {
+		return nil, fmt.Errorf("escrow: read the restore register: %w", err)
+	}
+	n := rr.int(0)
+	var missing []int
+	if busy := rr.str(1); busy != "" {
+		if busy != id {
+			return nil, fmt.Errorf("%w: RestoreLost %q is under way; retry it with its ID first", ErrConflict, busy)
+		}
+		if o := rr.str(2); o != owner {
+			return nil, fmt.Errorf("%w: RestoreLost %q was claimed for owner %q", ErrConflict, id, o)
+		}
+		if err := json.Unmarshal([]byte(rr.str(3)), &missing); err != nil {
+			return nil, fmt.Errorf("escrow: restore register of %q: %w", id, err)
+		}
+	} else {
+		snaps, wit, err := p.snapshots(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep := buildReport(p.opts.Capacity, snaps, wit)
+		if len(rep.Pending) > 0 || len(rep.Duplicated) > 0 || len(rep.Problems) > 0 {
+			return nil, fmt.Errorf("%w: RestoreLost needs a settled pool (run Recover and Reconcile first): %s", ErrConflict, rep)
+		}
+		if len(rep.Missing) == 0 {
+			return nil, nil
+		}
+		missing = rep.Missing
+		pm, err := json.Marshal(missing)
+		if err != nil {
+			return nil, err
+		}
+		r, err := runScript(ctx, p.w, restoreScript, []string{reg}, "claim", id, n, owner, string(pm))
+		if err != nil {
+			return nil, fmt.Errorf("escrow: claim restore %q: %w", id, err)
+		}
+		switch r.status {
+		case "ok":
+		case "resume":
+			if r.str(0) != owner {
+				return nil, fmt.Errorf("%w: RestoreLost %q was claimed for owner %q", ErrConflict, id, r.str(0))
+			}
+			if err := json.Unmarshal([]byte(r.str(1)), &missing); err != nil {
+				return nil, fmt.Errorf("escrow: restore register of %q: %w", id, err)
+			}
+		case "busy":
+			return nil, fmt.Errorf("%w: RestoreLost %q is under way; retry it with its ID first", ErrConflict, r.str(0))
+		case "moved":
+			return nil, fmt.Errorf("%w: another RestoreLost ran while this one read the pool; audit again", ErrConflict)
+		default:
+			return nil, fmt.Errorf("escrow: claim restore %q: %s %s", id, r.status, r.str(0))
+		}
+	}
+	wit, err := p.readWitnesses(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rep := buildReport(p.opts.Capacity, snaps, wit)
-	if len(rep.Pending) > 0 || len(rep.Duplicated) > 0 || len(rep.Problems) > 0 {
-		return nil, fmt.Errorf("%w: RestoreLost needs a settled pool (run Recover and Reconcile first): %s", ErrConflict, rep)
-	}
-	if len(rep.Missing) == 0 {
-		return nil, nil
-	}
 	plan := reconcilePlan{Drop: []int{}, Release: []string{}, Refuse: []planRefuse{}, Trim: []planTrim{},
-		Add: []planAdd{{T: id, From: restoreSource, P: rep.Missing}}}
+		Add: []planAdd{{T: id, From: restoreSource, P: missing}}}
 	planJSON, err := json.Marshal(plan)
 	if err != nil {
 		return nil, err
@@ -395,9 +452,29 @@ func (p *Pool) RestoreLost(ctx context.Context, owner, id string) ([]int, error)
 	} else if st != "ok" {
 		return nil, fmt.Errorf("escrow: restore lost permits at %q: the witness refused the new chain (%s)", owner, st)
 	}
-	p.stats.restored.Add(uint64(len(rep.Missing)))
-	if p.opts.Logger != nil {
-		p.opts.Logger.Warn("escrow: lost permits restored by RestoreLost", "owner", owner, "id", id, "permits", rep.Missing)
+	if _, err := runScript(ctx, p.w, restoreScript, []string{reg}, "done", id); err != nil {
+		return nil, fmt.Errorf("escrow: release restore %q: %w", id, err)
 	}
-	return rep.Missing, nil
+	p.stats.restored.Add(uint64(len(missing)))
+	if p.opts.Logger != nil {
+		p.opts.Logger.Warn("escrow: lost permits restored by RestoreLost", "owner", owner, "id", id, "permits", missing)
+	}
+	return missing, nil
+}
+
+// restoreKey returns the key of the pool's restore register (on the witness client). Its tag
+// "Name:" names no ledger (owner names are not empty) and no Central (names hold no ':').
+func (p *Pool) restoreKey() string { return p.opts.Prefix + "{" + p.opts.Name + ":}:restore" }
+
+// readWitnesses reads the top of every owner's witness chain.
+func (p *Pool) readWitnesses(ctx context.Context) (map[string]int64, error) {
+	out := make(map[string]int64, len(p.order))
+	for _, name := range p.order {
+		w, err := p.readWitness(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = w
+	}
+	return out, nil
 }

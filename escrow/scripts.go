@@ -38,6 +38,8 @@ var (
 	reconcileSrc string
 	//go:embed witness.lua
 	witnessSrc string
+	//go:embed restore.lua
+	restoreSrc string
 
 	initScript      = redis.NewScript(stepSrc + initSrc)
 	acquireScript   = redis.NewScript(stepSrc + acquireSrc)
@@ -52,4 +54,5 @@ var (
 	tailScript      = redis.NewScript(tailSrc)
 	fenceScript     = redis.NewScript(fenceSrc)
 	renewScript     = redis.NewScript(stepSrc + renewSrc)
+	restoreScript   = redis.NewScript(restoreSrc)
 )
