@@ -141,3 +141,54 @@ func TestRestoreLostPausedAcrossAnotherRestoreLost(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcilePausedAcrossAnotherReconcile: a's server is restored to a point before an
+// acknowledged step, and a paused acquire is then granted on the restored history (never
+// acknowledged: the ledger is fenced). Reconcile R1 reads the pool (its plan frees that
+// grant) and pauses before its write; Reconcile R2 runs whole, the job retries and is granted
+// a permit, acknowledged. R1 resumes: its stale plan must not free the permit the job now
+// holds, or the next acquire gets it too.
+func TestReconcilePausedAcrossAnotherReconcile(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv, opts, p := restoredPool(t)
+	snap := srv.Snapshot(t)
+
+	late, g := pausedPool(t, srv.Client(t), opts, acquireScript)
+	done := make(chan error, 1)
+	go func() {
+		_, err := late.Acquire(ctx, "a", "late")
+		done <- err
+	}()
+	<-g.reached
+	_, err := p.Acquire(ctx, "a", "gone")
+	require.NoError(t, err)
+	require.NoError(t, p.Release(ctx, "a", "gone"))
+	srv.RestoreSnapshot(t, snap)
+	g.open()
+	require.ErrorIs(t, <-done, ErrFenced)
+
+	r1, g1 := pausedPool(t, srv.Client(t), opts, reconcileScript)
+	done = make(chan error, 1)
+	go func() { done <- r1.Reconcile(ctx, "a") }()
+	<-g1.reached
+	require.NoError(t, p.Reconcile(ctx, "a"))
+	held, err := p.Acquire(ctx, "a", "late")
+	require.NoError(t, err)
+	g1.open()
+	r1Err := <-done
+	require.ErrorIs(t, r1Err, ErrConflict, "R1's plan was computed from a state R2 repaired")
+	next, err := p.Acquire(ctx, "a", "next")
+	if err == nil {
+		require.NotEqual(t, held.Permit, next.Permit, "late holds permit %d (token %d) and next was granted it too (token %d); R1: %v",
+			held.Permit, held.Token, next.Token, r1Err)
+	}
+	hs, err := p.Holders(ctx, "a")
+	require.NoError(t, err)
+	jobs := map[string]int{}
+	for _, h := range hs {
+		jobs[h.Job] = h.Permit
+	}
+	require.Equal(t, held.Permit, jobs["late"], "the acknowledged grant of late is still held (R1: %v)", r1Err)
+	requireClean(t, p)
+}

@@ -95,7 +95,9 @@ func (p *Pool) Recover(ctx context.Context) (RecoverReport, error) {
 // downstream checking fencing tokens (the new grant's token is larger), or on the operator
 // waiting until those jobs are gone. Run Reconcile while no transfer involving owner is in
 // flight (stop any rebalancer first); it returns an error when the ledger is neither fenced
-// nor missing. Recover may run after it.
+// nor missing. Recover may run after it. Reconcile writes only if the ledger is still in the
+// state it read (missing, or fenced at the same sequence); if another Reconcile repaired it in
+// between, it returns ErrConflict and writes nothing.
 func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	l, err := p.ledger(owner)
 	if err != nil {
@@ -112,6 +114,22 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	me := byOwner[owner]
 	if me.exists && !me.fenced && me.seq >= wit[owner] {
 		return fmt.Errorf("escrow: Reconcile(%q): ledger is not fenced (seq %d, witness %d)", owner, me.seq, wit[owner])
+	}
+	if me.exists && !me.fenced {
+		// Behind its witness but not marked yet: mark it, so that its state cannot move
+		// between this reading and the write below, and read the pool again.
+		if err := p.fence(ctx, owner, me.seq, wit[owner]); !errors.As(err, new(*FencedError)) {
+			return err
+		}
+		return p.Reconcile(ctx, owner)
+	}
+	// The plan below is computed from this reading. The script applies it only to the state
+	// read (still missing, or still fenced at the same sequence): a fenced ledger does not
+	// move, and every Reconcile moves the sequence up and clears the fence, so a Reconcile
+	// paused across another one (and the grants after it) cannot apply its stale plan.
+	expect := "missing"
+	if me.exists {
+		expect = strconv.FormatInt(me.seq, 10)
 	}
 	chain, err := p.w.ZRangeWithScores(ctx, p.witness[owner], 0, -1).Result()
 	if err != nil {
@@ -133,10 +151,13 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	for _, w := range wit {
 		top = max(top, w)
 	}
-	args := []any{top, p.opts.Capacity, l.first, l.last, string(planJSON)}
+	args := []any{top, p.opts.Capacity, l.first, l.last, string(planJSON), expect}
 	r, err := runScript(ctx, p.c, reconcileScript, l.keys, args...)
 	if err != nil {
 		return fmt.Errorf("escrow: reconcile %q: %w", owner, err)
+	}
+	if r.status == "moved" {
+		return fmt.Errorf("%w: Reconcile(%q): the ledger changed after it was read (another Reconcile ran); its state is now seq %d", ErrConflict, owner, r.int(0))
 	}
 	if r.status != "ok" {
 		return l.common(r, wit[owner])
