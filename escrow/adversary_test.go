@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 )
 
 // TestRenewOnARestoredLedgerIsNotAcknowledged: a holder's lease ends while it is paused, the
@@ -190,5 +191,44 @@ func TestReconcilePausedAcrossAnotherReconcile(t *testing.T) {
 		jobs[h.Job] = h.Permit
 	}
 	require.Equal(t, held.Permit, jobs["late"], "the acknowledged grant of late is still held (R1: %v)", r1Err)
+	requireClean(t, p)
+}
+
+// TestReconcileAndRestoreLostWithALostRebaseReply: the reply of the witness step that starts
+// a new chain (Reconcile, RestoreLost) is lost after the command ran, and go-redis retries
+// it. The retry must be an idempotent repeat, not a refusal of the new chain.
+func TestReconcileAndRestoreLostWithALostRebaseReply(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv, opts, p := restoredPool(t)
+	opts.Owners = owners(10, "a", "b", "c")
+	opts.Name = "rebase"
+	p = newTestPool(t, srv.Client(t), opts)
+	snap := srv.Snapshot(t)
+	_, err := p.Acquire(ctx, "a", "gone")
+	require.NoError(t, err)
+	require.NoError(t, p.Release(ctx, "a", "gone"))
+	srv.RestoreSnapshot(t, snap)
+	_, err = p.Acquire(ctx, "a", "next")
+	require.ErrorIs(t, err, ErrFenced)
+
+	inj := faults.New()
+	fopts := opts
+	fopts.Witness = celebritytest.Standalone(t).Client(t, func(o *redis.Options) { o.Dialer, o.MaxRetries = inj.Dialer(nil), 3 })
+	fp, err := NewPool(srv.Client(t), fopts)
+	require.NoError(t, err)
+	inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "rebase"}, 1)
+	require.NoError(t, fp.Reconcile(ctx, "a"))
+	require.EqualValues(t, 1, inj.Dropped())
+	_, err = p.Acquire(ctx, "a", "next")
+	require.NoError(t, err)
+
+	require.NoError(t, srv.Client(t).Del(ctx, p.ledgers["c"].keys...).Err())
+	require.NoError(t, p.Reconcile(ctx, "c"))
+	inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "rebase"}, 1)
+	restored, err := fp.RestoreLost(ctx, "b", "ops")
+	require.NoError(t, err)
+	require.NotEmpty(t, restored)
+	require.EqualValues(t, 2, inj.Dropped())
 	requireClean(t, p)
 }

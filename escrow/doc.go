@@ -121,7 +121,8 @@
 //   - two RestoreLost calls, one paused between its reading of the pool and its claim or its
 //     write (TestRestoreLostPausedAcrossAnotherRestoreLost), and a Reconcile paused between
 //     its reading of the pool and its write across another Reconcile and the grants after it
-//     (TestReconcilePausedAcrossAnotherReconcile);
+//     (TestReconcilePausedAcrossAnotherReconcile); a lost reply of the witness step that
+//     starts a new chain, retried by go-redis (TestReconcileAndRestoreLostWithALostRebaseReply);
 //   - strict Init against servers without AOF and witnesses on their ledger's server, on a
 //     standalone server and a 3-master cluster (TestStrictInitPlacesWitnessesAwayFromTheirLedgers);
 //   - a target's master restored under a refusal the source acted on, and under an accept
