@@ -232,3 +232,42 @@ func TestReconcileAndRestoreLostWithALostRebaseReply(t *testing.T) {
 	require.EqualValues(t, 2, inj.Dropped())
 	requireClean(t, p)
 }
+
+// TestCentralInitPausedAcrossALostLedger: Init reads the Central's marker (absent: a fresh
+// deployment) and pauses before it creates the ledger. Another process's Init creates it and
+// grants its only permit; the ledger's server then loses it (FLUSHALL). The paused Init
+// resumes: it must not re-create the ledger with its permit free while the old holder runs.
+func TestCentralInitPausedAcrossALostLedger(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
+	opts := CentralOptions{Name: "l", Capacity: 1, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true,
+		Witness: celebritytest.Standalone(t).Client(t)}
+	lc := srv.Client(t)
+	g := newGate(initScript)
+	lc.AddHook(g)
+	late, err := NewCentral(lc, opts)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- late.Init(ctx) }()
+	<-g.reached
+
+	cl, err := NewCentral(srv.Client(t), opts)
+	require.NoError(t, err)
+	require.NoError(t, cl.Init(ctx))
+	old, err := cl.Acquire(ctx, "old-holder")
+	require.NoError(t, err)
+	require.NoError(t, srv.Client(t).FlushAll(ctx).Err())
+	g.open()
+	require.ErrorIs(t, <-done, ErrLedgerMissing, "the paused Init re-created a lost ledger")
+	again, err := cl.Acquire(ctx, "new")
+	require.Error(t, err, "permit %d granted again (token %d) while old-holder holds it (token %d)", again.Permit, again.Token, old.Token)
+
+	require.NoError(t, cl.RestoreLost(ctx))
+	require.NoError(t, cl.Init(ctx))
+	require.NoError(t, late.Init(ctx))
+	again, err = cl.Acquire(ctx, "new")
+	require.NoError(t, err)
+	require.Greater(t, again.Token, old.Token)
+	requireClean(t, cl)
+}

@@ -91,7 +91,10 @@
 // a cluster whose masters own even ranges, always another master), or, better, on a separate
 // deployment given as PoolOptions.Witness. If ledger and witness are restored together from
 // one old snapshot, fencing cannot see it. Init never re-creates a ledger whose witness shows
-// it existed; a Central keeps a marker of its ledger for that ([CentralOptions.Witness]).
+// it existed; a Central keeps a marker of its ledger for that ([CentralOptions.Witness]). A Central
+// ledger that Init creates is pending (it grants nothing) until the marker names its creation,
+// so an Init that read the marker before another process created, used and lost the ledger
+// cannot bring it back with every permit free.
 // Capacity that no ledger holds any more (a lost ledger, grants a restore forgot) stays out
 // until an operator who has confirmed that the old holders are gone calls
 // [Pool.RestoreLost] or [Central.RestoreLost]: one explicit call, recorded in the ledger and

@@ -40,6 +40,10 @@ var (
 	witnessSrc string
 	//go:embed restore.lua
 	restoreSrc string
+	//go:embed mark.lua
+	markSrc string
+	//go:embed activate.lua
+	activateSrc string
 
 	initScript      = redis.NewScript(stepSrc + initSrc)
 	acquireScript   = redis.NewScript(stepSrc + acquireSrc)
@@ -55,4 +59,6 @@ var (
 	fenceScript     = redis.NewScript(fenceSrc)
 	renewScript     = redis.NewScript(stepSrc + renewSrc)
 	restoreScript   = redis.NewScript(restoreSrc)
+	markScript      = redis.NewScript(markSrc)
+	activateScript  = redis.NewScript(activateSrc)
 )
