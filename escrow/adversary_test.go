@@ -271,3 +271,94 @@ func TestCentralInitPausedAcrossALostLedger(t *testing.T) {
 	require.Greater(t, again.Token, old.Token)
 	requireClean(t, cl)
 }
+
+// TestWitnessRestoredAloneOrWithTheLedger: the witness's server is restored to an earlier
+// point while the ledger goes on: the ledger's newer steps are confirmed again and it keeps
+// granting. Then both are restored, to different points, the ledger to before an
+// acknowledged grant and the witness to after it: the ledger is fenced before it grants
+// that permit again.
+func TestWitnessRestoredAloneOrWithTheLedger(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
+	wsrv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
+	opts := PoolOptions{Name: "w", Prefix: celebritytest.Prefix(t), Capacity: 20, Owners: owners(20, "a", "b"),
+		Witness: wsrv.Client(t)}
+	p := newTestPool(t, srv.Client(t), opts)
+	_, err := p.Acquire(ctx, "a", "j1")
+	require.NoError(t, err)
+	w0 := wsrv.Snapshot(t)
+	for _, j := range []string{"j2", "j3"} {
+		_, err = p.Acquire(ctx, "a", j)
+		require.NoError(t, err)
+	}
+	wsrv.RestoreSnapshot(t, w0)
+	g4, err := p.Acquire(ctx, "a", "j4")
+	require.NoError(t, err, "a healthy ledger ahead of a restored witness is confirmed again")
+	require.Equal(t, 4, g4.Permit)
+	requireClean(t, p)
+
+	l1 := srv.Snapshot(t)
+	victim, err := p.Acquire(ctx, "a", "victim")
+	require.NoError(t, err)
+	w1 := wsrv.Snapshot(t)
+	_, err = p.Acquire(ctx, "a", "j6")
+	require.NoError(t, err)
+	srv.RestoreSnapshot(t, l1)
+	wsrv.RestoreSnapshot(t, w1)
+	g, err := p.Acquire(ctx, "a", "late")
+	require.ErrorIs(t, err, ErrFenced, "late got permit %d token %d; victim holds permit %d token %d", g.Permit, g.Token, victim.Permit, victim.Token)
+	require.NoError(t, p.Reconcile(ctx, "a"))
+	g, err = p.Acquire(ctx, "a", "late")
+	require.NoError(t, err)
+	require.Greater(t, g.Token, victim.Token)
+}
+
+// TestConfirmationAfterTheLogWindow: an acquire's witness confirmation is held back while
+// more than the log's 1024 steps happen on its ledger. It is not acknowledged
+// (ErrUnconfirmed); the job's retry finds its grant and has it confirmed, with the same
+// permit and token, and no (permit, token) pair is granted twice.
+func TestConfirmationAfterTheLogWindow(t *testing.T) {
+	t.Parallel()
+	ctx := testCtx(t)
+	srv, opts, p := restoredPool(t)
+	lw := celebritytest.Standalone(t).Client(t)
+	g := newGate(witnessScript)
+	lw.AddHook(g)
+	lopts := opts
+	lopts.Witness = lw
+	late, err := NewPool(srv.Client(t), lopts)
+	require.NoError(t, err)
+	type result struct {
+		g   Grant
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		gr, err := late.Acquire(ctx, "a", "late")
+		done <- result{gr, err}
+	}()
+	<-g.reached
+	seen := map[[2]int64]string{}
+	for i := range 1030 {
+		job := fmt.Sprintf("j%d", i)
+		gr, err := p.Acquire(ctx, "a", job)
+		require.NoError(t, err)
+		k := [2]int64{int64(gr.Permit), gr.Token}
+		require.Empty(t, seen[k], "permit %d token %d granted twice", gr.Permit, gr.Token)
+		seen[k] = job
+		require.NoError(t, p.Release(ctx, "a", job))
+	}
+	g.open()
+	res := <-done
+	require.ErrorIs(t, res.err, ErrUnconfirmed)
+	again, err := p.Acquire(ctx, "a", "late")
+	require.NoError(t, err)
+	require.True(t, again.Replayed)
+	require.Empty(t, seen[[2]int64{int64(again.Permit), again.Token}], "the late grant's permit and token were granted to another job")
+	hs, err := p.Holders(ctx, "a")
+	require.NoError(t, err)
+	require.Len(t, hs, 1, "every other job released")
+	require.Equal(t, Holder{Job: "late", Permit: again.Permit, Token: again.Token}, hs[0])
+	requireClean(t, p)
+}
