@@ -200,10 +200,10 @@ func TestReconcilePausedAcrossAnotherReconcile(t *testing.T) {
 func TestReconcileAndRestoreLostWithALostRebaseReply(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
-	srv, opts, p := restoredPool(t)
+	srv, opts, _ := restoredPool(t)
 	opts.Owners = owners(10, "a", "b", "c")
 	opts.Name = "rebase"
-	p = newTestPool(t, srv.Client(t), opts)
+	p := newTestPool(t, srv.Client(t), opts)
 	snap := srv.Snapshot(t)
 	_, err := p.Acquire(ctx, "a", "gone")
 	require.NoError(t, err)

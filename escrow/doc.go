@@ -90,7 +90,8 @@
 // lose because it lives elsewhere: in a slot half the slot space away from the ledger's (on
 // a cluster whose masters own even ranges, always another master), or, better, on a separate
 // deployment given as PoolOptions.Witness. If ledger and witness are restored together from
-// one old snapshot, fencing cannot see it. Init never re-creates a ledger whose witness shows
+// one old snapshot, or the witness to a point no later than the ledger's, fencing cannot see
+// it. Init never re-creates a ledger whose witness shows
 // it existed; a Central keeps a marker of its ledger for that ([CentralOptions.Witness]). A Central
 // ledger that Init creates is pending (it grants nothing) until the marker names its creation,
 // so an Init that read the marker before another process created, used and lost the ledger
@@ -126,6 +127,12 @@
 //     its reading of the pool and its write across another Reconcile and the grants after it
 //     (TestReconcilePausedAcrossAnotherReconcile); a lost reply of the witness step that
 //     starts a new chain, retried by go-redis (TestReconcileAndRestoreLostWithALostRebaseReply);
+//   - a Central's Init paused between its read of the marker and its creation, across
+//     another process's Init, grants and the ledger's loss
+//     (TestCentralInitPausedAcrossALostLedger);
+//   - the witness's server restored alone, and with the ledger's to different points
+//     (TestWitnessRestoredAloneOrWithTheLedger), and a confirmation held back across more
+//     than the log's 1024 steps (TestConfirmationAfterTheLogWindow);
 //   - strict Init against servers without AOF and witnesses on their ledger's server, on a
 //     standalone server and a 3-master cluster (TestStrictInitPlacesWitnessesAwayFromTheirLedgers);
 //   - a target's master restored under a refusal the source acted on, and under an accept
