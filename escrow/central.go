@@ -2,6 +2,8 @@ package escrow
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -44,7 +46,10 @@ func NewCentral(client Client, opts CentralOptions) (*Central, error) {
 // permits 1..Capacity if it does not exist and its witness marker does not show that it
 // existed before. A lost ledger (FLUSHALL, eviction, a wrong restore) is not re-created with
 // every permit free while its old holders may still run: Init returns ErrLedgerMissing until
-// an operator calls RestoreLost. Init is idempotent and safe to run from every process. A
+// an operator calls RestoreLost. A ledger Init creates is pending (Acquire gets ErrFenced)
+// until the marker names its creation; one created after the marker already named another
+// (an Init that read the marker before that ledger existed, resuming after it was lost) stays
+// pending, and Init returns ErrLedgerMissing. Init is idempotent and safe to run from every process. A
 // ledger created earlier with another capacity is reported as ErrLayoutMismatch.
 func (c *Central) Init(ctx context.Context) error {
 	if err := checkDurability(ctx, c.c, c.opts.Logger, c.opts.AllowEviction, c.opts.AllowWeakDurability); err != nil {
@@ -63,17 +68,54 @@ func (c *Central) Init(ctx context.Context) error {
 	if existed != "" {
 		wit = 1
 	}
-	if _, _, err := c.l.init(ctx, c.c, wit); err != nil {
+	// A ledger this call creates is pending (it grants nothing) until the marker names its
+	// creation: the marker read above may be older than a ledger another process created,
+	// used and lost in the meantime, and then this creation must not become live.
+	_, _, cid, pending, err := c.l.initCID(ctx, c.c, wit, 1, newCreationID())
+	if err != nil {
 		return err
 	}
-	return c.mark(ctx)
+	return c.activate(ctx, cid, pending, "claim")
 }
 
-func (c *Central) mark(ctx context.Context) error {
-	if err := c.w.Set(ctx, c.marker, "1", 0).Err(); err != nil {
+// activate has the marker name the ledger's creation cid (mode 'claim': only if the marker
+// is absent; 'force': RestoreLost) and then activates a pending ledger whose creation the
+// marker names. A pending ledger whose creation the marker does not name re-created a lost
+// ledger: ErrLedgerMissing.
+func (c *Central) activate(ctx context.Context, cid string, pending bool, mode string) error {
+	if cid == "" {
+		cid = "1" // a ledger created before creation IDs: the marker only records that it existed
+	}
+	r, err := runScript(ctx, c.w, markScript, []string{c.marker}, mode, cid)
+	if err != nil {
 		return fmt.Errorf("escrow: write the ledger's marker: %w", err)
 	}
-	return nil
+	if !pending {
+		return nil
+	}
+	if r.str(0) != cid {
+		return fmt.Errorf("%w (limit %q: the ledger was re-created after an earlier one was lost; an operator must call RestoreLost)", ErrLedgerMissing, c.opts.Name)
+	}
+	a, err := runScript(ctx, c.c, activateScript, c.l.keys, "activate", cid)
+	if err != nil {
+		return fmt.Errorf("escrow: activate the ledger: %w", err)
+	}
+	switch a.status {
+	case "ok":
+		return nil
+	case "other", "missing":
+		return fmt.Errorf("%w (limit %q: the ledger was lost or re-created during Init; an operator must call RestoreLost)", ErrLedgerMissing, c.opts.Name)
+	}
+	return fmt.Errorf("escrow: activate the ledger: unexpected reply %q", a.status)
+}
+
+// newCreationID returns a random ID for one creation of a Central's ledger.
+func newCreationID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
 }
 
 // RestoreLost re-creates a ledger that Init reports lost (ErrLedgerMissing) with every permit
@@ -87,7 +129,13 @@ func (c *Central) RestoreLost(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("escrow: read the server clock: %w", err)
 	}
-	created, _, err := c.l.initAt(ctx, c.c, 0, max(1, now.UnixMicro()))
+	// A pending ledger (re-created by an Init that read the marker before the lost ledger
+	// existed) has granted nothing; it is replaced.
+	if _, err := runScript(ctx, c.c, activateScript, c.l.keys, "drop", ""); err != nil {
+		return fmt.Errorf("escrow: drop a pending ledger: %w", err)
+	}
+	cid := newCreationID()
+	created, _, _, _, err := c.l.initCID(ctx, c.c, 0, max(1, now.UnixMicro()), cid)
 	if err != nil {
 		return err
 	}
@@ -98,7 +146,7 @@ func (c *Central) RestoreLost(ctx context.Context) error {
 	if c.opts.Logger != nil {
 		c.opts.Logger.Warn("escrow: lost ledger re-created by RestoreLost", "limit", c.opts.Name, "permits", c.opts.Capacity)
 	}
-	return c.mark(ctx)
+	return c.activate(ctx, cid, true, "force")
 }
 
 // Acquire grants a permit to jobID, or returns ErrExhausted. It is idempotent per job ID: a
@@ -125,7 +173,8 @@ func (c *Central) Release(ctx context.Context, jobID string) error {
 // expiry by the caller's clock. A job that holds nothing (its lease ended and the permit was
 // taken back, or it was released) gets ErrNotHeld and must stop working on the permit.
 func (c *Central) Renew(ctx context.Context, jobID string) (time.Time, error) {
-	return c.l.renew(ctx, c.c, jobID, c.opts.Lease)
+	exp, _, err := c.l.renew(ctx, c.c, jobID, c.opts.Lease)
+	return exp, err
 }
 
 // Holders lists the jobs holding a permit, with their tokens and lease expiries, read

@@ -90,8 +90,12 @@
 // lose because it lives elsewhere: in a slot half the slot space away from the ledger's (on
 // a cluster whose masters own even ranges, always another master), or, better, on a separate
 // deployment given as PoolOptions.Witness. If ledger and witness are restored together from
-// one old snapshot, fencing cannot see it. Init never re-creates a ledger whose witness shows
-// it existed; a Central keeps a marker of its ledger for that ([CentralOptions.Witness]).
+// one old snapshot, or the witness to a point no later than the ledger's, fencing cannot see
+// it. Init never re-creates a ledger whose witness shows
+// it existed; a Central keeps a marker of its ledger for that ([CentralOptions.Witness]). A Central
+// ledger that Init creates is pending (it grants nothing) until the marker names its creation,
+// so an Init that read the marker before another process created, used and lost the ledger
+// cannot bring it back with every permit free.
 // Capacity that no ledger holds any more (a lost ledger, grants a restore forgot) stays out
 // until an operator who has confirmed that the old holders are gone calls
 // [Pool.RestoreLost] or [Central.RestoreLost]: one explicit call, recorded in the ledger and
@@ -115,7 +119,20 @@
 //     TestStaleWitnessReadCannotRegrantAfterRestore and its cluster variant,
 //     TestStaleWitnessReadCannotFreezeAGrantedPermit);
 //   - holders that die without Release under leases, and renewals
-//     (TestLeasedPermitOfADeadHolderIsReissuedWithAHigherToken, TestRenewedLeaseKeepsThePermit);
+//     (TestLeasedPermitOfADeadHolderIsReissuedWithAHigherToken, TestRenewedLeaseKeepsThePermit),
+//     and an old holder renewing on a ledger restored to before its permit was reissued
+//     (TestRenewOnARestoredLedgerIsNotAcknowledged);
+//   - two RestoreLost calls, one paused between its reading of the pool and its claim or its
+//     write (TestRestoreLostPausedAcrossAnotherRestoreLost), and a Reconcile paused between
+//     its reading of the pool and its write across another Reconcile and the grants after it
+//     (TestReconcilePausedAcrossAnotherReconcile); a lost reply of the witness step that
+//     starts a new chain, retried by go-redis (TestReconcileAndRestoreLostWithALostRebaseReply);
+//   - a Central's Init paused between its read of the marker and its creation, across
+//     another process's Init, grants and the ledger's loss
+//     (TestCentralInitPausedAcrossALostLedger);
+//   - the witness's server restored alone, and with the ledger's to different points
+//     (TestWitnessRestoredAloneOrWithTheLedger), and a confirmation held back across more
+//     than the log's 1024 steps (TestConfirmationAfterTheLogWindow);
 //   - strict Init against servers without AOF and witnesses on their ledger's server, on a
 //     standalone server and a 3-master cluster (TestStrictInitPlacesWitnessesAwayFromTheirLedgers);
 //   - a target's master restored under a refusal the source acted on, and under an accept
@@ -152,7 +169,8 @@
 // three steps of three round trips each. When concurrent callers confirm out of order, a
 // confirmation costs one more round trip (a read of the ledger's log): with 32 callers on
 // one owner, an acquire+release pair averaged 4.2 round trips instead of 4. Leases add no
-// round trip (Renew is one). [Pool.Audit] is two pipelined round trips.
+// round trip to an acquire; a Pool's Renew is two (the renewal, then the witness's
+// confirmation), a Central's one. [Pool.Audit] is two pipelined round trips.
 //
 // # Key layout
 //
@@ -165,7 +183,9 @@
 // refused; a transfer ID is unique per source only) and log (sorted set: step ID scored by
 // the sequence after the step, the last 1024 steps). The witness chain of O is the sorted
 // set P{X}:witness:N:O (step ID scored by sequence, the last 1024 confirmed steps), where X
-// is a short tag of the slot half the slot space away from the ledger's. Transfer records
+// is a short tag of the slot half the slot space away from the ledger's. The register that
+// lets one Pool.RestoreLost at a time claim the missing permits is the hash P{N:}:restore on
+// the witness client. Transfer records
 // are kept forever, so that any late message about T finds its answer.
 //
 // # What is assumed of Redis

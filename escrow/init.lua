@@ -8,8 +8,10 @@
 --   8 leases (zset job->lease expiry in server milliseconds, for jobs granted with a lease)
 -- ARGV: 1 first, 2 last, 3 capacity, 4 witness sequence (0 when there is no witness yet),
 --       5 starting sequence (optional, default 1: Central.RestoreLost starts above the lost
---       ledger's tokens).
--- Reply: {'created', seq, segment} | {'exists', first, last, cap, segment} | {'missing', 0} | {'invalid', msg}.
+--       ledger's tokens), 6 creation ID (optional; a Central's): the new ledger is created
+--       pending (fenced, grants nothing) until activate.lua finds its marker recording this ID.
+-- Reply: {'created', seq, segment} | {'exists', first, last, cap, segment, creation ID ('' if
+--        none), pending (0|1)} | {'missing', 0} | {'invalid', msg}.
 -- Invariant: a ledger is created at most once. A ledger whose witness shows it existed
 -- (witness > 0) is never re-created from its initial range: that would resurrect permits
 -- that were granted or transferred away. It stays missing until Pool.Reconcile.
@@ -21,8 +23,8 @@ if first < 1 or last > cap or first > last or wit < 0 then
   return {'invalid', 'permit range out of bounds'}
 end
 if redis.call('EXISTS', KEYS[1]) == 1 then
-  local m = redis.call('HMGET', KEYS[1], 'first', 'last', 'cap')
-  return {'exists', tonumber(m[1]), tonumber(m[2]), tonumber(m[3]), segment(KEYS[7])}
+  local m = redis.call('HMGET', KEYS[1], 'first', 'last', 'cap', 'cid', 'pending')
+  return {'exists', tonumber(m[1]), tonumber(m[2]), tonumber(m[3]), segment(KEYS[7]), m[4] or '', tonumber(m[5] or '0')}
 end
 if wit > 0 then return {'missing', 0} end
 local batch = {}
@@ -36,6 +38,8 @@ for p = first, last do
 end
 if #batch > 0 then redis.call('ZADD', KEYS[2], unpack(batch)) end
 redis.call('HSET', KEYS[1], 'seq', start, 'fenced', 0, 'first', first, 'last', last, 'cap', cap)
+local cid = ARGV[6] or ''
+if cid ~= '' then redis.call('HSET', KEYS[1], 'cid', cid, 'pending', 1, 'fenced', 1) end
 redis.call('DEL', KEYS[7])
 log_step(KEYS[7], start, 'init')
 return {'created', start, segment(KEYS[7])}

@@ -154,24 +154,42 @@ func (l ledger) init(ctx context.Context, c redis.Scripter, witness int64) (crea
 
 // initAt is init with the sequence the new ledger starts at.
 func (l ledger) initAt(ctx context.Context, c redis.Scripter, witness, start int64) (created bool, seg []step, err error) {
-	r, err := runScript(ctx, c, initScript, l.keys, l.first, l.last, l.capacity, witness, start)
+	created, seg, _, _, err = l.initCID(ctx, c, witness, start, "")
+	return created, seg, err
+}
+
+// initCID is initAt for a Central: a ledger it creates is pending under creation ID cid until
+// activated. It also returns the ledger's creation ID and whether it is pending.
+func (l ledger) initCID(ctx context.Context, c redis.Scripter, witness, start int64, cid string) (created bool, seg []step, ledgerCID string, pending bool, err error) {
+	created, seg, r, err := l.runInit(ctx, c, witness, start, cid)
 	if err != nil {
-		return false, nil, fmt.Errorf("escrow: init ledger %q: %w", l.owner, err)
+		return false, nil, "", false, err
+	}
+	if created {
+		return true, seg, cid, cid != "", nil
+	}
+	return false, seg, r.str(4), r.int(5) == 1, nil
+}
+
+func (l ledger) runInit(ctx context.Context, c redis.Scripter, witness, start int64, cid string) (created bool, seg []step, rep reply, err error) {
+	r, err := runScript(ctx, c, initScript, l.keys, l.first, l.last, l.capacity, witness, start, cid)
+	if err != nil {
+		return false, nil, reply{}, fmt.Errorf("escrow: init ledger %q: %w", l.owner, err)
 	}
 	switch r.status {
 	case "created":
-		return true, r.seg(1), nil
+		return true, r.seg(1), r, nil
 	case "exists":
 		if int(r.int(0)) != l.first || int(r.int(1)) != l.last || int(r.int(2)) != l.capacity {
-			return false, nil, fmt.Errorf("%w: ledger %q was created with permits %d..%d of %d, options say %d..%d of %d",
+			return false, nil, r, fmt.Errorf("%w: ledger %q was created with permits %d..%d of %d, options say %d..%d of %d",
 				ErrLayoutMismatch, l.owner, r.int(0), r.int(1), r.int(2), l.first, l.last, l.capacity)
 		}
-		return false, r.seg(3), nil
+		return false, r.seg(3), r, nil
 	}
 	if err := l.common(r, witness); err != nil {
-		return false, nil, err
+		return false, nil, r, err
 	}
-	return false, nil, fmt.Errorf("escrow: init ledger %q: unexpected reply %q", l.owner, r.status)
+	return false, nil, r, fmt.Errorf("escrow: init ledger %q: unexpected reply %q", l.owner, r.status)
 }
 
 // acquire runs the acquire script. On success it also returns the ledger's last steps, which
@@ -209,29 +227,30 @@ func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witne
 	return Grant{}, nil, fmt.Errorf("escrow: acquire: unexpected reply %q", r.status)
 }
 
-// renew extends job's lease; it returns the new expiry by the caller's clock.
-func (l ledger) renew(ctx context.Context, c redis.Scripter, job string, lease time.Duration) (time.Time, error) {
+// renew extends job's lease; it returns the new expiry by the caller's clock and the
+// ledger's last steps right after the renewal (for the witness to confirm).
+func (l ledger) renew(ctx context.Context, c redis.Scripter, job string, lease time.Duration) (time.Time, []step, error) {
 	if err := checkID("job ID", job); err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, err
 	}
 	if lease <= 0 {
-		return time.Time{}, fmt.Errorf("%w: Renew needs Options.Lease > 0", ErrInvalid)
+		return time.Time{}, nil, fmt.Errorf("%w: Renew needs Options.Lease > 0", ErrInvalid)
 	}
 	start := time.Now()
 	r, err := runScript(ctx, c, renewScript, l.keys, job, lease.Milliseconds())
 	if err != nil {
-		return time.Time{}, fmt.Errorf("escrow: renew %q: %w", job, err)
+		return time.Time{}, nil, fmt.Errorf("escrow: renew %q: %w", job, err)
 	}
 	switch r.status {
 	case "ok":
-		return start.Add(lease), nil
+		return start.Add(lease), r.seg(1), nil
 	case "none":
-		return time.Time{}, fmt.Errorf("%w (owner %q, job %q)", ErrNotHeld, l.owner, job)
+		return time.Time{}, nil, fmt.Errorf("%w (owner %q, job %q)", ErrNotHeld, l.owner, job)
 	}
 	if err := l.common(r, 0); err != nil {
-		return time.Time{}, err
+		return time.Time{}, nil, err
 	}
-	return time.Time{}, fmt.Errorf("escrow: renew: unexpected reply %q", r.status)
+	return time.Time{}, nil, fmt.Errorf("escrow: renew: unexpected reply %q", r.status)
 }
 
 // holders lists the jobs of a snapshot, by permit.

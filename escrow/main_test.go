@@ -86,7 +86,7 @@ func preload(t testing.TB, c redis.UniversalClient) {
 	t.Helper()
 	ctx := testCtx(t)
 	scripts := []*redis.Script{initScript, acquireScript, releaseScript, freezeScript, acceptScript,
-		refuseScript, settleScript, snapshotScript, reconcileScript, witnessScript, tailScript, fenceScript, renewScript}
+		refuseScript, settleScript, snapshotScript, reconcileScript, witnessScript, tailScript, fenceScript, renewScript, restoreScript, markScript, activateScript}
 	load := func(ctx context.Context, s redis.Scripter) error {
 		for _, sc := range scripts {
 			if err := sc.Load(ctx, s).Err(); err != nil {

@@ -176,13 +176,24 @@ func (p *Pool) Release(ctx context.Context, owner, jobID string) error {
 // Renew extends the lease of jobID's grant at owner by Options.Lease from now and returns
 // the new expiry by the caller's clock. A job that holds nothing there (its lease ended and
 // the permit was taken back, or it was released) gets ErrNotHeld and must stop working on
-// the permit.
+// the permit. The renewal is acknowledged only after the witness confirmed the ledger's
+// history right after it (see "Fencing against old state"): a ledger restored to a point
+// where the job still held a permit that has since been granted again is fenced (ErrFenced)
+// instead. Cost: two round trips (three when confirmations arrive out of order).
 func (p *Pool) Renew(ctx context.Context, owner, jobID string) (time.Time, error) {
 	l, err := p.ledger(owner)
 	if err != nil {
 		return time.Time{}, err
 	}
-	return l.renew(ctx, p.c, jobID, p.opts.Lease)
+	exp, seg, err := l.renew(ctx, p.c, jobID, p.opts.Lease)
+	if err == nil {
+		err = p.confirm(ctx, owner, seg)
+	}
+	if err != nil {
+		p.logFenced(err)
+		return time.Time{}, err
+	}
+	return exp, nil
 }
 
 // Holders lists the jobs holding a permit at owner, with their tokens and lease expiries,

@@ -5,8 +5,11 @@
 -- ARGV: 1 sequence floor (the highest witness of the pool), 2 capacity, 3 first, 4 last (the
 --       owner's initial range, kept as metadata), 5 JSON plan:
 --       {"drop": [permits], "release": [jobs], "add": [{"t": T, "from": owner, "p": [permits]}],
---        "refuse": [{"t": T, "from": owner}], "trim": [{"t": T, "p": [permits kept]}]}
--- Reply: {'ok', seq, segment} | {'invalid', msg}. The log starts anew with the reconcile
+--        "refuse": [{"t": T, "from": owner}], "trim": [{"t": T, "p": [permits kept]}]},
+--       6 the state the plan was computed from: 'missing', a sequence (the ledger was fenced
+--       at it), or '' (RestoreLost: no check, its own claim orders it).
+-- Reply: {'ok', seq, segment} | {'moved', seq} (the ledger is not in the state the plan was
+--        computed from; nothing written) | {'invalid', msg}. The log starts anew with the reconcile
 --        step; the caller rebases the witness chain on it (witness.lua 'rebase').
 -- Invariant: the caller (Pool.Reconcile) computed from every other ledger which permits this
 -- ledger must no longer claim (drop: free or held here but present elsewhere; trim: the
@@ -50,8 +53,19 @@ end
 for _, tr in ipairs(plan.trim) do
   if type(tr.t) ~= 'string' or tr.t == '' or not permits(tr.p) then return {'invalid', 'bad trim entry'} end
 end
+local expect = ARGV[6] or ''
+local exists = redis.call('EXISTS', KEYS[1]) == 1
+if expect == 'missing' then
+  if exists then return {'moved', tonumber(redis.call('HGET', KEYS[1], 'seq'))} end
+elseif expect ~= '' then
+  local want = tonumber(expect)
+  if not want then return {'invalid', 'bad expected state'} end
+  if not exists then return {'moved', 0} end
+  local m = redis.call('HMGET', KEYS[1], 'seq', 'fenced')
+  if m[2] ~= '1' or tonumber(m[1]) ~= want then return {'moved', tonumber(m[1])} end
+end
 local seq = 0
-if redis.call('EXISTS', KEYS[1]) == 1 then
+if exists then
   seq = tonumber(redis.call('HGET', KEYS[1], 'seq'))
 else
   redis.call('HSET', KEYS[1], 'first', first, 'last', last, 'cap', cap)

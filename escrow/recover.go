@@ -95,7 +95,9 @@ func (p *Pool) Recover(ctx context.Context) (RecoverReport, error) {
 // downstream checking fencing tokens (the new grant's token is larger), or on the operator
 // waiting until those jobs are gone. Run Reconcile while no transfer involving owner is in
 // flight (stop any rebalancer first); it returns an error when the ledger is neither fenced
-// nor missing. Recover may run after it.
+// nor missing. Recover may run after it. Reconcile writes only if the ledger is still in the
+// state it read (missing, or fenced at the same sequence); if another Reconcile repaired it in
+// between, it returns ErrConflict and writes nothing.
 func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	l, err := p.ledger(owner)
 	if err != nil {
@@ -112,6 +114,22 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	me := byOwner[owner]
 	if me.exists && !me.fenced && me.seq >= wit[owner] {
 		return fmt.Errorf("escrow: Reconcile(%q): ledger is not fenced (seq %d, witness %d)", owner, me.seq, wit[owner])
+	}
+	if me.exists && !me.fenced {
+		// Behind its witness but not marked yet: mark it, so that its state cannot move
+		// between this reading and the write below, and read the pool again.
+		if err := p.fence(ctx, owner, me.seq, wit[owner]); !errors.As(err, new(*FencedError)) {
+			return err
+		}
+		return p.Reconcile(ctx, owner)
+	}
+	// The plan below is computed from this reading. The script applies it only to the state
+	// read (still missing, or still fenced at the same sequence): a fenced ledger does not
+	// move, and every Reconcile moves the sequence up and clears the fence, so a Reconcile
+	// paused across another one (and the grants after it) cannot apply its stale plan.
+	expect := "missing"
+	if me.exists {
+		expect = strconv.FormatInt(me.seq, 10)
 	}
 	chain, err := p.w.ZRangeWithScores(ctx, p.witness[owner], 0, -1).Result()
 	if err != nil {
@@ -133,10 +151,13 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	for _, w := range wit {
 		top = max(top, w)
 	}
-	args := []any{top, p.opts.Capacity, l.first, l.last, string(planJSON)}
+	args := []any{top, p.opts.Capacity, l.first, l.last, string(planJSON), expect}
 	r, err := runScript(ctx, p.c, reconcileScript, l.keys, args...)
 	if err != nil {
 		return fmt.Errorf("escrow: reconcile %q: %w", owner, err)
+	}
+	if r.status == "moved" {
+		return fmt.Errorf("%w: Reconcile(%q): the ledger changed after it was read (another Reconcile ran); its state is now seq %d", ErrConflict, owner, r.int(0))
 	}
 	if r.status != "ok" {
 		return l.common(r, wit[owner])
@@ -350,6 +371,12 @@ const restoreSource = "{restore}"
 // from "{restore}", the call is logged to Logger and counted in Stats.Restored, and owner's
 // sequence moves above every witness of the pool, so the new grants' tokens are above any
 // old holder's. It is idempotent by id.
+//
+// One restore runs at a time, pool-wide: a register on the witness client (key
+// Prefix{Name:}:restore) is read before the pool, and the restore is claimed there only if no
+// other restore was claimed since; otherwise RestoreLost returns ErrConflict (audit again).
+// A restore claimed and not finished (its process died) blocks the others with ErrConflict
+// until it is retried with the same id and owner, which puts back the permits it claimed.
 func (p *Pool) RestoreLost(ctx context.Context, owner, id string) ([]int, error) {
 	l, err := p.ledger(owner)
 	if err != nil {
@@ -358,19 +385,70 @@ func (p *Pool) RestoreLost(ctx context.Context, owner, id string) ([]int, error)
 	if err := checkID("restore ID", id); err != nil {
 		return nil, err
 	}
-	snaps, wit, err := p.snapshots(ctx)
+	// One restore at a time, pool-wide: the register is read before the pool, and the claim
+	// succeeds only if no restore was claimed since, so a restore paused between its reading
+	// of the pool and its write cannot put back permits another restore has put back.
+	reg := p.restoreKey()
+	rr, err := runScript(ctx, p.w, restoreScript, []string{reg}, "read", id)
+	if err != nil {
+		return nil, fmt.Errorf("escrow: read the restore register: %w", err)
+	}
+	n := rr.int(0)
+	var missing []int
+	if busy := rr.str(1); busy != "" {
+		if busy != id {
+			return nil, fmt.Errorf("%w: RestoreLost %q is under way; retry it with its ID first", ErrConflict, busy)
+		}
+		if o := rr.str(2); o != owner {
+			return nil, fmt.Errorf("%w: RestoreLost %q was claimed for owner %q", ErrConflict, id, o)
+		}
+		if err := json.Unmarshal([]byte(rr.str(3)), &missing); err != nil {
+			return nil, fmt.Errorf("escrow: restore register of %q: %w", id, err)
+		}
+	} else {
+		snaps, wit, err := p.snapshots(ctx)
+		if err != nil {
+			return nil, err
+		}
+		rep := buildReport(p.opts.Capacity, snaps, wit)
+		if len(rep.Pending) > 0 || len(rep.Duplicated) > 0 || len(rep.Problems) > 0 {
+			return nil, fmt.Errorf("%w: RestoreLost needs a settled pool (run Recover and Reconcile first): %s", ErrConflict, rep)
+		}
+		if len(rep.Missing) == 0 {
+			return nil, nil
+		}
+		missing = rep.Missing
+		pm, err := json.Marshal(missing)
+		if err != nil {
+			return nil, err
+		}
+		r, err := runScript(ctx, p.w, restoreScript, []string{reg}, "claim", id, n, owner, string(pm))
+		if err != nil {
+			return nil, fmt.Errorf("escrow: claim restore %q: %w", id, err)
+		}
+		switch r.status {
+		case "ok":
+		case "resume":
+			if r.str(0) != owner {
+				return nil, fmt.Errorf("%w: RestoreLost %q was claimed for owner %q", ErrConflict, id, r.str(0))
+			}
+			if err := json.Unmarshal([]byte(r.str(1)), &missing); err != nil {
+				return nil, fmt.Errorf("escrow: restore register of %q: %w", id, err)
+			}
+		case "busy":
+			return nil, fmt.Errorf("%w: RestoreLost %q is under way; retry it with its ID first", ErrConflict, r.str(0))
+		case "moved":
+			return nil, fmt.Errorf("%w: another RestoreLost ran while this one read the pool; audit again", ErrConflict)
+		default:
+			return nil, fmt.Errorf("escrow: claim restore %q: %s %s", id, r.status, r.str(0))
+		}
+	}
+	wit, err := p.readWitnesses(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rep := buildReport(p.opts.Capacity, snaps, wit)
-	if len(rep.Pending) > 0 || len(rep.Duplicated) > 0 || len(rep.Problems) > 0 {
-		return nil, fmt.Errorf("%w: RestoreLost needs a settled pool (run Recover and Reconcile first): %s", ErrConflict, rep)
-	}
-	if len(rep.Missing) == 0 {
-		return nil, nil
-	}
 	plan := reconcilePlan{Drop: []int{}, Release: []string{}, Refuse: []planRefuse{}, Trim: []planTrim{},
-		Add: []planAdd{{T: id, From: restoreSource, P: rep.Missing}}}
+		Add: []planAdd{{T: id, From: restoreSource, P: missing}}}
 	planJSON, err := json.Marshal(plan)
 	if err != nil {
 		return nil, err
@@ -395,9 +473,29 @@ func (p *Pool) RestoreLost(ctx context.Context, owner, id string) ([]int, error)
 	} else if st != "ok" {
 		return nil, fmt.Errorf("escrow: restore lost permits at %q: the witness refused the new chain (%s)", owner, st)
 	}
-	p.stats.restored.Add(uint64(len(rep.Missing)))
-	if p.opts.Logger != nil {
-		p.opts.Logger.Warn("escrow: lost permits restored by RestoreLost", "owner", owner, "id", id, "permits", rep.Missing)
+	if _, err := runScript(ctx, p.w, restoreScript, []string{reg}, "done", id); err != nil {
+		return nil, fmt.Errorf("escrow: release restore %q: %w", id, err)
 	}
-	return rep.Missing, nil
+	p.stats.restored.Add(uint64(len(missing)))
+	if p.opts.Logger != nil {
+		p.opts.Logger.Warn("escrow: lost permits restored by RestoreLost", "owner", owner, "id", id, "permits", missing)
+	}
+	return missing, nil
+}
+
+// restoreKey returns the key of the pool's restore register (on the witness client). Its tag
+// "Name:" names no ledger (owner names are not empty) and no Central (names hold no ':').
+func (p *Pool) restoreKey() string { return p.opts.Prefix + "{" + p.opts.Name + ":}:restore" }
+
+// readWitnesses reads the top of every owner's witness chain.
+func (p *Pool) readWitnesses(ctx context.Context) (map[string]int64, error) {
+	out := make(map[string]int64, len(p.order))
+	for _, name := range p.order {
+		w, err := p.readWitness(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		out[name] = w
+	}
+	return out, nil
 }

@@ -38,6 +38,12 @@ var (
 	reconcileSrc string
 	//go:embed witness.lua
 	witnessSrc string
+	//go:embed restore.lua
+	restoreSrc string
+	//go:embed mark.lua
+	markSrc string
+	//go:embed activate.lua
+	activateSrc string
 
 	initScript      = redis.NewScript(stepSrc + initSrc)
 	acquireScript   = redis.NewScript(stepSrc + acquireSrc)
@@ -51,5 +57,8 @@ var (
 	witnessScript   = redis.NewScript(witnessSrc)
 	tailScript      = redis.NewScript(tailSrc)
 	fenceScript     = redis.NewScript(fenceSrc)
-	renewScript     = redis.NewScript(renewSrc)
+	renewScript     = redis.NewScript(stepSrc + renewSrc)
+	restoreScript   = redis.NewScript(restoreSrc)
+	markScript      = redis.NewScript(markSrc)
+	activateScript  = redis.NewScript(activateSrc)
 )

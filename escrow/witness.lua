@@ -13,7 +13,7 @@
 -- Invariant: the chain is one history. A run is appended only where it passes through the
 -- chain's top with the same step ID, and since a step ID commits to every step before it,
 -- the ledger's history up to the top is then the confirmed one. 'rebase' (Reconcile only)
--- starts a new chain at a step above the old top.
+-- starts a new chain at a step above the old top; repeating it with the same step is a no-op.
 local chain, mode = KEYS[1], ARGV[1]
 local KEEP = 1024
 if mode ~= 'confirm' and mode ~= 'rebase' then return redis.error_reply('ERR escrow: bad witness mode') end
@@ -36,6 +36,8 @@ local function append(from)
   return {'ok', math.max(top, seqs[n])}
 end
 if mode == 'rebase' then
+  -- A repeat (go-redis retrying after a lost reply) finds its own step on top.
+  if seqs[n] == top and ids[n] == topID then return {'ok', top} end
   if seqs[n] <= top then return {'behind', top} end
   redis.call('DEL', chain)
   return append(n)
