@@ -60,7 +60,9 @@ type FamilyOptions struct {
 	// (only Detector promotes).
 	HotRate float64
 	// CoolRate is the write rate below which a promoted name counts as cooling; a name
-	// cooling for CoolAfter is demoted back to Counter.Stripes. Default: HotRate/10. With
+	// cooling for CoolAfter is demoted back to Counter.Stripes, by a family that saw it hot
+	// (so that a process with a small share of a hot name's writes does not demote what
+	// another process promotes). Default: HotRate/10. With
 	// HotRate and CoolRate both zero, a name cools as soon as Detector no longer reports it.
 	CoolRate float64
 	// CoolAfter is how long a promoted name must stay cool before it is demoted.
@@ -105,6 +107,7 @@ type familyMember struct {
 	sumOK     bool
 	coolSince time.Time
 	lastSeal  time.Time
+	sawHot    bool // this family measured (or was told) the name hot while it held it
 }
 
 // NewFamily returns a Family on client. It does no I/O. Unless o.Interval is negative it
@@ -442,7 +445,8 @@ func (f *Family) adapt(ctx context.Context, m *familyMember, writes int64, elaps
 	}
 	stripes := l.current().Stripes
 	f.mu.Lock()
-	if !cool || stripes <= f.copts.Stripes {
+	m.sawHot = m.sawHot || hot
+	if !cool || !m.sawHot || stripes <= f.copts.Stripes {
 		m.coolSince = time.Time{}
 	} else if m.coolSince.IsZero() {
 		m.coolSince = now
@@ -456,7 +460,7 @@ func (f *Family) adapt(ctx context.Context, m *familyMember, writes int64, elaps
 		err := f.step(ctx, func(ctx context.Context) error { _, err := m.c.Resize(ctx, f.copts.Stripes); return err })
 		if err == nil {
 			f.mu.Lock()
-			m.coolSince = time.Time{}
+			m.coolSince, m.sawHot = time.Time{}, false
 			f.mu.Unlock()
 		}
 		return err

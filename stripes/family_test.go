@@ -201,9 +201,20 @@ func TestFamilyPromotesHotAndDemotesCold(t *testing.T) {
 		require.NoError(t, f.Tick(ctx))
 		require.Equal(t, 8, stripesOf(t, f, "hot"))
 		require.Equal(t, 1, stripesOf(t, f, "cold"))
+		// Another process with a small share of the name's writes never saw it hot, so it
+		// does not demote it.
+		other := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: f.copts.Prefix, Clock: clock},
+			Interval: -1, MaxStaleness: -1, HotStripes: 8, HotRate: 100, CoolAfter: time.Second})
+		_, err := other.Add(ctx, "hot", Event{ID: "other", Time: time.Now()}, 1)
+		require.NoError(t, err)
+		total++
+		for range 3 {
+			now.Add(int64(time.Second))
+			require.NoError(t, other.Tick(ctx))
+		}
+		require.Equal(t, 8, stripesOf(t, other, "hot"))
 		det.set("flagged", true)
 		write("flagged", 1)
-		now.Add(int64(time.Second))
 		require.NoError(t, f.Tick(ctx))
 		require.Equal(t, 8, stripesOf(t, f, "flagged"), "promoted by the detector")
 		require.Equal(t, 8, stripesOf(t, f, "hot"), "cooling, not yet for CoolAfter")
