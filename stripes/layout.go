@@ -142,7 +142,7 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 		return nil, fmt.Errorf("stripes: read layout: %w", err)
 	}
 	if len(m) == 0 {
-		if m, err = c.checkUnborn(ctx); len(m) == 0 || err != nil {
+		if m, err = c.checkUnborn(ctx, seen); len(m) == 0 || err != nil {
 			return nil, err
 		}
 	}
@@ -160,13 +160,14 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 }
 
 // checkUnborn is called when the layout record was not found: it returns ErrVanished if
-// this process has seen the layout, or if the birth record says it was created. The birth
-// record is written only after the layout exists, so a birth record found after the layout
-// was missed may belong to a creator that raced this read: the layout is read once more,
-// and returned if it is there now.
-func (c *Counter) checkUnborn(ctx context.Context) (map[string]string, error) {
-	if prev := c.layout.Load(); prev != nil {
-		return nil, vanishedf("the layout record of counter %q (version %d) is gone", c.opts.Name, prev.ver)
+// this process had seen the layout when the read was sent (seen, its highest version), or
+// if the birth record says it was created. The birth record is written only after the
+// layout exists, so a birth record found after the layout was missed may belong to a
+// creator that raced this read: the layout is read once more, and returned if it is there
+// now.
+func (c *Counter) checkUnborn(ctx context.Context, seen uint64) (map[string]string, error) {
+	if seen > 0 {
+		return nil, vanishedf("the layout record of counter %q (version %d) is gone", c.opts.Name, seen)
 	}
 	born, err := c.client.HGet(ctx, c.keys.births(), c.opts.Name).Result()
 	switch {

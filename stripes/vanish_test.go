@@ -203,3 +203,20 @@ func TestConcurrentLayoutReadsAreNotVanished(t *testing.T) {
 	close(h.release)
 	require.NoError(t, <-done)
 }
+
+// TestLayoutCreatedDuringAReadIsNotVanished checks that a read that found no layout record,
+// overtaken by a concurrent creation in the same process, is not taken for a lost layout.
+func TestLayoutCreatedDuringAReadIsNotVanished(t *testing.T) {
+	rc := celebritytest.Standalone(t).Client(t)
+	h := &holdHook{armed: make(chan struct{}), release: make(chan struct{})}
+	rc.AddHook(h)
+	c := newCounter(t, rc, Options{Stripes: 2})
+	h.on.Store(true)
+	done := make(chan error, 1)
+	go func() { _, err := c.Add(context.Background(), Event{ID: "held", Time: time.Now()}, 1); done <- err }()
+	<-h.armed // the Add found no layout record, its reply is held
+	addEvents(t, c, "a", 2)
+	close(h.release)
+	require.NoError(t, <-done)
+	require.Equal(t, int64(3), mustSum(t, c))
+}
