@@ -88,7 +88,7 @@ type Family struct {
 	mu      sync.Mutex
 	names   map[string]*list.Element // of *familyMember
 	lru     list.List                // front: most recently used
-	unseal  map[string]bool          // dropped names that still had old generations
+	unseal  map[string]time.Time     // dropped names that still had old generations: last seal
 	stop    chan struct{}
 	done    sync.WaitGroup
 	once    sync.Once
@@ -169,7 +169,7 @@ func NewFamily(client Client, o FamilyOptions) (*Family, error) {
 	if o.CoolAfter < 0 {
 		return nil, invalidf("FamilyOptions.CoolAfter must not be negative, got %v", o.CoolAfter)
 	}
-	f := &Family{client: client, opts: o, copts: copts, sealEvery: sealEvery, names: map[string]*list.Element{}, unseal: map[string]bool{}, stop: make(chan struct{})}
+	f := &Family{client: client, opts: o, copts: copts, sealEvery: sealEvery, names: map[string]*list.Element{}, unseal: map[string]time.Time{}, stop: make(chan struct{})}
 	f.lastRun = copts.Clock()
 	if o.Interval > 0 {
 		f.done.Add(1)
@@ -217,7 +217,7 @@ func (f *Family) dropLocked(e *list.Element) {
 	f.lru.Remove(e)
 	delete(f.names, m.name)
 	if l := m.c.layout.Load(); l != nil && len(l.doc.Gens) > 1 {
-		f.unseal[m.name] = true
+		f.unseal[m.name] = m.lastSeal
 	}
 }
 
@@ -381,8 +381,11 @@ func (f *Family) Tick(ctx context.Context) error {
 		members = append(members, e.Value.(*familyMember))
 	}
 	var dropped []string
-	for name := range f.unseal {
-		dropped = append(dropped, name)
+	for name, last := range f.unseal {
+		if now.Sub(last) >= f.sealEvery {
+			dropped = append(dropped, name)
+			f.unseal[name] = now
+		}
 	}
 	f.mu.Unlock()
 
