@@ -20,6 +20,16 @@ type Addition struct {
 // counted and should be retried with the same Event. Events redirected by a stripe (a
 // resize in progress) or needing a fresh layout are finished one by one through Add.
 func (c *Counter) AddBatch(ctx context.Context, adds []Addition) ([]Result, []error) {
+	counters := make([]*Counter, len(adds))
+	for k := range counters {
+		counters[k] = c
+	}
+	return addBatch(ctx, c.client, counters, adds)
+}
+
+// addBatch counts adds[k] in counters[k], every addition in one pipeline on client (which
+// go-redis splits per master on a cluster).
+func addBatch(ctx context.Context, client Client, counters []*Counter, adds []Addition) ([]Result, []error) {
 	results := make([]Result, len(adds))
 	errs := make([]error, len(adds))
 	type call struct {
@@ -30,11 +40,12 @@ func (c *Counter) AddBatch(ctx context.Context, adds []Addition) ([]Result, []er
 	}
 	var calls, slow []int
 	pending := make([]call, len(adds))
-	l := c.layout.Load()
 	for k, a := range adds {
+		c := counters[k]
 		if errs[k] = c.checkAdd(a.Event, a.Delta); errs[k] != nil {
 			continue
 		}
+		l := c.layout.Load()
 		if l == nil {
 			var err error
 			if l, err = c.ensureLayout(ctx); err != nil {
@@ -68,10 +79,10 @@ func (c *Counter) AddBatch(ctx context.Context, adds []Addition) ([]Result, []er
 		}
 	}
 	for attempt := 0; attempt < 2 && len(calls) > 0; attempt++ {
-		_, _ = c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, k := range calls {
 				pc := &pending[k]
-				key, args := c.addCall(pc.g, results[k].Stripe, adds[k].Event, pc.r, adds[k].Delta)
+				key, args := counters[k].addCall(pc.g, results[k].Stripe, adds[k].Event, pc.r, adds[k].Delta)
 				pc.key = key
 				pc.cmd = addScript.EvalSha(ctx, p, []string{key}, args...)
 			}
@@ -79,7 +90,7 @@ func (c *Counter) AddBatch(ctx context.Context, adds []Addition) ([]Result, []er
 		})
 		var noScript []int
 		for _, k := range calls {
-			pc := &pending[k]
+			c, pc := counters[k], &pending[k]
 			reply, err := pc.cmd.Int64Slice()
 			switch {
 			case redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0:
@@ -99,7 +110,7 @@ func (c *Counter) AddBatch(ctx context.Context, adds []Addition) ([]Result, []er
 		}
 		calls = noScript
 		if len(calls) > 0 {
-			if err := c.loadScript(ctx, addScript); err != nil {
+			if err := counters[calls[0]].loadScript(ctx, addScript); err != nil {
 				for _, k := range calls {
 					errs[k] = err
 				}
@@ -108,7 +119,7 @@ func (c *Counter) AddBatch(ctx context.Context, adds []Addition) ([]Result, []er
 		}
 	}
 	for _, k := range slow {
-		results[k], errs[k] = c.Add(ctx, adds[k].Event, adds[k].Delta)
+		results[k], errs[k] = counters[k].Add(ctx, adds[k].Event, adds[k].Delta)
 	}
 	return results, errs
 }

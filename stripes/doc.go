@@ -60,6 +60,35 @@
 // counter held at one instant; once writers stop, Sum is exact. [Reader] caches the sum for
 // dashboards: any number of concurrent reads within MaxStaleness cost one Sum.
 //
+// # Families of counters
+//
+// Per-item counters (views per post) share one [Family]: one value for any number of names
+// with the same options. Each name is an ordinary counter (its own layout record and
+// generations, created on first use), so everything above holds for each name. The family
+// keeps the Counters of names in use in memory, at most FamilyOptions.MaxNames (least
+// recently used dropped first) and none idle for IdleAfter; a dropped name costs nothing
+// in memory but one layout read when it is used again. One background loop serves all
+// names (no goroutine per name): it seals the old generations of names that have them
+// (also of names dropped from memory meanwhile) and does adaptive striping.
+// [Family.AddBatch] sends the events of many names in one pipeline, which a cluster client
+// splits per master; [Family.Sum] and [Family.SumMany] serve values up to MaxStaleness old
+// from memory.
+//
+// Adaptive striping: a new name gets Options.Stripes stripes (1 by default), so a cold
+// name costs one stripe key, one dedup set per slice in use and the layout record, and its
+// Sum reads one stripe. With FamilyOptions.HotStripes set, the loop promotes a name whose
+// write rate through this family (Add and AddBatch events per second over one Interval)
+// reaches HotRate, or that the host's [HotDetector] reports hot, to HotStripes stripes, and
+// demotes it to Options.Stripes once it stayed below CoolRate (and not reported hot) for
+// CoolAfter. Both are [Counter.Resize]: a new generation with boundaries, so exactly-once
+// holds across every change, and the old generation is sealed one window later. Each
+// family measures only its own writes: with several processes, a name is promoted when
+// one process's share reaches HotRate, and demoted only by a family that saw it hot while
+// holding it in memory, so a process with a small share does not undo another's promotion
+// (a promoted name that every such family dropped from memory stays promoted until one of
+// them sees it hot again and then cool). Every change is a generation, safe whoever makes
+// it.
+//
 // # Key layout
 //
 // Under Options.Prefix (default "stripes:") and Options.Name:

@@ -78,3 +78,27 @@ func ExampleReader() {
 	n, err := r.Value(context.Background())
 	fmt.Println(n, err)
 }
+
+// Views per post: one Family for every post, one stripe per post until a post gets hot.
+func ExampleFamily() {
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:7000"}})
+	views, err := stripes.NewFamily(rdb, stripes.FamilyOptions{
+		Counter:    stripes.Options{Prefix: "views:"},
+		HotStripes: 16,   // a hot post is spread over 16 stripes...
+		HotRate:    2000, // ...from 2,000 views per second through this process
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer views.Close()
+
+	ctx := context.Background()
+	now := time.Now()
+	_, errs := views.AddBatch(ctx, []stripes.FamilyAddition{
+		{Name: "post:1", Event: stripes.Event{ID: "view-a1", Time: now}, Delta: 1},
+		{Name: "post:2", Event: stripes.Event{ID: "view-b7", Time: now}, Delta: 1},
+	})
+	_ = errs // retry each failed addition with the same Event
+	counts, _ := views.SumMany(ctx, []string{"post:1", "post:2"})
+	fmt.Println(counts)
+}

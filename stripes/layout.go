@@ -134,12 +134,15 @@ func (l *layout) isFolded(g uint64) bool {
 // A layout older than one this process has seen, or of another incarnation, is ErrVanished
 // too.
 func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
+	// Only a version seen before this read was sent must be matched: a concurrent read may
+	// see a newer one first.
+	seen := c.maxVer.Load()
 	m, err := c.client.HGetAll(ctx, c.keys.layout()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("stripes: read layout: %w", err)
 	}
 	if len(m) == 0 {
-		if m, err = c.checkUnborn(ctx); len(m) == 0 || err != nil {
+		if m, err = c.checkUnborn(ctx, seen); len(m) == 0 || err != nil {
 			return nil, err
 		}
 	}
@@ -147,7 +150,7 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := c.checkIncarnation(ctx, l); err != nil {
+	if err := c.checkIncarnation(ctx, l, seen); err != nil {
 		return nil, err
 	}
 	if prev := c.layout.Load(); prev == nil || prev.ver <= l.ver {
@@ -157,13 +160,14 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 }
 
 // checkUnborn is called when the layout record was not found: it returns ErrVanished if
-// this process has seen the layout, or if the birth record says it was created. The birth
-// record is written only after the layout exists, so a birth record found after the layout
-// was missed may belong to a creator that raced this read: the layout is read once more,
-// and returned if it is there now.
-func (c *Counter) checkUnborn(ctx context.Context) (map[string]string, error) {
-	if prev := c.layout.Load(); prev != nil {
-		return nil, vanishedf("the layout record of counter %q (version %d) is gone", c.opts.Name, prev.ver)
+// this process had seen the layout when the read was sent (seen, its highest version), or
+// if the birth record says it was created. The birth record is written only after the
+// layout exists, so a birth record found after the layout was missed may belong to a
+// creator that raced this read: the layout is read once more, and returned if it is there
+// now.
+func (c *Counter) checkUnborn(ctx context.Context, seen uint64) (map[string]string, error) {
+	if seen > 0 {
+		return nil, vanishedf("the layout record of counter %q (version %d) is gone", c.opts.Name, seen)
 	}
 	born, err := c.client.HGet(ctx, c.keys.births(), c.opts.Name).Result()
 	switch {
@@ -182,17 +186,18 @@ func (c *Counter) checkUnborn(ctx context.Context) (map[string]string, error) {
 	return nil, vanishedf("the layout record of counter %q is gone, its birth record (%s) remains", c.opts.Name, born)
 }
 
-// checkIncarnation refuses a layout that went back in version or belongs to another
+// checkIncarnation refuses a layout older than seen (the highest version this process had
+// read when this read was sent) or belonging to another
 // incarnation than the one this process has seen, and writes the birth record once per
 // process (it is written after the layout is created, so a creator that crashed in between
 // leaves it to the next process that reads the layout).
-func (c *Counter) checkIncarnation(ctx context.Context, l *layout) error {
+func (c *Counter) checkIncarnation(ctx context.Context, l *layout, seen uint64) error {
 	if prev := c.layout.Load(); prev != nil {
 		if prev.doc.Born != l.doc.Born {
 			return vanishedf("the layout of counter %q was recreated (token %q, seen %q)", c.opts.Name, l.doc.Born, prev.doc.Born)
 		}
-		if l.ver < c.maxVer.Load() {
-			return vanishedf("the layout of counter %q went back to version %d after version %d was seen", c.opts.Name, l.ver, c.maxVer.Load())
+		if l.ver < seen {
+			return vanishedf("the layout of counter %q went back to version %d after version %d was seen", c.opts.Name, l.ver, seen)
 		}
 	}
 	for v := c.maxVer.Load(); v < l.ver && !c.maxVer.CompareAndSwap(v, l.ver); v = c.maxVer.Load() {

@@ -137,3 +137,9 @@ func prefixKeys(t testing.TB, c redis.UniversalClient, prefix string) int {
 }
 
 func id(i int) string { return fmt.Sprintf("event-%07d", i) }
+
+// both runs fn on the shared standalone server and the shared 3-master cluster.
+func both(t *testing.T, fn func(t *testing.T, c redis.UniversalClient)) {
+	t.Run("standalone", func(t *testing.T) { fn(t, celebritytest.Standalone(t).Client(t)) })
+	t.Run("cluster", func(t *testing.T) { fn(t, celebritytest.SharedCluster(t).Client(t)) })
+}

@@ -104,38 +104,75 @@ func TestMemoryPerRememberedEventIsAtMost16Bytes(t *testing.T) {
 }
 
 // BenchmarkColdCounters reports the keys and used_memory that 10,000 cold counters (one
-// stripe, one event each) take on a dedicated server.
+// event each) take on a dedicated server, in one run: as names of a Family (one stripe
+// each until promoted), as Counters of one stripe, and as Counters of 16 stripes (what a host
+// without adaptive striping provisions for the counters that may get hot). The ratios
+// compare the family with each.
 //
 //	go test -run '^$' -bench ColdCounters -benchtime=1x ./stripes/
 func BenchmarkColdCounters(b *testing.B) {
 	const n = 10_000
 	addr := celebritytest.NewServer(b, celebritytest.ServerOptions{}).Addr()
-	for b.Loop() {
+	ctx := context.Background()
+	name := func(i int) string { return fmt.Sprintf("post:%d:views", i) }
+	// measure runs fill with a fresh client and returns keys and bytes per counter.
+	measure := func(fill func(rc *redis.Client, prefix string)) (keys, bytes float64) {
 		prefix := celebritytest.Prefix(b)
 		before := usedMemory(b, addr)
 		rc := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 16})
-		ctx := context.Background()
-		var wg sync.WaitGroup
-		for w := range 16 {
-			wg.Go(func() {
-				for i := w; i < n; i += 16 {
-					c, err := New(rc, Options{Name: fmt.Sprintf("post:%d:views", i), Prefix: prefix, Stripes: 1, SealInterval: -1})
-					if err != nil {
-						b.Error(err)
-						return
-					}
-					if _, err := c.Add(ctx, Event{ID: "v1", Time: time.Now()}, 1); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		keys, err := rc.DBSize(ctx).Result()
-		require.NoError(b, err)
+		fill(rc, prefix)
+		k := prefixKeys(b, rc, prefix)
 		_ = rc.Close()
-		b.ReportMetric(float64(keys)/n, "keys/counter")
-		b.ReportMetric(float64(usedMemory(b, addr)-before)/n, "B/counter")
+		return float64(k) / n, float64(usedMemory(b, addr)-before) / n
+	}
+	counters := func(stripes int) func(rc *redis.Client, prefix string) {
+		return func(rc *redis.Client, prefix string) {
+			var wg sync.WaitGroup
+			for w := range 16 {
+				wg.Go(func() {
+					for i := w; i < n; i += 16 {
+						c, err := New(rc, Options{Name: name(i), Prefix: prefix, Stripes: stripes, SealInterval: -1})
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						if _, err := c.Add(ctx, Event{ID: "v1", Time: time.Now()}, 1); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+		}
+	}
+	family := func(rc *redis.Client, prefix string) {
+		f, err := NewFamily(rc, FamilyOptions{Counter: Options{Prefix: prefix}, HotStripes: 16, HotRate: 1000})
+		require.NoError(b, err)
+		defer f.Close()
+		const batch = 500
+		for from := 0; from < n; from += batch {
+			adds := make([]FamilyAddition, 0, batch)
+			for i := from; i < from+batch; i++ {
+				adds = append(adds, FamilyAddition{Name: name(i), Event: Event{ID: "v1", Time: time.Now()}, Delta: 1})
+			}
+			_, errs := f.AddBatch(ctx, adds)
+			for _, err := range errs {
+				require.NoError(b, err)
+			}
+		}
+	}
+	for b.Loop() {
+		fk, fb := measure(family)
+		k1, b1 := measure(counters(1))
+		k16, b16 := measure(counters(16))
+		b.ReportMetric(fk, "family-keys/counter")
+		b.ReportMetric(fb, "family-B/counter")
+		b.ReportMetric(k1, "c1-keys/counter")
+		b.ReportMetric(b1, "c1-B/counter")
+		b.ReportMetric(k16, "c16-keys/counter")
+		b.ReportMetric(b16, "c16-B/counter")
+		b.ReportMetric(fb/b1, "family/c1-bytes")
+		b.ReportMetric(fb/b16, "family/c16-bytes")
 	}
 }

@@ -192,3 +192,115 @@ func TestModelWritersWithOldLayoutsAndSealing(t *testing.T) {
 		})
 	})
 }
+
+// TestModelFamilyPromoteDemote runs random steps of two families (two processes' worth, each
+// with its own Counters) over three names, whose loops promote and demote names as a
+// detector says, against manual seals by a sealer whose clock runs ahead. New events must be
+// counted at once, retries never again, and every name's Sum must equal the model after
+// every step.
+func TestModelFamilyPromoteDemote(t *testing.T) {
+	rc := celebritytest.Standalone(t).Client(t)
+	ctx := context.Background()
+	const window = 200 * time.Millisecond
+	names := []string{"a", "b", "c"}
+	var maxGen atomic.Uint64
+	defer func() { t.Logf("newest generation seen by a sealer: %d", maxGen.Load()) }()
+	rapid.Check(t, func(rt *rapid.T) {
+		prefix := celebritytest.Prefix(t)
+		det := &setDetector{hot: map[string]bool{}}
+		var fams [2]*Family
+		for i := range fams {
+			fams[i] = newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: prefix, DedupWindow: window},
+				Interval: -1, MaxStaleness: -1, MaxNames: 2, HotStripes: 4, CoolAfter: time.Nanosecond, Detector: det})
+		}
+		var ahead atomic.Int64
+		sealers := map[string]*Counter{}
+		for _, n := range names {
+			sealers[n] = newCounter(t, rc, Options{Prefix: prefix, Name: n, DedupWindow: window, Stripes: 1,
+				Clock: func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }})
+		}
+		type rec struct {
+			name  string
+			ev    Event
+			delta int64
+			gen   uint64
+		}
+		var events []rec
+		totals := map[string]int64{}
+		fam := func(rt *rapid.T) *Family { return fams[rapid.IntRange(0, 1).Draw(rt, "family")] }
+		add := func(rt *rapid.T, r rec) (Result, error) {
+			f := fam(rt)
+			if rapid.Bool().Draw(rt, "batch") {
+				other := FamilyAddition{Name: rapid.SampledFrom(names).Draw(rt, "other"), Event: Event{ID: "probe", Time: time.Now()}, Delta: 1}
+				rs, errs := f.AddBatch(ctx, []FamilyAddition{{r.name, r.ev, r.delta}, other})
+				if errs[1] == nil && rs[1].Applied {
+					totals[other.Name]++ // "probe" once per name (a later probe may fall in another slice)
+					events = append(events, rec{other.Name, other.Event, 1, rs[1].Gen})
+				}
+				return rs[0], errs[0]
+			}
+			return f.Add(ctx, r.name, r.ev, r.delta)
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"new": func(rt *rapid.T) {
+				r := rec{name: rapid.SampledFrom(names).Draw(rt, "name"), ev: Event{ID: fmt.Sprintf("e%d", len(events)), Time: time.Now()},
+					delta: rapid.Int64Range(1, 5).Draw(rt, "delta")}
+				res, err := add(rt, r)
+				if err != nil || !res.Applied {
+					rt.Fatalf("new event %+v: %+v, %v", r, res, err)
+				}
+				r.gen = res.Gen
+				totals[r.name] += r.delta
+				events = append(events, r)
+			},
+			"retry": func(rt *rapid.T) {
+				if len(events) == 0 {
+					rt.Skip("nothing to retry")
+				}
+				r := events[rapid.IntRange(0, len(events)-1).Draw(rt, "event")]
+				res, err := add(rt, r)
+				switch {
+				case errors.Is(err, ErrTooOld):
+				case err != nil:
+					rt.Fatalf("retry %+v: %v", r, err)
+				case res.Applied || res.Gen != r.gen:
+					rt.Fatalf("retry %+v counted again or elsewhere: %+v", r, res)
+				}
+			},
+			"promote": func(rt *rapid.T) {
+				det.set(rapid.SampledFrom(names).Draw(rt, "name"), true)
+				if err := fam(rt).Tick(ctx); err != nil {
+					rt.Fatal(err)
+				}
+			},
+			"demote": func(rt *rapid.T) {
+				det.set(rapid.SampledFrom(names).Draw(rt, "name"), false)
+				f := fam(rt)
+				for range 2 { // the first round starts the cooling, the second demotes
+					if err := f.Tick(ctx); err != nil {
+						rt.Fatal(err)
+					}
+				}
+			},
+			"seal with the sealer's clock a window ahead": func(rt *rapid.T) {
+				ahead.Add(int64(window + window/4 + time.Millisecond))
+				for _, n := range names {
+					if _, err := sealers[n].Seal(ctx); err != nil {
+						rt.Fatal(err)
+					}
+				}
+			},
+			"": func(rt *rapid.T) {
+				sums, errs := fam(rt).SumMany(ctx, names)
+				for i, n := range names {
+					if errs[i] != nil || sums[i] != totals[n] {
+						rt.Fatalf("Sum(%s) = %d (%v), model = %d", n, sums[i], errs[i], totals[n])
+					}
+					if l := sealers[n].layout.Load(); l != nil {
+						maxGen.Store(max(maxGen.Load(), l.current().Gen))
+					}
+				}
+			},
+		})
+	})
+}

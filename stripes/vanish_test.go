@@ -3,6 +3,7 @@ package stripes
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,4 +160,63 @@ func TestBirthRecordLivesOnAnotherMaster(t *testing.T) {
 		k := keys{prefix: celebritytest.Prefix(t), name: name}
 		require.NotEqual(t, cl.MasterOf(k.layout()).Addr(), cl.MasterOf(k.births()).Addr(), "counter %q", name)
 	}
+}
+
+// holdHook holds back the reply of the next HGETALL once armed, until released.
+type holdHook struct {
+	armed   chan struct{} // closed when a call is being held
+	release chan struct{}
+	on      atomic.Bool
+}
+
+func (h *holdHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *holdHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *holdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if cmd.Name() == "hgetall" && h.on.CompareAndSwap(true, false) {
+			close(h.armed)
+			<-h.release
+		}
+		return err
+	}
+}
+
+// TestConcurrentLayoutReadsAreNotVanished checks that a layout read which was overtaken by
+// a newer read in the same process (its reply held back while the layout changed) is not
+// taken for a layout that went back in version.
+func TestConcurrentLayoutReadsAreNotVanished(t *testing.T) {
+	rc := celebritytest.Standalone(t).Client(t)
+	h := &holdHook{armed: make(chan struct{}), release: make(chan struct{})}
+	rc.AddHook(h)
+	c := newCounter(t, rc, Options{Stripes: 2})
+	addEvents(t, c, "a", 3)
+	h.on.Store(true)
+	done := make(chan error, 1)
+	go func() { _, err := c.Sum(context.Background()); done <- err }()
+	<-h.armed // the Sum read the layout, its reply is held
+	_, err := c.Resize(context.Background(), 4)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), mustSum(t, c))
+	close(h.release)
+	require.NoError(t, <-done)
+}
+
+// TestLayoutCreatedDuringAReadIsNotVanished checks that a read that found no layout record,
+// overtaken by a concurrent creation in the same process, is not taken for a lost layout.
+func TestLayoutCreatedDuringAReadIsNotVanished(t *testing.T) {
+	rc := celebritytest.Standalone(t).Client(t)
+	h := &holdHook{armed: make(chan struct{}), release: make(chan struct{})}
+	rc.AddHook(h)
+	c := newCounter(t, rc, Options{Stripes: 2})
+	h.on.Store(true)
+	done := make(chan error, 1)
+	go func() { _, err := c.Add(context.Background(), Event{ID: "held", Time: time.Now()}, 1); done <- err }()
+	<-h.armed // the Add found no layout record, its reply is held
+	addEvents(t, c, "a", 2)
+	close(h.release)
+	require.NoError(t, <-done)
+	require.Equal(t, int64(3), mustSum(t, c))
 }

@@ -1,0 +1,357 @@
+package stripes
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// newFamily returns a Family closed when t ends.
+func newFamily(t testing.TB, c Client, o FamilyOptions) *Family {
+	t.Helper()
+	f, err := NewFamily(c, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// stripesOf returns the stripe count of name's newest generation, read fresh.
+func stripesOf(t testing.TB, f *Family, name string) int {
+	t.Helper()
+	m, err := f.member(name)
+	require.NoError(t, err)
+	l, err := m.c.loadLayout(context.Background())
+	require.NoError(t, err)
+	return l.current().Stripes
+}
+
+// flipDetector reports names hot at random, changing its mind on every call.
+type flipDetector struct{}
+
+func (flipDetector) IsHot(string) bool { return rand.IntN(2) == 0 }
+
+// setDetector reports the names in its set hot.
+type setDetector struct {
+	mu  sync.Mutex
+	hot map[string]bool
+}
+
+func (d *setDetector) IsHot(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.hot[name]
+}
+
+func (d *setDetector) set(name string, hot bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.hot[name] = hot
+}
+
+func TestFamilyOptionsAreValidated(t *testing.T) {
+	rc := celebritytest.Standalone(t).Client(t)
+	for _, o := range []FamilyOptions{
+		{Counter: Options{Name: "x"}},
+		{Counter: Options{Stripes: MaxStripes + 1}},
+		{MaxNames: -1},
+		{IdleAfter: -time.Second},
+		{HotStripes: 1},
+		{Counter: Options{Stripes: 4}, HotStripes: 3},
+		{HotStripes: 4, HotRate: -1},
+		{HotStripes: 4, HotRate: 10, CoolRate: 20},
+		{CoolAfter: -time.Second},
+	} {
+		_, err := NewFamily(rc, o)
+		require.ErrorIs(t, err, ErrInvalid, "%+v", o)
+	}
+	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t)}, Interval: -1})
+	_, err := f.Add(context.Background(), "bad{name}", Event{ID: "e", Time: time.Now()}, 1)
+	require.ErrorIs(t, err, ErrInvalid)
+	rs, errs := f.AddBatch(context.Background(), []FamilyAddition{
+		{Name: "ok", Event: Event{ID: "e", Time: time.Now()}, Delta: 2},
+		{Name: "", Event: Event{ID: "e", Time: time.Now()}, Delta: 1},
+	})
+	require.NoError(t, errs[0])
+	require.True(t, rs[0].Applied)
+	require.ErrorIs(t, errs[1], ErrInvalid)
+	require.Equal(t, int64(2), mustFamilySum(t, f, "ok"))
+}
+
+func mustFamilySum(t testing.TB, f *Family, name string) int64 {
+	t.Helper()
+	v, err := f.Sum(context.Background(), name)
+	require.NoError(t, err)
+	return v
+}
+
+// TestFamilyColdNameIsOneStripe checks that a new name costs one stripe and that Sum and
+// SumMany read it.
+func TestFamilyColdNameIsOneStripe(t *testing.T) {
+	both(t, func(t *testing.T, rc redis.UniversalClient) {
+		ctx := context.Background()
+		prefix := celebritytest.Prefix(t)
+		f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: prefix}, Interval: -1, MaxStaleness: -1})
+		var adds []FamilyAddition
+		for i := range 50 {
+			adds = append(adds, FamilyAddition{Name: fmt.Sprintf("post:%d", i), Event: Event{ID: "v1", Time: time.Now()}, Delta: int64(i + 1)})
+		}
+		_, errs := f.AddBatch(ctx, adds)
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		names := make([]string, len(adds))
+		for i := range adds {
+			names[i] = adds[i].Name
+			require.Equal(t, 1, stripesOf(t, f, names[i]))
+		}
+		sums, errs := f.SumMany(ctx, names)
+		for i := range names {
+			require.NoError(t, errs[i])
+			require.Equal(t, int64(i+1), sums[i])
+		}
+		// Layout, one stripe and one dedup set per name, plus birth-record keys.
+		require.LessOrEqual(t, prefixKeys(t, rc, prefix), 3*len(names)+256)
+	})
+}
+
+// TestFamilySumCache checks that Sum serves a cached value within MaxStaleness and reads
+// again after it.
+func TestFamilySumCache(t *testing.T) {
+	rc := celebritytest.Standalone(t).Client(t)
+	ctx := context.Background()
+	var now atomic.Int64
+	now.Store(time.Now().UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()) }
+	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t), Clock: clock}, Interval: -1, MaxStaleness: time.Second})
+	_, err := f.Add(ctx, "a", Event{ID: "1", Time: time.Now()}, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), mustFamilySum(t, f, "a"))
+	_, err = f.Add(ctx, "a", Event{ID: "2", Time: time.Now()}, 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), mustFamilySum(t, f, "a"), "cached within MaxStaleness")
+	now.Add(int64(time.Second))
+	require.Equal(t, int64(2), mustFamilySum(t, f, "a"))
+}
+
+// TestFamilyBoundsNamesInMemory checks MaxNames and IdleAfter, and that a dropped name
+// with old generations is still sealed by the loop.
+func TestFamilyBoundsNamesInMemory(t *testing.T) {
+	rc := celebritytest.Standalone(t).Client(t)
+	ctx := context.Background()
+	var ahead atomic.Int64
+	clock := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	const window = 200 * time.Millisecond
+	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t), DedupWindow: window, Clock: clock},
+		Interval: -1, MaxNames: 10, IdleAfter: time.Minute})
+	_, err := f.Add(ctx, "resized", Event{ID: "x", Time: time.Now()}, 5)
+	require.NoError(t, err)
+	_, err = f.Resize(ctx, "resized", 3)
+	require.NoError(t, err)
+	for i := range 30 {
+		_, err := f.Add(ctx, fmt.Sprintf("n%d", i), Event{ID: "x", Time: time.Now()}, 1)
+		require.NoError(t, err)
+	}
+	require.Equal(t, 10, f.Names())
+	ahead.Add(int64(2 * time.Minute))
+	require.NoError(t, f.Tick(ctx))
+	require.Equal(t, 0, f.Names(), "idle names dropped")
+	// The dropped name's first generation is sealed by the family's loop.
+	c := newCounter(t, rc, Options{Prefix: f.copts.Prefix, Name: "resized", DedupWindow: window})
+	require.Eventually(t, func() bool {
+		require.NoError(t, f.Tick(ctx))
+		l, err := c.loadLayout(ctx)
+		require.NoError(t, err)
+		return l.isFolded(1)
+	}, 10*time.Second, 20*time.Millisecond)
+	require.Equal(t, int64(5), mustSum(t, c))
+}
+
+// TestFamilyPromotesHotAndDemotesCold checks adaptive striping by measured rate and by a
+// detector, with Sum exact across each change.
+func TestFamilyPromotesHotAndDemotesCold(t *testing.T) {
+	both(t, func(t *testing.T, rc redis.UniversalClient) {
+		ctx := context.Background()
+		var now atomic.Int64
+		now.Store(time.Now().UnixNano())
+		clock := func() time.Time { return time.Unix(0, now.Load()) }
+		det := &setDetector{hot: map[string]bool{}}
+		f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t), Clock: clock},
+			Interval: -1, MaxStaleness: -1, HotStripes: 8, HotRate: 100, CoolAfter: time.Minute, Detector: det})
+		var total int64
+		write := func(name string, n int) {
+			for i := range n {
+				_, err := f.Add(ctx, name, Event{ID: fmt.Sprintf("%s-%d-%d", name, total, i), Time: time.Now()}, 1)
+				require.NoError(t, err)
+			}
+			total += int64(n)
+		}
+		write("hot", 20)
+		write("cold", 1)
+		now.Add(int64(100 * time.Millisecond)) // 200 writes/s for "hot", 10 for "cold"
+		require.NoError(t, f.Tick(ctx))
+		require.Equal(t, 8, stripesOf(t, f, "hot"))
+		require.Equal(t, 1, stripesOf(t, f, "cold"))
+		// Another process with a small share of the name's writes never saw it hot, so it
+		// does not demote it.
+		other := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: f.copts.Prefix, Clock: clock},
+			Interval: -1, MaxStaleness: -1, HotStripes: 8, HotRate: 100, CoolAfter: time.Second})
+		_, err := other.Add(ctx, "hot", Event{ID: "other", Time: time.Now()}, 1)
+		require.NoError(t, err)
+		total++
+		for range 3 {
+			now.Add(int64(time.Second))
+			require.NoError(t, other.Tick(ctx))
+		}
+		require.Equal(t, 8, stripesOf(t, other, "hot"))
+		det.set("flagged", true)
+		write("flagged", 1)
+		require.NoError(t, f.Tick(ctx))
+		require.Equal(t, 8, stripesOf(t, f, "flagged"), "promoted by the detector")
+		require.Equal(t, 8, stripesOf(t, f, "hot"), "cooling, not yet for CoolAfter")
+		write("hot", 5)
+		now.Add(int64(time.Minute))
+		require.NoError(t, f.Tick(ctx))
+		require.Equal(t, 1, stripesOf(t, f, "hot"), "demoted after CoolAfter")
+		require.Equal(t, 8, stripesOf(t, f, "flagged"), "the detector still reports it")
+		write("hot", 3)
+		var got int64
+		for _, name := range []string{"hot", "cold", "flagged"} {
+			got += mustFamilySum(t, f, name)
+		}
+		require.Equal(t, total, got)
+	})
+}
+
+// TestFamilyTwoProcessesExactlyOnce runs two families on separate clients (two processes'
+// worth) over the same names, each sending every event (so each event arrives twice), with
+// replies dropped after the script ran, retries with the same Event, and both families'
+// loops promoting and demoting names at random (TestModelFamily adds sealing).
+// Every name's Sum must equal the number of its distinct events.
+func TestFamilyTwoProcessesExactlyOnce(t *testing.T) {
+	run := func(t *testing.T, clients [2]redis.UniversalClient, injs [2]*faults.Injector) {
+		ctx := context.Background()
+		prefix := celebritytest.Prefix(t)
+		const names, perName, window = 40, 20, 10 * time.Second
+		var fams [2]*Family
+		for i := range fams {
+			loadScripts(t, clients[i])
+			fams[i] = newFamily(t, clients[i], FamilyOptions{
+				Counter:  Options{Prefix: prefix, DedupWindow: window, SealInterval: 50 * time.Millisecond},
+				Interval: 20 * time.Millisecond, MaxStaleness: -1, MaxNames: names / (1 + i), // the second one drops names as it goes
+				HotStripes: 4, Detector: flipDetector{}, CoolAfter: time.Millisecond,
+			})
+		}
+		name := func(i int) string { return fmt.Sprintf("post:%d:views", i) }
+		// Both processes send the same events: the same ID and Time, as a host retrying a
+		// stored event does.
+		events := make([]Event, perName)
+		var wg sync.WaitGroup
+		var applied atomic.Int64
+		var mu sync.Mutex
+		event := func(k int) Event {
+			mu.Lock()
+			defer mu.Unlock()
+			if events[k].ID == "" {
+				events[k] = Event{ID: fmt.Sprintf("v%d", k), Time: time.Now()}
+			}
+			return events[k]
+		}
+		for w := range fams {
+			f := fams[w]
+			wg.Go(func() {
+				for k := range perName {
+					// Lose the replies of two event scripts (keys "<prefix>{<tag>}:<name>:...")
+					// of this round after they ran.
+					injs[w].DropReply(faults.Match{Command: "EVALSHA", Arg: "}:post:"}, 2)
+					var adds []FamilyAddition
+					for i := range names {
+						adds = append(adds, FamilyAddition{Name: name(i), Event: event(k), Delta: 1})
+					}
+					if w == 0 {
+						rs, errs := f.AddBatch(ctx, adds)
+						for j := range adds {
+							res, err := rs[j], errs[j]
+							for err != nil && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrTooOld) {
+								res, err = f.Add(ctx, adds[j].Name, adds[j].Event, 1)
+							}
+							if !assertNoError(t, err) {
+								return
+							}
+							if res.Applied {
+								applied.Add(1)
+							}
+						}
+						continue
+					}
+					for _, a := range adds {
+						res, err := f.Add(ctx, a.Name, a.Event, 1)
+						for err != nil && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrTooOld) {
+							res, err = f.Add(ctx, a.Name, a.Event, 1)
+						}
+						if !assertNoError(t, err) {
+							return
+						}
+						if res.Applied {
+							applied.Add(1)
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for i := range names {
+			require.Equal(t, int64(perName), mustFamilySum(t, fams[i%2], name(i)), name(i))
+		}
+		var newest uint64
+		for i := range names {
+			m, err := fams[0].member(name(i))
+			require.NoError(t, err)
+			l, err := m.c.loadLayout(ctx)
+			require.NoError(t, err)
+			newest = max(newest, l.current().Gen)
+		}
+		require.Greater(t, newest, uint64(2), "promoted and demoted while written")
+		require.Positive(t, injs[0].Dropped()+injs[1].Dropped(), "no reply was dropped")
+		require.Less(t, applied.Load(), int64(names*perName), "a lost reply's retry reports a duplicate")
+		t.Logf("%d replies dropped, %d of %d events reported applied", injs[0].Dropped()+injs[1].Dropped(), applied.Load(), names*perName)
+	}
+	t.Run("standalone", func(t *testing.T) {
+		srv := celebritytest.Standalone(t)
+		var clients [2]redis.UniversalClient
+		var injs [2]*faults.Injector
+		for i := range clients {
+			injs[i] = faults.New()
+			clients[i] = srv.Client(t, func(o *redis.Options) { o.Dialer = injs[i].Dialer(nil) })
+		}
+		run(t, clients, injs)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := celebritytest.SharedCluster(t)
+		var clients [2]redis.UniversalClient
+		var injs [2]*faults.Injector
+		for i := range clients {
+			injs[i] = faults.New()
+			clients[i] = cl.Client(t, func(o *redis.ClusterOptions) { o.Dialer = injs[i].Dialer(nil) })
+		}
+		run(t, clients, injs)
+	})
+}
+
+// assertNoError reports err on t (from any goroutine) and returns whether it was nil.
+func assertNoError(t *testing.T, err error) bool {
+	if err != nil {
+		t.Errorf("unexpected error: %v", err)
+		return false
+	}
+	return true
+}
