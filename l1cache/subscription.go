@@ -249,10 +249,12 @@ func (inv *Invalidator) apply(payload string) {
 				"channel", inv.opts.Channel, "instance_id", m.id)
 		}
 	}
-	inv.received.Add(1)
 	if m.kind == 'k' {
 		inv.target.Invalidate(m.key)
 	} else {
 		inv.target.InvalidateAll()
 	}
+	// Counted once applied, as Stats.Received says: a reader that saw the count move also
+	// sees the entry invalidated.
+	inv.received.Add(1)
 }
