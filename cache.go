@@ -110,9 +110,9 @@ func (c *Cache[V]) compose() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	window := o.ReportInterval
+	window := o.ReportInterval / 2 // the promote decision's window; Hold governs demotion
 	if window <= 0 {
-		window = DefaultReportInterval
+		window = DefaultReportInterval / 2
 	}
 	c.det, err = hotkeys.New(hotkeys.Options{
 		SampleRate: 1, Capacity: 256, Window: window, Buckets: 4, EvalInterval: -1,

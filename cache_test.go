@@ -310,3 +310,24 @@ func TestReportMinRateOutOfRange(t *testing.T) {
 		require.ErrorContains(t, err, "ReportMinRate")
 	}
 }
+
+func TestEarlyReportRateAndHotReportEveryOutOfRange(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	for _, o := range []celebrity.Options[string]{
+		{PromoteRate: 200, ReportMinRate: 5, EarlyReportRate: 4},
+		{PromoteRate: 200, EarlyReportRate: 201},
+		{PromoteRate: 200, EarlyReportRate: -1},
+	} {
+		_, err := celebrity.New(srv.Client(t), newSource().load, o)
+		require.ErrorIs(t, err, celebrity.ErrInvalid)
+		require.ErrorContains(t, err, "EarlyReportRate")
+	}
+	for _, n := range []int{-1, 61} {
+		_, err := celebrity.New(srv.Client(t), newSource().load, celebrity.Options[string]{HotReportEvery: n})
+		require.ErrorIs(t, err, celebrity.ErrInvalid)
+		require.ErrorContains(t, err, "HotReportEvery")
+	}
+	c, err := celebrity.New(srv.Client(t), newSource().load, celebrity.Options[string]{PromoteRate: 200, ReportMinRate: 5, EarlyReportRate: 5, HotReportEvery: 4})
+	require.NoError(t, err, "the bounds themselves are accepted")
+	require.NoError(t, c.Close())
+}

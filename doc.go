@@ -43,17 +43,23 @@
 // # The closed loop: detect, promote, spread, demote
 //
 // Each instance observes its Redis-level reads (L1 misses and refreshes, which read copies of
-// hot keys), not its requests: that is the load that hurts a node. Every ReportInterval it adds
-// the rates of its ReportTop heaviest keys to a summary of that interval in Redis, spread over
-// SummaryShards keys in distinct slots (each instance writes one, chosen by its ID), so the
-// summary is never a hot key itself. One instance, holding a leader lease, sums the interval
-// after it ends and changes the hot set in one fenced script: a key whose fleet-wide rate
-// reaches PromoteRate is promoted; a fleet-decided member whose rate stays under DemoteRate
-// for Hold is demoted (two thresholds and a hold: no flapping). The hot set is versioned; the
-// leader publishes each new version and every instance also polls it once per interval, so
-// every instance applies a change within one interval: it warms the key's copies before its
-// reads use them (replicas.Promote) and refreshes the key ahead of its L1 expiry while it is
-// read, so a hot key never misses. Cache.Promote and Cache.Demote change the hot set by hand
+// hot keys), not its requests: that is the load that hurts a node. Its local rates cover the
+// last half ReportInterval (the promote decision's window; demotion is governed by Hold).
+// Once per ReportInterval, at its own random moment of the interval, it adds the rates of its
+// ReportTop heaviest keys (those at or above ReportMinRate) to a summary of that interval in
+// Redis, spread over SummaryShards keys in distinct slots (each instance writes one, chosen by
+// its ID), so the summary is never a hot key itself. A key not yet hot that reaches
+// EarlyReportRate locally is reported at once instead, in at most one early report per
+// interval; no key counts twice. With HotReportEvery, hot keys are reported by a rotating
+// share of the fleet. One instance, holding a leader lease, sums the summary every quarter
+// interval: the interval under way promotes (a partial sum never overstates a rate), the
+// interval that ended also demotes. It changes the hot set in one fenced script: a key whose
+// fleet-wide rate reaches PromoteRate is promoted; a fleet-decided member whose rate stays
+// under DemoteRate for Hold is demoted (two thresholds and a hold: no flapping). The hot set
+// is versioned; the leader publishes each new version and every instance also polls it once
+// per PollInterval, so a subscribed instance applies a change at once: it warms the key's
+// copies before its reads use them (replicas.Promote) and refreshes the key ahead of its L1
+// expiry while it is read, so a hot key never misses. Cache.Promote and Cache.Demote change the hot set by hand
 // (a launch known in advance); a manual member is never demoted by the fleet. Options.OnEvent
 // receives each change as this instance applies it, with the fleet-wide rate that decided it.
 //
@@ -78,6 +84,8 @@
 // A cache: nothing durable. Redis 7 (replicas' scripts). Pub/sub is at most once; a lost
 // invalidation is bounded by Fresh+Stale and a lost hot-set announcement by one poll. The
 // summary assumes the instances' clocks agree within a fraction of ReportInterval (an interval
-// is named by wall-clock time). The loop's own commands per interval: one report and one poll
-// per instance, SummaryShards+1 reads by the leader, and a few per hot-set change.
+// is named by wall-clock time). The loop's own commands per interval: at most one report (two
+// with an early one) per instance that has a key at or above ReportMinRate, one poll per
+// instance per PollInterval, 4×SummaryShards reads and one lease renewal by the leader, and
+// one per instance per hot-set change (the hot set read in one script).
 package celebrity

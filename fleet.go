@@ -20,7 +20,11 @@ type fleet struct {
 	leader    atomic.Bool
 	epoch     atomic.Int64
 	lowSince  map[string]int64 // leader only: the first interval of a member's run under DemoteRate
-	lastSlot  int64            // the last interval this instance reported
+	lastSlot  int64            // the last interval this instance made its regular report for
+	earlySlot int64            // the last interval this instance made an early report for
+	sent      map[string]bool  // the keys this instance reported for the interval lastSlot/earlySlot
+	sentSlot  int64            // the interval sent describes
+	phase     time.Duration    // when in each interval this instance reports, unless early
 	lastEval  int64            // the last interval this instance evaluated as leader
 	ticks     int64            // the report loop's ticks
 	warnAlone sync.Once
@@ -94,14 +98,17 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// reportLoop reports this instance's heaviest Redis-level reads and polls the hot set once per
-// interval, at a random phase so that the fleet's reports spread over the interval.
+// reportLoop reports this instance's heaviest Redis-level reads once per interval, at a
+// random phase so that the fleet's reports spread over the interval, or earlier in the
+// interval when a key that is not hot crosses EarlyReportRate locally. It checks every
+// quarter interval; the hot set is polled once per PollInterval.
 func (c *Cache[V]) reportLoop(ctx context.Context) {
 	iv := c.o.ReportInterval
-	if !sleep(ctx, time.Duration(rand.Int64N(int64(iv)))) {
+	c.fleet.phase = time.Duration(rand.Int64N(int64(iv)))
+	if !sleep(ctx, time.Duration(rand.Int64N(int64(iv/subTicks)))) {
 		return
 	}
-	tick := time.NewTicker(iv)
+	tick := time.NewTicker(iv / subTicks)
 	defer tick.Stop()
 	for {
 		c.tick(ctx)
@@ -113,6 +120,10 @@ func (c *Cache[V]) reportLoop(ctx context.Context) {
 	}
 }
 
+// subTicks is how many times per interval the loop checks for a report and the leader
+// evaluates the interval under way.
+const subTicks = 4
+
 func (c *Cache[V]) tick(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
 	defer cancel()
@@ -120,8 +131,10 @@ func (c *Cache[V]) tick(ctx context.Context) {
 		c.loopError("report", err)
 	}
 	f := &c.fleet
+	every := int64(max(1, subTicks*c.o.PollInterval/c.o.ReportInterval))
+	poll := f.leader.Load() && f.ticks%subTicks == 0 || f.ticks%every == 0
 	f.ticks++
-	if f.leader.Load() || f.ticks%int64(max(1, c.o.PollInterval/c.o.ReportInterval)) == 0 {
+	if poll {
 		if err := c.poll(cctx); err != nil {
 			c.loopError("poll", err)
 		}
@@ -138,26 +151,31 @@ func (c *Cache[V]) loopError(step string, err error) {
 	}
 }
 
-// evalLoop runs the leader's evaluation just after each interval ends, on the summary of the
-// interval that ended.
+// evalLoop runs the leader's evaluation every quarter interval: just after an interval ends,
+// on the whole summary of the interval that ended (promotions and demotions); in between, on
+// the part of the current interval's summary reported so far (promotions only: a partial sum
+// never overstates a key's rate, so it promotes only what the whole sum would).
 func (c *Cache[V]) evalLoop(ctx context.Context) {
 	iv := c.o.ReportInterval
+	step := iv / subTicks
 	for {
 		now := c.o.Clock()
-		next := now.Truncate(iv).Add(iv + iv/20)
+		next := now.Truncate(step).Add(step + iv/20)
 		if !sleep(ctx, next.Sub(now)) {
 			return
 		}
 		if !c.fleet.leader.Load() {
 			continue
 		}
-		slot := c.o.Clock().UnixNano()/int64(iv) - 1
+		cur := c.o.Clock().UnixNano() / int64(iv)
+		slot, partial := cur-1, false
 		if slot <= c.fleet.lastEval {
-			continue
+			slot, partial = cur, true
+		} else {
+			c.fleet.lastEval = slot
 		}
-		c.fleet.lastEval = slot
 		cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
-		if err := c.evaluate(cctx, slot); err != nil {
+		if err := c.evaluate(cctx, slot, partial); err != nil {
 			c.loopError("evaluate", err)
 		}
 		cancel()

@@ -308,40 +308,51 @@ func TestFailoverDuringTheLoop(t *testing.T) {
 // blackholed serves its last good value (StaleIfError) instead of failing, and once the
 // network is back it learns the write it missed.
 func TestCutOffInstanceServesStaleAndRejoins(t *testing.T) {
-	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
-	src := newSource()
-	key := p + "post"
-	src.bump(key)
-	o := loopOptions()
-	o.Fresh, o.StaleIfError, o.LoadTimeout = 50*time.Millisecond, time.Hour, 300*time.Millisecond
-	inj := faults.New()
-	cut := newCache(t, srv.Client(t, func(ro *redis.Options) {
-		ro.Dialer = inj.Dialer(nil)
-		ro.ReadTimeout, ro.WriteTimeout, ro.DialTimeout = 200*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
-		ro.MaxRetries = -1
-	}), src, p, o)
-	writer := newCache(t, srv.Client(t), src, p, o)
-	v, err := cut.Get(t.Context(), key)
-	require.NoError(t, err)
-	require.Equal(t, "v1", v)
-
-	inj.Blackhole(true)
-	version := src.bump(key)
-	require.NoError(t, writer.Set(t.Context(), key, "v"+itoa(version), version))
-	for range 10 {
+	deployments(t, func(t *testing.T, d deployment) {
+		p := celebritytest.Prefix(t)
+		src := newSource()
+		key := p + "post"
+		src.bump(key)
+		o := loopOptions()
+		o.Fresh, o.StaleIfError, o.LoadTimeout = 50*time.Millisecond, time.Hour, 300*time.Millisecond
+		inj := faults.New()
+		var client redis.UniversalClient
+		if d.cluster {
+			client = celebritytest.SharedCluster(t).Client(t, func(co *redis.ClusterOptions) {
+				co.Dialer = inj.Dialer(nil)
+				co.ReadTimeout, co.WriteTimeout, co.DialTimeout = 200*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
+				co.MaxRetries, co.MaxRedirects = -1, -1
+			})
+		} else {
+			client = celebritytest.Standalone(t).Client(t, func(ro *redis.Options) {
+				ro.Dialer = inj.Dialer(nil)
+				ro.ReadTimeout, ro.WriteTimeout, ro.DialTimeout = 200*time.Millisecond, 200*time.Millisecond, 200*time.Millisecond
+				ro.MaxRetries = -1
+			})
+		}
+		cut := newCache(t, client, src, p, o)
+		writer := newCache(t, d.client(t), src, p, o)
 		v, err := cut.Get(t.Context(), key)
-		require.NoError(t, err, "served within StaleIfError")
+		require.NoError(t, err)
 		require.Equal(t, "v1", v)
-		time.Sleep(50 * time.Millisecond)
-	}
-	require.Positive(t, cut.Stats().L1.StaleIfErrorHits)
-	inj.Blackhole(false)
-	inj.ResetAll()
-	require.Eventually(t, func() bool {
-		v, err := cut.Get(t.Context(), key)
-		return err == nil && v == "v2"
-	}, 30*time.Second, 20*time.Millisecond, "rejoins and serves the write it missed")
+
+		inj.Blackhole(true)
+		version := src.bump(key)
+		require.NoError(t, writer.Set(t.Context(), key, "v"+itoa(version), version))
+		for range 10 {
+			v, err := cut.Get(t.Context(), key)
+			require.NoError(t, err, "served within StaleIfError")
+			require.Equal(t, "v1", v)
+			time.Sleep(50 * time.Millisecond)
+		}
+		require.Positive(t, cut.Stats().L1.StaleIfErrorHits)
+		inj.Blackhole(false)
+		inj.ResetAll()
+		require.Eventually(t, func() bool {
+			v, err := cut.Get(t.Context(), key)
+			return err == nil && v == "v2"
+		}, 30*time.Second, 20*time.Millisecond, "rejoins and serves the write it missed")
+	})
 }
 
 func itoa(n uint64) string { return strconvU(n) }

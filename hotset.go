@@ -21,10 +21,13 @@ var (
 	pollLua string
 	//go:embed apply.lua
 	applyLua string
+	//go:embed learn.lua
+	learnLua string
 
 	reportScript = redis.NewScript(reportLua)
 	pollScript   = redis.NewScript(pollLua)
 	applyScript  = redis.NewScript(applyLua)
+	learnScript  = redis.NewScript(learnLua)
 )
 
 // keyset names the Redis keys and channels of the fleet loop.
@@ -46,29 +49,63 @@ func (c *Cache[V]) summaryKey(shard int, slot int64) string {
 }
 
 // report adds this instance's heaviest Redis-level reads to the summary of the current
-// interval, on the shard its ID hashes to, once per interval.
+// interval, on the shard its ID hashes to: once per interval at this instance's phase of the
+// interval (the regular report), and at most once more, as soon as a key that is not hot and
+// not yet reported in this interval reaches EarlyReportRate (the early report, with only such
+// keys). Each key counts at most once per instance and interval: the regular report leaves
+// out what the early one sent, and each report is idempotent by its own ID.
 func (c *Cache[V]) report(ctx context.Context) error {
 	f := &c.fleet
 	iv := int64(c.o.ReportInterval)
-	slot := c.o.Clock().UnixNano() / iv
-	if slot == f.lastSlot {
+	now := c.o.Clock().UnixNano()
+	slot := now / iv
+	if f.sentSlot != slot {
+		f.sent, f.sentSlot = map[string]bool{}, slot
+	}
+	regular := f.lastSlot != slot && time.Duration(now%iv) >= f.phase
+	early := c.o.EarlyReportRate > 0 && f.earlySlot != slot && f.lastSlot != slot
+	if !regular && !early {
 		return nil
 	}
 	top, err := c.det.Top(c.o.ReportTop)
 	if err != nil {
 		return err
 	}
-	args := []any{c.o.InstanceID, (3 * c.o.ReportInterval).Milliseconds() + 1}
-	for _, k := range top {
-		if k.Rate > 0 && k.Rate >= c.o.ReportMinRate {
-			args = append(args, k.Key, strconv.FormatFloat(k.Rate, 'f', 3, 64))
+	id := c.o.InstanceID
+	args := []any{id, (3 * c.o.ReportInterval).Milliseconds() + 1}
+	if regular {
+		f.lastSlot = slot
+		every := int64(c.o.HotReportEvery)
+		turn := (slot+int64(xxhash.Sum64String(id)%uint64(every)))%every == 0
+		for _, k := range top {
+			if k.Rate <= 0 || k.Rate < c.o.ReportMinRate || f.sent[k.Key] {
+				continue
+			}
+			switch {
+			case every == 1 || !f.isHot(k.Key):
+				args = append(args, k.Key, fmtRate(k.Rate))
+			case turn:
+				args = append(args, k.Key, fmtRate(k.Rate*float64(every)))
+			}
+		}
+	} else {
+		for _, k := range top {
+			if k.Rate >= c.o.EarlyReportRate && !f.sent[k.Key] && !f.isHot(k.Key) {
+				args = append(args, k.Key, fmtRate(k.Rate))
+			}
+		}
+		if len(args) > 2 {
+			f.earlySlot = slot
+			args[0] = id + ":early"
 		}
 	}
 	if len(args) == 2 {
 		return nil
 	}
-	f.lastSlot = slot
-	shard := int(xxhash.Sum64String(c.o.InstanceID) % uint64(c.o.SummaryShards))
+	for i := 2; i < len(args); i += 2 {
+		f.sent[args[i].(string)] = true
+	}
+	shard := int(xxhash.Sum64String(id) % uint64(c.o.SummaryShards))
 	f.loopCommands.Add(1)
 	f.reports.Add(1)
 	return reportScript.Run(ctx, c.client, []string{c.summaryKey(shard, slot)}, args...).Err()
@@ -116,18 +153,17 @@ func (c *Cache[V]) retryPromotions(ctx context.Context) {
 }
 
 // evaluate is the leader's step: sum the fleet's reports of one interval and promote or
-// demote keys through apply.lua, fenced by the leader's lease and epoch.
-func (c *Cache[V]) evaluate(ctx context.Context, slot int64) error {
+// demote keys through apply.lua, fenced by the leader's lease and epoch. A partial evaluation
+// (of the interval under way) only promotes.
+func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error {
 	f := &c.fleet
 	f.evaluations.Add(1)
-	ks := c.keys()
 	pipe := c.client.Pipeline()
 	sums := make([]*redis.MapStringStringCmd, c.o.SummaryShards)
 	for i := range sums {
 		sums[i] = pipe.HGetAll(ctx, c.summaryKey(i, slot))
 	}
-	mem := pipe.HGetAll(ctx, ks.members)
-	f.loopCommands.Add(uint64(len(sums) + 1))
+	f.loopCommands.Add(uint64(len(sums)))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
@@ -140,7 +176,17 @@ func (c *Cache[V]) evaluate(ctx context.Context, slot int64) error {
 			}
 		}
 	}
-	args := c.decide(slot, rates, parseMembers(mem.Val()))
+	// The members as this instance applies them: it learns every change it applies at once,
+	// and the others' (manual) changes by pub/sub or its next poll; a decision made on a
+	// set it has not learned yet changes nothing, as apply.lua ignores an op that does not
+	// apply.
+	members := *f.hot.Load()
+	var args []any
+	if partial {
+		args = c.promotions(rates, members)
+	} else {
+		args = c.decide(slot, rates, members)
+	}
 	if len(args) == 0 {
 		return nil
 	}
@@ -156,17 +202,7 @@ func (c *Cache[V]) decide(slot int64, rates map[string]float64, members map[stri
 	if f.lowSince == nil {
 		f.lowSince = map[string]int64{}
 	}
-	var up []string
-	for k, r := range rates {
-		if _, ok := members[k]; !ok && r >= c.o.PromoteRate {
-			up = append(up, k)
-		}
-	}
-	sort.Slice(up, func(i, j int) bool { return rates[up[i]] > rates[up[j]] })
-	var args []any
-	for _, k := range up {
-		args = append(args, "+", k, fmtRate(rates[k]))
-	}
+	args := c.promotions(rates, members)
 	for k, m := range members {
 		if m.Manual || rates[k] >= c.o.DemoteRate {
 			delete(f.lowSince, k)
@@ -185,6 +221,23 @@ func (c *Cache[V]) decide(slot int64, rates map[string]float64, members map[stri
 		if _, ok := members[k]; !ok {
 			delete(f.lowSince, k)
 		}
+	}
+	return args
+}
+
+// promotions returns apply.lua's triples promoting the keys not yet members whose rate is at
+// or above PromoteRate, fastest first.
+func (c *Cache[V]) promotions(rates map[string]float64, members map[string]member) []any {
+	var up []string
+	for k, r := range rates {
+		if _, ok := members[k]; !ok && r >= c.o.PromoteRate {
+			up = append(up, k)
+		}
+	}
+	sort.Slice(up, func(i, j int) bool { return rates[up[i]] > rates[up[j]] })
+	var args []any
+	for _, k := range up {
+		args = append(args, "+", k, fmtRate(rates[k]))
 	}
 	return args
 }
@@ -218,6 +271,17 @@ func (c *Cache[V]) apply(ctx context.Context, id string, epoch int64, triples []
 	return c.learn(ctx)
 }
 
+// pairs turns a flat field/value reply into a map.
+func pairs(v any) map[string]string {
+	l, _ := v.([]any)
+	out := make(map[string]string, len(l)/2)
+	for i := 0; i+1 < len(l); i += 2 {
+		k, _ := l[i].(string)
+		out[k], _ = l[i+1].(string)
+	}
+	return out
+}
+
 func parseMembers(m map[string]string) map[string]member {
 	out := make(map[string]member, len(m))
 	for k, v := range m {
@@ -243,19 +307,20 @@ func (c *Cache[V]) learn(ctx context.Context) error {
 	f.learnMu.Lock()
 	defer f.learnMu.Unlock()
 	ks := c.keys()
-	pipe := c.client.TxPipeline()
-	ver := pipe.HGet(ctx, ks.meta, "version")
-	mem := pipe.HGetAll(ctx, ks.members)
-	dem := pipe.HGetAll(ctx, ks.demoted)
-	f.loopCommands.Add(3)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	f.loopCommands.Add(1)
+	res, err := learnScript.Run(ctx, c.client, []string{ks.meta, ks.members, ks.demoted}).Slice()
+	if err != nil {
 		return err
 	}
-	version, _ := strconv.ParseUint(ver.Val(), 10, 64)
+	if len(res) != 3 {
+		return fmt.Errorf("celebrity: learn: unexpected reply %v", res)
+	}
+	v, _ := res[0].(int64)
+	version := uint64(v)
 	if version == f.version.Load() {
 		return nil
 	}
-	next := parseMembers(mem.Val())
+	next, dem := parseMembers(pairs(res[1])), pairs(res[2])
 	old := *f.hot.Load()
 	for k, m := range next {
 		if _, ok := old[k]; !ok {
@@ -265,10 +330,14 @@ func (c *Cache[V]) learn(ctx context.Context) error {
 	for k := range old {
 		if _, ok := next[k]; !ok {
 			var rate float64
-			if s, _, ok := strings.Cut(dem.Val()[k], "|"); ok {
+			var decided time.Time
+			if s, ms, ok := strings.Cut(dem[k], "|"); ok {
 				rate, _ = strconv.ParseFloat(s, 64)
+				if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
+					decided = time.UnixMilli(n)
+				}
 			}
-			c.demoteLocal(ctx, k, rate, version)
+			c.demoteLocal(ctx, k, rate, decided, version)
 		}
 	}
 	f.hot.Store(&next)
@@ -289,16 +358,16 @@ func (c *Cache[V]) promoteLocal(ctx context.Context, key string, m member, versi
 		})
 	}
 	c.fleet.promotions.Add(1)
-	c.emit(Event{Kind: EventPromoted, Key: key, Rate: m.Rate, Manual: m.Manual, HotVersion: version, At: c.o.Clock()})
+	c.emit(Event{Kind: EventPromoted, Key: key, Rate: m.Rate, Manual: m.Manual, HotVersion: version, Decided: m.Since, At: c.o.Clock()})
 }
 
-func (c *Cache[V]) demoteLocal(ctx context.Context, key string, rate float64, version uint64) {
+func (c *Cache[V]) demoteLocal(ctx context.Context, key string, rate float64, decided time.Time, version uint64) {
 	if c.cluster {
 		_ = c.rep.Demote(ctx, key)
 	}
 	c.fleet.hotEntries.Delete(key)
 	c.fleet.demotions.Add(1)
-	c.emit(Event{Kind: EventDemoted, Key: key, Rate: rate, HotVersion: version, At: c.o.Clock()})
+	c.emit(Event{Kind: EventDemoted, Key: key, Rate: rate, HotVersion: version, Decided: decided, At: c.o.Clock()})
 }
 
 func (c *Cache[V]) emit(ev Event) {

@@ -106,6 +106,18 @@ type Options[V any] struct {
 	// PromoteRate divided by it to trade some of that for fewer commands. Default: 0 (every
 	// key among ReportTop is reported).
 	ReportMinRate float64
+	// EarlyReportRate is the local rate of Redis-level reads per second of a key not yet hot
+	// at which an instance reports at once, rather than at its own moment of the interval,
+	// so that a new celebrity reaches the leader within a quarter interval. It is still one
+	// report per instance per interval. Default: 0 (off). Range 0 or ReportMinRate..PromoteRate.
+	EarlyReportRate float64
+	// HotReportEvery makes each instance report a key of the hot set only once every
+	// HotReportEvery intervals (the instances take turns by their ID), its rate multiplied by
+	// HotReportEvery: an estimate of the fleet-wide rate from a share of the fleet, which cuts
+	// the reports of a long-lived celebrity by that factor. Use it only with a fleet large
+	// enough that each interval's share reads the key (with few instances an interval can see
+	// none of them and count as cool). Default: 1 (every interval). Range 1..60.
+	HotReportEvery int
 	// SummaryShards is the number of Redis keys (each in its own slot) the fleet summary of
 	// one interval is spread over; instances are assigned to shards by their ID, so each key
 	// takes fleet/SummaryShards writes per interval. Default: 16. Range 1..1024.
@@ -234,6 +246,15 @@ func (o Options[V]) loopDefaults() (Options[V], error) {
 	}
 	if o.ReportMinRate < 0 || o.ReportMinRate >= o.PromoteRate {
 		return o, invalid("Options.ReportMinRate must be in [0, PromoteRate=%v), got %v", o.PromoteRate, o.ReportMinRate)
+	}
+	if o.EarlyReportRate != 0 && (o.EarlyReportRate < o.ReportMinRate || o.EarlyReportRate > o.PromoteRate) {
+		return o, invalid("Options.EarlyReportRate must be 0 or in [ReportMinRate=%v, PromoteRate=%v], got %v", o.ReportMinRate, o.PromoteRate, o.EarlyReportRate)
+	}
+	if o.HotReportEvery == 0 {
+		o.HotReportEvery = 1
+	}
+	if o.HotReportEvery < 1 || o.HotReportEvery > 60 {
+		return o, invalid("Options.HotReportEvery must be 1..60, got %d", o.HotReportEvery)
 	}
 	if o.SummaryShards == 0 {
 		o.SummaryShards = DefaultSummaryShards

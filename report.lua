@@ -1,7 +1,9 @@
 -- report.lua: add one instance's Redis-level read rates of one interval to the fleet summary.
 --
 -- KEYS[1]  the summary hash of one interval on one shard (<prefix>{<prefix>sum<shard>}:<slot>)
--- ARGV[1]  report ID: the reporting instance's ID (one report per instance per interval)
+-- ARGV[1]  report ID: the reporting instance's ID for its regular report, or the ID followed by
+--          ":early" for its early report (at most two per instance per interval, the instance
+--          sending each key in at most one of them)
 -- ARGV[2]  TTL of the summary hash, milliseconds (>= 1)
 -- ARGV[3..] pairs: key, rate (reads per second, a non-negative number)
 --

@@ -39,6 +39,9 @@ type Event struct {
 	Manual bool
 	// HotVersion is the hot set's version that carried the change.
 	HotVersion uint64
+	// Decided is when the fleet decided it (the hot set's record of the change; zero if
+	// unknown).
+	Decided time.Time
 	// At is when this instance applied it.
 	At time.Time
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/celebrity-go/celebrity"
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/replicas"
 )
 
 // TestFailedStepIsNamedAndRetryCompletes loses the reply of each step of Set in turn: the
@@ -89,6 +90,50 @@ func TestFailedStepIsNamedAndRetryCompletes(t *testing.T) {
 			return errors.Is(err, celebrity.ErrNotFound)
 		}, 10*time.Second, time.Millisecond)
 	})
+}
+
+// TestFailedCopiesStepIsNamedAndRetryCompletes loses the reply of one copy write of a hot
+// key's Set on a cluster: the error names the copies step, the logical key and the other
+// instances already have the new version, and a retry completes the copies.
+func TestFailedCopiesStepIsNamedAndRetryCompletes(t *testing.T) {
+	p := celebritytest.Prefix(t)
+	src := newSource()
+	key := p + "post"
+	src.bump(key)
+	o := celebrity.Options[string]{Fresh: time.Hour, Stale: -1, ReportInterval: -1}
+	inj := faults.New()
+	faulty := celebritytest.SharedCluster(t).Client(t, func(co *redis.ClusterOptions) {
+		co.Dialer, co.MaxRetries, co.MaxRedirects = inj.Dialer(nil), -1, -1
+	})
+	w := newCache(t, faulty, src, p, o)
+	other := newCache(t, celebritytest.SharedCluster(t).Client(t), src, p, o)
+	ctx := t.Context()
+	require.NoError(t, w.Promote(ctx, key))
+	require.Contains(t, w.Hot(), key)
+	v, err := w.Get(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, "v1", v)
+	_, err = other.Get(ctx, key)
+	require.NoError(t, err)
+
+	v2 := src.bump(key)
+	inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "}c:" + key}, 1)
+	err = w.Set(ctx, key, "v2", v2)
+	var werr *celebrity.WriteError
+	require.ErrorAs(t, err, &werr)
+	require.ErrorIs(t, err, celebrity.ErrIncomplete)
+	require.Equal(t, celebrity.StepCopies, werr.Step)
+	require.Equal(t, "Set", werr.Op)
+	require.Equal(t, o.Fresh+celebrity.DefaultTTL, werr.MayServeOlderFor, "TTL+Fresh+Stale: a copy may keep the old value until it expires")
+	require.Contains(t, err.Error(), "step copies")
+	var pw *replicas.PartialWriteError
+	require.ErrorAs(t, err, &pw)
+	require.NotEmpty(t, pw.Failed)
+	waitFor(t, other, key, "v2") // the later steps still ran: the fleet was invalidated
+	v, err = w.Get(ctx, key)
+	require.NoError(t, err)
+	require.Equal(t, "v2", v, "the local entry was still updated")
+	require.NoError(t, w.Set(ctx, key, "v2", v2), "the retry completes the copies")
 }
 
 func waitFor(t *testing.T, c *celebrity.Cache[string], key, want string) {
