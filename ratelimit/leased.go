@@ -12,6 +12,7 @@ import (
 type lease struct {
 	left      int64     // cells left in the chunk
 	deadline  time.Time // the chunk is usable strictly before this instant (local clock)
+	window    int64     // the server's sub-window index the chunk's cells were granted in
 	asked     int64     // cells requested (admitted or not) since the last fetch
 	fetchedAt time.Time
 	rate      float64     // admissions per second, smoothed
@@ -140,7 +141,7 @@ func (l *Limiter) markEmpty(st *keyState, j int, sent time.Time, wait, reset int
 }
 
 // install makes the grant r of slot j, requested at sent, st's chunk and admits n from it.
-// The chunk's deadline is sent + r.ms: the sub-window ended no earlier than that on the
+// The chunk's deadline is sent + r.ms - 1ms: the sub-window ended no earlier than that on the
 // server's clock, since the server read its clock after sent. A grant whose sub-window has
 // passed by now is dropped (under-admission, never over-admission).
 func (l *Limiter) install(st *keyState, key string, j int, sent time.Time, r takeReply, n int64) (Result, bool) {
@@ -149,19 +150,27 @@ func (l *Limiter) install(st *keyState, key string, j int, sent time.Time, r tak
 	if l.onGrant != nil {
 		l.onGrant(r.nowMs, r.granted)
 	}
-	deadline := sent.Add(ms(r.ms))
-	if r.ms <= 0 {
+	// The server counts its time in whole milliseconds (rounded down), so its sub-window may
+	// end up to 1ms before sent + r.ms: the chunk stops 1ms earlier.
+	deadline := sent.Add(ms(r.ms) - time.Millisecond)
+	if r.ms <= 1 {
 		deadline = sent
 	}
+	// The grant's sub-window on the server: the reply's ms runs to that sub-window's end.
+	window := (r.nowMs+r.ms)/l.sub - 1
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	now := l.o.Clock()
-	if st.left > 0 && now.Before(st.deadline) && !st.deadline.After(deadline) &&
-		deadline.Sub(st.deadline) < ms(l.sub)/2 {
-		st.left += r.granted // same sub-window; the old deadline is the earlier one
+	if st.left > 0 && now.Before(st.deadline) && st.window == window && !st.deadline.After(deadline) {
+		// The same sub-window: the old deadline is the earlier one. Cells of a later
+		// sub-window are never added to a chunk of an earlier one, however close their
+		// local deadlines (a reply delayed on a loaded machine brings them close), since
+		// spending them early would put them in a window that already had its budget.
+		st.left += r.granted
 	} else {
 		st.left = r.granted
 		st.deadline = deadline
+		st.window = window
 	}
 	if !st.fetchedAt.IsZero() {
 		if dt := now.Sub(st.fetchedAt).Seconds(); dt > 0 {
