@@ -80,4 +80,12 @@
 // summary assumes the instances' clocks agree within a fraction of ReportInterval (an interval
 // is named by wall-clock time). The loop's own commands per interval: one report and one poll
 // per instance, SummaryShards+1 reads by the leader, and a few per hot-set change.
+//
+// # ACL
+//
+// The client's user needs key and channel access to Options.Prefix and the commands of
+// replicas, the Invalidator and the hot-set scripts: for the default prefix,
+// "~celebrity:cache:* &celebrity:cache:* +evalsha +eval +get +set +del +pexpire +pttl +rpush
+// +time +blpop +multi +exec +hget +hgetall +hset +hsetnx +hdel +hincrby +hincrbyfloat +hlen
+// +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +ping".
 package celebrity
