@@ -88,4 +88,12 @@
 // with an early one) per instance that has a key at or above ReportMinRate, one poll per
 // instance per PollInterval, 4×SummaryShards reads and one lease renewal by the leader, and
 // one per instance per hot-set change (the hot set read in one script).
+//
+// # ACL
+//
+// The client's user needs key and channel access to Options.Prefix and the commands of
+// replicas, the Invalidator and the hot-set scripts: for the default prefix,
+// "~celebrity:cache:* &celebrity:cache:* +evalsha +eval +get +set +del +pexpire +pttl +rpush
+// +time +blpop +multi +exec +hget +hgetall +hset +hsetnx +hdel +hincrby +hincrbyfloat +hlen
+// +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +ping".
 package celebrity

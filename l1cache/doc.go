@@ -86,6 +86,14 @@
 // cache must use the same kind of pub/sub (a fleet moving from global to sharded pub/sub
 // sets PubSubGlobal until every instance runs a release that knows both).
 //
+// # ACL
+//
+// The Cache itself never talks to Redis. The Invalidator's user needs its Channel and the
+// pub/sub commands, and no key: for the default channel, "&celebrity:l1cache:invalidate
+// +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +ping" (PUBLISH and
+// SUBSCRIBE on global pub/sub, SPUBLISH and SSUBSCRIBE on sharded pub/sub; PING checks a
+// silent subscription).
+//
 // # Example
 //
 //	users, err := l1cache.New(func(ctx context.Context, id string) (User, error) {

@@ -142,10 +142,11 @@
 //
 // # ACL
 //
-// The client's user needs EVALSHA, EVAL (first run on a server) and SCRIPT LOAD/EXISTS
-// (go-redis's Script), and key access to Options.Prefix: for example
-// "+evalsha +eval +script|load +script|exists ~celebrity:ratelimit:*". Scripts touch derived
-// keys of their declared key's slot, so key patterns must cover the whole prefix.
+// The client's user needs key access to Options.Prefix and the scripting commands with every
+// command the scripts call (Redis checks those too): for the default prefix,
+// "~celebrity:ratelimit:* +evalsha +eval +get +set +hget +hset +hmget +hincrby +pexpire
+// +pexpireat +time". Scripts touch derived keys of their declared key's slot, so the key
+// pattern must cover the whole prefix. No other command and no channel is used.
 //
 // # Memory
 //

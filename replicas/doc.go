@@ -136,6 +136,14 @@
 // an error wrapping [ErrNotReplicated], and a write that returned nil survives the failover
 // of its master to an acknowledging replica.
 //
+// # ACL
+//
+// The client's user needs key access to Options.Prefix and the scripting commands with every
+// command the scripts call (Redis checks those too): for the default prefix,
+// "~celebrity:replicas:* +evalsha +eval +get +set +del +pexpire +pttl +rpush +time +blpop",
+// plus "+wait" when Options.WaitReplicas is set. BLPOP is how an instance waiting for a
+// fleet-wide fill learns it is done; refused, the waiter polls instead. No channel is used.
+//
 // # Example
 //
 //	r, err := replicas.New(client, replicas.Options{Copies: 3})

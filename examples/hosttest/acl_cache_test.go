@@ -1,0 +1,64 @@
+package hosttest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/celebrity-go/celebrity"
+	"github.com/celebrity-go/celebrity/celebritytest"
+)
+
+// cacheRule is the ACL rule of a celebrity.Cache besides its prefix's key and channel
+// patterns ("~<prefix>*", "&<prefix>*"): the replicas rule, the Invalidator's pub/sub
+// commands and the commands of the hot-set scripts.
+var cacheRule = []string{"+evalsha", "+eval", "+get", "+set", "+del", "+pexpire", "+pttl", "+rpush",
+	"+time", "+blpop", "+multi", "+exec", "+hget", "+hgetall", "+hset", "+hsetnx", "+hdel", "+hincrby", "+hincrbyfloat", "+hlen",
+	"+publish", "+subscribe", "+unsubscribe", "+spublish", "+ssubscribe", "+sunsubscribe", "+ping"}
+
+// TestCacheWorksUnderLeastPrivilege runs a celebrity.Cache's Get, Set, Promote, Delete and
+// Demote as an ACL user holding only cacheRule and its prefix's patterns.
+func TestCacheWorksUnderLeastPrivilege(t *testing.T) {
+	for _, mode := range []string{"standalone", "cluster"} {
+		t.Run(mode, func(t *testing.T) {
+			ctx := t.Context()
+			prefix := celebritytest.Prefix(t)
+			rules := append([]string{"~" + prefix + "*", "&" + prefix + "*"}, cacheRule...)
+			client := aclClient(t, mode, "celebrity-cache", rules...)
+			loads := 0
+			c, err := celebrity.New(client, func(_ context.Context, id string) (string, uint64, error) {
+				loads++
+				return "v:" + id, 1, nil
+			}, celebrity.Options[string]{Prefix: prefix, Fresh: time.Second, Stale: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.Ready(ctx); err != nil {
+				t.Fatalf("Ready: %v", err)
+			}
+			if v, err := c.Get(ctx, "post"); err != nil || v != "v:post" {
+				t.Fatalf("Get = %q, %v", v, err)
+			}
+			if err := c.Promote(ctx, "post"); err != nil {
+				t.Fatalf("Promote: %v", err)
+			}
+			if err := c.Set(ctx, "post", "v2", 2); err != nil {
+				t.Fatalf("Set: %v", err)
+			}
+			if v, err := c.Get(ctx, "post"); err != nil || v != "v2" {
+				t.Fatalf("Get after Set = %q, %v", v, err)
+			}
+			if err := c.Delete(ctx, "post", 3); err != nil {
+				t.Fatalf("Delete: %v", err)
+			}
+			if err := c.Demote(ctx, "post"); err != nil {
+				t.Fatalf("Demote: %v", err)
+			}
+			if st := fmt.Sprint(c.Stats()); st == "" {
+				t.Fatal("no stats")
+			}
+		})
+	}
+}
