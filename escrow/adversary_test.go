@@ -63,7 +63,7 @@ func (g *nthGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		args := cmd.Args()
 		if len(args) > 1 {
 			name := strings.ToLower(fmt.Sprint(args[0]))
-			if (name == "evalsha" && fmt.Sprint(args[1]) == g.s.Hash()) || (name == "eval" && fmt.Sprint(args[1]) == fmt.Sprint(g.s)) {
+			if (name == "evalsha" && fmt.Sprint(args[1]) == g.s.Hash()) || (name == "eval" && sha1Hex(fmt.Sprint(args[1])) == g.s.Hash()) {
 				if int(g.seen.Add(1)) == g.n {
 					return held(ctx, cmd)
 				}
