@@ -73,7 +73,7 @@ func TestEveryPackageStatsArriveAsNamedSeries(t *testing.T) {
 		must(ctr.Add(ctx, stripes.Event{ID: id, Time: now}, 1))
 	}
 
-	lim, err := escrow.NewCentral(client, escrow.CentralOptions{Name: "seats", Capacity: 2, Prefix: prefix + "escrow:"})
+	lim, err := escrow.NewCentral(client, escrow.CentralOptions{Name: "seats", Capacity: 2, Prefix: prefix + "escrow:", AllowWeakDurability: true})
 	must(nil, err)
 	must(nil, lim.Init(ctx))
 	must(celebrityprom.Escrow(reg, lim, celebrityprom.Options{}))
