@@ -122,7 +122,7 @@ func (c *Cache[V]) compose() error {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	c.inv, err = l1cache.NewInvalidator(c.client, target[V]{c}, l1cache.InvalidatorOptions{
-		Channel: o.Prefix + "inv", InstanceID: o.InstanceID, Logger: o.Logger,
+		Channel: o.Prefix + "inv", InstanceID: o.InstanceID, Logger: o.Logger, PubSub: o.PubSub,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)

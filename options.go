@@ -84,6 +84,11 @@ type Options[V any] struct {
 	// was down, and how a new leader takes over. It is rounded to whole ReportIntervals.
 	// Default: ReportInterval. Range ReportInterval..1h.
 	PollInterval time.Duration
+	// PubSub chooses the invalidation channel's kind (see l1cache.InvalidatorOptions.PubSub):
+	// sharded pub/sub on a cluster client, plain pub/sub otherwise. Set l1cache.PubSubGlobal
+	// for a server without SSUBSCRIBE, or while instances of an older release still run.
+	// Default: l1cache.PubSubAuto.
+	PubSub l1cache.PubSubKind
 	// PromoteRate is the fleet-wide rate of Redis-level reads of one key (per second) at which
 	// the key is promoted. Default: 200.
 	PromoteRate float64

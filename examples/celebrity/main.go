@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/celebrity-go/celebrity"
+	"github.com/celebrity-go/celebrity/l1cache"
 )
 
 const (
@@ -202,9 +203,13 @@ func runProtected(ctx context.Context, t *target, n int, d time.Duration, pick f
 	var others atomic.Int64
 	var rate float64
 	caches := make([]*celebrity.Cache[string], n)
+	pubsub := l1cache.PubSubAuto
+	if len(t.embedded) > 0 {
+		pubsub = l1cache.PubSubGlobal // the embedded servers have no sharded pub/sub (SSUBSCRIBE)
+	}
 	for i := range caches {
 		cache, err := celebrity.New(t.client, db.load, celebrity.Options[string]{
-			Prefix: run + "cache:",
+			Prefix: run + "cache:", PubSub: pubsub,
 			// Short windows so that a few seconds show the whole loop.
 			Fresh: 100 * time.Millisecond, ReportInterval: 250 * time.Millisecond,
 			PromoteRate: 2 * float64(n), DemoteRate: float64(n) / 2, Hold: 2 * time.Second,
