@@ -104,8 +104,18 @@ func (p *proc) waitStopped() {
 	case <-time.After(90 * time.Second):
 		p.t.Fatal("the driver never reached its stop point")
 	}
-	require.Eventually(p.t, func() bool { return procState(p.cmd.Process.Pid) == "T" }, 60*time.Second, 5*time.Millisecond,
-		"the driver is stopped (state %q)", procState(p.cmd.Process.Pid))
+	// The driver stops itself right after printing; the test stops it too, from outside
+	// (SIGSTOP is idempotent), so that the pause does not depend on which of the two the
+	// kernel handles first.
+	pid := p.cmd.Process.Pid
+	deadline := time.Now().Add(60 * time.Second)
+	for state := procState(pid); state != "T"; state = procState(pid) {
+		if time.Now().After(deadline) {
+			p.t.Fatalf("the driver is not stopped after 60 s: state %q", state)
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 func procState(pid int) string {
