@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,6 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,9 +64,12 @@ func (s *stopper) check(cmd redis.Cmder) {
 	}
 }
 
+// stop parks the driver at its stop point: it says so on stdout and waits for a line on
+// stdin. The test freezes the process with SIGSTOP meanwhile, then continues it and sends
+// the line.
 func stop() {
 	fmt.Println(`{"stopped":true}`)
-	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 }
 
 func client(addr string, cluster bool, hooks ...redis.Hook) redis.UniversalClient {
