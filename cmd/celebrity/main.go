@@ -41,6 +41,7 @@ func commands() []command {
 		{"routes", "show | diff | override | spread | publish route tables", runRoutes},
 		{"escrow", "audit | holders | recover | reconcile a permit pool", runEscrow},
 		{"migrate", "start | status | watch | resume | cancel | list durable moves", runMigrate},
+		{"stripes", "sum | status | resize | seal a striped counter", runStripes},
 	}
 }
 
