@@ -120,6 +120,23 @@
 // who may write: that is the epoch. If the control Redis loses the epoch counter (restored
 // from an older copy), fencing holds only relative to the epochs that survived.
 //
+// # ACL
+//
+// The Coordinator and the Cache use routing's two users (see package routing's ACL rule,
+// with the same key patterns) with more commands. On the control Redis, for the journal,
+// its lock, epoch and index: "+hgetall +zrange +incr +time +exists +get +set +zadd +del".
+// On each shard, for the copy (HSCAN and ZMSCORE of the snapshot, XRANGE of the change log
+// in the source's probe script, DEL of a stale import or of a cleaned-up source):
+// "+del +zmscore +xrange". A Cache copies the tenant's own keys, which are the host's, not
+// under the prefix: add their key pattern on the shards with "+pttl +dump +restore". For the
+// default prefix the whole control rule is "~celebrity:routing:table
+// ~{celebrity:routing:table}* &celebrity:routing:table:announce +evalsha +eval +hmget +hget
+// +hset +publish +subscribe +ping +hgetall +zrange +incr +time +exists +get +set +zadd +del",
+// and the shard rule "~{celebrity:routing:* +evalsha +eval +exists +hdel +hexists +hget
+// +hgetall +hmget +hscan +hset +xadd +xinfo|stream +zadd +zrangebyscore +zrem +del +zmscore
+// +xrange" (+pttl +dump +restore with the tenants' key patterns for a Cache). No channel is
+// subscribed besides the Router's.
+//
 // # Example
 //
 //	co, err := migrate.New(control, migrate.Options{Shards: map[string]migrate.ShardClient{
