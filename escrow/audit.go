@@ -167,8 +167,8 @@ func pairs(v any, fn func(k, v string)) {
 }
 
 // buildReport places every permit found in the snapshots. A transfer frozen at its source
-// and accepted by its target counts at the target only. names lists the pool's owners (nil
-// for a Central limiter).
+// and accepted by its target counts at the target only. witnessed maps each owner to the top
+// of its witness chain (nil for a Central limiter, which has no witness).
 func buildReport(capacity int, snaps []ledgerSnapshot, witnessed map[string]int64) AuditReport {
 	r := AuditReport{Capacity: capacity}
 	byOwner := make(map[string]*ledgerSnapshot, len(snaps))

@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // RecoverReport lists what Recover did with each pending transfer.
@@ -485,7 +487,7 @@ func (p *Pool) RestoreLost(ctx context.Context, owner, id string) ([]int, error)
 
 // restoreKey returns the key of the pool's restore register (on the witness client). Its tag
 // "Name:" names no ledger (owner names are not empty) and no Central (names hold no ':').
-func (p *Pool) restoreKey() string { return p.opts.Prefix + "{" + p.opts.Name + ":}:restore" }
+func (p *Pool) restoreKey() string { return slot.Tagged(p.opts.Prefix, p.opts.Name+":") + ":restore" }
 
 // readWitnesses reads the top of every owner's witness chain.
 func (p *Pool) readWitnesses(ctx context.Context) (map[string]int64, error) {

@@ -18,7 +18,7 @@ import (
 // the ledger's key only, never on the topology, so every process agrees on it.
 func witnessKey(prefix, tag, ledgerKey string) string {
 	s := (slot.Of(ledgerKey) + slot.Count/2) % slot.Count
-	return prefix + "{" + slot.TagFor(s) + "}:witness:" + tag
+	return slot.Tagged(prefix, slot.TagFor(s)) + ":witness:" + tag
 }
 
 // readWitness returns the highest sequence the witness of owner has confirmed (0 if none).
