@@ -2,10 +2,10 @@ package ratelimit
 
 import (
 	"context"
-
-	"github.com/celebrity-go/celebrity/internal/hashing"
 	"math"
 	"time"
+
+	"github.com/celebrity-go/celebrity/internal/hashing"
 )
 
 // lease is the Leased-mode part of a key's local state: the chunk this instance holds.
