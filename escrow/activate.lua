@@ -5,12 +5,12 @@
 -- Reply: activate: {'ok'} (active: this call activated it, or it was active already) |
 --        {'other', ID} (a pending ledger of another creation: it stays pending) | {'missing', 0};
 --        drop: {'dropped'} | {'active'} (an active ledger is never dropped) | {'missing', 0};
---        {'invalid', msg} for bad arguments.
+--        bad arguments: an error 'ERR escrow: <what>', before any write.
 -- Invariant: a pending ledger has granted nothing (it is fenced), so dropping it loses
 -- nothing; it becomes active only under the creation ID its marker names.
 local mode, id = ARGV[1], ARGV[2] or ''
-if mode ~= 'activate' and mode ~= 'drop' then return {'invalid', 'bad activate mode'} end
-if mode == 'activate' and id == '' then return {'invalid', 'empty creation ID'} end
+if mode ~= 'activate' and mode ~= 'drop' then return redis.error_reply('ERR escrow: bad activate mode') end
+if mode == 'activate' and id == '' then return redis.error_reply('ERR escrow: empty creation ID') end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
 local m = redis.call('HMGET', KEYS[1], 'cid', 'pending')
 if mode == 'drop' then

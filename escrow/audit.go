@@ -113,7 +113,7 @@ type ledgerSnapshot struct {
 }
 
 // inKey is the field of the in hash that holds the target's answer about transfer id from
-// source: transfer IDs are unique per source only. It matches accept.lua and refuse.lua.
+// source: transfer IDs are unique per source only. It is in_key of step.lua.
 func inKey(source, id string) string {
 	return strconv.Itoa(len(source)) + ":" + source + ":" + id
 }

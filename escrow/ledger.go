@@ -2,6 +2,7 @@ package escrow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -121,10 +122,12 @@ func toInt(v any) int64 {
 	return 0
 }
 
+// runScript runs s and decodes its reply. A script refuses a bad argument with an error
+// "ERR escrow: <what>" before any write; runScript returns it wrapping ErrInvalid.
 func runScript(ctx context.Context, c redis.Scripter, s *script.Script, keys []string, args ...any) (reply, error) {
 	res, err := s.Run(ctx, c, keys, args...).Slice()
 	if err != nil {
-		return reply{}, err
+		return reply{}, scriptError(err)
 	}
 	if len(res) == 0 {
 		return reply{}, fmt.Errorf("escrow: empty script reply")
@@ -136,6 +139,16 @@ func runScript(ctx context.Context, c redis.Scripter, s *script.Script, keys []s
 	return reply{status: st, vals: res[1:]}, nil
 }
 
+// scriptError ties a script's refusal of a bad argument to ErrInvalid, and returns any other
+// error as it is.
+func scriptError(err error) error {
+	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "ERR escrow: ") {
+		return fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(re.Error(), "ERR escrow: "))
+	}
+	return err
+}
+
 // common maps the statuses every ledger script may return to errors.
 func (l ledger) common(r reply, witness int64) error {
 	switch r.status {
@@ -143,8 +156,6 @@ func (l ledger) common(r reply, witness int64) error {
 		return &FencedError{Owner: l.owner, LedgerSeq: r.int(0), WitnessSeq: witness}
 	case "missing":
 		return fmt.Errorf("%w (owner %q)", ErrLedgerMissing, l.owner)
-	case "invalid":
-		return fmt.Errorf("%w: %s", ErrInvalid, r.str(0))
 	}
 	return nil
 }

@@ -52,7 +52,7 @@ var (
 
 	initScript      = script.New(stepLua + initLua)
 	acquireScript   = script.New(stepLua + acquireLua)
-	releaseScript   = script.New(releaseLua)
+	releaseScript   = script.New(stepLua + releaseLua)
 	freezeScript    = script.New(stepLua + freezeLua)
 	acceptScript    = script.New(stepLua + acceptLua)
 	refuseScript    = script.New(stepLua + refuseLua)
