@@ -9,13 +9,13 @@
 -- RestoreLost replaces it. A ledger is activated only if the marker names its creation, so a
 -- ledger re-created by an Init that read the marker before an earlier ledger existed (and was
 -- then lost) never grants.
-local mode, id = ARGV[1], ARGV[2]
+local marker, mode, id = KEYS[1], ARGV[1], ARGV[2]
 if id == nil or id == '' then return redis.error_reply('ERR escrow: empty creation ID') end
 if mode == 'force' then
-  redis.call('SET', KEYS[1], id)
+  redis.call('SET', marker, id)
 elseif mode == 'claim' then
-  if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], id) end
+  if redis.call('EXISTS', marker) == 0 then redis.call('SET', marker, id) end
 else
   return redis.error_reply('ERR escrow: bad mark mode')
 end
-return {'ok', redis.call('GET', KEYS[1])}
+return {'ok', redis.call('GET', marker)}

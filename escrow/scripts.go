@@ -57,7 +57,7 @@ var (
 	acceptScript    = script.New(stepLua + acceptLua)
 	refuseScript    = script.New(stepLua + refuseLua)
 	settleScript    = script.New(stepLua + settleLua)
-	snapshotScript  = script.New(snapshotLua)
+	snapshotScript  = script.New(stepLua + snapshotLua)
 	reconcileScript = script.New(stepLua + reconcileLua)
 	witnessScript   = script.New(witnessLua)
 	tailScript      = script.New(tailLua)
@@ -65,7 +65,7 @@ var (
 	renewScript     = script.New(stepLua + renewLua)
 	restoreScript   = script.New(restoreLua)
 	markScript      = script.New(markLua)
-	activateScript  = script.New(activateLua)
+	activateScript  = script.New(stepLua + activateLua)
 )
 
 // allScripts lists every script, for loading them on every master ahead of use.
