@@ -100,3 +100,71 @@ func TestRestoreClaimAnswers(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, []planAdd{{T: "r1", From: restoreSource, P: []int{7}}}, restorePlan("r1", []int{7}).Add)
 }
+
+// TestJudgeTailFencesEveryOtherHistory walks the cases of confirm's re-read of a ledger's
+// log: only a log that still holds the step and passes through the chain's top confirms it.
+func TestJudgeTailFencesEveryOtherHistory(t *testing.T) {
+	mine := step{seq: 7, id: "s7"}
+	top := step{seq: 9, id: "s9"}
+	log := []step{top, {seq: 10, id: "s10"}}
+	for _, tc := range []struct {
+		name   string
+		tail   tailOf
+		status string
+		want   tailVerdict
+	}{
+		{"marked fenced", tailOf{fenced: true, seq: 10, mineID: "s7", low: 1, steps: log}, "behind", tailFenced},
+		{"another step at mine's sequence", tailOf{seq: 10, mineID: "x7", low: 1, steps: log}, "behind", tailDiverged},
+		{"mine trimmed from the log", tailOf{seq: 10, mineID: "", low: 8, steps: log}, "behind", tailStepGone},
+		{"ledger below the chain's top", tailOf{seq: 8, mineID: "s7", low: 1, steps: nil}, "behind", tailDiverged},
+		{"log no longer reaches the top", tailOf{seq: 10, mineID: "s7", low: 1, steps: []step{{seq: 10, id: "s10"}}}, "behind", tailShort},
+		{"history does not pass through the top", tailOf{seq: 10, mineID: "s7", low: 1, steps: []step{{seq: 9, id: "other"}}}, "behind", tailDiverged},
+		{"behind, same history", tailOf{seq: 10, mineID: "s7", low: 1, steps: log}, "behind", tailConfirmed},
+		{"gap, same history", tailOf{seq: 10, mineID: "s7", low: 1, steps: log}, "gap", tailMore},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, judgeTail(tc.tail, mine, top, tc.status))
+		})
+	}
+}
+
+func TestJudgeConfigNamesEvictionAndWeakDurability(t *testing.T) {
+	for _, tc := range []struct {
+		cfg             map[string]string
+		evicts, durable bool
+	}{
+		{map[string]string{"maxmemory-policy": "noeviction", "appendonly": "yes", "appendfsync": "always"}, false, true},
+		{map[string]string{"maxmemory-policy": "volatile-lru", "appendonly": "yes", "appendfsync": "always"}, false, true},
+		{map[string]string{"maxmemory-policy": "allkeys-lru", "appendonly": "yes", "appendfsync": "always"}, true, true},
+		{map[string]string{"maxmemory-policy": "noeviction", "appendonly": "yes", "appendfsync": "everysec"}, false, false},
+		{map[string]string{"appendonly": "no"}, false, false},
+	} {
+		evicts, durable := judgeConfig(tc.cfg)
+		require.Equal(t, tc.evicts, evicts, "%v", tc.cfg)
+		require.Equal(t, tc.durable, durable, "%v", tc.cfg)
+	}
+}
+
+// TestBuildReportPlacesEveryPermitOnce checks the audit alone: a transfer its target
+// accepted counts at the target only, one it has not counts in transfer, and a permit in two
+// places or in none is reported.
+func TestBuildReportPlacesEveryPermitOnce(t *testing.T) {
+	a := snap("a", []int{1, 2})
+	a.out["T1"] = transferRecord{S: "frozen", To: "b", P: permitList{3}}
+	a.out["T2"] = transferRecord{S: "frozen", To: "b", P: permitList{4}}
+	b := snap("b", []int{3, 2})
+	b.in[inKey("a", "T1")] = transferRecord{S: "accepted", From: "a", P: permitList{3}}
+	b.held[5] = "job"
+	b.jobs["job"] = "5:9"
+	rep := buildReport(6, []ledgerSnapshot{a, b}, map[string]int64{"a": 0, "b": 0})
+	require.Equal(t, 2, rep.Free, "permits 1 and 3")
+	require.Equal(t, 1, rep.Held)
+	require.Equal(t, 1, rep.InTransfer, "permit 4 of T2")
+	require.Equal(t, []int{6}, rep.Missing)
+	require.Equal(t, []PermitPlaces{{Permit: 2, Places: []string{"free@a", "free@b"}}}, rep.Duplicated)
+	require.Len(t, rep.Pending, 2)
+	require.True(t, rep.Pending[0].Accepted)
+	require.False(t, rep.Pending[1].Accepted)
+	require.Empty(t, rep.Problems)
+	require.False(t, rep.Clean())
+}

@@ -227,46 +227,65 @@ func (p *Pool) Audit(ctx context.Context) (AuditReport, error) {
 // snapshots reads every witness in one pipeline, then every ledger in another: two round
 // trips in all (a cluster pipeline sends each node its part at once).
 func (p *Pool) snapshots(ctx context.Context) ([]ledgerSnapshot, map[string]int64, error) {
+	wit, err := p.witnessTops(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	snaps, err := p.ledgerSnapshots(ctx, wit)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snaps, wit, nil
+}
+
+// witnessTops reads the top of every owner's witness chain in one pipeline.
+func (p *Pool) witnessTops(ctx context.Context) (map[string]int64, error) {
 	wp := p.w.Pipeline()
 	wcmds := make([]*redis.ZSliceCmd, len(p.order))
 	for i, name := range p.order {
 		wcmds[i] = wp.ZRangeWithScores(ctx, p.witness[name], -1, -1)
 	}
 	if _, err := wp.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, nil, fmt.Errorf("escrow: read witnesses: %w", err)
+		return nil, fmt.Errorf("escrow: read witnesses: %w", err)
 	}
 	wit := make(map[string]int64, len(p.order))
 	for i, name := range p.order {
 		zs, err := wcmds[i].Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, nil, fmt.Errorf("escrow: read witness of %q: %w", name, err)
+			return nil, fmt.Errorf("escrow: read witness of %q: %w", name, err)
 		}
 		if len(zs) > 0 {
 			wit[name] = int64(zs[0].Score)
 		}
 	}
+	return wit, nil
+}
+
+// ledgerSnapshots reads every ledger atomically, all in one pipeline, and notes on each the
+// top of its witness chain from wit.
+func (p *Pool) ledgerSnapshots(ctx context.Context, wit map[string]int64) ([]ledgerSnapshot, error) {
 	calls := make([]script.Call, len(p.order))
 	for i, name := range p.order {
 		calls[i] = script.Call{Script: snapshotScript, Keys: p.ledgers[name].keys, ReadOnly: true}
 	}
 	lcmds, err := script.Pipeline(ctx, p.c, calls)
 	if err != nil {
-		return nil, nil, fmt.Errorf("escrow: read ledgers: %w", err)
+		return nil, fmt.Errorf("escrow: read ledgers: %w", err)
 	}
 	snaps := make([]ledgerSnapshot, 0, len(p.order))
 	for i, name := range p.order {
 		res, err := lcmds[i].Slice()
 		if err != nil {
-			return nil, nil, fmt.Errorf("escrow: snapshot %q: %w", name, err)
+			return nil, fmt.Errorf("escrow: snapshot %q: %w", name, err)
 		}
 		s, err := p.ledgers[name].parseSnapshot(res)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		s.witness = wit[name]
 		snaps = append(snaps, s)
 	}
-	return snaps, wit, nil
+	return snaps, nil
 }
 
 // Stats returns a snapshot of the counters.

@@ -51,10 +51,7 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	if err != nil {
 		return err
 	}
-	byOwner := make(map[string]ledgerSnapshot, len(snaps))
-	for _, s := range snaps {
-		byOwner[s.owner] = s
-	}
+	byOwner := byOwnerOf(snaps)
 	me := byOwner[owner]
 	if me.exists && !me.fenced && me.seq >= wit[owner] {
 		return fmt.Errorf("escrow: Reconcile(%q): ledger is not fenced (seq %d, witness %d)", owner, me.seq, wit[owner])
@@ -76,11 +73,7 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	// (still missing, or still fenced at the same sequence): a fenced ledger does not move,
 	// and every Reconcile moves the sequence up and clears the fence, so a Reconcile paused
 	// across another one (and the grants after it) cannot apply its stale plan.
-	expect := "missing"
-	if me.exists {
-		expect = strconv.FormatInt(me.seq, 10)
-	}
-	if err := p.applyPlan(ctx, l, plan, wit, expect, "reconcile", &p.stats.reconciled); err != nil {
+	if err := p.applyPlan(ctx, l, plan, wit, expectedState(me), "reconcile", &p.stats.reconciled); err != nil {
 		return err
 	}
 	for _, id := range cancel {
@@ -89,6 +82,24 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 		}
 	}
 	return nil
+}
+
+// byOwnerOf indexes snapshots by owner.
+func byOwnerOf(snaps []ledgerSnapshot) map[string]ledgerSnapshot {
+	byOwner := make(map[string]ledgerSnapshot, len(snaps))
+	for _, s := range snaps {
+		byOwner[s.owner] = s
+	}
+	return byOwner
+}
+
+// expectedState names the state of the ledger read in me, as reconcile.lua checks it:
+// "missing", or the sequence the ledger is fenced at.
+func expectedState(me ledgerSnapshot) string {
+	if !me.exists {
+		return "missing"
+	}
+	return strconv.FormatInt(me.seq, 10)
 }
 
 // confirmedUpTo reads owner's witness chain and log and returns the sequence up to which the
