@@ -56,8 +56,11 @@
 // interval that ended also demotes. It changes the hot set in one fenced script: a key whose
 // fleet-wide rate reaches PromoteRate is promoted; a fleet-decided member whose rate stays
 // under DemoteRate for Hold is demoted (two thresholds and a hold: no flapping). The hot set
-// is versioned; the leader publishes each new version and every instance also polls it once
-// per PollInterval, so a subscribed instance applies a change at once: it warms the key's
+// is versioned; the leader publishes each new version, and the version again once per
+// interval as a heartbeat. An instance that hears the channel polls the version only once
+// per PollInterval (default 10 intervals); one that has heard nothing for 3 intervals (its
+// subscription is down, or the leader is gone) polls every interval, which is also how a new
+// leader takes over. So a subscribed instance applies a change at once: it warms the key's
 // copies before its reads use them (replicas.Promote) and refreshes the key ahead of its L1
 // expiry while it is read, so a hot key never misses. Cache.Promote and Cache.Demote change the hot set by hand
 // (a launch known in advance); a manual member is never demoted by the fleet. Options.OnEvent
@@ -86,8 +89,9 @@
 // summary assumes the instances' clocks agree within a fraction of ReportInterval (an interval
 // is named by wall-clock time). The loop's own commands per interval: at most one report (two
 // with an early one) per instance that has a key at or above ReportMinRate, one poll per
-// instance per PollInterval, 4×SummaryShards reads and one lease renewal by the leader, and
-// one per instance per hot-set change (the hot set read in one script).
+// instance per PollInterval (per interval while it hears no heartbeat), 4×SummaryShards reads,
+// one lease renewal and one heartbeat by the leader, and one per instance per hot-set change
+// (the hot set read in one script).
 //
 // # ACL
 //

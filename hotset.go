@@ -117,6 +117,7 @@ func (c *Cache[V]) poll(ctx context.Context) error {
 	ks := c.keys()
 	lease := (3 * c.o.ReportInterval).Milliseconds() + 1
 	c.fleet.loopCommands.Add(1)
+	c.fleet.polls.Add(1)
 	res, err := pollScript.Run(ctx, c.client, []string{ks.meta, ks.lease}, c.o.InstanceID, lease).Slice()
 	if err != nil {
 		return err
@@ -263,8 +264,8 @@ func (c *Cache[V]) apply(ctx context.Context, id string, epoch int64, triples []
 		return nil
 	}
 	if n, _ := res[2].(int64); n > 0 {
-		c.fleet.loopCommands.Add(1)
-		if err := c.client.Publish(ctx, ks.channel, strconv.FormatInt(res[1].(int64), 10)).Err(); err != nil {
+		v, _ := res[1].(int64)
+		if err := c.publish(ctx, uint64(v)); err != nil {
 			c.loopError("publish", err) // the others learn by their next poll
 		}
 	}

@@ -24,6 +24,8 @@ const (
 	DefaultTTL = time.Hour
 	// DefaultReportInterval is the default Options.ReportInterval.
 	DefaultReportInterval = time.Second
+	// DefaultPollIntervals is the default Options.PollInterval, in ReportIntervals.
+	DefaultPollIntervals = 10
 	// DefaultPromoteRate is the default Options.PromoteRate, in Redis-level reads per second
 	// summed over the fleet.
 	DefaultPromoteRate = 200.0
@@ -79,10 +81,13 @@ type Options[V any] struct {
 	// Promote and Demote still work). Default: 1s. Range 10ms..1m.
 	ReportInterval time.Duration
 	// PollInterval is how often an instance that is not the leader polls the hot set's version
-	// in Redis. The leader announces every change on pub/sub, so a subscribed instance learns
-	// it at once; the poll is the safety net for announcements lost while its subscription
-	// was down, and how a new leader takes over. It is rounded to whole ReportIntervals.
-	// Default: ReportInterval. Range ReportInterval..1h.
+	// in Redis while the hot-set channel is live. The leader announces every change on
+	// pub/sub and publishes the version once per ReportInterval as a heartbeat, so a
+	// subscribed instance learns a change at once and needs no poll; an instance that has
+	// heard nothing on the channel for 3 ReportIntervals (its subscription is down, or there
+	// is no leader) polls every ReportInterval until it hears the channel again, and that
+	// poll is also how a new leader takes over. It is rounded to whole ReportIntervals.
+	// Default: 10×ReportInterval. Range ReportInterval..1h.
 	PollInterval time.Duration
 	// PubSub chooses the invalidation channel's kind (see l1cache.InvalidatorOptions.PubSub):
 	// sharded pub/sub on a cluster client, plain pub/sub otherwise. Set l1cache.PubSubGlobal
@@ -214,7 +219,7 @@ func (o Options[V]) loopDefaults() (Options[V], error) {
 		return o, invalid("Options.ReportInterval must be 10ms..1m (or negative: off), got %s", o.ReportInterval)
 	}
 	if o.PollInterval == 0 {
-		o.PollInterval = o.ReportInterval
+		o.PollInterval = min(DefaultPollIntervals*o.ReportInterval, time.Hour)
 	}
 	if o.ReportInterval > 0 && (o.PollInterval < o.ReportInterval || o.PollInterval > time.Hour) {
 		return o, invalid("Options.PollInterval must be ReportInterval..1h, got %s", o.PollInterval)
