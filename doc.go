@@ -54,8 +54,10 @@
 // share of the fleet. One instance, holding a leader lease, sums the summary every quarter
 // interval: the interval under way promotes (a partial sum never overstates a rate), the
 // interval that ended also demotes. It changes the hot set in one fenced script: a key whose
-// fleet-wide rate reaches PromoteRate is promoted; a fleet-decided member whose rate stays
-// under DemoteRate for Hold is demoted (two thresholds and a hold: no flapping). The hot set
+// fleet-wide rate reaches PromoteRate is promoted, and so is, with PromoteShare, a key whose
+// rate reaches that share of its master's commands per second (the leader reads each
+// master's INFO stats once per interval) and at least ShareMinRate; a fleet-decided member
+// whose rate stays under DemoteRate for Hold is demoted (two thresholds and a hold: no flapping). The hot set
 // is versioned; the leader publishes each new version, and the version again once per
 // interval as a heartbeat. An instance that hears the channel polls the version only once
 // per PollInterval (default 10 intervals); one that has heard nothing for 3 intervals (its
@@ -99,5 +101,6 @@
 // replicas, the Invalidator and the hot-set scripts: for the default prefix,
 // "~celebrity:cache:* &celebrity:cache:* +evalsha +eval +get +set +del +pexpire +pttl +rpush
 // +time +blpop +multi +exec +hget +hgetall +hset +hsetnx +hdel +hincrby +hincrbyfloat +hlen
-// +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +ping".
+// +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +ping", and +info with
+// PromoteShare.
 package celebrity

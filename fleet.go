@@ -27,6 +27,7 @@ type fleet struct {
 	sentSlot  int64            // the interval sent describes
 	phase     time.Duration    // when in each interval this instance reports, unless early
 	lastEval  int64            // the last interval this instance evaluated as leader
+	nodes     nodeLoad         // leader only: the masters' commands per second (PromoteShare)
 	ticks     int64            // the report loop's ticks
 	warnAlone sync.Once
 
@@ -192,6 +193,11 @@ func (c *Cache[V]) evalLoop(ctx context.Context) {
 			c.fleet.lastEval = slot
 		}
 		cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
+		if !partial && c.o.PromoteShare > 0 {
+			if err := c.measureNodes(cctx); err != nil {
+				c.loopError("node load", err)
+			}
+		}
 		if err := c.evaluate(cctx, slot, partial); err != nil {
 			c.loopError("evaluate", err)
 		}

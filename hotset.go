@@ -184,9 +184,9 @@ func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error
 	members := *f.hot.Load()
 	var args []any
 	if partial {
-		args = c.promotions(rates, members)
+		args = c.promotions(ctx, rates, members)
 	} else {
-		args = c.decide(slot, rates, members)
+		args = c.decide(ctx, slot, rates, members)
 	}
 	if len(args) == 0 {
 		return nil
@@ -198,12 +198,12 @@ func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error
 // fastest keys at or above PromoteRate; demote a fleet-decided member once the intervals it
 // spent under DemoteRate without a break add up to Hold. Counting intervals rather than
 // evaluation times makes the hold independent of when the leader happens to run.
-func (c *Cache[V]) decide(slot int64, rates map[string]float64, members map[string]member) []any {
+func (c *Cache[V]) decide(ctx context.Context, slot int64, rates map[string]float64, members map[string]member) []any {
 	f := &c.fleet
 	if f.lowSince == nil {
 		f.lowSince = map[string]int64{}
 	}
-	args := c.promotions(rates, members)
+	args := c.promotions(ctx, rates, members)
 	for k, m := range members {
 		if m.Manual || rates[k] >= c.o.DemoteRate {
 			delete(f.lowSince, k)
@@ -227,11 +227,12 @@ func (c *Cache[V]) decide(slot int64, rates map[string]float64, members map[stri
 }
 
 // promotions returns apply.lua's triples promoting the keys not yet members whose rate is at
-// or above PromoteRate, fastest first.
-func (c *Cache[V]) promotions(rates map[string]float64, members map[string]member) []any {
+// or above PromoteRate, or at or above PromoteShare of their master's load (hotByShare),
+// fastest first.
+func (c *Cache[V]) promotions(ctx context.Context, rates map[string]float64, members map[string]member) []any {
 	var up []string
 	for k, r := range rates {
-		if _, ok := members[k]; !ok && r >= c.o.PromoteRate {
+		if _, ok := members[k]; !ok && (r >= c.o.PromoteRate || c.hotByShare(ctx, k, r)) {
 			up = append(up, k)
 		}
 	}

@@ -97,6 +97,18 @@ type Options[V any] struct {
 	// PromoteRate is the fleet-wide rate of Redis-level reads of one key (per second) at which
 	// the key is promoted. Default: 200.
 	PromoteRate float64
+	// PromoteShare promotes a key also by its share of its node's load: a key whose
+	// fleet-wide rate of Redis-level reads reaches PromoteShare times the commands per second
+	// of the master that holds it (and at least ShareMinRate) is promoted even under
+	// PromoteRate. The leader measures each master's commands per second from INFO stats
+	// (total_commands_processed) once per ReportInterval: one command per master. Demotion is
+	// unchanged (DemoteRate for Hold). Range 0 (off) or (0, 1]. Default: 0 (off): PromoteRate
+	// alone decides, and the leader sends no INFO.
+	PromoteShare float64
+	// ShareMinRate is the least fleet-wide rate at which PromoteShare promotes a key, so that
+	// a key that dominates an idle node is left alone. Range (DemoteRate, PromoteRate].
+	// Default: min(2×DemoteRate, PromoteRate).
+	ShareMinRate float64
 	// DemoteRate is the fleet-wide rate under which a promoted key starts to cool; it is
 	// demoted after staying under it for Hold. Range (0, PromoteRate). Default: PromoteRate/4.
 	DemoteRate float64
@@ -235,6 +247,15 @@ func (o Options[V]) loopDefaults() (Options[V], error) {
 	}
 	if !(o.DemoteRate > 0 && o.DemoteRate < o.PromoteRate) {
 		return o, invalid("Options.DemoteRate must be in (0, PromoteRate=%v), got %v", o.PromoteRate, o.DemoteRate)
+	}
+	if o.PromoteShare < 0 || o.PromoteShare > 1 || o.PromoteShare != o.PromoteShare {
+		return o, invalid("Options.PromoteShare must be 0 (off) or in (0, 1], got %v", o.PromoteShare)
+	}
+	if o.ShareMinRate == 0 {
+		o.ShareMinRate = min(2*o.DemoteRate, o.PromoteRate)
+	}
+	if !(o.ShareMinRate > o.DemoteRate && o.ShareMinRate <= o.PromoteRate) {
+		return o, invalid("Options.ShareMinRate must be in (DemoteRate=%v, PromoteRate=%v], got %v", o.DemoteRate, o.PromoteRate, o.ShareMinRate)
 	}
 	if o.Hold == 0 {
 		o.Hold = DefaultHold
