@@ -54,6 +54,10 @@
 // replaced by another. The full pass runs while the source still takes writes. Under the
 // barrier, only the items that differed or that the log touched since the pass started are
 // re-read, so the write pause grows with the writes during the copy, not with the unit's size.
+// A drive that stops with an error (a lost reply) leaves its verification to the next
+// Resume in the same process, which continues it if it is still exact (no snapshot restart
+// since, and every log entry the target applied after the pass touched it) instead of
+// scanning the unit again; a Resume in another process makes a full pass.
 //
 // Every step re-checks the shards instead of trusting a lost reply. Ownership records and
 // the journal change by compare-and-set, and copying and applying are idempotent. So
