@@ -72,7 +72,11 @@
 // A driver (a Resume, the Resume inside Migrate, a Cancel) first takes the migration over:
 // one script takes a new fencing epoch from the unit's epoch counter, writes it and a lease
 // (Options.LeaseTTL, on the control Redis's clock) into the journal record, and only then
-// does the driver act. Every step it takes carries that epoch and is refused in the same
+// does the driver act. The takeover is idempotent by a token of its own: when its reply is
+// lost, the driver runs it again with the same token and finds its own takeover (the same
+// epoch, the lease renewed) instead of taking a new epoch and leaving the lease to a token
+// nobody holds; a drive that stops on an error releases its lease (retried after a lost
+// reply), so the next Resume takes over at once. Every step it takes carries that epoch and is refused in the same
 // atomic step as its write once a newer epoch exists: journal steps compare the record's
 // epoch; the target's and source's scripts keep the highest epoch that acted on the unit in
 // its ownership record (field fence) and refuse an older one; the table that ends the
