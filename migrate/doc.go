@@ -54,6 +54,10 @@
 // replaced by another. The full pass runs while the source still takes writes. Under the
 // barrier, only the items that differed or that the log touched since the pass started are
 // re-read, so the write pause grows with the writes during the copy, not with the unit's size.
+// A drive that stops with an error (a lost reply) leaves its verification to the next
+// Resume in the same process, which continues it if it is still exact (no snapshot restart
+// since, and every log entry the target applied after the pass touched it) instead of
+// scanning the unit again; a Resume in another process makes a full pass.
 //
 // Every step re-checks the shards instead of trusting a lost reply. Ownership records and
 // the journal change by compare-and-set, and copying and applying are idempotent. So
@@ -68,7 +72,11 @@
 // A driver (a Resume, the Resume inside Migrate, a Cancel) first takes the migration over:
 // one script takes a new fencing epoch from the unit's epoch counter, writes it and a lease
 // (Options.LeaseTTL, on the control Redis's clock) into the journal record, and only then
-// does the driver act. Every step it takes carries that epoch and is refused in the same
+// does the driver act. The takeover is idempotent by a token of its own: when its reply is
+// lost, the driver runs it again with the same token and finds its own takeover (the same
+// epoch, the lease renewed) instead of taking a new epoch and leaving the lease to a token
+// nobody holds; a drive that stops on an error releases its lease (retried after a lost
+// reply), so the next Resume takes over at once. Every step it takes carries that epoch and is refused in the same
 // atomic step as its write once a newer epoch exists: journal steps compare the record's
 // epoch; the target's and source's scripts keep the highest epoch that acted on the unit in
 // its ownership record (field fence) and refuse an older one; the table that ends the
