@@ -92,6 +92,27 @@
 // running migration owns any more is listed by [Coordinator.Claims] and removed by
 // [Coordinator.ClearClaim].
 //
+// # Carving a tenant out of its bucket
+//
+// [Coordinator.Carve] moves one tenant of a shared hash bucket into an override unit of its
+// own on another shard, durably, through the same states and with the same guarantees: one
+// open owner for the tenant at every instant, nothing acknowledged lost, nothing deleted
+// resurrected, a lost reply replayed from the target. Only the tenant's items travel (its
+// records, tombstones and idempotency records, told apart inside the bucket by the record
+// field, which starts with the tenant; see routing.RecordField); the bucket's change log is
+// applied filtered to them. The barrier closes the tenant only: one script marks it as moved
+// out of the bucket (routing's x:<tenant>; the bucket then refuses the tenant's reads and
+// writes) and returns the log position final for it, while the bucket stays open and its
+// other tenants keep writing without a pause. The flip publishes an override of the tenant
+// to the target. The carve-out holds the bucket's lock (one carve-out or move of a bucket at
+// a time), takes its drivers' epochs from the tenant unit's counter, and fences the bucket's
+// record through a per-tenant field, so a bucket's own migrations and a tenant's carve-outs
+// never fence each other. Until [Coordinator.Cleanup] (after Options.Grace) the bucket keeps
+// the tenant's items, refused to routed calls but readable with plain commands for
+// inspection. A flip back would be safe only until the first write on the target; after
+// that, going back must be a new migration. Folding a tenant back into its bucket is not
+// provided yet; an overridden tenant moves on with [Coordinator.Migrate] of its unit.
+//
 // # Cache mode
 //
 // [Cache] moves a tenant of a pure cache. It copies the tenant's hottest keys (a list from
@@ -105,7 +126,11 @@
 // On the shards, migrate uses routing's per-unit keys (see package routing), all in the
 // unit's hash slot. It also adds two fields to the ownership hash: mig = the ID of the
 // migration importing into it, and fence = the highest driver epoch that acted on the unit
-// on that shard. In the control Redis, in the slot of routing's table key (hash tag
+// on that shard. A carve-out adds, in the bucket's ownership hash, xm:<tenant> = the ID
+// of the carve-out that marked the tenant as moved out, and xf:<tenant> = the highest epoch
+// of a carve-out driver of that tenant that acted there.
+//
+// In the control Redis, in the slot of routing's table key (hash tag
 // {P:table}, P is routing's prefix, so one script can touch a record, its lock, its epoch
 // counter and the table on a cluster):
 //

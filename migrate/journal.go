@@ -34,7 +34,7 @@ func (c *Coordinator) epochKey(u routing.Unit) string {
 func (c *Coordinator) journalKey(id string) string { return c.journalTag() + ":j:" + id }
 
 func (c *Coordinator) lockKey(s Status) string {
-	return c.journalTag() + ":lock:" + c.keys.Tag(s.Unit)
+	return c.journalTag() + ":lock:" + c.keys.Tag(s.lockUnit())
 }
 
 func (c *Coordinator) indexKey() string { return c.journalTag() + ":index" }

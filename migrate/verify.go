@@ -101,6 +101,9 @@ func (v *verifier) touch(e routing.LogEntry) {
 
 // verifyPass runs one comparison pass of source and target.
 func (c *Coordinator) verifyPass(ctx context.Context, r *run) (*verifier, error) {
+	if r.carving() {
+		return c.carveVerifyPass(ctx, r)
+	}
 	p, err := c.probe(ctx, r, "0-0", "+", 0)
 	if err != nil {
 		return nil, err
@@ -190,12 +193,12 @@ func (c *Coordinator) refine(ctx context.Context, r *run, v *verifier) error {
 
 // reread reads every dirty item again on both sides.
 func (c *Coordinator) reread(ctx context.Context, r *run, v *verifier) error {
-	k := c.keys.Unit(r.Unit)
 	keys := slices.Sorted(maps.Keys(v.dirty))
 	for _, side := range []struct {
 		s *shard
 		m *side
-	}{{c.shards[r.Source], v.a}, {c.shards[r.Target], v.b}} {
+		k routing.UnitKeys
+	}{{c.shards[r.Source], v.a, c.srcKeys(r)}, {c.shards[r.Target], v.b, c.keys.Unit(r.Unit)}} {
 		for start := 0; start < len(keys); start += c.o.BatchSize {
 			batch := keys[start:min(start+c.o.BatchSize, len(keys))]
 			for _, kind := range []string{"r", "o"} {
@@ -208,9 +211,9 @@ func (c *Coordinator) reread(ctx context.Context, r *run, v *verifier) error {
 				if len(fields) == 0 {
 					continue
 				}
-				hash := k.Records
+				hash := side.k.Records
 				if kind == "o" {
-					hash = k.Ops
+					hash = side.k.Ops
 				}
 				vals, err := side.s.c.HMGet(ctx, hash, fields...).Result()
 				if err != nil {

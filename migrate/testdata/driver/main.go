@@ -94,6 +94,7 @@ func main() {
 		op        = flag.String("op", "migrate", "migrate, resume or cancel")
 		id        = flag.String("id", "", "migration ID")
 		bucket    = flag.Uint("bucket", 0, "bucket unit to move")
+		carve     = flag.String("carve", "", "tenant to carve out of its bucket (instead of moving -bucket)")
 		target    = flag.String("target", "", "target shard")
 		lease     = flag.Duration("lease", time.Second, "driver lease")
 		stopState = flag.String("stop-at-state", "", "SIGSTOP self right after the journal reaches this state")
@@ -125,6 +126,10 @@ func main() {
 	var s migrate.Status
 	switch *op {
 	case "migrate":
+		if *carve != "" {
+			s, err = co.Carve(ctx, migrate.CarveSpec{ID: *id, Tenant: *carve, Target: *target})
+			break
+		}
 		s, err = co.Migrate(ctx, migrate.Spec{ID: *id, Unit: routing.BucketUnit(uint32(*bucket)), Target: *target})
 	case "resume":
 		s, err = co.Resume(ctx, *id)
