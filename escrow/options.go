@@ -16,7 +16,11 @@ import (
 
 // Defaults and limits of the options.
 const (
-	// DefaultPrefix is the key prefix used when CentralOptions.Prefix or PoolOptions.Prefix is empty.
+	// DefaultPrefix is the key prefix used when CentralOptions.Prefix or PoolOptions.Prefix
+	// is empty. It is not "celebrity:escrow:", the form of the other packages' prefixes:
+	// after a change of the default, Init would find neither the ledgers nor their witnesses
+	// and create every ledger anew with all its permits free while the old holders still
+	// run. A deployment that wants the common form sets Prefix when it first creates a pool.
 	DefaultPrefix = "escrow:"
 	// MaxCapacity is the largest capacity a limiter or a pool accepts.
 	MaxCapacity = 100000
