@@ -173,21 +173,31 @@ func runPlan(e *env, args []string) error {
 		loads[n] = &shardLoad{Name: n, Addr: shards[n].Options().Addr, OpsPerS: opsOf[shards[n].Options().Addr]}
 		perShard[n], unitOf[n], unitRate[n] = map[string]float64{}, map[string]string{}, map[string]float64{}
 	}
+	byShard := map[string][]routing.Placement{}
 	for _, p := range t.Units() {
-		sh := shards[p.Shard]
+		byShard[p.Shard] = append(byShard[p.Shard], p)
 		loads[p.Shard].Units++
-		counts, truncated, err := logRates(e.ctx, sh, keys.Unit(p.Unit).Log, *window, *maxEntries)
+	}
+	for _, n := range names {
+		units := byShard[n]
+		logs := make([]string, len(units))
+		for i, p := range units {
+			logs[i] = keys.Unit(p.Unit).Log
+		}
+		counts, truncated, err := logRates(e.ctx, shards[n], logs, *window, *maxEntries)
 		if err != nil {
-			return fmt.Errorf("read the change log of %s on shard %q: %w", p.Unit, p.Shard, err)
+			return fmt.Errorf("read the change logs on shard %q: %w", n, err)
 		}
-		if truncated {
-			rep.Truncated = append(rep.Truncated, p.Unit.String())
-		}
-		for tenant, r := range counts {
-			perShard[p.Shard][tenant] += r
-			loads[p.Shard].WritesPerS += r
-			if r > unitRate[p.Shard][tenant] {
-				unitRate[p.Shard][tenant], unitOf[p.Shard][tenant] = r, p.Unit.String()
+		for i, p := range units {
+			if truncated[i] {
+				rep.Truncated = append(rep.Truncated, p.Unit.String())
+			}
+			for tenant, r := range counts[i] {
+				perShard[n][tenant] += r
+				loads[n].WritesPerS += r
+				if r > unitRate[n][tenant] {
+					unitRate[n][tenant], unitOf[n][tenant] = r, p.Unit.String()
+				}
 			}
 		}
 	}
@@ -290,35 +300,45 @@ func runPlan(e *env, args []string) error {
 	return printOut(e, cf.json, rep, renderPlan(rep))
 }
 
-// logRates counts the entries of a unit's change log newer than window per tenant, as writes
-// per second. When the log holds more than max entries in the window, only the newest max
-// are read and the rate is taken over the time they span.
-func logRates(ctx context.Context, c *redis.Client, log string, window time.Duration, maxEntries int64) (map[string]float64, bool, error) {
+// logRates counts, for each of one shard's unit change logs, the entries newer than window
+// per tenant, as writes per second, reading every log in one pipeline. When a log holds more
+// than maxEntries entries in the window, only the newest maxEntries are read and the rate is
+// taken over the time they span (truncated reports it).
+func logRates(ctx context.Context, c *redis.Client, logs []string, window time.Duration, maxEntries int64) ([]map[string]float64, []bool, error) {
 	now, err := c.Time(ctx).Result()
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
-	from := now.Add(-window).UnixMilli()
-	msgs, err := c.XRevRangeN(ctx, log, "+", strconv.FormatInt(from, 10), maxEntries).Result()
-	if err != nil {
-		return nil, false, err
-	}
-	span := window.Seconds()
-	truncated := int64(len(msgs)) == maxEntries
-	if truncated {
-		oldest, _, _ := strings.Cut(msgs[len(msgs)-1].ID, "-")
-		if ms, err := strconv.ParseInt(oldest, 10, 64); err == nil {
-			span = max(float64(now.UnixMilli()-ms)/1000, 0.001)
+	from := strconv.FormatInt(now.Add(-window).UnixMilli(), 10)
+	cmds := make([]*redis.XMessageSliceCmd, len(logs))
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, log := range logs {
+			cmds[i] = p.XRevRangeN(ctx, log, "+", from, maxEntries)
 		}
+		return nil
+	}); err != nil {
+		return nil, nil, err
 	}
-	out := map[string]float64{}
-	for _, m := range msgs {
-		f, _ := m.Values["f"].(string)
-		tenant, _, ok := routing.SplitRecordField(f)
-		if !ok {
-			continue // an entry without a record field (a "noop") names no tenant
+	out := make([]map[string]float64, len(logs))
+	truncated := make([]bool, len(logs))
+	for i, cmd := range cmds {
+		msgs := cmd.Val()
+		span := window.Seconds()
+		if truncated[i] = int64(len(msgs)) == maxEntries; truncated[i] {
+			oldest, _, _ := strings.Cut(msgs[len(msgs)-1].ID, "-")
+			if ms, err := strconv.ParseInt(oldest, 10, 64); err == nil {
+				span = max(float64(now.UnixMilli()-ms)/1000, 0.001)
+			}
 		}
-		out[tenant] += 1 / span
+		out[i] = map[string]float64{}
+		for _, m := range msgs {
+			f, _ := m.Values["f"].(string)
+			tenant, _, ok := routing.SplitRecordField(f)
+			if !ok {
+				continue // an entry without a record field (a "noop") names no tenant
+			}
+			out[i][tenant] += 1 / span
+		}
 	}
 	return out, truncated, nil
 }

@@ -93,6 +93,11 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Empty(t, decodeJSON[planReport](t, r.stdout).Proposals, "no tenant has all of its shard's writes")
 
+	// A log longer than --max-entries is read in part, and the report says which.
+	r = cli(t, "", nil, append([]string{"plan", "--json", "--max-entries", "10", "--shard", shardFlag, "--interval", "100ms"}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, decodeJSON[planReport](t, r.stdout).Truncated, fmt.Sprintf("bucket %d", fatBucket))
+
 	// The printed move runs as printed (the CLI drives it) and lands where plan said.
 	fields := strings.Fields(move.Command)
 	require.Equal(t, "celebrity", fields[0])
