@@ -74,5 +74,6 @@ func (e *FencedError) Error() string {
 		e.Owner, e.LedgerSeq, e.WitnessSeq)
 }
 
-// Unwrap makes errors.Is(err, ErrFenced) hold.
-func (e *FencedError) Unwrap() error { return ErrFenced }
+// Is makes errors.Is(err, ErrFenced) hold. A FencedError has no underlying cause, so it has
+// no Unwrap.
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }

@@ -2,7 +2,6 @@ package escrow
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
 func TestMain(m *testing.M) { celebritytest.Main(m) }
@@ -85,19 +85,12 @@ func freeAt(t testing.TB, p *Pool, owner string) int {
 func preload(t testing.TB, c redis.UniversalClient) {
 	t.Helper()
 	ctx := testCtx(t)
-	scripts := []*redis.Script{initScript, acquireScript, releaseScript, freezeScript, acceptScript,
-		refuseScript, settleScript, snapshotScript, reconcileScript, witnessScript, tailScript, fenceScript, renewScript, restoreScript, markScript, activateScript}
-	load := func(ctx context.Context, s redis.Scripter) error {
-		for _, sc := range scripts {
-			if err := sc.Load(ctx, s).Err(); err != nil {
-				return fmt.Errorf("load: %w", err)
-			}
-		}
-		return nil
-	}
 	if cc, ok := c.(*redis.ClusterClient); ok {
-		require.NoError(t, cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return load(ctx, n) }))
+		// Every node, replicas too: a test that fails over must not meet NOSCRIPT after it.
+		require.NoError(t, cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
+			return script.Load(ctx, n, allScripts...)
+		}))
 		return
 	}
-	require.NoError(t, load(ctx, c))
+	require.NoError(t, script.Load(ctx, c, allScripts...))
 }

@@ -79,6 +79,20 @@
 // HOTKEYS sessions are detected but not driven. Nothing is assumed of durability: every
 // figure is an estimate over recent traffic.
 //
+// # ACL
+//
+// The Detector needs no Redis user. [ClusterShards] needs CLUSTER SLOTS, which every
+// go-redis cluster client's user has anyway (+cluster|slots). [Probe] cannot work under a
+// user limited to a library prefix: hotkeys has no prefix of its own, the keys it looks at
+// are the host's. Its rule is "%R~<pattern> +object|freq +scan +config|get +command|info":
+// read-only access to the keys it probes, because OBJECT FREQ is refused (NOPERM) for a key
+// outside the user's patterns; SCAN for ScanTop, which is not filtered by key patterns (it
+// returns every key name of a node, so granting it reveals the names of all keys), so give
+// ScanTop a Match inside the readable pattern or it fails at the first key outside;
+// CONFIG GET maxmemory-policy and COMMAND INFO for Capabilities only (Freq and ScanTop
+// detect a missing LFU policy from OBJECT FREQ's own error). "%R~" needs Redis 7; a host
+// that grants "~<pattern>" instead gives write access too.
+//
 // # Example
 //
 //	d, err := hotkeys.New(hotkeys.Options{

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/celebrity-go/celebrity/contrib/internal/statsmap"
 	"github.com/celebrity-go/celebrity/escrow"
 	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/celebrity-go/celebrity/l1cache"
@@ -34,20 +35,20 @@ const Namespace = "celebrity"
 // L1Cache registers instruments that read c.Stats() (a *l1cache.Cache of any value type)
 // on every collection. For load latency, add LoadDurations' hook to the cache's OnEvent.
 func L1Cache(m metric.Meter, c interface{ Stats() l1cache.Stats }, o Options) (metric.Registration, error) {
-	return register(m, l1cacheComponent, func() any { return c.Stats() }, c != nil, o)
+	return register(m, statsmap.L1Cache, func() any { return c.Stats() }, c != nil, o)
 }
 
 // Invalidator registers instruments that read inv.Stats() of an *l1cache.Invalidator.
 func Invalidator(m metric.Meter, inv interface {
 	Stats() l1cache.InvalidatorStats
 }, o Options) (metric.Registration, error) {
-	return register(m, invalidatorComponent, func() any { return inv.Stats() }, inv != nil, o)
+	return register(m, statsmap.Invalidator, func() any { return inv.Stats() }, inv != nil, o)
 }
 
 // Replicas registers instruments that read r.Stats() of a *replicas.Replicator. CopyReads
 // becomes one series per copy index (attribute "copy", at most replicas.MaxCopies).
 func Replicas(m metric.Meter, r interface{ Stats() replicas.Stats }, o Options) (metric.Registration, error) {
-	return register(m, replicasComponent, func() any { return r.Stats() }, r != nil, o)
+	return register(m, statsmap.Replicas, func() any { return r.Stats() }, r != nil, o)
 }
 
 // Stripes registers instruments that read c.Stats() of a *stripes.Counter. StripeWrites
@@ -55,68 +56,68 @@ func Replicas(m metric.Meter, r interface{ Stats() replicas.Stats }, o Options) 
 // to) and celebrity.stripes.stripe_writes, that generation's applied events per stripe
 // (attribute "stripe", at most the counter's stripe count).
 func Stripes(m metric.Meter, c interface{ Stats() stripes.Stats }, o Options) (metric.Registration, error) {
-	return register(m, stripesComponent, func() any { return c.Stats() }, c != nil, o)
+	return register(m, statsmap.Stripes, func() any { return c.Stats() }, c != nil, o)
 }
 
 // StripesReader registers instruments that read r.Stats() of a *stripes.Reader.
 func StripesReader(m metric.Meter, r interface {
 	Stats() stripes.ReaderStats
 }, o Options) (metric.Registration, error) {
-	return register(m, stripesReaderComponent, func() any { return r.Stats() }, r != nil, o)
+	return register(m, statsmap.StripesReader, func() any { return r.Stats() }, r != nil, o)
 }
 
 // Escrow registers instruments that read l.Stats() of an *escrow.Central or *escrow.Pool.
 func Escrow(m metric.Meter, l interface{ Stats() escrow.Stats }, o Options) (metric.Registration, error) {
-	return register(m, escrowComponent, func() any { return l.Stats() }, l != nil, o)
+	return register(m, statsmap.Escrow, func() any { return l.Stats() }, l != nil, o)
 }
 
 // Routing registers instruments that read r.Stats() of a *routing.Router.
 func Routing(m metric.Meter, r interface{ Stats() routing.Stats }, o Options) (metric.Registration, error) {
-	return register(m, routingComponent, func() any { return r.Stats() }, r != nil, o)
+	return register(m, statsmap.Routing, func() any { return r.Stats() }, r != nil, o)
 }
 
 // Migrate registers instruments that read c.Stats() of a *migrate.Coordinator. LastPause
 // becomes the gauge celebrity.migrate.last_pause in seconds.
 func Migrate(m metric.Meter, c interface{ Stats() migrate.Stats }, o Options) (metric.Registration, error) {
-	return register(m, migrateComponent, func() any { return c.Stats() }, c != nil, o)
+	return register(m, statsmap.Migrate, func() any { return c.Stats() }, c != nil, o)
 }
 
 // Hotkeys registers instruments that read d.Stats() of a *hotkeys.Detector. No key is
 // ever an attribute.
 func Hotkeys(m metric.Meter, d interface{ Stats() hotkeys.Stats }, o Options) (metric.Registration, error) {
-	return register(m, hotkeysComponent, func() any { return d.Stats() }, d != nil, o)
+	return register(m, statsmap.Hotkeys, func() any { return d.Stats() }, d != nil, o)
 }
 
 // register creates one observable instrument per metric of comp and a callback that reads
 // the stats once per collection.
-func register(m metric.Meter, comp component, read func() any, ok bool, o Options) (metric.Registration, error) {
+func register(m metric.Meter, comp statsmap.Component, read func() any, ok bool, o Options) (metric.Registration, error) {
 	if m == nil || !ok {
-		return nil, fmt.Errorf("%w: %s: the meter and the component must not be nil", ErrInvalid, comp.pkg)
+		return nil, fmt.Errorf("%w: %s: the meter and the component must not be nil", ErrInvalid, comp.Pkg)
 	}
-	infos := comp.infos(read())
+	infos := comp.Metrics(read())
 	ints := map[string]metric.Int64Observable{}
 	floats := map[string]metric.Float64Observable{}
 	var all []metric.Observable
 	for _, mi := range infos {
-		name := Namespace + "." + comp.pkg + "." + mi.name
-		desc := fmt.Sprintf("%s.%s (see that field's documentation)", comp.typ, mi.field)
+		name := Namespace + "." + comp.Pkg + "." + mi.Name
+		desc := fmt.Sprintf("%s.%s (see that field's documentation)", comp.Type, mi.Field)
 		var err error
-		if mi.seconds {
+		if mi.Seconds {
 			var g metric.Float64ObservableGauge
-			g, err = m.Float64ObservableGauge(name, metric.WithUnit(mi.unit), metric.WithDescription(desc))
-			floats[mi.name] = g
+			g, err = m.Float64ObservableGauge(name, metric.WithUnit(mi.Unit), metric.WithDescription(desc))
+			floats[mi.Name] = g
 			all = append(all, g)
 		} else {
 			var inst metric.Int64Observable
-			switch mi.kind {
-			case counter:
-				inst, err = m.Int64ObservableCounter(name, metric.WithUnit(mi.unit), metric.WithDescription(desc))
-			case upDown:
-				inst, err = m.Int64ObservableUpDownCounter(name, metric.WithUnit(mi.unit), metric.WithDescription(desc))
+			switch mi.Kind {
+			case statsmap.Counter:
+				inst, err = m.Int64ObservableCounter(name, metric.WithUnit(mi.Unit), metric.WithDescription(desc))
+			case statsmap.UpDown:
+				inst, err = m.Int64ObservableUpDownCounter(name, metric.WithUnit(mi.Unit), metric.WithDescription(desc))
 			default:
-				inst, err = m.Int64ObservableGauge(name, metric.WithUnit(mi.unit), metric.WithDescription(desc))
+				inst, err = m.Int64ObservableGauge(name, metric.WithUnit(mi.Unit), metric.WithDescription(desc))
 			}
-			ints[mi.name] = inst
+			ints[mi.Name] = inst
 			all = append(all, inst)
 		}
 		if err != nil {
@@ -125,7 +126,7 @@ func register(m metric.Meter, comp component, read func() any, ok bool, o Option
 	}
 	labels := map[string]string{}
 	for _, mi := range infos {
-		labels[mi.name] = mi.label
+		labels[mi.Name] = mi.Label
 	}
 	var base []attribute.KeyValue
 	if o.Name != "" {
@@ -133,15 +134,15 @@ func register(m metric.Meter, comp component, read func() any, ok bool, o Option
 	}
 	plain := metric.WithAttributes(base...)
 	return m.RegisterCallback(func(_ context.Context, obs metric.Observer) error {
-		for _, s := range comp.samples(read()) {
+		for _, s := range comp.Samples(read()) {
 			opt := plain
-			if l := labels[s.name]; l != "" && s.labelValue != "" {
-				opt = metric.WithAttributes(append(base[:len(base):len(base)], attribute.String(l, s.labelValue))...)
+			if l := labels[s.Name]; l != "" && s.LabelValue != "" {
+				opt = metric.WithAttributes(append(base[:len(base):len(base)], attribute.String(l, s.LabelValue))...)
 			}
-			if f, ok := floats[s.name]; ok {
-				obs.ObserveFloat64(f, s.value, opt)
-			} else if i, ok := ints[s.name]; ok {
-				obs.ObserveInt64(i, int64(s.value), opt)
+			if f, ok := floats[s.Name]; ok {
+				obs.ObserveFloat64(f, s.Value, opt)
+			} else if i, ok := ints[s.Name]; ok {
+				obs.ObserveInt64(i, int64(s.Value), opt)
 			}
 		}
 		return nil

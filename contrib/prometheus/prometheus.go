@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/celebrity-go/celebrity/contrib/internal/statsmap"
 	"github.com/celebrity-go/celebrity/escrow"
 	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/celebrity-go/celebrity/l1cache"
@@ -34,20 +35,20 @@ const Namespace = "celebrity"
 // value type) on every scrape, and returns it (for Unregister). For load latency, register
 // a LoadDurations collector and add its OnEvent to the cache's options.
 func L1Cache(reg prometheus.Registerer, c interface{ Stats() l1cache.Stats }, o Options) (prometheus.Collector, error) {
-	return register(reg, l1cacheComponent, func() any { return c.Stats() }, c != nil, o)
+	return register(reg, statsmap.L1Cache, func() any { return c.Stats() }, c != nil, o)
 }
 
 // Invalidator registers a collector of inv.Stats() of an *l1cache.Invalidator.
 func Invalidator(reg prometheus.Registerer, inv interface {
 	Stats() l1cache.InvalidatorStats
 }, o Options) (prometheus.Collector, error) {
-	return register(reg, invalidatorComponent, func() any { return inv.Stats() }, inv != nil, o)
+	return register(reg, statsmap.Invalidator, func() any { return inv.Stats() }, inv != nil, o)
 }
 
 // Replicas registers a collector of r.Stats() of a *replicas.Replicator. CopyReads becomes
 // one series per copy index (label "copy", at most replicas.MaxCopies).
 func Replicas(reg prometheus.Registerer, r interface{ Stats() replicas.Stats }, o Options) (prometheus.Collector, error) {
-	return register(reg, replicasComponent, func() any { return r.Stats() }, r != nil, o)
+	return register(reg, statsmap.Replicas, func() any { return r.Stats() }, r != nil, o)
 }
 
 // Stripes registers a collector of c.Stats() of a *stripes.Counter. StripeWrites becomes
@@ -55,76 +56,76 @@ func Replicas(reg prometheus.Registerer, r interface{ Stats() replicas.Stats }, 
 // celebrity_stripes_stripe_writes, that generation's applied events per stripe (label
 // "stripe", at most the counter's stripe count).
 func Stripes(reg prometheus.Registerer, c interface{ Stats() stripes.Stats }, o Options) (prometheus.Collector, error) {
-	return register(reg, stripesComponent, func() any { return c.Stats() }, c != nil, o)
+	return register(reg, statsmap.Stripes, func() any { return c.Stats() }, c != nil, o)
 }
 
 // StripesReader registers a collector of r.Stats() of a *stripes.Reader.
 func StripesReader(reg prometheus.Registerer, r interface {
 	Stats() stripes.ReaderStats
 }, o Options) (prometheus.Collector, error) {
-	return register(reg, stripesReaderComponent, func() any { return r.Stats() }, r != nil, o)
+	return register(reg, statsmap.StripesReader, func() any { return r.Stats() }, r != nil, o)
 }
 
 // Escrow registers a collector of l.Stats() of an *escrow.Central or *escrow.Pool.
 func Escrow(reg prometheus.Registerer, l interface{ Stats() escrow.Stats }, o Options) (prometheus.Collector, error) {
-	return register(reg, escrowComponent, func() any { return l.Stats() }, l != nil, o)
+	return register(reg, statsmap.Escrow, func() any { return l.Stats() }, l != nil, o)
 }
 
 // Routing registers a collector of r.Stats() of a *routing.Router.
 func Routing(reg prometheus.Registerer, r interface{ Stats() routing.Stats }, o Options) (prometheus.Collector, error) {
-	return register(reg, routingComponent, func() any { return r.Stats() }, r != nil, o)
+	return register(reg, statsmap.Routing, func() any { return r.Stats() }, r != nil, o)
 }
 
 // Migrate registers a collector of c.Stats() of a *migrate.Coordinator. LastPause becomes
 // the gauge celebrity_migrate_last_pause_seconds.
 func Migrate(reg prometheus.Registerer, c interface{ Stats() migrate.Stats }, o Options) (prometheus.Collector, error) {
-	return register(reg, migrateComponent, func() any { return c.Stats() }, c != nil, o)
+	return register(reg, statsmap.Migrate, func() any { return c.Stats() }, c != nil, o)
 }
 
 // Hotkeys registers a collector of d.Stats() of a *hotkeys.Detector. No key is ever a
 // label.
 func Hotkeys(reg prometheus.Registerer, d interface{ Stats() hotkeys.Stats }, o Options) (prometheus.Collector, error) {
-	return register(reg, hotkeysComponent, func() any { return d.Stats() }, d != nil, o)
+	return register(reg, statsmap.Hotkeys, func() any { return d.Stats() }, d != nil, o)
 }
 
 // collector reads a component's stats once per scrape.
 type collector struct {
-	comp  component
+	comp  statsmap.Component
 	read  func() any
 	descs map[string]*prometheus.Desc
 	types map[string]prometheus.ValueType
 	order []string
 }
 
-func register(reg prometheus.Registerer, comp component, read func() any, ok bool, o Options) (prometheus.Collector, error) {
+func register(reg prometheus.Registerer, comp statsmap.Component, read func() any, ok bool, o Options) (prometheus.Collector, error) {
 	if reg == nil || !ok {
-		return nil, fmt.Errorf("%w: %s: the registerer and the component must not be nil", ErrInvalid, comp.pkg)
+		return nil, fmt.Errorf("%w: %s: the registerer and the component must not be nil", ErrInvalid, comp.Pkg)
 	}
 	c := &collector{comp: comp, read: read, descs: map[string]*prometheus.Desc{}, types: map[string]prometheus.ValueType{}}
 	var constLabels prometheus.Labels
 	if o.Name != "" {
 		constLabels = prometheus.Labels{"name": o.Name}
 	}
-	for _, mi := range comp.infos(read()) {
-		name := Namespace + "_" + strings.ReplaceAll(comp.pkg, ".", "_") + "_" + mi.name
+	for _, mi := range comp.Metrics(read()) {
+		name := Namespace + "_" + strings.ReplaceAll(comp.Pkg, ".", "_") + "_" + mi.Name
 		vt := prometheus.GaugeValue
 		switch {
-		case mi.seconds:
+		case mi.Seconds:
 			name += "_seconds"
-		case mi.kind == counter:
+		case mi.Kind == statsmap.Counter:
 			name += "_total"
 			vt = prometheus.CounterValue
 		}
 		var labels []string
-		if mi.label != "" {
-			labels = []string{mi.label}
+		if mi.Label != "" {
+			labels = []string{mi.Label}
 		}
-		c.descs[mi.name] = prometheus.NewDesc(name, fmt.Sprintf("%s.%s (see that field's documentation).", comp.typ, mi.field), labels, constLabels)
-		c.types[mi.name] = vt
-		c.order = append(c.order, mi.name)
+		c.descs[mi.Name] = prometheus.NewDesc(name, fmt.Sprintf("%s.%s (see that field's documentation).", comp.Type, mi.Field), labels, constLabels)
+		c.types[mi.Name] = vt
+		c.order = append(c.order, mi.Name)
 	}
 	if err := reg.Register(c); err != nil {
-		return nil, fmt.Errorf("celebrityprom: %s: %w", comp.pkg, err)
+		return nil, fmt.Errorf("celebrityprom: %s: %w", comp.Pkg, err)
 	}
 	return c, nil
 }
@@ -138,16 +139,16 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect reads the stats once and sends every value.
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	for _, s := range c.comp.samples(c.read()) {
-		d, ok := c.descs[s.name]
+	for _, s := range c.comp.Samples(c.read()) {
+		d, ok := c.descs[s.Name]
 		if !ok {
 			continue
 		}
 		var labels []string
-		if s.labelValue != "" {
-			labels = []string{s.labelValue}
+		if s.LabelValue != "" {
+			labels = []string{s.LabelValue}
 		}
-		ch <- prometheus.MustNewConstMetric(d, c.types[s.name], s.value, labels...)
+		ch <- prometheus.MustNewConstMetric(d, c.types[s.Name], s.Value, labels...)
 	}
 }
 

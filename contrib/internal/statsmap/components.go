@@ -1,0 +1,55 @@
+package statsmap
+
+import (
+	"strconv"
+
+	"github.com/celebrity-go/celebrity/stripes"
+)
+
+// The mapping of every package's Stats. A field added to a Stats type is exported without
+// a change here (see Spec); an entry is needed only to make it an up-down counter or gauge,
+// to give it a unit (OpenTelemetry only), or to name an array's index.
+var (
+	L1Cache = Component{Pkg: "l1cache", Type: "l1cache.Stats", Specs: map[string]Spec{
+		"Entries": {Kind: UpDown, Unit: "{entry}"},
+	}}
+	Invalidator = Component{Pkg: "l1cache.invalidator", Type: "l1cache.InvalidatorStats", Specs: map[string]Spec{
+		"Published": {Unit: "{message}"}, "PublishErrors": {Unit: "{message}"}, "Received": {Unit: "{message}"},
+		"Ignored": {Unit: "{message}"}, "Malformed": {Unit: "{message}"},
+	}}
+	Replicas = Component{Pkg: "replicas", Type: "replicas.Stats", Specs: map[string]Spec{
+		// One series per copy index: at most replicas.MaxCopies.
+		"CopyReads": {Unit: "{read}", Label: "copy"}, "PrimaryReads": {Unit: "{read}"},
+	}}
+	Stripes = Component{Pkg: "stripes", Type: "stripes.Stats", Specs: map[string]Spec{},
+		// The newest generation's applied events per stripe: one series per stripe, at most
+		// the counter's stripe count (stripes caps it at 4096).
+		Extra: func(s any) []Sample {
+			st := s.(stripes.Stats)
+			if len(st.StripeWrites) == 0 {
+				return nil
+			}
+			g := st.StripeWrites[len(st.StripeWrites)-1]
+			out := []Sample{{Name: "generation", Value: float64(g.Gen)}}
+			for i, w := range g.Writes {
+				out = append(out, Sample{Name: "stripe_writes", LabelValue: strconv.Itoa(i), Value: float64(w)})
+			}
+			return out
+		},
+		ExtraNames: []Metric{
+			{Name: "generation", Field: "StripeWrites", Kind: Gauge, Unit: "1"},
+			{Name: "stripe_writes", Field: "StripeWrites", Kind: Gauge, Unit: "{event}", Label: "stripe"},
+		},
+	}
+	StripesReader = Component{Pkg: "stripes.reader", Type: "stripes.ReaderStats", Specs: map[string]Spec{}}
+	Escrow        = Component{Pkg: "escrow", Type: "escrow.Stats", Specs: map[string]Spec{}}
+	Routing       = Component{Pkg: "routing", Type: "routing.Stats", Specs: map[string]Spec{
+		"Generation": {Kind: Gauge, Unit: "1"},
+	}}
+	Migrate = Component{Pkg: "migrate", Type: "migrate.Stats", Specs: map[string]Spec{
+		"RecordsCopied": {Unit: "{record}"}, "LogApplied": {Unit: "{entry}"},
+	}}
+	Hotkeys = Component{Pkg: "hotkeys", Type: "hotkeys.Stats", Specs: map[string]Spec{
+		"Tracked": {Kind: UpDown, Unit: "{key}"}, "Hot": {Kind: UpDown, Unit: "{key}"},
+	}}
+)

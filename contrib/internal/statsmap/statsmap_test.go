@@ -1,0 +1,61 @@
+package statsmap
+
+import (
+	"testing"
+
+	"github.com/celebrity-go/celebrity/escrow"
+	"github.com/celebrity-go/celebrity/hotkeys"
+	"github.com/celebrity-go/celebrity/l1cache"
+	"github.com/celebrity-go/celebrity/migrate"
+	"github.com/celebrity-go/celebrity/replicas"
+	"github.com/celebrity-go/celebrity/routing"
+	"github.com/celebrity-go/celebrity/stripes"
+)
+
+func TestSnake(t *testing.T) {
+	for in, want := range map[string]string{
+		"StaleIfErrorHits": "stale_if_error_hits", "Hits": "hits", "CopyReads": "copy_reads",
+		"LastPause": "last_pause", "HTTPErrors": "http_errors",
+	} {
+		if got := snake(in); got != want {
+			t.Errorf("snake(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestEverySampleHasItsMetric checks, for every component, that metric names are unique
+// and that each sample read from a Stats value names one of them, labelled when the metric
+// has a label.
+func TestEverySampleHasItsMetric(t *testing.T) {
+	var rs replicas.Stats
+	rs.CopyReads[2] = 7
+	for _, tc := range []struct {
+		c     Component
+		stats any
+	}{
+		{L1Cache, l1cache.Stats{Hits: 3}}, {Invalidator, l1cache.InvalidatorStats{}}, {Replicas, rs},
+		{Stripes, stripes.Stats{StripeWrites: []stripes.GenWrites{{Gen: 2, Writes: []uint64{1, 2}}}}},
+		{StripesReader, stripes.ReaderStats{}}, {Escrow, escrow.Stats{}}, {Routing, routing.Stats{}},
+		{Migrate, migrate.Stats{}}, {Hotkeys, hotkeys.Stats{}},
+	} {
+		metrics := map[string]Metric{}
+		for _, m := range tc.c.Metrics(tc.stats) {
+			if _, dup := metrics[m.Name]; dup {
+				t.Errorf("%s: metric %s twice", tc.c.Pkg, m.Name)
+			}
+			metrics[m.Name] = m
+		}
+		samples := tc.c.Samples(tc.stats)
+		if len(samples) < len(metrics) {
+			t.Errorf("%s: %d samples for %d metrics", tc.c.Pkg, len(samples), len(metrics))
+		}
+		for _, s := range samples {
+			m, ok := metrics[s.Name]
+			if !ok {
+				t.Errorf("%s: sample %s has no metric", tc.c.Pkg, s.Name)
+			} else if (m.Label != "") != (s.LabelValue != "") {
+				t.Errorf("%s: sample %s labelled %q, metric label %q", tc.c.Pkg, s.Name, s.LabelValue, m.Label)
+			}
+		}
+	}
+}
