@@ -45,7 +45,7 @@ type proposal struct {
 	Source     string   `json:"source"`
 	Share      float64  `json:"share"`
 	WritesPerS float64  `json:"writes_per_sec"`
-	Action     string   `json:"action"` // "move", "bucket-move", "carve-out" or "spread"
+	Action     string   `json:"action"` // "move", "carve-out" or "spread"
 	Targets    []string `json:"targets"`
 	// Command is the exact command that carries the proposal out, or empty when the tool has
 	// none for it (see Note).
@@ -253,7 +253,7 @@ func runPlan(e *env, args []string) error {
 			if *cache {
 				p.Command = fmt.Sprintf("celebrity routes spread %s %s --cache %s %s", shellQuote(tl.Tenant), strings.Join(p.Targets, ","), shardArg, ctl)
 			} else {
-				p.Note = "migrate cannot split a tenant that has records into a spread yet; until it can, the carve-out or bucket move below is the runnable step"
+				p.Note = "migrate cannot split a tenant that has records into a spread yet; until it can, the move below is the runnable step"
 				rep.Proposals = append(rep.Proposals, p)
 				p = proposal{Tenant: tl.Tenant, Source: src, Share: tl.Share, WritesPerS: tl.WritesPerS}
 			}
@@ -272,11 +272,8 @@ func runPlan(e *env, args []string) error {
 				p.Action = "carve-out"
 				p.Command = fmt.Sprintf("celebrity routes override %s %s --cache %s %s", shellQuote(tl.Tenant), target, shardArg, ctl)
 			default:
-				p.Action = "bucket-move"
-				b := routing.BucketOf(tl.Tenant, t.Buckets)
-				p.Command = fmt.Sprintf("celebrity migrate start --bucket %d --target %s %s %s", b, target, shardArg, ctl)
-				p.Note = fmt.Sprintf("the tenant has records in bucket %d and migrate has no carve-out of one tenant from its bucket: the bucket moves with every tenant in it (%s of the shard's writes are %s's)",
-					b, pct(tl.Share), tl.Tenant)
+				p.Action = "carve-out"
+				p.Command = fmt.Sprintf("celebrity migrate start --carve --tenant %s --target %s %s %s", shellQuote(tl.Tenant), target, shardArg, ctl)
 			}
 			projected[target] += tl.WritesPerS
 			projected[src] -= tl.WritesPerS
