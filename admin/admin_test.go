@@ -13,9 +13,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity"
 	"github.com/celebrity-go/celebrity/admin"
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/escrow"
 	"github.com/celebrity-go/celebrity/l1cache"
+	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -136,4 +139,62 @@ func TestBadOptionsNameTheField(t *testing.T) {
 		require.ErrorIs(t, err, admin.ErrInvalid)
 		require.Contains(t, err.Error(), name)
 	}
+}
+
+// TestHandlerServesTheLibrarysComponents mounts what an incident needs from the service
+// itself: a celebrity.Cache's hot set and stats, the migrations in flight and an escrow
+// audit, each from live components on real servers.
+func TestHandlerServesTheLibrarysComponents(t *testing.T) {
+	control := celebritytest.Standalone(t)
+	shards := celebritytest.Shards(t, 2)
+	p := strings.NewReplacer("{", "", "}", "", ":", "-").Replace(celebritytest.Prefix(t))
+
+	cache, err := celebrity.New(control.Client(t), func(_ context.Context, key string) ([]byte, uint64, error) {
+		return []byte("v"), 1, nil
+	}, celebrity.Options[[]byte]{Prefix: p + "cache:", ReportInterval: -1, PubSub: l1cache.PubSubGlobal})
+	require.NoError(t, err)
+	defer cache.Close()
+	require.NoError(t, cache.Ready(t.Context()))
+	require.NoError(t, cache.Promote(t.Context(), "post:launch"))
+
+	store, err := routing.NewStore(control.Client(t), routing.StoreOptions{Prefix: p + "routing"})
+	require.NoError(t, err)
+	require.NoError(t, store.Publish(t.Context(), routing.EvenTable(1, 4, "a", "b")))
+	router, err := routing.New(control.Client(t), routing.Options{Prefix: p + "routing",
+		Shards: map[string]routing.Scripter{"a": shards[0].Client(t), "b": shards[1].Client(t)}})
+	require.NoError(t, err)
+	defer router.Close()
+	_, err = router.Await(t.Context(), 1)
+	require.NoError(t, err)
+	_, err = router.Provision(t.Context())
+	require.NoError(t, err)
+	co, err := migrate.New(control.Client(t), migrate.Options{Prefix: p + "routing",
+		Shards: map[string]migrate.ShardClient{"a": shards[0].Client(t), "b": shards[1].Client(t)}})
+	require.NoError(t, err)
+	_, err = co.Start(t.Context(), migrate.Spec{ID: "m1", Unit: routing.BucketUnit(0), Target: "b"})
+	require.NoError(t, err)
+
+	pool, err := escrow.NewPool(control.Client(t), escrow.PoolOptions{Name: p + "video", Capacity: 4,
+		Owners: []escrow.Owner{{Name: "eu", First: 1, Last: 4}}, AllowWeakDurability: true, AllowSharedWitness: true})
+	require.NoError(t, err)
+	require.NoError(t, pool.Init(t.Context()))
+	_, err = pool.Acquire(t.Context(), "eu", "job-1")
+	require.NoError(t, err)
+
+	srv := httptest.NewServer(admin.Must(admin.Options{Sections: map[string]admin.Section{
+		"hot":        func(context.Context) (any, error) { return cache.Hot(), nil },
+		"cache":      admin.Stats(cache),
+		"migrations": func(ctx context.Context) (any, error) { return co.Unfinished(ctx) },
+		"escrow":     func(ctx context.Context) (any, error) { return pool.Audit(ctx) },
+	}}))
+	defer srv.Close()
+
+	code, all := get(t, srv, "GET", "/?all=1")
+	require.Equal(t, 200, code, "%v", all)
+	require.Equal(t, []any{"post:launch"}, all["hot"])
+	require.EqualValues(t, 1, all["cache"].(map[string]any)["Hot"])
+	ms := all["migrations"].([]any)
+	require.Len(t, ms, 1)
+	require.Equal(t, "m1", ms[0].(map[string]any)["ID"])
+	require.EqualValues(t, 1, all["escrow"].(map[string]any)["Held"])
 }

@@ -14,8 +14,8 @@ import (
 )
 
 // TestRoutesAndMigrateWithTheControlOnACluster keeps the route table and the migration
-// journal on a 3-master Redis Cluster (--cluster) and drives a bucket move with the CLI: the
-// commands read and change the same state as on a standalone control server.
+// journal on a 3-master Redis Cluster (--cluster), plans, and drives a bucket move with the
+// CLI: the commands read and change the same state as on a standalone control server.
 func TestRoutesAndMigrateWithTheControlOnACluster(t *testing.T) {
 	cl := celebritytest.SharedCluster(t)
 	shards := celebritytest.Shards(t, 2)
@@ -44,6 +44,16 @@ func TestRoutesAndMigrateWithTheControlOnACluster(t *testing.T) {
 	}
 	bucket := routing.BucketOf("shop0", 4)
 	target := map[string]string{"a": "b", "b": "a"}[rt.Table().BucketOwner(bucket)]
+
+	r = run("", "plan", "--json", "--interval", "100ms", "--shard", shardFlag)
+	require.Equal(t, 0, r.code, r.stderr)
+	rep := decodeJSON[planReport](t, r.stdout)
+	require.Equal(t, uint64(1), rep.Generation)
+	var writes float64
+	for _, s := range rep.Shards {
+		writes += s.WritesPerS
+	}
+	require.InDelta(t, 100.0/60, writes, 0.1, "every routed write seen once")
 
 	r = run("", "routes", "override", "shop0", target, "--yes", "--shard", shardFlag)
 	require.Equal(t, 1, r.code, "a tenant with records is moved, not re-placed")

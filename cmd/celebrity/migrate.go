@@ -20,7 +20,7 @@ type migrateFlags struct {
 	connFlags
 	prefix, shards, id, target, tenant string
 	bucket, sub                        int
-	detach                             bool
+	detach, carve                      bool
 	lease, interval                    time.Duration
 	batch                              int
 }
@@ -34,6 +34,7 @@ func (mf *migrateFlags) flagSet(e *env, sub string) *flag.FlagSet {
 	fs.IntVar(&mf.bucket, "bucket", -1, "the `bucket` to move (start)")
 	fs.StringVar(&mf.tenant, "tenant", "", "the overridden or spread `tenant` to move (start)")
 	fs.IntVar(&mf.sub, "sub", -1, "the `sub-bucket` of a spread tenant (start, with --tenant)")
+	fs.BoolVar(&mf.carve, "carve", false, "start, with --tenant: carve the tenant out of its shared bucket into an override of its own on --target")
 	fs.BoolVar(&mf.detach, "detach", false, "start: record the migration and exit; drive it later with 'migrate resume'")
 	fs.DurationVar(&mf.lease, "lease", migrate.DefaultLeaseTTL, "driver lease: a driver silent this long is taken over by 'resume'")
 	fs.DurationVar(&mf.interval, "interval", 500*time.Millisecond, "refresh `interval` of the progress display")
@@ -137,6 +138,10 @@ func (mf *migrateFlags) spec(sub string) (migrate.Spec, error) {
 		return s, usagef("migrate start needs --target")
 	case mf.bucket >= 0 && mf.tenant != "":
 		return s, usagef("give --bucket or --tenant, not both")
+	case mf.carve && (mf.tenant == "" || mf.sub >= 0):
+		return s, usagef("--carve needs --tenant (and no --sub): the tenant leaves its shared bucket")
+	case mf.carve:
+		s.Unit = routing.TenantUnit(mf.tenant)
 	case mf.bucket >= 0:
 		s.Unit = routing.BucketUnit(uint32(mf.bucket))
 	case mf.tenant != "" && mf.sub >= 0:
@@ -168,7 +173,13 @@ func (m *migrator) print(v any, text string) error {
 }
 
 func (m *migrator) start(spec migrate.Spec) error {
-	st, err := m.co.Start(m.e.ctx, spec)
+	var st migrate.Status
+	var err error
+	if m.mf.carve {
+		st, err = m.co.StartCarve(m.e.ctx, migrate.CarveSpec{ID: spec.ID, Tenant: spec.Unit.Tenant, Target: spec.Target})
+	} else {
+		st, err = m.co.Start(m.e.ctx, spec)
+	}
 	if err != nil {
 		return err
 	}

@@ -103,6 +103,8 @@ func TestMigrateBadInputChangesNothing(t *testing.T) {
 		"no ID":            {2, []string{"migrate", "resume", "--shard", f.shardFlag}, "needs a migration ID"},
 		"unknown ID":       {1, []string{"migrate", "status", "nope", "--shard", f.shardFlag}, "no such migration"},
 		"unknown target":   {1, []string{"migrate", "start", "--bucket", "1", "--target", "zzz", "--shard", f.shardFlag}, "zzz"},
+		"carve, no tenant": {2, []string{"migrate", "start", "--carve", "--bucket", "1", "--target", "b", "--shard", f.shardFlag}, "--carve needs --tenant"},
+		"carve a sub":      {2, []string{"migrate", "start", "--carve", "--tenant", "x", "--sub", "1", "--target", "b", "--shard", f.shardFlag}, "--carve needs --tenant"},
 		"non-UTF-8 tenant": {2, []string{"migrate", "start", "--tenant", "shop\xff", "--target", "b", "--shard", f.shardFlag}, "UTF-8"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -45,7 +45,7 @@ type proposal struct {
 	Source     string   `json:"source"`
 	Share      float64  `json:"share"`
 	WritesPerS float64  `json:"writes_per_sec"`
-	Action     string   `json:"action"` // "move", "bucket-move", "carve-out" or "spread"
+	Action     string   `json:"action"` // "move", "carve-out" or "spread"
 	Targets    []string `json:"targets"`
 	// Command is the exact command that carries the proposal out, or empty when the tool has
 	// none for it (see Note).
@@ -173,21 +173,31 @@ func runPlan(e *env, args []string) error {
 		loads[n] = &shardLoad{Name: n, Addr: shards[n].Options().Addr, OpsPerS: opsOf[shards[n].Options().Addr]}
 		perShard[n], unitOf[n], unitRate[n] = map[string]float64{}, map[string]string{}, map[string]float64{}
 	}
+	byShard := map[string][]routing.Placement{}
 	for _, p := range t.Units() {
-		sh := shards[p.Shard]
+		byShard[p.Shard] = append(byShard[p.Shard], p)
 		loads[p.Shard].Units++
-		counts, truncated, err := logRates(e.ctx, sh, keys.Unit(p.Unit).Log, *window, *maxEntries)
+	}
+	for _, n := range names {
+		units := byShard[n]
+		logs := make([]string, len(units))
+		for i, p := range units {
+			logs[i] = keys.Unit(p.Unit).Log
+		}
+		counts, truncated, err := logRates(e.ctx, shards[n], logs, *window, *maxEntries)
 		if err != nil {
-			return fmt.Errorf("read the change log of %s on shard %q: %w", p.Unit, p.Shard, err)
+			return fmt.Errorf("read the change logs on shard %q: %w", n, err)
 		}
-		if truncated {
-			rep.Truncated = append(rep.Truncated, p.Unit.String())
-		}
-		for tenant, r := range counts {
-			perShard[p.Shard][tenant] += r
-			loads[p.Shard].WritesPerS += r
-			if r > unitRate[p.Shard][tenant] {
-				unitRate[p.Shard][tenant], unitOf[p.Shard][tenant] = r, p.Unit.String()
+		for i, p := range units {
+			if truncated[i] {
+				rep.Truncated = append(rep.Truncated, p.Unit.String())
+			}
+			for tenant, r := range counts[i] {
+				perShard[n][tenant] += r
+				loads[n].WritesPerS += r
+				if r > unitRate[n][tenant] {
+					unitRate[n][tenant], unitOf[n][tenant] = r, p.Unit.String()
+				}
 			}
 		}
 	}
@@ -243,7 +253,7 @@ func runPlan(e *env, args []string) error {
 			if *cache {
 				p.Command = fmt.Sprintf("celebrity routes spread %s %s --cache %s %s", shellQuote(tl.Tenant), strings.Join(p.Targets, ","), shardArg, ctl)
 			} else {
-				p.Note = "migrate cannot split a tenant that has records into a spread yet; until it can, the carve-out or bucket move below is the runnable step"
+				p.Note = "migrate cannot split a tenant that has records into a spread yet; until it can, the move below is the runnable step"
 				rep.Proposals = append(rep.Proposals, p)
 				p = proposal{Tenant: tl.Tenant, Source: src, Share: tl.Share, WritesPerS: tl.WritesPerS}
 			}
@@ -262,11 +272,8 @@ func runPlan(e *env, args []string) error {
 				p.Action = "carve-out"
 				p.Command = fmt.Sprintf("celebrity routes override %s %s --cache %s %s", shellQuote(tl.Tenant), target, shardArg, ctl)
 			default:
-				p.Action = "bucket-move"
-				b := routing.BucketOf(tl.Tenant, t.Buckets)
-				p.Command = fmt.Sprintf("celebrity migrate start --bucket %d --target %s %s %s", b, target, shardArg, ctl)
-				p.Note = fmt.Sprintf("the tenant has records in bucket %d and migrate has no carve-out of one tenant from its bucket: the bucket moves with every tenant in it (%s of the shard's writes are %s's)",
-					b, pct(tl.Share), tl.Tenant)
+				p.Action = "carve-out"
+				p.Command = fmt.Sprintf("celebrity migrate start --carve --tenant %s --target %s %s %s", shellQuote(tl.Tenant), target, shardArg, ctl)
 			}
 			projected[target] += tl.WritesPerS
 			projected[src] -= tl.WritesPerS
@@ -290,35 +297,45 @@ func runPlan(e *env, args []string) error {
 	return printOut(e, cf.json, rep, renderPlan(rep))
 }
 
-// logRates counts the entries of a unit's change log newer than window per tenant, as writes
-// per second. When the log holds more than max entries in the window, only the newest max
-// are read and the rate is taken over the time they span.
-func logRates(ctx context.Context, c *redis.Client, log string, window time.Duration, maxEntries int64) (map[string]float64, bool, error) {
+// logRates counts, for each of one shard's unit change logs, the entries newer than window
+// per tenant, as writes per second, reading every log in one pipeline. When a log holds more
+// than maxEntries entries in the window, only the newest maxEntries are read and the rate is
+// taken over the time they span (truncated reports it).
+func logRates(ctx context.Context, c *redis.Client, logs []string, window time.Duration, maxEntries int64) ([]map[string]float64, []bool, error) {
 	now, err := c.Time(ctx).Result()
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
-	from := now.Add(-window).UnixMilli()
-	msgs, err := c.XRevRangeN(ctx, log, "+", strconv.FormatInt(from, 10), maxEntries).Result()
-	if err != nil {
-		return nil, false, err
-	}
-	span := window.Seconds()
-	truncated := int64(len(msgs)) == maxEntries
-	if truncated {
-		oldest, _, _ := strings.Cut(msgs[len(msgs)-1].ID, "-")
-		if ms, err := strconv.ParseInt(oldest, 10, 64); err == nil {
-			span = max(float64(now.UnixMilli()-ms)/1000, 0.001)
+	from := strconv.FormatInt(now.Add(-window).UnixMilli(), 10)
+	cmds := make([]*redis.XMessageSliceCmd, len(logs))
+	if _, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, log := range logs {
+			cmds[i] = p.XRevRangeN(ctx, log, "+", from, maxEntries)
 		}
+		return nil
+	}); err != nil {
+		return nil, nil, err
 	}
-	out := map[string]float64{}
-	for _, m := range msgs {
-		f, _ := m.Values["f"].(string)
-		tenant, _, ok := routing.SplitRecordField(f)
-		if !ok {
-			continue // an entry without a record field (a "noop") names no tenant
+	out := make([]map[string]float64, len(logs))
+	truncated := make([]bool, len(logs))
+	for i, cmd := range cmds {
+		msgs := cmd.Val()
+		span := window.Seconds()
+		if truncated[i] = int64(len(msgs)) == maxEntries; truncated[i] {
+			oldest, _, _ := strings.Cut(msgs[len(msgs)-1].ID, "-")
+			if ms, err := strconv.ParseInt(oldest, 10, 64); err == nil {
+				span = max(float64(now.UnixMilli()-ms)/1000, 0.001)
+			}
 		}
-		out[tenant] += 1 / span
+		out[i] = map[string]float64{}
+		for _, m := range msgs {
+			f, _ := m.Values["f"].(string)
+			tenant, _, ok := routing.SplitRecordField(f)
+			if !ok {
+				continue // an entry without a record field (a "noop") names no tenant
+			}
+			out[i][tenant] += 1 / span
+		}
 	}
 	return out, truncated, nil
 }

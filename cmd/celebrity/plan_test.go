@@ -14,8 +14,8 @@ import (
 
 // TestPlanProposesRunnableCommandsForAFatTenant writes through the real Router to three
 // shards, one tenant taking most of the writes, and checks that plan measures each shard's
-// load and the tenant's share, proposes a spread and a move, changes nothing, and that the
-// move it prints runs as printed and puts the tenant's bucket on the least-loaded shard.
+// load and the tenant's share, proposes a spread and a carve-out, changes nothing, and that
+// the carve-out it prints runs as printed and puts the tenant alone on the least-loaded shard.
 func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	control := celebritytest.Standalone(t)
 	shards := celebritytest.Shards(t, 3)
@@ -68,10 +68,10 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	require.Equal(t, "spread", spread.Action, "fatshop alone writes more than a shard's fair share")
 	require.Empty(t, spread.Command, "durable data: migrate cannot make a spread of a tenant with records")
 	require.NotEmpty(t, spread.Note)
-	require.Equal(t, "bucket-move", move.Action)
+	require.Equal(t, "carve-out", move.Action)
 	require.Equal(t, source, move.Source)
 	require.NotEqual(t, source, move.Targets[0])
-	require.Contains(t, move.Command, fmt.Sprintf("celebrity migrate start --bucket %d --target %s", fatBucket, move.Targets[0]))
+	require.Contains(t, move.Command, "celebrity migrate start --carve --tenant fatshop --target "+move.Targets[0]+" ")
 	require.Equal(t, uint64(1), rt.Table().Generation, "plan changed nothing")
 
 	// The text form prints the same commands for the operator to copy.
@@ -93,17 +93,30 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Empty(t, decodeJSON[planReport](t, r.stdout).Proposals, "no tenant has all of its shard's writes")
 
-	// The printed move runs as printed (the CLI drives it) and lands where plan said.
+	// A log longer than --max-entries is read in part, and the report says which.
+	r = cli(t, "", nil, append([]string{"plan", "--json", "--max-entries", "10", "--shard", shardFlag, "--interval", "100ms"}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, decodeJSON[planReport](t, r.stdout).Truncated, fmt.Sprintf("bucket %d", fatBucket))
+
+	// The printed carve-out runs as printed (the CLI drives it) and lands where plan said:
+	// the tenant on its own, the other tenants of its bucket where they were.
 	fields := strings.Fields(move.Command)
 	require.Equal(t, "celebrity", fields[0])
 	r = cli(t, "", nil, fields[1:]...)
 	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
 	_, err = rt.Await(t.Context(), 2)
 	require.NoError(t, err)
-	require.Equal(t, move.Targets[0], rt.Table().BucketOwner(fatBucket))
+	require.Equal(t, move.Targets[0], rt.Table().Overrides["fatshop"])
+	require.Equal(t, source, rt.Table().BucketOwner(fatBucket), "the bucket stays")
 	_, ok, err := rt.Get(t.Context(), "fatshop", "order:7")
 	require.NoError(t, err)
-	require.True(t, ok, "the tenant's records moved with the bucket")
+	require.True(t, ok, "the tenant's records moved with it")
+	for i := range 12 {
+		tenant := "shop" + strconv.Itoa(i)
+		_, ok, err := rt.Get(t.Context(), tenant, "k4")
+		require.NoError(t, err)
+		require.True(t, ok, "%s is untouched", tenant)
+	}
 }
 
 func TestPlanBadInputExitsTwo(t *testing.T) {

@@ -26,7 +26,8 @@ type limitStatus struct {
 	Period string `json:"period"`
 	// Used is the cells counted in the current window: admitted (Exact), granted to
 	// instances as chunks, spent or not (Leased), synced by the instances (Approximate:
-	// counts an instance has not synced yet are not in Redis).
+	// counts an instance has not synced yet are not in Redis); for GCRA, Burst minus
+	// Remaining.
 	Used int64 `json:"used"`
 	// Remaining is what the window still admits; for GCRA, the cells admitted at once now.
 	Remaining int64 `json:"remaining"`

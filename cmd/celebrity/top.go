@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/celebrity-go/celebrity"
+	"github.com/celebrity-go/celebrity/hotkeys"
 )
 
 // nodeRate is one master's load over one sampling interval.
@@ -30,6 +31,13 @@ type topFrame struct {
 	Probes   []probeFreq `json:"probes,omitempty"`
 	// HotSet is the fleet's hot set as the celebrity.Cache instances publish it.
 	HotSet *hotSet `json:"hot_set,omitempty"`
+	// Capabilities say what each node offers for server-side probes (an LFU policy for
+	// OBJECT FREQ, the HOTKEYS command); CapabilitiesError is why they are unknown.
+	Capabilities      []hotkeys.NodeCapability `json:"capabilities,omitempty"`
+	CapabilitiesError string                   `json:"capabilities_error,omitempty"`
+	// TopKeys are the keys with the highest LFU counters found by SCAN (--scan).
+	TopKeys      []hotkeys.ServerKey `json:"top_keys,omitempty"`
+	TopKeysError string              `json:"top_keys_error,omitempty"`
 }
 
 // probeFreq is the server's own LFU counter for one key (OBJECT FREQ).
@@ -45,13 +53,18 @@ func runTop(e *env, args []string) error {
 	interval := fs.Duration("interval", time.Second, "sampling `interval`")
 	once := fs.Bool("once", false, "print one sample and exit (no screen refresh)")
 	frames := fs.Int("frames", 0, "stop after this many frames (0: until interrupted)")
-	probe := fs.String("probe", "", "comma-separated `keys` to probe with OBJECT FREQ (needs an LFU maxmemory-policy)")
+	probeFlag := fs.String("probe", "", "comma-separated `keys` to probe with OBJECT FREQ (needs an LFU maxmemory-policy)")
+	scan := fs.Int("scan", 0, "show the `n` keys with the highest LFU counters, found by SCAN on every node (needs an LFU maxmemory-policy; 0: off)")
+	scanLimit := fs.Int("scan-limit", 1000, "keys SCAN reads per node and frame for --scan")
 	cachePrefix := fs.String("cache-prefix", celebrity.DefaultPrefix, "celebrity.Cache `prefix` whose fleet hot set to show (Options.Prefix); \"\" to skip")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *cachePrefix != "" && (strings.ContainsAny(*cachePrefix, "{}") || len(*cachePrefix) > 128) {
 		return usagef("--cache-prefix must be 1..128 bytes without '{' or '}', got %q", *cachePrefix)
+	}
+	if *scan < 0 || *scan > 1000 || *scanLimit < 1 || *scanLimit > 1_000_000 {
+		return usagef("--scan must be 0..1000 and --scan-limit 1..1000000, got %d and %d", *scan, *scanLimit)
 	}
 	if *interval < 10*time.Millisecond || *interval > time.Hour {
 		return usagef("--interval must be 10ms..1h, got %v", *interval)
@@ -73,6 +86,11 @@ func runTop(e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	probe, err := hotkeys.NewProbe(c)
+	if err != nil {
+		return err
+	}
+	caps, capsErr := probe.Capabilities(e.ctx)
 	for n := 0; *frames == 0 || n < *frames; n++ {
 		select {
 		case <-e.ctx.Done():
@@ -84,7 +102,16 @@ func runTop(e *env, args []string) error {
 			return err
 		}
 		f := rates(prev, cur)
-		f.Probes = probeKeys(e.ctx, c, splitList(*probe))
+		f.Probes = probeKeys(e.ctx, c, splitList(*probeFlag))
+		f.Capabilities = caps
+		if capsErr != nil {
+			f.CapabilitiesError = capsErr.Error()
+		}
+		if *scan > 0 {
+			if f.TopKeys, err = probe.ScanTop(e.ctx, hotkeys.ScanOptions{Limit: *scanLimit, K: *scan}); err != nil {
+				f.TopKeysError = err.Error()
+			}
+		}
 		if *cachePrefix != "" {
 			if f.HotSet, err = readHotSet(e.ctx, c, *cachePrefix); err != nil {
 				return err
@@ -210,8 +237,31 @@ func renderTop(f topFrame, width int) string {
 		}
 		fmt.Fprintf(&b, "OBJECT FREQ %s: %d\n", p.Key, p.Freq)
 	}
+	if len(f.Capabilities) > 0 {
+		b.WriteString("\nserver-side probes:")
+		for _, c := range f.Capabilities {
+			fmt.Fprintf(&b, " %s %s (OBJECT FREQ %s, HOTKEYS %s);", c.Node, c.Policy, yesNo(c.ObjectFreq), yesNo(c.Hotkeys))
+		}
+		b.WriteString("\n")
+	}
+	if f.TopKeysError != "" {
+		fmt.Fprintf(&b, "hottest keys: %s\n", f.TopKeysError)
+	}
+	if len(f.TopKeys) > 0 {
+		b.WriteString("hottest keys by the servers' LFU counters:\n")
+		for _, k := range f.TopKeys {
+			fmt.Fprintf(&b, "  %-32s %3d  %s\n", k.Key, k.Freq, k.Node)
+		}
+	}
 	if f.HotSet != nil {
 		renderHotSet(&b, f.HotSet)
 	}
 	return b.String()
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

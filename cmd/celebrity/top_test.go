@@ -50,10 +50,16 @@ func TestTopFindsTheHotNode(t *testing.T) {
 	stop := hammer(t, c, key)
 	defer stop()
 
-	r := cli(t, "", nil, "top", "--once", "--json", "--interval", "500ms", "--cluster", cl.Addrs()[0])
+	r := cli(t, "", nil, "top", "--once", "--json", "--interval", "500ms", "--cluster", cl.Addrs()[0], "--scan", "3")
 	require.Equal(t, 0, r.code, r.stderr)
 	f := decodeJSON[topFrame](t, r.stdout)
 	require.Len(t, f.Nodes, 3)
+	require.Len(t, f.Capabilities, 3, "every master says what it offers: %s", f.CapabilitiesError)
+	for _, c := range f.Capabilities {
+		require.False(t, c.ObjectFreq, "no LFU policy on this cluster: %+v", c)
+	}
+	require.Empty(t, f.TopKeys)
+	require.Contains(t, f.TopKeysError, "LFU", "--scan says why it found nothing rather than failing the frame")
 	busiest := f.Nodes[0]
 	for _, n := range f.Nodes {
 		if n.OpsPerS > busiest.OpsPerS {
@@ -69,9 +75,12 @@ func TestTopOnStandaloneProbesObjectFreq(t *testing.T) {
 	c := s.Client(t)
 	key := celebritytest.Prefix(t) + "k"
 	require.NoError(t, c.Set(t.Context(), key, "v", 0).Err())
+	for i := range 5 {
+		require.NoError(t, c.Set(t.Context(), key+":cold:"+itoa(i), "v", 0).Err())
+	}
 	stop := hammer(t, c, key)
 	defer stop()
-	r := cli(t, "", nil, "top", "--once", "--json", "--interval", "300ms", "--addr", s.Addr(), "--probe", key)
+	r := cli(t, "", nil, "top", "--once", "--json", "--interval", "300ms", "--addr", s.Addr(), "--probe", key, "--scan", "1")
 	require.Equal(t, 0, r.code, r.stderr)
 	f := decodeJSON[topFrame](t, r.stdout)
 	require.Len(t, f.Nodes, 1)
@@ -80,6 +89,11 @@ func TestTopOnStandaloneProbesObjectFreq(t *testing.T) {
 	require.Len(t, f.Probes, 1)
 	require.Empty(t, f.Probes[0].Error)
 	require.Greater(t, f.Probes[0].Freq, int64(0), "a key read in a loop has an LFU counter above zero")
+	require.Len(t, f.Capabilities, 1)
+	require.True(t, f.Capabilities[0].ObjectFreq)
+	require.Equal(t, "allkeys-lfu", f.Capabilities[0].Policy)
+	require.Len(t, f.TopKeys, 1, f.TopKeysError)
+	require.Equal(t, key, f.TopKeys[0].Key, "the key read in a loop is the hottest the SCAN finds")
 }
 
 // TestTopFrameRendering checks the frame as a person sees it.
