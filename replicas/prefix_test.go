@@ -54,48 +54,46 @@ func TestFleetKeyRefusesAnotherPrefix(t *testing.T) {
 		roll := celebritytest.Prefix(t) + "roll"
 		p1, p2 := celebritytest.Prefix(t)+"one:", celebritytest.Prefix(t)+"two:"
 		o := func(prefix string) replicas.Options {
-			return replicas.Options{Prefix: prefix, FleetKey: roll, FleetInterval: 50 * time.Millisecond}
+			return replicas.Options{Prefix: prefix, FleetKey: roll, FleetInterval: 500 * time.Millisecond}
 		}
 		a1, err := replicas.New(c, o(p1))
 		require.NoError(t, err)
 		a2, err := replicas.New(c, o(p1))
 		require.NoError(t, err, "the same prefix joins the fleet")
 
-		_, err = replicas.New(c, o(p2))
+		refused := func(prefix string) error {
+			t.Helper()
+			r, err := replicas.New(c, o(prefix))
+			if err == nil {
+				require.NoError(t, r.Close())
+			}
+			return err
+		}
+		err = refused(p2)
 		require.ErrorIs(t, err, replicas.ErrPrefixMismatch)
 		require.ErrorContains(t, err, p1)
 		require.ErrorContains(t, err, p2)
 		// The first prefix's instances renew their entries: still refused after several
 		// entry lives (3 FleetIntervals each).
-		time.Sleep(400 * time.Millisecond)
-		_, err = replicas.New(c, o(p2))
-		require.ErrorIs(t, err, replicas.ErrPrefixMismatch)
+		time.Sleep(2 * time.Second)
+		require.ErrorIs(t, refused(p2), replicas.ErrPrefixMismatch)
 
 		require.NoError(t, a1.Close())
-		_, err = replicas.New(c, o(p2))
-		require.ErrorIs(t, err, replicas.ErrPrefixMismatch, "one instance of the first prefix still lives")
+		require.ErrorIs(t, refused(p2), replicas.ErrPrefixMismatch, "one instance of the first prefix still lives")
 		require.NoError(t, a2.Close())
 
 		// Every instance of the first prefix left: the other prefix may enroll.
 		b, err := replicas.New(c, o(p2))
 		require.NoError(t, err)
-		_, err = replicas.New(c, o(p1))
-		require.ErrorIs(t, err, replicas.ErrPrefixMismatch)
+		require.ErrorIs(t, refused(p1), replicas.ErrPrefixMismatch)
 		require.NoError(t, b.Close())
 
 		// A killed instance (an entry nobody renews) holds the roll until its life ends.
 		now, err := c.Time(ctx).Result()
 		require.NoError(t, err)
 		require.NoError(t, c.ZAdd(ctx, roll, redis.Z{Score: float64(now.Add(300 * time.Millisecond).UnixMilli()), Member: "killed:" + p1}).Err())
-		_, err = replicas.New(c, o(p2))
-		require.ErrorIs(t, err, replicas.ErrPrefixMismatch)
-		require.Eventually(t, func() bool {
-			r, err := replicas.New(c, o(p2))
-			if err == nil {
-				require.NoError(t, r.Close())
-			}
-			return err == nil
-		}, 20*time.Second, 20*time.Millisecond)
+		require.ErrorIs(t, refused(p2), replicas.ErrPrefixMismatch)
+		require.Eventually(t, func() bool { return refused(p2) == nil }, 20*time.Second, 20*time.Millisecond)
 	})
 }
 
