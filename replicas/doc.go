@@ -41,7 +41,12 @@
 // The prefix names the cache: instances share data exactly when they share Prefix. Two
 // instances with different prefixes are two caches that never see each other's writes (and
 // each loads a missing key once), but neither can leave the other reading a copy its writes
-// skip: there is no record whose registry names copies under another prefix.
+// skip: there is no record whose registry names copies under another prefix. A fleet
+// configured with different prefixes by mistake (a rolling deploy that changed it) would
+// thus serve older versions from one prefix's cache after a write through the other: to
+// refuse that, give every instance the same [Options].FleetKey, a key the host names; New
+// then fails with [ErrPrefixMismatch] while instances with another prefix are live in
+// that roll (the prefix enrolled first keeps it until its last instance leaves).
 //
 // Placement: on a cluster client the masters are sorted by address; copy i goes to master
 // (start+i) mod m with start = xxhash64(key) mod m (the project's stable hash), so N ≤ m
@@ -123,7 +128,7 @@
 // Redis 7 (scripts use TIME, SET PXAT, KEEPTTL). The clocks of the masters agree within a
 // small skew, and the hosts' clocks with theirs ([Options].Clock is compared with record
 // expiries on reads): a skew of d lets a copy outlive its registration, or a value its TTL,
-// by d. Keys are not evicted before their TTL: under an allkeys eviction policy a primary
+// by d, and a lease whose holder died last d longer (its deadline is the holder's clock). Keys are not evicted before their TTL: under an allkeys eviction policy a primary
 // (and its registry) can disappear before its copies, and a later write would then miss
 // those copies until they expire. During a slot migration instances may briefly compute
 // different layouts; the registry keeps both written. Nothing here needs persistence: this
@@ -145,7 +150,8 @@
 // The client's user needs key access to Options.Prefix and the scripting commands with every
 // command the scripts call (Redis checks those too): for the default prefix,
 // "~celebrity:replicas:* +evalsha +eval +get +set +del +pexpire +pttl +rpush +time +blpop",
-// plus "+wait" when Options.WaitReplicas is set. BLPOP is how an instance waiting for a
+// plus "+wait" when Options.WaitReplicas is set, and with Options.FleetKey, key access to
+// it and "+zadd +zrem +zrange +zremrangebyscore". BLPOP is how an instance waiting for a
 // fleet-wide fill learns it is done; refused, the waiter polls instead. No channel is used.
 //
 // # Example

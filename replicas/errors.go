@@ -33,6 +33,10 @@ var (
 	ErrNotReplicated = errors.New("replicas: write not acknowledged by the replicas")
 	// ErrCorrupt is returned when a key holds a value this package did not write.
 	ErrCorrupt = errors.New("replicas: stored value has an unknown format")
+	// ErrPrefixMismatch is returned by New when Options.FleetKey names a fleet whose live
+	// instances use another Options.Prefix: instances with different prefixes are separate
+	// caches that never see each other's writes, so one fleet must not mix them.
+	ErrPrefixMismatch = errors.New("replicas: the fleet's live instances use another prefix")
 	// ErrClosed is returned by GetOrLoad after Close.
 	ErrClosed = errors.New("replicas: replicator closed")
 )

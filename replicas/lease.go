@@ -20,8 +20,8 @@ import (
 // A miss costs two round trips: one command on the primary that returns the value or takes
 // the key's lease (a token stored in the primary's key while it holds no record, that holds
 // the lease for Options.LeaseTTL), then the fill (for a hot key the copy read comes first, and the fill
-// also writes the copies); a hit costs the first alone. Callers on
-// one instance share one fetch, except that a caller arriving while that fetch's read is
+// also writes the copies); a hit costs the first alone, sent by the caller itself. Callers
+// on one instance that need more than that share one fetch, except that a caller arriving while that fetch's read is
 // under way starts a fetch of its own (the read may predate a write that returned before
 // the caller arrived, and the caller must see that write). When another instance holds the lease, the fetch blocks on a
 // wake list the holder pushes to when it fills or gives up (BLPOP, at most until the lease
@@ -70,7 +70,15 @@ func (r *Replicator) GetOrLoad(ctx context.Context, key string, ttl time.Duratio
 			missed = m
 		}
 	}
-	f, err := r.join(ctx, key, ttl, load, lay, missed)
+	var pre *leaseRead
+	if lay == nil {
+		it, done, p, err := r.readOrLease(ctx, key, ttl)
+		if done {
+			return it, err
+		}
+		pre = p
+	}
+	f, err := r.join(ctx, key, ttl, load, lay, missed, pre)
 	if err != nil {
 		return Item{}, err
 	}
@@ -93,11 +101,48 @@ type flight struct {
 	reading atomic.Bool
 }
 
-// join returns the key's fetch in flight, starting one if there is none.
-func (r *Replicator) join(ctx context.Context, key string, ttl time.Duration, load Loader, lay *layout, missed []int) (*flight, error) {
+// leaseRead is what the caller's own lease command (see readOrLease) left for the fetch to
+// settle: the token it used, and whether it took the lease. A command whose reply was lost
+// may have taken it too; the fetch then finds the lease held by that token.
+type leaseRead struct {
+	token string
+	won   bool
+	sure  bool // the reply arrived: the lease is someone else's unless won
+}
+
+// readOrLease runs, in the caller's goroutine and on its ctx, the command a fetch of a key
+// that is not hot starts with, "SET <primary> l2,<token>,0 NX GET PX <life>": done reports
+// that it settled the call (a live value, or the fleet's absent record); otherwise the
+// returned leaseRead goes to the fetch, which holds the lease when it was taken. A hit thus
+// costs no goroutine and no shared fetch: it is a read that began after the call did.
+func (r *Replicator) readOrLease(ctx context.Context, key string, ttl time.Duration) (Item, bool, *leaseRead, error) {
+	token := r.newToken()
+	life, _ := r.leaseLife(ttl)
+	raw, err := r.client.SetArgs(ctx, r.primaryKey(key), "l2,"+token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: life}).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return Item{}, false, &leaseRead{token: token, won: true, sure: true}, nil
+	case err != nil:
+		return Item{}, false, &leaseRead{token: token}, nil
+	case strings.HasPrefix(raw, magic):
+		if rec, ok := decode(raw); ok && !rec.tombstone && rec.live(r.opts.Clock().UnixMilli()) {
+			return Item{Value: []byte(rec.data), Version: rec.version}, true, nil, nil
+		}
+	case strings.HasPrefix(raw, "n2,"):
+		r.stats.negativeHits.Add(1)
+		r.stats.misses.Add(1)
+		return Item{}, true, nil, ErrNotFound
+	}
+	return Item{}, false, &leaseRead{token: token, sure: true}, nil
+}
+
+// join returns the key's fetch in flight, starting one if there is none. A caller that
+// holds the lease, or may (pre not sure), starts a fetch of its own, which fills under it.
+func (r *Replicator) join(ctx context.Context, key string, ttl time.Duration, load Loader, lay *layout, missed []int, pre *leaseRead) (*flight, error) {
 	r.flightMu.Lock()
 	defer r.flightMu.Unlock()
-	if f := r.flights[key]; f != nil && !f.reading.Load() {
+	mine := pre != nil && (pre.won || !pre.sure)
+	if f := r.flights[key]; f != nil && !f.reading.Load() && !mine {
 		return f, nil
 	}
 	if r.lifetime.Err() != nil {
@@ -110,7 +155,7 @@ func (r *Replicator) join(ctx context.Context, key string, ttl time.Duration, lo
 		defer r.wg.Done()
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.LoadTimeout)
 		stop := context.AfterFunc(r.lifetime, cancel)
-		f.item, f.err = r.fetch(ctx, f, key, ttl, load, lay, missed)
+		f.item, f.err = r.fetch(ctx, f, key, ttl, load, lay, missed, pre)
 		stop()
 		cancel()
 		if f.err != nil && r.lifetime.Err() != nil {
@@ -155,8 +200,15 @@ func (r *Replicator) leaseLife(ttl time.Duration) (time.Duration, bool) {
 // primary's own key). Whatever else it finds (another holder's lease, an expired record, a
 // tombstone, an absent or error marker) goes through acquire.lua, as does a hot key's
 // fallback, which also registers its copies.
-func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.Duration, load Loader, lay *layout, missed []int) (Item, error) {
+//
+// With pre, the caller already ran that command with pre's token: the fetch starts from its
+// outcome, the lease won, or else acquire.lua (which also recognizes a lease pre's command
+// took without its reply arriving).
+func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.Duration, load Loader, lay *layout, missed []int, pre *leaseRead) (Item, error) {
 	token := r.newToken()
+	if pre != nil {
+		token = pre.token
+	}
 	side, wake := r.leaseKeys(key)
 	primary := r.primaryKey(key)
 	keys := []string{primary, side}
@@ -166,13 +218,17 @@ func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.
 	if len(missed) > 0 {
 		add = slotsOf(lay, missed)
 	}
-	scripted := lay != nil
+	scripted := lay != nil || pre != nil
 	waited := false
 	var loaded *Item // what this fetch loaded, when its lease ended before the fill
 	for {
 		var res []any
 		f.reading.Store(true)
-		if !scripted {
+		if pre != nil && pre.won {
+			res = []any{"won"}
+		}
+		pre = nil
+		if res == nil && !scripted {
 			raw, err := r.client.SetArgs(ctx, primary, "l2,"+token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: life}).Result()
 			switch {
 			case errors.Is(err, redis.Nil) || raw == "l2,"+token+",0":

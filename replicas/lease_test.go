@@ -293,3 +293,40 @@ func TestInstancesWithTheSameRandDoNotShareALease(t *testing.T) {
 		require.Zero(t, b.Stats().LeaseWins)
 	})
 }
+
+// TestFillFindingAWriteLeavesItExactly: a fill swaps its lease for the record in one write
+// that keeps the key's TTL; when a Set replaced the lease while the source was read, that
+// write finds the Set's record and must put it back as it was, value and TTL, before the
+// fill is refused as stale.
+func TestFillFindingAWriteLeavesItExactly(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		c := f.client(t)
+		r := newReplicator(t, c, replicas.Options{})
+		ctx := ctxFor(t)
+		key := celebritytest.Prefix(t) + "post:9"
+		loading, release := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		var got replicas.Item
+		go func() {
+			var err error
+			got, err = r.GetOrLoad(ctx, key, time.Hour, func(context.Context) (replicas.Item, error) {
+				close(loading)
+				<-release
+				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+			})
+			done <- err
+		}()
+		<-loading
+		require.NoError(t, r.Set(ctx, key, []byte("v2"), 2, 30*time.Second))
+		close(release)
+		require.NoError(t, <-done)
+		require.Equal(t, replicas.Item{Value: []byte("v2"), Version: 2}, got)
+		stored, err := r.Get(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, got, stored)
+		ttl, err := c.PTTL(ctx, r.PrimaryKey(key)).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, time.Duration(0))
+		require.LessOrEqual(t, ttl, 30*time.Second, "the Set's TTL, not the lease's hour")
+	})
+}

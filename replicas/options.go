@@ -32,6 +32,8 @@ const (
 	DefaultWaitTimeout = time.Second
 	// DefaultLoadTimeout bounds one shared GetOrLoad fetch: waiting, loading and filling.
 	DefaultLoadTimeout = 10 * time.Second
+	// DefaultFleetInterval is how often an instance renews its entry in the fleet roll.
+	DefaultFleetInterval = 5 * time.Second
 	// DefaultRefreshInterval is how often the cluster slot map is reloaded.
 	DefaultRefreshInterval = 10 * time.Second
 )
@@ -106,8 +108,22 @@ type Options struct {
 	// use. Lease tokens do not use it (they come from crypto/rand).
 	// Default: math/rand/v2.Uint64.
 	Rand func() uint64
-	// Logger receives background errors (slot map reloads). Default: no logging.
+	// Logger receives background errors (slot map reloads, fleet roll renewals). Default:
+	// no logging.
 	Logger *slog.Logger
+	// FleetKey, when set, names a Redis key (chosen by the host, inside Prefix or not) that
+	// every instance of one fleet shares: the fleet's roll. Instances share data exactly
+	// when they share Prefix, so instances meant as one fleet but configured with different
+	// prefixes would never see each other's writes (and would each load a missing key).
+	// With FleetKey, New records the instance and its Prefix in the roll, renewed every
+	// FleetInterval and removed by Close, and fails with ErrPrefixMismatch while another
+	// prefix is live there; the prefix recorded first keeps the roll until its last
+	// instance leaves (or, killed, stops renewing for 3 FleetIntervals). Default: empty (no
+	// roll; New does no I/O).
+	FleetKey string
+	// FleetInterval is how often an instance renews its entry in the roll of FleetKey.
+	// Default: DefaultFleetInterval (5s).
+	FleetInterval time.Duration
 }
 
 // withDefaults validates o and fills in its defaults.
@@ -139,6 +155,7 @@ func (o Options) withDefaults() (Options, error) {
 		{"LeaseTTL", &o.LeaseTTL, DefaultLeaseTTL},
 		{"WaitTimeout", &o.WaitTimeout, DefaultWaitTimeout},
 		{"LoadTimeout", &o.LoadTimeout, DefaultLoadTimeout},
+		{"FleetInterval", &o.FleetInterval, DefaultFleetInterval},
 	}
 	for _, d := range durations {
 		if *d.p == 0 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
@@ -40,4 +41,71 @@ func TestPrefixesAreSeparateCaches(t *testing.T) {
 		_, err = a.Get(ctx, key)
 		require.False(t, errors.Is(err, replicas.ErrNotFound))
 	})
+}
+
+// TestFleetKeyRefusesAnotherPrefix: instances that name one fleet roll (Options.FleetKey)
+// must share a prefix. An instance with another prefix is refused by New while the first
+// prefix's instances live, whether they renew their entries (running), leave (Close) or
+// stop renewing (killed); once the roll is free it is enrolled and the others are refused.
+func TestFleetKeyRefusesAnotherPrefix(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		ctx := ctxFor(t)
+		c := f.client(t)
+		roll := celebritytest.Prefix(t) + "roll"
+		p1, p2 := celebritytest.Prefix(t)+"one:", celebritytest.Prefix(t)+"two:"
+		o := func(prefix string) replicas.Options {
+			return replicas.Options{Prefix: prefix, FleetKey: roll, FleetInterval: 500 * time.Millisecond}
+		}
+		a1, err := replicas.New(c, o(p1))
+		require.NoError(t, err)
+		a2, err := replicas.New(c, o(p1))
+		require.NoError(t, err, "the same prefix joins the fleet")
+
+		refused := func(prefix string) error {
+			t.Helper()
+			r, err := replicas.New(c, o(prefix))
+			if err == nil {
+				require.NoError(t, r.Close())
+			}
+			return err
+		}
+		err = refused(p2)
+		require.ErrorIs(t, err, replicas.ErrPrefixMismatch)
+		require.ErrorContains(t, err, p1)
+		require.ErrorContains(t, err, p2)
+		// The first prefix's instances renew their entries: still refused after several
+		// entry lives (3 FleetIntervals each).
+		time.Sleep(2 * time.Second)
+		require.ErrorIs(t, refused(p2), replicas.ErrPrefixMismatch)
+
+		require.NoError(t, a1.Close())
+		require.ErrorIs(t, refused(p2), replicas.ErrPrefixMismatch, "one instance of the first prefix still lives")
+		require.NoError(t, a2.Close())
+
+		// Every instance of the first prefix left: the other prefix may enroll.
+		b, err := replicas.New(c, o(p2))
+		require.NoError(t, err)
+		require.ErrorIs(t, refused(p1), replicas.ErrPrefixMismatch)
+		require.NoError(t, b.Close())
+
+		// A killed instance (an entry nobody renews) holds the roll until its life ends.
+		now, err := c.Time(ctx).Result()
+		require.NoError(t, err)
+		require.NoError(t, c.ZAdd(ctx, roll, redis.Z{Score: float64(now.Add(300 * time.Millisecond).UnixMilli()), Member: "killed:" + p1}).Err())
+		require.ErrorIs(t, refused(p2), replicas.ErrPrefixMismatch)
+		require.Eventually(t, func() bool { return refused(p2) == nil }, 20*time.Second, 20*time.Millisecond)
+	})
+}
+
+// TestWithoutFleetKeyNewDoesNoIO: the roll is opt-in; without it New never touches Redis,
+// so it works with the server down.
+func TestWithoutFleetKeyNewDoesNoIO(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	r, err := replicas.New(c, replicas.Options{})
+	require.NoError(t, err)
+	require.NoError(t, r.Close())
+	_, err = replicas.New(c, replicas.Options{FleetKey: "roll"})
+	require.Error(t, err, "with a roll, New must reach Redis")
+	require.False(t, errors.Is(err, replicas.ErrPrefixMismatch))
 }

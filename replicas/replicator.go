@@ -2,6 +2,7 @@ package replicas
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"sync"
@@ -54,15 +55,20 @@ type Replicator struct {
 	lifetime  context.Context
 	stop      context.CancelFunc
 	refreshCh chan struct{}
+	member    string // this instance's member in the roll of Options.FleetKey
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 
 	stats counters
 }
 
-// New returns a Replicator over client, a *redis.Client or a *redis.ClusterClient. It does
-// no I/O: a cluster's slot map is loaded on first use. With a cluster client and a positive
-// Options.RefreshInterval it starts one background goroutine, stopped by Close.
+// New returns a Replicator over client, a *redis.Client or a *redis.ClusterClient. Without
+// Options.FleetKey it does no I/O: a cluster's slot map is loaded on first use. With a
+// cluster client and a positive Options.RefreshInterval it starts one background goroutine,
+// stopped by Close. With Options.FleetKey it records the instance in the fleet's roll (one
+// script, bounded by 5s) and fails with an error wrapping ErrPrefixMismatch, naming both
+// prefixes, when the roll's live instances use another prefix; it then starts a goroutine
+// that renews the entry, stopped by Close.
 func New(client redis.UniversalClient, opts Options) (*Replicator, error) {
 	if client == nil {
 		return nil, errors.New("replicas: client is nil")
@@ -85,6 +91,18 @@ func New(client redis.UniversalClient, opts Options) (*Replicator, error) {
 		r.hot[k] = struct{}{}
 	}
 	r.lifetime, r.stop = context.WithCancel(context.Background())
+	if o.FleetKey != "" {
+		r.member = rand.Text() + ":" + o.Prefix
+		ctx, cancel := context.WithTimeout(r.lifetime, 5*time.Second)
+		err := r.enroll(ctx)
+		cancel()
+		if err != nil {
+			r.stop()
+			return nil, err
+		}
+		r.wg.Add(1)
+		go r.fleetLoop()
+	}
 	if cc, ok := client.(*redis.ClusterClient); ok {
 		r.cluster = cc
 		if o.RefreshInterval > 0 {
@@ -105,6 +123,11 @@ func (r *Replicator) Close() error {
 	r.closeOnce.Do(func() {
 		r.stop()
 		r.wg.Wait()
+		if r.member != "" {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_ = r.client.ZRem(ctx, r.opts.FleetKey, r.member).Err()
+			cancel()
+		}
 	})
 	return nil
 }
@@ -124,6 +147,48 @@ func (r *Replicator) refreshLoop() {
 		ctx, cancel := context.WithTimeout(r.lifetime, 5*time.Second)
 		if err := r.Refresh(ctx); err != nil && r.opts.Logger != nil && r.lifetime.Err() == nil {
 			r.opts.Logger.Warn("replicas: slot map refresh failed", "err", err)
+		}
+		cancel()
+	}
+}
+
+// enroll records this instance in the roll of Options.FleetKey for 3 FleetIntervals, unless
+// another prefix is live there.
+func (r *Replicator) enroll(ctx context.Context) error {
+	life := 3 * r.opts.FleetInterval
+	res, err := fleetScript.Run(ctx, r.client, []string{r.opts.FleetKey}, r.member, life.Milliseconds()).Slice()
+	if err != nil {
+		return fmt.Errorf("replicas: fleet roll %q: %w", r.opts.FleetKey, err)
+	}
+	if status, _ := res[0].(string); status == "mismatch" {
+		other := ""
+		if len(res) > 1 {
+			other, _ = res[1].(string)
+		}
+		r.stats.prefixMismatches.Add(1)
+		return fmt.Errorf("%w: fleet roll %q holds live instances with Prefix %q, this one has %q",
+			ErrPrefixMismatch, r.opts.FleetKey, other, r.opts.Prefix)
+	}
+	return nil
+}
+
+// fleetLoop renews this instance's entry in the fleet roll every FleetInterval. A renewal
+// that finds another prefix live (the roll lost this fleet's entries, for example in a
+// failover, and another fleet enrolled meanwhile) is logged and counted in
+// Stats.PrefixMismatches; the instance keeps serving.
+func (r *Replicator) fleetLoop() {
+	defer r.wg.Done()
+	tick := time.NewTicker(r.opts.FleetInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.lifetime.Done():
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(r.lifetime, 5*time.Second)
+		if err := r.enroll(ctx); err != nil && r.opts.Logger != nil && r.lifetime.Err() == nil {
+			r.opts.Logger.Error("replicas: fleet roll renewal failed", "err", err)
 		}
 		cancel()
 	}

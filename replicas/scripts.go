@@ -17,6 +17,8 @@ var (
 	acquireSource string
 	//go:embed release.lua
 	releaseSource string
+	//go:embed fleet.lua
+	fleetSource string
 
 	// setScript is the versioned set-if-newer of a primary record (see set.lua).
 	setScript = redis.NewScript(setSource)
@@ -28,6 +30,8 @@ var (
 	acquireScript = redis.NewScript(acquireSource)
 	// releaseScript ends a lease without a value (see release.lua).
 	releaseScript = redis.NewScript(releaseSource)
+	// fleetScript records an instance in its fleet's roll (see fleet.lua).
+	fleetScript = redis.NewScript(fleetSource)
 )
 
 // Statuses of set.lua and copy.lua.

@@ -35,6 +35,9 @@ type Stats struct {
 	NegativeHits uint64
 	// ErrorHits counts GetOrLoad fetches answered by another load's error record.
 	ErrorHits uint64
+	// PrefixMismatches counts fleet roll checks (Options.FleetKey) that found another
+	// prefix live.
+	PrefixMismatches uint64
 	// Unreplicated counts writes whose WAIT (Options.WaitReplicas) was not satisfied.
 	Unreplicated uint64
 	// Promotions counts Promote calls that warmed copies.
@@ -50,7 +53,7 @@ type counters struct {
 	fillsRefused, partialWrites, staleWrites atomic.Uint64
 	promotions, layoutReloads                atomic.Uint64
 	conflicts, negativeHits, errorHits       atomic.Uint64
-	unreplicated                             atomic.Uint64
+	unreplicated, prefixMismatches           atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters. It is safe to call concurrently with any other
@@ -75,6 +78,7 @@ func (r *Replicator) Stats() Stats {
 	s.NegativeHits = c.negativeHits.Load()
 	s.ErrorHits = c.errorHits.Load()
 	s.Unreplicated = c.unreplicated.Load()
+	s.PrefixMismatches = c.prefixMismatches.Load()
 	s.Promotions = c.promotions.Load()
 	s.LayoutReloads = c.layoutReloads.Load()
 	return s
