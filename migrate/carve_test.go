@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -57,6 +58,7 @@ type tmodel struct {
 	recs map[string]routing.Record
 	ops  map[string]routing.Result
 	opf  map[string]string // op ID -> record field
+	pace time.Duration     // pause between a writer's writes (0: none)
 }
 
 func newTModel() *tmodel {
@@ -100,6 +102,9 @@ func (m *tmodel) writer(ctx context.Context, c *client, tenant, name string, key
 			return fmt.Errorf("writer %s op %s: %w", name, opID, err)
 		}
 		m.ack(tenant, key, op, opID, res)
+		if m.pace > 0 {
+			time.Sleep(m.pace)
+		}
 	}
 }
 
@@ -661,6 +666,122 @@ func TestCarveOutDriverProcessesKilledOrStoppedAtEveryState(t *testing.T) {
 			m.check(t, pe.env, src, bu, neighbour)
 			for _, tn := range tenants {
 				m.check(t, pe.env, dst, routing.TenantUnit(tn), tn)
+			}
+		})
+	}
+}
+
+// A carve-out whose driver loses the reply of one command (of each script in turn: the
+// takeover, the target's claim, a journal step, a probe of the bucket, a copy batch, the
+// barrier, the opening of the target, the table's publication) is resumed by the same
+// coordinator and finishes, while every tenant of the bucket keeps writing; standalone and
+// cluster shards, every client of the coordinator lossy. The tenants carved out hold exactly
+// their acknowledged history on the target; the neighbour that stayed, in the bucket.
+func TestCarveOutSurvivesALostReplyOfEachScript(t *testing.T) {
+	srv := celebritytest.Shards(t, 3)
+	cl := celebritytest.SharedCluster(t)
+	sb := celebritytest.Standalone(t)
+	h := migrate.ScriptHashes()
+	for _, name := range []string{"standalone", "cluster"} {
+		t.Run(name, func(t *testing.T) {
+			inj := faults.New()
+			var e *env
+			var lossy map[string]migrate.ShardClient
+			var control migrate.Control
+			lossyStd := func(addr string) *redis.Client {
+				c := redis.NewClient(&redis.Options{Addr: addr, Dialer: inj.Dialer(nil), MaxRetries: -1})
+				t.Cleanup(func() { _ = c.Close() })
+				return c
+			}
+			if name == "standalone" {
+				e = newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": srv[2].Client(t)}, routing.ShardOptions{})
+				control = lossyStd(srv[0].Addr())
+				lossy = map[string]migrate.ShardClient{"a": lossyStd(srv[1].Addr()), "b": lossyStd(srv[2].Addr())}
+			} else {
+				e = newEnvOver(t, cl.Client(t), map[string]migrate.ShardClient{"a": cl.Client(t), "b": sb.Client(t)}, routing.ShardOptions{})
+				lc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Dialer: inj.Dialer(nil), MaxRetries: -1, MaxRedirects: -1})
+				t.Cleanup(func() { _ = lc.Close() })
+				control = lc
+				lossy = map[string]migrate.ShardClient{"a": lc, "b": lossyStd(sb.Addr())}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			cases := []struct{ what, arg string }{
+				{"none", ""},
+				{"takeover", h["acquire"]},
+				{"claim", h["prepare"]},
+				{"journal step", h["step"]},
+				{"probe", h["probe"]},
+				{"copy batch", h["apply"]},
+				{"barrier", h["carve"]},
+				{"open target", "importing"},
+				{"publish", `"overrides":{`},
+			}
+			stay := "lost-stay-" + name
+			tenants := sameBucket(stay, "lost-fat-"+name+"-", len(cases))
+			bu := routing.BucketUnit(routing.BucketOf(stay, testBuckets))
+			src := e.openOwner(bu)
+			dst := other(src)
+			m := newTModel()
+			m.pace = 2 * time.Millisecond
+			seeder := e.client()
+			for _, tn := range append([]string{stay}, tenants...) {
+				m.seed(t, seeder, tn, 40)
+			}
+			stop := make(chan struct{})
+			var carvedStale, stayStale atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, len(tenants)+1)
+			for i, tn := range append([]string{stay}, tenants...) {
+				c, counter := e.client(), &carvedStale
+				if i == 0 {
+					counter = &stayStale
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs <- m.writer(ctx, c, tn, fmt.Sprintf("w%d", i), 10, stop, counter)
+				}()
+			}
+			co, err := migrate.New(control, migrate.Options{Shards: lossy, Prefix: e.prefix, BatchSize: 100,
+				LeaseTTL: 300 * time.Millisecond, OnState: func(s migrate.Status) {
+					if os.Getenv("CARVE_DEBUG") != "" {
+						t.Logf("%s %s applied %s logapplied %d", s.ID, s.State, s.Applied, s.LogApplied)
+					}
+				}})
+			require.NoError(t, err)
+			for i, tc := range cases {
+				id := fmt.Sprintf("%s-lost-%d", name, i)
+				before := inj.Dropped()
+				if tc.arg != "" {
+					inj.DropReply(faults.Match{Command: "EVALSHA", Arg: tc.arg}, 1)
+				}
+				st, err := co.Carve(ctx, migrate.CarveSpec{ID: id, Tenant: tenants[i], Target: dst})
+				for attempt := 0; err != nil && attempt < 5; attempt++ {
+					require.NotErrorIs(t, err, migrate.ErrAborted, "%s: %v", tc.what, err)
+					st, err = co.Resume(ctx, id)
+				}
+				require.NoError(t, err, tc.what)
+				require.Equal(t, migrate.OwnedB, st.State, tc.what)
+				if tc.arg != "" {
+					require.Equal(t, before+1, inj.Dropped(), "%s: a reply was lost", tc.what)
+				}
+				require.Equal(t, dst, e.table().Overrides[tenants[i]], tc.what)
+				require.Equal(t, routing.StateOpen, e.own(dst, routing.TenantUnit(tenants[i])).State)
+				claims, err := co.Claims(ctx, routing.TenantUnit(tenants[i]))
+				require.NoError(t, err)
+				require.Empty(t, claims)
+			}
+			close(stop)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			require.Zero(t, stayStale.Load(), "the neighbour that stayed never met a stale route")
+			m.check(t, e, src, bu, stay)
+			for _, tn := range tenants {
+				m.check(t, e, dst, routing.TenantUnit(tn), tn)
 			}
 		})
 	}
