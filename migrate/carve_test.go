@@ -786,3 +786,50 @@ func TestCarveOutSurvivesALostReplyOfEachScript(t *testing.T) {
 		})
 	}
 }
+
+// A carve-out holds its bucket's lock: neither a move of the bucket nor another carve-out
+// of it starts meanwhile. After it, the bucket moves on with the tenant's mark: the new
+// owner of the bucket refuses the carved tenant too, and a client on the oldest table
+// reaches the tenant's own unit.
+func TestCarveOutHoldsTheBucketLockAndTheMarkMovesWithTheBucket(t *testing.T) {
+	e := newEnv(t, routing.ShardOptions{})
+	ctx := ctxT(t)
+	fat := "lock-fat"
+	neighbour := sameBucket(fat, "lock-n-", 1)[0]
+	bu := routing.BucketUnit(routing.BucketOf(fat, testBuckets))
+	src := e.openOwner(bu)
+	dst := other(src)
+	m := newTModel()
+	old := e.client()
+	m.seed(t, old, fat, 50)
+	m.seed(t, old, neighbour, 50)
+	co := e.coordinator(migrate.Options{})
+
+	st, err := co.StartCarve(ctx, migrate.CarveSpec{ID: "c1", Tenant: fat, Target: dst})
+	require.NoError(t, err)
+	var busy *migrate.BusyError
+	_, err = co.Start(ctx, migrate.Spec{Unit: bu, Target: dst})
+	require.ErrorAs(t, err, &busy)
+	require.Equal(t, "c1", busy.Holder)
+	_, err = co.StartCarve(ctx, migrate.CarveSpec{Tenant: neighbour, Target: dst})
+	require.ErrorIs(t, err, migrate.ErrBusy)
+	st, err = co.Resume(ctx, st.ID)
+	require.NoError(t, err)
+	require.Contains(t, st.String(), "carve-out of "+bu.String())
+
+	mv, err := co.Migrate(ctx, migrate.Spec{Unit: bu, Target: dst})
+	require.NoError(t, err, "the bucket moves once the carve-out is done")
+	tb := e.table()
+	require.Equal(t, mv.FlipGen, tb.Generation)
+	_, err = e.shards[dst].Exec(ctx, bu, tb.Generation, fat, "direct", routing.Put("k", "v"))
+	require.ErrorIs(t, err, routing.ErrStaleRoute, "the bucket's new owner refuses the carved tenant")
+	res, stale, err := old.tdo(ctx, fat, "via-old-table", routing.Put("k", "v"))
+	require.NoError(t, err)
+	require.Equal(t, 1, stale)
+	m.ack(fat, "k", routing.Put("k", "v"), "via-old-table", res)
+	res, _, err = old.tdo(ctx, neighbour, "n-after", routing.Put("k", "v"))
+	require.NoError(t, err)
+	m.ack(neighbour, "k", routing.Put("k", "v"), "n-after", res)
+	m.check(t, e, dst, routing.TenantUnit(fat), fat)
+	m.check(t, e, dst, bu, neighbour)
+}
