@@ -266,6 +266,21 @@ func (s Status) tableOwner(t *routing.Table) string {
 	return t.BucketOwner(s.From.Bucket)
 }
 
+// roundEnd is where a catch-up round stops reading the source's log: its end ("+") for a
+// unit; for a carve-out, the bucket's last position when the round starts, so that a round
+// ends even while the bucket's other tenants write faster than the copy reads their
+// entries (it skips them, but reads them).
+func (c *Coordinator) roundEnd(ctx context.Context, r *run) (string, error) {
+	if !r.carving() {
+		return "+", nil
+	}
+	p, err := c.probe(ctx, r, "0-0", "+", 0)
+	if err != nil {
+		return "", err
+	}
+	return p.last, nil
+}
+
 // closeBarrier closes the source: the unit's record for a migration, the tenant's mark in
 // its bucket for a carve-out. It returns the change-log position final for what moves.
 func (c *Coordinator) closeBarrier(ctx context.Context, r *run, a *shard, open, closed routing.Ownership) (string, error) {

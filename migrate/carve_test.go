@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -57,6 +58,7 @@ type tmodel struct {
 	recs map[string]routing.Record
 	ops  map[string]routing.Result
 	opf  map[string]string // op ID -> record field
+	pace time.Duration     // pause between a writer's writes (0: none)
 }
 
 func newTModel() *tmodel {
@@ -100,6 +102,9 @@ func (m *tmodel) writer(ctx context.Context, c *client, tenant, name string, key
 			return fmt.Errorf("writer %s op %s: %w", name, opID, err)
 		}
 		m.ack(tenant, key, op, opID, res)
+		if m.pace > 0 {
+			time.Sleep(m.pace)
+		}
 	}
 }
 
@@ -664,4 +669,167 @@ func TestCarveOutDriverProcessesKilledOrStoppedAtEveryState(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A carve-out whose driver loses the reply of one command (of each script in turn: the
+// takeover, the target's claim, a journal step, a probe of the bucket, a copy batch, the
+// barrier, the opening of the target, the table's publication) is resumed by the same
+// coordinator and finishes, while every tenant of the bucket keeps writing; standalone and
+// cluster shards, every client of the coordinator lossy. The tenants carved out hold exactly
+// their acknowledged history on the target; the neighbour that stayed, in the bucket.
+func TestCarveOutSurvivesALostReplyOfEachScript(t *testing.T) {
+	srv := celebritytest.Shards(t, 3)
+	cl := celebritytest.SharedCluster(t)
+	sb := celebritytest.Standalone(t)
+	h := migrate.ScriptHashes()
+	for _, name := range []string{"standalone", "cluster"} {
+		t.Run(name, func(t *testing.T) {
+			inj := faults.New()
+			var e *env
+			var lossy map[string]migrate.ShardClient
+			var control migrate.Control
+			lossyStd := func(addr string) *redis.Client {
+				c := redis.NewClient(&redis.Options{Addr: addr, Dialer: inj.Dialer(nil), MaxRetries: -1})
+				t.Cleanup(func() { _ = c.Close() })
+				return c
+			}
+			if name == "standalone" {
+				e = newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": srv[2].Client(t)}, routing.ShardOptions{})
+				control = lossyStd(srv[0].Addr())
+				lossy = map[string]migrate.ShardClient{"a": lossyStd(srv[1].Addr()), "b": lossyStd(srv[2].Addr())}
+			} else {
+				e = newEnvOver(t, cl.Client(t), map[string]migrate.ShardClient{"a": cl.Client(t), "b": sb.Client(t)}, routing.ShardOptions{})
+				lc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Dialer: inj.Dialer(nil), MaxRetries: -1, MaxRedirects: -1})
+				t.Cleanup(func() { _ = lc.Close() })
+				control = lc
+				lossy = map[string]migrate.ShardClient{"a": lc, "b": lossyStd(sb.Addr())}
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			cases := []struct{ what, arg string }{
+				{"none", ""},
+				{"takeover", h["acquire"]},
+				{"claim", h["prepare"]},
+				{"journal step", h["step"]},
+				{"probe", h["probe"]},
+				{"copy batch", h["apply"]},
+				{"barrier", h["carve"]},
+				{"open target", "importing"},
+				{"publish", `"overrides":{`},
+			}
+			stay := "lost-stay-" + name
+			tenants := sameBucket(stay, "lost-fat-"+name+"-", len(cases))
+			bu := routing.BucketUnit(routing.BucketOf(stay, testBuckets))
+			src := e.openOwner(bu)
+			dst := other(src)
+			m := newTModel()
+			m.pace = 2 * time.Millisecond
+			seeder := e.client()
+			for _, tn := range append([]string{stay}, tenants...) {
+				m.seed(t, seeder, tn, 40)
+			}
+			stop := make(chan struct{})
+			var carvedStale, stayStale atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, len(tenants)+1)
+			for i, tn := range append([]string{stay}, tenants...) {
+				c, counter := e.client(), &carvedStale
+				if i == 0 {
+					counter = &stayStale
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs <- m.writer(ctx, c, tn, fmt.Sprintf("w%d", i), 10, stop, counter)
+				}()
+			}
+			co, err := migrate.New(control, migrate.Options{Shards: lossy, Prefix: e.prefix, BatchSize: 100,
+				LeaseTTL: 300 * time.Millisecond, OnState: func(s migrate.Status) {
+					if os.Getenv("CARVE_DEBUG") != "" {
+						t.Logf("%s %s applied %s logapplied %d", s.ID, s.State, s.Applied, s.LogApplied)
+					}
+				}})
+			require.NoError(t, err)
+			for i, tc := range cases {
+				id := fmt.Sprintf("%s-lost-%d", name, i)
+				before := inj.Dropped()
+				if tc.arg != "" {
+					inj.DropReply(faults.Match{Command: "EVALSHA", Arg: tc.arg}, 1)
+				}
+				st, err := co.Carve(ctx, migrate.CarveSpec{ID: id, Tenant: tenants[i], Target: dst})
+				for attempt := 0; err != nil && attempt < 5; attempt++ {
+					require.NotErrorIs(t, err, migrate.ErrAborted, "%s: %v", tc.what, err)
+					st, err = co.Resume(ctx, id)
+				}
+				require.NoError(t, err, tc.what)
+				require.Equal(t, migrate.OwnedB, st.State, tc.what)
+				if tc.arg != "" {
+					require.Equal(t, before+1, inj.Dropped(), "%s: a reply was lost", tc.what)
+				}
+				require.Equal(t, dst, e.table().Overrides[tenants[i]], tc.what)
+				require.Equal(t, routing.StateOpen, e.own(dst, routing.TenantUnit(tenants[i])).State)
+				claims, err := co.Claims(ctx, routing.TenantUnit(tenants[i]))
+				require.NoError(t, err)
+				require.Empty(t, claims)
+			}
+			close(stop)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			require.Zero(t, stayStale.Load(), "the neighbour that stayed never met a stale route")
+			m.check(t, e, src, bu, stay)
+			for _, tn := range tenants {
+				m.check(t, e, dst, routing.TenantUnit(tn), tn)
+			}
+		})
+	}
+}
+
+// A carve-out holds its bucket's lock: neither a move of the bucket nor another carve-out
+// of it starts meanwhile. After it, the bucket moves on with the tenant's mark: the new
+// owner of the bucket refuses the carved tenant too, and a client on the oldest table
+// reaches the tenant's own unit.
+func TestCarveOutHoldsTheBucketLockAndTheMarkMovesWithTheBucket(t *testing.T) {
+	e := newEnv(t, routing.ShardOptions{})
+	ctx := ctxT(t)
+	fat := "lock-fat"
+	neighbour := sameBucket(fat, "lock-n-", 1)[0]
+	bu := routing.BucketUnit(routing.BucketOf(fat, testBuckets))
+	src := e.openOwner(bu)
+	dst := other(src)
+	m := newTModel()
+	old := e.client()
+	m.seed(t, old, fat, 50)
+	m.seed(t, old, neighbour, 50)
+	co := e.coordinator(migrate.Options{})
+
+	st, err := co.StartCarve(ctx, migrate.CarveSpec{ID: "c1", Tenant: fat, Target: dst})
+	require.NoError(t, err)
+	var busy *migrate.BusyError
+	_, err = co.Start(ctx, migrate.Spec{Unit: bu, Target: dst})
+	require.ErrorAs(t, err, &busy)
+	require.Equal(t, "c1", busy.Holder)
+	_, err = co.StartCarve(ctx, migrate.CarveSpec{Tenant: neighbour, Target: dst})
+	require.ErrorIs(t, err, migrate.ErrBusy)
+	st, err = co.Resume(ctx, st.ID)
+	require.NoError(t, err)
+	require.Contains(t, st.String(), "carve-out of "+bu.String())
+
+	mv, err := co.Migrate(ctx, migrate.Spec{Unit: bu, Target: dst})
+	require.NoError(t, err, "the bucket moves once the carve-out is done")
+	tb := e.table()
+	require.Equal(t, mv.FlipGen, tb.Generation)
+	_, err = e.shards[dst].Exec(ctx, bu, tb.Generation, fat, "direct", routing.Put("k", "v"))
+	require.ErrorIs(t, err, routing.ErrStaleRoute, "the bucket's new owner refuses the carved tenant")
+	res, stale, err := old.tdo(ctx, fat, "via-old-table", routing.Put("k", "v"))
+	require.NoError(t, err)
+	require.Equal(t, 1, stale)
+	m.ack(fat, "k", routing.Put("k", "v"), "via-old-table", res)
+	res, _, err = old.tdo(ctx, neighbour, "n-after", routing.Put("k", "v"))
+	require.NoError(t, err)
+	m.ack(neighbour, "k", routing.Put("k", "v"), "n-after", res)
+	m.check(t, e, dst, routing.TenantUnit(fat), fat)
+	m.check(t, e, dst, bu, neighbour)
 }

@@ -109,7 +109,7 @@ func (c *Coordinator) Start(ctx context.Context, spec Spec) (Status, error) {
 	source := t.Owner(spec.Unit)
 	switch {
 	case source == "":
-		return Status{}, errInput("the table (generation %d) does not assign %s", t.Generation, spec.Unit)
+		return Status{}, errInput("the table (generation %d) does not assign %s (a tenant in a shared bucket leaves it with Carve)", t.Generation, spec.Unit)
 	case spec.Source != "" && spec.Source != source:
 		return Status{}, errInput("%s is on shard %q, not on the given source %q", spec.Unit, source, spec.Source)
 	case spec.Target == source:

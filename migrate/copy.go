@@ -157,7 +157,11 @@ func isTombstone(rec string) bool {
 // the copy from a fresh snapshot.
 func (c *Coordinator) catchUp(ctx context.Context, r *run) error {
 	for round := 1; ; round++ {
-		n, restarted, err := c.applyLog(ctx, r, "+", routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen})
+		upto, err := c.roundEnd(ctx, r)
+		if err != nil {
+			return err
+		}
+		n, restarted, err := c.applyLog(ctx, r, upto, routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen})
 		if err != nil || restarted {
 			return err
 		}

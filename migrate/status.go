@@ -95,6 +95,9 @@ type Status struct {
 func (s Status) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "migration %s: %s %s -> %s: %s", s.ID, s.Unit, s.Source, s.Target, s.State)
+	if s.carving() {
+		fmt.Fprintf(&b, " (carve-out of %s)", s.From)
+	}
 	switch s.State {
 	case Copying:
 		fmt.Fprintf(&b, " (snapshot from %s, cursor %s, %d items copied)", s.SnapshotPos, s.Cursor, s.Copied)
