@@ -67,3 +67,28 @@ func waitHeartbeats(t *testing.T, leader *celebrity.Cache[string], n uint64) {
 	from := leader.Stats().Heartbeats
 	require.Eventually(t, func() bool { return leader.Stats().Heartbeats >= from+n }, 60*time.Second, 10*time.Millisecond)
 }
+
+// TestLeaderEvaluatesOnlyWhatMayChange: with no key near PromoteRate no report nudges the
+// leader, so it sums the summary once per interval (the interval that ended), not every
+// quarter interval; a key crossing PromoteRate nudges it, and the key is promoted.
+func TestLeaderEvaluatesOnlyWhatMayChange(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	p := celebritytest.Prefix(t)
+	src := newSource()
+	key := p + "celebrity"
+	src.bump(key)
+	leader := newCache(t, srv.Client(t), src, p, loopOptions())
+	require.Eventually(t, func() bool { return leader.Stats().Leader }, 10*time.Second, 10*time.Millisecond)
+	before := leader.Stats()
+	waitHeartbeats(t, leader, 10)
+	after := leader.Stats()
+	require.LessOrEqual(t, after.Evaluations-before.Evaluations, after.Heartbeats-before.Heartbeats+2,
+		"one evaluation per interval while idle")
+
+	caches := []*celebrity.Cache[string]{leader}
+	for range 2 {
+		caches = append(caches, newCache(t, srv.Client(t), src, p, loopOptions()))
+	}
+	readers(t, caches, key)
+	require.Eventually(t, func() bool { return hotEverywhere(caches, key, true) }, 30*time.Second, 10*time.Millisecond)
+}
