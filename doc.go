@@ -90,14 +90,15 @@
 // # What is assumed of Redis
 //
 // A cache: nothing durable. Redis 7 (replicas' scripts). Pub/sub is at most once; a lost
-// invalidation is bounded by Fresh+Stale and a lost hot-set announcement by one poll. The
-// summary assumes the instances' clocks agree within a fraction of ReportInterval (an interval
-// is named by wall-clock time). The loop's own commands per interval: at most one report (two
-// with an early one) per instance that has a key at or above ReportMinRate, one poll per
-// instance per PollInterval (per interval while it hears no heartbeat), SummaryShards reads
-// (up to 4×SummaryShards more in an interval with a nudge), one lease renewal and one
-// heartbeat by the leader, and one per instance per hot-set change
-// (the hot set read in one script).
+// invalidation is bounded by Fresh+Stale; a lost hot-set announcement is repaired by the next
+// heartbeat (one interval), and an instance whose subscription is down learns a change within
+// 4 intervals (3 without a heartbeat, then a poll every interval). The summary assumes the
+// instances' clocks agree within a fraction of ReportInterval (an interval is named by
+// wall-clock time). The loop's own commands per interval: at most one report (two with an
+// early one) per instance that has a key at or above ReportMinRate, one poll per instance per
+// PollInterval (per interval while it hears no heartbeat), SummaryShards reads (up to
+// 4×SummaryShards more in an interval with a nudge), one lease renewal and one heartbeat by
+// the leader, and one per instance per hot-set change (the hot set read in one script).
 //
 // # ACL
 //

@@ -386,7 +386,9 @@ func (c *Cache[V]) emit(ev Event) {
 // Promote adds key to the fleet's hot set by hand (for a celebrity known in advance, such as
 // a launch): every instance warms its copies and refreshes it ahead, and the fleet never
 // demotes it; only Demote does. It is idempotent. This instance applies the change before
-// Promote returns; the others within one ReportInterval.
+// Promote returns; the others as soon as the announcement reaches them (within one
+// ReportInterval through the next heartbeat if it was lost, within 4 for an instance whose
+// subscription is down).
 func (c *Cache[V]) Promote(ctx context.Context, key string) error {
 	return c.manual(ctx, "m+", key)
 }
