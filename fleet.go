@@ -259,8 +259,9 @@ func (c *Cache[V]) evalStep(ctx context.Context, slot int64, partial bool) {
 
 // subscribeLoop learns the hot set as soon as its leader announces a new version. Every
 // message (a change, or the leader's heartbeat once per interval) carries the version; one
-// that differs from the version applied here is read at once (learn), and hearing any
-// message tells the report loop that the channel is live.
+// that differs from the version applied here is read at once (learn), and hearing one tells
+// the report loop that the channel (and a leader) is live. A report's nudge is not counted:
+// reports nudge while no leader is left to hear them.
 func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 	ch := ps.Channel()
 	for {
@@ -271,11 +272,11 @@ func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 			if !ok {
 				return
 			}
-			c.fleet.heard.Store(c.o.Clock().UnixNano())
 			if s, ok := strings.CutPrefix(msg.Payload, "n"); ok {
-				c.nudged(s)
+				c.nudged(s) // a report's: it says nothing of the leader
 				continue
 			}
+			c.fleet.heard.Store(c.o.Clock().UnixNano())
 			if v, err := strconv.ParseUint(msg.Payload, 10, 64); err == nil && v == c.fleet.version.Load() {
 				continue
 			}

@@ -92,3 +92,29 @@ func TestLeaderEvaluatesOnlyWhatMayChange(t *testing.T) {
 	readers(t, caches, key)
 	require.Eventually(t, func() bool { return hotEverywhere(caches, key, true) }, 30*time.Second, 10*time.Millisecond)
 }
+
+// TestNudgesDoNotHideALostLeader: the leader is gone while a key gets hot. The reports'
+// nudges keep arriving on the hot-set channel, but only the leader's heartbeat and
+// announcements count as a live channel, so the survivors poll, one takes the lease over and
+// promotes the key, though PollInterval is an hour.
+func TestNudgesDoNotHideALostLeader(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	p := celebritytest.Prefix(t)
+	src := newSource()
+	key := p + "celebrity"
+	src.bump(key)
+	o := loopOptions()
+	o.PollInterval = time.Hour
+	leader := newCache(t, srv.Client(t), src, p, o)
+	require.Eventually(t, func() bool { return leader.Stats().Leader }, 10*time.Second, 10*time.Millisecond)
+	var others []*celebrity.Cache[string]
+	for range 2 {
+		others = append(others, newCache(t, srv.Client(t), src, p, o))
+	}
+	for _, c := range others {
+		require.Eventually(t, func() bool { return c.Stats().PubSubLive }, 10*time.Second, 10*time.Millisecond)
+	}
+	require.NoError(t, leader.Close())
+	readers(t, others, key)
+	require.Eventually(t, func() bool { return hotEverywhere(others, key, true) }, 30*time.Second, 10*time.Millisecond)
+}
