@@ -44,29 +44,32 @@
 //
 // Each instance observes its Redis-level reads (L1 misses and refreshes, which read copies of
 // hot keys), not its requests: that is the load that hurts a node. Its local rates cover the
-// last half ReportInterval (the promote decision's window; demotion is governed by Hold).
-// Once per ReportInterval, at its own random moment of the interval, it adds the rates of its
+// last half ReportInterval (the promote decision's window; demotion is governed by Hold). Once
+// per ReportInterval, at its own random moment of the interval, it adds the rates of its
 // ReportTop heaviest keys (those at or above ReportMinRate) to a summary of that interval in
 // Redis, spread over SummaryShards keys in distinct slots (each instance writes one, chosen by
 // its ID), so the summary is never a hot key itself. A key not yet hot that reaches
 // EarlyReportRate locally is reported at once instead, in at most one early report per
 // interval; no key counts twice. With HotReportEvery, hot keys are reported by a rotating
-// share of the fleet. One instance, holding a leader lease, sums the summary every quarter
-// interval: the interval under way promotes (a partial sum never overstates a rate), the
-// interval that ended also demotes. It changes the hot set in one fenced script: a key whose
-// fleet-wide rate reaches PromoteRate is promoted, and so is, with PromoteShare, a key whose
-// rate reaches that share of its master's commands per second (the leader reads each
-// master's INFO stats once per interval) and at least ShareMinRate; a fleet-decided member
-// whose rate stays under DemoteRate for Hold is demoted (two thresholds and a hold: no flapping). The hot set
-// is versioned; the leader publishes each new version, and the version again once per
-// interval as a heartbeat. An instance that hears the channel polls the version only once
-// per PollInterval (default 10 intervals); one that has heard nothing for 3 intervals (its
-// subscription is down, or the leader is gone) polls every interval, which is also how a new
-// leader takes over. So a subscribed instance applies a change at once: it warms the key's
-// copies before its reads use them (replicas.Promote) and refreshes the key ahead of its L1
-// expiry while it is read, so a hot key never misses. Cache.Promote and Cache.Demote change the hot set by hand
-// (a launch known in advance); a manual member is never demoted by the fleet. Options.OnEvent
-// receives each change as this instance applies it, with the fleet-wide rate that decided it.
+// share of the fleet. One instance, holding a leader lease, sums the summary of each interval
+// once it ended (promotions and demotions), and sums the interval under way (promotions only:
+// a partial sum never overstates a rate) as soon as a report nudges it — the report whose
+// addition takes a key's sum on its shard across PromoteRate/SummaryShards publishes the nudge
+// in the same script — and then every quarter interval until that interval ends. It changes
+// the hot set in one fenced script: a key whose fleet-wide rate reaches PromoteRate is
+// promoted, and so is, with PromoteShare, a key whose rate reaches that share of its master's
+// commands per second (the leader reads each master's INFO stats once per interval) and at
+// least ShareMinRate; a fleet-decided member whose rate stays under DemoteRate for Hold is
+// demoted (two thresholds and a hold: no flapping). The hot set is versioned; the leader
+// publishes each new version, and the version again once per interval as a heartbeat. An
+// instance that hears the channel polls the version only once per PollInterval (default 60
+// intervals); one that has heard nothing for 3 intervals (its subscription is down, or the
+// leader is gone) polls every interval, which is also how a new leader takes over. So a
+// subscribed instance applies a change at once: it warms the key's copies before its reads use
+// them (replicas.Promote) and refreshes the key ahead of its L1 expiry while it is read, so a
+// hot key never misses. Cache.Promote and Cache.Demote change the hot set by hand (a launch
+// known in advance); a manual member is never demoted by the fleet. Options.OnEvent receives
+// each change as this instance applies it, with the fleet-wide rate that decided it.
 //
 // On a standalone server copies spread nothing, so replication is off there (logged once);
 // detection, the hot set and refresh-ahead still run.
@@ -87,13 +90,15 @@
 // # What is assumed of Redis
 //
 // A cache: nothing durable. Redis 7 (replicas' scripts). Pub/sub is at most once; a lost
-// invalidation is bounded by Fresh+Stale and a lost hot-set announcement by one poll. The
-// summary assumes the instances' clocks agree within a fraction of ReportInterval (an interval
-// is named by wall-clock time). The loop's own commands per interval: at most one report (two
-// with an early one) per instance that has a key at or above ReportMinRate, one poll per
-// instance per PollInterval (per interval while it hears no heartbeat), 4×SummaryShards reads,
-// one lease renewal and one heartbeat by the leader, and one per instance per hot-set change
-// (the hot set read in one script).
+// invalidation is bounded by Fresh+Stale; a lost hot-set announcement is repaired by the next
+// heartbeat (one interval), and an instance whose subscription is down learns a change within
+// 4 intervals (3 without a heartbeat, then a poll every interval). The summary assumes the
+// instances' clocks agree within a fraction of ReportInterval (an interval is named by
+// wall-clock time). The loop's own commands per interval: at most one report (two with an
+// early one) per instance that has a key at or above ReportMinRate, one poll per instance per
+// PollInterval (per interval while it hears no heartbeat), SummaryShards reads (up to
+// 4×SummaryShards more in an interval with a nudge), one lease renewal and one heartbeat by
+// the leader, and one per instance per hot-set change (the hot set read in one script).
 //
 // # ACL
 //

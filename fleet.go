@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,8 +32,12 @@ type fleet struct {
 	ticks     int64            // the report loop's ticks
 	warnAlone sync.Once
 
-	heard     atomic.Int64 // when this instance last heard the hot-set channel, Unix nanoseconds
-	published atomic.Int64 // when this instance last published on it, Unix nanoseconds
+	heard     atomic.Int64  // when this instance last heard the hot-set channel, Unix nanoseconds
+	nudge     chan struct{} // a report crossed a shard's share of PromoteRate (leader only)
+	nudgeSlot atomic.Int64  // the interval of the last nudge
+	watch     int64         // leader only: the interval evaluated every quarter after a nudge
+	published atomic.Int64  // when this instance last published on it, Unix nanoseconds
+	firstPoll atomic.Int64  // when this instance first polled successfully, Unix nanoseconds
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -40,6 +45,7 @@ type fleet struct {
 
 	sourceLoads, reports, evaluations, promotions, demotions atomic.Uint64
 	refreshes, loopCommands, loopErrors, fenced, polls       atomic.Uint64
+	heartbeats                                               atomic.Uint64
 }
 
 // member is one key of the hot set.
@@ -64,6 +70,7 @@ func (c *Cache[V]) startFleet() {
 	f := &c.fleet
 	empty := map[string]member{}
 	f.hot.Store(&empty)
+	f.nudge = make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
 	if c.o.RefreshAhead > 0 {
@@ -110,10 +117,10 @@ func sleep(ctx context.Context, d time.Duration) bool {
 func (c *Cache[V]) reportLoop(ctx context.Context) {
 	iv := c.o.ReportInterval
 	c.fleet.phase = time.Duration(rand.Int64N(int64(iv)))
-	if !sleep(ctx, time.Duration(rand.Int64N(int64(iv/subTicks)))) {
+	if !sleep(ctx, time.Duration(rand.Int64N(int64(iv/reportTicks)))) {
 		return
 	}
-	tick := time.NewTicker(iv / subTicks)
+	tick := time.NewTicker(iv / reportTicks)
 	defer tick.Stop()
 	for {
 		c.tick(ctx)
@@ -125,8 +132,12 @@ func (c *Cache[V]) reportLoop(ctx context.Context) {
 	}
 }
 
-// subTicks is how many times per interval the loop checks for a report and the leader
-// evaluates the interval under way.
+// reportTicks is how many times per interval an instance checks for a report (an early one
+// as soon as a key crosses EarlyReportRate); the check is local, only a report is a command.
+const reportTicks = 10
+
+// subTicks is how many times per interval the leader evaluates the interval under way while
+// it watches it (after a nudge).
 const subTicks = 4
 
 func (c *Cache[V]) tick(ctx context.Context) {
@@ -136,9 +147,8 @@ func (c *Cache[V]) tick(ctx context.Context) {
 		c.loopError("report", err)
 	}
 	f := &c.fleet
-	every := int64(max(1, subTicks*c.o.PollInterval/c.o.ReportInterval))
-	fast := f.leader.Load() || !c.pubSubLive()
-	poll := fast && f.ticks%subTicks == 0 || f.ticks%every == 0
+	every := int64(max(1, reportTicks*c.o.PollInterval/c.o.ReportInterval))
+	poll := c.pollFast() && f.ticks%reportTicks == 0 || f.ticks%every == 0
 	f.ticks++
 	if poll {
 		if err := c.poll(cctx); err != nil {
@@ -159,6 +169,18 @@ func (c *Cache[V]) pubSubLive() bool {
 	return heard != 0 && c.o.Clock().UnixNano()-heard < int64(heartbeatsMissed*c.o.ReportInterval)
 }
 
+// pollFast reports whether this instance polls every interval: as the leader (to renew its
+// lease), or when it has heard nothing on the hot-set channel for heartbeatsMissed intervals.
+// A new instance gives the channel that long after its first poll before it polls again.
+func (c *Cache[V]) pollFast() bool {
+	f := &c.fleet
+	if f.leader.Load() {
+		return true
+	}
+	last := max(f.heard.Load(), f.firstPoll.Load())
+	return last == 0 || c.o.Clock().UnixNano()-last >= int64(heartbeatsMissed*c.o.ReportInterval)
+}
+
 func (c *Cache[V]) loopError(step string, err error) {
 	if err == nil || c.closed.Load() {
 		return
@@ -169,49 +191,77 @@ func (c *Cache[V]) loopError(step string, err error) {
 	}
 }
 
-// evalLoop runs the leader's evaluation every quarter interval: just after an interval ends,
-// on the whole summary of the interval that ended (promotions and demotions); in between, on
-// the part of the current interval's summary reported so far (promotions only: a partial sum
-// never overstates a key's rate, so it promotes only what the whole sum would).
+// evalLoop runs the leader's evaluations: just after an interval ends, on the whole summary
+// of the interval that ended (promotions and demotions, then the heartbeat); and on the part
+// of an interval's summary reported so far (promotions only: a partial sum never overstates a
+// key's rate, so it promotes only what the whole sum would) at once when a report nudges it
+// (a key's sum on one summary shard crossed PromoteRate/SummaryShards), and then every
+// quarter interval until that interval ends, since the other shards may cross later.
 func (c *Cache[V]) evalLoop(ctx context.Context) {
+	f := &c.fleet
 	iv := c.o.ReportInterval
 	step := iv / subTicks
 	for {
 		now := c.o.Clock()
 		next := now.Truncate(step).Add(step + iv/20)
-		if !sleep(ctx, next.Sub(now)) {
+		timer := time.NewTimer(next.Sub(now))
+		nudged := false
+		select {
+		case <-ctx.Done():
+			timer.Stop()
 			return
+		case <-timer.C:
+		case <-f.nudge:
+			timer.Stop()
+			nudged = true
 		}
-		if !c.fleet.leader.Load() {
+		if !f.leader.Load() {
 			continue
 		}
 		cur := c.o.Clock().UnixNano() / int64(iv)
-		slot, partial := cur-1, false
-		if slot <= c.fleet.lastEval {
-			slot, partial = cur, true
-		} else {
-			c.fleet.lastEval = slot
-		}
-		cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
-		if !partial && c.o.PromoteShare > 0 {
-			if err := c.measureNodes(cctx); err != nil {
-				c.loopError("node load", err)
+		var slot int64
+		partial := true
+		switch {
+		case nudged:
+			slot = min(f.nudgeSlot.Load(), cur)
+			if slot < cur-1 {
+				continue // an old nudge: the full evaluation of its interval is done or due
 			}
+			f.watch = max(f.watch, slot)
+		case cur-1 > f.lastEval:
+			slot, partial, f.lastEval = cur-1, false, cur-1
+		case f.watch == cur:
+			slot = cur
+		default:
+			continue
 		}
-		if err := c.evaluate(cctx, slot, partial); err != nil {
-			c.loopError("evaluate", err)
+		c.evalStep(ctx, slot, partial)
+	}
+}
+
+// evalStep is one evaluation by the leader, with the node-load measure before a full one and
+// the heartbeat after it.
+func (c *Cache[V]) evalStep(ctx context.Context, slot int64, partial bool) {
+	cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
+	defer cancel()
+	if !partial && c.o.PromoteShare > 0 {
+		if err := c.measureNodes(cctx); err != nil {
+			c.loopError("node load", err)
 		}
-		if !partial && c.fleet.leader.Load() {
-			c.heartbeat(cctx)
-		}
-		cancel()
+	}
+	if err := c.evaluate(cctx, slot, partial); err != nil {
+		c.loopError("evaluate", err)
+	}
+	if !partial && c.fleet.leader.Load() {
+		c.heartbeat(cctx)
 	}
 }
 
 // subscribeLoop learns the hot set as soon as its leader announces a new version. Every
 // message (a change, or the leader's heartbeat once per interval) carries the version; one
-// that differs from the version applied here is read at once (learn), and hearing any
-// message tells the report loop that the channel is live.
+// that differs from the version applied here is read at once (learn), and hearing one tells
+// the report loop that the channel (and a leader) is live. A report's nudge is not counted:
+// reports nudge while no leader is left to hear them.
 func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 	ch := ps.Channel()
 	for {
@@ -221,6 +271,10 @@ func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 		case msg, ok := <-ch:
 			if !ok {
 				return
+			}
+			if s, ok := strings.CutPrefix(msg.Payload, "n"); ok {
+				c.nudged(s) // a report's: it says nothing of the leader
+				continue
 			}
 			c.fleet.heard.Store(c.o.Clock().UnixNano())
 			if v, err := strconv.ParseUint(msg.Payload, 10, 64); err == nil && v == c.fleet.version.Load() {
@@ -235,6 +289,21 @@ func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 	}
 }
 
+// nudged passes a report's nudge (the interval whose summary crossed a shard's share of
+// PromoteRate) to the leader's evaluation loop; other instances ignore it.
+func (c *Cache[V]) nudged(slot string) {
+	f := &c.fleet
+	n, err := strconv.ParseInt(slot, 10, 64)
+	if err != nil || !f.leader.Load() {
+		return
+	}
+	f.nudgeSlot.Store(n)
+	select {
+	case f.nudge <- struct{}{}:
+	default: // an evaluation is already due
+	}
+}
+
 // heartbeat publishes the hot set's version as the leader applies it, unless this instance
 // published within the last half interval: the fleet's instances hear that the channel is
 // live (so they poll only every PollInterval), and one that missed a change learns it.
@@ -244,6 +313,7 @@ func (c *Cache[V]) heartbeat(ctx context.Context) {
 	if now-f.published.Load() < int64(c.o.ReportInterval/2) {
 		return
 	}
+	f.heartbeats.Add(1)
 	if err := c.publish(ctx, f.version.Load()); err != nil {
 		c.loopError("heartbeat", err)
 	}

@@ -72,7 +72,8 @@ func (c *Cache[V]) report(ctx context.Context) error {
 		return err
 	}
 	id := c.o.InstanceID
-	args := []any{id, (3 * c.o.ReportInterval).Milliseconds() + 1}
+	args := []any{id, (3 * c.o.ReportInterval).Milliseconds() + 1,
+		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().channel, "n" + strconv.FormatInt(slot, 10)}
 	if regular {
 		f.lastSlot = slot
 		every := int64(c.o.HotReportEvery)
@@ -94,15 +95,15 @@ func (c *Cache[V]) report(ctx context.Context) error {
 				args = append(args, k.Key, fmtRate(k.Rate))
 			}
 		}
-		if len(args) > 2 {
+		if len(args) > reportHead {
 			f.earlySlot = slot
 			args[0] = id + ":early"
 		}
 	}
-	if len(args) == 2 {
+	if len(args) == reportHead {
 		return nil
 	}
-	for i := 2; i < len(args); i += 2 {
+	for i := reportHead; i < len(args); i += 2 {
 		f.sent[args[i].(string)] = true
 	}
 	shard := int(xxhash.Sum64String(id) % uint64(c.o.SummaryShards))
@@ -110,6 +111,9 @@ func (c *Cache[V]) report(ctx context.Context) error {
 	f.reports.Add(1)
 	return reportScript.Run(ctx, c.client, []string{c.summaryKey(shard, slot)}, args...).Err()
 }
+
+// reportHead is the number of report.lua's arguments before its key/rate pairs.
+const reportHead = 5
 
 // poll reads the hot set's version (learning the set when it changed) and takes or renews the
 // leader lease.
@@ -130,6 +134,7 @@ func (c *Cache[V]) poll(ctx context.Context) error {
 	epoch, _ := res[3].(int64)
 	c.fleet.leader.Store(lead == 1)
 	c.fleet.epoch.Store(epoch)
+	c.fleet.firstPoll.CompareAndSwap(0, c.o.Clock().UnixNano())
 	if uint64(version) != c.fleet.version.Load() {
 		return c.learn(ctx)
 	}
@@ -381,7 +386,9 @@ func (c *Cache[V]) emit(ev Event) {
 // Promote adds key to the fleet's hot set by hand (for a celebrity known in advance, such as
 // a launch): every instance warms its copies and refreshes it ahead, and the fleet never
 // demotes it; only Demote does. It is idempotent. This instance applies the change before
-// Promote returns; the others within one ReportInterval.
+// Promote returns; the others as soon as the announcement reaches them (within one
+// ReportInterval through the next heartbeat if it was lost, within 4 for an instance whose
+// subscription is down).
 func (c *Cache[V]) Promote(ctx context.Context, key string) error {
 	return c.manual(ctx, "m+", key)
 }

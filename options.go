@@ -25,7 +25,7 @@ const (
 	// DefaultReportInterval is the default Options.ReportInterval.
 	DefaultReportInterval = time.Second
 	// DefaultPollIntervals is the default Options.PollInterval, in ReportIntervals.
-	DefaultPollIntervals = 10
+	DefaultPollIntervals = 60
 	// DefaultPromoteRate is the default Options.PromoteRate, in Redis-level reads per second
 	// summed over the fleet.
 	DefaultPromoteRate = 200.0
@@ -87,7 +87,7 @@ type Options[V any] struct {
 	// heard nothing on the channel for 3 ReportIntervals (its subscription is down, or there
 	// is no leader) polls every ReportInterval until it hears the channel again, and that
 	// poll is also how a new leader takes over. It is rounded to whole ReportIntervals.
-	// Default: 10×ReportInterval. Range ReportInterval..1h.
+	// Default: 60×ReportInterval (at most 1h). Range ReportInterval..1h.
 	PollInterval time.Duration
 	// PubSub chooses the invalidation channel's kind (see l1cache.InvalidatorOptions.PubSub):
 	// sharded pub/sub on a cluster client, plain pub/sub otherwise. Set l1cache.PubSubGlobal

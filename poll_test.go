@@ -32,13 +32,13 @@ func TestPollsFastOnlyWhilePubSubIsDown(t *testing.T) {
 	require.Eventually(t, func() bool { return x.Stats().PubSubLive }, 10*time.Second, 10*time.Millisecond)
 	require.False(t, x.Stats().Leader)
 
-	// Live: a change arrives on the channel, and ten heartbeats pass with at most one poll.
+	// Live: a change arrives on the channel, and twenty intervals pass with a few polls at
+	// most (a heartbeat delayed 3 intervals by a loaded machine costs one), not twenty.
 	slowPolls := func(what string) {
 		t.Helper()
 		polls := x.Stats().Polls
-		waitEvaluations(t, leader, 4*10) // 10 intervals of the leader (4 evaluations each)
-		require.True(t, x.Stats().PubSubLive, what)
-		require.LessOrEqual(t, x.Stats().Polls-polls, uint64(1), "%s: polls while the channel is live", what)
+		waitHeartbeats(t, leader, 20)
+		require.LessOrEqual(t, x.Stats().Polls-polls, uint64(5), "%s: polls while the channel is live", what)
 	}
 	require.NoError(t, leader.Promote(t.Context(), p+"first"))
 	require.Eventually(t, func() bool { return hotEverywhere([]*celebrity.Cache[string]{x}, p+"first", true) }, 10*time.Second, 10*time.Millisecond)
@@ -61,9 +61,60 @@ func TestPollsFastOnlyWhilePubSubIsDown(t *testing.T) {
 	slowPolls("after the subscription returned")
 }
 
-// waitEvaluations waits until the leader made n more evaluations.
-func waitEvaluations(t *testing.T, leader *celebrity.Cache[string], n uint64) {
+// waitHeartbeats waits until the leader published n more times (a heartbeat per interval).
+func waitHeartbeats(t *testing.T, leader *celebrity.Cache[string], n uint64) {
 	t.Helper()
-	from := leader.Stats().Evaluations
-	require.Eventually(t, func() bool { return leader.Stats().Evaluations >= from+n }, 30*time.Second, 10*time.Millisecond)
+	from := leader.Stats().Heartbeats
+	require.Eventually(t, func() bool { return leader.Stats().Heartbeats >= from+n }, 60*time.Second, 10*time.Millisecond)
+}
+
+// TestLeaderEvaluatesOnlyWhatMayChange: with no key near PromoteRate no report nudges the
+// leader, so it sums the summary once per interval (the interval that ended), not every
+// quarter interval; a key crossing PromoteRate nudges it, and the key is promoted.
+func TestLeaderEvaluatesOnlyWhatMayChange(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	p := celebritytest.Prefix(t)
+	src := newSource()
+	key := p + "celebrity"
+	src.bump(key)
+	leader := newCache(t, srv.Client(t), src, p, loopOptions())
+	require.Eventually(t, func() bool { return leader.Stats().Leader }, 10*time.Second, 10*time.Millisecond)
+	before := leader.Stats()
+	waitHeartbeats(t, leader, 10)
+	after := leader.Stats()
+	require.LessOrEqual(t, after.Evaluations-before.Evaluations, after.Heartbeats-before.Heartbeats+2,
+		"one evaluation per interval while idle")
+
+	caches := []*celebrity.Cache[string]{leader}
+	for range 2 {
+		caches = append(caches, newCache(t, srv.Client(t), src, p, loopOptions()))
+	}
+	readers(t, caches, key)
+	require.Eventually(t, func() bool { return hotEverywhere(caches, key, true) }, 30*time.Second, 10*time.Millisecond)
+}
+
+// TestNudgesDoNotHideALostLeader: the leader is gone while a key gets hot. The reports'
+// nudges keep arriving on the hot-set channel, but only the leader's heartbeat and
+// announcements count as a live channel, so the survivors poll, one takes the lease over and
+// promotes the key, though PollInterval is an hour.
+func TestNudgesDoNotHideALostLeader(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	p := celebritytest.Prefix(t)
+	src := newSource()
+	key := p + "celebrity"
+	src.bump(key)
+	o := loopOptions()
+	o.PollInterval = time.Hour
+	leader := newCache(t, srv.Client(t), src, p, o)
+	require.Eventually(t, func() bool { return leader.Stats().Leader }, 10*time.Second, 10*time.Millisecond)
+	var others []*celebrity.Cache[string]
+	for range 2 {
+		others = append(others, newCache(t, srv.Client(t), src, p, o))
+	}
+	for _, c := range others {
+		require.Eventually(t, func() bool { return c.Stats().PubSubLive }, 10*time.Second, 10*time.Millisecond)
+	}
+	require.NoError(t, leader.Close())
+	readers(t, others, key)
+	require.Eventually(t, func() bool { return hotEverywhere(others, key, true) }, 30*time.Second, 10*time.Millisecond)
 }

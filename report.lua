@@ -5,33 +5,55 @@
 --          ":early" for its early report (at most two per instance per interval, the instance
 --          sending each key in at most one of them)
 -- ARGV[2]  TTL of the summary hash, milliseconds (>= 1)
--- ARGV[3..] pairs: key, rate (reads per second, a non-negative number)
+-- ARGV[3]  nudge level: PromoteRate divided by the number of shards (a non-negative number;
+--          0: no nudge)
+-- ARGV[4]  the hot-set channel; ARGV[5] the nudge message ("n<interval>")
+-- ARGV[6..] pairs: key, rate (reads per second, a non-negative number)
 --
--- Reply: {"ok"} when added, {"dup"} when this report ID was already added.
+-- Reply: {"ok", nudged (1 if this report published the nudge)}, or {"dup", 0} when this
+-- report ID was already added.
 -- Invariant: each instance's rates count at most once per interval, whatever the retries:
--- the report ID is recorded in the same hash, in the same step as the additions.
+-- the report ID is recorded in the same hash, in the same step as the additions. A key's sum
+-- on this shard only grows, so it crosses the nudge level at most once per interval: at most
+-- one nudge per key, shard and interval (a retry is a "dup" and publishes nothing).
 local sum = KEYS[1]
-local id, ttl = ARGV[1], tonumber(ARGV[2])
+local id, ttl, level = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local channel, message = ARGV[4], ARGV[5]
 if id == nil or id == '' then
   return redis.error_reply('ERR celebrity: report: empty report ID')
 end
 if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
   return redis.error_reply('ERR celebrity: report: TTL must be a positive integer')
 end
-if (#ARGV - 2) % 2 ~= 0 then
+if not level or level < 0 or level ~= level or level == math.huge then
+  return redis.error_reply('ERR celebrity: report: nudge level must be a non-negative number')
+end
+if channel == nil or channel == '' or message == nil or message == '' then
+  return redis.error_reply('ERR celebrity: report: empty channel or nudge message')
+end
+if (#ARGV - 5) % 2 ~= 0 then
   return redis.error_reply('ERR celebrity: report: key/rate pairs expected')
 end
-for i = 3, #ARGV, 2 do
+for i = 6, #ARGV, 2 do
   local r = tonumber(ARGV[i + 1])
   if ARGV[i] == '' or not r or r < 0 or r ~= r or r == math.huge then
     return redis.error_reply('ERR celebrity: report: bad pair at ' .. i)
   end
 end
 if redis.call('HSETNX', sum, 'r:' .. id, 1) == 0 then
-  return {'dup'}
+  return {'dup', 0}
 end
-for i = 3, #ARGV, 2 do
-  redis.call('HINCRBYFLOAT', sum, 'k:' .. ARGV[i], ARGV[i + 1])
+local cross = false
+for i = 6, #ARGV, 2 do
+  local r = tonumber(ARGV[i + 1])
+  local now = tonumber(redis.call('HINCRBYFLOAT', sum, 'k:' .. ARGV[i], ARGV[i + 1]))
+  if level > 0 and now >= level and now - r < level then
+    cross = true
+  end
 end
 redis.call('PEXPIRE', sum, ttl)
-return {'ok'}
+if cross then
+  redis.call('PUBLISH', channel, message)
+  return {'ok', 1}
+end
+return {'ok', 0}

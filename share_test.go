@@ -74,7 +74,7 @@ func TestPromoteByShareOfNodeLoad(t *testing.T) {
 		}
 	}
 	require.NotNil(t, leader)
-	waitEvaluations(t, leader, 4*5)
+	waitHeartbeats(t, leader, 5)
 	require.True(t, hotEverywhere(caches, crowded, false), "a small share of a busy node is not promoted")
 
 	stop()

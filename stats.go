@@ -62,8 +62,9 @@ type Stats struct {
 	// PubSubLive says this instance heard the hot-set channel (the leader's heartbeat or an
 	// announcement) within the last 3 ReportIntervals, so it polls only every PollInterval.
 	PubSubLive bool
-	// Polls counts this instance's polls of the hot set's version (and of the leader lease).
-	Polls uint64
+	// Polls counts this instance's polls of the hot set's version (and of the leader lease);
+	// Heartbeats the versions it published as the leader's heartbeat.
+	Polls, Heartbeats uint64
 	// Reports, Evaluations count the loop's reports and (as leader) evaluations.
 	Reports, Evaluations uint64
 	// Promotions and Demotions count hot-set changes applied here.
@@ -83,7 +84,7 @@ func (c *Cache[V]) Stats() Stats {
 		L1: c.l1.Stats(), Replicas: c.rep.Stats(), Invalidator: c.inv.Stats(),
 		SourceLoads: f.sourceLoads.Load(), Hot: len(*f.hot.Load()), HotVersion: f.version.Load(),
 		Leader: f.leader.Load(), PubSubLive: c.fleet.heard.Load() != 0 && c.o.ReportInterval > 0 && c.pubSubLive(),
-		Polls: f.polls.Load(), Reports: f.reports.Load(), Evaluations: f.evaluations.Load(),
+		Polls: f.polls.Load(), Heartbeats: f.heartbeats.Load(), Reports: f.reports.Load(), Evaluations: f.evaluations.Load(),
 		Promotions: f.promotions.Load(), Demotions: f.demotions.Load(), Refreshes: f.refreshes.Load(),
 		LoopCommands: f.loopCommands.Load(), LoopErrors: f.loopErrors.Load(), Fenced: f.fenced.Load(),
 	}
