@@ -13,6 +13,7 @@ import (
 	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/celebrity-go/celebrity/migrate"
+	"github.com/celebrity-go/celebrity/ratelimit"
 	"github.com/celebrity-go/celebrity/replicas"
 	"github.com/celebrity-go/celebrity/routing"
 	"github.com/celebrity-go/celebrity/stripes"
@@ -86,6 +87,12 @@ func Migrate(m metric.Meter, c interface{ Stats() migrate.Stats }, o Options) (m
 // ever an attribute.
 func Hotkeys(m metric.Meter, d interface{ Stats() hotkeys.Stats }, o Options) (metric.Registration, error) {
 	return register(m, statsmap.Hotkeys, func() any { return d.Stats() }, d != nil, o)
+}
+
+// Ratelimit registers instruments that read l.Stats() of a *ratelimit.Limiter. No key is
+// ever an attribute.
+func Ratelimit(m metric.Meter, l interface{ Stats() ratelimit.Stats }, o Options) (metric.Registration, error) {
+	return register(m, statsmap.Ratelimit, func() any { return l.Stats() }, l != nil, o)
 }
 
 // register creates one observable instrument per metric of comp and a callback that reads

@@ -12,6 +12,7 @@ import (
 	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/celebrity-go/celebrity/migrate"
+	"github.com/celebrity-go/celebrity/ratelimit"
 	"github.com/celebrity-go/celebrity/replicas"
 	"github.com/celebrity-go/celebrity/routing"
 	"github.com/celebrity-go/celebrity/stripes"
@@ -86,6 +87,12 @@ func Migrate(reg prometheus.Registerer, c interface{ Stats() migrate.Stats }, o 
 // label.
 func Hotkeys(reg prometheus.Registerer, d interface{ Stats() hotkeys.Stats }, o Options) (prometheus.Collector, error) {
 	return register(reg, statsmap.Hotkeys, func() any { return d.Stats() }, d != nil, o)
+}
+
+// Ratelimit registers a collector of l.Stats() of a *ratelimit.Limiter. No key is ever a
+// label.
+func Ratelimit(reg prometheus.Registerer, l interface{ Stats() ratelimit.Stats }, o Options) (prometheus.Collector, error) {
+	return register(reg, statsmap.Ratelimit, func() any { return l.Stats() }, l != nil, o)
 }
 
 // collector reads a component's stats once per scrape.

@@ -52,4 +52,9 @@ var (
 	Hotkeys = Component{Pkg: "hotkeys", Type: "hotkeys.Stats", Specs: map[string]Spec{
 		"Tracked": {Kind: UpDown, Unit: "{key}"}, "Hot": {Kind: UpDown, Unit: "{key}"},
 	}}
+	Ratelimit = Component{Pkg: "ratelimit", Type: "ratelimit.Stats", Specs: map[string]Spec{
+		"Allowed": {Unit: "{request}"}, "Denied": {Unit: "{request}"}, "Errors": {Unit: "{request}"},
+		"Calls": {Unit: "{call}"}, "Chunks": {Unit: "{chunk}"}, "Cells": {Unit: "{cell}"}, "Syncs": {Unit: "{sync}"},
+		"Keys": {Kind: UpDown, Unit: "{key}"},
+	}}
 )

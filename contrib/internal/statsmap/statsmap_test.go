@@ -7,6 +7,7 @@ import (
 	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/celebrity-go/celebrity/migrate"
+	"github.com/celebrity-go/celebrity/ratelimit"
 	"github.com/celebrity-go/celebrity/replicas"
 	"github.com/celebrity-go/celebrity/routing"
 	"github.com/celebrity-go/celebrity/stripes"
@@ -36,7 +37,7 @@ func TestEverySampleHasItsMetric(t *testing.T) {
 		{L1Cache, l1cache.Stats{Hits: 3}}, {Invalidator, l1cache.InvalidatorStats{}}, {Replicas, rs},
 		{Stripes, stripes.Stats{StripeWrites: []stripes.GenWrites{{Gen: 2, Writes: []uint64{1, 2}}}}},
 		{StripesReader, stripes.ReaderStats{}}, {Escrow, escrow.Stats{}}, {Routing, routing.Stats{}},
-		{Migrate, migrate.Stats{}}, {Hotkeys, hotkeys.Stats{}},
+		{Migrate, migrate.Stats{}}, {Hotkeys, hotkeys.Stats{}}, {Ratelimit, ratelimit.Stats{Allowed: 2}},
 	} {
 		metrics := map[string]Metric{}
 		for _, m := range tc.c.Metrics(tc.stats) {
