@@ -8,6 +8,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/celebrity-go/celebrity"
 	"github.com/celebrity-go/celebrity/celebritytest"
 	celebrityotel "github.com/celebrity-go/celebrity/contrib/otel"
 	"github.com/celebrity-go/celebrity/l1cache"
@@ -98,5 +99,49 @@ func TestRatelimitInvalidatorAndReaderArriveAsNamedInstruments(t *testing.T) {
 	}
 	if u := got["celebrity.ratelimit.allowed"].Unit; u != "{request}" {
 		t.Errorf("celebrity.ratelimit.allowed unit %q, want {request}", u)
+	}
+}
+
+// TestCacheStatsArriveAsNamedInstruments checks that a celebrity.Cache's Stats, its parts'
+// included, arrive under the cache's names.
+func TestCacheStatsArriveAsNamedInstruments(t *testing.T) {
+	ctx := t.Context()
+	client := celebritytest.Standalone(t).Client(t)
+	c, err := celebrity.New(client, func(_ context.Context, id string) (string, uint64, error) {
+		return "v:" + id, 1, nil
+	}, celebrity.Options[string]{Prefix: celebritytest.Prefix(t), Fresh: time.Minute, Stale: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
+	if _, err := celebrityotel.Cache(meter, c, celebrityotel.Options{Name: "posts"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := c.Get(ctx, "post"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := c.Stats()
+	if st.SourceLoads != 1 || st.L1.Hits != 2 {
+		t.Fatalf("Stats = %+v, want 1 source load and 2 L1 hits", st)
+	}
+	got := collect(t, reader)
+	for name, want := range map[string]float64{
+		"celebrity.cache.source_loads": 1, "celebrity.cache.l1_hits": 2,
+		"celebrity.cache.l1_misses": float64(st.L1.Misses), "celebrity.cache.hot": float64(st.Hot),
+		"celebrity.cache.invalidator_published": float64(st.Invalidator.Published),
+	} {
+		if v, ok := value(got[name], "celebrity.name", "posts"); !ok || v != want {
+			t.Errorf("%s = %v (%v), want %v", name, v, ok, want)
+		}
+	}
+	if v, ok := value(got["celebrity.cache.replicas_copy_reads"], "copy", "0"); !ok || v != float64(st.Replicas.CopyReads[0]) {
+		t.Errorf("celebrity.cache.replicas_copy_reads{copy=0} = %v (%v), want %d", v, ok, st.Replicas.CopyReads[0])
 	}
 }

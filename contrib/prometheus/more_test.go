@@ -8,10 +8,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/celebrity-go/celebrity"
 	"github.com/celebrity-go/celebrity/celebritytest"
 	celebrityprom "github.com/celebrity-go/celebrity/contrib/prometheus"
 	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/celebrity-go/celebrity/ratelimit"
+	"github.com/celebrity-go/celebrity/replicas"
 	"github.com/celebrity-go/celebrity/stripes"
 )
 
@@ -96,6 +98,60 @@ func TestRatelimitInvalidatorAndReaderArriveAsNamedSeries(t *testing.T) {
 	}
 	if s := series(t, reg, "celebrity_ratelimit_allowed_total"); len(s) == 1 && (len(s[0].GetLabel()) != 1 || s[0].GetLabel()[0].GetValue() != "api") {
 		t.Errorf("celebrity_ratelimit_allowed_total labels %v, want name=api only", s[0].GetLabel())
+	}
+	problems, err := testutil.GatherAndLint(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+}
+
+// TestCacheStatsArriveAsNamedSeries checks that a celebrity.Cache's Stats, its parts'
+// included, arrive under the cache's names.
+func TestCacheStatsArriveAsNamedSeries(t *testing.T) {
+	ctx := t.Context()
+	client := celebritytest.Standalone(t).Client(t)
+	c, err := celebrity.New(client, func(_ context.Context, id string) (string, uint64, error) {
+		return "v:" + id, 1, nil
+	}, celebrity.Options[string]{Prefix: celebritytest.Prefix(t), Fresh: time.Minute, Stale: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Ready(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if _, err := celebrityprom.Cache(reg, c, celebrityprom.Options{Name: "posts"}); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := c.Get(ctx, "post"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st := c.Stats()
+	if st.SourceLoads != 1 || st.L1.Hits != 2 {
+		t.Fatalf("Stats = %+v, want 1 source load and 2 L1 hits", st)
+	}
+	for name, want := range map[string]float64{
+		"celebrity_cache_source_loads_total": 1, "celebrity_cache_l1_hits_total": 2,
+		"celebrity_cache_l1_misses_total": float64(st.L1.Misses), "celebrity_cache_hot": float64(st.Hot),
+		"celebrity_cache_invalidator_published_total": float64(st.Invalidator.Published),
+	} {
+		s := series(t, reg, name)
+		if len(s) != 1 {
+			t.Errorf("%s: %d series, want 1", name, len(s))
+			continue
+		}
+		if got := s[0].GetCounter().GetValue() + s[0].GetGauge().GetValue(); got != want {
+			t.Errorf("%s = %v, want %v", name, got, want)
+		}
+	}
+	if n := len(series(t, reg, "celebrity_cache_replicas_copy_reads_total")); n != replicas.MaxCopies {
+		t.Errorf("celebrity_cache_replicas_copy_reads_total has %d series, want %d", n, replicas.MaxCopies)
 	}
 	problems, err := testutil.GatherAndLint(reg)
 	if err != nil {
