@@ -151,7 +151,8 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 
 	for _, o := range []celebrity.Options[string]{
 		{Prefix: "a{b"}, {Copies: 99}, {PromoteRate: 10, DemoteRate: 20}, {ReportInterval: time.Microsecond},
-		{InstanceID: "has space"}, {Fresh: -1},
+		{InstanceID: "has space"}, {Fresh: -1}, {PromoteShare: 1.5}, {PromoteShare: -0.1},
+		{PromoteRate: 100, DemoteRate: 10, ShareMinRate: 5}, {PromoteRate: 100, ShareMinRate: 200},
 	} {
 		_, err := celebrity.New(rdb, src.load, o)
 		require.ErrorIs(t, err, celebrity.ErrInvalid, "%+v", o)

@@ -54,10 +54,15 @@
 // share of the fleet. One instance, holding a leader lease, sums the summary every quarter
 // interval: the interval under way promotes (a partial sum never overstates a rate), the
 // interval that ended also demotes. It changes the hot set in one fenced script: a key whose
-// fleet-wide rate reaches PromoteRate is promoted; a fleet-decided member whose rate stays
-// under DemoteRate for Hold is demoted (two thresholds and a hold: no flapping). The hot set
-// is versioned; the leader publishes each new version and every instance also polls it once
-// per PollInterval, so a subscribed instance applies a change at once: it warms the key's
+// fleet-wide rate reaches PromoteRate is promoted, and so is, with PromoteShare, a key whose
+// rate reaches that share of its master's commands per second (the leader reads each
+// master's INFO stats once per interval) and at least ShareMinRate; a fleet-decided member
+// whose rate stays under DemoteRate for Hold is demoted (two thresholds and a hold: no flapping). The hot set
+// is versioned; the leader publishes each new version, and the version again once per
+// interval as a heartbeat. An instance that hears the channel polls the version only once
+// per PollInterval (default 10 intervals); one that has heard nothing for 3 intervals (its
+// subscription is down, or the leader is gone) polls every interval, which is also how a new
+// leader takes over. So a subscribed instance applies a change at once: it warms the key's
 // copies before its reads use them (replicas.Promote) and refreshes the key ahead of its L1
 // expiry while it is read, so a hot key never misses. Cache.Promote and Cache.Demote change the hot set by hand
 // (a launch known in advance); a manual member is never demoted by the fleet. Options.OnEvent
@@ -86,8 +91,9 @@
 // summary assumes the instances' clocks agree within a fraction of ReportInterval (an interval
 // is named by wall-clock time). The loop's own commands per interval: at most one report (two
 // with an early one) per instance that has a key at or above ReportMinRate, one poll per
-// instance per PollInterval, 4×SummaryShards reads and one lease renewal by the leader, and
-// one per instance per hot-set change (the hot set read in one script).
+// instance per PollInterval (per interval while it hears no heartbeat), 4×SummaryShards reads,
+// one lease renewal and one heartbeat by the leader, and one per instance per hot-set change
+// (the hot set read in one script).
 //
 // # ACL
 //
@@ -95,5 +101,6 @@
 // replicas, the Invalidator and the hot-set scripts: for the default prefix,
 // "~celebrity:cache:* &celebrity:cache:* +evalsha +eval +get +set +del +pexpire +pttl +rpush
 // +time +blpop +multi +exec +hget +hgetall +hset +hsetnx +hdel +hincrby +hincrbyfloat +hlen
-// +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +ping".
+// +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +ping", and +info with
+// PromoteShare.
 package celebrity

@@ -3,6 +3,7 @@ package celebrity
 import (
 	"context"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,15 +27,19 @@ type fleet struct {
 	sentSlot  int64            // the interval sent describes
 	phase     time.Duration    // when in each interval this instance reports, unless early
 	lastEval  int64            // the last interval this instance evaluated as leader
+	nodes     nodeLoad         // leader only: the masters' commands per second (PromoteShare)
 	ticks     int64            // the report loop's ticks
 	warnAlone sync.Once
+
+	heard     atomic.Int64 // when this instance last heard the hot-set channel, Unix nanoseconds
+	published atomic.Int64 // when this instance last published on it, Unix nanoseconds
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	ps     *redis.PubSub
 
 	sourceLoads, reports, evaluations, promotions, demotions atomic.Uint64
-	refreshes, loopCommands, loopErrors, fenced              atomic.Uint64
+	refreshes, loopCommands, loopErrors, fenced, polls       atomic.Uint64
 }
 
 // member is one key of the hot set.
@@ -132,13 +137,26 @@ func (c *Cache[V]) tick(ctx context.Context) {
 	}
 	f := &c.fleet
 	every := int64(max(1, subTicks*c.o.PollInterval/c.o.ReportInterval))
-	poll := f.leader.Load() && f.ticks%subTicks == 0 || f.ticks%every == 0
+	fast := f.leader.Load() || !c.pubSubLive()
+	poll := fast && f.ticks%subTicks == 0 || f.ticks%every == 0
 	f.ticks++
 	if poll {
 		if err := c.poll(cctx); err != nil {
 			c.loopError("poll", err)
 		}
 	}
+}
+
+// heartbeatsMissed is how many report intervals without a message on the hot-set channel
+// make an instance take its subscription (or the leader) for lost and poll every interval.
+const heartbeatsMissed = 3
+
+// pubSubLive reports whether this instance heard the hot-set channel (the leader's heartbeat
+// or an announcement) within the last heartbeatsMissed intervals: then the channel delivers
+// every change and polling can be slow.
+func (c *Cache[V]) pubSubLive() bool {
+	heard := c.fleet.heard.Load()
+	return heard != 0 && c.o.Clock().UnixNano()-heard < int64(heartbeatsMissed*c.o.ReportInterval)
 }
 
 func (c *Cache[V]) loopError(step string, err error) {
@@ -175,23 +193,38 @@ func (c *Cache[V]) evalLoop(ctx context.Context) {
 			c.fleet.lastEval = slot
 		}
 		cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
+		if !partial && c.o.PromoteShare > 0 {
+			if err := c.measureNodes(cctx); err != nil {
+				c.loopError("node load", err)
+			}
+		}
 		if err := c.evaluate(cctx, slot, partial); err != nil {
 			c.loopError("evaluate", err)
+		}
+		if !partial && c.fleet.leader.Load() {
+			c.heartbeat(cctx)
 		}
 		cancel()
 	}
 }
 
-// subscribeLoop learns the hot set as soon as its leader announces a new version.
+// subscribeLoop learns the hot set as soon as its leader announces a new version. Every
+// message (a change, or the leader's heartbeat once per interval) carries the version; one
+// that differs from the version applied here is read at once (learn), and hearing any
+// message tells the report loop that the channel is live.
 func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 	ch := ps.Channel()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case _, ok := <-ch:
+		case msg, ok := <-ch:
 			if !ok {
 				return
+			}
+			c.fleet.heard.Store(c.o.Clock().UnixNano())
+			if v, err := strconv.ParseUint(msg.Payload, 10, 64); err == nil && v == c.fleet.version.Load() {
+				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
 			if err := c.learn(cctx); err != nil {
@@ -200,6 +233,27 @@ func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 			cancel()
 		}
 	}
+}
+
+// heartbeat publishes the hot set's version as the leader applies it, unless this instance
+// published within the last half interval: the fleet's instances hear that the channel is
+// live (so they poll only every PollInterval), and one that missed a change learns it.
+func (c *Cache[V]) heartbeat(ctx context.Context) {
+	f := &c.fleet
+	now := c.o.Clock().UnixNano()
+	if now-f.published.Load() < int64(c.o.ReportInterval/2) {
+		return
+	}
+	if err := c.publish(ctx, f.version.Load()); err != nil {
+		c.loopError("heartbeat", err)
+	}
+}
+
+// publish announces version on the hot-set channel.
+func (c *Cache[V]) publish(ctx context.Context, version uint64) error {
+	c.fleet.loopCommands.Add(1)
+	c.fleet.published.Store(c.o.Clock().UnixNano())
+	return c.client.Publish(ctx, c.keys().channel, strconv.FormatUint(version, 10)).Err()
 }
 
 // stepTimeout bounds one step of the loop: an interval, but never under a second, so that a

@@ -117,6 +117,7 @@ func (c *Cache[V]) poll(ctx context.Context) error {
 	ks := c.keys()
 	lease := (3 * c.o.ReportInterval).Milliseconds() + 1
 	c.fleet.loopCommands.Add(1)
+	c.fleet.polls.Add(1)
 	res, err := pollScript.Run(ctx, c.client, []string{ks.meta, ks.lease}, c.o.InstanceID, lease).Slice()
 	if err != nil {
 		return err
@@ -183,9 +184,9 @@ func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error
 	members := *f.hot.Load()
 	var args []any
 	if partial {
-		args = c.promotions(rates, members)
+		args = c.promotions(ctx, rates, members)
 	} else {
-		args = c.decide(slot, rates, members)
+		args = c.decide(ctx, slot, rates, members)
 	}
 	if len(args) == 0 {
 		return nil
@@ -197,12 +198,12 @@ func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error
 // fastest keys at or above PromoteRate; demote a fleet-decided member once the intervals it
 // spent under DemoteRate without a break add up to Hold. Counting intervals rather than
 // evaluation times makes the hold independent of when the leader happens to run.
-func (c *Cache[V]) decide(slot int64, rates map[string]float64, members map[string]member) []any {
+func (c *Cache[V]) decide(ctx context.Context, slot int64, rates map[string]float64, members map[string]member) []any {
 	f := &c.fleet
 	if f.lowSince == nil {
 		f.lowSince = map[string]int64{}
 	}
-	args := c.promotions(rates, members)
+	args := c.promotions(ctx, rates, members)
 	for k, m := range members {
 		if m.Manual || rates[k] >= c.o.DemoteRate {
 			delete(f.lowSince, k)
@@ -226,11 +227,12 @@ func (c *Cache[V]) decide(slot int64, rates map[string]float64, members map[stri
 }
 
 // promotions returns apply.lua's triples promoting the keys not yet members whose rate is at
-// or above PromoteRate, fastest first.
-func (c *Cache[V]) promotions(rates map[string]float64, members map[string]member) []any {
+// or above PromoteRate, or at or above PromoteShare of their master's load (hotByShare),
+// fastest first.
+func (c *Cache[V]) promotions(ctx context.Context, rates map[string]float64, members map[string]member) []any {
 	var up []string
 	for k, r := range rates {
-		if _, ok := members[k]; !ok && r >= c.o.PromoteRate {
+		if _, ok := members[k]; !ok && (r >= c.o.PromoteRate || c.hotByShare(ctx, k, r)) {
 			up = append(up, k)
 		}
 	}
@@ -263,8 +265,8 @@ func (c *Cache[V]) apply(ctx context.Context, id string, epoch int64, triples []
 		return nil
 	}
 	if n, _ := res[2].(int64); n > 0 {
-		c.fleet.loopCommands.Add(1)
-		if err := c.client.Publish(ctx, ks.channel, strconv.FormatInt(res[1].(int64), 10)).Err(); err != nil {
+		v, _ := res[1].(int64)
+		if err := c.publish(ctx, uint64(v)); err != nil {
 			c.loopError("publish", err) // the others learn by their next poll
 		}
 	}

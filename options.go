@@ -24,6 +24,8 @@ const (
 	DefaultTTL = time.Hour
 	// DefaultReportInterval is the default Options.ReportInterval.
 	DefaultReportInterval = time.Second
+	// DefaultPollIntervals is the default Options.PollInterval, in ReportIntervals.
+	DefaultPollIntervals = 10
 	// DefaultPromoteRate is the default Options.PromoteRate, in Redis-level reads per second
 	// summed over the fleet.
 	DefaultPromoteRate = 200.0
@@ -79,10 +81,13 @@ type Options[V any] struct {
 	// Promote and Demote still work). Default: 1s. Range 10ms..1m.
 	ReportInterval time.Duration
 	// PollInterval is how often an instance that is not the leader polls the hot set's version
-	// in Redis. The leader announces every change on pub/sub, so a subscribed instance learns
-	// it at once; the poll is the safety net for announcements lost while its subscription
-	// was down, and how a new leader takes over. It is rounded to whole ReportIntervals.
-	// Default: ReportInterval. Range ReportInterval..1h.
+	// in Redis while the hot-set channel is live. The leader announces every change on
+	// pub/sub and publishes the version once per ReportInterval as a heartbeat, so a
+	// subscribed instance learns a change at once and needs no poll; an instance that has
+	// heard nothing on the channel for 3 ReportIntervals (its subscription is down, or there
+	// is no leader) polls every ReportInterval until it hears the channel again, and that
+	// poll is also how a new leader takes over. It is rounded to whole ReportIntervals.
+	// Default: 10×ReportInterval. Range ReportInterval..1h.
 	PollInterval time.Duration
 	// PubSub chooses the invalidation channel's kind (see l1cache.InvalidatorOptions.PubSub):
 	// sharded pub/sub on a cluster client, plain pub/sub otherwise. Set l1cache.PubSubGlobal
@@ -92,6 +97,18 @@ type Options[V any] struct {
 	// PromoteRate is the fleet-wide rate of Redis-level reads of one key (per second) at which
 	// the key is promoted. Default: 200.
 	PromoteRate float64
+	// PromoteShare promotes a key also by its share of its node's load: a key whose
+	// fleet-wide rate of Redis-level reads reaches PromoteShare times the commands per second
+	// of the master that holds it (and at least ShareMinRate) is promoted even under
+	// PromoteRate. The leader measures each master's commands per second from INFO stats
+	// (total_commands_processed) once per ReportInterval: one command per master. Demotion is
+	// unchanged (DemoteRate for Hold). Range 0 (off) or (0, 1]. Default: 0 (off): PromoteRate
+	// alone decides, and the leader sends no INFO.
+	PromoteShare float64
+	// ShareMinRate is the least fleet-wide rate at which PromoteShare promotes a key, so that
+	// a key that dominates an idle node is left alone. Range (DemoteRate, PromoteRate].
+	// Default: min(2×DemoteRate, PromoteRate).
+	ShareMinRate float64
 	// DemoteRate is the fleet-wide rate under which a promoted key starts to cool; it is
 	// demoted after staying under it for Hold. Range (0, PromoteRate). Default: PromoteRate/4.
 	DemoteRate float64
@@ -214,7 +231,7 @@ func (o Options[V]) loopDefaults() (Options[V], error) {
 		return o, invalid("Options.ReportInterval must be 10ms..1m (or negative: off), got %s", o.ReportInterval)
 	}
 	if o.PollInterval == 0 {
-		o.PollInterval = o.ReportInterval
+		o.PollInterval = min(DefaultPollIntervals*o.ReportInterval, time.Hour)
 	}
 	if o.ReportInterval > 0 && (o.PollInterval < o.ReportInterval || o.PollInterval > time.Hour) {
 		return o, invalid("Options.PollInterval must be ReportInterval..1h, got %s", o.PollInterval)
@@ -230,6 +247,15 @@ func (o Options[V]) loopDefaults() (Options[V], error) {
 	}
 	if !(o.DemoteRate > 0 && o.DemoteRate < o.PromoteRate) {
 		return o, invalid("Options.DemoteRate must be in (0, PromoteRate=%v), got %v", o.PromoteRate, o.DemoteRate)
+	}
+	if o.PromoteShare < 0 || o.PromoteShare > 1 || o.PromoteShare != o.PromoteShare {
+		return o, invalid("Options.PromoteShare must be 0 (off) or in (0, 1], got %v", o.PromoteShare)
+	}
+	if o.ShareMinRate == 0 {
+		o.ShareMinRate = min(2*o.DemoteRate, o.PromoteRate)
+	}
+	if !(o.ShareMinRate > o.DemoteRate && o.ShareMinRate <= o.PromoteRate) {
+		return o, invalid("Options.ShareMinRate must be in (DemoteRate=%v, PromoteRate=%v], got %v", o.DemoteRate, o.PromoteRate, o.ShareMinRate)
 	}
 	if o.Hold == 0 {
 		o.Hold = DefaultHold

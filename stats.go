@@ -59,6 +59,11 @@ type Stats struct {
 	HotVersion uint64
 	// Leader says this instance evaluates the fleet summary now.
 	Leader bool
+	// PubSubLive says this instance heard the hot-set channel (the leader's heartbeat or an
+	// announcement) within the last 3 ReportIntervals, so it polls only every PollInterval.
+	PubSubLive bool
+	// Polls counts this instance's polls of the hot set's version (and of the leader lease).
+	Polls uint64
 	// Reports, Evaluations count the loop's reports and (as leader) evaluations.
 	Reports, Evaluations uint64
 	// Promotions and Demotions count hot-set changes applied here.
@@ -77,7 +82,8 @@ func (c *Cache[V]) Stats() Stats {
 	return Stats{
 		L1: c.l1.Stats(), Replicas: c.rep.Stats(), Invalidator: c.inv.Stats(),
 		SourceLoads: f.sourceLoads.Load(), Hot: len(*f.hot.Load()), HotVersion: f.version.Load(),
-		Leader: f.leader.Load(), Reports: f.reports.Load(), Evaluations: f.evaluations.Load(),
+		Leader: f.leader.Load(), PubSubLive: c.fleet.heard.Load() != 0 && c.o.ReportInterval > 0 && c.pubSubLive(),
+		Polls: f.polls.Load(), Reports: f.reports.Load(), Evaluations: f.evaluations.Load(),
 		Promotions: f.promotions.Load(), Demotions: f.demotions.Load(), Refreshes: f.refreshes.Load(),
 		LoopCommands: f.loopCommands.Load(), LoopErrors: f.loopErrors.Load(), Fenced: f.fenced.Load(),
 	}

@@ -7,8 +7,8 @@
 --       milliseconds, 5 '1' to log the step and return the segment (a Pool, whose witness
 --       confirms it), '0' not to (a Central, which has no witness chain).
 -- Reply: {'ok', permit, token, 'new'|'dup', segment, lease expiry (server ms, 0 if none)}
---        (segment: see step.lua) | {'exhausted', seq} | {'fenced', seq} | {'missing', 0} |
---        {'invalid', msg}.
+--        (segment: see step.lua) | {'exhausted', seq} | {'fenced', seq} | {'missing', 0}.
+--        Bad arguments: an error 'ERR escrow: <what>', before any write.
 -- Invariant: a permit moves from free to held by exactly one job; a retried acquire of the
 -- same job returns the same permit and token; the token is the ledger sequence after the
 -- grant, so tokens only grow. A ledger behind its witness is marked fenced and grants nothing.
@@ -17,49 +17,45 @@
 local job, minSeq, lease, skew = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3] or '0'), tonumber(ARGV[4] or '0')
 local logged = ARGV[5] ~= '0'
 local function seg()
-  if logged then return segment(KEYS[7]) end
+  if logged then return segment() end
   return {}
 end
-if job == nil or job == '' then return {'invalid', 'empty job ID'} end
-if not minSeq or minSeq < 0 then return {'invalid', 'bad minimum sequence'} end
-if not lease or lease < 0 or not skew or skew < 0 then return {'invalid', 'bad lease or skew'} end
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
-local seq = tonumber(redis.call('HGET', KEYS[1], 'seq'))
-if redis.call('HGET', KEYS[1], 'fenced') == '1' then return {'fenced', seq} end
-if seq < minSeq then
-  redis.call('HSET', KEYS[1], 'fenced', 1)
-  return {'fenced', seq}
-end
-local cur = redis.call('HGET', KEYS[3], job)
+if job == nil or job == '' then return invalid('empty job ID') end
+if not minSeq or minSeq < 0 then return invalid('bad minimum sequence') end
+if not lease or lease < 0 or not skew or skew < 0 then return invalid('bad lease or skew') end
+if redis.call('EXISTS', meta) == 0 then return {'missing', 0} end
+local seq, fenced = fence_check(minSeq)
+if fenced then return {'fenced', seq} end
+local cur = redis.call('HGET', jobs, job)
 if cur then
   local sep = string.find(cur, ':', 1, true)
   return {'ok', tonumber(string.sub(cur, 1, sep - 1)), tonumber(string.sub(cur, sep + 1)), 'dup', seg(),
-    tonumber(redis.call('ZSCORE', KEYS[8], job) or '0')}
+    tonumber(redis.call('ZSCORE', leases, job) or '0')}
 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local expired = redis.call('ZRANGEBYSCORE', KEYS[8], '-inf', now - skew, 'LIMIT', 0, 16)
+local expired = redis.call('ZRANGEBYSCORE', leases, '-inf', now - skew, 'LIMIT', 0, 16)
 for _, j in ipairs(expired) do
-  local rec = redis.call('HGET', KEYS[3], j)
+  local rec = redis.call('HGET', jobs, j)
   if rec then
     local p = string.sub(rec, 1, string.find(rec, ':', 1, true) - 1)
-    redis.call('HDEL', KEYS[3], j)
-    redis.call('HDEL', KEYS[4], p)
-    redis.call('ZADD', KEYS[2], p, p)
+    redis.call('HDEL', jobs, j)
+    redis.call('HDEL', held, p)
+    redis.call('ZADD', free, p, p)
   end
-  redis.call('ZREM', KEYS[8], j)
+  redis.call('ZREM', leases, j)
 end
-local first = redis.call('ZRANGE', KEYS[2], 0, 0)
+local first = redis.call('ZRANGE', free, 0, 0)
 if #first == 0 then return {'exhausted', seq} end
 local p = first[1]
-redis.call('ZREM', KEYS[2], p)
-seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-redis.call('HSET', KEYS[3], job, p .. ':' .. seq)
-redis.call('HSET', KEYS[4], p, job)
+redis.call('ZREM', free, p)
+seq = redis.call('HINCRBY', meta, 'seq', 1)
+redis.call('HSET', jobs, job, p .. ':' .. seq)
+redis.call('HSET', held, p, job)
 local exp = 0
 if lease > 0 then
   exp = now + lease
-  redis.call('ZADD', KEYS[8], exp, job)
+  redis.call('ZADD', leases, exp, job)
 end
-if logged then log_step(KEYS[7], seq, 'acquire:' .. p .. ':' .. job) end
+if logged then log_step(seq, 'acquire:' .. p .. ':' .. job) end
 return {'ok', tonumber(p), seq, 'new', seg(), exp}

@@ -5,14 +5,14 @@
 -- Reply: activate: {'ok'} (active: this call activated it, or it was active already) |
 --        {'other', ID} (a pending ledger of another creation: it stays pending) | {'missing', 0};
 --        drop: {'dropped'} | {'active'} (an active ledger is never dropped) | {'missing', 0};
---        {'invalid', msg} for bad arguments.
+--        bad arguments: an error 'ERR escrow: <what>', before any write.
 -- Invariant: a pending ledger has granted nothing (it is fenced), so dropping it loses
 -- nothing; it becomes active only under the creation ID its marker names.
 local mode, id = ARGV[1], ARGV[2] or ''
-if mode ~= 'activate' and mode ~= 'drop' then return {'invalid', 'bad activate mode'} end
-if mode == 'activate' and id == '' then return {'invalid', 'empty creation ID'} end
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
-local m = redis.call('HMGET', KEYS[1], 'cid', 'pending')
+if mode ~= 'activate' and mode ~= 'drop' then return invalid('bad activate mode') end
+if mode == 'activate' and id == '' then return invalid('empty creation ID') end
+if redis.call('EXISTS', meta) == 0 then return {'missing', 0} end
+local m = redis.call('HMGET', meta, 'cid', 'pending')
 if mode == 'drop' then
   if m[2] ~= '1' then return {'active'} end
   redis.call('DEL', unpack(KEYS))
@@ -20,6 +20,6 @@ if mode == 'drop' then
 end
 if m[2] ~= '1' then return {'ok'} end
 if m[1] ~= id then return {'other', m[1] or ''} end
-redis.call('HSET', KEYS[1], 'fenced', 0)
-redis.call('HDEL', KEYS[1], 'pending')
+redis.call('HSET', meta, 'fenced', 0)
+redis.call('HDEL', meta, 'pending')
 return {'ok'}

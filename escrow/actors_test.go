@@ -14,19 +14,20 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
 // gate holds back the first command of a client that runs script s (EVALSHA or EVAL), so
 // the actor behind that client pauses between what it read and the write that depends on
 // it. Reached is closed when the command arrives; the command runs after open.
 type gate struct {
-	s       *redis.Script
+	s       *script.Script
 	once    sync.Once
 	reached chan struct{}
 	release chan struct{}
 }
 
-func newGate(s *redis.Script) *gate {
+func newGate(s *script.Script) *gate {
 	return &gate{s: s, reached: make(chan struct{}), release: make(chan struct{})}
 }
 
@@ -65,7 +66,7 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 
 // pausedPool is a second actor on the same pool: its client holds back its first command
 // running s until the gate opens.
-func pausedPool(t *testing.T, c *redis.Client, opts PoolOptions, s *redis.Script) (*Pool, *gate) {
+func pausedPool(t *testing.T, c *redis.Client, opts PoolOptions, s *script.Script) (*Pool, *gate) {
 	t.Helper()
 	g := newGate(s)
 	c.AddHook(g)
@@ -257,7 +258,7 @@ func TestEveryCallAgainstASecondActorAndARestore(t *testing.T) {
 	t.Parallel()
 	type call struct {
 		name   string
-		script *redis.Script
+		script *script.Script
 		setup  func(ctx context.Context, t *testing.T, p *Pool)
 		run    func(ctx context.Context, p *Pool) error
 		second func(ctx context.Context, p *Pool) error

@@ -113,7 +113,7 @@ type ledgerSnapshot struct {
 }
 
 // inKey is the field of the in hash that holds the target's answer about transfer id from
-// source: transfer IDs are unique per source only. It matches accept.lua and refuse.lua.
+// source: transfer IDs are unique per source only. It is in_key of step.lua.
 func inKey(source, id string) string {
 	return strconv.Itoa(len(source)) + ":" + source + ":" + id
 }
@@ -167,80 +167,106 @@ func pairs(v any, fn func(k, v string)) {
 }
 
 // buildReport places every permit found in the snapshots. A transfer frozen at its source
-// and accepted by its target counts at the target only. names lists the pool's owners (nil
-// for a Central limiter).
+// and accepted by its target counts at the target only. witnessed maps each owner to the top
+// of its witness chain (nil for a Central limiter, which has no witness).
 func buildReport(capacity int, snaps []ledgerSnapshot, witnessed map[string]int64) AuditReport {
-	r := AuditReport{Capacity: capacity}
-	byOwner := make(map[string]*ledgerSnapshot, len(snaps))
+	a := auditor{r: AuditReport{Capacity: capacity}, places: map[int][]string{}, kinds: map[int]int{},
+		byOwner: make(map[string]*ledgerSnapshot, len(snaps))}
 	for i := range snaps {
-		byOwner[snaps[i].owner] = &snaps[i]
-	}
-	places := make(map[int][]string)
-	kinds := make(map[int]int) // 0 free, 1 held, 2 transfer (meaningful when placed once)
-	put := func(p int, kind int, where string) {
-		if p < 1 || p > capacity {
-			r.Problems = append(r.Problems, fmt.Sprintf("permit %d out of range at %s", p, where))
-			return
-		}
-		places[p] = append(places[p], where)
-		kinds[p] = kind
+		a.byOwner[snaps[i].owner] = &snaps[i]
 	}
 	for _, s := range snaps {
-		oa := OwnerAudit{Owner: s.owner, Exists: s.exists, Fenced: s.fenced, Seq: s.seq, Witness: witnessed[s.owner],
-			Free: len(s.free), Held: len(s.held), TransfersIn: len(s.in), OutRecs: len(s.out)}
-		if !s.exists {
-			r.Problems = append(r.Problems, fmt.Sprintf("ledger %q is missing", s.owner))
-		}
-		if s.fenced || (witnessed != nil && s.seq < witnessed[s.owner]) {
-			r.Problems = append(r.Problems, fmt.Sprintf("ledger %q is fenced (seq %d, witness %d)", s.owner, s.seq, witnessed[s.owner]))
-		}
-		for _, p := range s.free {
-			put(p, 0, "free@"+s.owner)
-		}
-		for p, job := range s.held {
-			put(p, 1, "held@"+s.owner+":"+job)
-			if rec, ok := s.jobs[job]; !ok || !strings.HasPrefix(rec, strconv.Itoa(p)+":") {
-				r.Problems = append(r.Problems, fmt.Sprintf("ledger %q: permit %d held by %q, job record %q", s.owner, p, job, rec))
-			}
-		}
-		if len(s.jobs) != len(s.held) {
-			r.Problems = append(r.Problems, fmt.Sprintf("ledger %q: %d jobs but %d held permits", s.owner, len(s.jobs), len(s.held)))
-		}
-		for id, rec := range s.out {
-			if rec.S != "frozen" {
-				continue
-			}
-			oa.Frozen += len(rec.P)
-			pt := PendingTransfer{ID: id, From: s.owner, To: rec.To, Permits: rec.P}
-			if tgt, ok := byOwner[rec.To]; ok && tgt.in[inKey(s.owner, id)].S == "accepted" {
-				pt.Accepted = true
-			} else {
-				for _, p := range rec.P {
-					put(p, 2, "transfer "+id+" "+s.owner+"->"+rec.To)
-				}
-			}
-			r.Pending = append(r.Pending, pt)
-		}
-		r.Owners = append(r.Owners, oa)
+		a.place(s, witnessed)
 	}
-	for p := 1; p <= capacity; p++ {
-		switch len(places[p]) {
+	a.tally()
+	sort.Slice(a.r.Pending, func(i, j int) bool { return a.r.Pending[i].ID < a.r.Pending[j].ID })
+	sort.Strings(a.r.Problems)
+	return a.r
+}
+
+// auditor collects the places of every permit while buildReport reads the ledgers.
+type auditor struct {
+	r       AuditReport
+	byOwner map[string]*ledgerSnapshot
+	places  map[int][]string
+	kinds   map[int]int // 0 free, 1 held, 2 transfer (meaningful when placed once)
+}
+
+// put records that permit p is at where, of kind.
+func (a *auditor) put(p int, kind int, where string) {
+	if p < 1 || p > a.r.Capacity {
+		a.r.Problems = append(a.r.Problems, fmt.Sprintf("permit %d out of range at %s", p, where))
+		return
+	}
+	a.places[p] = append(a.places[p], where)
+	a.kinds[p] = kind
+}
+
+// place records every permit of ledger s, and its problems.
+func (a *auditor) place(s ledgerSnapshot, witnessed map[string]int64) {
+	oa := OwnerAudit{Owner: s.owner, Exists: s.exists, Fenced: s.fenced, Seq: s.seq, Witness: witnessed[s.owner],
+		Free: len(s.free), Held: len(s.held), TransfersIn: len(s.in), OutRecs: len(s.out)}
+	if !s.exists {
+		a.r.Problems = append(a.r.Problems, fmt.Sprintf("ledger %q is missing", s.owner))
+	}
+	if s.fenced || (witnessed != nil && s.seq < witnessed[s.owner]) {
+		a.r.Problems = append(a.r.Problems, fmt.Sprintf("ledger %q is fenced (seq %d, witness %d)", s.owner, s.seq, witnessed[s.owner]))
+	}
+	for _, p := range s.free {
+		a.put(p, 0, "free@"+s.owner)
+	}
+	for p, job := range s.held {
+		a.put(p, 1, "held@"+s.owner+":"+job)
+		if rec, ok := s.jobs[job]; !ok || !strings.HasPrefix(rec, strconv.Itoa(p)+":") {
+			a.r.Problems = append(a.r.Problems, fmt.Sprintf("ledger %q: permit %d held by %q, job record %q", s.owner, p, job, rec))
+		}
+	}
+	if len(s.jobs) != len(s.held) {
+		a.r.Problems = append(a.r.Problems, fmt.Sprintf("ledger %q: %d jobs but %d held permits", s.owner, len(s.jobs), len(s.held)))
+	}
+	oa.Frozen = a.placeOutgoing(s)
+	a.r.Owners = append(a.r.Owners, oa)
+}
+
+// placeOutgoing records the transfers frozen at s as pending, and their permits as in
+// transfer unless the target has accepted them. It returns the number of frozen permits.
+func (a *auditor) placeOutgoing(s ledgerSnapshot) int {
+	frozen := 0
+	for id, rec := range s.out {
+		if rec.S != "frozen" {
+			continue
+		}
+		frozen += len(rec.P)
+		pt := PendingTransfer{ID: id, From: s.owner, To: rec.To, Permits: rec.P}
+		if tgt, ok := a.byOwner[rec.To]; ok && tgt.in[inKey(s.owner, id)].S == "accepted" {
+			pt.Accepted = true
+		} else {
+			for _, p := range rec.P {
+				a.put(p, 2, "transfer "+id+" "+s.owner+"->"+rec.To)
+			}
+		}
+		a.r.Pending = append(a.r.Pending, pt)
+	}
+	return frozen
+}
+
+// tally counts each permit placed once by kind, and lists those placed nowhere or twice.
+func (a *auditor) tally() {
+	for p := 1; p <= a.r.Capacity; p++ {
+		switch len(a.places[p]) {
 		case 0:
-			r.Missing = append(r.Missing, p)
+			a.r.Missing = append(a.r.Missing, p)
 		case 1:
-			switch kinds[p] {
+			switch a.kinds[p] {
 			case 0:
-				r.Free++
+				a.r.Free++
 			case 1:
-				r.Held++
+				a.r.Held++
 			case 2:
-				r.InTransfer++
+				a.r.InTransfer++
 			}
 		default:
-			r.Duplicated = append(r.Duplicated, PermitPlaces{Permit: p, Places: places[p]})
+			a.r.Duplicated = append(a.r.Duplicated, PermitPlaces{Permit: p, Places: a.places[p]})
 		}
 	}
-	sort.Slice(r.Pending, func(i, j int) bool { return r.Pending[i].ID < r.Pending[j].ID })
-	sort.Strings(r.Problems)
-	return r
 }

@@ -29,9 +29,10 @@ type Central struct {
 // start-up.
 func NewCentral(client Client, opts CentralOptions) (*Central, error) {
 	if client == nil {
-		return nil, errors.New("escrow: client must not be nil")
+		return nil, fmt.Errorf("%w: client must not be nil", ErrInvalid)
 	}
-	if err := opts.validate(); err != nil {
+	opts, err := opts.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	l := newLedger(opts.Prefix, opts.Name, "", 1, opts.Capacity, opts.Capacity)
@@ -154,7 +155,7 @@ func (c *Central) RestoreLost(ctx context.Context) error {
 // never a second permit. The job holds the permit until Release. After an error other than
 // ErrExhausted the job may or may not hold a permit: retry with the same job ID, or Release.
 func (c *Central) Acquire(ctx context.Context, jobID string) (Grant, error) {
-	g, _, err := c.l.acquire(ctx, c.c, jobID, 0, c.opts.Lease, c.opts.LeaseSkew, false)
+	g, _, err := c.l.acquire(ctx, c.c, c.opts.Clock, jobID, 0, c.opts.Lease, c.opts.LeaseSkew, false)
 	count(&c.stats, g, err)
 	return g, err
 }
@@ -169,11 +170,11 @@ func (c *Central) Release(ctx context.Context, jobID string) error {
 	return err
 }
 
-// Renew extends the lease of jobID's grant by Options.Lease from now and returns the new
+// Renew extends the lease of jobID's grant by CentralOptions.Lease from now and returns the new
 // expiry by the caller's clock. A job that holds nothing (its lease ended and the permit was
 // taken back, or it was released) gets ErrNotHeld and must stop working on the permit.
 func (c *Central) Renew(ctx context.Context, jobID string) (time.Time, error) {
-	exp, _, err := c.l.renew(ctx, c.c, jobID, c.opts.Lease)
+	exp, _, err := c.l.renew(ctx, c.c, c.opts.Clock, jobID, c.opts.Lease)
 	return exp, err
 }
 

@@ -113,12 +113,10 @@ func TestCentralBadInputChangesNothing(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalid)
 	require.ErrorIs(t, cl.Release(ctx, ""), ErrInvalid)
 	// The script validates on its own too, before any write.
-	r, err := runScript(ctx, c, acquireScript, cl.l.keys, "", 0)
-	require.NoError(t, err)
-	require.Equal(t, "invalid", r.status)
-	r, err = runScript(ctx, c, acquireScript, cl.l.keys, "job", "x")
-	require.NoError(t, err)
-	require.Equal(t, "invalid", r.status)
+	_, err = runScript(ctx, c, acquireScript, cl.l.keys, "", 0)
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = runScript(ctx, c, acquireScript, cl.l.keys, "job", "x")
+	require.ErrorIs(t, err, ErrInvalid)
 	require.Equal(t, 2, requireClean(t, cl).Free)
 }
 

@@ -1,6 +1,20 @@
 // Package escrow keeps a strict global limit — at most N jobs at once — without ever creating
 // capacity, through lost replies, retries, transfers between owners and restarts.
 //
+//	// rdb is a *redis.ClusterClient (each witness then sits on another master than its
+//	// ledger); with a standalone server, give PoolOptions.Witness on another server.
+//	pool, err := escrow.NewPool(rdb, escrow.PoolOptions{
+//		Name: "video", Capacity: 100,
+//		Owners: []escrow.Owner{{Name: "eu", First: 1, Last: 50}, {Name: "us", First: 51, Last: 100}},
+//		Lease:  time.Minute, // optional: a dead holder's permit comes back
+//	})
+//	if err != nil { ... }
+//	if err := pool.Init(ctx); err != nil { ... }
+//	g, err := pool.Acquire(ctx, "eu", "job-42") // g.Permit, g.Token, g.Expires
+//	...                                          // pool.Renew before g.Expires
+//	err = pool.Release(ctx, "eu", "job-42")
+//	err = pool.Transfer(ctx, "us", "eu", 10, "t-2026-11-30-1")
+//
 // # The problem
 //
 // "Read the shared remainder, then grant" from several places is how two workers both take the
@@ -206,20 +220,4 @@
 // not detected (there is no witness), so a Central needs a durable single master. Reads must
 // reach masters: NewPool refuses a cluster client that routes reads to replicas (ReadOnly,
 // RouteByLatency, RouteRandomly), since a lagging replica would show an old witness.
-//
-// # Example
-//
-//	// rdb is a *redis.ClusterClient (each witness then sits on another master than its
-//	// ledger); with a standalone server, give PoolOptions.Witness on another server.
-//	pool, err := escrow.NewPool(rdb, escrow.PoolOptions{
-//		Name: "video", Capacity: 100,
-//		Owners: []escrow.Owner{{Name: "eu", First: 1, Last: 50}, {Name: "us", First: 51, Last: 100}},
-//		Lease:  time.Minute, // optional: a dead holder's permit comes back
-//	})
-//	if err != nil { ... }
-//	if err := pool.Init(ctx); err != nil { ... }
-//	g, err := pool.Acquire(ctx, "eu", "job-42") // g.Permit, g.Token, g.Expires
-//	...                                          // pool.Renew before g.Expires
-//	err = pool.Release(ctx, "eu", "job-42")
-//	err = pool.Transfer(ctx, "us", "eu", 10, "t-2026-11-30-1")
 package escrow

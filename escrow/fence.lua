@@ -6,6 +6,7 @@
 -- Invariant: a fenced ledger refuses every change until Pool.Reconcile. The caller runs this
 -- when the witness showed that the ledger's history is not the one the witness confirmed
 -- (the ledger was restored to an earlier point), so it cannot hurt a healthy ledger.
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
-redis.call('HSET', KEYS[1], 'fenced', 1)
-return {'ok', tonumber(redis.call('HGET', KEYS[1], 'seq'))}
+local meta = KEYS[1]
+if redis.call('EXISTS', meta) == 0 then return {'missing', 0} end
+redis.call('HSET', meta, 'fenced', 1)
+return {'ok', tonumber(redis.call('HGET', meta, 'seq'))}

@@ -5,37 +5,34 @@
 -- ARGV: 1 transfer ID T, 2 target owner, 3 k (1..cap), 4 minimum sequence (the witness).
 -- Reply: {'ok', state, seq, json record, segment, 'new'|'dup'} (state frozen|done|aborted; a
 --        repeat of T returns the stored record; segment: see step.lua) | {'insufficient', free} | {'conflict', json} | {'fenced', seq} |
---        {'missing', 0} | {'invalid', msg}.
+--        {'missing', 0}.
+--        Bad arguments: an error 'ERR escrow: <what>', before any write.
 -- Invariant: frozen permits leave the free set in the same step that records T, so from this
 -- commit on the source can no longer grant them. T is frozen at most once.
 local t, to, k, minSeq = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-if t == nil or t == '' then return {'invalid', 'empty transfer ID'} end
-if to == nil or to == '' then return {'invalid', 'empty target'} end
-if not k or k < 1 or k ~= math.floor(k) then return {'invalid', 'k must be a positive integer'} end
-if not minSeq or minSeq < 0 then return {'invalid', 'bad minimum sequence'} end
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
-local seq = tonumber(redis.call('HGET', KEYS[1], 'seq'))
-if redis.call('HGET', KEYS[1], 'fenced') == '1' then return {'fenced', seq} end
-if seq < minSeq then
-  redis.call('HSET', KEYS[1], 'fenced', 1)
-  return {'fenced', seq}
-end
-local old = redis.call('HGET', KEYS[5], t)
+if t == nil or t == '' then return invalid('empty transfer ID') end
+if to == nil or to == '' then return invalid('empty target') end
+if not k or k < 1 or k ~= math.floor(k) then return invalid('k must be a positive integer') end
+if not minSeq or minSeq < 0 then return invalid('bad minimum sequence') end
+if redis.call('EXISTS', meta) == 0 then return {'missing', 0} end
+local seq, fenced = fence_check(minSeq)
+if fenced then return {'fenced', seq} end
+local old = redis.call('HGET', out, t)
 if old then
   local r = cjson.decode(old)
   if r.to ~= to or r.k ~= k then return {'conflict', old} end
-  return {'ok', r.s, r.seq, old, segment(KEYS[7]), 'dup'}
+  return {'ok', r.s, r.seq, old, segment(), 'dup'}
 end
-local n = redis.call('ZCARD', KEYS[2])
+local n = redis.call('ZCARD', free)
 if n < k then return {'insufficient', n} end
-local ps = redis.call('ZRANGE', KEYS[2], 0, k - 1)
+local ps = redis.call('ZRANGE', free, 0, k - 1)
 local nums = {}
 for i, p in ipairs(ps) do
   nums[i] = tonumber(p)
-  redis.call('ZREM', KEYS[2], p)
+  redis.call('ZREM', free, p)
 end
-seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+seq = redis.call('HINCRBY', meta, 'seq', 1)
 local rec = cjson.encode({s = 'frozen', to = to, k = k, seq = seq, p = nums})
-redis.call('HSET', KEYS[5], t, rec)
-log_step(KEYS[7], seq, 'freeze:' .. t)
-return {'ok', 'frozen', seq, rec, segment(KEYS[7]), 'new'}
+redis.call('HSET', out, t, rec)
+log_step(seq, 'freeze:' .. t)
+return {'ok', 'frozen', seq, rec, segment(), 'new'}

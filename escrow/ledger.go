@@ -2,6 +2,7 @@ package escrow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -9,6 +10,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/script"
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // Grant is one permit granted to a job.
@@ -51,7 +55,7 @@ type ledger struct {
 }
 
 func newLedger(prefix, tag, owner string, first, last, capacity int) ledger {
-	base := prefix + "{" + tag + "}:"
+	base := slot.Tagged(prefix, tag) + ":"
 	return ledger{
 		owner:    owner,
 		keys:     []string{base + "meta", base + "free", base + "jobs", base + "held", base + "out", base + "in", base + "log", base + "leases"},
@@ -118,10 +122,12 @@ func toInt(v any) int64 {
 	return 0
 }
 
-func runScript(ctx context.Context, c redis.Scripter, s *redis.Script, keys []string, args ...any) (reply, error) {
+// runScript runs s and decodes its reply. A script refuses a bad argument with an error
+// "ERR escrow: <what>" before any write; runScript returns it wrapping ErrInvalid.
+func runScript(ctx context.Context, c redis.Scripter, s *script.Script, keys []string, args ...any) (reply, error) {
 	res, err := s.Run(ctx, c, keys, args...).Slice()
 	if err != nil {
-		return reply{}, err
+		return reply{}, scriptError(err)
 	}
 	if len(res) == 0 {
 		return reply{}, fmt.Errorf("escrow: empty script reply")
@@ -133,6 +139,16 @@ func runScript(ctx context.Context, c redis.Scripter, s *redis.Script, keys []st
 	return reply{status: st, vals: res[1:]}, nil
 }
 
+// scriptError ties a script's refusal of a bad argument to ErrInvalid, and returns any other
+// error as it is.
+func scriptError(err error) error {
+	var re redis.Error
+	if errors.As(err, &re) && strings.HasPrefix(re.Error(), "ERR escrow: ") {
+		return fmt.Errorf("%w: %s", ErrInvalid, strings.TrimPrefix(re.Error(), "ERR escrow: "))
+	}
+	return err
+}
+
 // common maps the statuses every ledger script may return to errors.
 func (l ledger) common(r reply, witness int64) error {
 	switch r.status {
@@ -140,8 +156,6 @@ func (l ledger) common(r reply, witness int64) error {
 		return &FencedError{Owner: l.owner, LedgerSeq: r.int(0), WitnessSeq: witness}
 	case "missing":
 		return fmt.Errorf("%w (owner %q)", ErrLedgerMissing, l.owner)
-	case "invalid":
-		return fmt.Errorf("%w: %s", ErrInvalid, r.str(0))
 	}
 	return nil
 }
@@ -194,11 +208,11 @@ func (l ledger) runInit(ctx context.Context, c redis.Scripter, witness, start in
 
 // acquire runs the acquire script. On success it also returns the ledger's last steps, which
 // a Pool has the witness confirm before it acknowledges the grant.
-func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witness int64, lease, skew time.Duration, logged bool) (Grant, []step, error) {
+func (l ledger) acquire(ctx context.Context, c redis.Scripter, clock func() time.Time, job string, witness int64, lease, skew time.Duration, logged bool) (Grant, []step, error) {
 	if err := checkID("job ID", job); err != nil {
 		return Grant{}, nil, err
 	}
-	start := time.Now()
+	start := clock()
 	logFlag := 0
 	if logged {
 		logFlag = 1
@@ -229,14 +243,14 @@ func (l ledger) acquire(ctx context.Context, c redis.Scripter, job string, witne
 
 // renew extends job's lease; it returns the new expiry by the caller's clock and the
 // ledger's last steps right after the renewal (for the witness to confirm).
-func (l ledger) renew(ctx context.Context, c redis.Scripter, job string, lease time.Duration) (time.Time, []step, error) {
+func (l ledger) renew(ctx context.Context, c redis.Scripter, clock func() time.Time, job string, lease time.Duration) (time.Time, []step, error) {
 	if err := checkID("job ID", job); err != nil {
 		return time.Time{}, nil, err
 	}
 	if lease <= 0 {
-		return time.Time{}, nil, fmt.Errorf("%w: Renew needs Options.Lease > 0", ErrInvalid)
+		return time.Time{}, nil, fmt.Errorf("%w: Renew needs a lease: Lease must be > 0 in the options", ErrInvalid)
 	}
-	start := time.Now()
+	start := clock()
 	r, err := runScript(ctx, c, renewScript, l.keys, job, lease.Milliseconds())
 	if err != nil {
 		return time.Time{}, nil, fmt.Errorf("escrow: renew %q: %w", job, err)

@@ -3,6 +3,7 @@ package escrow
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -10,9 +11,31 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
-func TestMain(m *testing.M) { celebritytest.Main(m) }
+func TestMain(m *testing.M) {
+	// The runnable examples use two servers with appendfsync always, one for the ledgers and
+	// one for the witnesses, as production would; the kit stops them at the end.
+	ExampleAddr = celebritytest.NewServer(mainTB{}, celebritytest.ServerOptions{AOF: true}).Addr()
+	ExampleWitnessAddr = celebritytest.NewServer(mainTB{}, celebritytest.ServerOptions{AOF: true}).Addr()
+	celebritytest.Main(m)
+}
+
+// mainTB lets TestMain ask the kit for servers before any test runs. The kit's teardown in
+// Main stops every server it started, so Cleanup has nothing to do.
+type mainTB struct{ testing.TB }
+
+func (mainTB) Helper()        {}
+func (mainTB) Cleanup(func()) {}
+func (mainTB) Fatal(args ...any) {
+	fmt.Fprintln(os.Stderr, args...)
+	os.Exit(1)
+}
+func (mainTB) Skip(args ...any) {
+	fmt.Fprintln(os.Stderr, args...)
+	os.Exit(0)
+}
 
 // testCtx returns a context bounded generously, cancelled when the test ends.
 func testCtx(t testing.TB) context.Context {
@@ -85,19 +108,12 @@ func freeAt(t testing.TB, p *Pool, owner string) int {
 func preload(t testing.TB, c redis.UniversalClient) {
 	t.Helper()
 	ctx := testCtx(t)
-	scripts := []*redis.Script{initScript, acquireScript, releaseScript, freezeScript, acceptScript,
-		refuseScript, settleScript, snapshotScript, reconcileScript, witnessScript, tailScript, fenceScript, renewScript, restoreScript, markScript, activateScript}
-	load := func(ctx context.Context, s redis.Scripter) error {
-		for _, sc := range scripts {
-			if err := sc.Load(ctx, s).Err(); err != nil {
-				return fmt.Errorf("load: %w", err)
-			}
-		}
-		return nil
-	}
 	if cc, ok := c.(*redis.ClusterClient); ok {
-		require.NoError(t, cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error { return load(ctx, n) }))
+		// Every node, replicas too: a test that fails over must not meet NOSCRIPT after it.
+		require.NoError(t, cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {
+			return script.Load(ctx, n, allScripts...)
+		}))
 		return
 	}
-	require.NoError(t, load(ctx, c))
+	require.NoError(t, script.Load(ctx, c, allScripts...))
 }

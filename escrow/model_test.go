@@ -14,6 +14,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
 // pending is the model of a transfer frozen at its source and not settled there.
@@ -64,7 +65,7 @@ func (m *escrowMachine) newPools() {
 	}
 }
 
-func (m *escrowMachine) drop(s *redis.Script) {
+func (m *escrowMachine) drop(s *script.Script) {
 	m.inj.DropReply(faults.Match{Command: "EVALSHA", Arg: s.Hash()}, 1)
 	m.drops++
 }

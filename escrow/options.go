@@ -10,11 +10,17 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // Defaults and limits of the options.
 const (
-	// DefaultPrefix is the key prefix used when Options.Prefix is empty.
+	// DefaultPrefix is the key prefix used when CentralOptions.Prefix or PoolOptions.Prefix
+	// is empty. It is not "celebrity:escrow:", the form of the other packages' prefixes:
+	// after a change of the default, Init would find neither the ledgers nor their witnesses
+	// and create every ledger anew with all its permits free while the old holders still
+	// run. A deployment that wants the common form sets Prefix when it first creates a pool.
 	DefaultPrefix = "escrow:"
 	// MaxCapacity is the largest capacity a limiter or a pool accepts.
 	MaxCapacity = 100000
@@ -83,6 +89,10 @@ type CentralOptions struct {
 	// Logger receives warnings (for example when CONFIG GET is forbidden) and the record of
 	// RestoreLost. Default: none.
 	Logger *slog.Logger
+	// Clock returns the current time; Acquire and Renew read it before they send the request
+	// and count Grant.Expires from it. Fencing never depends on it (the ledger's server
+	// decides when a lease has ended). Default: time.Now.
+	Clock func() time.Time
 }
 
 // Owner names one owner of a partitioned pool and the permits it holds at creation.
@@ -141,6 +151,10 @@ type PoolOptions struct {
 	AllowSharedWitness bool
 	// Logger receives warnings (CONFIG GET forbidden, fenced ledgers). Default: none.
 	Logger *slog.Logger
+	// Clock returns the current time; Acquire and Renew read it before they send the request
+	// and count Grant.Expires from it. Fencing never depends on it (the ledger's server
+	// decides when a lease has ended). Default: time.Now.
+	Clock func() time.Time
 }
 
 // checkName refuses a pool, owner or limit name that could not name its keys unambiguously:
@@ -156,7 +170,7 @@ func checkName(field, v string) error {
 		return fmt.Errorf("%w: %s must be at most %d bytes, got %d", ErrInvalid, field, MaxNameLen, len(v))
 	case !utf8.ValidString(v):
 		return fmt.Errorf("%w: %s must be valid UTF-8, got %q", ErrInvalid, field, v)
-	case strings.ContainsAny(v, "{}:"):
+	case slot.HasBraces(v) || strings.ContainsRune(v, ':'):
 		return fmt.Errorf("%w: %s must not contain '{', '}' or ':', got %q", ErrInvalid, field, v)
 	}
 	return nil
@@ -176,20 +190,30 @@ func checkID(field, v string) error {
 	return nil
 }
 
-// checkLease validates a lease and fills the default skew.
-func checkLease(prefix string, lease, skew *time.Duration) error {
+// leaseDefaults validates a lease and returns the skew margin, DefaultLeaseSkew for zero.
+func leaseDefaults(prefix string, lease, skew time.Duration) (time.Duration, error) {
 	switch {
-	case *lease < 0:
-		return fmt.Errorf("%w: %s.Lease must be >= 0 (0: no lease), got %s", ErrInvalid, prefix, *lease)
-	case *lease > 0 && *lease < time.Millisecond:
-		return fmt.Errorf("%w: %s.Lease must be at least 1ms, got %s", ErrInvalid, prefix, *lease)
-	case *skew < 0:
-		return fmt.Errorf("%w: %s.LeaseSkew must be >= 0 (0: DefaultLeaseSkew), got %s", ErrInvalid, prefix, *skew)
+	case lease < 0:
+		return 0, fmt.Errorf("%w: %s.Lease must be >= 0 (0: no lease), got %s", ErrInvalid, prefix, lease)
+	case lease > 0 && lease < time.Millisecond:
+		return 0, fmt.Errorf("%w: %s.Lease must be at least 1ms, got %s", ErrInvalid, prefix, lease)
+	case skew < 0:
+		return 0, fmt.Errorf("%w: %s.LeaseSkew must be >= 0 (0: DefaultLeaseSkew), got %s", ErrInvalid, prefix, skew)
+	case skew == 0:
+		return DefaultLeaseSkew, nil
 	}
-	if *skew == 0 {
-		*skew = DefaultLeaseSkew
+	return skew, nil
+}
+
+// prefixDefault validates a key prefix and returns DefaultPrefix for an empty one.
+func prefixDefault(field, prefix string) (string, error) {
+	if slot.HasBraces(prefix) {
+		return "", fmt.Errorf("%w: %s must not contain '{' or '}', got %q", ErrInvalid, field, prefix)
 	}
-	return nil
+	if prefix == "" {
+		return DefaultPrefix, nil
+	}
+	return prefix, nil
 }
 
 func checkCapacity(field string, c int) error {
@@ -199,46 +223,61 @@ func checkCapacity(field string, c int) error {
 	return nil
 }
 
-func (o *CentralOptions) validate() error {
+// withDefaults validates o and fills its zero fields with the defaults. Every error wraps
+// ErrInvalid and names the field and the allowed range.
+func (o CentralOptions) withDefaults() (CentralOptions, error) {
 	if err := checkName("CentralOptions.Name", o.Name); err != nil {
-		return err
+		return o, err
 	}
 	if err := checkCapacity("CentralOptions.Capacity", o.Capacity); err != nil {
-		return err
+		return o, err
 	}
-	if err := checkLease("CentralOptions", &o.Lease, &o.LeaseSkew); err != nil {
-		return err
+	var err error
+	if o.LeaseSkew, err = leaseDefaults("CentralOptions", o.Lease, o.LeaseSkew); err != nil {
+		return o, err
 	}
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
+	if o.Prefix, err = prefixDefault("CentralOptions.Prefix", o.Prefix); err != nil {
+		return o, err
 	}
-	if strings.ContainsAny(o.Prefix, "{}") {
-		return fmt.Errorf("%w: CentralOptions.Prefix must not contain '{' or '}', got %q", ErrInvalid, o.Prefix)
+	if o.Clock == nil {
+		o.Clock = time.Now
 	}
-	return nil
+	return o, nil
 }
 
-func (o *PoolOptions) validate() error {
+// withDefaults validates o and fills its zero fields with the defaults. Every error wraps
+// ErrInvalid and names the field and the allowed range.
+func (o PoolOptions) withDefaults() (PoolOptions, error) {
 	if err := checkName("PoolOptions.Name", o.Name); err != nil {
-		return err
+		return o, err
 	}
 	if err := checkCapacity("PoolOptions.Capacity", o.Capacity); err != nil {
-		return err
+		return o, err
 	}
-	if err := checkLease("PoolOptions", &o.Lease, &o.LeaseSkew); err != nil {
-		return err
+	var err error
+	if o.LeaseSkew, err = leaseDefaults("PoolOptions", o.Lease, o.LeaseSkew); err != nil {
+		return o, err
 	}
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
+	if o.Prefix, err = prefixDefault("PoolOptions.Prefix", o.Prefix); err != nil {
+		return o, err
 	}
-	if strings.ContainsAny(o.Prefix, "{}") {
-		return fmt.Errorf("%w: PoolOptions.Prefix must not contain '{' or '}', got %q", ErrInvalid, o.Prefix)
+	if err := checkOwners(o.Owners, o.Capacity); err != nil {
+		return o, err
 	}
-	if n := len(o.Owners); n < 1 || n > MaxOwners {
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	return o, nil
+}
+
+// checkOwners checks that the owners' names are valid and distinct and that their ranges
+// split 1..capacity exactly.
+func checkOwners(owners []Owner, capacity int) error {
+	if n := len(owners); n < 1 || n > MaxOwners {
 		return fmt.Errorf("%w: PoolOptions.Owners must hold 1..%d owners, got %d", ErrInvalid, MaxOwners, n)
 	}
-	seen := make(map[string]bool, len(o.Owners))
-	for i, ow := range o.Owners {
+	seen := make(map[string]bool, len(owners))
+	for i, ow := range owners {
 		if err := checkName(fmt.Sprintf("PoolOptions.Owners[%d].Name", i), ow.Name); err != nil {
 			return err
 		}
@@ -246,12 +285,18 @@ func (o *PoolOptions) validate() error {
 			return fmt.Errorf("%w: PoolOptions.Owners[%d].Name %q is used twice", ErrInvalid, i, ow.Name)
 		}
 		seen[ow.Name] = true
-		if ow.First < 1 || ow.Last > o.Capacity || ow.First > ow.Last {
+		if ow.First < 1 || ow.Last > capacity || ow.First > ow.Last {
 			return fmt.Errorf("%w: PoolOptions.Owners[%d] range must satisfy 1 <= First <= Last <= Capacity (%d), got %d..%d", ErrInvalid,
-				i, o.Capacity, ow.First, ow.Last)
+				i, capacity, ow.First, ow.Last)
 		}
 	}
-	ranges := append([]Owner(nil), o.Owners...)
+	return checkCover(owners, capacity)
+}
+
+// checkCover checks that the owners' ranges neither overlap nor leave a permit of
+// 1..capacity without an owner.
+func checkCover(owners []Owner, capacity int) error {
+	ranges := append([]Owner(nil), owners...)
 	sort.Slice(ranges, func(i, j int) bool { return ranges[i].First < ranges[j].First })
 	next := 1
 	for _, r := range ranges {
@@ -264,8 +309,8 @@ func (o *PoolOptions) validate() error {
 		}
 		next = r.Last + 1
 	}
-	if next != o.Capacity+1 {
-		return fmt.Errorf("%w: PoolOptions.Owners ranges leave permits %d..%d without an owner", ErrInvalid, next, o.Capacity)
+	if next != capacity+1 {
+		return fmt.Errorf("%w: PoolOptions.Owners ranges leave permits %d..%d without an owner", ErrInvalid, next, capacity)
 	}
 	return nil
 }

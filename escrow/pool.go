@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
 // Pool is a partitioned (escrow) limiter: permits 1..Capacity are split among owners, each
@@ -15,7 +17,7 @@ import (
 // protocol (Transfer, Recover), which never lets a permit exist at two owners.
 //
 // Every ledger keeps a log of its steps, which a witness chain outside the ledger's slot
-// (Options.Witness) confirms before any step is acknowledged. A ledger whose history is not
+// (PoolOptions.Witness) confirms before any step is acknowledged. A ledger whose history is not
 // the confirmed one refuses with ErrFenced until Reconcile.
 //
 // A Pool is safe for concurrent use; it starts no goroutines.
@@ -33,9 +35,10 @@ type Pool struct {
 // start-up.
 func NewPool(client Client, opts PoolOptions) (*Pool, error) {
 	if client == nil {
-		return nil, errors.New("escrow: client must not be nil")
+		return nil, fmt.Errorf("%w: client must not be nil", ErrInvalid)
 	}
-	if err := opts.validate(); err != nil {
+	opts, err := opts.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	if readsReplicas(client) {
@@ -69,7 +72,7 @@ func readsReplicas(c Client) bool {
 // Owners returns the owner names in the order of the options.
 func (p *Pool) Owners() []string { return append([]string(nil), p.order...) }
 
-// WitnessKey returns the key that holds the witness of owner's ledger (on Options.Witness).
+// WitnessKey returns the key that holds the witness of owner's ledger (on PoolOptions.Witness).
 func (p *Pool) WitnessKey(owner string) string { return p.witness[owner] }
 
 // Init checks the durability settings of the ledger and witness clients (see the package
@@ -145,7 +148,7 @@ func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) 
 	if err != nil {
 		return Grant{}, err
 	}
-	g, seg, err := l.acquire(ctx, p.c, jobID, w, p.opts.Lease, p.opts.LeaseSkew, true)
+	g, seg, err := l.acquire(ctx, p.c, p.opts.Clock, jobID, w, p.opts.Lease, p.opts.LeaseSkew, true)
 	if err == nil {
 		err = p.confirm(ctx, owner, seg)
 	}
@@ -173,7 +176,7 @@ func (p *Pool) Release(ctx context.Context, owner, jobID string) error {
 	return err
 }
 
-// Renew extends the lease of jobID's grant at owner by Options.Lease from now and returns
+// Renew extends the lease of jobID's grant at owner by PoolOptions.Lease from now and returns
 // the new expiry by the caller's clock. A job that holds nothing there (its lease ended and
 // the permit was taken back, or it was released) gets ErrNotHeld and must stop working on
 // the permit. The renewal is acknowledged only after the witness confirmed the ledger's
@@ -185,7 +188,7 @@ func (p *Pool) Renew(ctx context.Context, owner, jobID string) (time.Time, error
 	if err != nil {
 		return time.Time{}, err
 	}
-	exp, seg, err := l.renew(ctx, p.c, jobID, p.opts.Lease)
+	exp, seg, err := l.renew(ctx, p.c, p.opts.Clock, jobID, p.opts.Lease)
 	if err == nil {
 		err = p.confirm(ctx, owner, seg)
 	}
@@ -224,47 +227,65 @@ func (p *Pool) Audit(ctx context.Context) (AuditReport, error) {
 // snapshots reads every witness in one pipeline, then every ledger in another: two round
 // trips in all (a cluster pipeline sends each node its part at once).
 func (p *Pool) snapshots(ctx context.Context) ([]ledgerSnapshot, map[string]int64, error) {
+	wit, err := p.witnessTops(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	snaps, err := p.ledgerSnapshots(ctx, wit)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snaps, wit, nil
+}
+
+// witnessTops reads the top of every owner's witness chain in one pipeline.
+func (p *Pool) witnessTops(ctx context.Context) (map[string]int64, error) {
 	wp := p.w.Pipeline()
 	wcmds := make([]*redis.ZSliceCmd, len(p.order))
 	for i, name := range p.order {
 		wcmds[i] = wp.ZRangeWithScores(ctx, p.witness[name], -1, -1)
 	}
 	if _, err := wp.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, nil, fmt.Errorf("escrow: read witnesses: %w", err)
+		return nil, fmt.Errorf("escrow: read witnesses: %w", err)
 	}
 	wit := make(map[string]int64, len(p.order))
 	for i, name := range p.order {
 		zs, err := wcmds[i].Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, nil, fmt.Errorf("escrow: read witness of %q: %w", name, err)
+			return nil, fmt.Errorf("escrow: read witness of %q: %w", name, err)
 		}
 		if len(zs) > 0 {
 			wit[name] = int64(zs[0].Score)
 		}
 	}
-	lp := p.c.Pipeline()
-	lcmds := make([]*redis.Cmd, len(p.order))
+	return wit, nil
+}
+
+// ledgerSnapshots reads every ledger atomically, all in one pipeline, and notes on each the
+// top of its witness chain from wit.
+func (p *Pool) ledgerSnapshots(ctx context.Context, wit map[string]int64) ([]ledgerSnapshot, error) {
+	calls := make([]script.Call, len(p.order))
 	for i, name := range p.order {
-		// EVAL_RO with the source: a pipeline cannot fall back from NOSCRIPT.
-		lcmds[i] = lp.EvalRO(ctx, snapshotSrc, p.ledgers[name].keys)
+		calls[i] = script.Call{Script: snapshotScript, Keys: p.ledgers[name].keys, ReadOnly: true}
 	}
-	if _, err := lp.Exec(ctx); err != nil {
-		return nil, nil, fmt.Errorf("escrow: read ledgers: %w", err)
+	lcmds, err := script.Pipeline(ctx, p.c, calls)
+	if err != nil {
+		return nil, fmt.Errorf("escrow: read ledgers: %w", err)
 	}
 	snaps := make([]ledgerSnapshot, 0, len(p.order))
 	for i, name := range p.order {
 		res, err := lcmds[i].Slice()
 		if err != nil {
-			return nil, nil, fmt.Errorf("escrow: snapshot %q: %w", name, err)
+			return nil, fmt.Errorf("escrow: snapshot %q: %w", name, err)
 		}
 		s, err := p.ledgers[name].parseSnapshot(res)
 		if err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		s.witness = wit[name]
 		snaps = append(snaps, s)
 	}
-	return snaps, wit, nil
+	return snaps, nil
 }
 
 // Stats returns a snapshot of the counters.

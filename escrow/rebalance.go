@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -49,31 +48,41 @@ type Rebalancer struct {
 // NewRebalancer validates the options and returns a rebalancer for p.
 func NewRebalancer(p *Pool, opts RebalanceOptions) (*Rebalancer, error) {
 	if p == nil {
-		return nil, errors.New("escrow: NewRebalancer needs a pool")
+		return nil, fmt.Errorf("%w: NewRebalancer needs a pool", ErrInvalid)
 	}
-	if opts.Batch == 0 {
-		opts.Batch = max(1, p.opts.Capacity/(10*len(p.order)))
-	}
-	if opts.High == 0 {
-		opts.High = opts.Low + 2*opts.Batch
-	}
-	if opts.Interval == 0 {
-		opts.Interval = DefaultRebalanceInterval
-	}
-	if opts.Rand == nil {
-		opts.Rand = rand.Reader
-	}
-	switch {
-	case opts.Low < 0:
-		return nil, fmt.Errorf("%w: RebalanceOptions.Low must be >= 0, got %d", ErrInvalid, opts.Low)
-	case opts.Batch < 1 || opts.Batch > p.opts.Capacity:
-		return nil, fmt.Errorf("%w: RebalanceOptions.Batch must be 1..%d, got %d", ErrInvalid, p.opts.Capacity, opts.Batch)
-	case opts.High <= opts.Low+opts.Batch:
-		return nil, fmt.Errorf("%w: RebalanceOptions.High must be > Low+Batch (%d), got %d", ErrInvalid, opts.Low+opts.Batch, opts.High)
-	case opts.Interval < 0:
-		return nil, fmt.Errorf("%w: RebalanceOptions.Interval must be >= 0, got %s", ErrInvalid, opts.Interval)
+	opts, err := opts.withDefaults(p.opts.Capacity, len(p.order))
+	if err != nil {
+		return nil, err
 	}
 	return &Rebalancer{p: p, opts: opts}, nil
+}
+
+// withDefaults validates o for a pool of capacity permits split among owners, and fills its
+// zero fields with the defaults.
+func (o RebalanceOptions) withDefaults(capacity, owners int) (RebalanceOptions, error) {
+	if o.Batch == 0 {
+		o.Batch = max(1, capacity/(10*owners))
+	}
+	if o.High == 0 {
+		o.High = o.Low + 2*o.Batch
+	}
+	if o.Interval == 0 {
+		o.Interval = DefaultRebalanceInterval
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Reader
+	}
+	switch {
+	case o.Low < 0:
+		return o, fmt.Errorf("%w: RebalanceOptions.Low must be >= 0, got %d", ErrInvalid, o.Low)
+	case o.Batch < 1 || o.Batch > capacity:
+		return o, fmt.Errorf("%w: RebalanceOptions.Batch must be 1..%d, got %d", ErrInvalid, capacity, o.Batch)
+	case o.High <= o.Low+o.Batch:
+		return o, fmt.Errorf("%w: RebalanceOptions.High must be > Low+Batch (%d), got %d", ErrInvalid, o.Low+o.Batch, o.High)
+	case o.Interval < 0:
+		return o, fmt.Errorf("%w: RebalanceOptions.Interval must be >= 0, got %s", ErrInvalid, o.Interval)
+	}
+	return o, nil
 }
 
 // Step runs one pass: it first settles pending transfers (Pool.Recover), then, if some owner

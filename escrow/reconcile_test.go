@@ -94,9 +94,8 @@ func TestReconcileScriptValidatesItsPlan(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
 	p := newTestPool(t, c, PoolOptions{Capacity: 4, Owners: owners(4, "a", "b")})
 	for _, plan := range []string{"", "nope", `{"drop":[0]}`, `{"drop":[5]}`, `{"add":[{"t":"","from":"b","p":[1]}]}`, `{"trim":[{"t":"x","p":["1"]}]}`} {
-		r, err := runScript(ctx, c, reconcileScript, p.ledgers["a"].keys, 0, 4, 1, 2, plan)
-		require.NoError(t, err)
-		require.Equal(t, "invalid", r.status, plan)
+		_, err := runScript(ctx, c, reconcileScript, p.ledgers["a"].keys, 0, 4, 1, 2, plan)
+		require.ErrorIs(t, err, ErrInvalid, plan)
 	}
 	requireClean(t, p)
 }

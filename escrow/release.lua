@@ -4,22 +4,22 @@
 --       hash tag, one slot.
 -- ARGV: 1 job ID (non-empty).
 -- Reply: {'ok', permit} | {'none', 0} (the job holds nothing: already released, taken back
---        after its lease, or never granted) | {'fenced', seq} | {'missing', 0} | {'invalid', msg}.
+--        after its lease, or never granted) | {'fenced', seq} | {'missing', 0}.
+--        Bad arguments: an error 'ERR escrow: <what>', before any write.
 -- Invariant: a permit returns to free only from held, and only once; a repeated release finds
 -- no job and changes nothing, so it can never add capacity. A release is not a logged step
 -- and does not move the sequence: it does not go through the witness, and a ledger that lost
 -- writes must not climb back to its witness through releases.
 local job = ARGV[1]
-if job == nil or job == '' then return {'invalid', 'empty job ID'} end
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
-if redis.call('HGET', KEYS[1], 'fenced') == '1' then
-  return {'fenced', tonumber(redis.call('HGET', KEYS[1], 'seq'))}
-end
-local cur = redis.call('HGET', KEYS[3], job)
+if job == nil or job == '' then return invalid('empty job ID') end
+if redis.call('EXISTS', meta) == 0 then return {'missing', 0} end
+local seq, fenced = fence_check(0)
+if fenced then return {'fenced', seq} end
+local cur = redis.call('HGET', jobs, job)
 if not cur then return {'none', 0} end
 local p = string.sub(cur, 1, string.find(cur, ':', 1, true) - 1)
-redis.call('HDEL', KEYS[3], job)
-redis.call('HDEL', KEYS[4], p)
-redis.call('ZREM', KEYS[8], job)
-redis.call('ZADD', KEYS[2], p, p)
+redis.call('HDEL', jobs, job)
+redis.call('HDEL', held, p)
+redis.call('ZREM', leases, job)
+redis.call('ZADD', free, p, p)
 return {'ok', tonumber(p)}

@@ -5,20 +5,19 @@
 -- ARGV: 1 job ID (non-empty), 2 lease in milliseconds (>= 1).
 -- Reply: {'ok', expiry (server ms), segment} (segment: the ledger's last steps, see step.lua;
 --        a Pool has the witness confirm them before it acknowledges the renewal) | {'none', 0} (the job holds nothing here: released,
---        reclaimed after its lease, or never granted) | {'fenced', seq} | {'missing', 0} |
---        {'invalid', msg}.
+--        reclaimed after its lease, or never granted) | {'fenced', seq} | {'missing', 0}.
+--        Bad arguments: an error 'ERR escrow: <what>', before any write.
 -- Invariant: only a job that still holds its permit gets a new expiry; a reclaimed job never
 -- gets its permit back by renewing, and a renewal on a ledger restored to a point where the job
 -- still held its permit is not acknowledged (the witness does not confirm that history).
 local job, lease = ARGV[1], tonumber(ARGV[2])
-if job == nil or job == '' then return {'invalid', 'empty job ID'} end
-if not lease or lease < 1 or lease ~= math.floor(lease) then return {'invalid', 'bad lease'} end
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
-if redis.call('HGET', KEYS[1], 'fenced') == '1' then
-  return {'fenced', tonumber(redis.call('HGET', KEYS[1], 'seq'))}
-end
-if redis.call('HEXISTS', KEYS[3], job) == 0 then return {'none', 0} end
+if job == nil or job == '' then return invalid('empty job ID') end
+if not lease or lease < 1 or lease ~= math.floor(lease) then return invalid('bad lease') end
+if redis.call('EXISTS', meta) == 0 then return {'missing', 0} end
+local seq, fenced = fence_check(0)
+if fenced then return {'fenced', seq} end
+if redis.call('HEXISTS', jobs, job) == 0 then return {'none', 0} end
 local t = redis.call('TIME')
 local exp = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + lease
-redis.call('ZADD', KEYS[8], exp, job)
-return {'ok', exp, segment(KEYS[7])}
+redis.call('ZADD', leases, exp, job)
+return {'ok', exp, segment()}

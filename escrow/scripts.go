@@ -3,62 +3,72 @@ package escrow
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
-// The Lua scripts, one per atomic step. Each touches the keys of one ledger (one hash slot),
-// except witness.lua, which touches one witness chain. The scripts that advance a ledger's
-// sequence start with the shared functions of step.lua.
+// The Lua scripts, one per atomic step, each in its own file with a header (KEYS / ARGV /
+// Reply / Invariant). Each touches the keys of one ledger (one hash slot), except
+// witness.lua, which touches one witness chain, and mark.lua and restore.lua, which touch one
+// key on the witness client.
+//
+// Lua has no include: the scripts that work on a ledger are built at init from step.lua,
+// which names the ledger's keys and holds the shared functions (the fencing check, the log
+// of steps, the field of a transfer's answer), followed by the script's own file.
 var (
 	//go:embed step.lua
-	stepSrc string
+	stepLua string
 	//go:embed tail.lua
-	tailSrc string
+	tailLua string
 	//go:embed fence.lua
-	fenceSrc string
+	fenceLua string
 	//go:embed renew.lua
-	renewSrc string
+	renewLua string
 	//go:embed init.lua
-	initSrc string
+	initLua string
 	//go:embed acquire.lua
-	acquireSrc string
+	acquireLua string
 	//go:embed release.lua
-	releaseSrc string
+	releaseLua string
 	//go:embed freeze.lua
-	freezeSrc string
+	freezeLua string
 	//go:embed accept.lua
-	acceptSrc string
+	acceptLua string
 	//go:embed refuse.lua
-	refuseSrc string
+	refuseLua string
 	//go:embed settle.lua
-	settleSrc string
+	settleLua string
 	//go:embed snapshot.lua
-	snapshotSrc string
+	snapshotLua string
 	//go:embed reconcile.lua
-	reconcileSrc string
+	reconcileLua string
 	//go:embed witness.lua
-	witnessSrc string
+	witnessLua string
 	//go:embed restore.lua
-	restoreSrc string
+	restoreLua string
 	//go:embed mark.lua
-	markSrc string
+	markLua string
 	//go:embed activate.lua
-	activateSrc string
+	activateLua string
 
-	initScript      = redis.NewScript(stepSrc + initSrc)
-	acquireScript   = redis.NewScript(stepSrc + acquireSrc)
-	releaseScript   = redis.NewScript(releaseSrc)
-	freezeScript    = redis.NewScript(stepSrc + freezeSrc)
-	acceptScript    = redis.NewScript(stepSrc + acceptSrc)
-	refuseScript    = redis.NewScript(stepSrc + refuseSrc)
-	settleScript    = redis.NewScript(stepSrc + settleSrc)
-	snapshotScript  = redis.NewScript(snapshotSrc)
-	reconcileScript = redis.NewScript(stepSrc + reconcileSrc)
-	witnessScript   = redis.NewScript(witnessSrc)
-	tailScript      = redis.NewScript(tailSrc)
-	fenceScript     = redis.NewScript(fenceSrc)
-	renewScript     = redis.NewScript(stepSrc + renewSrc)
-	restoreScript   = redis.NewScript(restoreSrc)
-	markScript      = redis.NewScript(markSrc)
-	activateScript  = redis.NewScript(activateSrc)
+	initScript      = script.New(stepLua + initLua)
+	acquireScript   = script.New(stepLua + acquireLua)
+	releaseScript   = script.New(stepLua + releaseLua)
+	freezeScript    = script.New(stepLua + freezeLua)
+	acceptScript    = script.New(stepLua + acceptLua)
+	refuseScript    = script.New(stepLua + refuseLua)
+	settleScript    = script.New(stepLua + settleLua)
+	snapshotScript  = script.New(stepLua + snapshotLua)
+	reconcileScript = script.New(stepLua + reconcileLua)
+	witnessScript   = script.New(witnessLua)
+	tailScript      = script.New(tailLua)
+	fenceScript     = script.New(fenceLua)
+	renewScript     = script.New(stepLua + renewLua)
+	restoreScript   = script.New(restoreLua)
+	markScript      = script.New(markLua)
+	activateScript  = script.New(stepLua + activateLua)
 )
+
+// allScripts lists every script, for loading them on every master ahead of use.
+var allScripts = []*script.Script{initScript, acquireScript, releaseScript, freezeScript, acceptScript,
+	refuseScript, settleScript, snapshotScript, reconcileScript, witnessScript, tailScript,
+	fenceScript, renewScript, restoreScript, markScript, activateScript}

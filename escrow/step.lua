@@ -1,17 +1,53 @@
--- step.lua: shared functions, prepended to every script that advances a ledger's sequence.
+-- step.lua: the names of a ledger's keys and the functions shared by the scripts that work on
+-- a ledger. Lua has no include: scripts.go prepends this file to each of them at init.
 --
--- A ledger keeps a log of its steps in KEYS[7] (a sorted set: score = the sequence after the
--- step, member = the step ID). A step ID is a SHA1 over the previous step's ID, the new
--- sequence, the server time and what the step did, so it commits to the whole history before
--- it: two histories that split (a ledger restored to an earlier point that then moved on)
--- never share a step ID after the split. The log keeps the last LOG_KEEP steps. Every script
--- that changes or confirms ledger state returns the last SEGMENT steps ({seq, id, ...}); the
+-- KEYS (one ledger, all with the same hash tag, so one slot):
+--   1 meta (hash: seq, fenced, first, last, cap; a Central's also cid, pending)
+--   2 free (zset permit->permit)              3 jobs (hash job->"permit:token")
+--   4 held (hash permit->job)                 5 out  (hash transfer->json)
+--   6 in, named inbox (in is a Lua keyword) (hash in_key(source, T)->json)
+--   7 log  (zset step ID->sequence)
+--   8 leases (zset job->lease expiry in server milliseconds, for jobs granted with a lease)
+-- ARGV: none of its own.
+-- Reply: none; it defines names only.
+-- Invariant: a ledger keeps a log of its steps in log (score = the sequence after the step,
+-- member = the step ID). A step ID is a SHA1 over the previous step's ID, the new sequence,
+-- the server time and what the step did, so it commits to the whole history before it: two
+-- histories that split (a ledger restored to an earlier point that then moved on) never
+-- share a step ID after the split. The log keeps the last LOG_KEEP steps. Every script that
+-- changes or confirms ledger state returns the last SEGMENT steps ({seq, id, ...}); the
 -- caller hands them to the witness (witness.lua), and acknowledges nothing the witness has
 -- not confirmed.
+local meta, free, jobs, held = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local out, inbox, log, leases = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local LOG_KEEP = 1024
 local SEGMENT = 8
 
-local function log_step(log, seq, what)
+-- invalid refuses a bad argument, before any write.
+local function invalid(msg)
+  return redis.error_reply('ERR escrow: ' .. msg)
+end
+
+-- fence_check returns the ledger's sequence and whether the ledger refuses changes: marked
+-- fenced, or behind its witness (seq < min_seq), which it marks fenced in the same step.
+local function fence_check(min_seq)
+  local seq = tonumber(redis.call('HGET', meta, 'seq'))
+  if redis.call('HGET', meta, 'fenced') == '1' then return seq, true end
+  if seq < min_seq then
+    redis.call('HSET', meta, 'fenced', 1)
+    return seq, true
+  end
+  return seq, false
+end
+
+-- in_key is the field of the in hash that holds the answer about transfer t from source
+-- from: transfer IDs are unique per source only. inKey in audit.go is the same formula.
+local function in_key(from, t)
+  return string.len(from) .. ':' .. from .. ':' .. t
+end
+
+-- log_step appends the step that brought the ledger to seq.
+local function log_step(seq, what)
   local last = redis.call('ZRANGE', log, -1, -1)
   local t = redis.call('TIME')
   local id = string.sub(redis.sha1hex((last[1] or '') .. '|' .. seq .. '|' .. t[1] .. '.' .. t[2] .. '|' .. what), 1, 24)
@@ -19,13 +55,14 @@ local function log_step(log, seq, what)
   redis.call('ZREMRANGEBYRANK', log, 0, -(LOG_KEEP + 1))
 end
 
-local function segment(log)
+-- segment returns the ledger's last SEGMENT steps, {seq, id, ...}, oldest first.
+local function segment()
   local r = redis.call('ZRANGE', log, -SEGMENT, -1, 'WITHSCORES')
-  local out = {}
+  local steps = {}
   for i = 1, #r, 2 do
-    out[#out + 1] = tonumber(r[i + 1])
-    out[#out + 1] = r[i]
+    steps[#steps + 1] = tonumber(r[i + 1])
+    steps[#steps + 1] = r[i]
   end
-  return out
+  return steps
 end
 

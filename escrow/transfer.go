@@ -101,11 +101,7 @@ func (p *Pool) Deliver(ctx context.Context, f Frozen) error {
 	if err != nil {
 		return err
 	}
-	args := []any{f.ID, f.From, f.Seq, w}
-	for _, n := range f.Permits {
-		args = append(args, n)
-	}
-	r, err := runScript(ctx, p.c, acceptScript, dst.keys, args...)
+	r, err := runScript(ctx, p.c, acceptScript, dst.keys, acceptArgs(f, w)...)
 	if err != nil {
 		return fmt.Errorf("escrow: deliver %q: %w", f.ID, err)
 	}
@@ -129,6 +125,15 @@ func (p *Pool) Deliver(ctx context.Context, f Frozen) error {
 		return fmt.Errorf("%w: permit %d of transfer %q already exists at %q", ErrConflict, r.int(0), f.ID, f.To)
 	}
 	return dst.common(r, w)
+}
+
+// acceptArgs are accept.lua's arguments for delivering f to a target whose witness is at w.
+func acceptArgs(f Frozen, w int64) []any {
+	args := []any{f.ID, f.From, f.Seq, w}
+	for _, n := range f.Permits {
+		args = append(args, n)
+	}
+	return args
 }
 
 // refuse records at to that transfer id from from will never be accepted. It returns

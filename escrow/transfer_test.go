@@ -187,14 +187,12 @@ func TestTransferBadInputChangesNothing(t *testing.T) {
 		require.ErrorIs(t, p.Complete(ctx, "x", "nope"), ErrUnknownOwner)
 		// The scripts validate on their own, before any write.
 		for _, args := range [][]any{{"", "b", 1, 0}, {"t", "", 1, 0}, {"t", "b", "x", 0}, {"t", "b", 1.5, 0}, {"t", "b", 0, 0}} {
-			r, err := runScript(ctx, c, freezeScript, p.ledgers["a"].keys, args...)
-			require.NoError(t, err)
-			require.Equal(t, "invalid", r.status, "%v", args)
+			_, err := runScript(ctx, c, freezeScript, p.ledgers["a"].keys, args...)
+			require.ErrorIs(t, err, ErrInvalid, "%v", args)
 		}
 		for _, args := range [][]any{{"t", "a", 1, 0, 0}, {"t", "a", 1, 0, 11}, {"t", "a", 1, 0, "x"}, {"t", "a", 1, 0}} {
-			r, err := runScript(ctx, c, acceptScript, p.ledgers["b"].keys, args...)
-			require.NoError(t, err)
-			require.Equal(t, "invalid", r.status, "%v", args)
+			_, err := runScript(ctx, c, acceptScript, p.ledgers["b"].keys, args...)
+			require.ErrorIs(t, err, ErrInvalid, "%v", args)
 		}
 		after, err := p.Audit(ctx)
 		require.NoError(t, err)

@@ -18,7 +18,7 @@ import (
 // the ledger's key only, never on the topology, so every process agrees on it.
 func witnessKey(prefix, tag, ledgerKey string) string {
 	s := (slot.Of(ledgerKey) + slot.Count/2) % slot.Count
-	return prefix + "{" + slot.TagFor(s) + "}:witness:" + tag
+	return slot.Tagged(prefix, slot.TagFor(s)) + ":witness:" + tag
 }
 
 // readWitness returns the highest sequence the witness of owner has confirmed (0 if none).
@@ -100,31 +100,68 @@ func (p *Pool) confirm(ctx context.Context, owner string, seg []step) error {
 		if err != nil {
 			return err
 		}
-		switch {
-		case t.fenced:
+		switch judgeTail(t, mine, top, status) {
+		case tailFenced:
 			return &FencedError{Owner: owner, LedgerSeq: t.seq, WitnessSeq: top.seq}
-		case t.mineID != mine.id && t.low != 0 && t.low <= mine.seq:
-			// The log covers the step's sequence with another step (or none): the ledger's
-			// history is no longer the one the step was made in.
+		case tailDiverged:
 			return p.fence(ctx, owner, t.seq, top.seq)
-		case t.mineID != mine.id:
+		case tailStepGone:
 			return fmt.Errorf("%w: owner %q, step %d is no longer in the ledger's log", ErrUnconfirmed, owner, mine.seq)
-		case t.seq < top.seq:
-			return p.fence(ctx, owner, t.seq, top.seq)
-		case len(t.steps) == 0 || t.steps[0].seq > top.seq:
+		case tailShort:
 			return fmt.Errorf("%w: owner %q, the ledger's log no longer reaches the witness's step %d", ErrUnconfirmed, owner, top.seq)
-		case t.steps[0] != top:
-			// The ledger is at or above the chain's top, but its history does not pass
-			// through it.
-			return p.fence(ctx, owner, t.seq, top.seq)
-		case status == "behind":
-			// Read after the witness answered, the ledger's history holds every step the
-			// chain had confirmed, and still holds this one.
+		case tailConfirmed:
 			return nil
 		}
 		seg = t.steps
 	}
 	return fmt.Errorf("%w: owner %q, step %d", ErrUnconfirmed, owner, mine.seq)
+}
+
+// tailVerdict is what confirm concludes from a reading of the ledger's log taken after the
+// witness answered 'gap' or 'behind'.
+type tailVerdict int
+
+const (
+	// tailMore: the chain lags behind the step; append the ledger's newer steps.
+	tailMore tailVerdict = iota
+	// tailConfirmed: the ledger's history holds every step the chain confirmed, and the step.
+	tailConfirmed
+	// tailFenced: the ledger is marked fenced already.
+	tailFenced
+	// tailDiverged: the ledger's history is not the confirmed one; fence it.
+	tailDiverged
+	// tailStepGone: the step is no longer in the ledger's log; it is not acknowledged.
+	tailStepGone
+	// tailShort: the log no longer reaches the chain's top; the step is not acknowledged.
+	tailShort
+)
+
+// judgeTail decides, from the ledger's log t read after the witness answered status
+// ('gap' or 'behind') with its top, whether the step mine is confirmed (pure: tested without
+// Redis). The order of the checks is the argument of "Fencing against old state".
+func judgeTail(t tailOf, mine, top step, status string) tailVerdict {
+	switch {
+	case t.fenced:
+		return tailFenced
+	case t.mineID != mine.id && t.low != 0 && t.low <= mine.seq:
+		// The log covers the step's sequence with another step (or none): the ledger's
+		// history is no longer the one the step was made in.
+		return tailDiverged
+	case t.mineID != mine.id:
+		return tailStepGone
+	case t.seq < top.seq:
+		return tailDiverged
+	case len(t.steps) == 0 || t.steps[0].seq > top.seq:
+		return tailShort
+	case t.steps[0] != top:
+		// The ledger is at or above the chain's top, but its history does not pass through it.
+		return tailDiverged
+	case status == "behind":
+		// Read after the witness answered, the ledger's history holds every step the chain
+		// had confirmed, and still holds this one.
+		return tailConfirmed
+	}
+	return tailMore
 }
 
 // confirmCurrent has owner's witness confirm the ledger's current state (Recover does it

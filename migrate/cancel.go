@@ -48,7 +48,7 @@ func (c *Coordinator) finishCancel(ctx context.Context, r *run) error {
 	if r.reopen {
 		closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
 		open := routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen}
-		_, err := c.transition(ctx, r, c.shards[r.Source], closed, open)
+		_, err := c.reopenSource(ctx, r, closed, open)
 		if err != nil && !errors.Is(err, routing.ErrOwnershipChanged) {
 			return fmt.Errorf("migrate: reopen source: %w", err)
 		}

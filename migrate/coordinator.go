@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -21,6 +22,9 @@ type Coordinator struct {
 	keys    routing.Keys
 	o       Options
 	stats   stats
+
+	vmu  sync.Mutex
+	kept map[string]*verifier // verifiers of drives that stopped with an error, by migration ID
 
 	// beforeApply, set only by tests, runs before every batch is applied to a target.
 	beforeApply func(ctx context.Context, r *run, items []item)
@@ -189,9 +193,13 @@ func (c *Coordinator) Resume(ctx context.Context, id string) (Status, error) {
 		// A final state: report it.
 		return r.Status, c.drive(ctx, r)
 	}
+	c.resumeVerifier(r)
 	dctx, stop := c.heartbeat(ctx, r)
 	err = c.drive(dctx, r)
 	stop()
+	if err != nil {
+		c.keep(r)
+	}
 	if fe := fencedCause(dctx); err != nil && fe != nil && ctx.Err() == nil {
 		err = fe
 	}

@@ -40,7 +40,7 @@ func (c *Coordinator) claim(ctx context.Context, r *run) error {
 // sourceOpen checks that the source still holds the unit open at the recorded generation.
 func (c *Coordinator) sourceOpen(r *run, p probeResult) error {
 	want := routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen}
-	if p.own != want {
+	if !r.sourceHolds(p, want, "+") {
 		return abortf(false, fmt.Errorf("%w: source %q holds %s as %v, expected %v",
 			ErrOwnershipChanged, r.Source, r.Unit, p.own, want))
 	}
@@ -53,7 +53,7 @@ func (c *Coordinator) sourceOpen(r *run, p probeResult) error {
 // the target keeps the newest version of each record whatever the order of arrival.
 func (c *Coordinator) snapshot(ctx context.Context, r *run, in State) error {
 	a := c.shards[r.Source]
-	k := c.keys.Unit(r.Unit)
+	k := c.srcKeys(r)
 	for r.Cursor != "done" {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -66,11 +66,11 @@ func (c *Coordinator) snapshot(ctx context.Context, r *run, in State) error {
 		if phase == "ops" {
 			key, zkey = k.Ops, k.OpExpiry
 		}
-		kv, next, err := a.c.HScan(ctx, key, cur, "", int64(c.o.BatchSize)).Result()
+		kv, next, err := a.c.HScan(ctx, key, cur, r.scanMatch(phase), int64(c.o.BatchSize)).Result()
 		if err != nil {
 			return fmt.Errorf("migrate: snapshot of source %q: %w", r.Source, err)
 		}
-		items, err := c.snapshotItems(ctx, a, phase, zkey, kv)
+		items, err := c.snapshotItems(ctx, a, phase, zkey, r.keepPairs(phase, kv))
 		if err != nil {
 			return err
 		}
@@ -200,7 +200,7 @@ func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, want ro
 		if err != nil {
 			return n, false, err
 		}
-		if p.own != want || (upto != "+" && p.last != upto) {
+		if !r.sourceHolds(p, want, upto) {
 			return n, false, abortf(false, fmt.Errorf("%w: source %q holds %s as %v with log at %s, expected %v (log at %s)",
 				ErrOwnershipChanged, r.Source, r.Unit, p.own, p.last, want, upto))
 		}
@@ -215,11 +215,17 @@ func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, want ro
 			return n, false, nil
 		}
 		items := make([]item, 0, 2*len(p.entries))
+		kept := 0
 		for _, m := range p.entries {
 			e, err := routing.ParseLogEntry(m)
 			if err != nil {
 				return n, false, abortf(true, fmt.Errorf("%w: %v", ErrConflict, err))
 			}
+			if !r.keep(e.Field) {
+				// Another tenant's write in the bucket a carve-out leaves.
+				continue
+			}
+			kept++
 			items = append(items, c.logItems(e)...)
 			if r.ver != nil {
 				r.ver.touch(e)
@@ -228,7 +234,7 @@ func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, want ro
 		if _, _, err := c.apply(ctx, r, items); err != nil {
 			return n, false, err
 		}
-		n += len(p.entries)
+		n += kept
 		c.stats.logApplied.Add(int64(len(p.entries)))
 		last := p.entries[len(p.entries)-1].ID
 		if err := c.step(ctx, r, []State{r.State}, r.State, false,

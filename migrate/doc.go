@@ -54,6 +54,10 @@
 // replaced by another. The full pass runs while the source still takes writes. Under the
 // barrier, only the items that differed or that the log touched since the pass started are
 // re-read, so the write pause grows with the writes during the copy, not with the unit's size.
+// A drive that stops with an error (a lost reply) leaves its verification to the next
+// Resume in the same process, which continues it if it is still exact (no snapshot restart
+// since, and every log entry the target applied after the pass touched it) instead of
+// scanning the unit again; a Resume in another process makes a full pass.
 //
 // Every step re-checks the shards instead of trusting a lost reply. Ownership records and
 // the journal change by compare-and-set, and copying and applying are idempotent. So
@@ -68,7 +72,11 @@
 // A driver (a Resume, the Resume inside Migrate, a Cancel) first takes the migration over:
 // one script takes a new fencing epoch from the unit's epoch counter, writes it and a lease
 // (Options.LeaseTTL, on the control Redis's clock) into the journal record, and only then
-// does the driver act. Every step it takes carries that epoch and is refused in the same
+// does the driver act. The takeover is idempotent by a token of its own: when its reply is
+// lost, the driver runs it again with the same token and finds its own takeover (the same
+// epoch, the lease renewed) instead of taking a new epoch and leaving the lease to a token
+// nobody holds; a drive that stops on an error releases its lease (retried after a lost
+// reply), so the next Resume takes over at once. Every step it takes carries that epoch and is refused in the same
 // atomic step as its write once a newer epoch exists: journal steps compare the record's
 // epoch; the target's and source's scripts keep the highest epoch that acted on the unit in
 // its ownership record (field fence) and refuse an older one; the table that ends the
@@ -84,6 +92,27 @@
 // running migration owns any more is listed by [Coordinator.Claims] and removed by
 // [Coordinator.ClearClaim].
 //
+// # Carving a tenant out of its bucket
+//
+// [Coordinator.Carve] moves one tenant of a shared hash bucket into an override unit of its
+// own on another shard, durably, through the same states and with the same guarantees: one
+// open owner for the tenant at every instant, nothing acknowledged lost, nothing deleted
+// resurrected, a lost reply replayed from the target. Only the tenant's items travel (its
+// records, tombstones and idempotency records, told apart inside the bucket by the record
+// field, which starts with the tenant; see routing.RecordField); the bucket's change log is
+// applied filtered to them. The barrier closes the tenant only: one script marks it as moved
+// out of the bucket (routing's x:<tenant>; the bucket then refuses the tenant's reads and
+// writes) and returns the log position final for it, while the bucket stays open and its
+// other tenants keep writing without a pause. The flip publishes an override of the tenant
+// to the target. The carve-out holds the bucket's lock (one carve-out or move of a bucket at
+// a time), takes its drivers' epochs from the tenant unit's counter, and fences the bucket's
+// record through a per-tenant field, so a bucket's own migrations and a tenant's carve-outs
+// never fence each other. Until [Coordinator.Cleanup] (after Options.Grace) the bucket keeps
+// the tenant's items, refused to routed calls but readable with plain commands for
+// inspection. A flip back would be safe only until the first write on the target; after
+// that, going back must be a new migration. Folding a tenant back into its bucket is not
+// provided yet; an overridden tenant moves on with [Coordinator.Migrate] of its unit.
+//
 // # Cache mode
 //
 // [Cache] moves a tenant of a pure cache. It copies the tenant's hottest keys (a list from
@@ -97,7 +126,11 @@
 // On the shards, migrate uses routing's per-unit keys (see package routing), all in the
 // unit's hash slot. It also adds two fields to the ownership hash: mig = the ID of the
 // migration importing into it, and fence = the highest driver epoch that acted on the unit
-// on that shard. In the control Redis, in the slot of routing's table key (hash tag
+// on that shard. A carve-out adds, in the bucket's ownership hash, xm:<tenant> = the ID
+// of the carve-out that marked the tenant as moved out, and xf:<tenant> = the highest epoch
+// of a carve-out driver of that tenant that acted there.
+//
+// In the control Redis, in the slot of routing's table key (hash tag
 // {P:table}, P is routing's prefix, so one script can touch a record, its lock, its epoch
 // counter and the table on a cluster):
 //

@@ -25,7 +25,7 @@ func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
 	if r.Barrier == "" {
 		open := routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen}
 		closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
-		barrier, err := c.transition(ctx, r, a, open, closed)
+		barrier, err := c.closeBarrier(ctx, r, a, open, closed)
 		if errors.Is(err, ErrFenced) {
 			return err
 		}
@@ -72,7 +72,7 @@ func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
 // target after a purged tombstone still starts above every version the unit ever had) and,
 // for a bucket, the tenants marked as moved out of it, so the target refuses them too.
 func (c *Coordinator) carryMarks(ctx context.Context, r *run) error {
-	floor, err := c.shards[r.Source].c.HMGet(ctx, c.keys.Unit(r.Unit).Own, "vfloor").Result()
+	floor, err := c.shards[r.Source].c.HMGet(ctx, c.srcKeys(r).Own, "vfloor").Result()
 	if err != nil {
 		return fmt.Errorf("migrate: read source version floor: %w", err)
 	}
@@ -117,7 +117,7 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 		if err != nil {
 			return fmt.Errorf("migrate: flip: %w", err)
 		}
-		owner := t.Owner(r.Unit)
+		owner := r.tableOwner(t)
 		if owner != r.Source && owner != r.Target {
 			return fmt.Errorf("%w: table generation %d assigns %s to %q during the flip; the target stays as it is",
 				ErrOwnershipChanged, t.Generation, r.Unit, owner)
@@ -226,6 +226,9 @@ func (c *Coordinator) Cleanup(ctx context.Context, id string) (Status, error) {
 	}
 	if wait := s.Flipped.Add(c.o.Grace).Sub(c.o.Now()); wait > 0 {
 		return s, fmt.Errorf("%w: %v left for migration %q", ErrGraceNotElapsed, wait.Round(time.Millisecond), id)
+	}
+	if s.From.Kind != 0 {
+		return c.carveCleanup(ctx, s)
 	}
 	k := c.keys.Unit(s.Unit)
 	_, err = cleanupScript.Run(ctx, c.shards[s.Source].c,

@@ -8,10 +8,14 @@
 --   1 after  read entries strictly after this ID ("0-0" for all)
 --   2 last   read entries up to this ID, inclusive ("+" for the end)
 --   3 count  maximum entries to read (integer >= 0; 0 reads none)
--- Reply: {gen, state, lastid, maxdeleted, added, length, entries}: the ownership record
+--   4 tenant optional, for a carve-out out of a bucket: the tenant whose moved-out mark to
+--            report
+-- Reply: {gen, state, lastid, maxdeleted, added, length, entries[, mark]}: the ownership record
 --   ("0", "" when missing), the last change-log ID ever generated, the largest ID ever
 --   removed by XDEL ("0-0" when none), the number of entries ever added, the number present
---   (Redis >= 7.0), and the entries read (XRANGE's reply).
+--   (Redis >= 7.0), the entries read (XRANGE's reply), and with a tenant its mark: "" when
+--   the tenant is not marked as moved out, else the carve-out that marked it ("-" if none
+--   did: routing's Provision).
 -- Invariant: read-only. Because the read is atomic, a reader that knows how many entries had
 --   been added up to `after` can tell whether any entry after it was trimmed (trimming
 --   removes the oldest entries first) before the returned entries were read; every entry
@@ -37,5 +41,12 @@ if redis.call("EXISTS", KEYS[2]) == 1 then
   if n > 0 then
     entries = redis.call("XRANGE", KEYS[2], "(" .. ARGV[1], ARGV[2], "COUNT", n)
   end
+end
+if ARGV[4] then
+  if ARGV[4] == "" then return redis.error_reply("ERR migrate probe: empty tenant") end
+  local m = redis.call("HMGET", KEYS[1], "x:" .. ARGV[4], "xm:" .. ARGV[4])
+  local mark = ""
+  if m[1] then mark = m[2] or "-" end
+  return {own[1] or "0", own[2] or "", last, maxdel, added, length, entries, mark}
 end
 return {own[1] or "0", own[2] or "", last, maxdel, added, length, entries}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/migrate"
@@ -65,6 +67,7 @@ func newProcEnvs(t *testing.T) map[string]*procEnv {
 type proc struct {
 	t     testing.TB
 	cmd   *exec.Cmd
+	stdin io.WriteCloser
 	lines chan string
 	done  chan struct{}
 }
@@ -73,10 +76,12 @@ func (pe *procEnv) start(t testing.TB, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(pe.bin, append(append([]string{}, pe.args...), append([]string{"-lease", procLease.String()}, args...)...)...)
 	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	require.NoError(t, err)
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	p := &proc{t: t, cmd: cmd, lines: make(chan string, 16), done: make(chan struct{})}
+	p := &proc{t: t, cmd: cmd, stdin: in, lines: make(chan string, 16), done: make(chan struct{})}
 	go func() {
 		defer close(p.lines)
 		sc := bufio.NewScanner(out)
@@ -87,6 +92,7 @@ func (pe *procEnv) start(t testing.TB, args ...string) *proc {
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGCONT)
 		_ = cmd.Process.Kill()
+		_ = in.Close()
 		for range p.lines {
 		}
 		_ = cmd.Wait()
@@ -94,7 +100,11 @@ func (pe *procEnv) start(t testing.TB, args ...string) *proc {
 	return p
 }
 
-// waitStopped waits until the driver stopped itself (SIGSTOP) at its stop point.
+// waitStopped waits until the driver reached its stop point, where it waits for a line on
+// its standard input, and then freezes the whole process with SIGSTOP (its lease heartbeat
+// included), as a long GC pause or a SIGSTOP by an operator would. The stop is sent by the
+// test, once the driver is parked, so that continuing it ([proc.cont]) cannot race a stop
+// still on its way.
 func (p *proc) waitStopped() {
 	p.t.Helper()
 	select {
@@ -104,18 +114,37 @@ func (p *proc) waitStopped() {
 	case <-time.After(90 * time.Second):
 		p.t.Fatal("the driver never reached its stop point")
 	}
-	// The driver stops itself right after printing; the test stops it too, from outside
-	// (SIGSTOP is idempotent), so that the pause does not depend on which of the two the
-	// kernel handles first.
+	p.signal(syscall.SIGSTOP)
 	pid := p.cmd.Process.Pid
 	deadline := time.Now().Add(60 * time.Second)
-	for state := procState(pid); state != "T"; state = procState(pid) {
+	for !stopped(pid) {
 		if time.Now().After(deadline) {
-			p.t.Fatalf("the driver is not stopped after 60 s: state %q", state)
+			p.t.Fatalf("the driver is not stopped 60 s after SIGSTOP: state %q", procState(pid))
 		}
-		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// cont continues a driver stopped by [proc.waitStopped] past its stop point.
+func (p *proc) cont() {
+	p.t.Helper()
+	p.signal(syscall.SIGCONT)
+	_, err := io.WriteString(p.stdin, "go\n")
+	require.NoError(p.t, err)
+}
+
+// cldStopped is si_code CLD_STOPPED: the child was stopped by a signal.
+const cldStopped = 5
+
+// stopped reports whether the child pid is stopped, as the kernel reports it to the parent
+// (waitid with WSTOPPED and WNOWAIT, which leaves the child waitable), or as /proc shows it.
+func stopped(pid int) bool {
+	var info unix.Siginfo
+	err := unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WNOHANG|unix.WNOWAIT, nil)
+	if err == nil && info.Signo == int32(unix.SIGCHLD) && info.Code == cldStopped {
+		return true
+	}
+	return procState(pid) == "T"
 }
 
 func procState(pid int) string {
@@ -232,7 +261,7 @@ func TestTwoDriverProcessesOfOneMigrationLeaveOneOpenOwner(t *testing.T) {
 					p2 := pe.start(t, common...)
 					r2 := p2.result()
 					require.Equal(t, "OwnedB", r2.State, "the second driver finishes: %s", r2.Err)
-					p1.signal(syscall.SIGCONT)
+					p1.cont()
 					r1 := p1.result()
 					require.True(t, r1.Fenced, "the first driver is fenced: %+v", r1)
 				case "killed":
@@ -292,7 +321,7 @@ func TestCancelRacingADriverProcessLeavesNoClaim(t *testing.T) {
 				}, 30*time.Second, 2*time.Millisecond)
 				if round == 0 {
 					require.NoError(t, err)
-					p1.signal(syscall.SIGCONT)
+					p1.cont()
 				}
 				r1 := p1.result()
 				switch {
@@ -343,7 +372,7 @@ func TestZombieDriverProcessCannotRevertALaterMove(t *testing.T) {
 			require.Equal(t, migrate.OwnedB, back.State)
 			gen := pe.table().Generation
 
-			p1.signal(syscall.SIGCONT)
+			p1.cont()
 			r1 := p1.result()
 			require.True(t, r1.Fenced, "the zombie is fenced: %+v", r1)
 			require.Equal(t, gen, pe.table().Generation, "no table was published by the zombie")
@@ -380,7 +409,7 @@ func TestZombieDriverProcessCannotReclaimTheOldTarget(t *testing.T) {
 			keys := pe.dataKeys(dst, u)
 			require.NotZero(t, keys)
 
-			p1.signal(syscall.SIGCONT)
+			p1.cont()
 			r1 := p1.result()
 			require.True(t, r1.Fenced, "the zombie is fenced: %+v", r1)
 			require.Equal(t, closed, pe.own(dst, u), "the old target's record is as the move back left it")

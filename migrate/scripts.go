@@ -25,6 +25,8 @@ var (
 	renewLua string
 	//go:embed epoch.lua
 	epochLua string
+	//go:embed carve.lua
+	carveLua string
 
 	prepareScript = redis.NewScript(prepareLua)
 	applyScript   = redis.NewScript(applyLua)
@@ -35,4 +37,5 @@ var (
 	acquireScript = redis.NewScript(acquireLua)
 	renewScript   = redis.NewScript(renewLua)
 	epochScript   = redis.NewScript(epochLua)
+	carveScript   = redis.NewScript(carveLua)
 )

@@ -18,9 +18,9 @@ func (c *Coordinator) settle(ctx context.Context, r *run, v *verifier, now int64
 		zset   string
 		keys   []string
 	}
-	k := c.keys.Unit(r.Unit)
+	k, ks := c.keys.Unit(r.Unit), c.srcKeys(r)
 	groups := []*group{
-		{c.shards[r.Source], k.OpExpiry, nil}, {c.shards[r.Source], k.Tombstones, nil},
+		{c.shards[r.Source], ks.OpExpiry, nil}, {c.shards[r.Source], ks.Tombstones, nil},
 		{c.shards[r.Target], k.OpExpiry, nil}, {c.shards[r.Target], k.Tombstones, nil},
 	}
 	var differ []string

@@ -103,20 +103,28 @@ type probeResult struct {
 	added   uint64 // entries ever added to the log
 	length  uint64 // entries present in the log
 	entries []redis.XMessage
+	mark    string // a carve-out's tenant: the carve-out that marked it moved out ("" none)
 }
 
 // probe reads the source's ownership record and log positions, and up to count entries
 // after `after` up to `upto`, in one atomic script.
-func (c *Coordinator) probe(ctx context.Context, r *run, after, upto string, count int) (probeResult, error) {
-	k := c.keys.Unit(r.Unit)
-	v, err := probeScript.Run(ctx, c.shards[r.Source].c, []string{k.Own, k.Log}, after, upto, count).Slice()
+func (c *Coordinator) probe(ctx context.Context, r *run, after, upto string, count int) (p probeResult, err error) {
+	k := c.srcKeys(r)
+	args := []any{after, upto, count}
+	if r.carving() {
+		args = append(args, r.Unit.Tenant)
+	}
+	v, err := probeScript.Run(ctx, c.shards[r.Source].c, []string{k.Own, k.Log}, args...).Slice()
 	if err != nil {
 		return probeResult{}, fmt.Errorf("migrate: probe source %q: %w", r.Source, err)
+	}
+	if len(v) == 8 {
+		p.mark, _ = v[7].(string)
+		v = v[:7]
 	}
 	if len(v) != 7 {
 		return probeResult{}, fmt.Errorf("migrate: probe source %q: malformed reply", r.Source)
 	}
-	var p probeResult
 	gen, _ := v[0].(string)
 	state, _ := v[1].(string)
 	p.own.Generation, _ = strconv.ParseUint(gen, 10, 64)

@@ -56,6 +56,11 @@ type Status struct {
 	Target string       // Target is the shard the unit moves to.
 	State  State        // State is the current state.
 
+	// From is the unit the records leave on the source when it is not Unit: for a carve-out
+	// (see [Coordinator.Carve]), the tenant's hash bucket, while Unit is the tenant's
+	// override unit on the target. The zero Unit otherwise.
+	From routing.Unit
+
 	SourceGen uint64 // SourceGen is the generation of the source's open ownership record.
 	ImportGen uint64 // ImportGen is the generation of the target's importing record.
 	FlipGen   uint64 // FlipGen is the generation the target opened at (0 before ReadyB).
@@ -113,7 +118,7 @@ func (s Status) fields() []any {
 		"tenant", s.Unit.Tenant, "sub", strconv.FormatUint(uint64(s.Unit.Sub), 10),
 		"source", s.Source, "target", s.Target,
 		"srcgen", u64(s.SourceGen), "impgen", u64(s.ImportGen),
-		"created", ms(s.Created), "updated", ms(s.Created),
+		"created", ms(s.Created), "updated", ms(s.Created), "carve", s.carveField(),
 	}
 }
 
@@ -155,6 +160,9 @@ func parseStatus(m map[string]string) (Status, error) {
 	s.Epoch, s.LeaseUntil = num("epoch"), at("lease")
 	s.abort, s.reopen = m["abort"] == "1", m["reopen"] == "1"
 	s.appliedN = num("appliedn")
+	if m["carve"] != "" {
+		s.From = routing.BucketUnit(uint32(num("carve")))
+	}
 	if len(errs) > 0 || s.ID == "" || s.State == "" || s.Unit.Validate() != nil {
 		return s, fmt.Errorf("migrate: malformed journal record %q (fields %v)", s.ID, errs)
 	}

@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -48,21 +49,31 @@ func (l *Limiter) approximate(ctx context.Context, key string, n int64) (Result,
 		default:
 		}
 	}
-	cur := now.UnixMilli() / l.sub
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.prune(cur, int64(l.o.span()))
+	r := st.admit(now.UnixMilli()/l.sub, n, l.o)
+	if r.Allowed {
+		l.admitted(key, now, n)
+	}
+	return r, nil
+}
+
+// admit decides a request of cost n in sub-window cur on the estimate and the unsynced
+// counts, and counts it when admitted (pure: tested without Redis). The caller holds st.mu.
+func (st *approx) admit(cur, n int64, o Options) Result {
+	span := int64(o.span())
+	st.prune(cur, span)
 	est := st.est
-	if cur-st.estIdx >= int64(l.o.span()) {
+	if cur-st.estIdx >= span {
 		est = 0 // every sub-window of the estimate has left the window
 	}
 	used := est + st.unsynced
-	if used+n > l.o.Limit.Rate || st.unsynced+n > l.o.MaxUnsynced {
-		wait := l.o.SyncInterval
-		if used+n <= l.o.Limit.Rate {
+	if used+n > o.Limit.Rate || st.unsynced+n > o.MaxUnsynced {
+		wait := o.SyncInterval
+		if used+n <= o.Limit.Rate {
 			wait = 0 // waiting for a sync in flight
 		}
-		return Result{Remaining: max(0, l.o.Limit.Rate-used), RetryAfter: wait}, nil
+		return Result{Remaining: max(0, o.Limit.Rate-used), RetryAfter: wait}
 	}
 	if k := len(st.counts); k > 0 && st.counts[k-1].idx == cur {
 		st.counts[k-1].n += n
@@ -70,8 +81,7 @@ func (l *Limiter) approximate(ctx context.Context, key string, n int64) (Result,
 		st.counts = append(st.counts, count{cur, n})
 	}
 	st.unsynced += n
-	l.admitted(key, now, n)
-	return Result{Allowed: true, Remaining: l.o.Limit.Rate - used - n, RetryAfter: -1}, nil
+	return Result{Allowed: true, Remaining: o.Limit.Rate - used - n, RetryAfter: -1}
 }
 
 // prune forgets unsynced counts of sub-windows that have left the window. The caller
@@ -91,22 +101,39 @@ func (st *approx) prune(cur, k int64) {
 func (l *Limiter) sync(ctx context.Context, st *keyState, key string) error {
 	sent := l.o.Clock()
 	st.mu.Lock()
-	st.prune(sent.UnixMilli()/l.sub, int64(l.o.span()))
-	req := st.pending
-	if req == nil {
-		req = &syncReq{seq: l.ids.Add(1), counts: append([]count(nil), st.counts...)}
-		st.pending = req
-	}
+	req := st.nextSync(sent.UnixMilli()/l.sub, int64(l.o.span()), &l.ids)
 	st.mu.Unlock()
 
+	est, now, err := l.sendSync(ctx, key, req)
+	if err != nil {
+		return err
+	}
+	l.stats.syncs.Add(1)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.applySync(req, est, now/l.sub, sent, int64(l.o.span()))
+	return nil
+}
+
+// nextSync returns the sync to send: the pending one, whose outcome is unknown, unchanged,
+// or a new one carrying the unsynced counts of the sub-windows still in the window (cur is
+// the current one), numbered from ids. The caller holds st.mu.
+func (st *approx) nextSync(cur, span int64, ids *atomic.Uint64) *syncReq {
+	st.prune(cur, span)
+	if st.pending == nil {
+		st.pending = &syncReq{seq: ids.Add(1), counts: append([]count(nil), st.counts...)}
+	}
+	return st.pending
+}
+
+// sendSync runs sync.lua for req, sending it up to Attempts times while the connection
+// fails, and returns the shared count and the server's time in milliseconds.
+func (l *Limiter) sendSync(ctx context.Context, key string, req *syncReq) (est, nowMs int64, err error) {
 	args := []any{l.sub, l.o.span(), l.inst, req.seq}
 	for _, c := range req.counts {
 		args = append(args, c.idx, c.n)
 	}
-	var (
-		v   []any
-		err error
-	)
+	var v []any
 	for range l.o.Attempts {
 		l.stats.calls.Add(1)
 		if v, err = syncScript.Run(ctx, l.client, []string{l.syncKey(key)}, args...).Slice(); err == nil || !retryable(ctx, err) {
@@ -114,21 +141,25 @@ func (l *Limiter) sync(ctx context.Context, st *keyState, key string) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("ratelimit: sync %q: %w", key, err)
+		return 0, 0, fmt.Errorf("ratelimit: sync %q: %w", key, err)
 	}
 	if len(v) != 4 {
-		return fmt.Errorf("ratelimit: sync: malformed reply %v", v)
+		return 0, 0, fmt.Errorf("ratelimit: sync: malformed reply %v", v)
 	}
 	est, ok1 := v[1].(int64)
-	now, ok2 := v[2].(int64)
+	nowMs, ok2 := v[2].(int64)
 	if !ok1 || !ok2 {
-		return fmt.Errorf("ratelimit: sync: malformed reply %v", v)
+		return 0, 0, fmt.Errorf("ratelimit: sync: malformed reply %v", v)
 	}
-	l.stats.syncs.Add(1)
-	st.mu.Lock()
-	defer st.mu.Unlock()
+	return est, nowMs, nil
+}
+
+// applySync installs the shared count est of the window ending at sub-window idx, which
+// now holds the counts req carried, and drops those counts from the unsynced ones (pure:
+// tested without Redis). The caller holds st.mu.
+func (st *approx) applySync(req *syncReq, est, idx int64, sent time.Time, span int64) {
 	st.pending = nil
-	st.est, st.estIdx, st.lastSync = est, now/l.sub, sent
+	st.est, st.estIdx, st.lastSync = est, idx, sent
 	for _, c := range req.counts { // these are in est now
 		for i := range st.counts {
 			if st.counts[i].idx == c.idx {
@@ -145,6 +176,5 @@ func (l *Limiter) sync(ctx context.Context, st *keyState, key string) error {
 		}
 	}
 	st.counts = kept
-	st.prune(now/l.sub, int64(l.o.span()))
-	return nil
+	st.prune(idx, span)
 }

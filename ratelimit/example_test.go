@@ -2,6 +2,7 @@ package ratelimit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -78,4 +79,107 @@ func ExampleNew_invalid() {
 	fmt.Println(err)
 	// Output:
 	// ratelimit: invalid argument: Options.Limit.Burst must be 0..Rate (10), got 20
+}
+
+// AllowN asks for several cells at once: all of them are admitted, or none.
+func ExampleLimiter_AllowN() {
+	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	defer rdb.Close()
+	lim, err := ratelimit.New(rdb, ratelimit.Options{
+		Limit:  ratelimit.Limit{Rate: 5, Period: time.Minute},
+		Prefix: fmt.Sprintf("example:%d:", time.Now().UnixNano()),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+
+	ctx := context.Background()
+	res, _ := lim.AllowN(ctx, "upload:7", 2)
+	fmt.Println(res.Allowed, res.Remaining)
+	res, _ = lim.AllowN(ctx, "upload:7", 4)
+	fmt.Println(res.Allowed, res.Remaining)
+	_, err = lim.AllowN(ctx, "upload:7", 6)
+	fmt.Println(err)
+	// Output:
+	// true 3
+	// false 3
+	// ratelimit: invalid argument: cost must be 1..5, got 6
+}
+
+// Approximate mode counts locally and syncs a shared estimate; one instance alone never
+// passes the limit.
+func ExampleNew_approximate() {
+	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	defer rdb.Close()
+	lim, err := ratelimit.New(rdb, ratelimit.Options{
+		Limit:  ratelimit.Limit{Rate: 100, Period: time.Minute},
+		Mode:   ratelimit.Approximate,
+		Prefix: fmt.Sprintf("example:%d:", time.Now().UnixNano()),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+
+	ctx := context.Background()
+	admitted := 0
+	for range 150 {
+		if res, err := lim.Allow(ctx, "search:3"); err == nil && res.Allowed {
+			admitted++
+		}
+	}
+	fmt.Println("admitted:", admitted)
+	// Output:
+	// admitted: 100
+}
+
+// Stats counts the answers and the Redis calls of this process.
+func ExampleLimiter_Stats() {
+	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	defer rdb.Close()
+	lim, err := ratelimit.New(rdb, ratelimit.Options{
+		Limit:  ratelimit.Limit{Rate: 2, Period: time.Minute},
+		Prefix: fmt.Sprintf("example:%d:", time.Now().UnixNano()),
+	})
+	if err != nil {
+		panic(err)
+	}
+	defer lim.Close()
+
+	for range 3 {
+		_, _ = lim.Allow(context.Background(), "user:1")
+	}
+	st := lim.Stats()
+	fmt.Println(st.Allowed, st.Denied, st.Calls)
+	// Output:
+	// 2 1 3
+}
+
+// After Close every call returns ErrClosed; Close itself may be called again.
+func ExampleLimiter_Close() {
+	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	defer rdb.Close()
+	lim, err := ratelimit.New(rdb, ratelimit.Options{Limit: ratelimit.Limit{Rate: 2, Period: time.Minute}})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(lim.Close(), lim.Close())
+	_, err = lim.Allow(context.Background(), "user:1")
+	fmt.Println(errors.Is(err, ratelimit.ErrClosed))
+	// Output:
+	// <nil> <nil>
+	// true
+}
+
+func ExampleMode_String() {
+	fmt.Println(ratelimit.Exact, ratelimit.Leased, ratelimit.Approximate)
+	// Output:
+	// exact leased approximate
+}
+
+func ExampleWindow_String() {
+	fmt.Println(ratelimit.WindowDefault, ratelimit.GCRA, ratelimit.Sliding, ratelimit.Fixed)
+	// Output:
+	// default gcra sliding fixed
 }

@@ -1,22 +1,20 @@
 -- gcra.lua: admit cost requests of one key by the generic cell rate algorithm, atomically.
 --
--- KEYS[1]  "<prefix>{<hash>}:g:<key>": the key's theoretical arrival time (TAT), a string
---          of microseconds on this server's clock. One key, so one slot.
--- ARGV[1]  burst: cells admitted at once from idle, 1..2^40
--- ARGV[2]  rate: cells per period, 1..2^40
--- ARGV[3]  period, microseconds, 1..8.64e10
--- ARGV[4]  cost: cells asked for, 1..2^40
---
+-- KEYS: 1 "<prefix>{<hash>}:g:<key>": the key's theoretical arrival time (TAT), a string
+--         of microseconds on this server's clock. One key, so one slot.
+-- ARGV: 1 burst: cells admitted at once from idle, 1..2^40
+--       2 rate: cells per period, 1..2^40
+--       3 period, microseconds, 1..8.64e10
+--       4 cost: cells asked for, 1..2^40
 -- Reply: {status, remaining, retry_after_us, reset_after_us, now_us}
 --   {'ok', ...}      admitted; TAT advanced by cost emission intervals
 --   {'denied', ...}  not admitted; nothing written; retry_after_us is -1 when cost > burst
---
+--   bad arguments: an error 'ERR ratelimit: <what>', before any write
 -- Invariant: with T = period/rate, a request is admitted only if TAT + cost·T - burst·T
 -- <= now, and then TAT = max(TAT, now) + cost·T. Hence in any interval of length x at most
 -- burst + x/T cells are admitted. The script is its own idempotence unit: it either
 -- advances TAT once or writes nothing (a retried call is a new request, as with any
 -- Exact-mode call; see the package doc).
-
 local key = KEYS[1]
 
 local function int(s)

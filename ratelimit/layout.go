@@ -39,7 +39,7 @@ func tagIn(key string, j, n int) string {
 
 // gcraKey returns the GCRA key of key.
 func (l *Limiter) gcraKey(key string) string {
-	return l.o.Prefix + "{" + tagIn(key, 0, 1) + "}:g:" + key
+	return slot.Tagged(l.o.Prefix, tagIn(key, 0, 1)) + ":g:" + key
 }
 
 // slotKey returns the base of budget slot j of key (Exact windows and Leased mode).
@@ -48,10 +48,10 @@ func (l *Limiter) slotKey(key string, j int) string {
 	if l.o.Mode == Leased {
 		m = "l:"
 	}
-	return l.o.Prefix + "{" + tagIn(key, j, l.o.Slots) + "}:" + m + key + ":" + strconv.Itoa(j)
+	return slot.Tagged(l.o.Prefix, tagIn(key, j, l.o.Slots)) + ":" + m + key + ":" + strconv.Itoa(j)
 }
 
 // syncKey returns the base of key's shared counts in Approximate mode.
 func (l *Limiter) syncKey(key string) string {
-	return l.o.Prefix + "{" + tagIn(key, 0, 1) + "}:a:" + key
+	return slot.Tagged(l.o.Prefix, tagIn(key, 0, 1)) + ":a:" + key
 }

@@ -2,10 +2,10 @@ package ratelimit
 
 import (
 	"context"
-
-	"github.com/celebrity-go/celebrity/internal/hashing"
 	"math"
 	"time"
+
+	"github.com/celebrity-go/celebrity/internal/hashing"
 )
 
 // lease is the Leased-mode part of a key's local state: the chunk this instance holds.
@@ -74,60 +74,85 @@ func (l *Limiter) fromChunk(st *keyState, key string, n int64, ask bool) (Result
 func (l *Limiter) fetch(ctx context.Context, st *keyState, key string, n int64) (Result, error) {
 	now := l.o.Clock()
 	st.mu.Lock()
-	if st.emptyTill == nil {
-		st.emptyTill = make([]time.Time, l.o.Slots)
-		st.next = int(hashing.Sum64(l.inst) % uint64(l.o.Slots)) // instances start apart
-	}
-	want := l.want(st, now, n)
-	start, tries := st.next, l.o.Slots
-	if st.starved {
-		start, tries = (st.next+1)%l.o.Slots, 1
-		st.next = start
-	}
+	want, start, tries := l.planFetch(st, now, n)
 	st.mu.Unlock()
 
-	retry := time.Duration(-1)
-	var lastErr error
-	answered := false
+	f := fetchTry{retry: -1}
 	for i := range tries {
-		j := (start + i) % l.o.Slots
-		st.mu.Lock()
-		skip := now.Before(st.emptyTill[j])
-		if skip && (retry < 0 || st.emptyTill[j].Sub(now) < retry) {
-			retry = st.emptyTill[j].Sub(now)
-		}
-		st.mu.Unlock()
-		if skip {
-			continue
-		}
-		sent := l.o.Clock()
-		r, err := l.take(ctx, key, j, min(want, l.o.budget(j)), n, l.requestID())
-		if err != nil {
-			// A slot whose master is unreachable is skipped for one sub-window; the
-			// others still serve. Its budget is lost meanwhile (under-admission only).
-			lastErr = err
-			l.markEmpty(st, j, sent, l.sub, 0)
-			continue
-		}
-		answered = true
-		if r.status == "empty" {
-			l.markEmpty(st, j, sent, r.ms, r.resetMs)
-			if r.ms >= 0 && (retry < 0 || ms(r.ms) < retry) {
-				retry = ms(r.ms)
-			}
-			continue
-		}
-		if res, ok := l.install(st, key, j, sent, r, n); ok {
+		if res, ok := l.trySlot(ctx, st, key, (start+i)%l.o.Slots, now, want, n, &f); ok {
 			return res, nil
 		}
 	}
-	if lastErr != nil && !answered {
-		return Result{RetryAfter: -1}, lastErr
+	if f.lastErr != nil && !f.answered {
+		return Result{RetryAfter: -1}, f.lastErr
 	}
 	st.mu.Lock()
 	st.starved = true
 	st.mu.Unlock()
-	return Result{RetryAfter: retry}, nil
+	return Result{RetryAfter: f.retry}, nil
+}
+
+// planFetch sizes the next chunk and chooses the slots to ask: every slot from st.next, or,
+// after a fetch that found every slot empty, only the next one in turn. The caller holds
+// st.mu.
+func (l *Limiter) planFetch(st *keyState, now time.Time, n int64) (want int64, start, tries int) {
+	if st.emptyTill == nil {
+		st.emptyTill = make([]time.Time, l.o.Slots)
+		st.next = int(hashing.Sum64(l.inst) % uint64(l.o.Slots)) // instances start apart
+	}
+	want = l.want(st, now, n)
+	start, tries = st.next, l.o.Slots
+	if st.starved {
+		start, tries = (st.next+1)%l.o.Slots, 1
+		st.next = start
+	}
+	return want, start, tries
+}
+
+// fetchTry is what one fetch learned from the slots it asked so far.
+type fetchTry struct {
+	retry    time.Duration // the earliest a slot has budget again (-1: unknown)
+	lastErr  error         // the last slot's error
+	answered bool          // some slot answered
+}
+
+// earlier lowers the retry hint to d.
+func (f *fetchTry) earlier(d time.Duration) {
+	if f.retry < 0 || d < f.retry {
+		f.retry = d
+	}
+}
+
+// trySlot asks slot j for a chunk of want cells (at least n), unless it is known to be empty
+// at now, and admits n from the chunk it grants. It records in f what it learned.
+func (l *Limiter) trySlot(ctx context.Context, st *keyState, key string, j int, now time.Time, want, n int64, f *fetchTry) (Result, bool) {
+	st.mu.Lock()
+	skip := now.Before(st.emptyTill[j])
+	if skip {
+		f.earlier(st.emptyTill[j].Sub(now))
+	}
+	st.mu.Unlock()
+	if skip {
+		return Result{}, false
+	}
+	sent := l.o.Clock()
+	r, err := l.take(ctx, key, j, min(want, l.o.budget(j)), n, l.requestID())
+	if err != nil {
+		// A slot whose master is unreachable is skipped for one sub-window; the others
+		// still serve. Its budget is lost meanwhile (under-admission only).
+		f.lastErr = err
+		l.markEmpty(st, j, sent, l.sub, 0)
+		return Result{}, false
+	}
+	f.answered = true
+	if r.status == "empty" {
+		l.markEmpty(st, j, sent, r.ms, r.resetMs)
+		if r.ms >= 0 {
+			f.earlier(ms(r.ms))
+		}
+		return Result{}, false
+	}
+	return l.install(st, key, j, sent, r, n)
 }
 
 // markEmpty records that slot j has no budget for at least wait ms after sent.
@@ -161,22 +186,7 @@ func (l *Limiter) install(st *keyState, key string, j int, sent time.Time, r tak
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	now := l.o.Clock()
-	if st.left > 0 && now.Before(st.deadline) && st.window == window && !st.deadline.After(deadline) {
-		// The same sub-window: the old deadline is the earlier one. Cells of a later
-		// sub-window are never added to a chunk of an earlier one, however close their
-		// local deadlines (a reply delayed on a loaded machine brings them close), since
-		// spending them early would put them in a window that already had its budget.
-		st.left += r.granted
-	} else {
-		st.left = r.granted
-		st.deadline = deadline
-		st.window = window
-	}
-	if !st.fetchedAt.IsZero() {
-		if dt := now.Sub(st.fetchedAt).Seconds(); dt > 0 {
-			st.rate = 0.5*st.rate + 0.5*float64(st.asked)/dt
-		}
-	}
+	st.addChunk(now, deadline, window, r.granted)
 	st.asked, st.fetchedAt, st.next, st.starved = 0, now, j, false
 	left, ok := st.useChunk(now, n)
 	if !ok {
@@ -184,6 +194,28 @@ func (l *Limiter) install(st *keyState, key string, j int, sent time.Time, r tak
 	}
 	l.admitted(key, now, n)
 	return Result{Allowed: true, Remaining: left, RetryAfter: -1}, true
+}
+
+// addChunk adds granted cells of the server's sub-window window, usable before deadline, to
+// the chunk, and updates the demand rate from the cells asked since the last fetch (pure:
+// tested without Redis). The caller holds the key's lock.
+func (ls *lease) addChunk(now, deadline time.Time, window, granted int64) {
+	if ls.left > 0 && now.Before(ls.deadline) && ls.window == window && !ls.deadline.After(deadline) {
+		// The same sub-window: the old deadline is the earlier one. Cells of a later
+		// sub-window are never added to a chunk of an earlier one, however close their
+		// local deadlines (a reply delayed on a loaded machine brings them close), since
+		// spending them early would put them in a window that already had its budget.
+		ls.left += granted
+	} else {
+		ls.left = granted
+		ls.deadline = deadline
+		ls.window = window
+	}
+	if !ls.fetchedAt.IsZero() {
+		if dt := now.Sub(ls.fetchedAt).Seconds(); dt > 0 {
+			ls.rate = 0.5*ls.rate + 0.5*float64(ls.asked)/dt
+		}
+	}
 }
 
 // want sizes the next chunk: this instance's recent request rate for the key (admitted or

@@ -2,8 +2,9 @@ package ratelimit
 
 import (
 	"log/slog"
-	"strings"
 	"time"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // Mode chooses how a [Limiter] shares one limit between instances.
@@ -195,7 +196,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, invalidf("Options.Window GCRA needs Mode Exact, got %v", o.Mode)
 	case o.HotKeys != nil && o.Mode != Leased:
 		return o, invalidf("Options.HotKeys needs Mode Leased, got %v", o.Mode)
-	case strings.ContainsAny(o.Prefix, "{}") || len(o.Prefix) > maxPrefixBytes:
+	case slot.HasBraces(o.Prefix) || len(o.Prefix) > maxPrefixBytes:
 		return o, invalidf("Options.Prefix must be at most %d bytes without '{' or '}', got %q", maxPrefixBytes, o.Prefix)
 	}
 	if o.Window == WindowDefault {

@@ -4,6 +4,8 @@ import (
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
 // Each script lives in its own file with a header comment: its keys and why they share a
@@ -16,9 +18,9 @@ var (
 	//go:embed sync.lua
 	syncLua string
 
-	gcraScript = redis.NewScript(gcraLua)
-	takeScript = redis.NewScript(takeLua)
-	syncScript = redis.NewScript(syncLua)
+	gcraScript = script.New(gcraLua)
+	takeScript = script.New(takeLua)
+	syncScript = script.New(syncLua)
 )
 
 // Client is the part of go-redis a [Limiter] needs: running scripts.

@@ -11,10 +11,15 @@
 -- ARGV[2]  lease lifetime in ms, > 0.
 -- ARGV[3]  copies to register when the record holds a live value, "<slot>.<slot>..." (may
 --          be empty), as register.lua does.
+-- ARGV[4]  the life in ms (> 0) of a lease taken in the primary: the caller's value TTL, so
+--          that the fill keeps the key's TTL (KEEPTTL) and needs no second write. Optional;
+--          default ARGV[2].
 --
 -- Lease markers (in the primary when it holds no record, else in the side lease):
 -- "l2,<token>,<waiters>" held; "n2,<token>" the source does not have the key; "e2,<token>,
 -- <message>" the last load failed. Absent and error markers live NegativeTTL / ErrorTTL.
+-- A token "<random>.<deadline>" holds the lease until <deadline> (Unix ms, the holder's
+-- clock) while its marker lives; a token without a deadline, while its marker lives.
 --
 -- Reply:
 --   {"hit", raw}        the primary holds a live value (raw: the record after registration).
@@ -28,7 +33,7 @@
 -- Invariant: at most one token holds the lease at a time, and only until it expires.
 
 local rec, side = KEYS[1], KEYS[2]
-local token, ms, add = ARGV[1], ARGV[2], ARGV[3]
+local token, ms, add, life = ARGV[1], ARGV[2], ARGV[3], ARGV[4] or ARGV[2]
 if not token or token == '' or string.find(token, ',', 1, true) then
   return redis.error_reply('ERR replicas: bad lease token')
 end
@@ -38,11 +43,23 @@ end
 if not add or not string.match(add, '^[%d.]*$') then
   return redis.error_reply('ERR replicas: bad registry ' .. tostring(add))
 end
+if not string.match(life, '^%d+$') or tonumber(life) <= 0 then
+  return redis.error_reply('ERR replicas: bad lease life ' .. tostring(life))
+end
 
--- lease takes or inspects the lease held in key k.
-local function lease(k, held)
+local now = nil
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
+
+-- lease takes or inspects the lease held in key k, taking it for px ms.
+local function lease(k, held, px)
   if not held then
-    redis.call('SET', k, 'l2,' .. token .. ',0', 'PX', ms)
+    redis.call('SET', k, 'l2,' .. token .. ',0', 'PX', px)
     return {'won'}
   end
   local mark = string.sub(held, 1, 3)
@@ -53,33 +70,40 @@ local function lease(k, held)
   elseif mark == 'l2,' then
     local tok, n = string.match(held, '^l2,([^,]*),(%d+)$')
     if tok == token then return {'won'} end
+    local deadline = tok and tonumber(string.match(tok, '%.(%d+)$'))
+    if deadline and deadline <= clock() then
+      -- The holder's time is up: take the lease over. Its waiters look again when their
+      -- wait, bounded by the deadline, ends.
+      redis.call('SET', k, 'l2,' .. token .. ',0', 'PX', px)
+      return {'won'}
+    end
     redis.call('SET', k, 'l2,' .. tostring(tok) .. ',' .. tostring((tonumber(n) or 0) + 1), 'KEEPTTL')
-    return {'wait', redis.call('PTTL', k)}
+    local left = redis.call('PTTL', k)
+    if deadline then left = math.min(left, deadline - clock()) end
+    return {'wait', left}
   end
   -- Not a marker of this package: take the lease over it.
-  redis.call('SET', k, 'l2,' .. token .. ',0', 'PX', ms)
+  redis.call('SET', k, 'l2,' .. token .. ',0', 'PX', px)
   return {'won'}
 end
 
 local raw = redis.call('GET', rec)
 if not raw or string.sub(raw, 1, 3) ~= 'c2,' then
-  return lease(rec, raw)
+  return lease(rec, raw, life)
 end
 local sv, sk, sx, sreg, pos = string.match(raw, '^c2,(%d+),([vx]),(%d+),([%d.:]*),()')
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if not sv or sk ~= 'v' or (sx ~= '0' and tonumber(sx) <= now) then
-  return lease(side, redis.call('GET', side))
+if not sv or sk ~= 'v' or (sx ~= '0' and tonumber(sx) <= clock()) then
+  return lease(side, redis.call('GET', side), ms)
 end
 if add ~= '' then
   if sx == '0' then
     -- Never replicated: the key's TTL is the value's; registering needs it as a time.
-    sx = string.format('%.0f', now + math.max(redis.call('PTTL', rec), 1))
+    sx = string.format('%.0f', clock() + math.max(redis.call('PTTL', rec), 1))
   end
   local ends, order = {}, {}
   for s, e in string.gmatch(sreg, '(%d+):(%d+)') do
     e = tonumber(e)
-    if e > now and not ends[s] then ends[s] = e; order[#order + 1] = s end
+    if e > clock() and not ends[s] then ends[s] = e; order[#order + 1] = s end
   end
   local first, seen = {}, {}
   for s in string.gmatch(add, '%d+') do

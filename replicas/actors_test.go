@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,8 +67,8 @@ func TestZombieFillerWithLeaseGoneReturnsItsLoad(t *testing.T) {
 			release := make(chan struct{})
 			go func() {
 				<-started
-				// The lease (in the primary's key) expires while the loader runs.
-				require.Eventually(t, func() bool { return c.Exists(ctx, primary).Val() == 0 },
+				// The lease (in the primary's key) ends while the loader runs.
+				require.Eventually(t, func() bool { return leaseOver(ctx, c, primary) },
 					20*time.Second, 5*time.Millisecond)
 				close(release)
 			}()
@@ -83,6 +84,23 @@ func TestZombieFillerWithLeaseGoneReturnsItsLoad(t *testing.T) {
 			require.Equal(t, it, got, "what the caller got is what the key holds")
 		})
 	}
+}
+
+// leaseOver reports whether key holds no live lease: nothing, or a lease marker
+// "l2,<random>.<deadline>,<waiters>" whose deadline (Unix ms) has passed.
+func leaseOver(ctx context.Context, c redis.Cmdable, key string) bool {
+	raw, err := c.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return true
+	}
+	var tok string
+	var waiters int
+	if _, err := fmt.Sscanf(strings.ReplaceAll(raw, ",", " "), "l2 %s %d", &tok, &waiters); err != nil {
+		return false
+	}
+	_, deadline, ok := strings.Cut(tok, ".")
+	ms, err := strconv.ParseInt(deadline, 10, 64)
+	return ok && err == nil && time.Now().UnixMilli() > ms
 }
 
 // holdReply is a go-redis hook that lets the first matching command run on the server and

@@ -100,8 +100,12 @@
 //
 // [Replicator.GetOrLoad] of a key that is not hot starts with one plain command, SET NX GET
 // on the primary: it returns the value (a hit costs that one command) or takes the lease in
-// the primary's own key (a token with [Options].LeaseTTL); the fill is the second and last
-// round trip of a miss. One caller in the fleet loads from the source and fills; callers
+// the primary's own key (a token that holds it for [Options].LeaseTTL, in a marker given
+// the value's TTL); the fill is the second and last round trip of a miss, and usually one
+// write that swaps the marker for the value, keeping the key's TTL: the server runs three
+// commands per miss (SET NX GET, the fill script, its SET), one per hit, against GET and
+// SET (two) and GET (one) without the lease. A filled value lives its TTL from when the
+// lease was taken, that is from the start of its load. One caller in the fleet loads from the source and fills; callers
 // on the same instance share its fetch; callers on other instances block on a list the
 // filler pushes to (no polling) and read the fill. A holder that dies loses its lease when
 // it expires and one waiter takes over; a fill whose token is no longer the lease is

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,8 +18,8 @@ import (
 // with load — once for the whole fleet.
 //
 // A miss costs two round trips: one command on the primary that returns the value or takes
-// the key's lease (a token stored in the primary's key while it holds no record, for
-// Options.LeaseTTL), then the fill (for a hot key the copy read comes first, and the fill
+// the key's lease (a token stored in the primary's key while it holds no record, that holds
+// the lease for Options.LeaseTTL), then the fill (for a hot key the copy read comes first, and the fill
 // also writes the copies); a hit costs the first alone. Callers on
 // one instance share one fetch, except that a caller arriving while that fetch's read is
 // under way starts a fetch of its own (the read may predate a write that returned before
@@ -125,17 +126,32 @@ func (r *Replicator) join(ctx context.Context, key string, ttl time.Duration, lo
 	return f, nil
 }
 
-// newToken returns a random lease token. It is drawn from crypto/rand, not Options.Rand:
-// instances whose Rand is seeded alike must still never share a lease.
+// newToken returns a lease token "<random>.<deadline>": the lease it takes lasts until the
+// deadline, LeaseTTL from now on the system clock (not Options.Clock, which only reads
+// records), even when its marker lives longer (see leaseLife). The random part is drawn from
+// crypto/rand, not Options.Rand: instances whose Rand is seeded alike must still never share
+// a lease.
 func (r *Replicator) newToken() string {
-	return rand.Text()
+	return rand.Text() + "." + strconv.FormatInt(time.Now().Add(r.opts.LeaseTTL).UnixMilli(), 10)
+}
+
+// leaseLife returns how long a lease marker taken in the primary lives, and whether that is
+// the value's life ttl: then the fill swaps the marker for the record in one write that
+// keeps the key's TTL (see set.lua), so a miss costs the lease command and a fill of one
+// write. A ttl shorter than LeaseTTL would end the lease before its deadline: such a lease
+// lives LeaseTTL and its fill sets the TTL itself.
+func (r *Replicator) leaseLife(ttl time.Duration) (time.Duration, bool) {
+	if ttl >= r.opts.LeaseTTL {
+		return ttl, true
+	}
+	return r.opts.LeaseTTL, false
 }
 
 // fetch takes the lease or waits for its holder, then loads and fills. It registers the
 // copies in missed at the primary when it finds a value there, and refills them.
 //
 // A key that is not hot starts with one plain command, "SET <primary> l2,<token>,0 NX GET
-// PX <LeaseTTL>": it returns the live record (a hit), or nothing (the lease is taken, in the
+// PX <life>" (see leaseLife): it returns the live record (a hit), or nothing (the lease is taken, in the
 // primary's own key). Whatever else it finds (another holder's lease, an expired record, a
 // tombstone, an absent or error marker) goes through acquire.lua, as does a hot key's
 // fallback, which also registers its copies.
@@ -145,6 +161,7 @@ func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.
 	primary := r.primaryKey(key)
 	keys := []string{primary, side}
 	leaseMs := r.opts.LeaseTTL.Milliseconds()
+	life, _ := r.leaseLife(ttl)
 	add := ""
 	if len(missed) > 0 {
 		add = slotsOf(lay, missed)
@@ -156,7 +173,7 @@ func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.
 		var res []any
 		f.reading.Store(true)
 		if !scripted {
-			raw, err := r.client.SetArgs(ctx, primary, "l2,"+token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: r.opts.LeaseTTL}).Result()
+			raw, err := r.client.SetArgs(ctx, primary, "l2,"+token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: life}).Result()
 			switch {
 			case errors.Is(err, redis.Nil) || raw == "l2,"+token+",0":
 				res = []any{"won"}
@@ -172,7 +189,7 @@ func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.
 		}
 		if res == nil { // a hot key, or what the plain command cannot settle alone
 			var err error
-			res, err = acquireScript.Run(ctx, r.client, keys, token, leaseMs, add).Slice()
+			res, err = acquireScript.Run(ctx, r.client, keys, token, leaseMs, add, life.Milliseconds()).Slice()
 			if err != nil {
 				return Item{}, fmt.Errorf("replicas: lease for %q: %w", key, err)
 			}
@@ -347,7 +364,8 @@ func (r *Replicator) fillLoaded(ctx context.Context, key, token string, ttl time
 		}
 	}
 	rec := record{version: it.Version, data: string(it.Value)}
-	status, stored, waitErr, err := r.setPrimary(ctx, key, rec, ttl, add, token)
+	_, keep := r.leaseLife(ttl)
+	status, stored, waitErr, err := r.setPrimary(ctx, key, rec, ttl, add, token, keep)
 	if err != nil {
 		return it, fmt.Errorf("replicas: filling %q: %w", key, err)
 	}

@@ -71,7 +71,8 @@ type Options struct {
 	Jitter float64
 	// LeaseTTL is how long a fill lease lasts: when its holder dies, another caller takes
 	// over after at most this long. Set it above the source's slowest normal load: a load
-	// that outlasts its lease is taken over (the source runs again) and its fill is refused.
+	// that outlasts its lease can be taken over (the source runs again), and its fill is
+	// then refused.
 	// Default: DefaultLeaseTTL (2s).
 	LeaseTTL time.Duration
 	// NegativeTTL is how long, after a load reported ErrNotFound, every GetOrLoad in the

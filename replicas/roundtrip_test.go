@@ -47,3 +47,41 @@ func TestMissCostsTwoRoundTrips(t *testing.T) {
 		require.Equal(t, int64(keys), count.cmds.Load(), "commands for %d hits", keys)
 	})
 }
+
+// TestMissCostsThreeServerCommands: what the server executes for a GetOrLoad miss of a key
+// that is not hot, scripts' own commands included, is the lease command (SET NX GET), the
+// fill script and the one write inside it that swaps the lease for the record; a hit is the
+// lease command alone. The naive GET-then-SET costs 2 and 1.
+func TestMissCostsThreeServerCommands(t *testing.T) {
+	s := celebritytest.NewServer(t, celebritytest.ServerOptions{})
+	r := newReplicator(t, s.Client(t), replicas.Options{})
+	ctx := ctxFor(t)
+	load := func(context.Context) (replicas.Item, error) {
+		return replicas.Item{Value: []byte("v"), Version: 1}, nil
+	}
+	for i := range 10 { // scripts loaded, connections open
+		_, err := r.GetOrLoad(ctx, "warm"+strconv.Itoa(i), time.Minute, load)
+		require.NoError(t, err)
+	}
+	addrs := []string{s.Addr()}
+	const keys = 20
+	for _, phase := range []struct {
+		name string
+		cmds float64
+	}{{"misses", 3}, {"hits", 1}} {
+		before := serverCalls(t, addrs)
+		for i := range keys {
+			_, err := r.GetOrLoad(ctx, "k"+strconv.Itoa(i), time.Minute, load)
+			require.NoError(t, err)
+		}
+		require.Equal(t, phase.cmds*keys, serverCalls(t, addrs)-before, "server commands for %d %s", keys, phase.name)
+	}
+	for i := range keys {
+		got, err := r.Get(ctx, "k"+strconv.Itoa(i))
+		require.NoError(t, err)
+		require.Equal(t, replicas.Item{Value: []byte("v"), Version: 1}, got)
+		ttl, err := s.Client(t).PTTL(ctx, r.PrimaryKey("k"+strconv.Itoa(i))).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, 30*time.Second, "the filled value lives the ttl it was loaded with")
+	}
+}

@@ -19,6 +19,9 @@
 -- ARGV[8]  NegativeTTL in ms, >= 0 (fills only; 0: none): a fill refused by a live tombstone
 --          of a newer version (the source lags behind a delete) leaves the absent marker
 --          "n2,<token>" in the side lease for that long, as a load that found nothing does.
+-- ARGV[9]  "1" when a lease the caller holds in the primary was given the value's life
+--          (ARGV[4]) when it was taken, "0" otherwise (fills only; optional): then a fill
+--          that finds that lease swaps it for the record in one write keeping the key's TTL.
 --
 -- Stored format: "c2,<version>,<kind>,<expiry ms>,<registry>,<data>", registry entries
 -- "<slot>:<expiry ms>" joined by "."; expiry 0 (only with an empty registry) means the
@@ -52,15 +55,36 @@ end
 if not add or not string.match(add, '^[%d.]*$') then
   return redis.error_reply('ERR replicas: bad registry ' .. tostring(add))
 end
-local token, wakeMs, negMs = nil, '1000', 0
+local token, wakeMs, negMs, keep = nil, '1000', 0, '0'
 if #KEYS == 3 then
-  token, wakeMs, negMs = ARGV[6], ARGV[7], ARGV[8] or '0'
-  if not token or token == '' or string.find(token, ',', 1, true) or not wakeMs or not string.match(wakeMs, '^%d+$') or tonumber(wakeMs) <= 0 or not string.match(negMs, '^%d+$') then
+  token, wakeMs, negMs, keep = ARGV[6], ARGV[7], ARGV[8] or '0', ARGV[9] or '0'
+  if not token or token == '' or string.find(token, ',', 1, true) or not wakeMs or not string.match(wakeMs, '^%d+$') or tonumber(wakeMs) <= 0 or not string.match(negMs, '^%d+$') or (keep ~= '0' and keep ~= '1') then
     return redis.error_reply('ERR replicas: bad lease arguments')
   end
   negMs = tonumber(negMs)
 elseif #KEYS ~= 2 then
   return redis.error_reply('ERR replicas: set takes 2 or 3 keys')
+end
+
+-- The usual miss of a key that is not replicated: the primary holds the caller's lease, taken
+-- with the value's life. One write swaps the lease for the record and keeps the key's TTL;
+-- whatever else it finds is put back as it was (same value, same TTL: KEEPTTL kept it) and
+-- the general path below decides.
+if keep == '1' and add == '' and kind == 'v' then
+  local out = 'c2,' .. version .. ',v,0,,' .. data
+  local old = redis.call('SET', rec, out, 'XX', 'GET', 'KEEPTTL')
+  if old then
+    local tok, n = string.match(old, '^l2,([^,]*),(%d+)$')
+    if tok == token then
+      n = tonumber(n)
+      if n > 0 then
+        for _ = 1, math.min(n, 1000) do redis.call('RPUSH', wake, '1') end
+        redis.call('PEXPIRE', wake, wakeMs)
+      end
+      return {'applied', out}
+    end
+    redis.call('SET', rec, old, 'KEEPTTL')
+  end
 end
 
 local raw = redis.call('GET', rec)

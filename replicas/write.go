@@ -75,7 +75,7 @@ func (r *Replicator) write(ctx context.Context, key string, rec record, ttl time
 	if lay != nil {
 		add = lay.add
 	}
-	status, stored, waitErr, err := r.setPrimary(ctx, key, rec, ttl, add, "")
+	status, stored, waitErr, err := r.setPrimary(ctx, key, rec, ttl, add, "", false)
 	if err != nil {
 		return fmt.Errorf("replicas: write %q: %w", key, err)
 	}
@@ -99,16 +99,21 @@ func (r *Replicator) write(ctx context.Context, key string, rec record, ttl time
 }
 
 // setPrimary runs set.lua on key's primary record (as a fill of the lease held with token
-// when token is not empty) and returns its status and the record stored after it (with
+// when token is not empty; keep says a lease held in the primary was taken with the value's
+// life ttl, see Replicator.leaseLife) and returns its status and the record stored after it (with
 // stored.none set when the key holds no record, as after a refused fill). waitErr
 // reports a WAIT the replicas did not satisfy.
-func (r *Replicator) setPrimary(ctx context.Context, key string, rec record, ttl time.Duration, add, token string) (status string, stored record, waitErr, err error) {
+func (r *Replicator) setPrimary(ctx context.Context, key string, rec record, ttl time.Duration, add, token string, keep bool) (status string, stored record, waitErr, err error) {
 	side, wake := r.leaseKeys(key)
 	keys := []string{r.primaryKey(key), wake}
 	args := []any{strconv.FormatUint(rec.version, 10), kindOf(rec), rec.data, ttl.Milliseconds(), add}
 	if token != "" {
 		keys = append(keys, side)
-		args = append(args, token, max(r.opts.LeaseTTL, time.Second).Milliseconds(), r.opts.NegativeTTL.Milliseconds())
+		keepArg := "0"
+		if keep {
+			keepArg = "1"
+		}
+		args = append(args, token, max(r.opts.LeaseTTL, time.Second).Milliseconds(), r.opts.NegativeTTL.Milliseconds(), keepArg)
 	}
 	res, waitErr, err := r.run(ctx, setScript, keys, args...)
 	if err != nil {

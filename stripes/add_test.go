@@ -199,3 +199,66 @@ func TestDedupSetsSplitAndKeepIntsetEncoding(t *testing.T) {
 		require.Equal(t, n, records, "every event has exactly one record")
 	})
 }
+
+// bucketOf returns the key of the dedup set that holds ev's record in c's only stripe.
+func bucketOf(t *testing.T, rc redis.UniversalClient, c *Counter, ev Event) (string, redis.Cmdable) {
+	t.Helper()
+	ctx := context.Background()
+	l, err := c.loadLayout(ctx)
+	require.NoError(t, err)
+	stripe := c.keys.stripe(l.doc.Gens[0].Tags[0], 1, 0)
+	node := nodeFor(t, rc, stripe)
+	member := newRoute(ev.ID, c.opts.DedupBits).member
+	keys, err := node.Keys(ctx, stripe+":e:*").Result()
+	require.NoError(t, err)
+	for _, k := range keys {
+		if ok, err := node.SIsMember(ctx, k, member).Result(); err == nil && ok {
+			return k, node
+		}
+	}
+	t.Fatalf("no dedup set of %s holds %s", stripe, member)
+	return "", nil
+}
+
+func TestRetryAfterItsDedupSetExpiredIsRefused(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		// The event's set expires one window plus one slice after its slice ends, while the
+		// stripe still names the slice in its ring.
+		c := newCounter(t, rc, Options{Stripes: 1, DedupWindow: 2 * time.Second})
+		ctx := context.Background()
+		ev := Event{ID: "late", Time: time.Now()}
+		res, err := c.Add(ctx, ev, 1)
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+		key, node := bucketOf(t, rc, c, ev)
+		require.Eventually(t, func() bool { return node.Exists(ctx, key).Val() == 0 }, 30*time.Second, 20*time.Millisecond)
+
+		_, err = c.Add(ctx, ev, 1)
+		require.ErrorIs(t, err, ErrTooOld, "a retry whose record may be gone is refused, never counted again")
+		require.Equal(t, int64(1), mustSum(t, c))
+		require.Zero(t, node.Exists(ctx, key).Val(), "the refused retry left no set behind")
+	})
+}
+
+func TestLostDedupSetIsRecreatedWithItsExpiry(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		c := newCounter(t, rc, Options{Stripes: 1})
+		ctx := context.Background()
+		now := time.Now()
+		first := Event{ID: "first", Time: now}
+		_, err := c.Add(ctx, first, 1)
+		require.NoError(t, err)
+		key, node := bucketOf(t, rc, c, first)
+		require.NoError(t, node.Del(ctx, key).Err()) // the set is lost (eviction, a partial restore)
+
+		res, err := c.Add(ctx, Event{ID: "second", Time: now}, 1)
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+		require.Equal(t, int64(2), mustSum(t, c))
+		key, node = bucketOf(t, rc, c, Event{ID: "second"})
+		ttl, err := node.PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, time.Duration(0), "the recreated set %s expires with its slice", key)
+		require.Contains(t, node.SMembers(ctx, key).Val(), bucketMarker)
+	})
+}

@@ -37,7 +37,12 @@ type Event struct {
 	ID string
 	// Time is when the event first happened or was first attempted. Required. It fixes the
 	// event's dedup slice and, when Gen is 0, its generation; it must lie within one
-	// DedupWindow of the Redis server's clock when Add runs (else ErrTooOld).
+	// DedupWindow of the Redis server's clock when Add runs (else ErrTooOld, or ErrInvalid
+	// for a time ahead). The clock is read when the event's stripe has no records of its
+	// slice yet (or they expired); an event of a slice whose records the stripe still keeps
+	// is checked against them instead, so it may be taken up to two slices
+	// (DedupWindow/DedupSlices each) past the window behind, or one slice past it ahead:
+	// every earlier attempt of it is still among those records.
 	Time time.Time
 	// Gen, if non-zero, is the generation the event belongs to, as returned by
 	// [Counter.Stamp]. If zero, the generation is derived from Time and the recorded
@@ -108,7 +113,7 @@ func (c *Counter) checkID(id string) error {
 // already counted there. The dedup check and the increment are one script in the stripe's
 // hash slot, so concurrent and retried calls with the same event count it once. Add returns
 // ErrTooOld if the event's generation was sealed or its Time is more than DedupWindow behind
-// the server's clock, ErrUnknownGeneration if ev.Gen does not exist, and an ErrInvalid error
+// the server's clock (see Event.Time), ErrUnknownGeneration if ev.Gen does not exist, and an ErrInvalid error
 // for bad input or a delta that would overflow its stripe's int64 value (retrying it cannot
 // succeed); in all these cases nothing was written. On any other error the event may or
 // may not have been counted: retry it with the same Event.

@@ -15,8 +15,9 @@
 // Every accepted unique event adds its delta exactly once, in exactly one stripe, across
 // concurrent calls, lost replies, go-redis retries and stripe-count changes, provided that
 // every attempt carries the same [Event] (ID, Time, Gen) and arrives within DedupWindow of
-// Event.Time (on the Redis server's clock). An attempt outside the window gets [ErrTooOld]
-// and changes nothing. Dedup records are 63-bit hashes of IDs (see "Collisions").
+// Event.Time (on the Redis server's clock). An attempt whose records may be gone gets
+// [ErrTooOld] and changes nothing: one outside the window, give or take the slices described
+// at Event.Time. Dedup records are 63-bit hashes of IDs (see "Collisions").
 //
 // [Counter.AddBatch] does the same for many events in one pipeline.
 //
@@ -123,9 +124,13 @@
 // next bucket in order, so every set stays well below set-max-intset-entries and a lookup
 // is one SADD whatever the number of records. This costs about 9-11 bytes of used_memory
 // per remembered event (measured: 10.9 B over 20,000 events on 4 stripes), against about
-// 130 bytes for one key per event. A new event costs one script of HMGET, TIME, SADD and
-// HINCRBY (plus HSET when its time is the stripe's latest); a retry, HMGET, TIME and SADD.
-// BenchmarkAdd compares it with INCR and with a script doing SET NX PX and INCRBY.
+// 130 bytes for one key per event. A new event in an open stripe that already holds records
+// of its slice costs one script of HMGET, SADD (the record and the set's marker, whose
+// presence shows the set has not expired) and one HSET of the value and the latest event
+// time (HINCRBY when the time is not the latest); a retry, HMGET and SADD. The first event
+// of a slice in a stripe, and every event of a closed stripe, also reads the server clock
+// (TIME). BenchmarkAdd compares Add with INCR and with a script doing SET NX PX and INCRBY
+// on a cluster; BenchmarkServerTimePerEvent does on dedicated servers.
 //
 // # Collisions
 //
@@ -139,7 +144,7 @@
 //
 // # What is assumed of Redis
 //
-// Lua scripts with TIME (Redis 5+; effects replication) and SMISMEMBER (6.2+). Dedup sets are
+// Lua scripts with TIME (Redis 5+; effects replication). Dedup sets are
 // reached from the stripe key inside add.lua, so they are not declared in KEYS; they share
 // the stripe's slot, which Redis Cluster allows. The counter is as durable as its masters:
 // with AOF appendfsync always and no failover data loss, the guarantee holds through

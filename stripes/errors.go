@@ -7,7 +7,8 @@ import (
 
 // ErrTooOld is returned by [Counter.Add] when an event can no longer be deduplicated: its
 // generation was sealed (its total folded into the base value), or its time lies more than
-// DedupWindow behind the clock of the Redis server holding its stripe. Nothing was written.
+// DedupWindow behind the clock of the Redis server holding its stripe (see [Event] for the
+// two slices of leeway). Nothing was written.
 // A caller that gets ErrTooOld for a retry may assume the first attempt either counted or
 // never will.
 var ErrTooOld = errors.New("stripes: event is older than the dedup window")

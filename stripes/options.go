@@ -58,7 +58,7 @@ type Options struct {
 	Stripes int
 	// DedupWindow is how long an event is remembered, measured from its Event.Time on the
 	// clock of the Redis server that holds its stripe. Retries inside the window are counted
-	// once; later ones get ErrTooOld. An old generation is sealed one window (plus one slice)
+	// once; later ones get ErrTooOld (see Event.Time). An old generation is sealed one window (plus one slice)
 	// after it closed. Default: 10m; range 100ms..168h.
 	//
 	// DedupWindow, DedupSlices and DedupBits decide where a dedup record lives and how long,

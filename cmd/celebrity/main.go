@@ -41,6 +41,9 @@ func commands() []command {
 		{"routes", "show | diff | override | spread | publish route tables", runRoutes},
 		{"escrow", "audit | holders | recover | reconcile a permit pool", runEscrow},
 		{"migrate", "start | status | watch | resume | cancel | list durable moves", runMigrate},
+		{"stripes", "sum | status | resize | seal a striped counter", runStripes},
+		{"plan", "per-shard skew and per-tenant writes; proposes moves as commands, runs nothing", runPlan},
+		{"ratelimit", "status: a key's use of its limit in the current window", runRatelimit},
 	}
 }
 
@@ -96,7 +99,7 @@ func usage(w io.Writer) {
 	cs := commands()
 	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
 	for _, c := range cs {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\naddresses: --addr host:port (standalone) or --cluster h1:p1,h2:p2 (Redis Cluster);")
 	fmt.Fprintln(w, "defaults from CELEBRITY_ADDR and CELEBRITY_CLUSTER. Every command accepts --json.")

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity"
 )
 
 // nodeRate is one master's load over one sampling interval.
@@ -26,6 +28,8 @@ type topFrame struct {
 	Nodes    []nodeRate  `json:"nodes"`
 	Skew     float64     `json:"skew"` // max/mean of OpsPerS; 1 is perfectly even
 	Probes   []probeFreq `json:"probes,omitempty"`
+	// HotSet is the fleet's hot set as the celebrity.Cache instances publish it.
+	HotSet *hotSet `json:"hot_set,omitempty"`
 }
 
 // probeFreq is the server's own LFU counter for one key (OBJECT FREQ).
@@ -42,8 +46,12 @@ func runTop(e *env, args []string) error {
 	once := fs.Bool("once", false, "print one sample and exit (no screen refresh)")
 	frames := fs.Int("frames", 0, "stop after this many frames (0: until interrupted)")
 	probe := fs.String("probe", "", "comma-separated `keys` to probe with OBJECT FREQ (needs an LFU maxmemory-policy)")
+	cachePrefix := fs.String("cache-prefix", celebrity.DefaultPrefix, "celebrity.Cache `prefix` whose fleet hot set to show (Options.Prefix); \"\" to skip")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *cachePrefix != "" && (strings.ContainsAny(*cachePrefix, "{}") || len(*cachePrefix) > 128) {
+		return usagef("--cache-prefix must be 1..128 bytes without '{' or '}', got %q", *cachePrefix)
 	}
 	if *interval < 10*time.Millisecond || *interval > time.Hour {
 		return usagef("--interval must be 10ms..1h, got %v", *interval)
@@ -77,6 +85,11 @@ func runTop(e *env, args []string) error {
 		}
 		f := rates(prev, cur)
 		f.Probes = probeKeys(e.ctx, c, splitList(*probe))
+		if *cachePrefix != "" {
+			if f.HotSet, err = readHotSet(e.ctx, c, *cachePrefix); err != nil {
+				return err
+			}
+		}
 		prev = cur
 		if cf.json {
 			if err := json.NewEncoder(e.stdout).Encode(f); err != nil {
@@ -196,6 +209,9 @@ func renderTop(f topFrame, width int) string {
 			continue
 		}
 		fmt.Fprintf(&b, "OBJECT FREQ %s: %d\n", p.Key, p.Freq)
+	}
+	if f.HotSet != nil {
+		renderHotSet(&b, f.HotSet)
 	}
 	return b.String()
 }

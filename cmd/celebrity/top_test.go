@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
@@ -15,16 +18,27 @@ import (
 func hammer(t *testing.T, c redis.UniversalClient, key string) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	var done atomic.Int64
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				_ = c.Get(ctx, key).Err()
+				if err := c.Get(ctx, key).Err(); err == nil || err == redis.Nil {
+					done.Add(1)
+				}
 			}
 		}()
 	}
-	return func() { cancel(); wg.Wait() }
+	stop = func() { cancel(); wg.Wait() }
+	// The load must be running before top samples it: on a loaded machine the first
+	// connections and the cluster's slot map take a while.
+	ok := assert.Eventually(t, func() bool { return done.Load() >= 200 }, 30*time.Second, 10*time.Millisecond, "the hammer reads the key")
+	if !ok {
+		stop()
+		t.FailNow()
+	}
+	return stop
 }
 
 // TestTopFindsTheHotNode runs top against a 3-master cluster while one key is read in a

@@ -101,4 +101,3 @@ func TestHotkeysProbeWorksUnderLeastPrivilege(t *testing.T) {
 		})
 	}
 }
-

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,7 +14,6 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,9 +64,12 @@ func (s *stopper) check(cmd redis.Cmder) {
 	}
 }
 
+// stop parks the driver at its stop point: it says so on stdout and waits for a line on
+// stdin. The test freezes the process with SIGSTOP meanwhile, then continues it and sends
+// the line.
 func stop() {
 	fmt.Println(`{"stopped":true}`)
-	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 }
 
 func client(addr string, cluster bool, hooks ...redis.Hook) redis.UniversalClient {
@@ -91,6 +94,7 @@ func main() {
 		op        = flag.String("op", "migrate", "migrate, resume or cancel")
 		id        = flag.String("id", "", "migration ID")
 		bucket    = flag.Uint("bucket", 0, "bucket unit to move")
+		carve     = flag.String("carve", "", "tenant to carve out of its bucket (instead of moving -bucket)")
 		target    = flag.String("target", "", "target shard")
 		lease     = flag.Duration("lease", time.Second, "driver lease")
 		stopState = flag.String("stop-at-state", "", "SIGSTOP self right after the journal reaches this state")
@@ -122,6 +126,10 @@ func main() {
 	var s migrate.Status
 	switch *op {
 	case "migrate":
+		if *carve != "" {
+			s, err = co.Carve(ctx, migrate.CarveSpec{ID: *id, Tenant: *carve, Target: *target})
+			break
+		}
 		s, err = co.Migrate(ctx, migrate.Spec{ID: *id, Unit: routing.BucketUnit(uint32(*bucket)), Target: *target})
 	case "resume":
 		s, err = co.Resume(ctx, *id)

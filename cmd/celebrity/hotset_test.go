@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity"
+	"github.com/celebrity-go/celebrity/celebritytest"
+)
+
+// TestTopShowsTheFleetHotSet runs two celebrity.Cache instances on a 3-master cluster, one key
+// read in a loop until the fleet promotes it and one promoted by hand, and checks that top
+// shows both in the hot set with the leader that decided it.
+func TestTopShowsTheFleetHotSet(t *testing.T) {
+	cl := celebritytest.SharedCluster(t)
+	p := celebritytest.Prefix(t)
+	hot, launch := p+"post:ronaldo", p+"post:launch"
+	load := func(_ context.Context, key string) (string, uint64, error) { return "v1", 1, nil }
+	var caches []*celebrity.Cache[string]
+	for _, id := range []string{"inst-0", "inst-1"} {
+		c, err := celebrity.New(cl.Client(t), load, celebrity.Options[string]{
+			Prefix: p, InstanceID: id, Fresh: 20 * time.Millisecond, Stale: -1,
+			ReportInterval: 100 * time.Millisecond, PromoteRate: 100, DemoteRate: 10, Hold: time.Hour,
+			SummaryShards: 4, ReportMinRate: 5})
+		require.NoError(t, err)
+		defer c.Close()
+		require.NoError(t, c.Ready(t.Context()))
+		caches = append(caches, c)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for _, c := range caches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				_, _ = c.Get(ctx, hot)
+				time.Sleep(time.Millisecond)
+			}
+		}()
+	}
+	require.NoError(t, caches[0].Promote(t.Context(), launch))
+	require.Eventually(t, func() bool {
+		for _, c := range caches {
+			if len(c.Hot()) != 2 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 10*time.Millisecond, "the fleet promotes the key read in a loop")
+
+	var f topFrame
+	require.Eventually(t, func() bool {
+		r := cli(t, "", nil, "top", "--once", "--json", "--interval", "100ms", "--cluster", cl.Addrs()[0], "--cache-prefix", p)
+		require.Equal(t, 0, r.code, r.stderr)
+		f = decodeJSON[topFrame](t, r.stdout)
+		return f.HotSet != nil && f.HotSet.Leader != "" && len(f.HotSet.Members) == 2
+	}, 30*time.Second, 50*time.Millisecond, "a leader holds the lease while the loop runs")
+	hs := f.HotSet
+	require.False(t, hs.Absent)
+	require.Contains(t, []string{"inst-0", "inst-1"}, hs.Leader)
+	require.Positive(t, hs.LeaseMs)
+	require.GreaterOrEqual(t, hs.Version, uint64(2), "two changes: a promotion by hand and one by the fleet")
+	byKey := map[string]hotMember{}
+	for _, m := range hs.Members {
+		byKey[m.Key] = m
+	}
+	require.True(t, byKey[launch].Manual)
+	require.False(t, byKey[hot].Manual)
+	require.GreaterOrEqual(t, byKey[hot].Rate, 100.0, "the fleet-wide rate that decided the promotion")
+	require.False(t, byKey[hot].Decided.IsZero())
+
+	// A prefix no fleet uses shows that there is no hot set, rather than an empty one.
+	r := cli(t, "", nil, "top", "--once", "--interval", "100ms", "--cluster", cl.Addrs()[0], "--cache-prefix", p+"other:")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "fleet hot set ("+p+"other:): none")
+	r = cli(t, "", nil, "top", "--once", "--cluster", cl.Addrs()[0], "--cache-prefix", "a{b}")
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "--cache-prefix must be")
+}
+
+// TestTopFrameWithHotSetRendering checks the hot set as a person sees it under the node bars.
+func TestTopFrameWithHotSetRendering(t *testing.T) {
+	at := time.Date(2026, 1, 2, 21, 50, 1, 0, time.UTC)
+	f := topFrame{Interval: 1, Skew: 1.1, Nodes: []nodeRate{{Addr: "10.0.0.1:6379", OpsPerS: 100}, {Addr: "10.0.0.2:6379", OpsPerS: 90}},
+		HotSet: &hotSet{Prefix: "celebrity:cache:", Version: 7, Epoch: 3, Leader: "api-7", LeaseMs: 2100,
+			Members: []hotMember{{Key: "post:ronaldo", Rate: 15234.5, Decided: at}, {Key: "post:launch", Manual: true, Decided: at}},
+			Demoted: []hotMember{{Key: "post:old", Rate: 3, Decided: at.Add(time.Minute)}}}}
+	want := "celebrity top — 2 node(s), 1.0s interval\n\n" +
+		"10.0.0.1:6379                100 ops/s  ██████████\n" +
+		"10.0.0.2:6379                 90 ops/s  █████████·\n" +
+		"\nskew (max/mean): 1.10  even\n" +
+		"\nfleet hot set (celebrity:cache:): version 7, 2 key(s), leader api-7 (epoch 3, lease 2.1s left)\n" +
+		"  post:ronaldo                     fleet     15234.5 reads/s  since 21:50:01\n" +
+		"  post:launch                      manual        0.0 reads/s  since 21:50:01\n" +
+		"  demoted post:old                                3.0 reads/s  at    21:51:01\n"
+	got := renderTop(f, 10)
+	require.Equal(t, want, got, "got:\n%s", strings.ReplaceAll(got, " ", "."))
+}

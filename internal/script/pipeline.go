@@ -1,0 +1,94 @@
+package script
+
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Client is what Pipeline needs of a go-redis client. *redis.Client, *redis.ClusterClient
+// and redis.UniversalClient satisfy it.
+type Client interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
+}
+
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+	_ Client = redis.UniversalClient(nil)
+)
+
+// Call is one script call of a pipeline.
+type Call struct {
+	// Script is the script to run.
+	Script *Script
+	// Keys and Args are its KEYS and ARGV.
+	Keys []string
+	Args []any
+	// ReadOnly sends the call as EVALSHA_RO.
+	ReadOnly bool
+}
+
+// Pipeline sends calls in one pipeline (on a cluster, one per master, at once) with EVALSHA
+// and returns one command per call, in order; each holds its own reply or error. A call
+// answered NOSCRIPT did not run: Pipeline loads the scripts of those calls on every master
+// and sends them once more, in a second pipeline, so every call runs at most once. The error
+// is that of loading the scripts; the calls' own errors are in their commands.
+func Pipeline(ctx context.Context, c Client, calls []Call) ([]*redis.Cmd, error) {
+	cmds := send(ctx, c, calls, nil)
+	var again []int
+	for i, cmd := range cmds {
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return cmds, nil
+	}
+	if err := Load(ctx, c, missing(calls, again)...); err != nil {
+		return cmds, err
+	}
+	retried := send(ctx, c, calls, again)
+	for k, i := range again {
+		cmds[i] = retried[k]
+	}
+	return cmds, nil
+}
+
+// send queues calls (only those at the positions in only, when it is not nil) in one
+// pipeline and runs it. The pipeline's own error is also each failed command's, so it is not
+// returned.
+func send(ctx context.Context, c Client, calls []Call, only []int) []*redis.Cmd {
+	if only == nil {
+		only = make([]int, len(calls))
+		for i := range only {
+			only[i] = i
+		}
+	}
+	p := c.Pipeline()
+	cmds := make([]*redis.Cmd, len(only))
+	for k, i := range only {
+		call := calls[i]
+		if call.ReadOnly {
+			cmds[k] = p.EvalShaRO(ctx, call.Script.Hash(), call.Keys, call.Args...)
+		} else {
+			cmds[k] = p.EvalSha(ctx, call.Script.Hash(), call.Keys, call.Args...)
+		}
+	}
+	_, _ = p.Exec(ctx)
+	return cmds
+}
+
+// missing returns the distinct scripts of the calls at positions at.
+func missing(calls []Call, at []int) []*Script {
+	seen := map[*Script]bool{}
+	var out []*Script
+	for _, i := range at {
+		if s := calls[i].Script; !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
+}

@@ -1,0 +1,434 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// CarveSpec asks for a carve-out: one tenant's records leave the shared hash bucket it lives
+// in on the source shard for an override unit of the tenant on the target shard.
+type CarveSpec struct {
+	// ID names the migration; it must be unique. Default: a fresh random ID.
+	ID string
+	// Tenant is the tenant to carve out. It must be valid UTF-8, and the current table must
+	// place it by its hash bucket (no override, no spread).
+	Tenant string
+	// Source, if set, must be the shard the current table assigns the tenant's bucket to.
+	Source string
+	// Target is the shard the tenant moves to.
+	Target string
+}
+
+// Carve moves one tenant out of its shared hash bucket into an override unit of its own on
+// the target shard: [Coordinator.StartCarve] then [Coordinator.Resume]. It is a durable
+// migration like [Coordinator.Migrate], journaled, resumable, cancellable until the barrier
+// and fenced the same way, with these differences:
+//
+//   - Only the tenant's items travel: its records (tombstones included) and the idempotency
+//     records whose record field is the tenant's. The snapshot, the change log and the
+//     verification of the bucket are filtered by the tenant's record-field prefix (see
+//     routing.RecordField); the other tenants' writes in the bucket's log are skipped.
+//     Idempotency records written before op records named their field cannot be told apart
+//     and do not travel.
+//   - The barrier closes the tenant only: one script on the source marks the tenant as
+//     moved out of the bucket (routing refuses its reads and writes there with
+//     routing.ErrStaleRoute from then on) and returns the bucket's change-log position,
+//     final for the tenant. The bucket stays open: its other tenants never wait.
+//   - The flip opens the tenant's unit on the target and publishes a table with an
+//     override of the tenant to the target. A router still on the old table is refused
+//     by the source for that tenant, learns the new table and retries on the target with
+//     the same op ID; an operation applied before the barrier replays its first result.
+//   - The migration holds the bucket's lock: one carve-out or move of a bucket at a time.
+//     Its drivers take their fencing epochs from the tenant unit's counter (so a later
+//     migration of the tenant's override is fenced against them), and fence the source
+//     with a per-tenant field of the bucket's ownership record, leaving the bucket's own
+//     fence to the bucket's migrations.
+//   - [Coordinator.Cleanup] deletes the tenant's records and op records from the bucket
+//     after the grace period; until then they stay there, closed to routed reads and writes
+//     (readable with plain Redis commands for inspection), and the change log keeps the
+//     tenant's old entries until it is trimmed. A flip back would be safe only until the
+//     first write on the target; after it, going back must be a new migration (folding a
+//     tenant back into its bucket is not provided yet).
+//
+// A tenant with no records is carved out all the same (nothing is copied). Bad input (an
+// empty or invalid tenant, a tenant already overridden or spread, an unknown or equal
+// target) fails with ErrInvalidInput and changes nothing.
+func (c *Coordinator) Carve(ctx context.Context, spec CarveSpec) (Status, error) {
+	s, err := c.StartCarve(ctx, spec)
+	if err != nil {
+		return s, err
+	}
+	return c.Resume(ctx, s.ID)
+}
+
+// StartCarve checks spec against the current table and the source bucket's ownership
+// record, writes the carve-out's journal record (state OwnedA) and takes the bucket's
+// migration lock, like [Coordinator.Start] does for a unit. It changes nothing on the
+// shards. The returned Status has Unit = the tenant's override unit and From = its bucket.
+func (c *Coordinator) StartCarve(ctx context.Context, spec CarveSpec) (Status, error) {
+	u := routing.TenantUnit(spec.Tenant)
+	if err := u.Validate(); err != nil {
+		return Status{}, errInput("tenant: %v", err)
+	}
+	if spec.ID == "" {
+		spec.ID = c.o.NewID()
+	}
+	if len(spec.ID) > 200 || strings.ContainsAny(spec.ID, "{}") {
+		return Status{}, errInput("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
+	}
+	if prev, err := c.load(ctx, spec.ID); err == nil {
+		if prev.Unit == u && prev.From.Kind == routing.KindBucket && prev.Target == spec.Target &&
+			(spec.Source == "" || spec.Source == prev.Source) {
+			return prev, nil
+		}
+		return Status{}, errInput("migration ID %q is already used for %s -> %q", spec.ID, prev.Unit, prev.Target)
+	} else if !errors.Is(err, ErrNotFound) {
+		return Status{}, err
+	}
+	t, err := c.store.Load(ctx)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
+	}
+	if o := t.Overrides[spec.Tenant]; o != "" {
+		return Status{}, errInput("tenant %q is already overridden onto shard %q (table generation %d); move its unit with Migrate",
+			spec.Tenant, o, t.Generation)
+	}
+	if _, ok := t.Spreads[spec.Tenant]; ok {
+		return Status{}, errInput("tenant %q is spread (table generation %d); it has no bucket records to carve out",
+			spec.Tenant, t.Generation)
+	}
+	b := routing.BucketOf(spec.Tenant, t.Buckets)
+	source := t.BucketOwner(b)
+	switch {
+	case source == "":
+		return Status{}, errInput("the table (generation %d) does not assign bucket %d of tenant %q", t.Generation, b, spec.Tenant)
+	case spec.Source != "" && spec.Source != source:
+		return Status{}, errInput("tenant %q (bucket %d) is on shard %q, not on the given source %q", spec.Tenant, b, source, spec.Source)
+	case spec.Target == source:
+		return Status{}, errInput("target %q is the source of tenant %q (bucket %d)", spec.Target, spec.Tenant, b)
+	case c.shards[spec.Target] == nil:
+		return Status{}, errInput("unknown target shard %q", spec.Target)
+	case c.shards[source] == nil:
+		return Status{}, errInput("no client for source shard %q", source)
+	}
+	if !containsShard(t, spec.Target) {
+		return Status{}, errInput("target shard %q is not named in the table (generation %d)", spec.Target, t.Generation)
+	}
+	bu := routing.BucketUnit(b)
+	own, moved, err := c.shards[source].r.Ownership(ctx, bu)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
+	}
+	if own.State != routing.StateOpen || own.Generation > t.Generation {
+		return Status{}, fmt.Errorf("%w: source %q holds %s as %v, table generation %d",
+			ErrOwnershipChanged, source, bu, own, t.Generation)
+	}
+	if _, ok := moved[spec.Tenant]; ok {
+		return Status{}, fmt.Errorf("%w: source %q marks tenant %q as moved out of %s, but the table (generation %d) has no override for it",
+			ErrOwnershipChanged, source, spec.Tenant, bu, t.Generation)
+	}
+	tgt, _, err := c.shards[spec.Target].r.Ownership(ctx, u)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
+	}
+	if tgt.State == routing.StateOpen {
+		return Status{}, fmt.Errorf("%w: target %q holds %s open (%v)", ErrOwnershipChanged, spec.Target, u, tgt)
+	}
+	if tgt.State == routing.StateImporting && !c.claimedBy(ctx, spec.Target, u, spec.ID) {
+		return Status{}, fmt.Errorf("%w: target %q holds an import claim on %s (%v); see Claims, and ClearClaim if its migration is finished",
+			ErrOwnershipChanged, spec.Target, u, tgt)
+	}
+	s := Status{ID: spec.ID, Unit: u, From: bu, Source: source, Target: spec.Target, State: OwnedA,
+		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Now()}
+	if err := c.create(ctx, s); err != nil {
+		return Status{}, err
+	}
+	c.stats.started.Add(1)
+	return c.load(ctx, s.ID)
+}
+
+// carving reports whether s is a carve-out (its records leave a shared bucket).
+func (s Status) carving() bool { return s.From.Kind == routing.KindBucket }
+
+// carveField is the journal's "carve" field: the source bucket of a carve-out, "" otherwise.
+func (s Status) carveField() string {
+	if !s.carving() {
+		return ""
+	}
+	return strconv.FormatUint(uint64(s.From.Bucket), 10)
+}
+
+// sourceUnit is the unit whose keys hold the records on the source.
+func (s Status) sourceUnit() routing.Unit {
+	if s.carving() {
+		return s.From
+	}
+	return s.Unit
+}
+
+// lockUnit is the unit whose migration lock the migration holds: the bucket of a carve-out,
+// so that a carve-out and a move of its bucket (or another carve-out of it) never overlap.
+func (s Status) lockUnit() routing.Unit { return s.sourceUnit() }
+
+// srcKeys are the keys of what the migration copies on the source.
+func (c *Coordinator) srcKeys(r *run) routing.UnitKeys { return c.keys.Unit(r.sourceUnit()) }
+
+// fieldPrefix is the record-field prefix of the carved tenant.
+func (s Status) fieldPrefix() string { return routing.RecordField(s.Unit.Tenant, "") }
+
+// keep reports whether a record field travels with the migration: every field, or the
+// carved tenant's only.
+func (s Status) keep(field string) bool {
+	return !s.carving() || strings.HasPrefix(field, s.fieldPrefix())
+}
+
+// keepOp reports whether an idempotency record (stored form) travels with the migration.
+func (s Status) keepOp(val string) bool {
+	if !s.carving() {
+		return true
+	}
+	op, err := routing.DecodeOpRecord(val)
+	return err == nil && s.keep(op.Field)
+}
+
+// keepPairs filters one HSCAN page (field, value, ...) of the source's records ("rec") or
+// idempotency records ("ops") to what travels.
+func (s Status) keepPairs(phase string, kv []string) []string {
+	if !s.carving() {
+		return kv
+	}
+	out := kv[:0:0]
+	for i := 0; i+1 < len(kv); i += 2 {
+		if (phase == "rec" && s.keep(kv[i])) || (phase == "ops" && s.keepOp(kv[i+1])) {
+			out = append(out, kv[i], kv[i+1])
+		}
+	}
+	return out
+}
+
+// scanMatch is the HSCAN MATCH pattern of the source's records ("rec") or idempotency
+// records ("ops") that travel ("": all). Op records are filtered by value, not by name.
+func (s Status) scanMatch(phase string) string {
+	if !s.carving() || phase != "rec" {
+		return ""
+	}
+	return globEscape(s.fieldPrefix()) + "*"
+}
+
+// globEscape escapes the characters Redis's glob matching gives a meaning.
+func globEscape(p string) string {
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\', '*', '?', '[', ']':
+			b.WriteByte('\\')
+		}
+		b.WriteByte(p[i])
+	}
+	return b.String()
+}
+
+// sourceHolds reports whether the probed source is as the migration expects it: the unit's
+// record is want, and, for an upto other than "+", the log ends at upto. For a carve-out the
+// bucket stays open at SourceGen, and want says whether the tenant is open (unmarked) or
+// closed (marked by this carve-out); the bucket's log goes on past the barrier with the
+// other tenants' writes.
+func (s Status) sourceHolds(p probeResult, want routing.Ownership, upto string) bool {
+	if !s.carving() {
+		return p.own == want && (upto == "+" || p.last == upto)
+	}
+	if p.own != (routing.Ownership{Generation: s.SourceGen, State: routing.StateOpen}) {
+		return false
+	}
+	if want.State == routing.StateOpen {
+		return p.mark == ""
+	}
+	return p.mark == s.ID
+}
+
+// tableOwner is the shard table t assigns the migrated unit to; for a carve-out without an
+// override yet, the source when the tenant's bucket is still there.
+func (s Status) tableOwner(t *routing.Table) string {
+	if !s.carving() {
+		return t.Owner(s.Unit)
+	}
+	if o := t.Owner(s.Unit); o != "" {
+		return o
+	}
+	if _, ok := t.Spreads[s.Unit.Tenant]; ok {
+		return ""
+	}
+	return t.BucketOwner(s.From.Bucket)
+}
+
+// closeBarrier closes the source: the unit's record for a migration, the tenant's mark in
+// its bucket for a carve-out. It returns the change-log position final for what moves.
+func (c *Coordinator) closeBarrier(ctx context.Context, r *run, a *shard, open, closed routing.Ownership) (string, error) {
+	if !r.carving() {
+		return c.transition(ctx, r, a, open, closed)
+	}
+	return c.carveSource(ctx, r, "close")
+}
+
+// reopenSource reopens a source this migration closed (an abort before the flip).
+func (c *Coordinator) reopenSource(ctx context.Context, r *run, closed, open routing.Ownership) (string, error) {
+	if !r.carving() {
+		return c.transition(ctx, r, c.shards[r.Source], closed, open)
+	}
+	return c.carveSource(ctx, r, "reopen")
+}
+
+// carveSource runs carve.lua's close or reopen on the source bucket, fenced by r's epoch.
+func (c *Coordinator) carveSource(ctx context.Context, r *run, mode string) (string, error) {
+	a := c.shards[r.Source]
+	k := c.srcKeys(r)
+	reply, err := carveScript.Run(ctx, a.c, []string{k.Own, k.Log, k.Records, k.Ops, k.OpExpiry, k.Tombstones},
+		mode, r.Unit.Tenant, r.ID, u64(r.epoch), u64(r.SourceGen), u64(r.ImportGen)).StringSlice()
+	if err != nil {
+		return "", fmt.Errorf("migrate: carve-out %s of tenant %q on source %q: %w", mode, r.Unit.Tenant, r.Source, err)
+	}
+	switch {
+	case len(reply) == 2 && reply[0] == "ok":
+		return reply[1], nil
+	case len(reply) == 2 && reply[0] == "fenced":
+		return "", c.fenced(r, reply[1], "source "+r.Source)
+	case len(reply) == 4 && reply[0] == "changed":
+		return "", fmt.Errorf("%w: source %q holds %s at generation %s state %q (tenant %q marked by %q), expected open at %d with the tenant unmarked",
+			routing.ErrOwnershipChanged, r.Source, r.From, reply[1], reply[2], r.Unit.Tenant, reply[3], r.SourceGen)
+	}
+	return "", fmt.Errorf("migrate: carve-out %s on source %q: malformed reply %q", mode, r.Source, reply)
+}
+
+// carveCleanup deletes a finished carve-out's closed copy (the tenant's records and op
+// records in the bucket on the source), page by page, while the tenant's mark there is this
+// carve-out's; the bucket's change log is left alone (removing entries from it would look
+// like lost entries to a later migration of the bucket).
+func (c *Coordinator) carveCleanup(ctx context.Context, s Status) (Status, error) {
+	a := c.shards[s.Source]
+	k := c.keys.Unit(s.From)
+	purge := func(items []string) (bool, error) {
+		if len(items) == 0 {
+			return true, nil
+		}
+		args := []any{"purge", s.Unit.Tenant, s.ID, "0", u64(s.SourceGen), u64(max(s.ImportGen, 1))}
+		for _, it := range items {
+			args = append(args, it)
+		}
+		reply, err := carveScript.Run(ctx, a.c, []string{k.Own, k.Log, k.Records, k.Ops, k.OpExpiry, k.Tombstones},
+			args...).StringSlice()
+		if err != nil {
+			return false, fmt.Errorf("migrate: cleanup of tenant %q on source %q: %w", s.Unit.Tenant, s.Source, err)
+		}
+		if len(reply) != 2 || reply[0] != "ok" {
+			return false, fmt.Errorf("migrate: cleanup on source %q: malformed reply %q", s.Source, reply)
+		}
+		return reply[1] != "-1", nil
+	}
+phases:
+	for _, phase := range []string{"rec", "ops"} {
+		key, kind := k.Records, "r"
+		if phase == "ops" {
+			key, kind = k.Ops, "o"
+		}
+		var cur uint64
+		for {
+			kv, next, err := a.c.HScan(ctx, key, cur, s.scanMatch(phase), int64(c.o.BatchSize)).Result()
+			if err != nil {
+				return s, fmt.Errorf("migrate: cleanup scan on source %q: %w", s.Source, err)
+			}
+			kv = s.keepPairs(phase, kv)
+			items := make([]string, 0, len(kv))
+			for i := 0; i+1 < len(kv); i += 2 {
+				items = append(items, kind, kv[i])
+			}
+			ours, err := purge(items)
+			if err != nil {
+				return s, err
+			}
+			if !ours {
+				// The mark is not this carve-out's any more (the tenant came back to the
+				// bucket): the data there is live again; nothing is deleted.
+				break phases
+			}
+			if cur = next; cur == 0 {
+				break
+			}
+		}
+	}
+	r := &run{Status: s}
+	err := c.step(ctx, r, []State{OwnedB}, OwnedB, false, "cleaned", "1")
+	return r.Status, err
+}
+
+// carveVerifyPass is verifyPass for a carve-out: the source side is the tenant's part of the
+// bucket (records by field prefix, op records by the field they name), the target side the
+// tenant's unit.
+func (c *Coordinator) carveVerifyPass(ctx context.Context, r *run) (*verifier, error) {
+	p, err := c.probe(ctx, r, "0-0", "+", 0)
+	if err != nil {
+		return nil, err
+	}
+	v := &verifier{id: r.ID, pos: p.last, a: newSide(), b: newSide(), dirty: map[string]bool{}}
+	a, b := c.shards[r.Source], c.shards[r.Target]
+	ka, kb := c.srcKeys(r), c.keys.Unit(r.Unit)
+	for _, sd := range []struct {
+		from, to     *shard
+		kfrom, kto   routing.UnitKeys
+		mine, theirs *side
+		filter       bool
+	}{{a, b, ka, kb, v.a, v.b, true}, {b, a, kb, ka, v.b, v.a, false}} {
+		for _, kind := range []string{"r", "o"} {
+			phase, from, to := "rec", sd.kfrom.Records, sd.kto.Records
+			if kind == "o" {
+				phase, from, to = "ops", sd.kfrom.Ops, sd.kto.Ops
+			}
+			match := ""
+			if sd.filter {
+				match = r.scanMatch(phase)
+			}
+			var cur uint64
+			for {
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				kv, next, err := sd.from.c.HScan(ctx, from, cur, match, int64(c.o.BatchSize)).Result()
+				if err != nil {
+					return nil, fmt.Errorf("migrate: verify scan on %q: %w", sd.from.name, err)
+				}
+				if sd.filter {
+					kv = r.keepPairs(phase, kv)
+				}
+				var fields []string
+				for i := 0; i+1 < len(kv); i += 2 {
+					if _, seen := sd.mine.m[kind+kv[i]]; seen {
+						continue
+					}
+					sd.mine.set(kind+kv[i], kv[i+1])
+					fields = append(fields, kv[i])
+				}
+				if len(fields) > 0 {
+					vals, err := sd.to.c.HMGet(ctx, to, fields...).Result()
+					if err != nil {
+						return nil, fmt.Errorf("migrate: verify read on %q: %w", sd.to.name, err)
+					}
+					for i, f := range fields {
+						s, _ := vals[i].(string)
+						sd.theirs.set(kind+f, s)
+						if s != sd.mine.get(kind+f) {
+							v.dirty[kind+f] = true
+						}
+					}
+				}
+				if cur = next; cur == 0 {
+					break
+				}
+			}
+		}
+	}
+	return v, nil
+}
