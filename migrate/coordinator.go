@@ -102,6 +102,20 @@ func (c *Coordinator) Start(ctx context.Context, spec Spec) (Status, error) {
 	} else if !errors.Is(err, ErrNotFound) {
 		return Status{}, err
 	}
+	s, err := c.start(ctx, spec)
+	if err != nil {
+		// Another Start of the same migration may have created it, and even driven it to
+		// its end, between the first read and the checks: then this is a retry of it.
+		if prev, lerr := c.load(ctx, spec.ID); lerr == nil && prev.Unit == spec.Unit && prev.Target == spec.Target &&
+			(spec.Source == "" || spec.Source == prev.Source) {
+			return prev, nil
+		}
+	}
+	return s, err
+}
+
+// start is Start for an ID that had no journal record when Start began.
+func (c *Coordinator) start(ctx context.Context, spec Spec) (Status, error) {
 	t, err := c.store.Load(ctx)
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start: %w", err)

@@ -94,7 +94,7 @@ func (pe *procEnv) start(t testing.TB, args ...string) *proc {
 	return p
 }
 
-// waitStopped waits until the driver stopped itself (SIGSTOP) at its stop point.
+// waitStopped waits until the driver reached its stop point, and stops it there (SIGSTOP).
 func (p *proc) waitStopped() {
 	p.t.Helper()
 	select {
@@ -104,17 +104,15 @@ func (p *proc) waitStopped() {
 	case <-time.After(90 * time.Second):
 		p.t.Fatal("the driver never reached its stop point")
 	}
-	// The driver stops itself right after printing; the test stops it too, from outside
-	// (SIGSTOP is idempotent), so that the pause does not depend on which of the two the
-	// kernel handles first.
+	// The driver waits at its stop point for a SIGCONT; the test stops it there (SIGSTOP).
 	pid := p.cmd.Process.Pid
 	deadline := time.Now().Add(60 * time.Second)
 	for state := procState(pid); state != "T"; state = procState(pid) {
-		if time.Now().After(deadline) {
-			p.t.Fatalf("the driver is not stopped after 60 s: state %q", state)
+		if time.Now().After(deadline) || state == "Z" || state == "" {
+			p.t.Fatalf("the driver is not stopped: state %q", state)
 		}
 		_ = p.cmd.Process.Signal(syscall.SIGSTOP)
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond)
 	}
 }
 

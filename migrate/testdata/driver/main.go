@@ -1,7 +1,7 @@
 // Command driver is a migration driver in a process of its own, for the tests of package
 // migrate: it runs one Migrate, Resume or Cancel against real Redis servers and prints the
-// outcome as one JSON line. It can stop itself (SIGSTOP) at an exact point, so a test can
-// hold it there across another driver's whole run and then let it continue (SIGCONT).
+// outcome as one JSON line. It can be held at an exact point, where the test stops it
+// (SIGSTOP), across another driver's whole run, and then let it continue (SIGCONT).
 package main
 
 import (
@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/signal"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -64,9 +65,18 @@ func (s *stopper) check(cmd redis.Cmder) {
 	}
 }
 
+// continued receives the SIGCONT that ends a stop.
+var continued = make(chan os.Signal, 1)
+
+func init() { signal.Notify(continued, syscall.SIGCONT) }
+
+// stop holds the calling goroutine at its stop point: it says so, and the test stops the
+// process from outside (SIGSTOP) and later continues it (SIGCONT), which lets the goroutine
+// go on. The process does not stop itself: a SIGSTOP of its own still pending when the test
+// continues it would stop it a second time.
 func stop() {
 	fmt.Println(`{"stopped":true}`)
-	_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+	<-continued
 }
 
 func client(addr string, cluster bool, hooks ...redis.Hook) redis.UniversalClient {
