@@ -89,10 +89,11 @@ type CacheSpec struct {
 
 // The states of a cache-mode move.
 const (
-	CacheWarming    State = "Warming"    // CacheWarming: copying hot keys to the target.
-	CacheFlipped    State = "Flipped"    // CacheFlipped: the override sends the tenant to the target.
-	CacheRolledBack State = "RolledBack" // CacheRolledBack: flipped back to the source.
-	CacheDone       State = "Done"       // CacheDone: finished; rollback no longer offered.
+	CacheWarming     State = "Warming"     // CacheWarming: copying hot keys to the target.
+	CacheFlipped     State = "Flipped"     // CacheFlipped: the override sends the tenant to the target.
+	CacheRollingBack State = "RollingBack" // CacheRollingBack: a rollback is publishing the flip back.
+	CacheRolledBack  State = "RolledBack"  // CacheRolledBack: flipped back to the source.
+	CacheDone        State = "Done"        // CacheDone: finished; rollback no longer offered.
 )
 
 // CacheStatus is a cache-mode move's journal record.
@@ -199,20 +200,68 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 	if forever {
 		oldExp = 0
 	}
-	gen, err := c.publish(ctx, spec.Tenant, spec.Target, false)
+	epoch, err := c.take(ctx, spec.ID, spec.Tenant, CacheWarming)
 	if err != nil {
 		return CacheStatus{}, err
 	}
-	if err := c.step(ctx, spec.ID, spec.Tenant, CacheWarming, CacheFlipped, false, "flipgen", u64(gen),
+	defer c.release(ctx, spec.ID, epoch)
+	gen, err := c.publish(ctx, spec.ID, epoch, CacheWarming, spec.Tenant, spec.Target, false)
+	if err != nil {
+		return CacheStatus{}, err
+	}
+	if err := c.step(ctx, spec.ID, spec.Tenant, epoch, CacheWarming, CacheFlipped, false, "flipgen", u64(gen),
 		"warmed", strconv.Itoa(warmed), "missing", strconv.Itoa(missing), "oldexp", i64(oldExp)); err != nil {
 		return CacheStatus{}, err
 	}
 	return c.Status(ctx, spec.ID)
 }
 
+// cacheLease is the lease a cache-mode step holds on its move's journal record.
+const cacheLease = 30 * time.Second
+
+// take makes the caller the only one acting on cache move id, with a new fencing epoch from
+// the tenant's epoch counter, if the move is in state `in` (moving it to `to` in the same
+// step, if given), so that a step or publication of an older caller (a paused Rollback, a
+// second Finish) is refused in the same script as its write (acquire.lua).
+func (c *Cache) take(ctx context.Context, id, tenant string, in State, to ...string) (uint64, error) {
+	holder := newToken()
+	args := []any{holder, i64(cacheLease.Milliseconds()), "1", string(in)}
+	for _, v := range to {
+		args = append(args, v)
+	}
+	var reply []string
+	err := retryLost(ctx, func() (err error) {
+		reply, err = acquireScript.Run(ctx, c.control, []string{c.jkey(id),
+			journalTag(c.o.Prefix) + ":epoch:" + c.keys.Tag(routing.TenantUnit(tenant))}, args...).StringSlice()
+		return err
+	})
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("migrate: cache move %q: %w", id, err)
+	case len(reply) == 2 && reply[0] == "ok":
+		return strconv.ParseUint(reply[1], 10, 64)
+	case len(reply) == 2 && reply[0] == "state":
+		return 0, &stateError{id: id, found: State(reply[1]), want: []State{in}}
+	case len(reply) == 1 && reply[0] == "missing":
+		return 0, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	return 0, fmt.Errorf("migrate: cache move %q: malformed reply %q", id, reply)
+}
+
+// release ends the lease take gave (retried after a lost reply; a fenced release changes
+// nothing).
+func (c *Cache) release(ctx context.Context, id string, epoch uint64) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cacheLease)
+	defer cancel()
+	_ = retryLost(rctx, func() error {
+		return renewScript.Run(rctx, c.control, []string{c.jkey(id)}, u64(epoch), "0").Err()
+	})
+}
+
 // publish sets (or, with remove, deletes) the tenant's override in a new table generation,
-// retrying on a generation conflict.
-func (c *Cache) publish(ctx context.Context, tenant, shard string, remove bool) (uint64, error) {
+// retrying on a generation conflict, only while move id's journal record holds this
+// caller's epoch in state `in` (checked in the same script as the publication).
+func (c *Cache) publish(ctx context.Context, id string, epoch uint64, in State, tenant, shard string, remove bool) (uint64, error) {
 	for {
 		t, err := c.store.Load(ctx)
 		if err != nil {
@@ -224,9 +273,12 @@ func (c *Cache) publish(ctx context.Context, tenant, shard string, remove bool) 
 		} else {
 			nt.SetOverride(tenant, shard)
 		}
-		err = c.store.Publish(ctx, nt)
+		err = c.store.PublishGuarded(ctx, nt, c.jkey(id), map[string]string{"epoch": u64(epoch), "state": string(in)})
 		if errors.Is(err, routing.ErrGenerationConflict) {
 			continue
+		}
+		if errors.Is(err, routing.ErrFenced) {
+			return 0, &FencedError{ID: id, Epoch: epoch, Where: "table"}
 		}
 		if err != nil {
 			return 0, fmt.Errorf("migrate: cache flip: %w", err)
@@ -235,18 +287,28 @@ func (c *Cache) publish(ctx context.Context, tenant, shard string, remove bool) 
 	}
 }
 
-func (c *Cache) step(ctx context.Context, id, tenant string, from, to State, release bool, kv ...any) error {
+// step moves cache move id's journal record from `from` to `to` if the caller's epoch is
+// still the record's (otherwise a [*FencedError]).
+func (c *Cache) step(ctx context.Context, id, tenant string, epoch uint64, from, to State, release bool, kv ...any) error {
 	rel := "0"
 	if release {
 		rel = "1"
 	}
-	args := append([]any{string(from), string(to), rel, id, "-", "0"}, kv...)
-	reply, err := stepScript.Run(ctx, c.control, []string{c.jkey(id), c.lock(tenant)}, args...).StringSlice()
+	args := append([]any{string(from), string(to), rel, id, u64(epoch), i64(cacheLease.Milliseconds())}, kv...)
+	var reply []string
+	err := retryLost(ctx, func() (err error) {
+		reply, err = stepScript.Run(ctx, c.control, []string{c.jkey(id), c.lock(tenant)}, args...).StringSlice()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("migrate: cache journal step: %w", err)
 	}
-	if len(reply) >= 2 && (reply[0] == "ok" || reply[1] == string(to)) {
+	switch {
+	case len(reply) >= 2 && (reply[0] == "ok" || reply[0] == "changed" && reply[1] == string(to)):
 		return nil
+	case len(reply) == 2 && reply[0] == "fenced":
+		cur, _ := strconv.ParseUint(reply[1], 10, 64)
+		return &FencedError{ID: id, Epoch: epoch, Current: cur, Where: "journal"}
 	}
 	return fmt.Errorf("migrate: cache move %q: journal is %q, expected %s", id, reply, from)
 }

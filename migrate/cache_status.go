@@ -2,6 +2,7 @@ package migrate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -38,17 +39,28 @@ func (c *Cache) Rollback(ctx context.Context, id string) (CacheStatus, error) {
 	if s.State == CacheRolledBack {
 		return s, nil
 	}
-	if s.State != CacheFlipped {
+	if s.State != CacheFlipped && s.State != CacheRollingBack {
 		return s, errInput("cache move %q is %s; only a Flipped move rolls back", id, s.State)
 	}
-	if !s.RollbackSafe {
+	if s.State == CacheFlipped && !s.RollbackSafe {
 		return s, fmt.Errorf("%w: move %q, old copy expired at %v", ErrRollbackUnsafe, id, s.OldCopyExpires)
 	}
-	gen, err := c.publish(ctx, s.Tenant, s.Source, !s.hadOverride)
+	// The record moves to RollingBack with the new epoch in one step: a Finish (or another
+	// Rollback) from then on cannot end the move as flipped while the flip back is published.
+	epoch, err := c.take(ctx, id, s.Tenant, s.State, string(CacheRollingBack))
+	var se *stateError
+	if errors.As(err, &se) && s.State == CacheFlipped {
+		epoch, err = c.take(ctx, id, s.Tenant, CacheRollingBack)
+	}
 	if err != nil {
 		return s, err
 	}
-	if err := c.step(ctx, id, s.Tenant, CacheFlipped, CacheRolledBack, true, "backgen", u64(gen)); err != nil {
+	defer c.release(ctx, id, epoch)
+	gen, err := c.publish(ctx, id, epoch, CacheRollingBack, s.Tenant, s.Source, !s.hadOverride)
+	if err != nil {
+		return s, err
+	}
+	if err := c.step(ctx, id, s.Tenant, epoch, CacheRollingBack, CacheRolledBack, true, "backgen", u64(gen)); err != nil {
 		return s, err
 	}
 	return c.Status(ctx, id)
@@ -61,7 +73,15 @@ func (c *Cache) Finish(ctx context.Context, id string) (CacheStatus, error) {
 	if err != nil {
 		return s, err
 	}
-	if err := c.step(ctx, id, s.Tenant, CacheFlipped, CacheDone, true); err != nil {
+	if s.State == CacheDone {
+		return s, nil
+	}
+	epoch, err := c.take(ctx, id, s.Tenant, CacheFlipped)
+	if err != nil {
+		return s, err
+	}
+	defer c.release(ctx, id, epoch)
+	if err := c.step(ctx, id, s.Tenant, epoch, CacheFlipped, CacheDone, true); err != nil {
 		return s, err
 	}
 	return c.Status(ctx, id)

@@ -42,8 +42,9 @@
 //   - OwnedB: done. Stale clients get ErrStaleRoute from the source, learn the new table and
 //     retry on the target with the same op ID. The idempotency records came along, so an op
 //     applied before the barrier replays its first result. [Coordinator.Cleanup] deletes the
-//     source's closed copy after Options.Grace. Moving back is a new migration at a new
-//     generation.
+//     source's closed copy after Options.Grace (with a new epoch of the unit: a Cleanup
+//     overtaken by a newer one is refused by the source's script). Moving back is a new
+//     migration at a new generation.
 //
 // Applying on the target is order-insensitive. A record replaces the stored one only if its
 // version is strictly newer. Tombstones are versioned and kept for their retention, so a
@@ -99,6 +100,13 @@
 // override of the tenant to the target in a new table generation. The old copy is left to
 // expire, so until it does, [Cache.Rollback] is a flip back to a warm shard. After that,
 // rollback is reported unsafe ([ErrRollbackUnsafe], [CacheStatus.RollbackSafe]).
+//
+// Every cache step (the flip, a rollback, Finish) first takes a new fencing epoch of the
+// tenant into the move's journal record, and its journal write and table publication are
+// refused in the same script once a newer one exists ([ErrFenced]). A rollback moves the
+// record to RollingBack in the same step as it takes its epoch, so a Finish cannot end the
+// move as flipped while the flip back is being published; a Rollback of a RollingBack move
+// completes it.
 //
 // # Key layout
 //
