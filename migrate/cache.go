@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,7 +38,14 @@ type CacheOptions struct {
 	Now func() time.Time
 	// NewID returns a fresh migration ID when a CacheSpec has none. Default: random hex.
 	NewID func() string
+	// RollbackWindow bounds how long after the flip a rollback is offered as safe, whatever
+	// the TTLs: the longer the tenant is served by the target, the more of the old copy is
+	// stale (see Cache.Rollback). 1s..24h. Default: DefaultRollbackWindow.
+	RollbackWindow time.Duration
 }
+
+// DefaultRollbackWindow is CacheOptions.RollbackWindow's default.
+const DefaultRollbackWindow = 10 * time.Minute
 
 // Cache moves a tenant of a pure cache (no guarded writes, no ownership records) to another
 // shard: it warms the target with the tenant's hottest keys, copied with their remaining
@@ -72,6 +80,12 @@ func NewCache(control Control, o CacheOptions) (*Cache, error) {
 	if o.NewID == nil {
 		o.NewID = randomID
 	}
+	if o.RollbackWindow == 0 {
+		o.RollbackWindow = DefaultRollbackWindow
+	}
+	if o.RollbackWindow < time.Second || o.RollbackWindow > 24*time.Hour {
+		return nil, fmt.Errorf("%w: CacheOptions.RollbackWindow must be 1s..24h, got %v", ErrInvalidInput, o.RollbackWindow)
+	}
 	store, err := routing.NewStore(control, routing.StoreOptions{Prefix: o.Prefix})
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
@@ -105,8 +119,15 @@ type CacheStatus struct {
 	FlipGen                    uint64    // FlipGen is the generation of the flip (0 before).
 	BackGen                    uint64    // BackGen is the generation of the rollback (0 if none).
 	OldCopyExpires             time.Time // OldCopyExpires is when the source's copy of the warmed keys expires (zero: never).
-	// RollbackSafe is true while a rollback would land on a warm copy: the move is Flipped
-	// and the old copy has not expired.
+	// HalfExpired is when at least half of the warmed keys' old copies have expired on the
+	// source (zero: never, by TTL).
+	HalfExpired time.Time
+	// Flipped is when the flip was published (zero before).
+	Flipped time.Time
+	// RollbackSafe is true while a rollback would land on a mostly warm copy: the move is
+	// Flipped, at least half of the warmed keys are still alive on the source (a few keys
+	// with long or no TTLs do not keep it true), and the flip is less than
+	// CacheOptions.RollbackWindow old.
 	RollbackSafe bool
 	hadOverride  bool
 }
@@ -173,6 +194,7 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 	src, dst := c.shards[source], c.shards[spec.Target]
 	warmed, missing := 0, 0
 	var oldExp int64
+	var exps []int64
 	forever := false
 	for _, key := range spec.Keys {
 		ttl, err := src.PTTL(ctx, key).Result()
@@ -191,6 +213,7 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 			forever, ttl = true, 0
 		} else {
 			oldExp = max(oldExp, now.Add(ttl).UnixMilli())
+			exps = append(exps, now.Add(ttl).UnixMilli())
 		}
 		if err := dst.RestoreReplace(ctx, key, ttl, val).Err(); err != nil {
 			return CacheStatus{}, fmt.Errorf("migrate: cache warm %q: %w", key, err)
@@ -199,6 +222,13 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 	}
 	if forever {
 		oldExp = 0
+	}
+	// Half of the warmed keys are gone once more than warmed/2 of them expired: at the
+	// (warmed/2+1)-th earliest expiry, if that many keys have a TTL at all.
+	var halfExp int64
+	slices.Sort(exps)
+	if warmed/2 < len(exps) {
+		halfExp = exps[warmed/2]
 	}
 	epoch, err := c.take(ctx, spec.ID, spec.Tenant, CacheWarming)
 	if err != nil {
@@ -210,7 +240,8 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 		return CacheStatus{}, err
 	}
 	if err := c.step(ctx, spec.ID, spec.Tenant, epoch, CacheWarming, CacheFlipped, false, "flipgen", u64(gen),
-		"warmed", strconv.Itoa(warmed), "missing", strconv.Itoa(missing), "oldexp", i64(oldExp)); err != nil {
+		"warmed", strconv.Itoa(warmed), "missing", strconv.Itoa(missing), "oldexp", i64(oldExp),
+		"halfexp", i64(halfExp), "flipped", ms(c.o.Now())); err != nil {
 		return CacheStatus{}, err
 	}
 	return c.Status(ctx, spec.ID)

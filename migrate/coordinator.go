@@ -334,8 +334,10 @@ func (c *Coordinator) drive(ctx context.Context, r *run) error {
 	}
 }
 
-// Unfinished returns the status of every durable migration that has not reached a final
-// state, oldest first: what a restarted process should Resume (or an operator Cancel).
+// Unfinished returns the status of every migration that has not reached a final state,
+// oldest first: what a restarted process should Resume (or an operator Cancel). Cache-mode
+// moves that are warming, flipped (awaiting Finish or Rollback) or rolling back are listed
+// too, marked Status.Cache; they are continued with [Cache.Resume].
 func (c *Coordinator) Unfinished(ctx context.Context) ([]Status, error) {
 	ids, err := c.control.ZRange(ctx, c.indexKey(), 0, -1).Result()
 	if err != nil {
@@ -347,7 +349,14 @@ func (c *Coordinator) Unfinished(ctx context.Context) ([]Status, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migrate: list migrations: %w", err)
 		}
-		if m["mode"] == "cache" || len(m) == 0 {
+		if len(m) == 0 {
+			continue
+		}
+		if m["mode"] == "cache" {
+			if st := State(m["state"]); st == CacheWarming || st == CacheFlipped || st == CacheRollingBack {
+				out = append(out, Status{ID: id, Cache: true, Unit: routing.TenantUnit(m["tenant"]),
+					Source: m["source"], Target: m["target"], State: st})
+			}
 			continue
 		}
 		s, err := parseStatus(m)

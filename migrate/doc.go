@@ -98,8 +98,15 @@
 // [Cache] moves a tenant of a pure cache. It copies the tenant's hottest keys (a list from
 // the host or from package hotkeys) to the target with their remaining TTL, then flips an
 // override of the tenant to the target in a new table generation. The old copy is left to
-// expire, so until it does, [Cache.Rollback] is a flip back to a warm shard. After that,
-// rollback is reported unsafe ([ErrRollbackUnsafe], [CacheStatus.RollbackSafe]).
+// expire, so until it does, [Cache.Rollback] is a flip back to a warm shard. Rollback is
+// offered ([CacheStatus.RollbackSafe]) while at least half of the warmed keys are still
+// alive on the source (by the TTLs they were copied with: a few keys with a long or no TTL
+// do not keep it open) and for at most CacheOptions.RollbackWindow after the flip; after
+// that it is refused with [ErrRollbackUnsafe]. A rollback serves the source's old copy: a
+// key written on the target while flipped is served with its value from before the flip
+// until that copy expires or is overwritten, which the window bounds. A move whose caller
+// died is listed by [Coordinator.Unfinished] (Status.Cache) and continued by
+// [Cache.Resume].
 //
 // Every cache step (the flip, a rollback, Finish) first takes a new fencing epoch of the
 // tenant into the move's journal record, and its journal write and table publication are
