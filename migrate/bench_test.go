@@ -171,7 +171,19 @@ func stopAndCopy(b *testing.B, e *env, u routing.Unit, from, to string) time.Dur
 // write every 2.2 s for a day holds. Three moves (A -> B -> A) run untimed; the fourth
 // (A -> B) is timed. Metrics: items copied by the fourth move (snapshot and log), and its
 // duration.
+//
+// The reference moves every live idempotency record (the default OpRetryWindow, the
+// retention); window=1h moves those of the last hour only.
 func BenchmarkFourthMoveWithADayOfWriteHistory(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		window time.Duration
+	}{{"reference-window=24h", 0}, {"window=1h", time.Hour}} {
+		b.Run(tc.name, func(b *testing.B) { fourthMove(b, tc.window) })
+	}
+}
+
+func fourthMove(b *testing.B, window time.Duration) {
 	const records, ops = 304, 39_280
 	ctx := context.Background()
 	var copied int64
@@ -197,13 +209,14 @@ func BenchmarkFourthMoveWithADayOfWriteHistory(b *testing.B) {
 			for n := j; n < min(j+1000, ops); n++ {
 				id := fmt.Sprintf("hist-%d", n)
 				vals = append(vals, id, rec)
-				at := now.Add(time.Duration(n) * 24 * time.Hour / ops)
+				// Written n/ops of a day ago: expires that much before a fresh record.
+				at := now.Add(24*time.Hour - time.Duration(ops-n)*24*time.Hour/ops)
 				exps = append(exps, redis.Z{Score: float64(at.UnixMilli()), Member: id})
 			}
 			require.NoError(b, c.HSet(ctx, k.Ops, vals...).Err())
 			require.NoError(b, c.ZAdd(ctx, k.OpExpiry, exps...).Err())
 		}
-		co := e.coordinator(migrate.Options{})
+		co := e.coordinator(migrate.Options{OpRetryWindow: window})
 		to := "b"
 		for m := 1; m <= 4; m++ {
 			if m == 4 {

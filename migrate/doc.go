@@ -24,7 +24,8 @@
 //   - OwnedA: the target's ownership record becomes "importing" for this migration (it
 //     refuses every client read and write), and whatever an earlier era left there is deleted.
 //   - Copying: a snapshot (HSCAN pages, resumable from the journaled cursor) copies records,
-//     tombstones and idempotency records while the source keeps taking writes. The source's
+//     tombstones and the idempotency records a retry can still need (those written within
+//     Options.OpRetryWindow) while the source keeps taking writes. The source's
 //     change-log position is noted before the scan starts.
 //   - CatchingUp: the change log from that position is applied. Every guarded write appends
 //     its entry in the same script as the write, so the log is complete. Entries are read by
@@ -59,6 +60,14 @@
 // Resume in the same process, which continues it if it is still exact (no snapshot restart
 // since, and every log entry the target applied after the pass touched it) instead of
 // scanning the unit again; a Resume in another process makes a full pass.
+//
+// What bounds a move's cost: the unit's live records and tombstones, plus the idempotency
+// records written within Options.OpRetryWindow (the longest a client retries an operation),
+// plus the writes during the move. With the default window (the retention, 24 h) every live
+// idempotency record moves, so a unit with a long write history copies that history; a
+// shorter window bounds it by the window's writes (a retry later than that after its first
+// attempt is applied as a new operation on the new owner). Records left behind stay in the
+// source's closed copy until [Coordinator.Cleanup].
 //
 // Every step re-checks the shards instead of trusting a lost reply. Ownership records and
 // the journal change by compare-and-set, and copying and applying are idempotent. So
