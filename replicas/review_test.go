@@ -1,0 +1,198 @@
+package replicas_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/replicas"
+)
+
+// A holder paused in its load past its lease's deadline (its marker still lives: it was
+// given the value's TTL) is taken over by three instances at once: exactly one of them loads
+// and fills version 2. When the paused holder resumes with the version 1 it loaded, its fill
+// is refused and its caller gets what the key holds; version 2 stays.
+func TestReviewZombieHolderAfterTakeover(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		o := replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond}
+		zombie := newReplicator(t, f.client(t), o)
+		ctx := ctxFor(t)
+		const key = "post:zombie-takeover"
+		primary := zombie.PrimaryKey(key)
+		started, release := make(chan struct{}), make(chan struct{})
+		type result struct {
+			it  replicas.Item
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			it, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				close(started)
+				<-release
+				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+			})
+			done <- result{it, err}
+		}()
+		<-started
+		require.Eventually(t, func() bool { return leaseOver(ctx, f.client(t), primary) },
+			20*time.Second, 5*time.Millisecond)
+
+		var loads atomic.Int32
+		var wg sync.WaitGroup
+		got := make([]result, 3)
+		for i := range got {
+			r := newReplicator(t, f.client(t), o)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+					loads.Add(1)
+					return replicas.Item{Value: []byte("v2"), Version: 2}, nil
+				})
+				got[i] = result{it, err}
+			}()
+		}
+		wg.Wait()
+		require.EqualValues(t, 1, loads.Load(), "one load per lease across the instances taking over")
+		for _, g := range got {
+			require.NoError(t, g.err)
+			require.Equal(t, replicas.Item{Value: []byte("v2"), Version: 2}, g.it)
+		}
+
+		close(release)
+		z := <-done
+		require.NoError(t, z.err)
+		require.Equal(t, replicas.Item{Value: []byte("v2"), Version: 2}, z.it,
+			"the zombie's caller gets what the key holds")
+		for _, r := range []*replicas.Replicator{zombie, newReplicator(t, f.client(t), o)} {
+			it, err := r.Get(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, uint64(2), it.Version, "the zombie's fill took the key back")
+		}
+		v, tomb, _ := stored(t, f.client(t), primary)
+		require.Equal(t, uint64(2), v)
+		require.False(t, tomb)
+	})
+}
+
+// A Delete that returns while a holder loads (its lease in the primary, given the value's
+// TTL) wins over that holder's fill of the version it loaded before the delete: after the
+// holder's call returns, no instance serves that version, from the key or from a new load of
+// a source that still has it.
+func TestReviewDeleteWhileHolderLoads(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		o := replicas.Options{Prefix: prefix, LeaseTTL: 10 * time.Second}
+		holder := newReplicator(t, f.client(t), o)
+		other := newReplicator(t, f.client(t), o)
+		ctx := ctxFor(t)
+		const key = "post:deleted-while-loading"
+		started, release := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := holder.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				close(started)
+				<-release
+				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+			})
+			done <- err
+		}()
+		<-started
+		require.NoError(t, other.Delete(ctx, key, 2))
+		close(release)
+		err := <-done
+		if err != nil {
+			require.ErrorIs(t, err, replicas.ErrNotFound, "the call overlapped the Delete: v1 or not found")
+		}
+		stale := func(context.Context) (replicas.Item, error) {
+			return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+		}
+		for _, r := range []*replicas.Replicator{holder, other, newReplicator(t, f.client(t), o)} {
+			it, err := r.Get(ctx, key)
+			require.ErrorIs(t, err, replicas.ErrNotFound, "Get served v%d after its delete", it.Version)
+			it, err = r.GetOrLoad(ctx, key, time.Minute, stale)
+			require.ErrorIs(t, err, replicas.ErrNotFound, "GetOrLoad served v%d after its delete", it.Version)
+		}
+	})
+}
+
+// faultFleets runs fn on the shared standalone server and the shared cluster, through a
+// client whose connections pass a fault injector (go-redis retries left at their default).
+func faultFleets(t *testing.T, fn func(t *testing.T, c redis.UniversalClient, inj *faults.Injector, f fleet)) {
+	t.Run("standalone", func(t *testing.T) {
+		inj := faults.New()
+		s := celebritytest.Standalone(t)
+		c := s.Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) })
+		fn(t, c, inj, fleet{name: "standalone", client: func(t testing.TB) redis.UniversalClient { return s.Client(t) }})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		inj := faults.New()
+		cl := celebritytest.SharedCluster(t)
+		c := cl.Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
+		fn(t, c, inj, clusterFleet(cl))
+	})
+}
+
+// The reply of the command that took the lease is lost and go-redis sends it again: the
+// second attempt finds the caller's own marker. The caller must know the lease as its own
+// and load at once (once), not wait for its own lease to run out (LeaseTTL is longer than
+// the test's context), and the fleet then reads the fill without loading again.
+func TestReviewLostLeaseReplyRetried(t *testing.T) {
+	faultFleets(t, func(t *testing.T, c redis.UniversalClient, inj *faults.Injector, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		o := replicas.Options{Prefix: prefix, LeaseTTL: 5 * time.Minute, LoadTimeout: 5 * time.Minute}
+		r := newReplicator(t, c, o)
+		ctx := ctxFor(t)
+		const key = "post:lost-lease-reply"
+		var loads atomic.Int32
+		load := func(context.Context) (replicas.Item, error) {
+			loads.Add(1)
+			return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+		}
+		inj.DropReply(faults.Match{Command: "SET", Arg: "l2,"}, 1)
+		it, err := r.GetOrLoad(ctx, key, time.Minute, load)
+		require.NoError(t, err)
+		require.Equal(t, replicas.Item{Value: []byte("v1"), Version: 1}, it)
+		require.EqualValues(t, 1, inj.Dropped(), "the lease command's reply was dropped")
+		other := newReplicator(t, f.client(t), o)
+		it, err = other.GetOrLoad(ctx, key, time.Minute, load)
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), it.Version)
+		require.EqualValues(t, 1, loads.Load(), "one load for the fleet")
+	})
+}
+
+// The reply of the fill is lost and go-redis sends it again: the retry finds the record
+// its first attempt swapped in for the lease, which is the same content; the caller gets
+// its value, and the key holds it with its TTL.
+func TestReviewLostFillReplyRetried(t *testing.T) {
+	faultFleets(t, func(t *testing.T, c redis.UniversalClient, inj *faults.Injector, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		o := replicas.Options{Prefix: prefix}
+		r := newReplicator(t, c, o)
+		ctx := ctxFor(t)
+		const key = "post:lost-fill-reply"
+		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "v1-body"}, 1)
+		it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			return replicas.Item{Value: []byte("v1-body"), Version: 1}, nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, replicas.Item{Value: []byte("v1-body"), Version: 1}, it)
+		require.EqualValues(t, 1, inj.Dropped(), "the fill's reply was dropped")
+		plain := f.client(t)
+		ttl, err := plain.PTTL(ctx, r.PrimaryKey(key)).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, time.Duration(0), "the filled key keeps a TTL")
+		got, err := newReplicator(t, plain, o).Get(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, it, got)
+	})
+}
