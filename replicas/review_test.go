@@ -196,3 +196,70 @@ func TestReviewLostFillReplyRetried(t *testing.T) {
 		require.Equal(t, it, got)
 	})
 }
+
+// A paused holder resumes after another instance took its lease over but before that one
+// filled: its fill finds the new holder's marker, must leave it exactly as it was (the new
+// holder's fill still swaps it), and its caller waits for that fill instead of putting its
+// own, older load in.
+func TestReviewZombieResumesBeforeTheNewHolderFills(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		zombie := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond})
+		taker := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, LeaseTTL: 5 * time.Minute})
+		ctx := ctxFor(t)
+		const key = "post:zombie-before-fill"
+		primary := zombie.PrimaryKey(key)
+		plain := f.client(t)
+		type result struct {
+			it  replicas.Item
+			err error
+		}
+		startedZ, releaseZ := make(chan struct{}), make(chan struct{})
+		doneZ := make(chan result, 1)
+		go func() {
+			it, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				close(startedZ)
+				<-releaseZ
+				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+			})
+			doneZ <- result{it, err}
+		}()
+		<-startedZ
+		require.Eventually(t, func() bool { return leaseOver(ctx, plain, primary) },
+			20*time.Second, 5*time.Millisecond)
+		startedT, releaseT := make(chan struct{}), make(chan struct{})
+		doneT := make(chan result, 1)
+		go func() {
+			it, err := taker.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				close(startedT)
+				<-releaseT
+				return replicas.Item{Value: []byte("v2"), Version: 2}, nil
+			})
+			doneT <- result{it, err}
+		}()
+		<-startedT
+		marker, err := plain.Get(ctx, primary).Result()
+		require.NoError(t, err)
+		require.Regexp(t, `^l2,[^,]+,0$`, marker, "the taker holds the lease")
+		close(releaseZ)
+		// The zombie's fill is refused and it waits on the taker's lease: one waiter.
+		require.Eventually(t, func() bool {
+			raw, err := plain.Get(ctx, primary).Result()
+			return err == nil && raw == marker[:len(marker)-1]+"1"
+		}, 20*time.Second, 5*time.Millisecond, "the zombie waits on the taker's lease")
+		close(releaseT)
+		want := replicas.Item{Value: []byte("v2"), Version: 2}
+		for _, done := range []chan result{doneT, doneZ} {
+			r := <-done
+			require.NoError(t, r.err)
+			require.Equal(t, want, r.it)
+		}
+		v, tomb, _ := stored(t, plain, primary)
+		require.Equal(t, uint64(2), v)
+		require.False(t, tomb)
+		ttl, err := plain.PTTL(ctx, primary).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, time.Duration(0))
+		require.LessOrEqual(t, ttl, time.Minute)
+	})
+}
