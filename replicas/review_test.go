@@ -2,6 +2,8 @@ package replicas_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -261,5 +263,86 @@ func TestReviewZombieResumesBeforeTheNewHolderFills(t *testing.T) {
 		require.NoError(t, err)
 		require.Greater(t, ttl, time.Duration(0))
 		require.LessOrEqual(t, ttl, time.Minute)
+	})
+}
+
+// A paused holder whose load ends in "absent" or an error resumes after another instance
+// took its lease over (before that one filled, or after): the absent or error record it
+// leaves must not replace the new holder's lease or its value, and the fleet keeps
+// answering with version 2 without loading again.
+func TestReviewZombieAbsentOrErrorAfterTakeover(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		outcomes := map[string]error{"absent": replicas.ErrNotFound, "error": errors.New("source down")}
+		for name, outcome := range outcomes {
+			for _, filledFirst := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/filledFirst=%v", name, filledFirst), func(t *testing.T) {
+					prefix := celebritytest.Prefix(t)
+					marks := replicas.Options{Prefix: prefix, NegativeTTL: time.Minute, ErrorTTL: time.Minute}
+					zo := marks
+					zo.LeaseTTL = 200 * time.Millisecond
+					to := marks
+					to.LeaseTTL = 5 * time.Minute
+					zombie := newReplicator(t, f.client(t), zo)
+					taker := newReplicator(t, f.client(t), to)
+					ctx := ctxFor(t)
+					const key = "post:zombie-marks"
+					primary := zombie.PrimaryKey(key)
+					plain := f.client(t)
+					startedZ, releaseZ := make(chan struct{}), make(chan struct{})
+					doneZ := make(chan error, 1)
+					go func() {
+						_, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+							close(startedZ)
+							<-releaseZ
+							return replicas.Item{}, outcome
+						})
+						doneZ <- err
+					}()
+					<-startedZ
+					require.Eventually(t, func() bool { return leaseOver(ctx, plain, primary) },
+						20*time.Second, 5*time.Millisecond)
+					startedT, releaseT := make(chan struct{}), make(chan struct{})
+					type result struct {
+						it  replicas.Item
+						err error
+					}
+					doneT := make(chan result, 1)
+					go func() {
+						it, err := taker.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+							close(startedT)
+							<-releaseT
+							return replicas.Item{Value: []byte("v2"), Version: 2}, nil
+						})
+						doneT <- result{it, err}
+					}()
+					<-startedT
+					want := replicas.Item{Value: []byte("v2"), Version: 2}
+					if filledFirst {
+						close(releaseT)
+						r := <-doneT
+						require.NoError(t, r.err)
+						require.Equal(t, want, r.it)
+						close(releaseZ)
+						<-doneZ
+					} else {
+						close(releaseZ)
+						<-doneZ
+						close(releaseT)
+						r := <-doneT
+						require.NoError(t, r.err, "the zombie's mark took the new holder's lease")
+						require.Equal(t, want, r.it)
+					}
+					v, tomb, _ := stored(t, plain, primary)
+					require.Equal(t, uint64(2), v)
+					require.False(t, tomb)
+					fresh := newReplicator(t, f.client(t), marks)
+					it, err := fresh.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+						return replicas.Item{}, errors.New("loaded again")
+					})
+					require.NoError(t, err)
+					require.Equal(t, want, it)
+				})
+			}
+		}
 	})
 }
