@@ -346,3 +346,49 @@ func TestReviewZombieAbsentOrErrorAfterTakeover(t *testing.T) {
 		}
 	})
 }
+
+// A Set returns while a holder loads an older version under its lease (given the value's
+// TTL, a minute): the holder's fill finds the Set's record, puts it back exactly (the Set's
+// shorter TTL, not the lease's) and is refused; after the Set returned, no instance reads an
+// older version.
+func TestReviewSetWhileHolderLoadsOlder(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		o := replicas.Options{Prefix: prefix, LeaseTTL: 10 * time.Second}
+		holder := newReplicator(t, f.client(t), o)
+		writer := newReplicator(t, f.client(t), o)
+		ctx := ctxFor(t)
+		const key = "post:set-while-loading"
+		plain := f.client(t)
+		started, release := make(chan struct{}), make(chan struct{})
+		type result struct {
+			it  replicas.Item
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			it, err := holder.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				close(started)
+				<-release
+				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+			})
+			done <- result{it, err}
+		}()
+		<-started
+		const setTTL = 20 * time.Second
+		require.NoError(t, writer.Set(ctx, key, []byte("v2"), 2, setTTL))
+		close(release)
+		r := <-done
+		require.NoError(t, r.err)
+		require.Equal(t, uint64(2), r.it.Version, "the holder's caller gets what the key holds")
+		ttl, err := plain.PTTL(ctx, holder.PrimaryKey(key)).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, time.Duration(0))
+		require.LessOrEqual(t, ttl, setTTL, "the Set's TTL, not the lease's")
+		for _, r := range []*replicas.Replicator{holder, writer, newReplicator(t, f.client(t), o)} {
+			it, err := r.Get(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, replicas.Item{Value: []byte("v2"), Version: 2}, it)
+		}
+	})
+}
