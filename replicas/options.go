@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"time"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // Defaults for the zero fields of [Options].
@@ -137,7 +138,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	if strings.ContainsAny(o.Prefix, "{}") {
+	if slot.HasBraces(o.Prefix) {
 		return o, fmt.Errorf("%w: Options.Prefix must not contain '{' or '}', got %q", ErrInvalid, o.Prefix)
 	}
 	for _, k := range o.Hot {
