@@ -42,3 +42,33 @@ func TestJudgePlainSettlesOnlyWhatTheCommandProves(t *testing.T) {
 	_, err := judgePlain("", down, "tok", clock)
 	require.ErrorIs(t, err, down)
 }
+
+// TestJudgeCopiesNamesEachFailedCopy: a copy write fails by its own error, by a conflicting
+// copy of the same version, or by the unsatisfied WAIT after it; every other copy counts as
+// written. No Redis.
+func TestJudgeCopiesNamesEachFailedCopy(t *testing.T) {
+	reply := func(val any, err error) *redis.Cmd {
+		c := redis.NewCmd(t.Context())
+		c.SetVal(val)
+		c.SetErr(err)
+		return c
+	}
+	down := errors.New("connection refused")
+	targets := []target{{index: 0, key: "c0"}, {index: ForeignIndex, key: "c1"}, {index: 2, key: "c2"}, {index: 1, key: "c3"}}
+	cmds := []*redis.Cmd{reply(setApplied, nil), reply(nil, down), reply(setConflict, nil), reply(copyLate, nil)}
+
+	failed, written := judgeCopies(targets, cmds, nil)
+	require.Equal(t, 2, written)
+	require.Equal(t, []CopyError{{Index: ForeignIndex, Key: "c1", Err: down}, {Index: 2, Key: "c2", Err: ErrConflict}}, failed)
+
+	failed, written = judgeCopies(targets, cmds, ErrNotReplicated)
+	require.Zero(t, written)
+	require.Len(t, failed, 4)
+	for i, f := range failed {
+		require.Equal(t, targets[i].key, f.Key)
+	}
+	require.ErrorIs(t, failed[0].Err, ErrNotReplicated)
+	require.ErrorIs(t, failed[1].Err, down)
+	require.ErrorIs(t, failed[2].Err, ErrConflict)
+	require.ErrorIs(t, failed[3].Err, ErrNotReplicated)
+}

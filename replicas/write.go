@@ -256,43 +256,22 @@ func (r *Replicator) copyExpiry(rec record) int64 {
 }
 
 // writeCopies writes rec to every target with copy.lua in one pipeline (go-redis groups it
-// per node, and internal/script reloads the script on NOSCRIPT; with Options.WaitReplicas, one pipeline and WAIT per node) and reports the
-// failures as a *PartialWriteError. written counts writes that already succeeded (the
-// primary).
+// per node, and internal/script reloads the script on NOSCRIPT; with Options.WaitReplicas,
+// one pipeline and WAIT per node) and reports the failures as a *PartialWriteError. written
+// counts writes that already succeeded (the primary).
 func (r *Replicator) writeCopies(ctx context.Context, key string, rec record, targets []target, written int) error {
 	if len(targets) == 0 {
 		return nil
 	}
-	version, kind := strconv.FormatUint(rec.version, 10), kindOf(rec)
-	calls := func(ts []target) []script.Call {
-		out := make([]script.Call, len(ts))
-		for i, t := range ts {
-			out[i] = script.Call{Script: copyScript, Keys: []string{t.key}, Args: []any{version, kind, rec.data, t.expiry, t.until}}
-		}
-		return out
-	}
 	var failed []CopyError
 	collect := func(ts []target, cmds []*redis.Cmd, waitErr error) {
-		for i, c := range cmds {
-			err := c.Err()
-			if err == nil {
-				if s, _ := c.Val().(string); s == setConflict {
-					err = ErrConflict
-				} else {
-					err = waitErr
-				}
-			}
-			if err != nil {
-				failed = append(failed, CopyError{Index: ts[i].index, Key: ts[i].key, Err: err})
-				continue
-			}
-			written++
-		}
+		f, n := judgeCopies(ts, cmds, waitErr)
+		failed, written = append(failed, f...), written+n
 	}
 	if r.opts.WaitReplicas == 0 {
 		// A failed script load leaves each call's NOSCRIPT error in its command: those
 		// copies are reported as failed.
-		cmds, _ := script.Pipeline(ctx, r.client, calls(targets))
+		cmds, _ := script.Pipeline(ctx, r.client, copyCalls(rec, targets))
 		collect(targets, cmds, nil)
 	} else {
 		for _, g := range r.byNode(ctx, targets) {
@@ -302,7 +281,7 @@ func (r *Replicator) writeCopies(ctx context.Context, key string, rec record, ta
 				}
 				continue
 			}
-			cmds, wait := r.pipelineWait(ctx, g.node, calls(g.targets))
+			cmds, wait := r.pipelineWait(ctx, g.node, copyCalls(rec, g.targets))
 			collect(g.targets, cmds, r.waitError(wait))
 		}
 	}
@@ -312,6 +291,38 @@ func (r *Replicator) writeCopies(ctx context.Context, key string, rec record, ta
 	r.stats.partialWrites.Add(1)
 	r.kickRefresh()
 	return &PartialWriteError{Key: key, Written: written, Failed: failed}
+}
+
+// copyCalls returns the copy.lua calls that write rec to targets.
+func copyCalls(rec record, targets []target) []script.Call {
+	version, kind := strconv.FormatUint(rec.version, 10), kindOf(rec)
+	out := make([]script.Call, len(targets))
+	for i, t := range targets {
+		out[i] = script.Call{Script: copyScript, Keys: []string{t.key}, Args: []any{version, kind, rec.data, t.expiry, t.until}}
+	}
+	return out
+}
+
+// judgeCopies reads the replies of the copy writes to targets (cmds[i] wrote targets[i]):
+// it returns the copies that failed, with why (the command's error, ErrConflict, or waitErr:
+// the WAIT after them was not satisfied), and how many were written.
+func judgeCopies(targets []target, cmds []*redis.Cmd, waitErr error) (failed []CopyError, written int) {
+	for i, c := range cmds {
+		err := c.Err()
+		if err == nil {
+			if s, _ := c.Val().(string); s == setConflict {
+				err = ErrConflict
+			} else {
+				err = waitErr
+			}
+		}
+		if err != nil {
+			failed = append(failed, CopyError{Index: targets[i].index, Key: targets[i].key, Err: err})
+			continue
+		}
+		written++
+	}
+	return failed, written
 }
 
 // nodeGroup is the copies one server holds.
