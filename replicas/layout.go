@@ -91,8 +91,9 @@ type layout struct {
 	hash  uint64   // xxhash64 of the logical key, for affinity
 }
 
-// Physical key names. Each is "<prefix>{<tag>}<marker>:<key>"; the markers keep the kinds
-// apart, so no physical key of one kind can equal one of another for any key.
+// Physical key names. Each is slot.Tagged(prefix, tag) + marker + key, that is
+// "<prefix>{<tag>}<marker><key>"; the markers keep the kinds apart, so no physical key of one
+// kind can equal one of another for any key.
 const (
 	markPrimary = "k:"
 	markCopy    = "c:"
