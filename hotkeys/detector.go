@@ -31,7 +31,7 @@ type Detector struct {
 	done      chan struct{}
 }
 
-// New returns a Detector configured by o, or an error wrapping ErrInvalidOptions that
+// New returns a Detector configured by o, or an error wrapping ErrInvalid that
 // names the bad field. Unless o.EvalInterval is negative it starts a goroutine that calls
 // Evaluate periodically; Close stops it.
 func New(o Options) (*Detector, error) {

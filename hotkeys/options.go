@@ -115,25 +115,25 @@ func (o Options) withDefaults() (Options, error) {
 		o.SampleRate = DefaultSampleRate
 	}
 	if math.IsNaN(o.SampleRate) || o.SampleRate <= 0 || o.SampleRate > 1 {
-		return o, fmt.Errorf("%w: Options.SampleRate must be in (0, 1], got %v", ErrInvalidOptions, o.SampleRate)
+		return o, fmt.Errorf("%w: Options.SampleRate must be in (0, 1], got %v", ErrInvalid, o.SampleRate)
 	}
 	if o.Capacity == 0 {
 		o.Capacity = DefaultCapacity
 	}
 	if o.Capacity < minCapacity || o.Capacity > maxCapacity {
-		return o, fmt.Errorf("%w: Options.Capacity must be %d..%d, got %d", ErrInvalidOptions, minCapacity, maxCapacity, o.Capacity)
+		return o, fmt.Errorf("%w: Options.Capacity must be %d..%d, got %d", ErrInvalid, minCapacity, maxCapacity, o.Capacity)
 	}
 	if o.Buckets == 0 {
 		o.Buckets = DefaultBuckets
 	}
 	if o.Buckets < 2 || o.Buckets > maxBuckets {
-		return o, fmt.Errorf("%w: Options.Buckets must be 2..%d, got %d", ErrInvalidOptions, maxBuckets, o.Buckets)
+		return o, fmt.Errorf("%w: Options.Buckets must be 2..%d, got %d", ErrInvalid, maxBuckets, o.Buckets)
 	}
 	if o.Window == 0 {
 		o.Window = DefaultWindow
 	}
 	if o.Window < minBucket*time.Duration(o.Buckets) {
-		return o, fmt.Errorf("%w: Options.Window must be at least Buckets×1ms (%v), got %v", ErrInvalidOptions, minBucket*time.Duration(o.Buckets), o.Window)
+		return o, fmt.Errorf("%w: Options.Window must be at least Buckets×1ms (%v), got %v", ErrInvalid, minBucket*time.Duration(o.Buckets), o.Window)
 	}
 	if err := o.thresholds(); err != nil {
 		return o, err
@@ -142,7 +142,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Hold = o.Window
 	}
 	if o.Hold < 0 {
-		return o, fmt.Errorf("%w: Options.Hold must be >= 0, got %v", ErrInvalidOptions, o.Hold)
+		return o, fmt.Errorf("%w: Options.Hold must be >= 0, got %v", ErrInvalid, o.Hold)
 	}
 	if o.MinSamples == 0 {
 		o.MinSamples = DefaultMinSamples
@@ -154,10 +154,10 @@ func (o Options) withDefaults() (Options, error) {
 		o.TopK = DefaultTopK
 	}
 	if o.TopK < 1 || o.TopK > o.Capacity {
-		return o, fmt.Errorf("%w: Options.TopK must be 1..Capacity (%d), got %d", ErrInvalidOptions, o.Capacity, o.TopK)
+		return o, fmt.Errorf("%w: Options.TopK must be 1..Capacity (%d), got %d", ErrInvalid, o.Capacity, o.TopK)
 	}
 	if o.AllShards != nil && o.Shard == nil {
-		return o, fmt.Errorf("%w: Options.AllShards needs Options.Shard", ErrInvalidOptions)
+		return o, fmt.Errorf("%w: Options.AllShards needs Options.Shard", ErrInvalid)
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -172,15 +172,15 @@ func (o *Options) thresholds() error {
 		v    float64
 	}{{"HotShare", o.HotShare}, {"CoolShare", o.CoolShare}, {"HotRate", o.HotRate}, {"CoolRate", o.CoolRate}} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) || f.v < 0 {
-			return fmt.Errorf("%w: Options.%s must be a finite number >= 0, got %v", ErrInvalidOptions, f.name, f.v)
+			return fmt.Errorf("%w: Options.%s must be a finite number >= 0, got %v", ErrInvalid, f.name, f.v)
 		}
 	}
 	if o.HotShare > 1 {
-		return fmt.Errorf("%w: Options.HotShare must be in [0, 1], got %v", ErrInvalidOptions, o.HotShare)
+		return fmt.Errorf("%w: Options.HotShare must be in [0, 1], got %v", ErrInvalid, o.HotShare)
 	}
 	if o.HotShare == 0 && o.HotRate == 0 {
 		if o.CoolShare != 0 || o.CoolRate != 0 {
-			return fmt.Errorf("%w: Options.CoolShare and Options.CoolRate need HotShare or HotRate", ErrInvalidOptions)
+			return fmt.Errorf("%w: Options.CoolShare and Options.CoolRate need HotShare or HotRate", ErrInvalid)
 		}
 		o.HotShare = DefaultHotShare
 	}
@@ -189,20 +189,20 @@ func (o *Options) thresholds() error {
 			o.CoolShare = o.HotShare / 2
 		}
 		if o.CoolShare >= o.HotShare {
-			return fmt.Errorf("%w: Options.CoolShare must be below Options.HotShare (%v), got %v", ErrInvalidOptions, o.HotShare, o.CoolShare)
+			return fmt.Errorf("%w: Options.CoolShare must be below Options.HotShare (%v), got %v", ErrInvalid, o.HotShare, o.CoolShare)
 		}
 	} else if o.CoolShare != 0 {
-		return fmt.Errorf("%w: Options.CoolShare needs Options.HotShare", ErrInvalidOptions)
+		return fmt.Errorf("%w: Options.CoolShare needs Options.HotShare", ErrInvalid)
 	}
 	if o.HotRate > 0 {
 		if o.CoolRate == 0 {
 			o.CoolRate = o.HotRate / 2
 		}
 		if o.CoolRate >= o.HotRate {
-			return fmt.Errorf("%w: Options.CoolRate must be below Options.HotRate (%v), got %v", ErrInvalidOptions, o.HotRate, o.CoolRate)
+			return fmt.Errorf("%w: Options.CoolRate must be below Options.HotRate (%v), got %v", ErrInvalid, o.HotRate, o.CoolRate)
 		}
 	} else if o.CoolRate != 0 {
-		return fmt.Errorf("%w: Options.CoolRate needs Options.HotRate", ErrInvalidOptions)
+		return fmt.Errorf("%w: Options.CoolRate needs Options.HotRate", ErrInvalid)
 	}
 	return nil
 }

@@ -33,7 +33,7 @@ type Probe struct {
 // NewProbe returns a Probe over c (a *redis.Client, *redis.ClusterClient or *redis.Ring).
 func NewProbe(c redis.UniversalClient) (*Probe, error) {
 	if c == nil {
-		return nil, fmt.Errorf("%w: NewProbe needs a client, got nil", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: NewProbe needs a client, got nil", ErrInvalid)
 	}
 	return &Probe{c: c}, nil
 }
@@ -148,5 +148,5 @@ func (p *Probe) eachNode(ctx context.Context, fn func(context.Context, *redis.Cl
 	case *redis.Client:
 		return fn(ctx, c)
 	}
-	return fmt.Errorf("%w: Probe supports *redis.Client, *redis.ClusterClient and *redis.Ring, got %T", ErrInvalidArgument, p.c)
+	return fmt.Errorf("%w: Probe supports *redis.Client, *redis.ClusterClient and *redis.Ring, got %T", ErrInvalid, p.c)
 }

@@ -37,7 +37,7 @@ func (p *Probe) ScanTop(ctx context.Context, o ScanOptions) ([]ServerKey, error)
 		o.K = DefaultTopK
 	}
 	if o.Limit < 1 || o.K < 1 {
-		return nil, fmt.Errorf("%w: ScanOptions.Limit and ScanOptions.K must be >= 1, got %d and %d", ErrInvalidArgument, o.Limit, o.K)
+		return nil, fmt.Errorf("%w: ScanOptions.Limit and ScanOptions.K must be >= 1, got %d and %d", ErrInvalid, o.Limit, o.K)
 	}
 	var mu sync.Mutex
 	var all []ServerKey

@@ -101,7 +101,7 @@ type ClusterShards struct {
 // NewClusterShards loads the slot map of c (CLUSTER SLOTS).
 func NewClusterShards(ctx context.Context, c *redis.ClusterClient) (*ClusterShards, error) {
 	if c == nil {
-		return nil, fmt.Errorf("%w: NewClusterShards needs a cluster client, got nil", ErrInvalidArgument)
+		return nil, fmt.Errorf("%w: NewClusterShards needs a cluster client, got nil", ErrInvalid)
 	}
 	cs := &ClusterShards{c: c}
 	if err := cs.Refresh(ctx); err != nil {

@@ -94,7 +94,7 @@ func share(w, total uint64) float64 {
 // Capacity per sub-window are not tracked, so asking for more returns at most what is held.
 func (d *Detector) Top(k int) ([]KeyLoad, error) {
 	if k < 1 {
-		return nil, fmt.Errorf("%w: Top needs k >= 1, got %d", ErrInvalidArgument, k)
+		return nil, fmt.Errorf("%w: Top needs k >= 1, got %d", ErrInvalid, k)
 	}
 	v := d.collect(d.clock())
 	return d.top(v, k), nil

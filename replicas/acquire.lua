@@ -1,7 +1,8 @@
 -- acquire.lua: read a logical key's primary record or take its fill lease, in one step: the
 -- path for a hot key (which registers the copies it will fill) and for whatever the plain
 -- "SET <primary> l2,<token>,0 NX GET PX <ms>" of GetOrLoad cannot settle alone (another
--- holder's lease, an expired record or a tombstone).
+-- holder's lease, an expired record or a tombstone). Built after registry.lua, whose merge() it
+-- uses.
 --
 -- KEYS[1]  the primary record "<prefix>{<tag>}k:<key>".
 -- KEYS[2]  the side lease "<prefix>{<tag>}l:<key>", used while the primary holds a record
@@ -100,27 +101,7 @@ if add ~= '' then
     -- Never replicated: the key's TTL is the value's; registering needs it as a time.
     sx = string.format('%.0f', clock() + math.max(redis.call('PTTL', rec), 1))
   end
-  local ends, order = {}, {}
-  for s, e in string.gmatch(sreg, '(%d+):(%d+)') do
-    e = tonumber(e)
-    if e > clock() and not ends[s] then ends[s] = e; order[#order + 1] = s end
-  end
-  local first, seen = {}, {}
-  for s in string.gmatch(add, '%d+') do
-    if not seen[s] then
-      seen[s] = true
-      ends[s] = math.max(ends[s] or 0, tonumber(sx))
-      first[#first + 1] = s
-    end
-  end
-  local parts = {}
-  for _, s in ipairs(first) do
-    if #parts < 64 then parts[#parts + 1] = s .. ':' .. string.format('%.0f', ends[s]) end
-  end
-  for _, s in ipairs(order) do
-    if not seen[s] and #parts < 64 then parts[#parts + 1] = s .. ':' .. string.format('%.0f', ends[s]) end
-  end
-  local reg = table.concat(parts, '.')
+  local reg = merge(sreg, add, tonumber(sx), clock())
   if reg ~= sreg or string.match(raw, '^c2,%d+,[vx],0,') then
     raw = 'c2,' .. sv .. ',' .. sk .. ',' .. sx .. ',' .. reg .. ',' .. string.sub(raw, pos)
     redis.call('SET', rec, raw, 'KEEPTTL')

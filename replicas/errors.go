@@ -41,13 +41,19 @@ var (
 	ErrClosed = errors.New("replicas: replicator closed")
 )
 
-// PrimaryIndex is the CopyError.Index of the logical key itself.
-const PrimaryIndex = -1
+// Values of CopyError.Index that are not a position in this instance's layout.
+const (
+	// PrimaryIndex is the CopyError.Index of the logical key itself.
+	PrimaryIndex = -1
+	// ForeignIndex is the CopyError.Index of a copy that another instance registered: it has
+	// no position in this instance's layout.
+	ForeignIndex = -2
+)
 
 // CopyError is one failed write of a Set or Delete.
 type CopyError struct {
 	// Index is the copy's position in this instance's layout, or PrimaryIndex for the
-	// logical key. Copies registered by other instances only have Index -2.
+	// logical key. Copies registered by other instances only have ForeignIndex.
 	Index int
 	// Key is the physical key that was not written.
 	Key string

@@ -91,24 +91,25 @@ type layout struct {
 	hash  uint64   // xxhash64 of the logical key, for affinity
 }
 
-// Physical key names. Each is "<prefix>{<tag>}<marker>:<key>"; the markers keep the kinds
-// apart, so no physical key of one kind can equal one of another for any key.
+// Physical key names. Each is slot.Tagged(prefix, tag) + marker + key, that is
+// "<prefix>{<tag>}<marker><key>"; the markers keep the kinds apart, so no physical key of one
+// kind can equal one of another for any key.
 const (
-	markPrimary = "}k:"
-	markCopy    = "}c:"
-	markLease   = "}l:"
-	markWake    = "}w:"
+	markPrimary = "k:"
+	markCopy    = "c:"
+	markLease   = "l:"
+	markWake    = "w:"
 )
 
 // copyKey returns the physical key of the copy of key living in slot s:
 // "<prefix>{<tag>}c:<key>", where tag is slot.TagFor(s).
 func (r *Replicator) copyKey(s uint16, key string) string {
-	return r.opts.Prefix + "{" + slot.TagFor(s) + markCopy + key
+	return slot.Tagged(r.opts.Prefix, slot.TagFor(s)) + markCopy + key
 }
 
 // ownKey returns a key of the given marker in key's own slot.
 func (r *Replicator) ownKey(mark, key string) string {
-	return r.opts.Prefix + "{" + slot.TagFor(slot.Of(key)) + mark + key
+	return slot.Tagged(r.opts.Prefix, slot.TagFor(slot.Of(key))) + mark + key
 }
 
 // primaryKey returns the primary record of key, "<prefix>{<tag>}k:<key>", in key's own slot:

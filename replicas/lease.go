@@ -204,6 +204,11 @@ func (r *Replicator) leaseLife(ttl time.Duration) (time.Duration, bool) {
 // With pre, the caller already ran that command with pre's token: the fetch starts from its
 // outcome, the lease won, or else acquire.lua (which also recognizes a lease pre's command
 // took without its reply arriving).
+//
+// fetch is the lease's state machine: each turn reads the state (judgePlain is the plan step
+// of the plain command) and acts on it: found answers from what is stored, "wait" blocks
+// until the holder is done, won loads and fills, and a lease lost before the fill goes round
+// again with what was loaded.
 func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.Duration, load Loader, lay *layout, missed []int, pre *leaseRead) (Item, error) {
 	token := r.newToken()
 	if pre != nil {
@@ -230,17 +235,8 @@ func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.
 		pre = nil
 		if res == nil && !scripted {
 			raw, err := r.client.SetArgs(ctx, primary, "l2,"+token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: life}).Result()
-			switch {
-			case errors.Is(err, redis.Nil) || raw == "l2,"+token+",0":
-				res = []any{"won"}
-			case err != nil:
+			if res, err = judgePlain(raw, err, token, r.opts.Clock); err != nil {
 				return Item{}, fmt.Errorf("replicas: lease for %q: %w", key, err)
-			case strings.HasPrefix(raw, magic):
-				if rec, ok := decode(raw); ok && !rec.tombstone && rec.live(r.opts.Clock().UnixMilli()) {
-					res = []any{"hit", raw}
-				}
-			case strings.HasPrefix(raw, "n2,"):
-				res = []any{"absent"}
 			}
 		}
 		if res == nil { // a hot key, or what the plain command cannot settle alone
@@ -256,24 +252,8 @@ func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.
 			f.reading.Store(false)
 		}
 		switch state {
-		case "hit":
-			raw, _ := res[1].(string)
-			rec, ok := decode(raw)
-			if !ok {
-				return Item{}, fmt.Errorf("replicas: get %q: %w", key, ErrCorrupt)
-			}
-			if len(missed) > 0 {
-				r.fill(ctx, key, lay, missed, rec)
-			}
-			return Item{Value: []byte(rec.data), Version: rec.version}, nil
-		case "absent":
-			r.stats.negativeHits.Add(1)
-			r.stats.misses.Add(1)
-			return Item{}, ErrNotFound
-		case "error":
-			msg, _ := res[1].(string)
-			r.stats.errorHits.Add(1)
-			return Item{}, fmt.Errorf("replicas: loading %q failed on another instance: %s: %w", key, msg, ErrLoadFailed)
+		case "hit", "absent", "error":
+			return r.found(ctx, key, lay, missed, state, res)
 		case "wait":
 			if !waited {
 				waited = true
@@ -285,18 +265,7 @@ func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.
 			}
 			scripted = lay != nil
 		case "won":
-			var it Item
-			var err error
-			if loaded == nil {
-				r.stats.misses.Add(1)
-				r.stats.leaseWins.Add(1)
-				if waited {
-					r.stats.leaseTakeovers.Add(1)
-				}
-				it, err = r.loadAndFill(ctx, key, token, ttl, load)
-			} else {
-				it, err = r.fillLoaded(ctx, key, token, ttl, *loaded)
-			}
+			it, err := r.won(ctx, key, token, ttl, load, loaded, waited)
 			if !errors.Is(err, errLeaseLost) {
 				return it, err
 			}
@@ -308,6 +277,69 @@ func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.
 			return Item{}, fmt.Errorf("replicas: lease for %q: unexpected reply %v", key, res)
 		}
 	}
+}
+
+// judgePlain is the plan step of the plain lease command "SET <primary> l2,<token>,0 NX GET
+// PX <life>": from its reply (raw, err) it returns the reply acquire.lua would give when the
+// command settles the fetch alone ({"won"}: the lease is this token's; {"hit", raw}: a live
+// value; {"absent"}: an absent marker), nil when it cannot (acquire.lua decides), or the
+// command's error. It reads clock only to judge a stored record's life.
+func judgePlain(raw string, err error, token string, clock func() time.Time) ([]any, error) {
+	switch {
+	case errors.Is(err, redis.Nil) || raw == "l2,"+token+",0":
+		return []any{"won"}, nil
+	case err != nil:
+		return nil, err
+	case strings.HasPrefix(raw, magic):
+		if rec, ok := decode(raw); ok && !rec.tombstone && rec.live(clock().UnixMilli()) {
+			return []any{"hit", raw}, nil
+		}
+	case strings.HasPrefix(raw, "n2,"):
+		return []any{"absent"}, nil
+	}
+	return nil, nil
+}
+
+// found answers a fetch from what the primary holds: state "hit" (res[1] is the record; the
+// copies in missed are refilled from it), "absent" (ErrNotFound) or "error" (res[1] is the
+// message another instance's failed load left: ErrLoadFailed).
+func (r *Replicator) found(ctx context.Context, key string, lay *layout, missed []int, state string, res []any) (Item, error) {
+	switch state {
+	case "hit":
+		raw, _ := res[1].(string)
+		rec, ok := decode(raw)
+		if !ok {
+			return Item{}, fmt.Errorf("replicas: get %q: %w", key, ErrCorrupt)
+		}
+		if len(missed) > 0 {
+			r.fill(ctx, key, lay, missed, rec)
+		}
+		return Item{Value: []byte(rec.data), Version: rec.version}, nil
+	case "absent":
+		r.stats.negativeHits.Add(1)
+		r.stats.misses.Add(1)
+		return Item{}, ErrNotFound
+	default:
+		msg, _ := res[1].(string)
+		r.stats.errorHits.Add(1)
+		return Item{}, fmt.Errorf("replicas: loading %q failed on another instance: %s: %w", key, msg, ErrLoadFailed)
+	}
+}
+
+// won is the step of a fetch holding the lease: it loads and fills, or, when loaded holds
+// what an earlier lease of this fetch loaded before it ended, fills that. waited says the
+// fetch waited for another holder first (a takeover). errLeaseLost means the lease ended
+// before the fill and nothing stored decides.
+func (r *Replicator) won(ctx context.Context, key, token string, ttl time.Duration, load Loader, loaded *Item, waited bool) (Item, error) {
+	if loaded != nil {
+		return r.fillLoaded(ctx, key, token, ttl, *loaded)
+	}
+	r.stats.misses.Add(1)
+	r.stats.leaseWins.Add(1)
+	if waited {
+		r.stats.leaseTakeovers.Add(1)
+	}
+	return r.loadAndFill(ctx, key, token, ttl, load)
 }
 
 // maxBlock bounds one BLPOP of a waiting fetch, so that Close and LoadTimeout are never held

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"time"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // Defaults for the zero fields of [Options].
@@ -137,7 +138,7 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
-	if strings.ContainsAny(o.Prefix, "{}") {
+	if slot.HasBraces(o.Prefix) {
 		return o, fmt.Errorf("%w: Options.Prefix must not contain '{' or '}', got %q", ErrInvalid, o.Prefix)
 	}
 	for _, k := range o.Hot {
@@ -145,39 +146,8 @@ func (o Options) withDefaults() (Options, error) {
 			return o, fmt.Errorf("%w: Options.Hot must not contain an empty key", ErrInvalid)
 		}
 	}
-	durations := []struct {
-		name string
-		p    *time.Duration
-		def  time.Duration
-	}{
-		{"DefaultTTL", &o.DefaultTTL, DefaultTTL},
-		{"TombstoneTTL", &o.TombstoneTTL, DefaultTombstoneTTL},
-		{"LeaseTTL", &o.LeaseTTL, DefaultLeaseTTL},
-		{"WaitTimeout", &o.WaitTimeout, DefaultWaitTimeout},
-		{"LoadTimeout", &o.LoadTimeout, DefaultLoadTimeout},
-		{"FleetInterval", &o.FleetInterval, DefaultFleetInterval},
-	}
-	for _, d := range durations {
-		if *d.p == 0 {
-			*d.p = d.def
-		}
-		if *d.p < time.Millisecond {
-			return o, fmt.Errorf("%w: Options.%s must be at least 1ms, got %v", ErrInvalid, d.name, *d.p)
-		}
-	}
-	for _, d := range []struct {
-		name string
-		p    *time.Duration
-		def  time.Duration
-	}{{"NegativeTTL", &o.NegativeTTL, DefaultNegativeTTL}, {"ErrorTTL", &o.ErrorTTL, DefaultErrorTTL}} {
-		switch {
-		case *d.p == 0:
-			*d.p = d.def
-		case *d.p < 0:
-			*d.p = 0
-		case *d.p < time.Millisecond:
-			return o, fmt.Errorf("%w: Options.%s must be negative (off) or at least 1ms, got %v", ErrInvalid, d.name, *d.p)
-		}
+	if err := o.fillDurations(); err != nil {
+		return o, err
 	}
 	if o.WaitReplicas < 0 || o.WaitReplicas > 16 {
 		return o, fmt.Errorf("%w: Options.WaitReplicas must be 0..16, got %d", ErrInvalid, o.WaitReplicas)
@@ -203,4 +173,45 @@ func (o Options) withDefaults() (Options, error) {
 		o.Rand = rand.Uint64
 	}
 	return o, nil
+}
+
+// fillDurations sets the zero durations of o to their defaults and validates them: the
+// lifetimes and timeouts must be at least 1ms; NegativeTTL and ErrorTTL may also be negative
+// (off, stored as 0).
+func (o *Options) fillDurations() error {
+	durations := []struct {
+		name string
+		p    *time.Duration
+		def  time.Duration
+	}{
+		{"DefaultTTL", &o.DefaultTTL, DefaultTTL},
+		{"TombstoneTTL", &o.TombstoneTTL, DefaultTombstoneTTL},
+		{"LeaseTTL", &o.LeaseTTL, DefaultLeaseTTL},
+		{"WaitTimeout", &o.WaitTimeout, DefaultWaitTimeout},
+		{"LoadTimeout", &o.LoadTimeout, DefaultLoadTimeout},
+		{"FleetInterval", &o.FleetInterval, DefaultFleetInterval},
+	}
+	for _, d := range durations {
+		if *d.p == 0 {
+			*d.p = d.def
+		}
+		if *d.p < time.Millisecond {
+			return fmt.Errorf("%w: Options.%s must be at least 1ms, got %v", ErrInvalid, d.name, *d.p)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		p    *time.Duration
+		def  time.Duration
+	}{{"NegativeTTL", &o.NegativeTTL, DefaultNegativeTTL}, {"ErrorTTL", &o.ErrorTTL, DefaultErrorTTL}} {
+		switch {
+		case *d.p == 0:
+			*d.p = d.def
+		case *d.p < 0:
+			*d.p = 0
+		case *d.p < time.Millisecond:
+			return fmt.Errorf("%w: Options.%s must be negative (off) or at least 1ms, got %v", ErrInvalid, d.name, *d.p)
+		}
+	}
+	return nil
 }

@@ -1,5 +1,5 @@
 -- register.lua: add copies to a logical key's registry and read its primary record, in one
--- step.
+-- step. Built after registry.lua, whose merge() it uses.
 --
 -- KEYS[1]  the primary record "<prefix>{<tag>}k:<key>".
 -- ARGV[1]  slots to register, "<slot>.<slot>..." (non-empty): the copies the caller is about
@@ -32,27 +32,7 @@ elseif expiry <= now then
   return nil
 end
 
-local ends, order = {}, {}
-for s, e in string.gmatch(sreg, '(%d+):(%d+)') do
-  e = tonumber(e)
-  if e > now and not ends[s] then ends[s] = e; order[#order + 1] = s end
-end
-local first, seen = {}, {}
-for s in string.gmatch(add, '%d+') do
-  if not seen[s] then
-    seen[s] = true
-    ends[s] = math.max(ends[s] or 0, expiry)
-    first[#first + 1] = s
-  end
-end
-local parts = {}
-for _, s in ipairs(first) do
-  if #parts < 64 then parts[#parts + 1] = s .. ':' .. string.format('%.0f', ends[s]) end
-end
-for _, s in ipairs(order) do
-  if not seen[s] and #parts < 64 then parts[#parts + 1] = s .. ':' .. string.format('%.0f', ends[s]) end
-end
-local reg = table.concat(parts, '.')
+local reg = merge(sreg, add, expiry, now)
 if reg ~= sreg or raw ~= 'c2,' .. sv .. ',' .. sk .. ',' .. sx .. ',' .. sreg .. ',' .. string.sub(raw, pos) then
   raw = 'c2,' .. sv .. ',' .. sk .. ',' .. sx .. ',' .. reg .. ',' .. string.sub(raw, pos)
   redis.call('SET', rec, raw, 'KEEPTTL')

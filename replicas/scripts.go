@@ -3,35 +3,43 @@ package replicas
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
+// The Lua scripts, one per atomic step, each in its own file with a header (KEYS / ARGV /
+// Reply / Invariant). Each touches the keys of one logical key (one hash slot): its primary
+// record and lease keys, or one copy, or the fleet's roll.
+//
+// Lua has no include: the scripts that merge a registry (set.lua, register.lua, acquire.lua)
+// are built from registry.lua, which holds merge(), followed by the script's own file.
 var (
+	//go:embed registry.lua
+	registryLua string
 	//go:embed set.lua
-	setSource string
+	setLua string
 	//go:embed copy.lua
-	copySource string
+	copyLua string
 	//go:embed register.lua
-	registerSource string
+	registerLua string
 	//go:embed acquire.lua
-	acquireSource string
+	acquireLua string
 	//go:embed release.lua
-	releaseSource string
+	releaseLua string
 	//go:embed fleet.lua
-	fleetSource string
+	fleetLua string
 
 	// setScript is the versioned set-if-newer of a primary record (see set.lua).
-	setScript = redis.NewScript(setSource)
+	setScript = script.New(registryLua + setLua)
 	// copyScript is the versioned set-if-newer of one copy (see copy.lua).
-	copyScript = redis.NewScript(copySource)
+	copyScript = script.New(copyLua)
 	// registerScript registers copies and reads the primary record (see register.lua).
-	registerScript = redis.NewScript(registerSource)
+	registerScript = script.New(registryLua + registerLua)
 	// acquireScript reads the primary record or takes its lease (see acquire.lua).
-	acquireScript = redis.NewScript(acquireSource)
+	acquireScript = script.New(registryLua + acquireLua)
 	// releaseScript ends a lease without a value (see release.lua).
-	releaseScript = redis.NewScript(releaseSource)
+	releaseScript = script.New(releaseLua)
 	// fleetScript records an instance in its fleet's roll (see fleet.lua).
-	fleetScript = redis.NewScript(fleetSource)
+	fleetScript = script.New(fleetLua)
 )
 
 // Statuses of set.lua and copy.lua.

@@ -1,5 +1,5 @@
 -- set.lua: versioned set-if-newer of a logical key's primary record, optionally as the fill
--- of a GetOrLoad lease.
+-- of a GetOrLoad lease. Built after registry.lua, whose merge() it uses.
 --
 -- KEYS[1]  the primary record "<prefix>{<tag>}k:<key>". While it holds no record it may hold
 --          a lease marker "l2,<token>,<waiters>" or an absent/error marker (see acquire.lua):
@@ -186,32 +186,8 @@ if status == 'same' then
 end
 
 -- The registry: entries to add end no sooner than the value; live entries keep their end.
-local ends, order = {}, {}
-for s, e in string.gmatch(sreg or '', '(%d+):(%d+)') do
-  e = tonumber(e)
-  if e > clock() and not ends[s] then ends[s] = e; order[#order + 1] = s end
-end
-local added = {}
-for s in string.gmatch(add, '%d+') do
-  if not added[s] then
-    added[s] = true
-    ends[s] = math.max(ends[s] or 0, expiry)
-  end
-end
-local parts, last = {}, expiry
-local function put(s)
-  if #parts < 64 then
-    parts[#parts + 1] = s .. ':' .. string.format('%.0f', ends[s])
-    last = math.max(last, ends[s])
-  end
-end
-for s in string.gmatch(add, '%d+') do
-  if added[s] then added[s] = false; put(s) end
-end
-for _, s in ipairs(order) do
-  if added[s] == nil then put(s) end
-end
-local out = 'c2,' .. version .. ',' .. kind .. ',' .. string.format('%.0f', expiry) .. ',' .. table.concat(parts, '.') .. ',' .. data
+local reg, last = merge(sreg or '', add, expiry, clock())
+local out = 'c2,' .. version .. ',' .. kind .. ',' .. string.format('%.0f', expiry) .. ',' .. reg .. ',' .. data
 if out ~= raw then
   redis.call('SET', rec, out, 'PXAT', string.format('%.0f', last))
 end

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
 // Set stores value under key with the host's version, for ttl (0 means
@@ -51,7 +54,7 @@ func (r *Replicator) Delete(ctx context.Context, key string, version uint64) err
 
 // target is one copy to write.
 type target struct {
-	index  int    // position in this instance's layout, or -2
+	index  int    // position in this instance's layout, or ForeignIndex
 	key    string // physical key
 	expiry int64  // when the copy's value ends, server ms
 	until  int64  // when its registration ends, server ms
@@ -137,21 +140,16 @@ func (r *Replicator) setPrimary(ctx context.Context, key string, rec record, ttl
 
 // run runs script on keys, with a WAIT on the same connection when Options.WaitReplicas is
 // set. waitErr wraps ErrNotReplicated when fewer replicas acknowledged the write.
-func (r *Replicator) run(ctx context.Context, script *redis.Script, keys []string, args ...any) (res any, waitErr, err error) {
+func (r *Replicator) run(ctx context.Context, s *script.Script, keys []string, args ...any) (res any, waitErr, err error) {
 	if r.opts.WaitReplicas == 0 {
-		res, err = script.Run(ctx, r.client, keys, args...).Result()
+		res, err = s.Run(ctx, r.client, keys, args...).Result()
 		return res, nil, err
 	}
 	node, err := r.nodeFor(ctx, keys[0])
 	if err != nil {
 		return nil, nil, err
 	}
-	cmds, wait := r.pipelineWait(ctx, node, func(pipe redis.Pipeliner, eval bool) []*redis.Cmd {
-		if eval {
-			return []*redis.Cmd{script.Eval(ctx, pipe, keys, args...)}
-		}
-		return []*redis.Cmd{script.EvalSha(ctx, pipe, keys, args...)}
-	})
+	cmds, wait := r.pipelineWait(ctx, node, []script.Call{{Script: s, Keys: keys, Args: args}})
 	res, err = cmds[0].Result()
 	if err != nil {
 		return nil, nil, err
@@ -181,24 +179,46 @@ func (r *Replicator) nodeFor(ctx context.Context, key string) (redis.Cmdable, er
 	return r.client, nil
 }
 
-// pipelineWait runs the commands add queues on node, followed by a WAIT, in one pipeline
-// (one connection); on NOSCRIPT it runs them again with EVAL.
-func (r *Replicator) pipelineWait(ctx context.Context, node redis.Cmdable, add func(redis.Pipeliner, bool) []*redis.Cmd) ([]*redis.Cmd, *redis.IntCmd) {
-	exec := func(eval bool) ([]*redis.Cmd, *redis.IntCmd) {
-		pipe := node.Pipeline()
-		cmds := add(pipe, eval)
-		wait := redis.NewIntCmd(ctx, "wait", r.opts.WaitReplicas, r.opts.WaitTimeout.Milliseconds())
-		_ = pipe.Process(ctx, wait)
-		_, _ = pipe.Exec(ctx) // errors are read per command
-		return cmds, wait
-	}
-	cmds, wait := exec(false)
+// pipelineWait sends calls with EVALSHA on node, followed by a WAIT, in one pipeline (one
+// connection). When a call is answered NOSCRIPT, it loads the calls' scripts on node and
+// sends the calls and the WAIT again (every script is idempotent by version, so a call that
+// already ran changes nothing the second time); if loading fails, the calls keep their
+// NOSCRIPT errors.
+func (r *Replicator) pipelineWait(ctx context.Context, node redis.Cmdable, calls []script.Call) ([]*redis.Cmd, *redis.IntCmd) {
+	cmds, wait := r.sendWait(ctx, node, calls)
 	for _, c := range cmds {
-		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			return exec(true)
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			if script.Load(ctx, node, scriptsOf(calls)...) != nil {
+				return cmds, wait
+			}
+			return r.sendWait(ctx, node, calls)
 		}
 	}
 	return cmds, wait
+}
+
+// sendWait sends calls with EVALSHA on node, followed by a WAIT, in one pipeline.
+func (r *Replicator) sendWait(ctx context.Context, node redis.Cmdable, calls []script.Call) ([]*redis.Cmd, *redis.IntCmd) {
+	pipe := node.Pipeline()
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = pipe.EvalSha(ctx, c.Script.Hash(), c.Keys, c.Args...)
+	}
+	wait := redis.NewIntCmd(ctx, "wait", r.opts.WaitReplicas, r.opts.WaitTimeout.Milliseconds())
+	_ = pipe.Process(ctx, wait)
+	_, _ = pipe.Exec(ctx) // errors are read per command
+	return cmds, wait
+}
+
+// scriptsOf returns the distinct scripts of calls.
+func scriptsOf(calls []script.Call) []*script.Script {
+	var out []*script.Script
+	for _, c := range calls {
+		if !slices.Contains(out, c.Script) {
+			out = append(out, c.Script)
+		}
+	}
+	return out
 }
 
 // targets turns the registry of the stored record into copies to write. Each copy's value
@@ -208,7 +228,7 @@ func (r *Replicator) targets(key string, rec record, lay *layout) []target {
 	out := make([]target, 0, len(rec.reg))
 	expiry := r.copyExpiry(rec)
 	for _, e := range rec.reg {
-		t := target{index: -2, key: r.copyKey(e.slot, key), expiry: expiry, until: e.expiry}
+		t := target{index: ForeignIndex, key: r.copyKey(e.slot, key), expiry: expiry, until: e.expiry}
 		if lay != nil {
 			for j, ls := range lay.slots {
 				if ls == e.slot {
@@ -236,49 +256,22 @@ func (r *Replicator) copyExpiry(rec record) int64 {
 }
 
 // writeCopies writes rec to every target with copy.lua in one pipeline (go-redis groups it
-// per node; with Options.WaitReplicas, one pipeline and WAIT per node) and reports the
-// failures as a *PartialWriteError. written counts writes that already succeeded (the
-// primary).
+// per node, and internal/script reloads the script on NOSCRIPT; with Options.WaitReplicas,
+// one pipeline and WAIT per node) and reports the failures as a *PartialWriteError. written
+// counts writes that already succeeded (the primary).
 func (r *Replicator) writeCopies(ctx context.Context, key string, rec record, targets []target, written int) error {
 	if len(targets) == 0 {
 		return nil
 	}
-	version, kind := strconv.FormatUint(rec.version, 10), kindOf(rec)
-	queue := func(ts []target) func(redis.Pipeliner, bool) []*redis.Cmd {
-		return func(pipe redis.Pipeliner, eval bool) []*redis.Cmd {
-			cmds := make([]*redis.Cmd, len(ts))
-			for i, t := range ts {
-				keys := []string{t.key}
-				args := []any{version, kind, rec.data, t.expiry, t.until}
-				if eval {
-					cmds[i] = copyScript.Eval(ctx, pipe, keys, args...)
-				} else {
-					cmds[i] = copyScript.EvalSha(ctx, pipe, keys, args...)
-				}
-			}
-			return cmds
-		}
-	}
 	var failed []CopyError
 	collect := func(ts []target, cmds []*redis.Cmd, waitErr error) {
-		for i, c := range cmds {
-			err := c.Err()
-			if err == nil {
-				if s, _ := c.Val().(string); s == setConflict {
-					err = ErrConflict
-				} else {
-					err = waitErr
-				}
-			}
-			if err != nil {
-				failed = append(failed, CopyError{Index: ts[i].index, Key: ts[i].key, Err: err})
-				continue
-			}
-			written++
-		}
+		f, n := judgeCopies(ts, cmds, waitErr)
+		failed, written = append(failed, f...), written+n
 	}
 	if r.opts.WaitReplicas == 0 {
-		cmds := r.pipeline(ctx, queue(targets))
+		// A failed script load leaves each call's NOSCRIPT error in its command: those
+		// copies are reported as failed.
+		cmds, _ := script.Pipeline(ctx, r.client, copyCalls(rec, targets))
 		collect(targets, cmds, nil)
 	} else {
 		for _, g := range r.byNode(ctx, targets) {
@@ -288,7 +281,7 @@ func (r *Replicator) writeCopies(ctx context.Context, key string, rec record, ta
 				}
 				continue
 			}
-			cmds, wait := r.pipelineWait(ctx, g.node, queue(g.targets))
+			cmds, wait := r.pipelineWait(ctx, g.node, copyCalls(rec, g.targets))
 			collect(g.targets, cmds, r.waitError(wait))
 		}
 	}
@@ -300,21 +293,36 @@ func (r *Replicator) writeCopies(ctx context.Context, key string, rec record, ta
 	return &PartialWriteError{Key: key, Written: written, Failed: failed}
 }
 
-// pipeline runs the commands add queues in one pipeline of the client; on NOSCRIPT it runs
-// those again with EVAL.
-func (r *Replicator) pipeline(ctx context.Context, add func(redis.Pipeliner, bool) []*redis.Cmd) []*redis.Cmd {
-	pipe := r.client.Pipeline()
-	cmds := add(pipe, false)
-	_, _ = pipe.Exec(ctx) // errors are read per command
-	for _, c := range cmds {
-		if err := c.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			pipe := r.client.Pipeline()
-			cmds = add(pipe, true)
-			_, _ = pipe.Exec(ctx)
-			break
-		}
+// copyCalls returns the copy.lua calls that write rec to targets.
+func copyCalls(rec record, targets []target) []script.Call {
+	version, kind := strconv.FormatUint(rec.version, 10), kindOf(rec)
+	out := make([]script.Call, len(targets))
+	for i, t := range targets {
+		out[i] = script.Call{Script: copyScript, Keys: []string{t.key}, Args: []any{version, kind, rec.data, t.expiry, t.until}}
 	}
-	return cmds
+	return out
+}
+
+// judgeCopies reads the replies of the copy writes to targets (cmds[i] wrote targets[i]):
+// it returns the copies that failed, with why (the command's error, ErrConflict, or waitErr:
+// the WAIT after them was not satisfied), and how many were written.
+func judgeCopies(targets []target, cmds []*redis.Cmd, waitErr error) (failed []CopyError, written int) {
+	for i, c := range cmds {
+		err := c.Err()
+		if err == nil {
+			if s, _ := c.Val().(string); s == setConflict {
+				err = ErrConflict
+			} else {
+				err = waitErr
+			}
+		}
+		if err != nil {
+			failed = append(failed, CopyError{Index: targets[i].index, Key: targets[i].key, Err: err})
+			continue
+		}
+		written++
+	}
+	return failed, written
 }
 
 // nodeGroup is the copies one server holds.

@@ -1,0 +1,50 @@
+package replicas_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/replicas"
+)
+
+// TestWaitedWritesRunAfterTheScriptCacheIsFlushed: with WaitReplicas, a Set on a server whose
+// script cache was emptied (as after a restart or the promotion of a replica) still writes
+// the primary record and every copy: the scripts are loaded again and the writes sent once
+// more. Only the WAIT, with no replica to answer it, reports ErrNotReplicated.
+func TestWaitedWritesRunAfterTheScriptCacheIsFlushed(t *testing.T) {
+	t.Parallel() // a dedicated server: its script cache is flushed
+	client := celebritytest.NewServer(t, celebritytest.ServerOptions{}).Client(t)
+	key := celebritytest.Prefix(t) + "post:8"
+	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key},
+		WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
+	ctx := ctxFor(t)
+	copies, err := r.CopyKeys(ctx, key)
+	require.NoError(t, err)
+	for v := uint64(1); v <= 2; v++ {
+		value := fmt.Sprint("v", v)
+		require.NoError(t, client.ScriptFlush(ctx).Err())
+		err := r.Set(ctx, key, []byte(value), v, time.Hour)
+		require.ErrorIs(t, err, replicas.ErrNotReplicated, "no replica acknowledges the write")
+		require.NotContains(t, err.Error(), "NOSCRIPT")
+		var pw *replicas.PartialWriteError
+		if errors.As(err, &pw) {
+			for _, f := range pw.Failed {
+				require.ErrorIs(t, f.Err, replicas.ErrNotReplicated, "copy %s was written", f.Key)
+			}
+		}
+		for _, k := range append([]string{r.PrimaryKey(key)}, copies...) {
+			raw, err := client.Get(ctx, k).Result()
+			require.NoError(t, err, k)
+			ok, version, tombstone, data := replicas.Decode(raw)
+			require.True(t, ok, k)
+			require.Equal(t, v, version, k)
+			require.False(t, tombstone, k)
+			require.Equal(t, value, data, k)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package replicas
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// TestJudgePlainSettlesOnlyWhatTheCommandProves: the plain lease command of a key that is
+// not hot settles a fetch alone only when its reply proves the outcome (the lease is this
+// token's, a live value, an absent marker); everything else goes to acquire.lua. No Redis.
+func TestJudgePlainSettlesOnlyWhatTheCommandProves(t *testing.T) {
+	clock := func() time.Time { return time.UnixMilli(2000) }
+	down := errors.New("connection refused")
+	for _, tc := range []struct {
+		name string
+		raw  string
+		err  error
+		want []any
+	}{
+		{"nothing stored: the lease is taken", "", redis.Nil, []any{"won"}},
+		{"this token's lease (a retry after a lost reply)", "l2,tok,0", nil, []any{"won"}},
+		{"a live value", "c2,7,v,0,,hello", nil, []any{"hit", "c2,7,v,0,,hello"}},
+		{"a value live until later", "c2,7,v,2001,,hello", nil, []any{"hit", "c2,7,v,2001,,hello"}},
+		{"an expired value", "c2,7,v,2000,,hello", nil, nil},
+		{"a tombstone", "c2,7,x,0,,", nil, nil},
+		{"a corrupt record", "c2,zz", nil, nil},
+		{"an absent marker", "n2,other", nil, []any{"absent"}},
+		{"another holder's lease", "l2,other,0", nil, nil},
+		{"this token's lease with waiters", "l2,tok,2", nil, nil},
+		{"an error marker", "e2,other,boom", nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := judgePlain(tc.raw, tc.err, "tok", clock)
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+	_, err := judgePlain("", down, "tok", clock)
+	require.ErrorIs(t, err, down)
+}
+
+// TestJudgeCopiesNamesEachFailedCopy: a copy write fails by its own error, by a conflicting
+// copy of the same version, or by the unsatisfied WAIT after it; every other copy counts as
+// written. No Redis.
+func TestJudgeCopiesNamesEachFailedCopy(t *testing.T) {
+	reply := func(val any, err error) *redis.Cmd {
+		c := redis.NewCmd(t.Context())
+		c.SetVal(val)
+		c.SetErr(err)
+		return c
+	}
+	down := errors.New("connection refused")
+	targets := []target{{index: 0, key: "c0"}, {index: ForeignIndex, key: "c1"}, {index: 2, key: "c2"}, {index: 1, key: "c3"}}
+	cmds := []*redis.Cmd{reply(setApplied, nil), reply(nil, down), reply(setConflict, nil), reply(copyLate, nil)}
+
+	failed, written := judgeCopies(targets, cmds, nil)
+	require.Equal(t, 2, written)
+	require.Equal(t, []CopyError{{Index: ForeignIndex, Key: "c1", Err: down}, {Index: 2, Key: "c2", Err: ErrConflict}}, failed)
+
+	failed, written = judgeCopies(targets, cmds, ErrNotReplicated)
+	require.Zero(t, written)
+	require.Len(t, failed, 4)
+	for i, f := range failed {
+		require.Equal(t, targets[i].key, f.Key)
+	}
+	require.ErrorIs(t, failed[0].Err, ErrNotReplicated)
+	require.ErrorIs(t, failed[1].Err, down)
+	require.ErrorIs(t, failed[2].Err, ErrConflict)
+	require.ErrorIs(t, failed[3].Err, ErrNotReplicated)
+}
