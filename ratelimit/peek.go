@@ -115,3 +115,7 @@ func (l *Limiter) peekGCRA(ctx context.Context, key string) (Usage, error) {
 	}
 	return Usage{Used: lim.Burst - res[0], Remaining: res[0], ResetAfter: time.Duration(res[1]) * time.Microsecond}, nil
 }
+
+// Options returns the options l applies, with every default filled in (Window, SubWindows,
+// Slots, Limit.Burst, Prefix and the rest), as New validated them.
+func (l *Limiter) Options() Options { return l.o }

@@ -104,6 +104,8 @@ func TestPeekRefusesBadKeyAndClosed(t *testing.T) {
 	l := newLimiter(t, celebritytest.Standalone(t).Client(t), Options{Limit: Limit{Rate: 10, Period: time.Minute}})
 	_, err := l.Peek(t.Context(), "")
 	require.ErrorIs(t, err, ErrInvalid)
+	require.Equal(t, GCRA, l.Options().Window, "the default window of Exact mode")
+	require.Equal(t, int64(10), l.Options().Limit.Burst, "the default burst is the rate")
 	_, err = l.Peek(t.Context(), strings.Repeat("x", DefaultMaxKeyBytes+1))
 	require.ErrorIs(t, err, ErrInvalid)
 	require.NoError(t, l.Close())
