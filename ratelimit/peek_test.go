@@ -95,6 +95,23 @@ func TestPeekReportsUseWithoutAdmitting(t *testing.T) {
 			u, err := l.Peek(ctx, "a")
 			require.NoError(t, err)
 			require.Equal(t, Usage{Used: 0, Remaining: 50}, u)
+			s := newLimiter(t, c, Options{Limit: Limit{Rate: 50, Period: 10 * time.Minute}, Mode: Approximate,
+				MaxUnsynced: 1, Prefix: l.o.Prefix})
+			for range 5 {
+				r, err := s.Allow(ctx, "a")
+				require.NoError(t, err)
+				require.True(t, r.Allowed)
+			}
+			// Each admission forces a sync: what reached Redis shows, and nothing more.
+			require.Eventually(t, func() bool {
+				u, err := l.Peek(ctx, "a")
+				return err == nil && u.Used >= 4
+			}, 10*time.Second, 10*time.Millisecond)
+			u, err = l.Peek(ctx, "a")
+			require.NoError(t, err)
+			require.LessOrEqual(t, u.Used, int64(5))
+			require.Equal(t, 50-u.Used, u.Remaining)
+			require.Nil(t, u.Slots)
 		})
 	})
 }
