@@ -1,15 +1,15 @@
 module github.com/celebrity-go/celebrity
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/maypok86/otter/v2 v2.4.0
-	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/go-redis/v9 v9.22.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sync v0.25.0
-	golang.org/x/sys v0.48.0
+	golang.org/x/sync v0.22.0
+	golang.org/x/sys v0.47.0
 	pgregory.net/rapid v1.3.0
 )
 

@@ -1,12 +1,12 @@
 module github.com/celebrity-go/celebrity/examples
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/celebrity-go/celebrity v0.0.0
 	github.com/cespare/xxhash/v2 v2.3.0
-	github.com/redis/go-redis/v9 v9.23.0
+	github.com/redis/go-redis/v9 v9.22.0
 )
 
 require (
@@ -14,8 +14,8 @@ require (
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
-	golang.org/x/sync v0.25.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
 )
 
 replace github.com/celebrity-go/celebrity => ../

@@ -78,7 +78,7 @@ if explicit ~= '0' and explicit ~= '1' then return redis.error_reply('ERR stripe
 
 local sl = math.floor(t / slice)
 local slid = string.format('%d', sl)
-local sf = 'd' .. string.format('%d', sl % (2 * math.ceil(window / slice) + 3))
+local sf = 'd' .. sl % (2 * math.ceil(window / slice) + 3) -- below 2052: printed exactly
 local st = redis.call('HMGET', stripe, 'g', 'sealed', 'end', 'maxt', 'v', sf)
 local L, p, key
 local fast = false
@@ -89,7 +89,7 @@ if st[1] == gen and not st[2] and not st[3] and st[6] then
     local s = tonumber(string.sub(member, -7))
     local b = s % 2 ^ L
     if b < p then b = s % 2 ^ (L + 1) end
-    key = stripe .. ':e:' .. slid .. ':' .. string.format('%d', b)
+    key = stripe .. ':e:' .. slid .. ':' .. b -- b below 2^23: printed exactly
     local n = redis.call('SADD', key, member, '0')
     if n == 0 then return {2, 0} end
     if n == 2 then

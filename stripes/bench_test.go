@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -156,59 +157,94 @@ if redis.call('SET', KEYS[1], '1', 'NX', 'PX', ARGV[1]) then
 end
 return false`)
 
-// hotMaster snapshots the server CPU time of every master of cl and returns a function that
-// reports the largest growth per benchmark operation as hot-master-us/op.
+// hotMaster snapshots the server time of every master of cl and returns a function that
+// reports the largest growth per benchmark operation as hot-master-us/op (INFO
+// commandstats) and, less disturbed by a loaded machine, as hot-master-iqm-us/op: each
+// master's calls times the mean SLOWLOG duration of its middle half of calls (see
+// middleHalf; SLOWLOG counts whole microseconds, too coarse for INCR).
 func hotMaster(b *testing.B, cl *celebritytest.Cluster) func() {
 	b.Helper()
+	ctx := context.Background()
 	masters := cl.Masters()
 	clients := make([]*redis.Client, len(masters))
 	before := make([]float64, len(masters))
+	calls := make([]float64, len(masters))
 	for i, m := range masters {
 		clients[i] = m.Client(b)
-		before[i] = serverUsec(b, clients[i])
+		before[i], calls[i] = serverUsec(b, clients[i])
+		require.NoError(b, clients[i].ConfigSet(ctx, "slowlog-max-len", "50000").Err())
+		require.NoError(b, clients[i].SlowLogReset(ctx).Err())
+		require.NoError(b, clients[i].ConfigSet(ctx, "slowlog-log-slower-than", "0").Err())
 	}
 	return func() {
-		var hot, total float64
+		var hot, total, hotIQM float64
 		for i, c := range clients {
-			d := serverUsec(b, c) - before[i]
+			usec, n := serverUsec(b, c)
+			d := usec - before[i]
 			hot, total = max(hot, d), total+d
+			if n -= calls[i]; n > 0 {
+				hotIQM = max(hotIQM, n*middleHalf(b, c, "evalsha", "eval", "incr"))
+			} else {
+				require.NoError(b, c.ConfigSet(ctx, "slowlog-log-slower-than", "10000").Err())
+			}
 		}
 		b.ReportMetric(hot/float64(b.N), "hot-master-us/op")
 		b.ReportMetric(total/float64(b.N), "all-masters-us/op")
+		b.ReportMetric(hotIQM/float64(b.N), "hot-master-iqm-us/op")
 	}
 }
 
 // serverUsec returns the usec INFO commandstats charges to the benchmarked top-level commands
-// (EVALSHA, EVAL, INCR); commands a script calls are already inside its time.
-func serverUsec(b *testing.B, c *redis.Client) float64 {
+// (EVALSHA, EVAL, INCR) and their number of calls; commands a script calls are already
+// inside its time.
+func serverUsec(b *testing.B, c *redis.Client) (usec, calls float64) {
 	b.Helper()
 	info, err := c.Info(context.Background(), "commandstats").Result()
 	require.NoError(b, err)
-	var total float64
 	for line := range strings.SplitSeq(info, "\r\n") {
-		name, rest, ok := strings.Cut(line, ":calls=")
+		name, rest, ok := strings.Cut(line, ":")
 		if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval" && name != "cmdstat_incr") {
 			continue
 		}
-		_, rest, ok = strings.Cut(rest, "usec=")
-		if !ok {
-			continue
+		for field := range strings.SplitSeq(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			if k != "calls" && k != "usec" {
+				continue
+			}
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(b, err)
+			if k == "calls" {
+				calls += f
+			} else {
+				usec += f
+			}
 		}
-		v, _, _ := strings.Cut(rest, ",")
-		f, err := strconv.ParseFloat(v, 64)
-		require.NoError(b, err)
-		total += f
 	}
-	return total
+	return usec, calls
 }
 
 // BenchmarkServerTimePerEvent measures the server time of one new event, interleaving the
 // calls on three dedicated servers so that all three see the same machine load: Add's
 // script on a 1-stripe counter, the SET NX PX + INCRBY reference script, and INCR. It
-// reports each one's usec_per_call (INFO commandstats) and Add's ratio to the reference.
+// reports each one's usec_per_call (INFO commandstats) and Add's ratio to the reference,
+// and the same from the middle half of the calls' SLOWLOG durations (iqm: the mean between
+// the 25th and 75th percentiles), which a loaded machine disturbs less: a server descheduled
+// in the middle of a call charges the wait to that call. With time=fixed every event carries
+// the same Time; with time=now each carries the current time, as a live host's events do
+// (the stripe's latest event time then moves with almost every event).
 //
 //	go test -run '^$' -bench ServerTimePerEvent -benchtime=20000x ./stripes/
 func BenchmarkServerTimePerEvent(b *testing.B) {
+	for _, live := range []bool{false, true} {
+		name := "time=fixed"
+		if live {
+			name = "time=now"
+		}
+		b.Run(name, func(b *testing.B) { serverTimePerEvent(b, live) })
+	}
+}
+
+func serverTimePerEvent(b *testing.B, live bool) {
 	ctx := context.Background()
 	add := celebritytest.NewServer(b, celebritytest.ServerOptions{}).Client(b)
 	ref := celebritytest.NewServer(b, celebritytest.ServerOptions{}).Client(b)
@@ -218,7 +254,11 @@ func BenchmarkServerTimePerEvent(b *testing.B) {
 	now := time.Now()
 	step := func(i int) {
 		id := "ev-" + strconv.Itoa(i)
-		if _, err := c.Add(ctx, Event{ID: id, Time: now}, 1); err != nil {
+		at := now
+		if live {
+			at = time.Now()
+		}
+		if _, err := c.Add(ctx, Event{ID: id, Time: at}, 1); err != nil {
 			b.Fatal(err)
 		}
 		if err := setNXScript.Run(ctx, ref, []string{"{n}:e:" + id, "{n}:n"}, (10 * time.Minute).Milliseconds(), 1).Err(); err != nil {
@@ -233,6 +273,9 @@ func BenchmarkServerTimePerEvent(b *testing.B) {
 	}
 	for _, s := range []*redis.Client{add, ref, incr} {
 		require.NoError(b, s.ConfigResetStat(ctx).Err())
+		require.NoError(b, s.ConfigSet(ctx, "slowlog-max-len", strconv.Itoa(b.N+100)).Err())
+		require.NoError(b, s.SlowLogReset(ctx).Err())
+		require.NoError(b, s.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err())
 	}
 	b.ResetTimer()
 	i := 0
@@ -246,6 +289,34 @@ func BenchmarkServerTimePerEvent(b *testing.B) {
 	b.ReportMetric(r, "setnx-us/event")
 	b.ReportMetric(n, "incr-us/event")
 	b.ReportMetric(a/r, "add/setnx")
+	ai, ri := middleHalf(b, add, "evalsha"), middleHalf(b, ref, "evalsha")
+	b.ReportMetric(ai, "add-iqm-us/event")
+	b.ReportMetric(ri, "setnx-iqm-us/event")
+	b.ReportMetric(ai/ri, "add/setnx-iqm")
+}
+
+// middleHalf returns the mean SLOWLOG duration of cmds on c over the calls between the 25th
+// and the 75th percentile, in microseconds, and turns SLOWLOG back off.
+func middleHalf(b *testing.B, c *redis.Client, cmds ...string) float64 {
+	b.Helper()
+	ctx := context.Background()
+	require.NoError(b, c.ConfigSet(ctx, "slowlog-log-slower-than", "10000").Err())
+	logs, err := c.SlowLogGet(ctx, -1).Result()
+	require.NoError(b, err)
+	var d []time.Duration
+	for _, l := range logs {
+		if len(l.Args) > 0 && slices.ContainsFunc(cmds, func(cmd string) bool { return strings.EqualFold(l.Args[0], cmd) }) {
+			d = append(d, l.Duration)
+		}
+	}
+	require.NotEmpty(b, d, "no SLOWLOG entries for %v", cmds)
+	slices.Sort(d)
+	mid := d[len(d)/4 : len(d)-len(d)/4]
+	var sum time.Duration
+	for _, v := range mid {
+		sum += v
+	}
+	return float64(sum.Microseconds()) / float64(len(mid))
 }
 
 // perCall returns INFO commandstats' usec_per_call of cmd on c.

@@ -113,9 +113,9 @@ func (c *Counter) checkID(id string) error {
 // already counted there. The dedup check and the increment are one script in the stripe's
 // hash slot, so concurrent and retried calls with the same event count it once. Add returns
 // ErrTooOld if the event's generation was sealed or its Time is more than DedupWindow behind
-// the server's clock (see Event.Time), ErrUnknownGeneration if ev.Gen does not exist, and an ErrInvalid error
-// for bad input or a delta that would overflow its stripe's int64 value (retrying it cannot
-// succeed); in all these cases nothing was written. On any other error the event may or
+// the server's clock (see Event.Time), ErrUnknownGeneration if ev.Gen does not exist, and an
+// ErrInvalid error for bad input or a delta that would overflow its stripe's int64 value
+// (retrying it cannot succeed); in all these cases nothing was written. On any other error the event may or
 // may not have been counted: retry it with the same Event.
 //
 // Delta may be negative (see the package doc for what concurrent readers may then see);

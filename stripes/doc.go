@@ -147,9 +147,9 @@
 //
 // # What is assumed of Redis
 //
-// Lua scripts with TIME (Redis 5+; effects replication). Dedup sets are
-// reached from the stripe key inside add.lua, so they are not declared in KEYS; they share
-// the stripe's slot, which Redis Cluster allows. The counter is as durable as its masters:
+// Lua scripts with TIME (Redis 5+; effects replication). Dedup sets are reached from the
+// stripe key inside add.lua, so they are not declared in KEYS; they share the stripe's slot,
+// which Redis Cluster allows. The counter is as durable as its masters:
 // with AOF appendfsync always and no failover data loss, the guarantee holds through
 // restarts; a failover that loses acknowledged writes may lose counted events or their dedup
 // records (a retry might then count again); lost keys are reported as [ErrVanished] as far

@@ -8,11 +8,13 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/celebrity-go/celebrity"
 	"github.com/celebrity-go/celebrity/contrib/internal/statsmap"
 	"github.com/celebrity-go/celebrity/escrow"
 	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/celebrity-go/celebrity/migrate"
+	"github.com/celebrity-go/celebrity/ratelimit"
 	"github.com/celebrity-go/celebrity/replicas"
 	"github.com/celebrity-go/celebrity/routing"
 	"github.com/celebrity-go/celebrity/stripes"
@@ -86,6 +88,20 @@ func Migrate(m metric.Meter, c interface{ Stats() migrate.Stats }, o Options) (m
 // ever an attribute.
 func Hotkeys(m metric.Meter, d interface{ Stats() hotkeys.Stats }, o Options) (metric.Registration, error) {
 	return register(m, statsmap.Hotkeys, func() any { return d.Stats() }, d != nil, o)
+}
+
+// Ratelimit registers instruments that read l.Stats() of a *ratelimit.Limiter. No key is
+// ever an attribute.
+func Ratelimit(m metric.Meter, l interface{ Stats() ratelimit.Stats }, o Options) (metric.Registration, error) {
+	return register(m, statsmap.Ratelimit, func() any { return l.Stats() }, l != nil, o)
+}
+
+// Cache registers instruments that read c.Stats() of a *celebrity.Cache (of any value
+// type): its own counters as celebrity.cache.<field>, and its parts' under the part's name
+// (celebrity.cache.l1_hits, celebrity.cache.replicas_copy_reads with the attribute "copy",
+// celebrity.cache.invalidator_published).
+func Cache(m metric.Meter, c interface{ Stats() celebrity.Stats }, o Options) (metric.Registration, error) {
+	return register(m, statsmap.Cache, func() any { return c.Stats() }, c != nil, o)
 }
 
 // register creates one observable instrument per metric of comp and a callback that reads

@@ -7,11 +7,13 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/celebrity-go/celebrity"
 	"github.com/celebrity-go/celebrity/contrib/internal/statsmap"
 	"github.com/celebrity-go/celebrity/escrow"
 	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/celebrity-go/celebrity/migrate"
+	"github.com/celebrity-go/celebrity/ratelimit"
 	"github.com/celebrity-go/celebrity/replicas"
 	"github.com/celebrity-go/celebrity/routing"
 	"github.com/celebrity-go/celebrity/stripes"
@@ -86,6 +88,20 @@ func Migrate(reg prometheus.Registerer, c interface{ Stats() migrate.Stats }, o 
 // label.
 func Hotkeys(reg prometheus.Registerer, d interface{ Stats() hotkeys.Stats }, o Options) (prometheus.Collector, error) {
 	return register(reg, statsmap.Hotkeys, func() any { return d.Stats() }, d != nil, o)
+}
+
+// Cache registers a collector of c.Stats() of a *celebrity.Cache (of any value type): its
+// own counters as celebrity_cache_<field>, and its parts' under the part's name
+// (celebrity_cache_l1_hits_total, celebrity_cache_replicas_copy_reads_total with the label
+// "copy", celebrity_cache_invalidator_published_total).
+func Cache(reg prometheus.Registerer, c interface{ Stats() celebrity.Stats }, o Options) (prometheus.Collector, error) {
+	return register(reg, statsmap.Cache, func() any { return c.Stats() }, c != nil, o)
+}
+
+// Ratelimit registers a collector of l.Stats() of a *ratelimit.Limiter. No key is ever a
+// label.
+func Ratelimit(reg prometheus.Registerer, l interface{ Stats() ratelimit.Stats }, o Options) (prometheus.Collector, error) {
+	return register(reg, statsmap.Ratelimit, func() any { return l.Stats() }, l != nil, o)
 }
 
 // collector reads a component's stats once per scrape.

@@ -3,6 +3,9 @@ package statsmap
 import (
 	"strconv"
 
+	"github.com/celebrity-go/celebrity"
+	"github.com/celebrity-go/celebrity/l1cache"
+	"github.com/celebrity-go/celebrity/replicas"
 	"github.com/celebrity-go/celebrity/stripes"
 )
 
@@ -52,4 +55,50 @@ var (
 	Hotkeys = Component{Pkg: "hotkeys", Type: "hotkeys.Stats", Specs: map[string]Spec{
 		"Tracked": {Kind: UpDown, Unit: "{key}"}, "Hot": {Kind: UpDown, Unit: "{key}"},
 	}}
+	Ratelimit = Component{Pkg: "ratelimit", Type: "ratelimit.Stats", Specs: map[string]Spec{
+		"Allowed": {Unit: "{request}"}, "Denied": {Unit: "{request}"}, "Errors": {Unit: "{request}"},
+		"Calls": {Unit: "{call}"}, "Chunks": {Unit: "{chunk}"}, "Cells": {Unit: "{cell}"}, "Syncs": {Unit: "{sync}"},
+		"Keys": {Kind: UpDown, Unit: "{key}"},
+	}}
 )
+
+// cachePart is one part of a celebrity.Cache whose Stats are nested in the Cache's.
+type cachePart struct {
+	field, prefix string
+	c             Component
+	zero          any
+	get           func(celebrity.Stats) any
+}
+
+// Cache maps celebrity.Stats: the Cache's own fields, and its parts' Stats (L1, Replicas,
+// Invalidator) by their components, each name prefixed with the part's ("l1_hits",
+// "replicas_copy_reads", "invalidator_published").
+var Cache = func() Component {
+	parts := []cachePart{
+		{"L1", "l1_", L1Cache, l1cache.Stats{}, func(s celebrity.Stats) any { return s.L1 }},
+		{"Replicas", "replicas_", Replicas, replicas.Stats{}, func(s celebrity.Stats) any { return s.Replicas }},
+		{"Invalidator", "invalidator_", Invalidator, l1cache.InvalidatorStats{}, func(s celebrity.Stats) any { return s.Invalidator }},
+	}
+	c := Component{Pkg: "cache", Type: "celebrity.Stats", Specs: map[string]Spec{
+		"SourceLoads": {Unit: "{load}"}, "Hot": {Kind: UpDown, Unit: "{key}"}, "HotVersion": {Kind: Gauge, Unit: "1"},
+		"LoopCommands": {Unit: "{command}"},
+	}}
+	for _, p := range parts {
+		for _, m := range p.c.Metrics(p.zero) {
+			m.Name, m.Field = p.prefix+m.Name, p.field+"."+m.Field
+			c.ExtraNames = append(c.ExtraNames, m)
+		}
+	}
+	c.Extra = func(s any) []Sample {
+		st := s.(celebrity.Stats)
+		var out []Sample
+		for _, p := range parts {
+			for _, x := range p.c.Samples(p.get(st)) {
+				x.Name = p.prefix + x.Name
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	return c
+}()

@@ -3,10 +3,12 @@ package statsmap
 import (
 	"testing"
 
+	"github.com/celebrity-go/celebrity"
 	"github.com/celebrity-go/celebrity/escrow"
 	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/celebrity-go/celebrity/migrate"
+	"github.com/celebrity-go/celebrity/ratelimit"
 	"github.com/celebrity-go/celebrity/replicas"
 	"github.com/celebrity-go/celebrity/routing"
 	"github.com/celebrity-go/celebrity/stripes"
@@ -36,7 +38,8 @@ func TestEverySampleHasItsMetric(t *testing.T) {
 		{L1Cache, l1cache.Stats{Hits: 3}}, {Invalidator, l1cache.InvalidatorStats{}}, {Replicas, rs},
 		{Stripes, stripes.Stats{StripeWrites: []stripes.GenWrites{{Gen: 2, Writes: []uint64{1, 2}}}}},
 		{StripesReader, stripes.ReaderStats{}}, {Escrow, escrow.Stats{}}, {Routing, routing.Stats{}},
-		{Migrate, migrate.Stats{}}, {Hotkeys, hotkeys.Stats{}},
+		{Migrate, migrate.Stats{}}, {Hotkeys, hotkeys.Stats{}}, {Ratelimit, ratelimit.Stats{Allowed: 2}},
+		{Cache, celebrity.Stats{SourceLoads: 1, L1: l1cache.Stats{Hits: 2}, Replicas: rs}},
 	} {
 		metrics := map[string]Metric{}
 		for _, m := range tc.c.Metrics(tc.stats) {
@@ -56,6 +59,22 @@ func TestEverySampleHasItsMetric(t *testing.T) {
 			} else if (m.Label != "") != (s.LabelValue != "") {
 				t.Errorf("%s: sample %s labelled %q, metric label %q", tc.c.Pkg, s.Name, s.LabelValue, m.Label)
 			}
+		}
+	}
+}
+
+// TestCacheCarriesItsParts checks that celebrity.Stats' parts arrive under the part's
+// prefix, with their labels.
+func TestCacheCarriesItsParts(t *testing.T) {
+	var st celebrity.Stats
+	st.L1.Hits, st.Replicas.CopyReads[1], st.Invalidator.Published, st.Hot = 4, 5, 6, 7
+	got := map[string]float64{}
+	for _, s := range Cache.Samples(st) {
+		got[s.Name+"/"+s.LabelValue] = s.Value
+	}
+	for k, want := range map[string]float64{"l1_hits/": 4, "replicas_copy_reads/1": 5, "invalidator_published/": 6, "hot/": 7} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
 		}
 	}
 }

@@ -1,0 +1,394 @@
+package replicas_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/replicas"
+)
+
+// A holder paused in its load past its lease's deadline (its marker still lives: it was
+// given the value's TTL) is taken over by three instances at once: exactly one of them loads
+// and fills version 2. When the paused holder resumes with the version 1 it loaded, its fill
+// is refused and its caller gets what the key holds; version 2 stays.
+func TestReviewZombieHolderAfterTakeover(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		o := replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond}
+		zombie := newReplicator(t, f.client(t), o)
+		ctx := ctxFor(t)
+		const key = "post:zombie-takeover"
+		primary := zombie.PrimaryKey(key)
+		started, release := make(chan struct{}), make(chan struct{})
+		type result struct {
+			it  replicas.Item
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			it, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				close(started)
+				<-release
+				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+			})
+			done <- result{it, err}
+		}()
+		<-started
+		require.Eventually(t, func() bool { return leaseOver(ctx, f.client(t), primary) },
+			20*time.Second, 5*time.Millisecond)
+
+		var loads atomic.Int32
+		var wg sync.WaitGroup
+		got := make([]result, 3)
+		for i := range got {
+			r := newReplicator(t, f.client(t), o)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+					loads.Add(1)
+					return replicas.Item{Value: []byte("v2"), Version: 2}, nil
+				})
+				got[i] = result{it, err}
+			}()
+		}
+		wg.Wait()
+		require.EqualValues(t, 1, loads.Load(), "one load per lease across the instances taking over")
+		for _, g := range got {
+			require.NoError(t, g.err)
+			require.Equal(t, replicas.Item{Value: []byte("v2"), Version: 2}, g.it)
+		}
+
+		close(release)
+		z := <-done
+		require.NoError(t, z.err)
+		require.Equal(t, replicas.Item{Value: []byte("v2"), Version: 2}, z.it,
+			"the zombie's caller gets what the key holds")
+		for _, r := range []*replicas.Replicator{zombie, newReplicator(t, f.client(t), o)} {
+			it, err := r.Get(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, uint64(2), it.Version, "the zombie's fill took the key back")
+		}
+		v, tomb, _ := stored(t, f.client(t), primary)
+		require.Equal(t, uint64(2), v)
+		require.False(t, tomb)
+	})
+}
+
+// A Delete that returns while a holder loads (its lease in the primary, given the value's
+// TTL) wins over that holder's fill of the version it loaded before the delete: after the
+// holder's call returns, no instance serves that version, from the key or from a new load of
+// a source that still has it.
+func TestReviewDeleteWhileHolderLoads(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		o := replicas.Options{Prefix: prefix, LeaseTTL: 10 * time.Second}
+		holder := newReplicator(t, f.client(t), o)
+		other := newReplicator(t, f.client(t), o)
+		ctx := ctxFor(t)
+		const key = "post:deleted-while-loading"
+		started, release := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			_, err := holder.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				close(started)
+				<-release
+				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+			})
+			done <- err
+		}()
+		<-started
+		require.NoError(t, other.Delete(ctx, key, 2))
+		close(release)
+		err := <-done
+		if err != nil {
+			require.ErrorIs(t, err, replicas.ErrNotFound, "the call overlapped the Delete: v1 or not found")
+		}
+		stale := func(context.Context) (replicas.Item, error) {
+			return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+		}
+		for _, r := range []*replicas.Replicator{holder, other, newReplicator(t, f.client(t), o)} {
+			it, err := r.Get(ctx, key)
+			require.ErrorIs(t, err, replicas.ErrNotFound, "Get served v%d after its delete", it.Version)
+			it, err = r.GetOrLoad(ctx, key, time.Minute, stale)
+			require.ErrorIs(t, err, replicas.ErrNotFound, "GetOrLoad served v%d after its delete", it.Version)
+		}
+	})
+}
+
+// faultFleets runs fn on the shared standalone server and the shared cluster, through a
+// client whose connections pass a fault injector (go-redis retries left at their default).
+func faultFleets(t *testing.T, fn func(t *testing.T, c redis.UniversalClient, inj *faults.Injector, f fleet)) {
+	t.Run("standalone", func(t *testing.T) {
+		inj := faults.New()
+		s := celebritytest.Standalone(t)
+		c := s.Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) })
+		fn(t, c, inj, fleet{name: "standalone", client: func(t testing.TB) redis.UniversalClient { return s.Client(t) }})
+	})
+	t.Run("cluster", func(t *testing.T) {
+		inj := faults.New()
+		cl := celebritytest.SharedCluster(t)
+		c := cl.Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
+		fn(t, c, inj, clusterFleet(cl))
+	})
+}
+
+// The reply of the command that took the lease is lost and go-redis sends it again: the
+// second attempt finds the caller's own marker. The caller must know the lease as its own
+// and load at once (once), not wait for its own lease to run out (LeaseTTL is longer than
+// the test's context), and the fleet then reads the fill without loading again.
+func TestReviewLostLeaseReplyRetried(t *testing.T) {
+	faultFleets(t, func(t *testing.T, c redis.UniversalClient, inj *faults.Injector, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		o := replicas.Options{Prefix: prefix, LeaseTTL: 5 * time.Minute, LoadTimeout: 5 * time.Minute}
+		r := newReplicator(t, c, o)
+		ctx := ctxFor(t)
+		const key = "post:lost-lease-reply"
+		var loads atomic.Int32
+		load := func(context.Context) (replicas.Item, error) {
+			loads.Add(1)
+			return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+		}
+		inj.DropReply(faults.Match{Command: "SET", Arg: "l2,"}, 1)
+		it, err := r.GetOrLoad(ctx, key, time.Minute, load)
+		require.NoError(t, err)
+		require.Equal(t, replicas.Item{Value: []byte("v1"), Version: 1}, it)
+		require.EqualValues(t, 1, inj.Dropped(), "the lease command's reply was dropped")
+		other := newReplicator(t, f.client(t), o)
+		it, err = other.GetOrLoad(ctx, key, time.Minute, load)
+		require.NoError(t, err)
+		require.Equal(t, uint64(1), it.Version)
+		require.EqualValues(t, 1, loads.Load(), "one load for the fleet")
+	})
+}
+
+// The reply of the fill is lost and go-redis sends it again: the retry finds the record
+// its first attempt swapped in for the lease, which is the same content; the caller gets
+// its value, and the key holds it with its TTL.
+func TestReviewLostFillReplyRetried(t *testing.T) {
+	faultFleets(t, func(t *testing.T, c redis.UniversalClient, inj *faults.Injector, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		o := replicas.Options{Prefix: prefix}
+		r := newReplicator(t, c, o)
+		ctx := ctxFor(t)
+		const key = "post:lost-fill-reply"
+		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "v1-body"}, 1)
+		it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			return replicas.Item{Value: []byte("v1-body"), Version: 1}, nil
+		})
+		require.NoError(t, err)
+		require.Equal(t, replicas.Item{Value: []byte("v1-body"), Version: 1}, it)
+		require.EqualValues(t, 1, inj.Dropped(), "the fill's reply was dropped")
+		plain := f.client(t)
+		ttl, err := plain.PTTL(ctx, r.PrimaryKey(key)).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, time.Duration(0), "the filled key keeps a TTL")
+		got, err := newReplicator(t, plain, o).Get(ctx, key)
+		require.NoError(t, err)
+		require.Equal(t, it, got)
+	})
+}
+
+// A paused holder resumes after another instance took its lease over but before that one
+// filled: its fill finds the new holder's marker, must leave it exactly as it was (the new
+// holder's fill still swaps it), and its caller waits for that fill instead of putting its
+// own, older load in.
+func TestReviewZombieResumesBeforeTheNewHolderFills(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		zombie := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond})
+		taker := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, LeaseTTL: 5 * time.Minute})
+		ctx := ctxFor(t)
+		const key = "post:zombie-before-fill"
+		primary := zombie.PrimaryKey(key)
+		plain := f.client(t)
+		type result struct {
+			it  replicas.Item
+			err error
+		}
+		startedZ, releaseZ := make(chan struct{}), make(chan struct{})
+		doneZ := make(chan result, 1)
+		go func() {
+			it, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				close(startedZ)
+				<-releaseZ
+				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+			})
+			doneZ <- result{it, err}
+		}()
+		<-startedZ
+		require.Eventually(t, func() bool { return leaseOver(ctx, plain, primary) },
+			20*time.Second, 5*time.Millisecond)
+		startedT, releaseT := make(chan struct{}), make(chan struct{})
+		doneT := make(chan result, 1)
+		go func() {
+			it, err := taker.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				close(startedT)
+				<-releaseT
+				return replicas.Item{Value: []byte("v2"), Version: 2}, nil
+			})
+			doneT <- result{it, err}
+		}()
+		<-startedT
+		marker, err := plain.Get(ctx, primary).Result()
+		require.NoError(t, err)
+		require.Regexp(t, `^l2,[^,]+,0$`, marker, "the taker holds the lease")
+		close(releaseZ)
+		// The zombie's fill is refused and it waits on the taker's lease: one waiter.
+		require.Eventually(t, func() bool {
+			raw, err := plain.Get(ctx, primary).Result()
+			return err == nil && raw == marker[:len(marker)-1]+"1"
+		}, 20*time.Second, 5*time.Millisecond, "the zombie waits on the taker's lease")
+		close(releaseT)
+		want := replicas.Item{Value: []byte("v2"), Version: 2}
+		for _, done := range []chan result{doneT, doneZ} {
+			r := <-done
+			require.NoError(t, r.err)
+			require.Equal(t, want, r.it)
+		}
+		v, tomb, _ := stored(t, plain, primary)
+		require.Equal(t, uint64(2), v)
+		require.False(t, tomb)
+		ttl, err := plain.PTTL(ctx, primary).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, time.Duration(0))
+		require.LessOrEqual(t, ttl, time.Minute)
+	})
+}
+
+// A paused holder whose load ends in "absent" or an error resumes after another instance
+// took its lease over (before that one filled, or after): the absent or error record it
+// leaves must not replace the new holder's lease or its value, and the fleet keeps
+// answering with version 2 without loading again.
+func TestReviewZombieAbsentOrErrorAfterTakeover(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		outcomes := map[string]error{"absent": replicas.ErrNotFound, "error": errors.New("source down")}
+		for name, outcome := range outcomes {
+			for _, filledFirst := range []bool{false, true} {
+				t.Run(fmt.Sprintf("%s/filledFirst=%v", name, filledFirst), func(t *testing.T) {
+					prefix := celebritytest.Prefix(t)
+					marks := replicas.Options{Prefix: prefix, NegativeTTL: time.Minute, ErrorTTL: time.Minute}
+					zo := marks
+					zo.LeaseTTL = 200 * time.Millisecond
+					to := marks
+					to.LeaseTTL = 5 * time.Minute
+					zombie := newReplicator(t, f.client(t), zo)
+					taker := newReplicator(t, f.client(t), to)
+					ctx := ctxFor(t)
+					const key = "post:zombie-marks"
+					primary := zombie.PrimaryKey(key)
+					plain := f.client(t)
+					startedZ, releaseZ := make(chan struct{}), make(chan struct{})
+					doneZ := make(chan error, 1)
+					go func() {
+						_, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+							close(startedZ)
+							<-releaseZ
+							return replicas.Item{}, outcome
+						})
+						doneZ <- err
+					}()
+					<-startedZ
+					require.Eventually(t, func() bool { return leaseOver(ctx, plain, primary) },
+						20*time.Second, 5*time.Millisecond)
+					startedT, releaseT := make(chan struct{}), make(chan struct{})
+					type result struct {
+						it  replicas.Item
+						err error
+					}
+					doneT := make(chan result, 1)
+					go func() {
+						it, err := taker.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+							close(startedT)
+							<-releaseT
+							return replicas.Item{Value: []byte("v2"), Version: 2}, nil
+						})
+						doneT <- result{it, err}
+					}()
+					<-startedT
+					want := replicas.Item{Value: []byte("v2"), Version: 2}
+					if filledFirst {
+						close(releaseT)
+						r := <-doneT
+						require.NoError(t, r.err)
+						require.Equal(t, want, r.it)
+						close(releaseZ)
+						<-doneZ
+					} else {
+						close(releaseZ)
+						<-doneZ
+						close(releaseT)
+						r := <-doneT
+						require.NoError(t, r.err, "the zombie's mark took the new holder's lease")
+						require.Equal(t, want, r.it)
+					}
+					v, tomb, _ := stored(t, plain, primary)
+					require.Equal(t, uint64(2), v)
+					require.False(t, tomb)
+					fresh := newReplicator(t, f.client(t), marks)
+					it, err := fresh.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+						return replicas.Item{}, errors.New("loaded again")
+					})
+					require.NoError(t, err)
+					require.Equal(t, want, it)
+				})
+			}
+		}
+	})
+}
+
+// A Set returns while a holder loads an older version under its lease (given the value's
+// TTL, a minute): the holder's fill finds the Set's record, puts it back exactly (the Set's
+// shorter TTL, not the lease's) and is refused; after the Set returned, no instance reads an
+// older version.
+func TestReviewSetWhileHolderLoadsOlder(t *testing.T) {
+	bothFleets(t, func(t *testing.T, f fleet) {
+		prefix := celebritytest.Prefix(t)
+		o := replicas.Options{Prefix: prefix, LeaseTTL: 10 * time.Second}
+		holder := newReplicator(t, f.client(t), o)
+		writer := newReplicator(t, f.client(t), o)
+		ctx := ctxFor(t)
+		const key = "post:set-while-loading"
+		plain := f.client(t)
+		started, release := make(chan struct{}), make(chan struct{})
+		type result struct {
+			it  replicas.Item
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			it, err := holder.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				close(started)
+				<-release
+				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
+			})
+			done <- result{it, err}
+		}()
+		<-started
+		const setTTL = 20 * time.Second
+		require.NoError(t, writer.Set(ctx, key, []byte("v2"), 2, setTTL))
+		close(release)
+		r := <-done
+		require.NoError(t, r.err)
+		require.Equal(t, uint64(2), r.it.Version, "the holder's caller gets what the key holds")
+		ttl, err := plain.PTTL(ctx, holder.PrimaryKey(key)).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, time.Duration(0))
+		require.LessOrEqual(t, ttl, setTTL, "the Set's TTL, not the lease's")
+		for _, r := range []*replicas.Replicator{holder, writer, newReplicator(t, f.client(t), o)} {
+			it, err := r.Get(ctx, key)
+			require.NoError(t, err)
+			require.Equal(t, replicas.Item{Value: []byte("v2"), Version: 2}, it)
+		}
+	})
+}
