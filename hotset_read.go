@@ -73,13 +73,14 @@ func ReadHotSet(ctx context.Context, client redis.UniversalClient, prefix string
 	}
 	ks := (&Cache[struct{}]{o: Options[struct{}]{Prefix: prefix}}).keys()
 	var (
-		vc     *redis.SliceCmd
+		vc, ec *redis.StringCmd
 		lc     *redis.StringCmd
 		tc     *redis.DurationCmd
 		mc, dc *redis.MapStringStringCmd
 	)
 	_, err := client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		vc = p.HMGet(ctx, ks.meta, "version", "epoch")
+		vc = p.HGet(ctx, ks.meta, "version") // HGET, not HMGET: the package doc's ACL
+		ec = p.HGet(ctx, ks.meta, "epoch")
 		lc = p.Get(ctx, ks.lease)
 		tc = p.PTTL(ctx, ks.lease)
 		mc = p.HGetAll(ctx, ks.members)
@@ -90,10 +91,8 @@ func ReadHotSet(ctx context.Context, client redis.UniversalClient, prefix string
 		return HotSet{}, fmt.Errorf("celebrity: read the hot set under %q: %w", prefix, err)
 	}
 	hs := HotSet{Prefix: prefix, Members: []HotMember{}, Demoted: []HotMember{}}
-	if vals := vc.Val(); len(vals) == 2 {
-		hs.Version = parseUintField(vals[0])
-		hs.Epoch = parseUintField(vals[1])
-	}
+	hs.Version, _ = strconv.ParseUint(vc.Val(), 10, 64)
+	hs.Epoch, _ = strconv.ParseUint(ec.Val(), 10, 64)
 	hs.Leader = lc.Val()
 	if hs.Leader != "" && tc.Val() > 0 {
 		hs.LeaseRemaining = tc.Val()
@@ -113,12 +112,6 @@ func ReadHotSet(ctx context.Context, client redis.UniversalClient, prefix string
 	sortByRate(hs.Members)
 	sortByRate(hs.Demoted)
 	return hs, nil
-}
-
-func parseUintField(v any) uint64 {
-	s, _ := v.(string)
-	n, _ := strconv.ParseUint(s, 10, 64)
-	return n
 }
 
 func utcOrZero(t time.Time) time.Time {
