@@ -76,6 +76,9 @@
 //
 // # Key layout in Redis
 //
+// The layout may change between versions: tools read the fleet's hot set with ReadHotSet,
+// not from these keys.
+//
 //	<key>                                  the logical key (replicas' record: version, value)
 //	<prefix>r:{<tag_i>}<key>               copies of hot keys, <prefix>r:{...}lease:<key> leases
 //	<prefix>{<prefix>hot}meta              hash: version (of the hot set), epoch (of the leader)

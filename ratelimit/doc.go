@@ -109,6 +109,9 @@
 //
 // # Key layout
 //
+// The layout may change between versions: tools read a key's use of its limit with
+// Limiter.Peek, not from these keys.
+//
 // Under Options.Prefix (default "celebrity:ratelimit:"), with <key> the caller's key
 // verbatim (any bytes, 1..MaxKeyBytes) and <t> a hash tag chosen by the package:
 //

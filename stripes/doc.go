@@ -92,6 +92,9 @@
 //
 // # Key layout
 //
+// The layout may change between versions: tools read a counter's generations and stripes
+// with ReadLayout or Counter.Layout, not from these keys.
+//
 // Under Options.Prefix (default "stripes:") and Options.Name:
 //
 //	<prefix>{<name>}:layout              hash: doc (JSON: live generations, stripe counts,

@@ -2,19 +2,17 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity"
 )
 
-// hotSet is the fleet's hot set as a celebrity.Cache fleet keeps it in Redis (the root
-// package doc's "Key layout"): the keys every instance serves from copies, who leads the
-// fleet loop, and the keys demoted lately.
+// hotSet is the fleet's hot set as celebrity.ReadHotSet reports it: the keys every
+// instance serves from copies, who leads the fleet loop, and the keys demoted lately.
 type hotSet struct {
 	Prefix  string      `json:"prefix"`
 	Version uint64      `json:"version"`
@@ -36,77 +34,21 @@ type hotMember struct {
 	Decided time.Time `json:"decided"`
 }
 
-// hotKeys names the fleet's hot-set keys under a cache prefix (one slot).
-func hotKeys(prefix string) (meta, leader, members, demoted string) {
-	p := prefix + "{" + prefix + "hot}"
-	return p + "meta", p + "leader", p + "members", p + "demoted"
-}
-
-// readHotSet reads the hot set in one MULTI/EXEC (its keys share one slot), so the members
-// are those of the version returned.
+// readHotSet reads the hot set with celebrity.ReadHotSet and turns it into top's frame.
 func readHotSet(ctx context.Context, c redis.UniversalClient, prefix string) (*hotSet, error) {
-	meta, leader, members, demoted := hotKeys(prefix)
-	var mc, dc *redis.MapStringStringCmd
-	var vc *redis.SliceCmd
-	var lc *redis.StringCmd
-	var tc *redis.DurationCmd
-	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		vc = p.HMGet(ctx, meta, "version", "epoch")
-		lc = p.Get(ctx, leader)
-		tc = p.PTTL(ctx, leader)
-		mc = p.HGetAll(ctx, members)
-		dc = p.HGetAll(ctx, demoted)
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("read the fleet hot set under %q: %w", prefix, err)
+	got, err := celebrity.ReadHotSet(ctx, c, prefix)
+	if err != nil {
+		return nil, err
 	}
-	hs := &hotSet{Prefix: prefix, Members: []hotMember{}}
-	vals := vc.Val()
-	if len(vals) == 2 {
-		hs.Version, _ = strconv.ParseUint(fmt.Sprint(vals[0]), 10, 64)
-		hs.Epoch, _ = strconv.ParseUint(fmt.Sprint(vals[1]), 10, 64)
+	hs := &hotSet{Prefix: got.Prefix, Version: got.Version, Epoch: got.Epoch, Leader: got.Leader,
+		LeaseMs: got.LeaseRemaining.Milliseconds(), Members: []hotMember{}, Absent: got.Empty()}
+	for _, m := range got.Members {
+		hs.Members = append(hs.Members, hotMember{Key: m.Key, Manual: m.Manual, Rate: m.Rate, Decided: m.Since})
 	}
-	hs.Leader = lc.Val()
-	if hs.Leader != "" && tc.Val() > 0 {
-		hs.LeaseMs = tc.Val().Milliseconds()
+	for _, m := range got.Demoted {
+		hs.Demoted = append(hs.Demoted, hotMember{Key: m.Key, Rate: m.Rate, Decided: m.Since})
 	}
-	for k, v := range mc.Val() {
-		parts := strings.SplitN(v, "|", 3)
-		m := hotMember{Key: k}
-		if len(parts) == 3 {
-			m.Manual = parts[0] == "m"
-			m.Rate, m.Decided = parseRateAt(parts[1], parts[2])
-		}
-		hs.Members = append(hs.Members, m)
-	}
-	for k, v := range dc.Val() {
-		rate, at, _ := strings.Cut(v, "|")
-		m := hotMember{Key: k}
-		m.Rate, m.Decided = parseRateAt(rate, at)
-		hs.Demoted = append(hs.Demoted, m)
-	}
-	byRate := func(ms []hotMember) {
-		sort.Slice(ms, func(i, j int) bool {
-			if ms[i].Rate != ms[j].Rate {
-				return ms[i].Rate > ms[j].Rate
-			}
-			return ms[i].Key < ms[j].Key
-		})
-	}
-	byRate(hs.Members)
-	byRate(hs.Demoted)
-	hs.Absent = hs.Version == 0 && hs.Leader == "" && len(hs.Members) == 0 && len(hs.Demoted) == 0
 	return hs, nil
-}
-
-func parseRateAt(rate, ms string) (float64, time.Time) {
-	r, _ := strconv.ParseFloat(rate, 64)
-	var at time.Time
-	if n, err := strconv.ParseInt(ms, 10, 64); err == nil && n > 0 {
-		at = time.UnixMilli(n).UTC()
-	}
-	return r, at
 }
 
 // renderHotSet draws the hot set under top's node bars.

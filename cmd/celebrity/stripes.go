@@ -73,24 +73,6 @@ type counterStatus struct {
 	Generations []genStatus `json:"generations"`
 }
 
-// storedLayout is the layout document stripes writes in field "doc" of a counter's layout
-// hash (the package doc's "Key layout"); only the fields the tool shows are decoded.
-type storedLayout struct {
-	Gens []struct {
-		Gen     uint64   `json:"g"`
-		Stripes int      `json:"n"`
-		Start   int64    `json:"start"`
-		Tags    []string `json:"tags"`
-		Ends    []int64  `json:"ends"`
-		Pending bool     `json:"pending"`
-	} `json:"gens"`
-	Dedup *struct {
-		WindowMs int64 `json:"window_ms"`
-		Slices   int   `json:"slices"`
-		Bits     int   `json:"bits"`
-	} `json:"dedup"`
-}
-
 func runStripes(e *env, args []string) error {
 	const subs = "sum | status | resize | seal"
 	if len(args) == 0 {
@@ -140,9 +122,9 @@ func runStripes(e *env, args []string) error {
 	// Open every counter first: a name with no layout record is refused before anything
 	// runs (the library would create the counter on first use).
 	counters := make([]*stripes.Counter, len(pos))
-	docs := make([]map[string]string, len(pos))
+	layouts := make([]stripes.Layout, len(pos))
 	for i, name := range pos {
-		counters[i], docs[i], err = sf.open(e.ctx, c, name)
+		counters[i], layouts[i], err = sf.open(e.ctx, c, name)
 		if err != nil {
 			return err
 		}
@@ -162,7 +144,7 @@ func runStripes(e *env, args []string) error {
 		}
 		return printOut(e, sf.json, sums, b.String())
 	case "status":
-		st, err := sf.status(e.ctx, c, counters[0], pos[0], docs[0])
+		st, err := status(e.ctx, counters[0], layouts[0])
 		if err != nil {
 			return err
 		}
@@ -178,7 +160,7 @@ func runStripes(e *env, args []string) error {
 		}
 		return printOut(e, sf.json, map[string]any{"name": pos[0], "folded": nonNil(folded)}, text)
 	default: // resize
-		st, err := sf.status(e.ctx, c, counters[0], pos[0], docs[0])
+		st, err := status(e.ctx, counters[0], layouts[0])
 		if err != nil {
 			return err
 		}
@@ -201,112 +183,54 @@ func runStripes(e *env, args []string) error {
 	}
 }
 
-// layoutKey is the key of a counter's layout record (see the stripes package doc).
-func (sf *stripesFlags) layoutKey(name string) string {
-	return sf.prefix + "{" + name + "}:layout"
-}
-
-// open reads name's layout record and returns a Counter with the dedup settings recorded
-// there (the library refuses other settings), its background loop off. A missing record is
-// a usage error: the tool never creates a counter.
-func (sf *stripesFlags) open(ctx context.Context, c redis.UniversalClient, name string) (*stripes.Counter, map[string]string, error) {
-	m, err := c.HGetAll(ctx, sf.layoutKey(name)).Result()
+// open reads name's layout with stripes.ReadLayout and returns a Counter with the dedup
+// settings recorded there (the library refuses other settings), its background loop off,
+// and the layout read. A missing record is a usage error: the tool never creates a counter.
+func (sf *stripesFlags) open(ctx context.Context, c redis.UniversalClient, name string) (*stripes.Counter, stripes.Layout, error) {
+	lo, err := stripes.ReadLayout(ctx, c, sf.prefix, name)
+	if errors.Is(err, stripes.ErrNoCounter) {
+		return nil, lo, usagef("no counter %q under prefix %q", name, sf.prefix)
+	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("read the layout of %q: %w", name, err)
+		return nil, lo, fmt.Errorf("read the layout of %q: %w", name, err)
 	}
-	if len(m) == 0 {
-		return nil, nil, usagef("no counter %q under prefix %q (no key %s)", name, sf.prefix, sf.layoutKey(name))
-	}
-	var doc storedLayout
-	if err := json.Unmarshal([]byte(m["doc"]), &doc); err != nil || len(doc.Gens) == 0 {
-		return nil, nil, fmt.Errorf("the layout record of %q is not one this tool reads (%q)", name, m["doc"])
-	}
-	o := stripes.Options{Name: name, Prefix: sf.prefix, Stripes: 1, SealInterval: -1}
-	if d := doc.Dedup; d != nil {
-		o.DedupWindow = time.Duration(d.WindowMs) * time.Millisecond
-		o.DedupSlices, o.DedupBits = d.Slices, d.Bits
-	}
+	o := stripes.Options{Name: name, Prefix: sf.prefix, Stripes: 1, SealInterval: -1,
+		DedupWindow: lo.DedupWindow, DedupSlices: lo.DedupSlices, DedupBits: lo.DedupBits}
 	ctr, err := stripes.New(c, o)
 	if err != nil {
-		return nil, nil, err
+		return nil, lo, err
 	}
-	return ctr, m, nil
+	return ctr, lo, nil
 }
 
-// status reads every generation's stripes as they are stored, and the sum as the library
-// computes it.
-func (sf *stripesFlags) status(ctx context.Context, c redis.UniversalClient, ctr *stripes.Counter, name string, m map[string]string) (counterStatus, error) {
-	var doc storedLayout
-	_ = json.Unmarshal([]byte(m["doc"]), &doc) // checked by open
-	st := counterStatus{Name: name, LayoutKey: sf.layoutKey(name)}
-	st.Version, _ = strconv.ParseUint(m["ver"], 10, 64)
-	st.Base, _ = strconv.ParseInt(m["base"], 10, 64)
-	st.Pruned, _ = strconv.ParseUint(m["pruned"], 10, 64)
-	window := stripes.DefaultDedupWindow
-	st.DedupSlices, st.DedupBits = stripes.DefaultDedupSlices, stripes.DefaultDedupBits
-	if d := doc.Dedup; d != nil {
-		window = time.Duration(d.WindowMs) * time.Millisecond
-		st.DedupSlices, st.DedupBits = d.Slices, d.Bits
-	}
-	st.DedupWindow = window.String()
-
-	type read struct {
-		g, i int
-		cmd  *redis.SliceCmd
-	}
-	var reads []read
-	st.Generations = make([]genStatus, len(doc.Gens))
-	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for gi, g := range doc.Gens {
-			gs := genStatus{Gen: g.Gen, Stripes: g.Stripes, Start: g.Start, State: "open"}
-			if f, ok := m["folded:"+strconv.FormatUint(g.Gen, 10)]; ok {
-				gs.State = "folded"
-				gs.Folded, _ = strconv.ParseInt(f, 10, 64)
-			} else if g.Pending {
-				gs.State = "pending"
-			} else if gi < len(doc.Gens)-1 && !doc.Gens[gi+1].Pending {
-				gs.State = "closed"
-			}
-			if len(g.Ends) > 0 {
-				var last int64
-				for _, e := range g.Ends {
-					last = max(last, e)
-				}
-				gs.SealsAt = last + window.Milliseconds() + window.Milliseconds()/int64(max(st.DedupSlices, 1))
-			}
-			st.Generations[gi] = gs
-			for i := 0; i < g.Stripes && i < len(g.Tags); i++ {
-				key := fmt.Sprintf("%s{%s}:%s:%d:%d", sf.prefix, g.Tags[i], name, g.Gen, i)
-				st.Generations[gi].Stripe = append(st.Generations[gi].Stripe, stripeStatus{Index: i, Key: key})
-				reads = append(reads, read{gi, i, p.HMGet(ctx, key, "v", "sealed", "end")})
-			}
+// status turns the layout open read (every generation's stripes as they are stored) into
+// the tool's report, with the sum as the library computes it.
+func status(ctx context.Context, ctr *stripes.Counter, lo stripes.Layout) (counterStatus, error) {
+	var err error
+	st := counterStatus{Name: lo.Name, LayoutKey: lo.Key, Version: lo.Version, Base: lo.Base,
+		DedupWindow: lo.DedupWindow.String(), DedupSlices: lo.DedupSlices, DedupBits: lo.DedupBits,
+		Pruned: lo.PrunedThrough}
+	for _, g := range lo.Generations {
+		gs := genStatus{Gen: g.Gen, Stripes: g.Stripes, State: string(g.State), Start: unixMs(g.Start),
+			Total: g.Total, Folded: g.Folded, SealsAt: unixMs(g.SealableAt)}
+		for _, v := range g.Values {
+			gs.Stripe = append(gs.Stripe, stripeStatus{Index: v.Index, Key: v.Key, Value: v.Value,
+				Sealed: v.Sealed, End: unixMs(v.End), Missing: v.Missing})
 		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return st, fmt.Errorf("read the stripes of %q: %w", name, err)
-	}
-	for _, r := range reads {
-		vals, err := r.cmd.Result()
-		if err != nil {
-			return st, fmt.Errorf("read stripe %d of generation %d of %q: %w", r.i, st.Generations[r.g].Gen, name, err)
-		}
-		s := &st.Generations[r.g].Stripe[r.i]
-		if vals[0] == nil {
-			s.Missing = st.Generations[r.g].State != "folded" && st.Generations[r.g].State != "pending"
-			continue
-		}
-		s.Value, _ = strconv.ParseInt(fmt.Sprint(vals[0]), 10, 64)
-		s.Sealed = vals[1] != nil
-		if vals[2] != nil {
-			s.End, _ = strconv.ParseInt(fmt.Sprint(vals[2]), 10, 64)
-		}
-		st.Generations[r.g].Total += s.Value
+		st.Generations = append(st.Generations, gs)
 	}
 	if st.Sum, err = ctr.Sum(ctx); err != nil {
-		return st, fmt.Errorf("sum of %q: %w", name, err)
+		return st, fmt.Errorf("sum of %q: %w", lo.Name, err)
 	}
 	return st, nil
+}
+
+// unixMs is t in Unix milliseconds, 0 for the zero Time.
+func unixMs(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // renderStripes draws a counter's layout: one line per generation, one bar per stripe

@@ -1,0 +1,131 @@
+package celebrity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// HotSet is the hot set a fleet of Caches publishes in Redis under one prefix, as
+// ReadHotSet reads it: the keys every instance serves from copies, the leader of the fleet
+// loop, and the keys demoted lately.
+type HotSet struct {
+	// Prefix is the Options.Prefix the hot set was read under.
+	Prefix string
+	// Version grows by one with every change of the members; 0 if no change was ever made.
+	Version uint64
+	// Epoch is the epoch of the latest leader; it grows with every change of leader.
+	Epoch uint64
+	// Leader is the instance ID holding the leader lease, or "" if no instance holds it.
+	Leader string
+	// LeaseRemaining is how long the leader's lease lasts unless renewed (0 without leader).
+	LeaseRemaining time.Duration
+	// Members are the keys of the hot set, highest rate first (then by key).
+	Members []HotMember
+	// Demoted are the keys demoted lately (they are forgotten a while after the last
+	// demotion), highest rate first (then by key).
+	Demoted []HotMember
+}
+
+// HotMember is one key of a HotSet's members or recent demotions.
+type HotMember struct {
+	// Key is the logical key.
+	Key string
+	// Manual is set for a member promoted by hand (Cache.Promote); the fleet never demotes
+	// it. It is false for a member the fleet promoted, and for a demotion.
+	Manual bool
+	// Rate is the fleet-wide rate of Redis-level reads (per second) that decided the change;
+	// 0 for a change made by hand.
+	Rate float64
+	// Since is when the change was decided (promotion for a member, demotion otherwise); the
+	// zero Time if the record does not say.
+	Since time.Time
+}
+
+// Empty reports whether no fleet ever wrote a hot set under the prefix: no version, no
+// leader, no members and no recent demotions.
+func (h HotSet) Empty() bool {
+	return h.Version == 0 && h.Leader == "" && len(h.Members) == 0 && len(h.Demoted) == 0
+}
+
+// ReadHotSet reads the hot set that the Caches created with Options.Prefix prefix publish
+// through client (a *redis.Client or a *redis.ClusterClient), without a Cache and without
+// writing anything. prefix "" means DefaultPrefix; like Options.Prefix it must be 1..128
+// bytes of UTF-8 without '{' or '}', or the error wraps ErrInvalid. The hot set's keys share
+// one hash slot and are read in one MULTI/EXEC, so the members are those of the version
+// returned. A prefix no fleet ever used gives an Empty HotSet and no error.
+func ReadHotSet(ctx context.Context, client redis.UniversalClient, prefix string) (HotSet, error) {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	if len(prefix) > 128 || !utf8.ValidString(prefix) || strings.ContainsAny(prefix, "{}") {
+		return HotSet{}, invalid("ReadHotSet: prefix must be 1..128 bytes of UTF-8 without '{' or '}', got %q", prefix)
+	}
+	if client == nil {
+		return HotSet{}, invalid("ReadHotSet: client must not be nil")
+	}
+	ks := (&Cache[struct{}]{o: Options[struct{}]{Prefix: prefix}}).keys()
+	var (
+		vc, ec *redis.StringCmd
+		lc     *redis.StringCmd
+		tc     *redis.DurationCmd
+		mc, dc *redis.MapStringStringCmd
+	)
+	_, err := client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		vc = p.HGet(ctx, ks.meta, "version") // HGET, not HMGET: the package doc's ACL
+		ec = p.HGet(ctx, ks.meta, "epoch")
+		lc = p.Get(ctx, ks.lease)
+		tc = p.PTTL(ctx, ks.lease)
+		mc = p.HGetAll(ctx, ks.members)
+		dc = p.HGetAll(ctx, ks.demoted)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return HotSet{}, fmt.Errorf("celebrity: read the hot set under %q: %w", prefix, err)
+	}
+	hs := HotSet{Prefix: prefix, Members: []HotMember{}, Demoted: []HotMember{}}
+	hs.Version, _ = strconv.ParseUint(vc.Val(), 10, 64)
+	hs.Epoch, _ = strconv.ParseUint(ec.Val(), 10, 64)
+	hs.Leader = lc.Val()
+	if hs.Leader != "" && tc.Val() > 0 {
+		hs.LeaseRemaining = tc.Val()
+	}
+	for k, m := range parseMembers(mc.Val()) {
+		hs.Members = append(hs.Members, HotMember{Key: k, Manual: m.Manual, Rate: m.Rate, Since: utcOrZero(m.Since)})
+	}
+	for k, v := range dc.Val() {
+		rate, at, _ := strings.Cut(v, "|")
+		d := HotMember{Key: k}
+		d.Rate, _ = strconv.ParseFloat(rate, 64)
+		if ms, err := strconv.ParseInt(at, 10, 64); err == nil && ms > 0 {
+			d.Since = time.UnixMilli(ms).UTC()
+		}
+		hs.Demoted = append(hs.Demoted, d)
+	}
+	sortByRate(hs.Members)
+	sortByRate(hs.Demoted)
+	return hs, nil
+}
+
+func utcOrZero(t time.Time) time.Time {
+	if t.IsZero() || t.UnixMilli() <= 0 {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+func sortByRate(ms []HotMember) {
+	sort.Slice(ms, func(i, j int) bool {
+		if ms[i].Rate != ms[j].Rate {
+			return ms[i].Rate > ms[j].Rate
+		}
+		return ms[i].Key < ms[j].Key
+	})
+}
