@@ -636,7 +636,7 @@ func TestCarveOutDriverProcessesKilledOrStoppedAtEveryState(t *testing.T) {
 				require.Equal(t, "OwnedB", r2.State, "round %d: %s", i, r2.Err)
 				gen := pe.table().Generation
 				if rd.how == "stopped" {
-					p1.signal(syscall.SIGCONT)
+					p1.cont()
 					r1 := p1.result()
 					st, _ := co.Status(ctx, id)
 					require.True(t, r1.Fenced, "round %d: the first driver is fenced: %+v; journal %+v", i, r1, st)
