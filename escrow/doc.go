@@ -202,6 +202,17 @@
 // the witness client. Transfer records
 // are kept forever, so that any late message about T finds its answer.
 //
+// # ACL
+//
+// The client's user (for the ledgers and for the witnesses) needs key access to the whole of
+// the prefix and the scripting commands with every command the scripts and the Go code call
+// (Redis checks those too): "~<prefix>* +evalsha +eval +evalsha_ro +eval_ro +exists +get
+// +hdel +hexists +hget +hgetall +hincrby +hmget +hset +set +zadd +zcard +zrange +zrem +zscore
+// +del +time +zrangebyscore +zremrangebyrank +zrevrangebyscore", and optionally
+// "+config|get": Init checks the durability settings with it and, refused, warns instead. No
+// channel is used. The rule is exercised by a test that runs the package's operations as a
+// user holding only it (examples/hosttest).
+//
 // # What is assumed of Redis
 //
 // Strict mode assumes that an acknowledged write is never lost: AOF with appendfsync always,

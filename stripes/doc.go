@@ -145,6 +145,15 @@
 // smaller, at the cost of more, smaller sets) and DedupBits: 31 halves the memory (int32
 // intsets) but raises the odds by 2^32 (N²/2^32 per slice: about 1 for 65,000 events).
 //
+// # ACL
+//
+// The client's user needs key access to the whole of Options.Prefix (scripts touch derived
+// keys of their declared key's slot) and the scripting commands with every command the
+// scripts and the Go code call (Redis checks those too): "~<prefix>* +evalsha +eval
+// +script|load +hgetall +hget +hset +del +hincrby +hmget +hsetnx +pexpireat +sadd +scard
+// +smembers +smismember +time". No channel is used. The rule is exercised by a test that runs
+// the package's operations as a user holding only it (examples/hosttest).
+//
 // # What is assumed of Redis
 //
 // Lua scripts with TIME (Redis 5+; effects replication). Dedup sets are reached from the
