@@ -94,3 +94,23 @@ func TestReviewConcurrentResumesWithLostTakeoverReplies(t *testing.T) {
 func (e *env) prefixEpochKey(u routing.Unit) string {
 	return routing.Keys{Prefix: e.prefix}.ControlTag() + ":migrate:epoch:" + routing.Keys{Prefix: e.prefix}.Tag(u)
 }
+
+func newGrants() *grants {
+	return &grants{byHolder: map[string]map[string]bool{}, byEpoch: map[string]map[string]bool{}}
+}
+
+// check requires every holder token to have been granted one epoch (a retry after a lost
+// reply gets the same one) and every epoch to have gone to one holder; it returns the
+// number of distinct epochs granted.
+func (g *grants) check(t testing.TB) int {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for h, es := range g.byHolder {
+		require.Len(t, es, 1, "holder %s was granted several epochs: %v", h, es)
+	}
+	for e, hs := range g.byEpoch {
+		require.Len(t, hs, 1, "epoch %s was granted to several holders: %v", e, hs)
+	}
+	return len(g.byEpoch)
+}

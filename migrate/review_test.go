@@ -86,10 +86,6 @@ type grants struct {
 	byEpoch  map[string]map[string]bool // epoch -> holders
 }
 
-func newGrants() *grants {
-	return &grants{byHolder: map[string]map[string]bool{}, byEpoch: map[string]map[string]bool{}}
-}
-
 func (g *grants) add(holder, epoch string) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -100,22 +96,6 @@ func (g *grants) add(holder, epoch string) {
 		g.byEpoch[epoch] = map[string]bool{}
 	}
 	g.byHolder[holder][epoch], g.byEpoch[epoch][holder] = true, true
-}
-
-// check requires every holder token to have been granted one epoch (a retry after a lost
-// reply gets the same one) and every epoch to have gone to one holder; it returns the
-// number of distinct epochs granted.
-func (g *grants) check(t testing.TB) int {
-	t.Helper()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	for h, es := range g.byHolder {
-		require.Len(t, es, 1, "holder %s was granted several epochs: %v", h, es)
-	}
-	for e, hs := range g.byEpoch {
-		require.Len(t, hs, 1, "epoch %s was granted to several holders: %v", e, hs)
-	}
-	return len(g.byEpoch)
 }
 
 // lossy runs every command, and loses the reply (after the command ran) of the first
