@@ -32,9 +32,10 @@ type Call struct {
 
 // Pipeline sends calls in one pipeline (on a cluster, one per master, at once) with EVALSHA
 // and returns one command per call, in order; each holds its own reply or error. A call
-// answered NOSCRIPT did not run: Pipeline loads the scripts of those calls on every master
-// and sends them once more, in a second pipeline, so every call runs at most once. The error
-// is that of loading the scripts; the calls' own errors are in their commands.
+// answered NOSCRIPT did not run: Pipeline sends those calls once more, in a second pipeline,
+// with EVAL (or EVAL_RO) and the script's source, which also caches the script on that
+// server; so every call runs at most once, and no SCRIPT LOAD permission is needed. The
+// error is always nil; the calls' own errors are in their commands.
 func Pipeline(ctx context.Context, c Client, calls []Call) ([]*redis.Cmd, error) {
 	cmds := send(ctx, c, calls, nil)
 	var again []int
@@ -46,10 +47,7 @@ func Pipeline(ctx context.Context, c Client, calls []Call) ([]*redis.Cmd, error)
 	if len(again) == 0 {
 		return cmds, nil
 	}
-	if err := Load(ctx, c, missing(calls, again)...); err != nil {
-		return cmds, err
-	}
-	retried := send(ctx, c, calls, again)
+	retried := sendSource(ctx, c, calls, again)
 	for k, i := range again {
 		cmds[i] = retried[k]
 	}
@@ -80,15 +78,19 @@ func send(ctx context.Context, c Client, calls []Call, only []int) []*redis.Cmd 
 	return cmds
 }
 
-// missing returns the distinct scripts of the calls at positions at.
-func missing(calls []Call, at []int) []*Script {
-	seen := map[*Script]bool{}
-	var out []*Script
-	for _, i := range at {
-		if s := calls[i].Script; !seen[s] {
-			seen[s] = true
-			out = append(out, s)
+// sendSource queues the calls at the positions in only with EVAL (EVAL_RO), the scripts'
+// sources in place of their hashes, in one pipeline and runs it.
+func sendSource(ctx context.Context, c Client, calls []Call, only []int) []*redis.Cmd {
+	p := c.Pipeline()
+	cmds := make([]*redis.Cmd, len(only))
+	for k, i := range only {
+		call := calls[i]
+		if call.ReadOnly {
+			cmds[k] = p.EvalRO(ctx, call.Script.src, call.Keys, call.Args...)
+		} else {
+			cmds[k] = p.Eval(ctx, call.Script.src, call.Keys, call.Args...)
 		}
 	}
-	return out
+	_, _ = p.Exec(ctx)
+	return cmds
 }

@@ -20,12 +20,13 @@ import (
 
 // Script is one Lua script. It is immutable and safe for concurrent use.
 type Script struct {
-	rs *redis.Script
+	src string
+	rs  *redis.Script
 }
 
 // New returns the script with source src.
 func New(src string) *Script {
-	return &Script{rs: redis.NewScript(src)}
+	return &Script{src: src, rs: redis.NewScript(src)}
 }
 
 // Hash returns the script's SHA1, the name EVALSHA runs it by.
