@@ -613,8 +613,11 @@ func ExampleRebalancer_Run() {
 	runCtx, stop := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- rb.Run(runCtx) }()
-	for free(ctx, pool)["eu"] == 0 {
-		time.Sleep(10 * time.Millisecond)
+	// Wait (bounded) for the rebalancer to move a permit to "eu".
+	for deadline := time.Now().Add(30 * time.Second); free(ctx, pool)["eu"] == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			panic("the rebalancer moved no permit to eu within 30 s")
+		}
 	}
 	stop()
 	fmt.Println(<-done)
