@@ -56,23 +56,38 @@ if [ -n "$unformatted" ]; then
   exit 1
 fi
 
+# Every module is checked even after one fails, so that one run reports every failure; the
+# run fails at the end if any step did.
+failed=()
+step() {
+  local what=$1
+  shift
+  if ! "$@"; then
+    failed+=("$what")
+  fi
+}
 for m in $modules; do
   say "module $m: go vet"
-  (cd "$m" && go vet ./...)
+  step "$m: go vet" bash -c "cd '$m' && go vet ./..."
   say "module $m: staticcheck $STATICCHECK_VERSION"
-  (cd "$m" && go run "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION" ./...)
+  step "$m: staticcheck" bash -c "cd '$m' && go run 'honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION' ./..."
   say "module $m: go test -race"
-  (cd "$m" && go test -race -count=1 -timeout 20m ./...)
+  step "$m: go test" bash -c "cd '$m' && go test -race -count=1 -timeout 20m ./..."
 done
 
 if [ -x scripts/examples.sh ]; then
   say "examples"
-  scripts/examples.sh
+  step "examples" scripts/examples.sh
 fi
 left=$(suite_pids)
 if [ -n "$left" ]; then
   echo "the suite left processes running:" >&2
   ps -o pid,ppid,etime,args -p "$(echo $left | tr ' ' ',')" >&2 || true
+  exit 1
+fi
+if [ ${#failed[@]} -gt 0 ]; then
+  say "failed:"
+  printf '  %s\n' "${failed[@]}" >&2
   exit 1
 fi
 say "all passed"
