@@ -116,8 +116,27 @@ func NewFamily(client Client, o FamilyOptions) (*Family, error) {
 	if client == nil {
 		return nil, invalidf("client must not be nil")
 	}
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	sealEvery := max(o.Counter.SealInterval, 0)
+	copts := o.Counter
+	copts.SealInterval = -1
+	f := &Family{client: client, opts: o, copts: copts, sealEvery: sealEvery, names: map[string]*list.Element{}, unseal: map[string]time.Time{}, stop: make(chan struct{})}
+	f.lastRun = copts.Clock()
+	if o.Interval > 0 {
+		f.done.Add(1)
+		go f.loop()
+	}
+	return f, nil
+}
+
+// withDefaults validates o and fills its zero fields; o.Counter is filled as
+// Options.withDefaults would for any name (its Name stays empty, Stripes defaults to 1).
+func (o FamilyOptions) withDefaults() (FamilyOptions, error) {
 	if o.Counter.Name != "" {
-		return nil, invalidf("FamilyOptions.Counter.Name must be empty (names are given per call), got %q", o.Counter.Name)
+		return o, invalidf("FamilyOptions.Counter.Name must be empty (names are given per call), got %q", o.Counter.Name)
 	}
 	if o.Counter.Stripes == 0 {
 		o.Counter.Stripes = 1
@@ -126,24 +145,21 @@ func NewFamily(client Client, o FamilyOptions) (*Family, error) {
 	probe.Name = "family"
 	copts, err := probe.withDefaults()
 	if err != nil {
-		return nil, err
+		return o, err
 	}
-	sealEvery := copts.SealInterval
-	if sealEvery < 0 {
-		sealEvery = 0
-	}
-	copts.Name, copts.SealInterval = "", -1
+	copts.Name = ""
+	o.Counter = copts
 	if o.MaxNames == 0 {
 		o.MaxNames = DefaultMaxNames
 	}
 	if o.MaxNames < 1 {
-		return nil, invalidf("FamilyOptions.MaxNames must be positive, got %d", o.MaxNames)
+		return o, invalidf("FamilyOptions.MaxNames must be at least 1, got %d", o.MaxNames)
 	}
 	if o.IdleAfter == 0 {
 		o.IdleAfter = DefaultIdleAfter
 	}
 	if o.IdleAfter < 0 {
-		return nil, invalidf("FamilyOptions.IdleAfter must not be negative, got %v", o.IdleAfter)
+		return o, invalidf("FamilyOptions.IdleAfter must not be negative, got %v", o.IdleAfter)
 	}
 	if o.Interval == 0 {
 		o.Interval = DefaultFamilyInterval
@@ -151,31 +167,31 @@ func NewFamily(client Client, o FamilyOptions) (*Family, error) {
 	if o.MaxStaleness == 0 {
 		o.MaxStaleness = DefaultFamilyStaleness
 	}
+	return o.withRateDefaults()
+}
+
+// withRateDefaults validates and fills the adaptive striping options: HotStripes, HotRate,
+// CoolRate and CoolAfter.
+func (o FamilyOptions) withRateDefaults() (FamilyOptions, error) {
 	if o.HotStripes != 0 && (o.HotStripes <= o.Counter.Stripes || o.HotStripes > MaxStripes) {
-		return nil, invalidf("FamilyOptions.HotStripes must be 0 or %d..%d (more than Counter.Stripes), got %d", o.Counter.Stripes+1, MaxStripes, o.HotStripes)
+		return o, invalidf("FamilyOptions.HotStripes must be 0 or %d..%d (more than Counter.Stripes), got %d", o.Counter.Stripes+1, MaxStripes, o.HotStripes)
 	}
 	if o.HotRate < 0 || o.CoolRate < 0 {
-		return nil, invalidf("FamilyOptions.HotRate and CoolRate must not be negative, got %v and %v", o.HotRate, o.CoolRate)
+		return o, invalidf("FamilyOptions.HotRate and CoolRate must not be negative, got %v and %v", o.HotRate, o.CoolRate)
 	}
 	if o.CoolRate == 0 {
 		o.CoolRate = o.HotRate / 10
 	}
 	if o.CoolRate > o.HotRate && o.HotRate > 0 {
-		return nil, invalidf("FamilyOptions.CoolRate must not exceed HotRate (%v), got %v", o.HotRate, o.CoolRate)
+		return o, invalidf("FamilyOptions.CoolRate must not exceed HotRate (%v), got %v", o.HotRate, o.CoolRate)
 	}
 	if o.CoolAfter == 0 {
 		o.CoolAfter = DefaultCoolAfter
 	}
 	if o.CoolAfter < 0 {
-		return nil, invalidf("FamilyOptions.CoolAfter must not be negative, got %v", o.CoolAfter)
+		return o, invalidf("FamilyOptions.CoolAfter must not be negative, got %v", o.CoolAfter)
 	}
-	f := &Family{client: client, opts: o, copts: copts, sealEvery: sealEvery, names: map[string]*list.Element{}, unseal: map[string]time.Time{}, stop: make(chan struct{})}
-	f.lastRun = copts.Clock()
-	if o.Interval > 0 {
-		f.done.Add(1)
-		go f.loop()
-	}
-	return f, nil
+	return o, nil
 }
 
 // Close stops the background loop and waits for it. It does not close the client. The

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // ErrNoCounter is returned (wrapped) by ReadLayout for a name with no layout record under
@@ -111,9 +112,9 @@ func ReadLayout(ctx context.Context, client Client, prefix, name string) (Layout
 		return Layout{}, invalidf("client must not be nil")
 	case name == "" || len(name) > maxNameBytes:
 		return Layout{}, invalidf("counter name must be 1..%d bytes, got %d", maxNameBytes, len(name))
-	case strings.ContainsAny(name, "{}"):
+	case slot.HasBraces(name):
 		return Layout{}, invalidf("counter name must not contain '{' or '}', got %q", name)
-	case strings.ContainsAny(prefix, "{}"):
+	case slot.HasBraces(prefix):
 		return Layout{}, invalidf("prefix must not contain '{' or '}', got %q", prefix)
 	}
 	if prefix == "" {
