@@ -1,0 +1,60 @@
+package stripes
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// decodeLayout reads a layout hash without Redis: each generation's state follows the
+// folded fields and the pending flag, a generation becomes closed once a later one is open
+// (not while it is pending), and it is sealable one window plus one slice after its latest
+// stripe boundary.
+func TestDecodeLayoutStatesWithoutRedis(t *testing.T) {
+	ks := keys{prefix: "p:", name: "views"}
+	m := map[string]string{
+		"ver": "7", "base": "40", "pruned": "2", "folded:3": "40",
+		"doc": `{"gens":[` +
+			`{"g":3,"n":1,"start":1000,"tags":["a"],"ends":[2000]},` +
+			`{"g":4,"n":2,"start":2000,"tags":["b","c"],"ends":[3000,3500]},` +
+			`{"g":5,"n":1,"start":3000,"tags":["d"]},` +
+			`{"g":6,"n":1,"start":4000,"tags":["e"],"pending":true}],` +
+			`"dedup":{"window_ms":60000,"slices":4,"bits":63}}`,
+	}
+	lo, err := decodeLayout(ks, m)
+	require.NoError(t, err)
+	require.Equal(t, uint64(7), lo.Version)
+	require.Equal(t, int64(40), lo.Base)
+	require.Equal(t, uint64(2), lo.PrunedThrough)
+	require.Equal(t, time.Minute, lo.DedupWindow)
+	require.Equal(t, "p:{views}:layout", lo.Key)
+	var states []GenState
+	for _, g := range lo.Generations {
+		states = append(states, g.State)
+	}
+	require.Equal(t, []GenState{GenFolded, GenClosed, GenOpen, GenPending}, states)
+	require.Equal(t, int64(40), lo.Generations[0].Folded)
+	require.Equal(t, time.UnixMilli(3500+60000+15000).UTC(), lo.Generations[1].SealableAt)
+	require.True(t, lo.Generations[2].SealableAt.IsZero(), "no boundary yet")
+	require.Equal(t, "p:{c}:views:4:1", lo.Generations[1].Values[1].Key)
+
+	g := lo.Generations[1]
+	fillStripe(&g, &g.Values[0], []any{"5", nil, "3000"})
+	fillStripe(&g, &g.Values[1], []any{nil, nil, nil})
+	require.Equal(t, int64(5), g.Total)
+	require.Equal(t, time.UnixMilli(3000).UTC(), g.Values[0].End)
+	require.True(t, g.Values[1].Missing, "a stripe of a closed generation must exist")
+	p := lo.Generations[3]
+	fillStripe(&p, &p.Values[0], []any{nil, nil, nil})
+	require.False(t, p.Values[0].Missing, "a pending generation's stripes may not exist yet")
+
+	for _, bad := range []map[string]string{
+		{"ver": "1", "doc": "{"},
+		{"ver": "x", "doc": `{"gens":[{"g":1,"n":1,"tags":["a"]}]}`},
+		{"ver": "1", "doc": `{"gens":[{"g":1,"n":2,"tags":["a"]}]}`},
+	} {
+		_, err := decodeLayout(ks, bad)
+		require.ErrorIs(t, err, ErrLayout, bad)
+	}
+}
