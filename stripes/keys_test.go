@@ -60,3 +60,25 @@ func TestFamilyOptionsDefaultsAndErrors(t *testing.T) {
 		require.ErrorContains(t, err, tc.want)
 	}
 }
+
+// heat decides promotion and cooling from the measured rate and the detector alone.
+func TestFamilyHeatWithoutRedis(t *testing.T) {
+	rates := FamilyOptions{HotRate: 100, CoolRate: 10}
+	for _, tc := range []struct {
+		o              FamilyOptions
+		rate           float64
+		detected       bool
+		wantHot, wantC bool
+	}{
+		{rates, 100, false, true, false},
+		{rates, 99, false, false, false}, // between CoolRate and HotRate: neither
+		{rates, 9, false, false, true},
+		{rates, 0, true, true, false}, // the detector overrides a low rate
+		{FamilyOptions{}, 1e9, false, false, true},
+		{FamilyOptions{}, 0, true, true, false},
+	} {
+		hot, cool := tc.o.heat(tc.rate, tc.detected)
+		require.Equal(t, tc.wantHot, hot, "%+v", tc)
+		require.Equal(t, tc.wantC, cool, "%+v", tc)
+	}
+}
