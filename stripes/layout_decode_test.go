@@ -1,6 +1,7 @@
 package stripes
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -57,4 +58,24 @@ func TestDecodeLayoutStatesWithoutRedis(t *testing.T) {
 		_, err := decodeLayout(ks, bad)
 		require.ErrorIs(t, err, ErrLayout, bad)
 	}
+}
+
+// planSeal picks, without Redis, the folded generations left without a TTL and the closed
+// generations whose latest boundary is grace old, oldest first.
+func TestPlanSealWithoutRedis(t *testing.T) {
+	gen := func(g uint64, ends ...int64) genDoc {
+		return genDoc{Gen: g, Stripes: max(len(ends), 1), Ends: ends}
+	}
+	l := &layout{
+		doc:      layoutDoc{Gens: []genDoc{gen(1, 10), gen(2, 10), gen(3, 100, 500), gen(4, 100, 1000), gen(5)}},
+		folded:   map[uint64]int64{1: 3, 2: 4},
+		expiring: map[uint64]int64{2: 1},
+	}
+	var got []string
+	for _, st := range planSeal(l, 1000, 500) {
+		got = append(got, fmt.Sprintf("%d:%v", st.g.Gen, st.expireOnly))
+	}
+	// 1: folded, no TTL yet; 2: folded and expiring; 3: latest end 500 + 500 <= 1000;
+	// 4: latest end 1000 + 500 > 1000; 5: open.
+	require.Equal(t, []string{"1:true", "3:false"}, got)
 }
