@@ -12,7 +12,10 @@ import (
 const (
 	// MaxStripes is the largest stripe count of a generation.
 	MaxStripes = 4096
-	// DefaultPrefix is the key prefix used when Options.Prefix is empty.
+	// DefaultPrefix is the key prefix used when Options.Prefix is empty. It keeps this
+	// form, not "celebrity:stripes:", because counters already live under it: a process
+	// with another default would miss their layouts and restart them from zero (see "Key
+	// layout" in the package doc).
 	DefaultPrefix = "stripes:"
 	// DefaultDedupWindow is how long an event is remembered when Options.DedupWindow is 0.
 	DefaultDedupWindow = 10 * time.Minute
