@@ -76,11 +76,11 @@ type batchCall struct {
 	r route
 }
 
-// planAdd routes ev through layout l without I/O, as Add's first attempt would: it returns
+// planAdd routes ev through layout l without I/O, as Add's first attempt would. It returns
 // the call for ev's stripe and its Result so far (ok=true), with an error that ends the
-// addition when its generation is folded (ErrTooOld); or ok=false when l cannot route ev (an event before the
-// floor, an unknown generation, or past every generation's boundary), which Add settles
-// with a fresh layout.
+// addition when its generation is folded (ErrTooOld); or ok=false when l cannot route ev
+// (an event before the floor, an unknown generation, or one past every generation's
+// boundary), which Add settles with a fresh layout.
 func (c *Counter) planAdd(l *layout, ev Event) (call batchCall, res Result, ok bool, err error) {
 	call.r = newRoute(ev.ID, c.opts.DedupBits)
 	gi, err := c.firstGen(l, ev)

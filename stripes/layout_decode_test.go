@@ -79,3 +79,38 @@ func TestPlanSealWithoutRedis(t *testing.T) {
 	// 4: latest end 1000 + 500 > 1000; 5: open.
 	require.Equal(t, []string{"1:true", "3:false"}, got)
 }
+
+// planAdd routes an event through a cached layout without Redis: by time to the generation
+// whose stripe boundary is after it, by stamp to the generation named, refusing a folded
+// generation, and leaving to Add what the layout cannot route.
+func TestPlanAddRoutesWithoutRedis(t *testing.T) {
+	o, err := Options{Name: "views", Stripes: 1}.withDefaults()
+	require.NoError(t, err)
+	c := &Counter{opts: o, keys: keys{prefix: o.Prefix, name: o.Name}}
+	l := &layout{doc: layoutDoc{Gens: []genDoc{
+		{Gen: 1, Stripes: 1, Tags: []string{"a"}, Ends: []int64{1000}},
+		{Gen: 2, Stripes: 1, Start: 1000, Tags: []string{"b"}},
+	}}, folded: map[uint64]int64{}}
+	at := func(ms int64, gen uint64) Event { return Event{ID: "e", Time: time.UnixMilli(ms), Gen: gen} }
+
+	call, res, ok, err := c.planAdd(l, at(999, 0))
+	require.True(t, ok)
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), call.g.Gen, "before the boundary: the closing generation")
+	require.Equal(t, Result{Gen: 1, Stripe: 0}, res)
+	call, _, ok, err = c.planAdd(l, at(1000, 0))
+	require.True(t, ok)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), call.g.Gen, "at the boundary: the next generation")
+	call, _, ok, _ = c.planAdd(l, at(5000, 1))
+	require.True(t, ok)
+	require.Equal(t, uint64(1), call.g.Gen, "a stamped event keeps its generation")
+
+	_, _, ok, _ = c.planAdd(l, at(5000, 3))
+	require.False(t, ok, "an unknown generation is Add's to settle")
+
+	l.folded[1] = 10
+	_, _, ok, err = c.planAdd(l, at(999, 0))
+	require.True(t, ok)
+	require.ErrorIs(t, err, ErrTooOld)
+}
