@@ -1,11 +1,13 @@
 package stripes
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/internal/errs"
 	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
@@ -81,4 +83,18 @@ func TestFamilyHeatWithoutRedis(t *testing.T) {
 		require.Equal(t, tc.wantHot, hot, "%+v", tc)
 		require.Equal(t, tc.wantC, cool, "%+v", tc)
 	}
+}
+
+// Typed sentinels tie to the sentinel they are a kind of by Is: a vanished state is a
+// layout contradiction, and a missing counter is the project's "not found".
+func TestSentinelKinds(t *testing.T) {
+	v := vanishedf("stripe %d is missing", 3)
+	require.ErrorIs(t, v, ErrVanished)
+	require.ErrorIs(t, v, ErrLayout)
+	require.NotErrorIs(t, fmt.Errorf("%w: x", ErrLayout), ErrVanished)
+	n := fmt.Errorf("%w: %q", ErrNoCounter, "views")
+	require.ErrorIs(t, n, ErrNoCounter)
+	require.ErrorIs(t, n, errs.ErrNotFound)
+	require.NotErrorIs(t, errs.ErrNotFound, ErrNoCounter)
+	require.Equal(t, "stripes: no such counter: \"views\"", n.Error())
 }

@@ -10,12 +10,22 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/internal/errs"
 	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // ErrNoCounter is returned (wrapped) by ReadLayout for a name with no layout record under
-// the prefix: the counter was never used, or its record is gone.
-var ErrNoCounter = errors.New("stripes: no such counter")
+// the prefix: the counter was never used, or its record is gone. errors.Is(err,
+// celebrity.ErrNotFound) also holds, as for every "not found" of the project.
+var ErrNoCounter error = &noCounterError{}
+
+// noCounterError is the type of ErrNoCounter: a kind of the project's "not found".
+type noCounterError struct{}
+
+func (*noCounterError) Error() string { return "stripes: no such counter" }
+
+// Is reports whether target is the project's shared "not found" value.
+func (*noCounterError) Is(target error) bool { return target == errs.ErrNotFound }
 
 // GenState is the state of one generation of a counter's layout.
 type GenState string
