@@ -61,6 +61,9 @@ func (r *Router) Get(ctx context.Context, tenant, key string) (Record, bool, err
 
 // guarded runs call on the current route and follows stale-route refusals.
 func (r *Router) guarded(ctx context.Context, tenant, key string, call func(Route) error) error {
+	if r.load != nil {
+		r.load.count(tenant)
+	}
 	for redirects := 0; ; redirects++ {
 		rt, err := r.Route(tenant, key)
 		if errors.Is(err, ErrNoTable) {

@@ -112,3 +112,9 @@ func (e *VersionMismatchError) Error() string {
 
 // Is makes errors.Is(err, ErrVersionMismatch) true.
 func (e *VersionMismatchError) Is(target error) bool { return target == ErrVersionMismatch }
+
+// invalidf returns an error wrapping ErrInvalidInput with a message that names the field
+// and the allowed range.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidInput}, args...)...)
+}

@@ -55,6 +55,13 @@ type Options struct {
 	Logger *slog.Logger
 	// OnInstall, if set, is called after a table is installed, outside any lock.
 	OnInstall func(t *Table)
+	// Load turns on the per-tenant load summary: the Router counts each tenant's Do and Get
+	// calls in a bounded summary and publishes it to the control Redis once per interval
+	// (see [ReadTenantLoad]). Default: off.
+	Load LoadOptions
+	// Clock returns the current time; it aligns the load summary's intervals.
+	// Default: time.Now.
+	Clock func() time.Time
 }
 
 // Router routes tenants by the newest table it has seen and keeps it current from the
@@ -76,6 +83,9 @@ type Router struct {
 
 	mu     sync.Mutex
 	signal chan struct{} // closed and replaced when a fetch completes
+
+	load        *loadCounter  // nil unless Options.Load.Enabled
+	loadStopped chan struct{} // closed when the load loop ends (at once without one)
 
 	stats    stats
 	stop     context.CancelFunc
@@ -139,8 +149,15 @@ func New(control Control, o Options) (*Router, error) {
 			return nil, fmt.Errorf("routing: Options.%s must be >= 1ms, got %v", name, d)
 		}
 	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Load, err = o.Load.withDefaults(); err != nil {
+		return nil, err
+	}
 	r := &Router{store: store, shards: make(map[string]*Shard, len(o.Shards)), o: o,
-		signal: make(chan struct{}), stopped: make(chan struct{}), closing: make(chan struct{})}
+		signal: make(chan struct{}), stopped: make(chan struct{}), closing: make(chan struct{}),
+		loadStopped: make(chan struct{})}
 	so := o.Shard
 	so.Prefix = o.Prefix
 	for name, c := range o.Shards {
@@ -153,16 +170,25 @@ func New(control Control, o Options) (*Router, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	go r.watch(ctx, control)
+	if o.Load.Enabled {
+		r.load = newLoadCounter(o.Load.Capacity)
+		go r.loadLoop(ctx)
+	} else {
+		close(r.loadStopped)
+	}
 	return r, nil
 }
 
-// Close stops the watcher and waits for it. Calls waiting for a table return ErrClosed.
+// Close stops the watcher (and the load summary's publisher) and waits for them. Calls
+// waiting for a table return ErrClosed. Counts of the load interval under way are not
+// published.
 func (r *Router) Close() error {
 	r.closeOne.Do(func() {
 		close(r.closing)
 		r.stop()
 	})
 	<-r.stopped
+	<-r.loadStopped
 	return nil
 }
 
