@@ -158,13 +158,12 @@ func (r *Router) loadLoop(ctx context.Context) {
 	}
 }
 
-// publishLoad adds the counts taken now to the interval [from, to). A failed report is
-// counted in Stats.LoadErrors and its counts are dropped.
+// publishLoad adds the counts taken now to the interval [from, to). An interval without
+// calls is published too, so that the summary's span is the time the Routers ran and a
+// reader's rates are averages over it. A failed report is counted in Stats.LoadErrors and
+// its counts are dropped.
 func (r *Router) publishLoad(ctx context.Context, from, to int64) {
 	ops, entries := r.load.take()
-	if ops == 0 {
-		return
-	}
 	pctx, cancel := context.WithTimeout(ctx, r.o.FetchTimeout)
 	defer cancel()
 	if err := r.reportLoad(pctx, from, to, ops, entries); err != nil {
