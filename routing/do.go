@@ -19,7 +19,7 @@ import (
 // with Result.Replayed set.
 //
 // Other errors are returned as they are: ErrConflict, a [*VersionMismatchError], an
-// ErrInvalidInput error, or a Redis error after which the outcome is unknown and the caller
+// ErrInvalid error, or a Redis error after which the outcome is unknown and the caller
 // should retry with the same opID.
 func (r *Router) Do(ctx context.Context, tenant, opID string, op Op) (Result, error) {
 	if err := checkTenant(tenant); err != nil {

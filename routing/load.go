@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/internal/spacesaving"
 )
 
@@ -130,7 +131,7 @@ func (c *loadCounter) take() (ops uint64, entries []spacesaving.Entry) {
 }
 
 // loadKeys names the load summary's keys in the control Redis, all under one hash tag.
-func (k Keys) loadTag() string { return "{" + k.prefix() + ":load}" }
+func (k Keys) loadTag() string { return slot.Tagged("", k.prefix()+":load") }
 
 // LoadIndex returns the control-Redis key indexing the published load intervals (ZSET,
 // member "<to>:<interval>" in unix ms and ms, score to).

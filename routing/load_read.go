@@ -12,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // DefaultLoadWindow is how much of the published load summary ReadTenantLoad merges when
@@ -64,7 +66,7 @@ func (l TenantLoad) Span() time.Duration { return l.To.Sub(l.From) }
 // a Router and without writing anything. It merges the intervals published in the window
 // that ends with the newest one (window 0 means DefaultLoadWindow); a tenant's Rate is its
 // operations over the span they cover. prefix "" means DefaultPrefix. A prefix or window out
-// of range gives an error wrapping ErrInvalidInput; a prefix no Router published under gives
+// of range gives an error wrapping ErrInvalid; a prefix no Router published under gives
 // an Empty TenantLoad and no error.
 //
 // The summary is eventually consistent: a Router publishes an interval just after it ends,
@@ -94,7 +96,7 @@ func checkReadLoad(client redis.UniversalClient, prefix string, window time.Dura
 	switch {
 	case client == nil:
 		return invalidf("ReadTenantLoad: client must not be nil")
-	case len(prefix) > 128 || !utf8.ValidString(prefix) || strings.ContainsAny(prefix, "{}"):
+	case len(prefix) > 128 || !utf8.ValidString(prefix) || slot.HasBraces(prefix):
 		return invalidf("ReadTenantLoad: prefix must be 0..128 bytes of UTF-8 without '{' or '}', got %q", prefix)
 	case window < 0 || window > 7*24*time.Hour:
 		return invalidf("ReadTenantLoad: window must be 0..168h, got %v", window)

@@ -2,67 +2,15 @@ package routing
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sync/singleflight"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
 )
-
-// Defaults of Options.
-const (
-	// DefaultPollInterval is how often a Router polls the control Redis when nobody waits.
-	DefaultPollInterval = time.Second
-	// DefaultRetryInterval is how often a Router polls while callers wait for a newer table.
-	DefaultRetryInterval = 50 * time.Millisecond
-	// DefaultFetchTimeout bounds one table fetch.
-	DefaultFetchTimeout = 2 * time.Second
-	// DefaultMaxRedirects bounds the stale-route retries of one Do or Get.
-	DefaultMaxRedirects = 3
-	// DefaultAwaitTimeout bounds a wait for a newer table when the caller's ctx has no deadline.
-	DefaultAwaitTimeout = 5 * time.Second
-)
-
-// Options configure a Router. Shards is required; zero values elsewhere mean the defaults.
-type Options struct {
-	// Shards maps every shard name a table may use to its client (a standalone client or a
-	// cluster client). Required.
-	Shards map[string]Scripter
-	// Prefix is the key prefix, in the control Redis and on the shards. Default: DefaultPrefix.
-	Prefix string
-	// Shard sets retention and log length on every shard; its Prefix is ignored.
-	Shard ShardOptions
-	// PollInterval is the period of the background poll (real clock). Default: DefaultPollInterval.
-	PollInterval time.Duration
-	// RetryInterval is the poll period while a caller waits for a newer table.
-	// Default: DefaultRetryInterval.
-	RetryInterval time.Duration
-	// FetchTimeout bounds one fetch from the control Redis. Default: DefaultFetchTimeout.
-	FetchTimeout time.Duration
-	// MaxRedirects bounds stale-route retries per call, 0..100. Default: DefaultMaxRedirects;
-	// set -1 for none.
-	MaxRedirects int
-	// AwaitTimeout bounds a wait for a newer table when ctx has no deadline.
-	// Default: DefaultAwaitTimeout.
-	AwaitTimeout time.Duration
-	// Logger receives install and fetch-failure events. Default: none.
-	Logger *slog.Logger
-	// OnInstall, if set, is called after a table is installed, outside any lock.
-	OnInstall func(t *Table)
-	// Load turns on the per-tenant load summary: the Router counts each tenant's Do and Get
-	// calls in a bounded summary and publishes it to the control Redis once per interval
-	// (see [ReadTenantLoad]). Default: off.
-	Load LoadOptions
-	// Clock returns the current time; it aligns the load summary's intervals.
-	// Default: time.Now.
-	Clock func() time.Time
-}
 
 // Router routes tenants by the newest table it has seen and keeps it current from the
 // control Redis (pub/sub plus a periodic poll) in one background goroutine, stopped by
@@ -114,45 +62,15 @@ type compiled struct {
 
 // New returns a Router over the control Redis client and starts its watcher. It does no I/O
 // before returning: until the first table arrives, Route returns ErrNoTable and Do and Get
-// wait for it (see [Router.Await]).
+// wait for it (see [Router.Await]). Bad options give an error wrapping ErrInvalid that
+// names the field.
 func New(control Control, o Options) (*Router, error) {
-	store, err := NewStore(control, StoreOptions{Prefix: o.Prefix})
+	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if len(o.Shards) == 0 {
-		return nil, errors.New("routing: Options.Shards must name at least one shard")
-	}
-	if o.PollInterval == 0 {
-		o.PollInterval = DefaultPollInterval
-	}
-	if o.RetryInterval == 0 {
-		o.RetryInterval = DefaultRetryInterval
-	}
-	if o.FetchTimeout == 0 {
-		o.FetchTimeout = DefaultFetchTimeout
-	}
-	if o.AwaitTimeout == 0 {
-		o.AwaitTimeout = DefaultAwaitTimeout
-	}
-	switch {
-	case o.MaxRedirects == 0:
-		o.MaxRedirects = DefaultMaxRedirects
-	case o.MaxRedirects == -1:
-		o.MaxRedirects = 0
-	case o.MaxRedirects < 0 || o.MaxRedirects > 100:
-		return nil, fmt.Errorf("routing: Options.MaxRedirects must be -1..100, got %d", o.MaxRedirects)
-	}
-	for name, d := range map[string]time.Duration{"PollInterval": o.PollInterval, "RetryInterval": o.RetryInterval,
-		"FetchTimeout": o.FetchTimeout, "AwaitTimeout": o.AwaitTimeout} {
-		if d < time.Millisecond {
-			return nil, fmt.Errorf("routing: Options.%s must be >= 1ms, got %v", name, d)
-		}
-	}
-	if o.Clock == nil {
-		o.Clock = time.Now
-	}
-	if o.Load, err = o.Load.withDefaults(); err != nil {
+	store, err := NewStore(control, StoreOptions{Prefix: o.Prefix})
+	if err != nil {
 		return nil, err
 	}
 	r := &Router{store: store, shards: make(map[string]*Shard, len(o.Shards)), o: o,
@@ -215,8 +133,8 @@ func (r *Router) Generation() uint64 {
 }
 
 var (
-	errEmptyTenant   = fmt.Errorf("%w: empty tenant", ErrInvalidInput)
-	errInvalidTenant = fmt.Errorf("%w: tenant must be valid UTF-8 (a table stores it as JSON text, which cannot carry other bytes losslessly)", ErrInvalidInput)
+	errEmptyTenant   = fmt.Errorf("%w: empty tenant", ErrInvalid)
+	errInvalidTenant = fmt.Errorf("%w: tenant must be valid UTF-8 (a table stores it as JSON text, which cannot carry other bytes losslessly)", ErrInvalid)
 )
 
 // checkTenant refuses an empty tenant and one that is not valid UTF-8.
@@ -233,7 +151,7 @@ func checkTenant(tenant string) error {
 // Route returns where tenant's record key goes under the installed table: the override if the
 // tenant has one, else the sub-bucket xxhash64(key) % K if the tenant is spread over K,
 // else bucket xxhash64(tenant) % B. key only matters for spread tenants. Route does no I/O
-// and does not allocate; it returns ErrNoTable before the first table and an ErrInvalidInput
+// and does not allocate; it returns ErrNoTable before the first table and an ErrInvalid
 // error for an empty tenant.
 func (r *Router) Route(tenant, key string) (Route, error) {
 	if err := checkTenant(tenant); err != nil {

@@ -24,12 +24,6 @@ var (
 	_ Control = (*redis.ClusterClient)(nil)
 )
 
-// StoreOptions configure a Store. The zero value is valid.
-type StoreOptions struct {
-	// Prefix is the key prefix (no braces). Default: DefaultPrefix.
-	Prefix string
-}
-
 // Store keeps route tables in the control Redis: the current table under one key, and an
 // announcement of every new generation on a pub/sub channel. It is safe for concurrent use
 // and holds no goroutines.
@@ -41,9 +35,10 @@ type Store struct {
 // NewStore returns a store over the control Redis client.
 func NewStore(client Control, o StoreOptions) (*Store, error) {
 	if client == nil {
-		return nil, errors.New("routing: control client must not be nil")
+		return nil, invalidf("control client must not be nil")
 	}
-	if err := validPrefix(o.Prefix); err != nil {
+	o, err := o.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	return &Store{client: client, keys: Keys(o)}, nil
