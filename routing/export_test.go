@@ -17,3 +17,10 @@ func (r *Router) TakeLoad() (ops uint64, tracked int) {
 	ops, entries := r.load.take()
 	return ops, len(entries)
 }
+
+// PlanProvision exposes Provision's pure plan step: the units it would open per shard
+// (buckets, then tenant marks, then override and spread units), or its refusal.
+func PlanProvision(t *Table, names []string, found [][]Ownership) (buckets, marks, claims map[string][]Unit, err error) {
+	p, err := planProvision(t, names, t.Units(), found)
+	return p.buckets, p.marks, p.claims, err
+}
