@@ -190,24 +190,11 @@ func (r *Router) compile(t *Table) (*compiled, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	shard := func(name string) (*Shard, error) {
-		if s, ok := r.shards[name]; ok {
-			return s, nil
-		}
-		return nil, fmt.Errorf("%w: generation %d uses shard %q, which Options.Shards does not name",
-			ErrInvalidTable, t.Generation, name)
-	}
 	c := &compiled{table: t, gen: t.Generation, buckets: uint64(t.Buckets), owner: make([]*Shard, t.Buckets),
 		special: new([specialWords]uint64)}
-	mark := func(tenant string) {
-		h := hashing.Sum64(tenant)
-		c.special[(h>>6)&specialMask] |= 1 << (h & 63)
-	}
+	res := resolver{shards: r.shards, gen: t.Generation}
 	for _, rg := range t.Ranges {
-		s, err := shard(rg.Shard)
-		if err != nil {
-			return nil, err
-		}
+		s := res.shard(rg.Shard)
 		for b := rg.First; b <= rg.Last; b++ {
 			c.owner[b] = s
 		}
@@ -215,12 +202,8 @@ func (r *Router) compile(t *Table) (*compiled, error) {
 	if len(t.Overrides) > 0 {
 		c.overrides = make(map[string]*Shard, len(t.Overrides))
 		for tenant, name := range t.Overrides {
-			s, err := shard(name)
-			if err != nil {
-				return nil, err
-			}
-			c.overrides[tenant] = s
-			mark(tenant)
+			c.overrides[tenant] = res.shard(name)
+			c.mark(tenant)
 		}
 	}
 	if len(t.Spreads) > 0 {
@@ -228,17 +211,39 @@ func (r *Router) compile(t *Table) (*compiled, error) {
 		for tenant, names := range t.Spreads {
 			ss := make([]*Shard, len(names))
 			for i, name := range names {
-				s, err := shard(name)
-				if err != nil {
-					return nil, err
-				}
-				ss[i] = s
+				ss[i] = res.shard(name)
 			}
 			c.spreads[tenant] = ss
-			mark(tenant)
+			c.mark(tenant)
 		}
 	}
+	if res.err != nil {
+		return nil, res.err
+	}
 	return c, nil
+}
+
+// mark sets tenant's bit in the filter of overridden and spread tenants.
+func (c *compiled) mark(tenant string) {
+	h := hashing.Sum64(tenant)
+	c.special[(h>>6)&specialMask] |= 1 << (h & 63)
+}
+
+// resolver maps a table's shard names to the Router's shards; the first name the Router
+// does not have is kept as err (and resolves to nil).
+type resolver struct {
+	shards map[string]*Shard
+	gen    uint64
+	err    error
+}
+
+func (res *resolver) shard(name string) *Shard {
+	s, ok := res.shards[name]
+	if !ok && res.err == nil {
+		res.err = fmt.Errorf("%w: generation %d uses shard %q, which Options.Shards does not name",
+			ErrInvalidTable, res.gen, name)
+	}
+	return s
 }
 
 // install makes t current if it is newer than the installed table; it reports whether it did.
