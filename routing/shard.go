@@ -102,6 +102,11 @@ func (s *Shard) Exec(ctx context.Context, u Unit, gen uint64, tenant, opID strin
 	if err != nil {
 		return Result{}, fmt.Errorf("routing: write on shard %q %s: %w", s.name, u, err)
 	}
+	return s.writeResult(u, gen, opID, op, reply)
+}
+
+// writeResult decodes the write script's reply into Exec's result or error. It is pure.
+func (s *Shard) writeResult(u Unit, gen uint64, opID string, op Op, reply []string) (Result, error) {
 	if len(reply) == 0 {
 		return Result{}, fmt.Errorf("routing: write on shard %q %s: empty reply", s.name, u)
 	}
