@@ -1,6 +1,19 @@
 // Package routing places tenants on shards with versioned route tables, and makes every
 // shard refuse writes that were routed by a table it has moved past.
 //
+// # Example
+//
+//	r, err := routing.New(control, routing.Options{Shards: map[string]routing.Scripter{
+//		"a": shardA, "b": shardB,
+//	}})
+//	if err != nil { ... }
+//	defer r.Close()
+//	res, err := r.Do(ctx, "acme", "op-7f3a", routing.Put("seat:12", "alice"))
+//
+// Options are validated once by New; a bad one gives an error wrapping [ErrInvalid] that
+// names the field and the allowed range. [Options.Load] turns on the per-tenant load
+// summary that tools read with [ReadTenantLoad].
+//
 // # The problem
 //
 // hash(tenant) -> shard needs no metadata until one fat tenant has to leave its shard and the
@@ -184,13 +197,4 @@
 // A cluster client also needs what go-redis sends to learn the slot map (+cluster|slots
 // +cluster|shards +cluster|nodes +readonly +asking +command), and every client the
 // connection commands (+hello +auth). Package migrate's rule adds to these.
-//
-// # Example
-//
-//	r, err := routing.New(control, routing.Options{Shards: map[string]routing.Scripter{
-//		"a": shardA, "b": shardB,
-//	}})
-//	if err != nil { ... }
-//	defer r.Close()
-//	res, err := r.Do(ctx, "acme", "op-7f3a", routing.Put("seat:12", "alice"))
 package routing
