@@ -218,3 +218,36 @@ func TestLoadOptionsAndReaderRefuseBadInput(t *testing.T) {
 	_, err = routing.ReadTenantLoad(ctx, nil, "", 0)
 	require.ErrorContains(t, err, "client must not be nil")
 }
+
+// TestLoadReportsNeverHoldUpCalls kills the control Redis under a Router with the load
+// summary on: its reports fail (counted in Stats.LoadErrors), while Do keeps working on the
+// shards with the table it has; after a restart the Router publishes again.
+func TestLoadReportsNeverHoldUpCalls(t *testing.T) {
+	control := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
+	shard := celebritytest.Standalone(t).Client(t)
+	p := prefix(t)
+	cc := control.Client(t, func(o *redis.Options) { o.MaxRetries = -1; o.DialTimeout = 200 * time.Millisecond })
+	st, err := routing.NewStore(cc, routing.StoreOptions{Prefix: p})
+	require.NoError(t, err)
+	require.NoError(t, st.Publish(ctxT(t), routing.EvenTable(1, 4, "a")))
+	r, err := routing.New(cc, routing.Options{Prefix: p, Shards: map[string]routing.Scripter{"a": shard},
+		FetchTimeout: 500 * time.Millisecond, Load: routing.LoadOptions{Enabled: true, Interval: 50 * time.Millisecond}})
+	require.NoError(t, err)
+	defer func() { require.NoError(t, r.Close()) }()
+	awaitGen(t, r, 1)
+	_, err = r.Provision(ctxT(t))
+	require.NoError(t, err)
+
+	control.Kill()
+	before := r.Stats().LoadErrors
+	for i := 0; r.Stats().LoadErrors == before; i++ {
+		_, err := r.Do(ctxT(t), "acme", "op-"+strconv.Itoa(i), routing.Put("k", "v"))
+		require.NoError(t, err, "a call does not wait for the control Redis")
+		require.Less(t, i, 100_000, "no report failed while the control Redis was down")
+		time.Sleep(time.Millisecond)
+	}
+	control.Restart(t)
+	reports := r.Stats().LoadReports
+	require.Eventually(t, func() bool { return r.Stats().LoadReports > reports }, 30*time.Second, 10*time.Millisecond,
+		"the Router publishes again once the control Redis is back")
+}
