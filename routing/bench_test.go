@@ -191,3 +191,65 @@ func BenchmarkInterleaved(b *testing.B) {
 		b.ReportMetric(float64(putNs)/float64(setNs), "put/set")
 	})
 }
+
+// BenchmarkLoadCounting measures what the per-tenant load summary costs a call: Do through
+// a Router with Options.Load on, interleaved with the same Do through a Router with it off
+// (the reference), on the same shards, over Zipf tenants; and the counting step alone in
+// parallel, against Route (the in-memory work every call does anyway).
+func BenchmarkLoadCounting(b *testing.B) {
+	f := newFleet(b)
+	ctx := context.Background()
+	require.NoError(b, f.store(b).Publish(ctx, routing.EvenTable(1, 64, "a", "b", "c")))
+	off := f.router(b, routing.Options{PollInterval: time.Hour}, nil)
+	on := f.router(b, routing.Options{PollInterval: time.Hour, Load: routing.LoadOptions{Enabled: true}}, nil)
+	for _, r := range []*routing.Router{off, on} {
+		_, err := r.Await(ctx, 1)
+		require.NoError(b, err)
+	}
+	_, err := off.Provision(ctx)
+	require.NoError(b, err)
+	tenants := zipfTenants(1 << 16)
+	run := 0
+	b.Run("do-on-vs-off", func(b *testing.B) {
+		run++
+		var onNs, offNs time.Duration
+		for i := 0; b.Loop(); i++ {
+			tenant := tenants[i&(1<<16-1)]
+			id := strconv.Itoa(run) + ":" + strconv.Itoa(i)
+			for j := range 2 { // alternate which goes first, so neither gains from the other
+				r, name, sum := off, "off:", &offNs
+				if (i+j)&1 == 1 {
+					r, name, sum = on, "on:", &onNs
+				}
+				start := time.Now()
+				if _, err := r.Do(ctx, tenant, name+id, routing.Put("k", "v")); err != nil {
+					b.Fatal(err)
+				}
+				*sum += time.Since(start)
+			}
+		}
+		b.ReportMetric(float64(offNs)/float64(b.N), "off-ns")
+		b.ReportMetric(float64(onNs)/float64(b.N), "on-ns")
+		b.ReportMetric(float64(onNs)/float64(offNs), "on/off")
+	})
+	b.Run("route-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := rand.Int()
+			for pb.Next() {
+				i++
+				_, _ = on.Route(tenants[i&(1<<16-1)], "")
+			}
+		})
+	})
+	b.Run("count-parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			i := rand.Int()
+			for pb.Next() {
+				i++
+				on.CountLoad(tenants[i&(1<<16-1)])
+			}
+		})
+	})
+}

@@ -19,7 +19,7 @@ import (
 // with Result.Replayed set.
 //
 // Other errors are returned as they are: ErrConflict, a [*VersionMismatchError], an
-// ErrInvalidInput error, or a Redis error after which the outcome is unknown and the caller
+// ErrInvalid error, or a Redis error after which the outcome is unknown and the caller
 // should retry with the same opID.
 func (r *Router) Do(ctx context.Context, tenant, opID string, op Op) (Result, error) {
 	if err := checkTenant(tenant); err != nil {
@@ -61,6 +61,9 @@ func (r *Router) Get(ctx context.Context, tenant, key string) (Record, bool, err
 
 // guarded runs call on the current route and follows stale-route refusals.
 func (r *Router) guarded(ctx context.Context, tenant, key string, call func(Route) error) error {
+	if r.load != nil {
+		r.load.count(tenant)
+	}
 	for redirects := 0; ; redirects++ {
 		rt, err := r.Route(tenant, key)
 		if errors.Is(err, ErrNoTable) {

@@ -1,6 +1,19 @@
 // Package routing places tenants on shards with versioned route tables, and makes every
 // shard refuse writes that were routed by a table it has moved past.
 //
+// # Example
+//
+//	r, err := routing.New(control, routing.Options{Shards: map[string]routing.Scripter{
+//		"a": shardA, "b": shardB,
+//	}})
+//	if err != nil { ... }
+//	defer r.Close()
+//	res, err := r.Do(ctx, "acme", "op-7f3a", routing.Put("seat:12", "alice"))
+//
+// Options are validated once by New; a bad one gives an error wrapping [ErrInvalid] that
+// names the field and the allowed range. [Options.Load] turns on the per-tenant load
+// summary that tools read with [ReadTenantLoad].
+//
 // # The problem
 //
 // hash(tenant) -> shard needs no metadata until one fat tenant has to leave its shard and the
@@ -134,6 +147,26 @@
 // table fetches and their failures, installs, tables and announcements ignored for being
 // older, and the installed generation.
 //
+// # Per-tenant load
+//
+// With [Options.Load] enabled (it is off by default), a Router counts each tenant's Do and
+// Get calls in a bounded heavy-hitters summary (Space-Saving, [LoadOptions.Capacity]
+// tenants, fixed memory) and, just after each interval ([LoadOptions.Interval], aligned on
+// the Unix epoch) ends, adds its counts to that interval's summary in the control Redis, in
+// one script idempotent by (instance, interval). Every Router under the prefix adds to the
+// same interval, so the summary is the fleet's. [ReadTenantLoad] reads it without a Router
+// and writes nothing: per tenant, operations and a rate over a window of intervals, busiest
+// first. Counts of the interval under way when a Router closes, and of a report that
+// fails, are dropped ([Stats].LoadErrors). Keys, in the slot of one hash tag:
+//
+//	{P:load}:index            ZSET   member "<to>:<interval ms>", score to (unix ms)
+//	{P:load}:i:<to>:<iv>      HASH   t:<tenant> = operations, e:<tenant> = error bound,
+//	                                 ops = all operations, r:<instance> = 1, from, to
+//
+// both expiring after [LoadOptions.Retention]. The control Redis's user then also needs
+// "~{P:load}* +hsetnx +hincrby +pexpire +zadd +zremrangebyscore", and a reader
+// "+zrevrange +zrangebyscore +hgetall" on the same keys.
+//
 // # What is assumed of Redis
 //
 // Redis 7.0 or newer (scripts read XINFO STREAM; migrate detects a change log trimmed past
@@ -164,13 +197,4 @@
 // A cluster client also needs what go-redis sends to learn the slot map (+cluster|slots
 // +cluster|shards +cluster|nodes +readonly +asking +command), and every client the
 // connection commands (+hello +auth). Package migrate's rule adds to these.
-//
-// # Example
-//
-//	r, err := routing.New(control, routing.Options{Shards: map[string]routing.Scripter{
-//		"a": shardA, "b": shardB,
-//	}})
-//	if err != nil { ... }
-//	defer r.Close()
-//	res, err := r.Do(ctx, "acme", "op-7f3a", routing.Put("seat:12", "alice"))
 package routing

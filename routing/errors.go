@@ -64,8 +64,15 @@ func (e *FencedError) Is(target error) bool { return target == ErrFenced }
 // bucket. Nothing was changed; move the tenant with a migration.
 var ErrTenantHasData = errors.New("routing: tenant has data in its bucket")
 
-// ErrInvalidInput reports bad arguments (empty tenant, empty operation ID, bad unit).
-var ErrInvalidInput = errors.New("routing: invalid input")
+// ErrInvalid is wrapped by every error about bad options or bad arguments (an empty
+// tenant or operation ID, a bad unit, an option out of range); the message names the field
+// and the allowed range. Nothing was changed.
+var ErrInvalid = errors.New("routing: invalid input")
+
+// ErrInvalidInput is the former name of [ErrInvalid], the same value.
+//
+// Deprecated: use ErrInvalid.
+var ErrInvalidInput = ErrInvalid
 
 // ErrClosed reports a call on a closed Router.
 var ErrClosed = errors.New("routing: router closed")
@@ -112,3 +119,9 @@ func (e *VersionMismatchError) Error() string {
 
 // Is makes errors.Is(err, ErrVersionMismatch) true.
 func (e *VersionMismatchError) Is(target error) bool { return target == ErrVersionMismatch }
+
+// invalidf returns an error wrapping ErrInvalid with a message that names the field
+// and the allowed range.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}

@@ -128,17 +128,8 @@ func (s *Shard) MarkMovedFenced(ctx context.Context, u Unit, tenant string, move
 }
 
 func (s *Shard) transition(ctx context.Context, u Unit, from, to Ownership, tenant string, moved bool, epoch uint64) (string, error) {
-	if err := u.Validate(); err != nil {
+	if err := checkTransition(u, from, to); err != nil {
 		return "", err
-	}
-	if to.Generation == 0 || to.Generation < from.Generation {
-		return "", errInput(fmt.Sprintf("transition of %s from %v to %v: generation must be >= 1 and must not go backwards", u, from, to))
-	}
-	if to.State == StateNone || !letters(string(to.State)) || (from.State != StateNone && !letters(string(from.State))) {
-		return "", errInput(fmt.Sprintf("transition of %s from %v to %v: states must be letters", u, from, to))
-	}
-	if from.State == StateNone && from.Generation != 0 {
-		return "", errInput("from: a missing record has generation 0")
 	}
 	mark := "0"
 	if moved {
@@ -168,6 +159,24 @@ func (s *Shard) transition(ctx context.Context, u Unit, from, to Ownership, tena
 		return reply[3], fmt.Errorf("%w: %s on shard %q is %v, expected %v", ErrOwnershipChanged, u, s.name, found, from)
 	}
 	return reply[3], nil
+}
+
+// checkTransition refuses a bad unit, a generation that is 0 or goes backwards, a state that
+// is not letters, and a missing "from" record with a generation.
+func checkTransition(u Unit, from, to Ownership) error {
+	if err := u.Validate(); err != nil {
+		return err
+	}
+	if to.Generation == 0 || to.Generation < from.Generation {
+		return errInput(fmt.Sprintf("transition of %s from %v to %v: generation must be >= 1 and must not go backwards", u, from, to))
+	}
+	if to.State == StateNone || !letters(string(to.State)) || (from.State != StateNone && !letters(string(from.State))) {
+		return errInput(fmt.Sprintf("transition of %s from %v to %v: states must be letters", u, from, to))
+	}
+	if from.State == StateNone && from.Generation != 0 {
+		return errInput("from: a missing record has generation 0")
+	}
+	return nil
 }
 
 func letters(s string) bool {

@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
-
-	"github.com/celebrity-go/celebrity/internal/hashing"
 )
 
 // Provision creates the ownership records of the installed table on the shards it assigns
@@ -41,7 +39,21 @@ func (r *Router) Provision(ctx context.Context) (int, error) {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	found := make([][]Ownership, len(names)) // by shard, then unit
+	found, err := r.ownerships(ctx, names, units)
+	if err != nil {
+		return 0, err
+	}
+	plan, err := planProvision(c.table, names, units, found)
+	if err != nil {
+		return 0, err
+	}
+	return r.applyProvision(ctx, plan)
+}
+
+// ownerships reads every unit's ownership record on every shard (shards in parallel): the
+// result is indexed by shard (in names' order), then unit.
+func (r *Router) ownerships(ctx context.Context, names []string, units []Placement) ([][]Ownership, error) {
+	found := make([][]Ownership, len(names))
 	g, gctx := errgroup.WithContext(ctx)
 	for i, name := range names {
 		g.Go(func() error {
@@ -56,75 +68,101 @@ func (r *Router) Provision(ctx context.Context) (int, error) {
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return 0, err
-	}
-	buckets := make(map[string][]Unit) // bucket units to create, by shard
-	claims := make(map[string][]Unit)  // override and spread units to create, by shard
-	bucketOwn := make(map[uint32]Ownership)
-	for j, p := range units {
+	return found, g.Wait()
+}
+
+// provisionPlan is what Provision creates, by shard: the bucket units to open, the tenants
+// to mark as moved out of their buckets (bucket units with Tenant set), and the override
+// and spread units to open after that; bucketOwn is each marked bucket's record as the
+// marks expect it.
+type provisionPlan struct {
+	gen       uint64
+	buckets   map[string][]Unit
+	marks     map[string][]Unit
+	claims    map[string][]Unit
+	bucketOwn map[uint32]Ownership
+}
+
+// planProvision decides, from the records found on every shard (found[shard][unit], shards
+// in names' order), which units Provision opens where. It refuses, planning nothing, a unit
+// that is open or importing on a shard the table does not assign it to (that is a
+// migration), and one whose record on its own shard exists but is not open. It is pure.
+func planProvision(t *Table, names []string, units []Placement, found [][]Ownership) (provisionPlan, error) {
+	p := provisionPlan{gen: t.Generation, buckets: map[string][]Unit{}, marks: map[string][]Unit{},
+		claims: map[string][]Unit{}, bucketOwn: map[uint32]Ownership{}}
+	for j, pl := range units {
 		for i, name := range names {
-			o := found[i][j]
-			switch {
-			case name != p.Shard && (o.State == StateOpen || o.State == StateImporting):
-				// Closed and cancelled records elsewhere are history a migration leaves (and
-				// must keep); only an owner or an import in progress makes placing it here a move.
-				return 0, fmt.Errorf("%w: %s is assigned to shard %q but is %v on shard %q; moving it is a migration",
-					ErrOwnershipChanged, p.Unit, p.Shard, o, name)
-			case name == p.Shard && o.State == StateNone && p.Unit.Kind == KindBucket:
-				buckets[name] = append(buckets[name], p.Unit)
-				bucketOwn[p.Unit.Bucket] = Ownership{Generation: c.gen, State: StateOpen}
-			case name == p.Shard && o.State == StateNone:
-				claims[name] = append(claims[name], p.Unit)
-			case name == p.Shard && o.State != StateOpen:
-				return 0, fmt.Errorf("%w: %s on shard %q is %v, not provisionable", ErrOwnershipChanged, p.Unit, p.Shard, o)
-			case name == p.Shard && p.Unit.Kind == KindBucket:
-				bucketOwn[p.Unit.Bucket] = o
+			if err := p.place(pl, name, found[i][j]); err != nil {
+				return provisionPlan{}, err
 			}
 		}
 	}
-	var created atomic.Int64
-	open := Ownership{Generation: c.gen, State: StateOpen}
-	if err := r.perShard(ctx, buckets, func(ctx context.Context, s *Shard, u Unit) error {
-		_, err := s.Transition(ctx, u, Ownership{}, open)
-		if err == nil {
-			created.Add(1)
-		}
-		return err
-	}); err != nil {
-		return int(created.Load()), err
-	}
-	marks := make(map[string][]Unit) // by bucket shard: buckets, each with Tenant set to the tenant to mark
 	marked := make(map[string]bool)
-	for _, us := range claims {
+	for _, us := range p.claims {
 		for _, u := range us {
 			if marked[u.Tenant] {
 				continue
 			}
 			marked[u.Tenant] = true
-			b := uint32(hashing.Bucket(u.Tenant, c.buckets))
-			marks[c.table.BucketOwner(b)] = append(marks[c.table.BucketOwner(b)], Unit{Kind: KindBucket, Bucket: b, Tenant: u.Tenant})
+			b := BucketOf(u.Tenant, t.Buckets)
+			owner := t.BucketOwner(b)
+			p.marks[owner] = append(p.marks[owner], Unit{Kind: KindBucket, Bucket: b, Tenant: u.Tenant})
 		}
 	}
-	if err := r.perShard(ctx, marks, func(ctx context.Context, s *Shard, m Unit) error {
-		return s.noTenantData(ctx, BucketUnit(m.Bucket), m.Tenant)
-	}); err != nil {
-		return int(created.Load()), err
+	return p, nil
+}
+
+// place plans one unit against the record o that shard name holds for it.
+func (p *provisionPlan) place(pl Placement, name string, o Ownership) error {
+	switch {
+	case name != pl.Shard && (o.State == StateOpen || o.State == StateImporting):
+		// Closed and cancelled records elsewhere are history a migration leaves (and
+		// must keep); only an owner or an import in progress makes placing it here a move.
+		return fmt.Errorf("%w: %s is assigned to shard %q but is %v on shard %q; moving it is a migration",
+			ErrOwnershipChanged, pl.Unit, pl.Shard, o, name)
+	case name != pl.Shard:
+	case o.State == StateNone && pl.Unit.Kind == KindBucket:
+		p.buckets[name] = append(p.buckets[name], pl.Unit)
+		p.bucketOwn[pl.Unit.Bucket] = Ownership{Generation: p.gen, State: StateOpen}
+	case o.State == StateNone:
+		p.claims[name] = append(p.claims[name], pl.Unit)
+	case o.State != StateOpen:
+		return fmt.Errorf("%w: %s on shard %q is %v, not provisionable", ErrOwnershipChanged, pl.Unit, pl.Shard, o)
+	case pl.Unit.Kind == KindBucket:
+		p.bucketOwn[pl.Unit.Bucket] = o
 	}
-	if err := r.perShard(ctx, marks, func(ctx context.Context, s *Shard, m Unit) error {
-		o := bucketOwn[m.Bucket]
-		_, err := s.MarkMoved(ctx, BucketUnit(m.Bucket), m.Tenant, true, o, o)
-		return err
-	}); err != nil {
-		return int(created.Load()), err
-	}
-	err := r.perShard(ctx, claims, func(ctx context.Context, s *Shard, u Unit) error {
+	return nil
+}
+
+// applyProvision carries plan out in its order: open the buckets; check that no tenant to
+// mark has data in its bucket; mark the tenants moved out; open their override and spread
+// units. It returns how many units it opened.
+func (r *Router) applyProvision(ctx context.Context, plan provisionPlan) (int, error) {
+	var created atomic.Int64
+	open := Ownership{Generation: plan.gen, State: StateOpen}
+	create := func(ctx context.Context, s *Shard, u Unit) error {
 		_, err := s.Transition(ctx, u, Ownership{}, open)
 		if err == nil {
 			created.Add(1)
 		}
 		return err
-	})
+	}
+	if err := r.perShard(ctx, plan.buckets, create); err != nil {
+		return int(created.Load()), err
+	}
+	if err := r.perShard(ctx, plan.marks, func(ctx context.Context, s *Shard, m Unit) error {
+		return s.noTenantData(ctx, BucketUnit(m.Bucket), m.Tenant)
+	}); err != nil {
+		return int(created.Load()), err
+	}
+	if err := r.perShard(ctx, plan.marks, func(ctx context.Context, s *Shard, m Unit) error {
+		o := plan.bucketOwn[m.Bucket]
+		_, err := s.MarkMoved(ctx, BucketUnit(m.Bucket), m.Tenant, true, o, o)
+		return err
+	}); err != nil {
+		return int(created.Load()), err
+	}
+	err := r.perShard(ctx, plan.claims, create)
 	return int(created.Load()), err
 }
 

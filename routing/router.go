@@ -2,60 +2,15 @@ package routing
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sync/singleflight"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
 )
-
-// Defaults of Options.
-const (
-	// DefaultPollInterval is how often a Router polls the control Redis when nobody waits.
-	DefaultPollInterval = time.Second
-	// DefaultRetryInterval is how often a Router polls while callers wait for a newer table.
-	DefaultRetryInterval = 50 * time.Millisecond
-	// DefaultFetchTimeout bounds one table fetch.
-	DefaultFetchTimeout = 2 * time.Second
-	// DefaultMaxRedirects bounds the stale-route retries of one Do or Get.
-	DefaultMaxRedirects = 3
-	// DefaultAwaitTimeout bounds a wait for a newer table when the caller's ctx has no deadline.
-	DefaultAwaitTimeout = 5 * time.Second
-)
-
-// Options configure a Router. Shards is required; zero values elsewhere mean the defaults.
-type Options struct {
-	// Shards maps every shard name a table may use to its client (a standalone client or a
-	// cluster client). Required.
-	Shards map[string]Scripter
-	// Prefix is the key prefix, in the control Redis and on the shards. Default: DefaultPrefix.
-	Prefix string
-	// Shard sets retention and log length on every shard; its Prefix is ignored.
-	Shard ShardOptions
-	// PollInterval is the period of the background poll (real clock). Default: DefaultPollInterval.
-	PollInterval time.Duration
-	// RetryInterval is the poll period while a caller waits for a newer table.
-	// Default: DefaultRetryInterval.
-	RetryInterval time.Duration
-	// FetchTimeout bounds one fetch from the control Redis. Default: DefaultFetchTimeout.
-	FetchTimeout time.Duration
-	// MaxRedirects bounds stale-route retries per call, 0..100. Default: DefaultMaxRedirects;
-	// set -1 for none.
-	MaxRedirects int
-	// AwaitTimeout bounds a wait for a newer table when ctx has no deadline.
-	// Default: DefaultAwaitTimeout.
-	AwaitTimeout time.Duration
-	// Logger receives install and fetch-failure events. Default: none.
-	Logger *slog.Logger
-	// OnInstall, if set, is called after a table is installed, outside any lock.
-	OnInstall func(t *Table)
-}
 
 // Router routes tenants by the newest table it has seen and keeps it current from the
 // control Redis (pub/sub plus a periodic poll) in one background goroutine, stopped by
@@ -76,6 +31,9 @@ type Router struct {
 
 	mu     sync.Mutex
 	signal chan struct{} // closed and replaced when a fetch completes
+
+	load        *loadCounter  // nil unless Options.Load.Enabled
+	loadStopped chan struct{} // closed when the load loop ends (at once without one)
 
 	stats    stats
 	stop     context.CancelFunc
@@ -104,43 +62,20 @@ type compiled struct {
 
 // New returns a Router over the control Redis client and starts its watcher. It does no I/O
 // before returning: until the first table arrives, Route returns ErrNoTable and Do and Get
-// wait for it (see [Router.Await]).
+// wait for it (see [Router.Await]). Bad options give an error wrapping ErrInvalid that
+// names the field.
 func New(control Control, o Options) (*Router, error) {
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	store, err := NewStore(control, StoreOptions{Prefix: o.Prefix})
 	if err != nil {
 		return nil, err
 	}
-	if len(o.Shards) == 0 {
-		return nil, errors.New("routing: Options.Shards must name at least one shard")
-	}
-	if o.PollInterval == 0 {
-		o.PollInterval = DefaultPollInterval
-	}
-	if o.RetryInterval == 0 {
-		o.RetryInterval = DefaultRetryInterval
-	}
-	if o.FetchTimeout == 0 {
-		o.FetchTimeout = DefaultFetchTimeout
-	}
-	if o.AwaitTimeout == 0 {
-		o.AwaitTimeout = DefaultAwaitTimeout
-	}
-	switch {
-	case o.MaxRedirects == 0:
-		o.MaxRedirects = DefaultMaxRedirects
-	case o.MaxRedirects == -1:
-		o.MaxRedirects = 0
-	case o.MaxRedirects < 0 || o.MaxRedirects > 100:
-		return nil, fmt.Errorf("routing: Options.MaxRedirects must be -1..100, got %d", o.MaxRedirects)
-	}
-	for name, d := range map[string]time.Duration{"PollInterval": o.PollInterval, "RetryInterval": o.RetryInterval,
-		"FetchTimeout": o.FetchTimeout, "AwaitTimeout": o.AwaitTimeout} {
-		if d < time.Millisecond {
-			return nil, fmt.Errorf("routing: Options.%s must be >= 1ms, got %v", name, d)
-		}
-	}
 	r := &Router{store: store, shards: make(map[string]*Shard, len(o.Shards)), o: o,
-		signal: make(chan struct{}), stopped: make(chan struct{}), closing: make(chan struct{})}
+		signal: make(chan struct{}), stopped: make(chan struct{}), closing: make(chan struct{}),
+		loadStopped: make(chan struct{})}
 	so := o.Shard
 	so.Prefix = o.Prefix
 	for name, c := range o.Shards {
@@ -153,16 +88,25 @@ func New(control Control, o Options) (*Router, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	go r.watch(ctx, control)
+	if o.Load.Enabled {
+		r.load = newLoadCounter(o.Load.Capacity)
+		go r.loadLoop(ctx)
+	} else {
+		close(r.loadStopped)
+	}
 	return r, nil
 }
 
-// Close stops the watcher and waits for it. Calls waiting for a table return ErrClosed.
+// Close stops the watcher (and the load summary's publisher) and waits for them. Calls
+// waiting for a table return ErrClosed. Counts of the load interval under way are not
+// published.
 func (r *Router) Close() error {
 	r.closeOne.Do(func() {
 		close(r.closing)
 		r.stop()
 	})
 	<-r.stopped
+	<-r.loadStopped
 	return nil
 }
 
@@ -189,8 +133,8 @@ func (r *Router) Generation() uint64 {
 }
 
 var (
-	errEmptyTenant   = fmt.Errorf("%w: empty tenant", ErrInvalidInput)
-	errInvalidTenant = fmt.Errorf("%w: tenant must be valid UTF-8 (a table stores it as JSON text, which cannot carry other bytes losslessly)", ErrInvalidInput)
+	errEmptyTenant   = fmt.Errorf("%w: empty tenant", ErrInvalid)
+	errInvalidTenant = fmt.Errorf("%w: tenant must be valid UTF-8 (a table stores it as JSON text, which cannot carry other bytes losslessly)", ErrInvalid)
 )
 
 // checkTenant refuses an empty tenant and one that is not valid UTF-8.
@@ -207,7 +151,7 @@ func checkTenant(tenant string) error {
 // Route returns where tenant's record key goes under the installed table: the override if the
 // tenant has one, else the sub-bucket xxhash64(key) % K if the tenant is spread over K,
 // else bucket xxhash64(tenant) % B. key only matters for spread tenants. Route does no I/O
-// and does not allocate; it returns ErrNoTable before the first table and an ErrInvalidInput
+// and does not allocate; it returns ErrNoTable before the first table and an ErrInvalid
 // error for an empty tenant.
 func (r *Router) Route(tenant, key string) (Route, error) {
 	if err := checkTenant(tenant); err != nil {
@@ -246,24 +190,11 @@ func (r *Router) compile(t *Table) (*compiled, error) {
 	if err := t.Validate(); err != nil {
 		return nil, err
 	}
-	shard := func(name string) (*Shard, error) {
-		if s, ok := r.shards[name]; ok {
-			return s, nil
-		}
-		return nil, fmt.Errorf("%w: generation %d uses shard %q, which Options.Shards does not name",
-			ErrInvalidTable, t.Generation, name)
-	}
 	c := &compiled{table: t, gen: t.Generation, buckets: uint64(t.Buckets), owner: make([]*Shard, t.Buckets),
 		special: new([specialWords]uint64)}
-	mark := func(tenant string) {
-		h := hashing.Sum64(tenant)
-		c.special[(h>>6)&specialMask] |= 1 << (h & 63)
-	}
+	res := resolver{shards: r.shards, gen: t.Generation}
 	for _, rg := range t.Ranges {
-		s, err := shard(rg.Shard)
-		if err != nil {
-			return nil, err
-		}
+		s := res.shard(rg.Shard)
 		for b := rg.First; b <= rg.Last; b++ {
 			c.owner[b] = s
 		}
@@ -271,12 +202,8 @@ func (r *Router) compile(t *Table) (*compiled, error) {
 	if len(t.Overrides) > 0 {
 		c.overrides = make(map[string]*Shard, len(t.Overrides))
 		for tenant, name := range t.Overrides {
-			s, err := shard(name)
-			if err != nil {
-				return nil, err
-			}
-			c.overrides[tenant] = s
-			mark(tenant)
+			c.overrides[tenant] = res.shard(name)
+			c.mark(tenant)
 		}
 	}
 	if len(t.Spreads) > 0 {
@@ -284,17 +211,39 @@ func (r *Router) compile(t *Table) (*compiled, error) {
 		for tenant, names := range t.Spreads {
 			ss := make([]*Shard, len(names))
 			for i, name := range names {
-				s, err := shard(name)
-				if err != nil {
-					return nil, err
-				}
-				ss[i] = s
+				ss[i] = res.shard(name)
 			}
 			c.spreads[tenant] = ss
-			mark(tenant)
+			c.mark(tenant)
 		}
 	}
+	if res.err != nil {
+		return nil, res.err
+	}
 	return c, nil
+}
+
+// mark sets tenant's bit in the filter of overridden and spread tenants.
+func (c *compiled) mark(tenant string) {
+	h := hashing.Sum64(tenant)
+	c.special[(h>>6)&specialMask] |= 1 << (h & 63)
+}
+
+// resolver maps a table's shard names to the Router's shards; the first name the Router
+// does not have is kept as err (and resolves to nil).
+type resolver struct {
+	shards map[string]*Shard
+	gen    uint64
+	err    error
+}
+
+func (res *resolver) shard(name string) *Shard {
+	s, ok := res.shards[name]
+	if !ok && res.err == nil {
+		res.err = fmt.Errorf("%w: generation %d uses shard %q, which Options.Shards does not name",
+			ErrInvalidTable, res.gen, name)
+	}
+	return s
 }
 
 // install makes t current if it is newer than the installed table; it reports whether it did.

@@ -17,10 +17,13 @@ var (
 	publishLua string
 	//go:embed tenantscan.lua
 	tenantscanLua string
+	//go:embed load.lua
+	loadLua string
 
 	writeScript      = redis.NewScript(writeLua)
 	getScript        = redis.NewScript(getLua)
 	ownScript        = redis.NewScript(ownLua)
 	publishScript    = redis.NewScript(publishLua)
 	tenantscanScript = redis.NewScript(tenantscanLua)
+	loadScript       = redis.NewScript(loadLua)
 )

@@ -22,35 +22,6 @@ var (
 	_ Scripter = (*redis.ClusterClient)(nil)
 )
 
-// Defaults of ShardOptions.
-const (
-	// DefaultOpRetention is how long an idempotency record lives. It must outlive a client's
-	// retries and a migration of the unit (snapshot, catch-up, flip), so that a client whose
-	// reply was lost before the move finds its result on the new owner.
-	DefaultOpRetention = 24 * time.Hour
-	// DefaultTombstoneRetention is how long a tombstone lives; a late copy of an older
-	// version arriving within it cannot resurrect the record.
-	DefaultTombstoneRetention = 24 * time.Hour
-	// DefaultLogMaxLen caps each unit's change log (approximately, XADD MAXLEN ~).
-	DefaultLogMaxLen = 100_000
-)
-
-// ShardOptions configure a Shard. The zero value is valid.
-type ShardOptions struct {
-	// Prefix is the key prefix (no braces). Default: DefaultPrefix.
-	Prefix string
-	// OpRetention is the lifetime of idempotency records. Default: DefaultOpRetention.
-	OpRetention time.Duration
-	// TombstoneRetention is the lifetime of tombstones. Default: DefaultTombstoneRetention.
-	TombstoneRetention time.Duration
-	// LogMaxLen caps each unit's change log, approximately; -1 disables the cap.
-	// Default: DefaultLogMaxLen.
-	LogMaxLen int64
-	// Now returns the current time; expiry of op records and tombstones uses it.
-	// Default: time.Now.
-	Now func() time.Time
-}
-
 // Shard is the shard side of routing: one named Redis deployment (a standalone server or a
 // whole cluster) holding the ownership records and the guarded record store of the units it
 // owns. It is safe for concurrent use and holds no goroutines.
@@ -64,39 +35,18 @@ type Shard struct {
 	now     func() time.Time
 }
 
-// NewShard returns the shard named name served by client.
+// NewShard returns the shard named name served by client. Bad options give an error
+// wrapping ErrInvalid that names the field.
 func NewShard(name string, client Scripter, o ShardOptions) (*Shard, error) {
 	if name == "" {
-		return nil, fmt.Errorf("routing: shard name must not be empty")
+		return nil, invalidf("shard name must not be empty")
 	}
 	if client == nil {
-		return nil, fmt.Errorf("routing: shard %q: client must not be nil", name)
+		return nil, invalidf("shard %q: client must not be nil", name)
 	}
-	if err := validPrefix(o.Prefix); err != nil {
+	o, err := o.withDefaults()
+	if err != nil {
 		return nil, err
-	}
-	if o.OpRetention == 0 {
-		o.OpRetention = DefaultOpRetention
-	}
-	if o.OpRetention < time.Millisecond {
-		return nil, fmt.Errorf("routing: ShardOptions.OpRetention must be >= 1ms, got %v", o.OpRetention)
-	}
-	if o.TombstoneRetention == 0 {
-		o.TombstoneRetention = DefaultTombstoneRetention
-	}
-	if o.TombstoneRetention < time.Millisecond {
-		return nil, fmt.Errorf("routing: ShardOptions.TombstoneRetention must be >= 1ms, got %v", o.TombstoneRetention)
-	}
-	switch {
-	case o.LogMaxLen == 0:
-		o.LogMaxLen = DefaultLogMaxLen
-	case o.LogMaxLen == -1:
-		o.LogMaxLen = 0
-	case o.LogMaxLen < 0:
-		return nil, fmt.Errorf("routing: ShardOptions.LogMaxLen must be -1 or >= 1, got %d", o.LogMaxLen)
-	}
-	if o.Now == nil {
-		o.Now = time.Now
 	}
 	return &Shard{
 		name:    name,
@@ -105,17 +55,8 @@ func NewShard(name string, client Scripter, o ShardOptions) (*Shard, error) {
 		opTTL:   o.OpRetention.Milliseconds(),
 		tombTTL: o.TombstoneRetention.Milliseconds(),
 		logMax:  o.LogMaxLen,
-		now:     o.Now,
+		now:     o.Clock,
 	}, nil
-}
-
-func validPrefix(p string) error {
-	for i := 0; i < len(p); i++ {
-		if p[i] == '{' || p[i] == '}' {
-			return fmt.Errorf("routing: Options.Prefix must not contain braces, got %q", p)
-		}
-	}
-	return nil
 }
 
 // Name returns the shard's name.
@@ -161,6 +102,11 @@ func (s *Shard) Exec(ctx context.Context, u Unit, gen uint64, tenant, opID strin
 	if err != nil {
 		return Result{}, fmt.Errorf("routing: write on shard %q %s: %w", s.name, u, err)
 	}
+	return s.writeResult(u, gen, opID, op, reply)
+}
+
+// writeResult decodes the write script's reply into Exec's result or error. It is pure.
+func (s *Shard) writeResult(u Unit, gen uint64, opID string, op Op, reply []string) (Result, error) {
 	if len(reply) == 0 {
 		return Result{}, fmt.Errorf("routing: write on shard %q %s: empty reply", s.name, u)
 	}
@@ -246,4 +192,4 @@ func checkArgs(u Unit, gen uint64, tenant string) error {
 	return nil
 }
 
-func errInput(msg string) error { return fmt.Errorf("%w: %s", ErrInvalidInput, msg) }
+func errInput(msg string) error { return fmt.Errorf("%w: %s", ErrInvalid, msg) }

@@ -21,6 +21,10 @@ type Stats struct {
 	IgnoredAnnouncements uint64
 	// Generation is the installed table's generation (0 before the first).
 	Generation uint64
+	// LoadReports counts load-summary intervals published (Options.Load); LoadErrors those
+	// whose report failed (their counts are dropped).
+	LoadReports uint64
+	LoadErrors  uint64
 }
 
 // stripedCounter spreads increments over cache lines by a hash the caller already has, so
@@ -48,6 +52,7 @@ type stats struct {
 	fetches, fetchErrors                     atomic.Uint64
 	installs, ignoredOlder                   atomic.Uint64
 	ignoredAnnouncements                     atomic.Uint64
+	loadReports, loadErrors                  atomic.Uint64
 }
 
 // Stats returns a snapshot of the Router's counters.
@@ -63,5 +68,7 @@ func (r *Router) Stats() Stats {
 		IgnoredOlder:         r.stats.ignoredOlder.Load(),
 		IgnoredAnnouncements: r.stats.ignoredAnnouncements.Load(),
 		Generation:           r.Generation(),
+		LoadReports:          r.stats.loadReports.Load(),
+		LoadErrors:           r.stats.loadErrors.Load(),
 	}
 }

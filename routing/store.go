@@ -24,12 +24,6 @@ var (
 	_ Control = (*redis.ClusterClient)(nil)
 )
 
-// StoreOptions configure a Store. The zero value is valid.
-type StoreOptions struct {
-	// Prefix is the key prefix (no braces). Default: DefaultPrefix.
-	Prefix string
-}
-
 // Store keeps route tables in the control Redis: the current table under one key, and an
 // announcement of every new generation on a pub/sub channel. It is safe for concurrent use
 // and holds no goroutines.
@@ -41,9 +35,10 @@ type Store struct {
 // NewStore returns a store over the control Redis client.
 func NewStore(client Control, o StoreOptions) (*Store, error) {
 	if client == nil {
-		return nil, errors.New("routing: control client must not be nil")
+		return nil, invalidf("control client must not be nil")
 	}
-	if err := validPrefix(o.Prefix); err != nil {
+	o, err := o.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	return &Store{client: client, keys: Keys(o)}, nil
@@ -109,9 +104,23 @@ func (s *Store) publish(ctx context.Context, t *Table, guardKey string, want map
 			}
 		}
 	}
+	keys, args, err := s.publishArgs(t, guardKey, want)
+	if err != nil {
+		return err
+	}
+	reply, err := publishScript.Run(ctx, s.client, keys, args...).StringSlice()
+	if err != nil {
+		return fmt.Errorf("routing: publish generation %d: %w", t.Generation, err)
+	}
+	return publishResult(t.Generation, guardKey, want, reply)
+}
+
+// publishArgs encodes t and the guard (its fields in sorted order) as publish.lua's keys
+// and arguments.
+func (s *Store) publishArgs(t *Table, guardKey string, want map[string]string) ([]string, []any, error) {
 	b, err := json.Marshal(t)
 	if err != nil {
-		return fmt.Errorf("routing: encode table: %w", err)
+		return nil, nil, fmt.Errorf("routing: encode table: %w", err)
 	}
 	keys := []string{s.keys.Table()}
 	args := []any{strconv.FormatUint(t.Generation, 10), string(b), s.keys.Channel()}
@@ -126,20 +135,21 @@ func (s *Store) publish(ctx context.Context, t *Table, guardKey string, want map
 			args = append(args, f, want[f])
 		}
 	}
-	reply, err := publishScript.Run(ctx, s.client, keys, args...).StringSlice()
-	if err != nil {
-		return fmt.Errorf("routing: publish generation %d: %w", t.Generation, err)
-	}
+	return keys, args, nil
+}
+
+// publishResult decodes publish.lua's reply. It is pure.
+func publishResult(gen uint64, guardKey string, want map[string]string, reply []string) error {
 	if len(reply) != 2 {
-		return fmt.Errorf("routing: publish generation %d: malformed reply %q", t.Generation, reply)
+		return fmt.Errorf("routing: publish generation %d: malformed reply %q", gen, reply)
 	}
 	if reply[0] == "guard" {
 		return fmt.Errorf("%w: publication of generation %d refused: guard %q no longer holds %s = %q",
-			ErrFenced, t.Generation, guardKey, reply[1], want[reply[1]])
+			ErrFenced, gen, guardKey, reply[1], want[reply[1]])
 	}
 	if reply[0] != "ok" {
 		cur, _ := strconv.ParseUint(reply[1], 10, 64)
-		return &GenerationConflictError{Current: cur, Attempted: t.Generation}
+		return &GenerationConflictError{Current: cur, Attempted: gen}
 	}
 	return nil
 }

@@ -199,79 +199,107 @@ func (t *Table) SetSpread(tenant string, shards []string) {
 // non-empty tenants, spreads of 1..MaxSpread sub-buckets, and no tenant both overridden and
 // spread. The error wraps ErrInvalidTable.
 func (t *Table) Validate() error {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidTable}, args...)...)
-	}
 	if t == nil {
-		return bad("nil table")
+		return badTable("nil table")
 	}
 	if t.Generation == 0 {
-		return bad("Generation must be >= 1, got 0")
+		return badTable("Generation must be >= 1, got 0")
 	}
 	if t.Buckets < MinBuckets || t.Buckets > MaxBuckets {
-		return bad("Buckets must be %d..%d, got %d", MinBuckets, MaxBuckets, t.Buckets)
+		return badTable("Buckets must be %d..%d, got %d", MinBuckets, MaxBuckets, t.Buckets)
 	}
+	known, err := t.validateShards()
+	if err != nil {
+		return err
+	}
+	if err := t.validateRanges(known); err != nil {
+		return err
+	}
+	if err := t.validateOverrides(known); err != nil {
+		return err
+	}
+	return t.validateSpreads(known)
+}
+
+// badTable returns an error wrapping ErrInvalidTable.
+func badTable(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidTable}, args...)...)
+}
+
+// validateShards checks the shard list and returns its names as a set.
+func (t *Table) validateShards() (map[string]bool, error) {
 	if len(t.Shards) == 0 || len(t.Shards) > MaxShards {
-		return bad("Shards must name 1..%d shards, got %d", MaxShards, len(t.Shards))
+		return nil, badTable("Shards must name 1..%d shards, got %d", MaxShards, len(t.Shards))
 	}
 	known := make(map[string]bool, len(t.Shards))
 	for _, s := range t.Shards {
 		if s == "" {
-			return bad("Shards holds an empty name")
+			return nil, badTable("Shards holds an empty name")
 		}
 		if known[s] {
-			return bad("shard %q is listed twice", s)
+			return nil, badTable("shard %q is listed twice", s)
 		}
 		known[s] = true
 	}
+	return known, nil
+}
+
+// validateRanges checks that the ranges cover every bucket exactly once, on known shards.
+func (t *Table) validateRanges(known map[string]bool) error {
 	rs := slices.Clone(t.Ranges)
 	sort.Slice(rs, func(i, j int) bool { return rs[i].First < rs[j].First })
 	var next uint64
 	for _, r := range rs {
-		if !known[r.Shard] {
-			return bad("range %d..%d names unknown shard %q", r.First, r.Last, r.Shard)
-		}
-		if r.First > r.Last || r.Last >= t.Buckets {
-			return bad("range %d..%d is outside 0..%d", r.First, r.Last, t.Buckets-1)
-		}
-		if uint64(r.First) < next {
-			return bad("range %d..%d overlaps bucket %d", r.First, r.Last, next-1)
-		}
-		if uint64(r.First) > next {
-			return bad("buckets %d..%d are unowned", next, r.First-1)
+		switch {
+		case !known[r.Shard]:
+			return badTable("range %d..%d names unknown shard %q", r.First, r.Last, r.Shard)
+		case r.First > r.Last || r.Last >= t.Buckets:
+			return badTable("range %d..%d is outside 0..%d", r.First, r.Last, t.Buckets-1)
+		case uint64(r.First) < next:
+			return badTable("range %d..%d overlaps bucket %d", r.First, r.Last, next-1)
+		case uint64(r.First) > next:
+			return badTable("buckets %d..%d are unowned", next, r.First-1)
 		}
 		next = uint64(r.Last) + 1
 	}
 	if next != uint64(t.Buckets) {
-		return bad("buckets %d..%d are unowned", next, t.Buckets-1)
+		return badTable("buckets %d..%d are unowned", next, t.Buckets-1)
 	}
+	return nil
+}
+
+// validateOverrides checks each override's tenant and shard.
+func (t *Table) validateOverrides(known map[string]bool) error {
 	for tenant, s := range t.Overrides {
-		if tenant == "" {
-			return bad("override with an empty tenant")
-		}
-		if !utf8.ValidString(tenant) {
-			return bad("override of tenant %q: the tenant is not valid UTF-8", tenant)
-		}
-		if !known[s] {
-			return bad("override of tenant %q names unknown shard %q", tenant, s)
+		switch {
+		case tenant == "":
+			return badTable("override with an empty tenant")
+		case !utf8.ValidString(tenant):
+			return badTable("override of tenant %q: the tenant is not valid UTF-8", tenant)
+		case !known[s]:
+			return badTable("override of tenant %q names unknown shard %q", tenant, s)
 		}
 		if _, ok := t.Spreads[tenant]; ok {
-			return bad("tenant %q is both overridden and spread", tenant)
+			return badTable("tenant %q is both overridden and spread", tenant)
 		}
 	}
+	return nil
+}
+
+// validateSpreads checks each spread's tenant, width and shards.
+func (t *Table) validateSpreads(known map[string]bool) error {
 	for tenant, ss := range t.Spreads {
-		if tenant == "" {
-			return bad("spread with an empty tenant")
-		}
-		if !utf8.ValidString(tenant) {
-			return bad("spread of tenant %q: the tenant is not valid UTF-8", tenant)
-		}
-		if len(ss) < 1 || len(ss) > MaxSpread {
-			return bad("spread of tenant %q must have 1..%d sub-buckets, got %d", tenant, MaxSpread, len(ss))
+		switch {
+		case tenant == "":
+			return badTable("spread with an empty tenant")
+		case !utf8.ValidString(tenant):
+			return badTable("spread of tenant %q: the tenant is not valid UTF-8", tenant)
+		case len(ss) < 1 || len(ss) > MaxSpread:
+			return badTable("spread of tenant %q must have 1..%d sub-buckets, got %d", tenant, MaxSpread, len(ss))
 		}
 		for i, s := range ss {
 			if !known[s] {
-				return bad("spread of tenant %q sub-bucket %d names unknown shard %q", tenant, i, s)
+				return badTable("spread of tenant %q sub-bucket %d names unknown shard %q", tenant, i, s)
 			}
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // UnitKind says how a tenant was placed: by hash bucket, by override or by spread.
@@ -74,24 +76,24 @@ func (u Unit) Validate() error {
 	switch u.Kind {
 	case KindBucket:
 		if u.Tenant != "" || u.Sub != 0 {
-			return fmt.Errorf("%w: bucket unit carries a tenant or sub-bucket", ErrInvalidInput)
+			return fmt.Errorf("%w: bucket unit carries a tenant or sub-bucket", ErrInvalid)
 		}
 	case KindTenant:
 		if u.Tenant == "" || u.Sub != 0 {
-			return fmt.Errorf("%w: tenant unit needs a tenant and no sub-bucket", ErrInvalidInput)
+			return fmt.Errorf("%w: tenant unit needs a tenant and no sub-bucket", ErrInvalid)
 		}
 		if !utf8.ValidString(u.Tenant) {
-			return fmt.Errorf("%w: tenant %q is not valid UTF-8", ErrInvalidInput, u.Tenant)
+			return fmt.Errorf("%w: tenant %q is not valid UTF-8", ErrInvalid, u.Tenant)
 		}
 	case KindSpread:
 		if u.Tenant == "" {
-			return fmt.Errorf("%w: spread unit needs a tenant", ErrInvalidInput)
+			return fmt.Errorf("%w: spread unit needs a tenant", ErrInvalid)
 		}
 		if !utf8.ValidString(u.Tenant) {
-			return fmt.Errorf("%w: tenant %q is not valid UTF-8", ErrInvalidInput, u.Tenant)
+			return fmt.Errorf("%w: tenant %q is not valid UTF-8", ErrInvalid, u.Tenant)
 		}
 	default:
-		return fmt.Errorf("%w: unknown unit kind %d", ErrInvalidInput, u.Kind)
+		return fmt.Errorf("%w: unknown unit kind %d", ErrInvalid, u.Kind)
 	}
 	return nil
 }
@@ -168,7 +170,7 @@ func (k Keys) Table() string { return k.prefix() + ":table" }
 // ControlTag returns the hash tag "{<prefix>:table}", braces included. A key that starts with
 // it lives in the table key's hash slot on a clustered control Redis, so one script can
 // touch both (see [Store.PublishGuarded]).
-func (k Keys) ControlTag() string { return "{" + k.prefix() + ":table}" }
+func (k Keys) ControlTag() string { return slot.Tagged("", k.prefix()+":table") }
 
 // Channel returns the pub/sub channel on which new generations are announced.
 func (k Keys) Channel() string { return k.prefix() + ":table:announce" }

@@ -125,6 +125,13 @@ func (r *Router) Await(ctx context.Context, min uint64) (uint64, error) {
 	}
 	r.waiters.Add(1)
 	defer r.waiters.Add(-1)
+	return r.waitFor(ctx, min)
+}
+
+// waitFor waits for a table of generation min or newer: it joins (or starts) one fetch if
+// none completed since it began, then wakes on every completed fetch, until ctx ends or the
+// Router closes.
+func (r *Router) waitFor(ctx context.Context, min uint64) (uint64, error) {
 	fetched := false
 	for {
 		seen := r.starts.Load()

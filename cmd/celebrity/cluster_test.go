@@ -49,9 +49,10 @@ func TestRoutesAndMigrateWithTheControlOnACluster(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	rep := decodeJSON[planReport](t, r.stdout)
 	require.Equal(t, uint64(1), rep.Generation)
+	require.Equal(t, "change-logs", rep.Source, "the Routers publish no load summary")
 	var writes float64
 	for _, s := range rep.Shards {
-		writes += s.WritesPerS
+		writes += s.RoutedPerS
 	}
 	require.InDelta(t, 100.0/60, writes, 0.1, "every routed write seen once")
 

@@ -42,7 +42,7 @@ func commands() []command {
 		{"escrow", "audit | holders | recover | reconcile a permit pool", runEscrow},
 		{"migrate", "start | status | watch | resume | cancel | list durable moves", runMigrate},
 		{"stripes", "sum | status | resize | seal a striped counter", runStripes},
-		{"plan", "per-shard skew and per-tenant writes; proposes moves as commands, runs nothing", runPlan},
+		{"plan", "per-shard skew and per-tenant load (the Routers' summary, or the change logs); proposes moves as commands, runs nothing", runPlan},
 		{"ratelimit", "status: a key's use of its limit in the current window", runRatelimit},
 	}
 }

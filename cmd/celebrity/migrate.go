@@ -28,7 +28,7 @@ type migrateFlags struct {
 func (mf *migrateFlags) flagSet(e *env, sub string) *flag.FlagSet {
 	fs := newFlagSet(e, "migrate "+sub, &mf.connFlags)
 	fs.StringVar(&mf.prefix, "prefix", routing.DefaultPrefix, "routing key `prefix`")
-	fs.StringVar(&mf.shards, "shard", "", "shard `addresses` as name=host:port,... (every shard the table names)")
+	fs.StringVar(&mf.shards, "shard", "", "shard `addresses` as name=host:port or name=cluster:host:port+...,... (every shard the table names)")
 	fs.StringVar(&mf.id, "id", "", "migration `ID` (start: default a fresh one)")
 	fs.StringVar(&mf.target, "target", "", "target `shard` (start)")
 	fs.IntVar(&mf.bucket, "bucket", -1, "the `bucket` to move (start)")
@@ -161,7 +161,7 @@ type migrator struct {
 	e      *env
 	mf     *migrateFlags
 	co     *migrate.Coordinator
-	shards map[string]*redis.Client
+	shards map[string]redis.UniversalClient
 }
 
 func (m *migrator) print(v any, text string) error {

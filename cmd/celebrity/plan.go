@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -19,20 +20,22 @@ import (
 type shardLoad struct {
 	Name string `json:"name"`
 	Addr string `json:"addr"`
-	// OpsPerS is every command the server ran per second (INFO deltas over --interval).
+	// OpsPerS is every command the shard's servers (every master of a cluster shard) ran per
+	// second (INFO deltas over --interval).
 	OpsPerS float64 `json:"ops_per_sec"`
-	// WritesPerS is the routed writes per second its units' change logs recorded over --window.
-	WritesPerS float64 `json:"writes_per_sec"`
+	// RoutedPerS is the shard's routed operations per second over --window, as the report's
+	// Source counts them.
+	RoutedPerS float64 `json:"routed_per_sec"`
 	Units      int     `json:"units"`
-	// Tenants are the tenants with writes on the shard, busiest first (at most 5).
+	// Tenants are the shard's busiest tenants, busiest first (at most 5).
 	Tenants []tenantLoad `json:"top_tenants"`
 }
 
-// tenantLoad is one tenant's writes on one shard.
+// tenantLoad is one tenant's routed operations on one shard.
 type tenantLoad struct {
 	Tenant     string  `json:"tenant"`
-	WritesPerS float64 `json:"writes_per_sec"`
-	// Share is the tenant's part of its shard's routed writes.
+	RoutedPerS float64 `json:"routed_per_sec"`
+	// Share is the tenant's part of its shard's routed operations.
 	Share float64 `json:"share"`
 	// Unit is where the tenant lives on the shard: its bucket, its override or a sub-bucket
 	// of its spread (the busiest, if several).
@@ -44,7 +47,7 @@ type proposal struct {
 	Tenant     string   `json:"tenant"`
 	Source     string   `json:"source"`
 	Share      float64  `json:"share"`
-	WritesPerS float64  `json:"writes_per_sec"`
+	RoutedPerS float64  `json:"routed_per_sec"`
 	Action     string   `json:"action"` // "move", "carve-out" or "spread"
 	Targets    []string `json:"targets"`
 	// Command is the exact command that carries the proposal out, or empty when the tool has
@@ -53,255 +56,437 @@ type proposal struct {
 	Note    string `json:"note,omitempty"`
 }
 
+// The sources of per-tenant load a plan reads.
+const (
+	// sourceRouters is the load summary the Routers publish (routing.Options.Load): their Do
+	// and Get calls per tenant.
+	sourceRouters = "routers"
+	// sourceChangeLogs is the units' change logs: every routed write appends one entry.
+	sourceChangeLogs = "change-logs"
+)
+
 // planReport is what plan prints.
 type planReport struct {
-	Generation uint64      `json:"generation"`
-	Window     string      `json:"window"`
-	Interval   string      `json:"interval"`
-	Shards     []shardLoad `json:"shards"`
-	// Skew is max/mean of the shards' OpsPerS; WriteSkew the same of WritesPerS.
-	Skew      float64    `json:"skew"`
-	WriteSkew float64    `json:"write_skew"`
-	Proposals []proposal `json:"proposals"`
+	Generation uint64 `json:"generation"`
+	// Source says where the per-tenant load comes from: "routers" (the Routers' load
+	// summary) or "change-logs" (the units' change logs, read when no summary exists).
+	Source string `json:"source"`
+	// Routed says what the routed rates count under Source.
+	Routed   string `json:"routed"`
+	Window   string `json:"window"`
+	Interval string `json:"interval"`
+	// From and To bound the span the Routers' summary covers (Source "routers" only).
+	From   *time.Time  `json:"from,omitempty"`
+	To     *time.Time  `json:"to,omitempty"`
+	Shards []shardLoad `json:"shards"`
+	// Skew is max/mean of the shards' OpsPerS; RoutedSkew the same of RoutedPerS.
+	Skew       float64    `json:"skew"`
+	RoutedSkew float64    `json:"routed_skew"`
+	Proposals  []proposal `json:"proposals"`
 	// Truncated lists units whose change log held more than --max-entries entries in the
 	// window: their rates are measured over the newest entries only.
 	Truncated []string `json:"truncated,omitempty"`
 }
 
-func runPlan(e *env, args []string) error {
-	var cf connFlags
-	fs := newFlagSet(e, "plan", &cf)
-	prefix := fs.String("prefix", routing.DefaultPrefix, "routing key `prefix` in the control Redis")
-	shardsFlag := fs.String("shard", "", "shard `addresses` as name=host:port,... (every shard the table names)")
-	window := fs.Duration("window", time.Minute, "how far back the units' change logs are read for per-tenant writes")
-	interval := fs.Duration("interval", time.Second, "INFO sampling `interval` for each shard's ops/s")
-	threshold := fs.Float64("threshold", 0.5, "propose a change for a tenant whose share of its shard's writes reaches this (0..1]")
-	minRate := fs.Float64("min-rate", 1, "ignore tenants under this many writes/s")
-	maxEntries := fs.Int64("max-entries", 10_000, "read at most this many change-log entries per unit")
-	cache := fs.Bool("cache", false, "the shards hold a pure cache: propose route changes that re-load data instead of moving it")
+// planFlags are plan's flags.
+type planFlags struct {
+	cf         connFlags
+	prefix     string
+	shards     string
+	source     string
+	window     time.Duration
+	interval   time.Duration
+	threshold  float64
+	minRate    float64
+	maxEntries int64
+	cache      bool
+}
+
+func (pf *planFlags) parse(e *env, args []string) error {
+	fs := newFlagSet(e, "plan", &pf.cf)
+	fs.StringVar(&pf.prefix, "prefix", routing.DefaultPrefix, "routing key `prefix` in the control Redis")
+	fs.StringVar(&pf.shards, "shard", "", "shard `addresses` as name=host:port or name=cluster:host:port+...,... (every shard the table names)")
+	fs.StringVar(&pf.source, "source", "auto", "per-tenant load from `routers` (the Routers' load summary), change-logs, or auto (the summary if there is one)")
+	fs.DurationVar(&pf.window, "window", time.Minute, "how far back per-tenant load is read")
+	fs.DurationVar(&pf.interval, "interval", time.Second, "INFO sampling `interval` for each shard's ops/s")
+	fs.Float64Var(&pf.threshold, "threshold", 0.5, "propose a change for a tenant whose share of its shard's routed operations reaches this (0..1]")
+	fs.Float64Var(&pf.minRate, "min-rate", 1, "ignore tenants under this many routed operations/s")
+	fs.Int64Var(&pf.maxEntries, "max-entries", 10_000, "read at most this many change-log entries per unit (change-logs source)")
+	fs.BoolVar(&pf.cache, "cache", false, "the shards hold a pure cache: propose route changes that re-load data instead of moving it")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	switch {
 	case len(fs.Args()) != 0:
 		return usagef("plan takes no arguments, got %q", fs.Args())
-	case *window < time.Second || *window > 24*time.Hour:
-		return usagef("--window must be 1s..24h, got %v", *window)
-	case *interval < 10*time.Millisecond || *interval > time.Hour:
-		return usagef("--interval must be 10ms..1h, got %v", *interval)
-	case !(*threshold > 0 && *threshold <= 1):
-		return usagef("--threshold must be in (0, 1], got %v", *threshold)
-	case *minRate < 0 || math.IsNaN(*minRate):
-		return usagef("--min-rate must be >= 0, got %v", *minRate)
-	case *maxEntries < 1 || *maxEntries > 10_000_000:
-		return usagef("--max-entries must be 1..10000000, got %d", *maxEntries)
-	case *shardsFlag == "":
+	case pf.source != "auto" && pf.source != sourceRouters && pf.source != sourceChangeLogs:
+		return usagef("--source must be auto, routers or change-logs, got %q", pf.source)
+	case pf.window < time.Second || pf.window > 24*time.Hour:
+		return usagef("--window must be 1s..24h, got %v", pf.window)
+	case pf.interval < 10*time.Millisecond || pf.interval > time.Hour:
+		return usagef("--interval must be 10ms..1h, got %v", pf.interval)
+	case !(pf.threshold > 0 && pf.threshold <= 1):
+		return usagef("--threshold must be in (0, 1], got %v", pf.threshold)
+	case pf.minRate < 0 || math.IsNaN(pf.minRate):
+		return usagef("--min-rate must be >= 0, got %v", pf.minRate)
+	case pf.maxEntries < 1 || pf.maxEntries > 10_000_000:
+		return usagef("--max-entries must be 1..10000000, got %d", pf.maxEntries)
+	case pf.shards == "":
 		return usagef("plan needs --shard name=host:port,... for every shard the route table names")
 	}
-	shards, err := parseShards(*shardsFlag)
+	return nil
+}
+
+// planner holds what one plan run reads from.
+type planner struct {
+	e       *env
+	pf      *planFlags
+	control redis.UniversalClient
+	table   *routing.Table
+	shards  map[string]redis.UniversalClient
+	names   []string // the table's shards, sorted
+}
+
+// tenantRates is the per-tenant load a source gives: shard -> tenant -> routed ops/s, and
+// the unit each tenant's rate comes from on the shard (its busiest).
+type tenantRates struct {
+	rate map[string]map[string]float64
+	unit map[string]map[string]string
+}
+
+func newTenantRates(names []string) tenantRates {
+	tr := tenantRates{rate: map[string]map[string]float64{}, unit: map[string]map[string]string{}}
+	for _, n := range names {
+		tr.rate[n], tr.unit[n] = map[string]float64{}, map[string]string{}
+	}
+	return tr
+}
+
+// add counts r routed ops/s of tenant in unit on shard; the tenant's unit there is the first
+// one added (a spread's sub-buckets share its rate evenly).
+func (tr tenantRates) add(shard, tenant, unit string, r float64) {
+	tr.rate[shard][tenant] += r
+	if tr.unit[shard][tenant] == "" {
+		tr.unit[shard][tenant] = unit
+	}
+}
+
+func runPlan(e *env, args []string) error {
+	var pf planFlags
+	if err := pf.parse(e, args); err != nil {
+		return err
+	}
+	shards, err := parseShards(pf.shards)
 	if err != nil {
 		return err
 	}
 	defer closeAll(valuesOf(shards))
-	c, err := cf.client(e.ctx)
+	c, err := pf.cf.client(e.ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	store, err := routing.NewStore(c, routing.StoreOptions{Prefix: *prefix})
+	p := &planner{e: e, pf: &pf, control: c, shards: shards}
+	if err := p.loadTable(); err != nil {
+		return err
+	}
+	rep := planReport{Generation: p.table.Generation, Window: pf.window.String(), Interval: pf.interval.String(), Proposals: []proposal{}}
+	ops, err := p.shardOps()
+	if err != nil {
+		return err
+	}
+	tr, err := p.tenantLoad(&rep)
+	if err != nil {
+		return err
+	}
+	loads := p.shardLoads(&rep, ops, tr)
+	rep.Proposals = p.propose(loads, meanRouted(loads))
+	for _, l := range loads {
+		if len(l.Tenants) > 5 {
+			l.Tenants = l.Tenants[:5]
+		}
+		if l.Tenants == nil {
+			l.Tenants = []tenantLoad{}
+		}
+		rep.Shards = append(rep.Shards, *l)
+	}
+	return printOut(e, pf.cf.json, rep, renderPlan(rep))
+}
+
+// loadTable reads the route table and checks that --shard names exactly its shards, and
+// that each answers.
+func (p *planner) loadTable() error {
+	store, err := routing.NewStore(p.control, routing.StoreOptions{Prefix: p.pf.prefix})
 	if err != nil {
 		return usagef("%v", err)
 	}
-	t, err := store.Load(e.ctx)
+	t, err := store.Load(p.e.ctx)
 	if errors.Is(err, routing.ErrNoTable) {
-		return usagef("no route table under prefix %q (wrong --prefix?)", *prefix)
+		return usagef("no route table under prefix %q (wrong --prefix?)", p.pf.prefix)
 	}
 	if err != nil {
 		return err
 	}
 	for _, s := range t.Shards {
-		if shards[s] == nil {
+		if p.shards[s] == nil {
 			return usagef("--shard has no address for shard %q of the route table (generation %d names %s)", s, t.Generation, strings.Join(t.Shards, ", "))
 		}
 	}
-	for name := range shards {
+	for name := range p.shards {
 		if !contains(t.Shards, name) {
 			return usagef("--shard names %q, which the route table (generation %d) does not have (%s)", name, t.Generation, strings.Join(t.Shards, ", "))
 		}
 	}
-	names := append([]string(nil), t.Shards...)
-	sort.Strings(names)
-	ms := make([]*redis.Client, len(names))
-	for i, n := range names {
-		ms[i] = shards[n]
-		pctx, cancel := context.WithTimeout(e.ctx, 5*time.Second)
-		err := ms[i].Ping(pctx).Err()
+	p.table, p.names = t, sortedCopy(t.Shards)
+	for _, n := range p.names {
+		pctx, cancel := context.WithTimeout(p.e.ctx, 5*time.Second)
+		err := p.shards[n].Ping(pctx).Err()
 		cancel()
 		if err != nil {
-			return fmt.Errorf("cannot reach shard %q at %s: %w", n, ms[i].Options().Addr, err)
+			return fmt.Errorf("cannot reach shard %q at %s: %w", n, shardAddr(p.shards[n]), err)
 		}
 	}
+	return nil
+}
 
-	rep := planReport{Generation: t.Generation, Window: window.String(), Interval: interval.String(), Proposals: []proposal{}}
-	first, err := sample(e.ctx, ms)
+// shardOps samples INFO on every master of every shard twice, --interval apart, and returns
+// each shard's commands per second (the sum over a cluster shard's masters) and their skew.
+func (p *planner) shardOps() (map[string]float64, error) {
+	var all []*redis.Client
+	shardOf := map[string]string{} // master address -> shard
+	defer func() { closeAll(all) }()
+	for _, n := range p.names {
+		ms, err := masters(p.e.ctx, p.shards[n])
+		if err != nil {
+			return nil, fmt.Errorf("shard %q: %w", n, err)
+		}
+		all = append(all, ms...)
+		for _, m := range ms {
+			shardOf[m.Options().Addr] = n
+		}
+	}
+	first, err := sample(p.e.ctx, all)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	select {
-	case <-e.ctx.Done():
-		return e.ctx.Err()
-	case <-time.After(*interval):
+	case <-p.e.ctx.Done():
+		return nil, p.e.ctx.Err()
+	case <-time.After(p.pf.interval):
 	}
-	second, err := sample(e.ctx, ms)
+	second, err := sample(p.e.ctx, all)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ops := rates(first, second)
-	rep.Skew = ops.Skew
-	opsOf := map[string]float64{}
-	for _, n := range ops.Nodes {
-		opsOf[n.Addr] = n.OpsPerS
+	out := map[string]float64{}
+	for _, n := range rates(first, second).Nodes {
+		out[shardOf[n.Addr]] += n.OpsPerS
 	}
+	return out, nil
+}
 
-	// Per-tenant writes from the units' change logs: every routed write appends one entry.
-	keys := routing.Keys{Prefix: *prefix}
-	perShard := map[string]map[string]float64{} // shard -> tenant -> writes/s
-	unitOf := map[string]map[string]string{}    // shard -> tenant -> busiest unit
-	unitRate := map[string]map[string]float64{}
-	loads := map[string]*shardLoad{}
-	for _, n := range names {
-		loads[n] = &shardLoad{Name: n, Addr: shards[n].Options().Addr, OpsPerS: opsOf[shards[n].Options().Addr]}
-		perShard[n], unitOf[n], unitRate[n] = map[string]float64{}, map[string]string{}, map[string]float64{}
+// tenantLoad reads per-tenant load from the source --source picks: the Routers' summary,
+// or (with auto, when there is none) the units' change logs. It records the source in rep.
+func (p *planner) tenantLoad(rep *planReport) (tenantRates, error) {
+	if p.pf.source != sourceChangeLogs {
+		l, err := routing.ReadTenantLoad(p.e.ctx, p.control, p.pf.prefix, p.pf.window)
+		if err != nil {
+			return tenantRates{}, err
+		}
+		if !l.Empty() {
+			rep.Source, rep.Routed = sourceRouters, "Do and Get calls the Routers counted (their load summary)"
+			rep.From, rep.To = &l.From, &l.To
+			return p.fromSummary(l), nil
+		}
+		if p.pf.source == sourceRouters {
+			return tenantRates{}, usagef("no load summary under prefix %q within its retention: are the Routers running with routing.Options.Load enabled?", p.pf.prefix)
+		}
 	}
+	rep.Source, rep.Routed = sourceChangeLogs, "routed writes in the units' change logs"
+	return p.fromChangeLogs(rep)
+}
+
+// fromSummary places each tenant of the Routers' summary where the table routes it: its
+// override, its bucket's owner, or evenly over its spread's sub-buckets.
+func (p *planner) fromSummary(l routing.TenantLoad) tenantRates {
+	t := p.table
+	tr := newTenantRates(p.names)
+	for _, to := range l.Tenants {
+		switch {
+		case t.Overrides[to.Tenant] != "":
+			u := routing.Unit{Kind: routing.KindTenant, Tenant: to.Tenant}
+			tr.add(t.Overrides[to.Tenant], to.Tenant, u.String(), to.Rate)
+		case len(t.Spreads[to.Tenant]) > 0:
+			subs := t.Spreads[to.Tenant]
+			for i, s := range subs {
+				u := routing.Unit{Kind: routing.KindSpread, Tenant: to.Tenant, Sub: uint32(i)}
+				tr.add(s, to.Tenant, u.String(), to.Rate/float64(len(subs)))
+			}
+		default:
+			b := routing.BucketOf(to.Tenant, t.Buckets)
+			tr.add(t.BucketOwner(b), to.Tenant, routing.BucketUnit(b).String(), to.Rate)
+		}
+	}
+	return tr
+}
+
+// fromChangeLogs counts each unit's change-log entries of the window per tenant: every
+// routed write appends one entry.
+func (p *planner) fromChangeLogs(rep *planReport) (tenantRates, error) {
+	keys := routing.Keys{Prefix: p.pf.prefix}
+	tr := newTenantRates(p.names)
 	byShard := map[string][]routing.Placement{}
-	for _, p := range t.Units() {
-		byShard[p.Shard] = append(byShard[p.Shard], p)
-		loads[p.Shard].Units++
+	for _, pl := range p.table.Units() {
+		byShard[pl.Shard] = append(byShard[pl.Shard], pl)
 	}
-	for _, n := range names {
+	best := newTenantRates(p.names).rate // shard -> tenant -> the rate of its busiest unit
+	for _, n := range p.names {
 		units := byShard[n]
 		logs := make([]string, len(units))
-		for i, p := range units {
-			logs[i] = keys.Unit(p.Unit).Log
+		for i, pl := range units {
+			logs[i] = keys.Unit(pl.Unit).Log
 		}
-		counts, truncated, err := logRates(e.ctx, shards[n], logs, *window, *maxEntries)
+		counts, truncated, err := logRates(p.e.ctx, p.shards[n], logs, p.pf.window, p.pf.maxEntries)
 		if err != nil {
-			return fmt.Errorf("read the change logs on shard %q: %w", n, err)
+			return tr, fmt.Errorf("read the change logs on shard %q: %w", n, err)
 		}
-		for i, p := range units {
+		for i, pl := range units {
 			if truncated[i] {
-				rep.Truncated = append(rep.Truncated, p.Unit.String())
+				rep.Truncated = append(rep.Truncated, pl.Unit.String())
 			}
 			for tenant, r := range counts[i] {
-				perShard[n][tenant] += r
-				loads[n].WritesPerS += r
-				if r > unitRate[n][tenant] {
-					unitRate[n][tenant], unitOf[n][tenant] = r, p.Unit.String()
+				tr.rate[n][tenant] += r
+				if r > best[n][tenant] {
+					best[n][tenant], tr.unit[n][tenant] = r, pl.Unit.String()
 				}
 			}
 		}
 	}
-	var totalWrites, maxWrites float64
-	for _, n := range names {
-		l := loads[n]
-		for tenant, r := range perShard[n] {
-			l.Tenants = append(l.Tenants, tenantLoad{Tenant: tenant, WritesPerS: r, Share: r / l.WritesPerS, Unit: unitOf[n][tenant]})
+	return tr, nil
+}
+
+// shardLoads builds each shard's load from the INFO rates and the per-tenant rates, and
+// sets the report's skews.
+func (p *planner) shardLoads(rep *planReport, ops map[string]float64, tr tenantRates) []*shardLoad {
+	loads := make([]*shardLoad, len(p.names))
+	for i, n := range p.names {
+		loads[i] = &shardLoad{Name: n, Addr: shardAddr(p.shards[n]), OpsPerS: ops[n]}
+	}
+	for _, pl := range p.table.Units() {
+		loads[slices.Index(p.names, pl.Shard)].Units++
+	}
+	var opsSum, opsMax, routedMax float64
+	for i, n := range p.names {
+		l := loads[i]
+		for _, r := range tr.rate[n] {
+			l.RoutedPerS += r
+		}
+		for tenant, r := range tr.rate[n] {
+			l.Tenants = append(l.Tenants, tenantLoad{Tenant: tenant, RoutedPerS: r, Share: r / l.RoutedPerS, Unit: tr.unit[n][tenant]})
 		}
 		sort.Slice(l.Tenants, func(i, j int) bool {
-			if l.Tenants[i].WritesPerS != l.Tenants[j].WritesPerS {
-				return l.Tenants[i].WritesPerS > l.Tenants[j].WritesPerS
+			if l.Tenants[i].RoutedPerS != l.Tenants[j].RoutedPerS {
+				return l.Tenants[i].RoutedPerS > l.Tenants[j].RoutedPerS
 			}
 			return l.Tenants[i].Tenant < l.Tenants[j].Tenant
 		})
-		totalWrites += l.WritesPerS
-		maxWrites = max(maxWrites, l.WritesPerS)
+		opsSum += l.OpsPerS
+		opsMax = max(opsMax, l.OpsPerS)
+		routedMax = max(routedMax, l.RoutedPerS)
 	}
-	meanWrites := totalWrites / float64(len(names))
-	if totalWrites > 0 {
-		rep.WriteSkew = maxWrites / meanWrites
+	if opsSum > 0 {
+		rep.Skew = opsMax / (opsSum / float64(len(loads)))
 	}
+	if mean := meanRouted(loads); mean > 0 {
+		rep.RoutedSkew = routedMax / mean
+	}
+	return loads
+}
 
-	// Proposals, busiest tenant first; each one's load counts on its targets for the next.
-	projected := map[string]float64{}
-	for _, n := range names {
-		projected[n] = loads[n].WritesPerS
+func meanRouted(loads []*shardLoad) float64 {
+	var sum float64
+	for _, l := range loads {
+		sum += l.RoutedPerS
 	}
+	return sum / float64(len(loads))
+}
+
+// propose turns every tenant whose share of its shard crosses --threshold into a proposal,
+// busiest first; each one's load counts on its targets for the next.
+func (p *planner) propose(loads []*shardLoad, mean float64) []proposal {
+	projected := map[string]float64{}
 	var hot []tenantLoad
 	source := map[string]string{}
-	for _, n := range names {
-		for _, tl := range loads[n].Tenants {
-			if _, spread := t.Spreads[tl.Tenant]; !spread && tl.WritesPerS >= *minRate && tl.Share >= *threshold && len(names) > 1 {
+	for _, l := range loads {
+		projected[l.Name] = l.RoutedPerS
+		for _, tl := range l.Tenants {
+			if _, spread := p.table.Spreads[tl.Tenant]; !spread && tl.RoutedPerS >= p.pf.minRate && tl.Share >= p.pf.threshold && len(loads) > 1 {
 				hot = append(hot, tl)
-				source[tl.Tenant] = n
+				source[tl.Tenant] = l.Name
 			}
 		}
 	}
-	sort.Slice(hot, func(i, j int) bool { return hot[i].WritesPerS > hot[j].WritesPerS })
-	ctl := cf.flagsFor(*prefix)
-	shardArg := "--shard " + *shardsFlag
+	sort.Slice(hot, func(i, j int) bool { return hot[i].RoutedPerS > hot[j].RoutedPerS })
+	out := []proposal{}
 	for _, tl := range hot {
-		src := source[tl.Tenant]
-		p := proposal{Tenant: tl.Tenant, Source: src, Share: tl.Share, WritesPerS: tl.WritesPerS}
-		byLoad := append([]string(nil), names...)
-		sort.SliceStable(byLoad, func(i, j int) bool { return projected[byLoad[i]] < projected[byLoad[j]] })
-		overridden := t.Overrides[tl.Tenant] != ""
-		if k := int(math.Ceil(tl.WritesPerS / meanWrites)); tl.WritesPerS > meanWrites {
-			// The tenant alone writes more than a shard's fair share: moving it whole only
-			// moves the hot spot. Spread it over the least-loaded shards.
-			k = min(len(names), max(2, k+1))
-			p.Action, p.Targets = "spread", sortedCopy(byLoad[:k])
-			if *cache {
-				p.Command = fmt.Sprintf("celebrity routes spread %s %s --cache %s %s", shellQuote(tl.Tenant), strings.Join(p.Targets, ","), shardArg, ctl)
-			} else {
-				p.Note = "migrate cannot split a tenant that has records into a spread yet; until it can, the move below is the runnable step"
-				rep.Proposals = append(rep.Proposals, p)
-				p = proposal{Tenant: tl.Tenant, Source: src, Share: tl.Share, WritesPerS: tl.WritesPerS}
-			}
-		}
-		if p.Action == "" {
-			target := byLoad[0]
-			if target == src {
-				target = byLoad[1]
-			}
-			p.Targets = []string{target}
-			switch {
-			case overridden:
-				p.Action = "move"
-				p.Command = fmt.Sprintf("celebrity migrate start --tenant %s --target %s %s %s", shellQuote(tl.Tenant), target, shardArg, ctl)
-			case *cache:
-				p.Action = "carve-out"
-				p.Command = fmt.Sprintf("celebrity routes override %s %s --cache %s %s", shellQuote(tl.Tenant), target, shardArg, ctl)
-			default:
-				p.Action = "carve-out"
-				p.Command = fmt.Sprintf("celebrity migrate start --carve --tenant %s --target %s %s %s", shellQuote(tl.Tenant), target, shardArg, ctl)
-			}
-			projected[target] += tl.WritesPerS
-			projected[src] -= tl.WritesPerS
-		} else {
-			for _, s := range p.Targets {
-				projected[s] += tl.WritesPerS / float64(len(p.Targets))
-			}
-			projected[src] -= tl.WritesPerS
-		}
-		rep.Proposals = append(rep.Proposals, p)
+		out = append(out, p.proposeFor(tl, source[tl.Tenant], mean, projected)...)
 	}
-	for _, n := range names {
-		if len(loads[n].Tenants) > 5 {
-			loads[n].Tenants = loads[n].Tenants[:5]
+	return out
+}
+
+// proposeFor proposes what to do with one hot tenant on shard src and adds its load to the
+// projection of its targets.
+func (p *planner) proposeFor(tl tenantLoad, src string, mean float64, projected map[string]float64) []proposal {
+	shardArg := "--shard " + p.pf.shards
+	ctl := p.pf.cf.flagsFor(p.pf.prefix)
+	byLoad := append([]string(nil), p.names...)
+	sort.SliceStable(byLoad, func(i, j int) bool { return projected[byLoad[i]] < projected[byLoad[j]] })
+	base := proposal{Tenant: tl.Tenant, Source: src, Share: tl.Share, RoutedPerS: tl.RoutedPerS}
+	var out []proposal
+	if tl.RoutedPerS > mean {
+		// The tenant alone is busier than a shard's fair share: moving it whole only moves
+		// the hot spot. Spread it over the least-loaded shards.
+		k := min(len(p.names), max(2, int(math.Ceil(tl.RoutedPerS/mean))+1))
+		sp := base
+		sp.Action, sp.Targets = "spread", sortedCopy(byLoad[:k])
+		if p.pf.cache {
+			sp.Command = fmt.Sprintf("celebrity routes spread %s %s --cache %s %s", shellQuote(tl.Tenant), strings.Join(sp.Targets, ","), shardArg, ctl)
+			for _, s := range sp.Targets {
+				projected[s] += tl.RoutedPerS / float64(len(sp.Targets))
+			}
+			projected[src] -= tl.RoutedPerS
+			return []proposal{sp}
 		}
-		if loads[n].Tenants == nil {
-			loads[n].Tenants = []tenantLoad{}
-		}
-		rep.Shards = append(rep.Shards, *loads[n])
+		sp.Note = "migrate cannot split a tenant that has records into a spread yet; until it can, the move below is the runnable step"
+		out = append(out, sp)
 	}
-	return printOut(e, cf.json, rep, renderPlan(rep))
+	target := byLoad[0]
+	if target == src {
+		target = byLoad[1]
+	}
+	mv := base
+	mv.Targets = []string{target}
+	switch {
+	case p.table.Overrides[tl.Tenant] != "":
+		mv.Action = "move"
+		mv.Command = fmt.Sprintf("celebrity migrate start --tenant %s --target %s %s %s", shellQuote(tl.Tenant), target, shardArg, ctl)
+	case p.pf.cache:
+		mv.Action = "carve-out"
+		mv.Command = fmt.Sprintf("celebrity routes override %s %s --cache %s %s", shellQuote(tl.Tenant), target, shardArg, ctl)
+	default:
+		mv.Action = "carve-out"
+		mv.Command = fmt.Sprintf("celebrity migrate start --carve --tenant %s --target %s %s %s", shellQuote(tl.Tenant), target, shardArg, ctl)
+	}
+	projected[target] += tl.RoutedPerS
+	projected[src] -= tl.RoutedPerS
+	return append(out, mv)
 }
 
 // logRates counts, for each of one shard's unit change logs, the entries newer than window
 // per tenant, as writes per second, reading every log in one pipeline. When a log holds more
 // than maxEntries entries in the window, only the newest maxEntries are read and the rate is
 // taken over the time they span (truncated reports it).
-func logRates(ctx context.Context, c *redis.Client, logs []string, window time.Duration, maxEntries int64) ([]map[string]float64, []bool, error) {
+func logRates(ctx context.Context, c redis.UniversalClient, logs []string, window time.Duration, maxEntries int64) ([]map[string]float64, []bool, error) {
 	now, err := c.Time(ctx).Result()
 	if err != nil {
 		return nil, nil, err
@@ -342,16 +527,19 @@ func logRates(ctx context.Context, c *redis.Client, logs []string, window time.D
 
 func renderPlan(r planReport) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "route table generation %d; ops/s over %s, routed writes over the last %s\n\n", r.Generation, r.Interval, r.Window)
-	fmt.Fprintf(&b, "%-10s %-21s %10s %10s %6s  %s\n", "shard", "address", "ops/s", "writes/s", "units", "busiest tenants (share of the shard's writes)")
+	fmt.Fprintf(&b, "route table generation %d; ops/s over %s; routed operations over the last %s: %s\n", r.Generation, r.Interval, r.Window, r.Routed)
+	if r.From != nil {
+		fmt.Fprintf(&b, "load summary from %s to %s\n", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339))
+	}
+	fmt.Fprintf(&b, "\n%-10s %-21s %10s %10s %6s  %s\n", "shard", "address", "ops/s", "routed/s", "units", "busiest tenants (share of the shard's routed operations)")
 	for _, s := range r.Shards {
 		var ts []string
 		for _, t := range s.Tenants {
 			ts = append(ts, fmt.Sprintf("%s %s", t.Tenant, pct(t.Share)))
 		}
-		fmt.Fprintf(&b, "%-10s %-21s %10.0f %10.1f %6d  %s\n", s.Name, s.Addr, s.OpsPerS, s.WritesPerS, s.Units, strings.Join(ts, ", "))
+		fmt.Fprintf(&b, "%-10s %-21s %10.0f %10.1f %6d  %s\n", s.Name, s.Addr, s.OpsPerS, s.RoutedPerS, s.Units, strings.Join(ts, ", "))
 	}
-	fmt.Fprintf(&b, "\nskew (max/mean): ops %.2f, writes %.2f\n", r.Skew, r.WriteSkew)
+	fmt.Fprintf(&b, "\nskew (max/mean): ops %.2f, routed %.2f\n", r.Skew, r.RoutedSkew)
 	if len(r.Truncated) > 0 {
 		fmt.Fprintf(&b, "change logs read in part (--max-entries): %s\n", strings.Join(r.Truncated, ", "))
 	}
@@ -361,7 +549,7 @@ func renderPlan(r planReport) string {
 	}
 	b.WriteString("\nproposals (nothing was changed; run a command to carry one out):\n")
 	for i, p := range r.Proposals {
-		fmt.Fprintf(&b, "\n%d. %s: %s of shard %s's writes (%.1f/s) -> %s onto %s\n", i+1, p.Tenant, pct(p.Share), p.Source, p.WritesPerS, p.Action, strings.Join(p.Targets, ", "))
+		fmt.Fprintf(&b, "\n%d. %s: %s of shard %s's routed operations (%.1f/s) -> %s onto %s\n", i+1, p.Tenant, pct(p.Share), p.Source, p.RoutedPerS, p.Action, strings.Join(p.Targets, ", "))
 		if p.Note != "" {
 			fmt.Fprintf(&b, "   note: %s\n", p.Note)
 		}

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -51,10 +52,11 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	rep := decodeJSON[planReport](t, r.stdout)
 	require.Equal(t, uint64(1), rep.Generation)
+	require.Equal(t, "change-logs", rep.Source, "the Router publishes no load summary: plan falls back")
 	require.Len(t, rep.Shards, 3)
 	var total float64
 	for _, s := range rep.Shards {
-		total += s.WritesPerS
+		total += s.RoutedPerS
 		if s.Name == source {
 			require.Equal(t, "fatshop", s.Tenants[0].Tenant, "the fat tenant is its shard's busiest: %+v", s.Tenants)
 			require.Greater(t, s.Tenants[0].Share, 0.5)
@@ -62,7 +64,7 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 		}
 	}
 	require.InDelta(t, 360.0/60, total, 0.5, "every routed write counted once over the window")
-	require.Greater(t, rep.WriteSkew, 1.5)
+	require.Greater(t, rep.RoutedSkew, 1.5)
 	require.Len(t, rep.Proposals, 2, "%+v", rep.Proposals)
 	spread, move := rep.Proposals[0], rep.Proposals[1]
 	require.Equal(t, "spread", spread.Action, "fatshop alone writes more than a shard's fair share")
@@ -119,6 +121,121 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	}
 }
 
+// planFromSummary is one run of the summary-based plan test: the shards as the Router and
+// the CLI reach them.
+type planFromSummary struct {
+	control   *celebritytest.Server
+	shards    map[string]routing.Scripter
+	shardFlag string
+}
+
+// TestPlanReadsTheRoutersLoadSummary runs the fat-tenant scenario with Routers that publish
+// the per-tenant load summary: plan reads it (and says so), measures the tenant's share of
+// its shard from the Routers' counts, and the carve-out it prints runs as printed. Every
+// shard is a standalone server here; TestPlanWithAClusterShard puts one on a cluster.
+func TestPlanReadsTheRoutersLoadSummary(t *testing.T) {
+	control := celebritytest.Standalone(t)
+	shards := celebritytest.Shards(t, 3)
+	runPlanFromSummary(t, planFromSummary{control: control,
+		shards:    map[string]routing.Scripter{"a": shards[0].Client(t), "b": shards[1].Client(t), "c": shards[2].Client(t)},
+		shardFlag: "a=" + shards[0].Addr() + ",b=" + shards[1].Addr() + ",c=" + shards[2].Addr()})
+}
+
+// TestPlanWithAClusterShard is the same with shard "b" a whole Redis Cluster, named to the
+// CLI as b=cluster:host:port: plan samples every master of it, and the printed command
+// (which carries the same --shard) runs.
+func TestPlanWithAClusterShard(t *testing.T) {
+	control := celebritytest.Standalone(t)
+	shards := celebritytest.Shards(t, 2)
+	cl := celebritytest.SharedCluster(t)
+	runPlanFromSummary(t, planFromSummary{control: control,
+		shards:    map[string]routing.Scripter{"a": shards[0].Client(t), "b": cl.Client(t), "c": shards[1].Client(t)},
+		shardFlag: "a=" + shards[0].Addr() + ",b=cluster:" + cl.Addrs()[0] + ",c=" + shards[1].Addr()})
+}
+
+func runPlanFromSummary(t *testing.T, tc planFromSummary) {
+	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.Prefix(t)) + "routing"
+	ctl := []string{"--addr", tc.control.Addr(), "--prefix", prefix}
+	r := cli(t, "", nil, append([]string{"routes", "init", "--buckets", "8", "--yes", "a", "b", "c"}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	rt, err := routing.New(tc.control.Client(t), routing.Options{Prefix: prefix, Shards: tc.shards,
+		Load: routing.LoadOptions{Enabled: true, Interval: 100 * time.Millisecond}})
+	require.NoError(t, err)
+	defer rt.Close()
+	_, err = rt.Await(t.Context(), 1)
+	require.NoError(t, err)
+	_, err = rt.Provision(t.Context())
+	require.NoError(t, err)
+	for i := range 300 {
+		_, err := rt.Do(t.Context(), "fatshop", "op-fat-"+strconv.Itoa(i), routing.Put("order:"+strconv.Itoa(i%50), "v"))
+		require.NoError(t, err)
+	}
+	for i := range 12 {
+		tenant := "shop" + strconv.Itoa(i)
+		for k := range 5 {
+			_, err := rt.Do(t.Context(), tenant, fmt.Sprintf("op-%d-%d", i, k), routing.Put("k"+strconv.Itoa(k), "v"))
+			require.NoError(t, err)
+		}
+	}
+	require.Eventually(t, func() bool {
+		l, err := routing.ReadTenantLoad(t.Context(), tc.control.Client(t), prefix, time.Hour)
+		require.NoError(t, err)
+		return l.Ops == 360
+	}, 30*time.Second, 20*time.Millisecond, "the Router published every call")
+	fatBucket := routing.BucketOf("fatshop", 8)
+	source := rt.Table().BucketOwner(fatBucket)
+
+	args := append([]string{"plan", "--json", "--shard", tc.shardFlag, "--interval", "100ms", "--window", "1h"}, ctl...)
+	r = cli(t, "", nil, args...)
+	require.Equal(t, 0, r.code, r.stderr)
+	rep := decodeJSON[planReport](t, r.stdout)
+	require.Equal(t, "routers", rep.Source)
+	require.NotNil(t, rep.From)
+	require.NotNil(t, rep.To)
+	var total float64
+	for _, s := range rep.Shards {
+		total += s.RoutedPerS
+		if s.Name == source {
+			require.Equal(t, "fatshop", s.Tenants[0].Tenant, "the fat tenant is its shard's busiest: %+v", s.Tenants)
+			require.Greater(t, s.Tenants[0].Share, 0.5)
+			require.Equal(t, fmt.Sprintf("bucket %d", fatBucket), s.Tenants[0].Unit)
+		}
+	}
+	require.InDelta(t, 360, total*rep.To.Sub(*rep.From).Seconds(), 0.01, "every call counted once over the summary's span")
+	require.Empty(t, rep.Truncated, "no change log was read")
+	require.GreaterOrEqual(t, len(rep.Proposals), 2, "%+v", rep.Proposals)
+	move := rep.Proposals[1]
+	require.Equal(t, "fatshop", rep.Proposals[0].Tenant, "the busiest tenant is proposed first")
+	require.Equal(t, "spread", rep.Proposals[0].Action)
+	require.Equal(t, "fatshop", move.Tenant)
+	require.Equal(t, "carve-out", move.Action)
+	require.Equal(t, source, move.Source)
+	require.Contains(t, move.Command, "celebrity migrate start --carve --tenant fatshop --target "+move.Targets[0]+" --shard "+tc.shardFlag+" ")
+
+	// The text form says which source it read.
+	r = cli(t, "", nil, append([]string{"plan", "--shard", tc.shardFlag, "--interval", "100ms", "--window", "1h"}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "the Routers counted")
+	require.Contains(t, r.stdout, move.Command)
+
+	// --source change-logs reads the logs even though a summary exists.
+	r = cli(t, "", nil, append([]string{"plan", "--json", "--source", "change-logs", "--shard", tc.shardFlag, "--interval", "100ms"}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, "change-logs", decodeJSON[planReport](t, r.stdout).Source)
+
+	// The printed carve-out runs as printed and lands where plan said.
+	fields := strings.Fields(move.Command)
+	require.Equal(t, "celebrity", fields[0])
+	r = cli(t, "", nil, fields[1:]...)
+	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
+	_, err = rt.Await(t.Context(), 2)
+	require.NoError(t, err)
+	require.Equal(t, move.Targets[0], rt.Table().Overrides["fatshop"])
+	_, ok, err := rt.Get(t.Context(), "fatshop", "order:7")
+	require.NoError(t, err)
+	require.True(t, ok, "the tenant's records moved with it")
+}
+
 func TestPlanBadInputExitsTwo(t *testing.T) {
 	control := celebritytest.Standalone(t)
 	shards := celebritytest.Shards(t, 2)
@@ -138,6 +255,9 @@ func TestPlanBadInputExitsTwo(t *testing.T) {
 		"threshold":     {append([]string{"plan", "--shard", good, "--threshold", "0"}, ctl...), "--threshold must be in (0, 1]"},
 		"window":        {append([]string{"plan", "--shard", good, "--window", "10ms"}, ctl...), "--window must be 1s..24h"},
 		"arguments":     {append([]string{"plan", "acme", "--shard", good}, ctl...), "plan takes no arguments"},
+		"source":        {append([]string{"plan", "--shard", good, "--source", "logs"}, ctl...), "--source must be auto, routers or change-logs"},
+		"no summary":    {append([]string{"plan", "--shard", good, "--source", "routers", "--interval", "10ms"}, ctl...), "no load summary under prefix"},
+		"cluster shard": {append([]string{"plan", "--shard", "a=" + shards[0].Addr() + ",b=cluster:"}, ctl...), "a cluster shard wants cluster:host:port"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := cli(t, "", nil, tc.args...)

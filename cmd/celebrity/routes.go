@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
@@ -32,7 +34,7 @@ func (rf *routesFlags) flagSet(e *env, name string) *flag.FlagSet {
 	if name != "show" {
 		fs.BoolVar(&rf.yes, "yes", false, "publish without asking for confirmation")
 		fs.BoolVar(&rf.cache, "cache", false, "the shards hold a pure cache: allow a change that moves existing units (their data is re-loaded, not moved)")
-		fs.StringVar(&rf.shards, "shard", "", "shard `addresses` as name=host:port,... to check that a newly placed tenant has no records left behind")
+		fs.StringVar(&rf.shards, "shard", "", "shard `addresses` as name=host:port or name=cluster:host:port+...,... to check that a newly placed tenant has no records left behind")
 	}
 	return fs
 }
@@ -319,7 +321,7 @@ func (rf *routesFlags) safe(ctx context.Context, cur, next *routing.Table, d []c
 
 // tenantHasNoRecords checks the tenant's bucket on its current shard for records of the
 // tenant: a new override or spread would hide them.
-func tenantHasNoRecords(ctx context.Context, cur *routing.Table, prefix, tenant string, shards map[string]*redis.Client) error {
+func tenantHasNoRecords(ctx context.Context, cur *routing.Table, prefix, tenant string, shards map[string]redis.UniversalClient) error {
 	b := routing.BucketOf(tenant, cur.Buckets)
 	owner := cur.BucketOwner(b)
 	c, ok := shards[owner]
@@ -349,17 +351,37 @@ func globEscape(s string) string {
 	return r.Replace(s)
 }
 
-func parseShards(s string) (map[string]*redis.Client, error) {
-	out := map[string]*redis.Client{}
+func parseShards(s string) (map[string]redis.UniversalClient, error) {
+	out := map[string]redis.UniversalClient{}
 	for _, kv := range splitList(s) {
 		name, addr, ok := strings.Cut(kv, "=")
 		if !ok || name == "" || addr == "" {
 			closeAll(valuesOf(out))
-			return nil, usagef("--shard wants name=host:port, got %q", kv)
+			return nil, usagef("--shard wants name=host:port or name=cluster:host:port+host:port..., got %q", kv)
+		}
+		if seeds, ok := strings.CutPrefix(addr, "cluster:"); ok {
+			addrs := strings.Split(seeds, "+")
+			if slices.Contains(addrs, "") {
+				closeAll(valuesOf(out))
+				return nil, usagef("--shard %s: a cluster shard wants cluster:host:port[+host:port...], got %q", name, addr)
+			}
+			out[name] = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: 1, DialTimeout: 2 * time.Second})
+			continue
 		}
 		out[name] = redis.NewClient(&redis.Options{Addr: addr, MaxRetries: 1})
 	}
 	return out, nil
+}
+
+// shardAddr returns a shard's address as --shard names it.
+func shardAddr(c redis.UniversalClient) string {
+	switch c := c.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return "cluster:" + strings.Join(c.Options().Addrs, "+")
+	}
+	return "?"
 }
 
 func valuesOf[V any](m map[string]V) []V {
