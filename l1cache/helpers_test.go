@@ -81,13 +81,14 @@ func newCache[V any](t testing.TB, load Loader[V], o Options[V]) *Cache[V] {
 	return c
 }
 
-// waitFor receives from ch or fails the test after a generous bound.
+// waitFor receives from ch or fails the test after a generous bound: 30 s, since a busy
+// machine running the race detector was seen to take more than 5 s for a thousand Gets.
 func waitFor[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
 	}
