@@ -80,7 +80,7 @@ func New[V any](loader Loader[V], o Options[V]) (*Cache[V], error) {
 func (c *Cache[V]) storeOptions() *otter.Options[string, *entry[V]] {
 	oo := &otter.Options[string, *entry[V]]{
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, *entry[V]]) time.Duration {
-			return time.Duration(e.Value.removeAt - c.now())
+			return time.Duration(c.removeAt(e.Value) - c.now())
 		}),
 		OnAtomicDeletion: func(e otter.DeletionEvent[string, *entry[V]]) {
 			switch e.Cause {
@@ -182,7 +182,7 @@ func (c *Cache[V]) getSlow(ctx context.Context, key string, e *entry[V], now int
 			c.emit(EventErrorHit, key)
 		}
 		var zero V
-		return zero, e.err
+		return zero, e.err.err
 	}
 	return c.wait(ctx, key)
 }

@@ -281,7 +281,7 @@ func (c *Cache[V]) settle(cl *call[V], v V, err error, e *entry[V]) (_ *entry[V]
 		e = c.newErrorEntry(err, c.peek(cl.key), cl.epoch, end)
 	}
 	cl.val, cl.err = v, err
-	if err != nil && e.hasValue && c.cfg.sie > 0 && end < e.sieUntil {
+	if err != nil && e.hasValue && c.cfg.sie > 0 && end < c.sieUntil(e) {
 		cl.val, cl.err, cl.sie = e.value, nil, true
 	}
 	installed = !cl.superseded
