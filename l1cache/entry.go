@@ -11,8 +11,8 @@ import (
 //
 // The fields a fresh hit reads (the fresh window, the epoch, the value, the early-refresh
 // inputs and the flags) come first and the entry keeps no other data inline: for a value of
-// two words (a string, a slice header is three) the entry is 64 bytes, allocated on a cache
-// line of its own, so a hit touches one line of it. The stale and stale-if-error windows are
+// two words, such as a string, the entry is 64 bytes, allocated on a cache line of its own,
+// so a hit touches one line of it. The stale and stale-if-error windows are
 // not kept: they end at freshUntil plus the cache's Stale and StaleIfError (see staleUntil).
 type entry[V any] struct {
 	// freshUntil ends the fresh window of value.
