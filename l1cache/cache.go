@@ -24,17 +24,17 @@ const numShards = 64
 // a Loader, at most one load per key at a time. It is safe for concurrent use. Create it
 // with [New]; stop it with [Cache.Close].
 type Cache[V any] struct {
-	cfg    config[V]
+	cfg    settings[V]
 	loader Loader[V]
-	// precise measures load durations: the system clock with the default coarse Clock,
-	// Options.Clock otherwise.
-	precise   Clock
-	stopClock func() // stops the default coarse clock
-	// coarse is the default coarse clock, read directly (not through the Clock interface)
-	// on the hit path; nil with Options.Clock.
+	// coarse is the default coarse clock, read directly on the hit path; nil with
+	// Options.Clock.
 	coarse *otter.CoarseClock
-	store  *otter.Cache[string, *entry[V]]
-	stats  *counters
+	// base is when the cache was created, by Options.Clock or (with the default clock) the
+	// system clock: times read with Options.Clock, and load durations with the default, are
+	// counted from it.
+	base  time.Time
+	store *otter.Cache[string, *entry[V]]
+	stats *counters
 	// epoch is raised by MarkAllStale; entries loaded in an older epoch are not fresh.
 	epoch atomic.Uint64
 	// refreshes counts background refreshes running, against MaxRefreshes.
@@ -43,29 +43,44 @@ type Cache[V any] struct {
 
 	closing  context.Context // cancelled by Close: ends every load
 	cancel   context.CancelFunc
-	lifeMu   sync.RWMutex // guards closed against new loads registering in wg
+	lifeMu   sync.RWMutex // guards closed against new loads registering in inflight
 	closed   bool
 	inflight sync.WaitGroup
 }
 
 // New returns a cache that loads missing keys with loader. It fails if loader is nil or an
-// option is out of range; the error names the option and its range.
+// option is out of range; the error matches ErrInvalid and names the option and its range.
 func New[V any](loader Loader[V], o Options[V]) (*Cache[V], error) {
 	if loader == nil {
-		return nil, errors.New("l1cache: loader must not be nil")
+		return nil, invalidf("loader must not be nil")
 	}
-	cfg, err := o.config()
+	o, err := o.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache[V]{cfg: cfg, loader: loader, stats: newCounters(), precise: cfg.Clock, stopClock: func() {}}
+	c := &Cache[V]{cfg: newSettings(o), loader: loader, stats: newCounters()}
 	c.closing, c.cancel = context.WithCancel(context.Background())
 	for i := range c.shards {
 		c.shards[i].calls = make(map[string]*call[V])
 	}
+	if o.Clock != nil {
+		c.base = o.Clock()
+	} else {
+		c.base, c.coarse = time.Now(), otter.NewCoarseClock(DefaultClockResolution)
+	}
+	if c.store, err = otter.New(c.storeOptions()); err != nil {
+		c.stopClock()
+		return nil, errors.Join(errors.New("l1cache: store"), err)
+	}
+	return c, nil
+}
+
+// storeOptions configures the store: its capacity, its clock (the cache's), and an expiry at
+// the end of each entry's last window.
+func (c *Cache[V]) storeOptions() *otter.Options[string, *entry[V]] {
 	oo := &otter.Options[string, *entry[V]]{
 		ExpiryCalculator: otter.ExpiryWritingFunc(func(e otter.Entry[string, *entry[V]]) time.Duration {
-			return time.Duration(e.Value.removeAt - c.cfg.Clock.NowNano())
+			return time.Duration(c.removeAt(e.Value) - c.now())
 		}),
 		OnAtomicDeletion: func(e otter.DeletionEvent[string, *entry[V]]) {
 			switch e.Cause {
@@ -75,27 +90,45 @@ func New[V any](loader Loader[V], o Options[V]) (*Cache[V], error) {
 				c.stats.expirations.Add(1)
 			}
 		},
-		Logger: otterLogger{cfg.Logger},
+		Logger: otterLogger{c.cfg.Logger},
+		Clock:  otterClock[V]{c},
 	}
-	if o.Clock != nil {
-		oo.Clock = otterClock{o.Clock}
-	} else {
-		coarse := otter.NewCoarseClock(DefaultClockResolution)
-		c.cfg.Clock, oo.Clock, c.stopClock, c.coarse = coarse, coarse, coarse.Stop, coarse
-		c.precise = &systemClock{base: time.Now()}
+	if c.coarse != nil {
+		oo.Clock = c.coarse
 	}
-	if cfg.MaxEntries > 0 {
-		oo.MaximumSize = cfg.MaxEntries
+	if c.cfg.MaxEntries > 0 {
+		oo.MaximumSize = c.cfg.MaxEntries
 	} else {
-		oo.MaximumWeight = cfg.MaxCost
+		oo.MaximumWeight = c.cfg.MaxCost
 		// The Sizer ran when the entry was built, outside the cache's and the store's locks.
 		oo.Weigher = func(_ string, e *entry[V]) uint32 { return e.cost }
 	}
-	if c.store, err = otter.New(oo); err != nil {
-		c.stopClock()
-		return nil, errors.Join(errors.New("l1cache: store"), err)
+	return oo
+}
+
+// now returns the time of every window in nanoseconds: the coarse clock's reading, or
+// Options.Clock's since base.
+func (c *Cache[V]) now() int64 {
+	if c.coarse != nil {
+		return c.coarse.NowNano()
 	}
-	return c, nil
+	return int64(c.cfg.Clock().Sub(c.base))
+}
+
+// preciseNow returns the time load durations are measured on: the system clock with the
+// default coarse clock, Options.Clock otherwise.
+func (c *Cache[V]) preciseNow() int64 {
+	if c.coarse != nil {
+		return int64(time.Since(c.base))
+	}
+	return c.now()
+}
+
+// stopClock stops the default coarse clock.
+func (c *Cache[V]) stopClock() {
+	if c.coarse != nil {
+		c.coarse.Stop()
+	}
 }
 
 // Get returns the value of key. A fresh value is returned at once without allocating. Past
@@ -105,11 +138,13 @@ func New[V any](loader Loader[V], o Options[V]) (*Cache[V], error) {
 // load returns its error, or the last good value within StaleIfError; the error is cached for
 // ErrorTTL. A key without value returns the loader's ErrNotFound error.
 func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
+	// The default clock is read here rather than through now: a generic method's call to
+	// another is not inlined, and this one costs as much as the read.
 	var now int64
 	if c.coarse != nil {
 		now = c.coarse.NowNano()
 	} else {
-		now = c.cfg.Clock.NowNano()
+		now = c.now()
 	}
 	e, ok := c.store.GetIfPresent(key)
 	if ok && now < e.freshUntil && e.hasValue && e.epoch >= c.epoch.Load() {
@@ -154,7 +189,7 @@ func (c *Cache[V]) getSlow(ctx context.Context, key string, e *entry[V], now int
 			c.emit(EventErrorHit, key)
 		}
 		var zero V
-		return zero, e.err
+		return zero, e.err.err
 	}
 	return c.wait(ctx, key)
 }
@@ -163,7 +198,7 @@ func (c *Cache[V]) getSlow(ctx context.Context, key string, e *entry[V], now int
 // generation of the key: a load in flight for key finishes for its waiters but does not
 // overwrite v.
 func (c *Cache[V]) Set(key string, v V) {
-	now := c.cfg.Clock.NowNano()
+	now := c.now()
 	e := c.newValueEntry(key, v, c.epoch.Load(), now, 0)
 	sh := c.shard(key)
 	sh.mu.Lock()
@@ -238,11 +273,14 @@ func (c *Cache[V]) emit(kind EventKind, key string) {
 	}
 }
 
-// otterClock adapts an injected Clock to the store's clock, without periodic clean-up ticks:
-// entries past their windows are removed by the store's maintenance on reads and writes.
-type otterClock struct{ Clock }
+// otterClock gives the store the cache's clock when Options.Clock is set, without periodic
+// clean-up ticks: entries past their windows are removed by the store's maintenance on reads
+// and writes.
+type otterClock[V any] struct{ c *Cache[V] }
 
-func (otterClock) Tick(time.Duration) <-chan time.Time { return nil }
+func (o otterClock[V]) NowNano() int64 { return o.c.now() }
+
+func (otterClock[V]) Tick(time.Duration) <-chan time.Time { return nil }
 
 // otterLogger forwards the store's warnings to Options.Logger, if set.
 type otterLogger struct{ l *slog.Logger }

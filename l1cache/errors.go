@@ -12,6 +12,26 @@ import (
 // must match ErrNotFound with errors.Is) to every Get of the key in that time.
 var ErrNotFound = errs.ErrNotFound
 
+// ErrInvalid is matched, with errors.Is, by every error about bad input: an [Options] or
+// [InvalidatorOptions] field out of range, a nil loader, client or target. The message names
+// the field and the allowed range; nothing was created.
+var ErrInvalid = errors.New("l1cache: invalid argument")
+
+// invalidError is a bad-input error: its message names the field and the allowed range, and
+// it matches ErrInvalid.
+type invalidError struct{ msg string }
+
+// Error implements error.
+func (e *invalidError) Error() string { return e.msg }
+
+// Is reports whether target is ErrInvalid.
+func (e *invalidError) Is(target error) bool { return target == ErrInvalid }
+
+// invalidf returns an error matching ErrInvalid with the message "l1cache: " + format.
+func invalidf(format string, args ...any) error {
+	return &invalidError{msg: "l1cache: " + fmt.Sprintf(format, args...)}
+}
+
 // ErrClosed is returned by a Get that needs a load after [Cache.Close].
 var ErrClosed = errors.New("l1cache: cache closed")
 

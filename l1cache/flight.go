@@ -18,8 +18,14 @@ type call[V any] struct {
 	done chan struct{} // closed when val and err are set
 	val  V
 	err  error
-	// epoch is the cache epoch when the load started.
+	// key is the key loaded, sh its shard.
+	key string
+	sh  *shard[V]
+	// epoch is the cache epoch when the load started, start the time it started.
 	epoch uint64
+	start int64
+	// background says nobody waits for the load: a refresh, counted in Cache.refreshes.
+	background bool
 	// sie says val is the last good value, served because the load failed.
 	sie bool
 	// superseded is set (under the shard's mutex) when Set, Invalidate or a newer load
@@ -61,50 +67,70 @@ func (c *Cache[V]) shard(key string) *shard[V] {
 
 // wait joins or starts the load of key and waits for it or for ctx.
 func (c *Cache[V]) wait(ctx context.Context, key string) (V, error) {
-	var zero V
-	sh := c.shard(key)
-	sh.mu.Lock()
-	// Look again under the lock: a load may have installed an entry since the caller looked,
-	// and loads install under this lock, so a key is never loaded twice for one miss.
-	now := c.cfg.Clock.NowNano()
-	epoch := c.epoch.Load()
-	e := c.peek(key)
-	if st := c.classify(e, now, epoch); st != stMiss && st != stLoadFallback {
-		sh.mu.Unlock()
-		return c.getSlow(ctx, key, e, now)
+	j, err := c.join(ctx, key)
+	if err != nil {
+		var zero V
+		return zero, err
 	}
-	cl, ok := sh.calls[key]
-	coalesced := ok && cl.epoch >= epoch
-	if coalesced {
-		c.stats.coalesced.Add(1)
-	} else {
-		if ok {
-			// The load in flight started before MarkAllStale: a new one replaces it, and the
-			// old one must not overwrite the new result if it finishes last.
-			sh.supersede(key)
-		}
-		var err error
-		if cl, err = c.startLoad(ctx, key, sh, epoch, now, false); err != nil {
-			sh.mu.Unlock()
-			return zero, err
-		}
+	if j.cl == nil {
+		return c.getSlow(ctx, key, j.e, j.now)
 	}
-	sh.mu.Unlock()
 	c.stats.misses.Add(1)
 	c.emit(EventMiss, key)
-	if coalesced {
+	if j.coalesced {
 		c.emit(EventCoalesced, key)
 	}
 	select {
-	case <-cl.done:
-		if cl.sie {
+	case <-j.cl.done:
+		if j.cl.sie {
 			c.stats.hit(hitStaleIfError)
 			c.emit(EventStaleIfError, key)
 		}
-		return cl.val, cl.err
+		return j.cl.val, j.cl.err
 	case <-ctx.Done():
+		var zero V
 		return zero, ctx.Err()
 	}
+}
+
+// joined is what join found for a Get that missed.
+type joined[V any] struct {
+	// cl is the load to wait for, nil when e can be served after all.
+	cl *call[V]
+	// coalesced says cl was in flight already.
+	coalesced bool
+	// e is the key's entry at now.
+	e   *entry[V]
+	now int64
+}
+
+// join looks at the entry of key again under its shard's mutex: a load may have installed one
+// since the caller looked, and loads install under this mutex, so a key is never loaded twice
+// for one miss. When the entry still calls for a load, join joins the load in flight of the
+// current epoch or starts one.
+func (c *Cache[V]) join(ctx context.Context, key string) (joined[V], error) {
+	sh := c.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	j := joined[V]{now: c.now(), e: c.peek(key)}
+	epoch := c.epoch.Load()
+	if st := c.classify(j.e, j.now, epoch); st != stMiss && st != stLoadFallback {
+		return j, nil
+	}
+	cl, ok := sh.calls[key]
+	if ok && cl.epoch >= epoch {
+		c.stats.coalesced.Add(1)
+		j.cl, j.coalesced = cl, true
+		return j, nil
+	}
+	if ok {
+		// The load in flight started before MarkAllStale: a new one replaces it, and the old
+		// one must not overwrite the new result if it finishes last.
+		sh.supersede(key)
+	}
+	var err error
+	j.cl, err = c.startLoad(ctx, key, sh, epoch, j.now, false)
+	return j, err
 }
 
 // refresh starts one background load of key to replace e, unless one is already running for
@@ -128,7 +154,7 @@ func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V], early b
 		c.refreshes.Add(-1)
 		return
 	}
-	_, err := c.startLoad(ctx, key, sh, c.epoch.Load(), c.cfg.Clock.NowNano(), true)
+	_, err := c.startLoad(ctx, key, sh, c.epoch.Load(), c.now(), true)
 	sh.mu.Unlock()
 	if err != nil {
 		c.refreshes.Add(-1)
@@ -160,23 +186,23 @@ func (c *Cache[V]) startLoad(ctx context.Context, key string, sh *shard[V], epoc
 	}
 	c.inflight.Add(1)
 	c.lifeMu.RUnlock()
-	cl := &call[V]{done: make(chan struct{}), epoch: epoch}
+	cl := &call[V]{done: make(chan struct{}), key: key, sh: sh, epoch: epoch, start: now, background: background}
 	sh.calls[key] = cl
 	c.stats.loads.Add(1)
-	go c.runLoad(context.WithoutCancel(ctx), key, sh, cl, now, background)
+	go c.runLoad(context.WithoutCancel(ctx), cl)
 	return cl, nil
 }
 
 // runLoad runs the loader for cl and completes cl however the loader ends: by returning, by
 // panicking or by runtime.Goexit.
-func (c *Cache[V]) runLoad(ctx context.Context, key string, sh *shard[V], cl *call[V], start int64, background bool) {
+func (c *Cache[V]) runLoad(ctx context.Context, cl *call[V]) {
 	defer c.inflight.Done()
-	if background {
+	if cl.background {
 		defer c.refreshes.Add(-1)
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(c.cfg.loadTimeout))
 	stop := context.AfterFunc(c.closing, cancel)
-	t0 := c.precise.NowNano()
+	t0 := c.preciseNow()
 	// When ctx ends (LoadTimeout or Close), the call finishes with its error even if the
 	// loader ignores ctx, so that a hung loader never holds the key; its late result is
 	// dropped. This goroutine still waits for the loader, so Close waits for it too.
@@ -184,7 +210,7 @@ func (c *Cache[V]) runLoad(ctx context.Context, key string, sh *shard[V], cl *ca
 	stopAbandon := context.AfterFunc(ctx, func() {
 		defer close(abandoned)
 		var zero V
-		c.finish(key, sh, cl, zero, ctx.Err(), start, c.precise.NowNano()-t0, background)
+		c.finish(cl, zero, ctx.Err(), c.preciseNow()-t0)
 	})
 	var v V
 	err := errGoexit
@@ -194,9 +220,9 @@ func (c *Cache[V]) runLoad(ctx context.Context, key string, sh *shard[V], cl *ca
 			<-abandoned
 		}
 		cancel()
-		c.finish(key, sh, cl, v, err, start, c.precise.NowNano()-t0, background)
+		c.finish(cl, v, err, c.preciseNow()-t0)
 	}()
-	v, err = c.callLoader(ctx, key)
+	v, err = c.callLoader(ctx, cl.key)
 }
 
 // callLoader calls the loader and turns a panic into a *PanicError.
@@ -214,33 +240,18 @@ func (c *Cache[V]) callLoader(ctx context.Context, key string) (v V, err error) 
 	return c.loader(ctx, key)
 }
 
-// finish installs the result of cl unless its generation was superseded, then releases its
-// waiters. Only the first finish of cl does anything.
-func (c *Cache[V]) finish(key string, sh *shard[V], cl *call[V], v V, err error, start, delta int64, background bool) {
+// finish completes cl with the loader's result v, err after delta nanoseconds: it installs
+// the result unless its generation was superseded, then releases the waiters. Only the first
+// finish of cl does anything.
+func (c *Cache[V]) finish(cl *call[V], v V, err error, delta int64) {
 	var e *entry[V]
 	if err == nil {
-		e = c.newValueEntry(key, v, cl.epoch, start, delta) // calls the Sizer: before locking
+		e = c.newValueEntry(cl.key, v, cl.epoch, cl.start, delta) // calls the Sizer: before locking
 	}
-	sh.mu.Lock()
-	if cl.finished {
-		sh.mu.Unlock()
+	e, installed, first := c.settle(cl, v, err, e)
+	if !first {
 		return
 	}
-	cl.finished = true
-	end := c.cfg.Clock.NowNano()
-	if err != nil {
-		e = c.newErrorEntry(err, c.peek(key), cl.epoch, end)
-	}
-	cl.val, cl.err = v, err
-	if err != nil && e.hasValue && c.cfg.sie > 0 && end < e.sieUntil {
-		cl.val, cl.err, cl.sie = e.value, nil, true
-	}
-	installed := !cl.superseded
-	if installed {
-		c.store.Set(key, e)
-		delete(sh.calls, key)
-	}
-	sh.mu.Unlock()
 	// Count before releasing the waiters, so that their Stats include this load.
 	failed := err != nil && !e.negative
 	if failed {
@@ -250,14 +261,47 @@ func (c *Cache[V]) finish(key string, sh *shard[V], cl *call[V], v V, err error,
 		c.stats.discarded.Add(1)
 	}
 	close(cl.done)
+	c.reportLoad(cl, err, failed, installed, delta)
+}
 
-	if failed && background && c.cfg.Logger != nil { // nobody waits for it: its error goes to the log
-		c.cfg.Logger.Warn("l1cache: background refresh failed", "key", key, "err", err)
+// settle is the step of finish under the shard's mutex. On the first finish of cl it sets
+// the waiters' answer (the last good value instead of err within StaleIfError) and installs
+// e, or the error entry it builds from the entry being replaced, unless the generation was
+// superseded. It returns the entry and whether it was installed, and first = false on a later
+// finish, which does nothing.
+func (c *Cache[V]) settle(cl *call[V], v V, err error, e *entry[V]) (_ *entry[V], installed, first bool) {
+	cl.sh.mu.Lock()
+	defer cl.sh.mu.Unlock()
+	if cl.finished {
+		return e, false, false
+	}
+	cl.finished = true
+	end := c.now()
+	if err != nil {
+		e = c.newErrorEntry(err, c.peek(cl.key), cl.epoch, end)
+	}
+	cl.val, cl.err = v, err
+	if err != nil && e.hasValue && c.cfg.sie > 0 && end < c.sieUntil(e) {
+		cl.val, cl.err, cl.sie = e.value, nil, true
+	}
+	installed = !cl.superseded
+	if installed {
+		c.store.Set(cl.key, e)
+		delete(cl.sh.calls, cl.key)
+	}
+	return e, installed, true
+}
+
+// reportLoad logs a failed background load, which nobody waits for, and emits the load's
+// events, after its waiters were released.
+func (c *Cache[V]) reportLoad(cl *call[V], err error, failed, installed bool, delta int64) {
+	if failed && cl.background && c.cfg.Logger != nil {
+		c.cfg.Logger.Warn("l1cache: background refresh failed", "key", cl.key, "err", err)
 	}
 	if !installed {
-		c.emit(EventDiscarded, key)
+		c.emit(EventDiscarded, cl.key)
 	}
 	if c.cfg.OnEvent != nil {
-		c.cfg.OnEvent(Event{Kind: EventLoad, Key: key, Err: err, Duration: time.Duration(delta)})
+		c.cfg.OnEvent(Event{Kind: EventLoad, Key: cl.key, Err: err, Duration: time.Duration(delta)})
 	}
 }

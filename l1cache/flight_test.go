@@ -159,7 +159,7 @@ func TestLoaderPanicReachesWaitersAndNeverSticksTheKey(t *testing.T) {
 			panic("boom")
 		}
 		return "recovered", nil
-	}, Options[string]{Clock: clock, ErrorTTL: time.Second})
+	}, Options[string]{Clock: clock.Time, ErrorTTL: time.Second})
 
 	const waiters = 20
 	errs := make(chan error, waiters)
@@ -199,7 +199,7 @@ func TestLoaderGoexitNeverSticksTheKey(t *testing.T) {
 			runtime.Goexit()
 		}
 		return "ok", nil
-	}, Options[string]{Clock: clock})
+	}, Options[string]{Clock: clock.Time})
 	_, err := c.Get(context.Background(), "k")
 	require.ErrorIs(t, err, errGoexit)
 	clock.Advance(DefaultErrorTTL)
@@ -235,7 +235,7 @@ func TestOnEventMayCallTheCache(t *testing.T) {
 	var c *Cache[string]
 	var kinds sync.Map
 	c = newCache(t, func(ctx context.Context, key string) (string, error) { return "v", nil },
-		Options[string]{Clock: clock, Fresh: time.Second, Stale: time.Hour, NoJitter: true, OnEvent: func(e Event) {
+		Options[string]{Clock: clock.Time, Fresh: time.Second, Stale: time.Hour, NoJitter: true, OnEvent: func(e Event) {
 			kinds.Store(e.Kind, true)
 			_ = c.Stats()
 			if e.Kind != EventInvalidate && e.Key != "" {
@@ -278,7 +278,7 @@ func TestLoadTimeoutReleasesALoaderThatIgnoresItsContext(t *testing.T) {
 			return "late", nil
 		}
 		return "v2", nil
-	}, Options[string]{Clock: clock, LoadTimeout: 20 * time.Millisecond, ErrorTTL: time.Second, Fresh: time.Hour})
+	}, Options[string]{Clock: clock.Time, LoadTimeout: 20 * time.Millisecond, ErrorTTL: time.Second, Fresh: time.Hour})
 	t.Cleanup(func() { close(release) }) // before the cache's Close, which waits for the loader
 
 	// The caller's own context ends much later, with a cause of its own: an error from the

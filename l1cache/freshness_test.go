@@ -24,7 +24,7 @@ func TestStaleServesTheOldValueAtOnceAndRefreshesOnce(t *testing.T) {
 		close(refreshStarted)
 		<-release
 		return "v2", nil
-	}, Options[string]{Clock: clock, Fresh: time.Second, Stale: 10 * time.Second, NoJitter: true})
+	}, Options[string]{Clock: clock.Time, Fresh: time.Second, Stale: 10 * time.Second, NoJitter: true})
 
 	require.Equal(t, "v1", get(t, c, "k"))
 	clock.Advance(2 * time.Second)
@@ -62,7 +62,7 @@ func TestStaleWindowEndsInAWaitingLoad(t *testing.T) {
 	clock := &fakeClock{}
 	src := newSource()
 	src.set("k", "v1")
-	c := newCache(t, src.load, Options[string]{Clock: clock, Fresh: time.Second, Stale: time.Second, NoJitter: true})
+	c := newCache(t, src.load, Options[string]{Clock: clock.Time, Fresh: time.Second, Stale: time.Second, NoJitter: true})
 	require.Equal(t, "v1", get(t, c, "k"))
 	src.set("k", "v2")
 	clock.Advance(2 * time.Second) // past Fresh and Stale
@@ -81,7 +81,7 @@ func TestStaleIfErrorServesTheLastGoodValueThenTheError(t *testing.T) {
 			return "", boom
 		}
 		return "good", nil
-	}, Options[string]{Clock: clock, Fresh: time.Second, StaleIfError: 5 * time.Second, ErrorTTL: 100 * time.Millisecond, NoJitter: true})
+	}, Options[string]{Clock: clock.Time, Fresh: time.Second, StaleIfError: 5 * time.Second, ErrorTTL: 100 * time.Millisecond, NoJitter: true})
 
 	require.Equal(t, "good", get(t, c, "k"))
 	failing.Store(true)
@@ -124,7 +124,7 @@ func TestFailedRefreshInStaleWindowKeepsServingAndRetriesAfterErrorTTL(t *testin
 			return "v1", nil
 		}
 		return "", errors.New("refresh failed")
-	}, Options[string]{Clock: clock, Fresh: time.Second, Stale: 10 * time.Second, ErrorTTL: time.Second, NoJitter: true,
+	}, Options[string]{Clock: clock.Time, Fresh: time.Second, Stale: 10 * time.Second, ErrorTTL: time.Second, NoJitter: true,
 		OnEvent: func(e Event) {
 			if e.Kind == EventLoad {
 				loaded <- e.Err
@@ -149,7 +149,7 @@ func TestFailedRefreshInStaleWindowKeepsServingAndRetriesAfterErrorTTL(t *testin
 func TestNotFoundIsCachedForNegativeTTL(t *testing.T) {
 	clock := &fakeClock{}
 	src := newSource()
-	c := newCache(t, src.load, Options[string]{Clock: clock, NegativeTTL: time.Second, NoJitter: true})
+	c := newCache(t, src.load, Options[string]{Clock: clock.Time, NegativeTTL: time.Second, NoJitter: true})
 	for range 3 {
 		_, err := c.Get(context.Background(), "ghost")
 		require.ErrorIs(t, err, ErrNotFound)
@@ -174,7 +174,7 @@ func TestMaxRefreshesCapsBackgroundRefreshes(t *testing.T) {
 			<-release
 		}
 		return "v", nil
-	}, Options[string]{Clock: clock, Fresh: time.Second, Stale: time.Hour, NoJitter: true, MaxRefreshes: 2})
+	}, Options[string]{Clock: clock.Time, Fresh: time.Second, Stale: time.Hour, NoJitter: true, MaxRefreshes: 2})
 	for i := range 5 {
 		get(t, c, fmt.Sprint("k", i))
 	}
@@ -202,7 +202,7 @@ func TestMarkAllStaleEndsFreshness(t *testing.T) {
 		clock := &fakeClock{}
 		src := newSource()
 		src.set("k", "v1")
-		c := newCache(t, src.load, Options[string]{Clock: clock, Fresh: time.Hour, Stale: time.Hour})
+		c := newCache(t, src.load, Options[string]{Clock: clock.Time, Fresh: time.Hour, Stale: time.Hour})
 		get(t, c, "k")
 		src.set("k", "v2")
 		c.MarkAllStale()
@@ -214,7 +214,7 @@ func TestMarkAllStaleEndsFreshness(t *testing.T) {
 		clock := &fakeClock{}
 		src := newSource()
 		src.set("k", "v1")
-		c := newCache(t, src.load, Options[string]{Clock: clock, Fresh: time.Hour})
+		c := newCache(t, src.load, Options[string]{Clock: clock.Time, Fresh: time.Hour})
 		get(t, c, "k")
 		src.set("k", "v2")
 		c.MarkAllStale()
@@ -249,7 +249,7 @@ func TestCapacityBoundsTheStore(t *testing.T) {
 func TestExpiredEntriesLeaveTheStore(t *testing.T) {
 	clock := &fakeClock{}
 	c := newCache(t, func(ctx context.Context, key string) (string, error) { return key, nil },
-		Options[string]{Clock: clock, Fresh: time.Second, Stale: time.Second, NoJitter: true})
+		Options[string]{Clock: clock.Time, Fresh: time.Second, Stale: time.Second, NoJitter: true})
 	for i := range 100 {
 		get(t, c, fmt.Sprint("k", i))
 	}
@@ -267,7 +267,7 @@ func TestFailedReloadAfterMarkAllStaleReturnsTheErrorWithoutStaleIfError(t *test
 			return "", boom
 		}
 		return "old", nil
-	}, Options[string]{Clock: clock, Fresh: time.Hour, NoJitter: true})
+	}, Options[string]{Clock: clock.Time, Fresh: time.Hour, NoJitter: true})
 	require.Equal(t, "old", get(t, c, "k"))
 	c.MarkAllStale()
 	failing.Store(true)
@@ -283,7 +283,7 @@ func TestFailedReloadAfterMarkAllStaleReturnsTheErrorWithoutStaleIfError(t *test
 			return "", boom
 		}
 		return "old", nil
-	}, Options[string]{Clock: clock, Fresh: time.Hour, StaleIfError: time.Minute, NoJitter: true})
+	}, Options[string]{Clock: clock.Time, Fresh: time.Hour, StaleIfError: time.Minute, NoJitter: true})
 	failing.Store(false)
 	require.Equal(t, "old", get(t, sie, "k"))
 	sie.MarkAllStale()

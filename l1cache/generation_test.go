@@ -122,7 +122,7 @@ func TestMarkAllStaleDuringALoad(t *testing.T) {
 			started <- n
 			<-releases[n-1]
 			return fmt.Sprint("load", n), nil
-		}, Options[string]{Fresh: time.Hour, Clock: &fakeClock{}})
+		}, Options[string]{Fresh: time.Hour, Clock: new(fakeClock).Time})
 		return c, started, releases
 	}
 	t.Run("its result is not fresh", func(t *testing.T) {

@@ -14,10 +14,10 @@ import (
 
 func TestMain(m *testing.M) { celebritytest.Main(m) }
 
-// fakeClock is a Clock that moves only when told.
+// fakeClock is a clock that moves only when told; its Time method is an Options.Clock.
 type fakeClock struct{ n atomic.Int64 }
 
-func (f *fakeClock) NowNano() int64          { return f.n.Load() }
+func (f *fakeClock) Time() time.Time         { return time.Unix(0, f.n.Load()) }
 func (f *fakeClock) Advance(d time.Duration) { f.n.Add(int64(d)) }
 func (f *fakeClock) Set(d time.Duration)     { f.n.Store(int64(d)) }
 func (f *fakeClock) Now() time.Duration      { return time.Duration(f.n.Load()) }
@@ -81,13 +81,14 @@ func newCache[V any](t testing.TB, load Loader[V], o Options[V]) *Cache[V] {
 	return c
 }
 
-// waitFor receives from ch or fails the test after a generous bound.
+// waitFor receives from ch or fails the test after a generous bound: 30 s, since a busy
+// machine running the race detector was seen to take more than 5 s for a thousand Gets.
 func waitFor[T any](t testing.TB, ch <-chan T, what string) T {
 	t.Helper()
 	select {
 	case v := <-ch:
 		return v
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatalf("timed out waiting for %s", what)
 		panic("unreachable")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 )
@@ -23,4 +24,14 @@ func TestFreshHitDoesNotAllocate(t *testing.T) {
 			require.GreaterOrEqual(t, c.Stats().Hits, uint64(1000))
 		})
 	}
+}
+
+// TestEntryOfAStringIsOneCacheLine checks that the entry of a two-word value is 64 bytes, the
+// size class whose objects sit on cache lines of their own, so that a hit reads one line of
+// it.
+func TestEntryOfAStringIsOneCacheLine(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("the layout is computed for 64-bit platforms")
+	}
+	require.Equal(t, uintptr(64), unsafe.Sizeof(entry[string]{}))
 }

@@ -48,7 +48,7 @@ func benchL1(b *testing.B, rdb *redis.Client, key string, beta float64) {
 		c, err := New(func(ctx context.Context, key string) (string, error) {
 			reads.Add(1)
 			return rdb.Get(ctx, key).Result()
-		}, Options[string]{MaxEntries: 1000, Fresh: time.Second, Stale: time.Second, Beta: beta, Clock: clock})
+		}, Options[string]{MaxEntries: 1000, Fresh: time.Second, Stale: time.Second, Beta: beta, Clock: func() time.Time { return time.Unix(0, clock.NowNano()) }})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -93,10 +92,10 @@ type Invalidator struct {
 // it. Use [Invalidator.Ready] to wait for the first subscription.
 func NewInvalidator(client PubSubClient, target Target, opts InvalidatorOptions) (*Invalidator, error) {
 	if client == nil {
-		return nil, errors.New("l1cache: NewInvalidator: client must not be nil")
+		return nil, invalidf("NewInvalidator: client must not be nil")
 	}
 	if target == nil {
-		return nil, errors.New("l1cache: NewInvalidator: target must not be nil")
+		return nil, invalidf("NewInvalidator: target must not be nil")
 	}
 	opts, err := opts.withDefaults()
 	if err != nil {

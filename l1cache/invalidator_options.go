@@ -76,7 +76,7 @@ func (o InvalidatorOptions) withDefaults() (InvalidatorOptions, error) {
 		o.Channel = DefaultChannel
 	}
 	if len(o.Channel) > maxChannel {
-		return o, fmt.Errorf("l1cache: InvalidatorOptions.Channel must be 1..%d bytes, got %d", maxChannel, len(o.Channel))
+		return o, invalidf("InvalidatorOptions.Channel must be 1..%d bytes, got %d", maxChannel, len(o.Channel))
 	}
 	if o.InstanceID == "" {
 		var b [8]byte
@@ -86,22 +86,22 @@ func (o InvalidatorOptions) withDefaults() (InvalidatorOptions, error) {
 		o.InstanceID = hex.EncodeToString(b[:])
 	}
 	if !validInstanceID(o.InstanceID) {
-		return o, fmt.Errorf("l1cache: InvalidatorOptions.InstanceID must be 1..%d characters of [A-Za-z0-9._-], got %q", maxInstanceID, o.InstanceID)
+		return o, invalidf("InvalidatorOptions.InstanceID must be 1..%d characters of [A-Za-z0-9._-], got %q", maxInstanceID, o.InstanceID)
 	}
 	if o.PingInterval == 0 {
 		o.PingInterval = DefaultPingInterval
 	}
 	if o.PingInterval < minPingInterval || o.PingInterval > maxPingInterval {
-		return o, fmt.Errorf("l1cache: InvalidatorOptions.PingInterval must be %v..%v, got %v", minPingInterval, maxPingInterval, o.PingInterval)
+		return o, invalidf("InvalidatorOptions.PingInterval must be %v..%v, got %v", minPingInterval, maxPingInterval, o.PingInterval)
 	}
 	if o.OfflineFresh == 0 {
 		o.OfflineFresh = o.PingInterval
 	}
 	if o.OfflineFresh > 0 && (o.OfflineFresh < minPingInterval || o.OfflineFresh > maxDuration) {
-		return o, fmt.Errorf("l1cache: InvalidatorOptions.OfflineFresh must be %v..%v or negative (off), got %v", minPingInterval, maxDuration, o.OfflineFresh)
+		return o, invalidf("InvalidatorOptions.OfflineFresh must be %v..%v or negative (off), got %v", minPingInterval, maxDuration, o.OfflineFresh)
 	}
 	if o.PubSub > PubSubSharded {
-		return o, fmt.Errorf("l1cache: InvalidatorOptions.PubSub must be PubSubAuto, PubSubGlobal or PubSubSharded, got %d", o.PubSub)
+		return o, invalidf("InvalidatorOptions.PubSub must be PubSubAuto, PubSubGlobal or PubSubSharded, got %d", o.PubSub)
 	}
 	return o, nil
 }

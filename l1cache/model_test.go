@@ -31,7 +31,7 @@ func TestGenerationsAgainstAModel(t *testing.T) {
 			announced <- l
 			<-l.release
 			return l.token, nil
-		}, Options[string]{MaxEntries: 100, Fresh: time.Hour, Clock: &fakeClock{}})
+		}, Options[string]{MaxEntries: 100, Fresh: time.Hour, Clock: new(fakeClock).Time})
 		if err != nil {
 			rt.Fatal(err)
 		}

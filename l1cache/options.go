@@ -1,7 +1,6 @@
 package l1cache
 
 import (
-	"fmt"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -105,12 +104,14 @@ type Options[V any] struct {
 	// (DefaultMaxRefreshes). Range 1..2^20.
 	MaxRefreshes int
 
-	// Clock is the time source for every window and load duration. Default: a coarse clock
-	// owned by the cache that reads the system time once per millisecond (DefaultClockResolution)
-	// in a goroutine stopped by Close, so that a hit reads no system clock; windows then end up
-	// to one resolution (more if that goroutine is delayed) late. Several caches may share one
-	// clock, for example an otter.CoarseClock.
-	Clock Clock
+	// Clock returns the current time; every window and load duration is counted on it
+	// (through time.Time.Sub, so the monotonic reading of time.Now is used when present). It
+	// must be safe for concurrent use. Default (nil): a coarse clock owned by the cache that
+	// reads the system time once per millisecond (DefaultClockResolution) in a goroutine
+	// stopped by Close, so that a hit reads no system clock; windows then end up to one
+	// resolution (more if that goroutine is delayed) late. Several caches can share one
+	// otter.CoarseClock clk with func() time.Time { return time.Unix(0, clk.NowNano()) }.
+	Clock func() time.Time
 	// Rand returns uniform values in [0, 1) for jitter and early refresh. It must be safe for
 	// concurrent use. Default: math/rand/v2.Float64.
 	Rand func() float64
@@ -121,88 +122,106 @@ type Options[V any] struct {
 	OnEvent func(Event)
 }
 
-// Clock is a source of monotonic time in nanoseconds since an arbitrary fixed point. It must
-// be safe for concurrent use.
+// Clock is a source of monotonic time in nanoseconds since an arbitrary fixed point.
+//
+// Deprecated: [Options.Clock] is a func() time.Time, as in the other packages; a Clock c
+// becomes func() time.Time { return time.Unix(0, c.NowNano()) }.
 type Clock interface {
 	NowNano() int64
 }
 
-// systemClock reads the monotonic clock relative to its creation. A cache with the default
-// coarse clock measures load durations with it.
-type systemClock struct{ base time.Time }
-
-func (c *systemClock) NowNano() int64 { return int64(time.Since(c.base)) }
-
-// config is Options with defaults applied and durations in nanoseconds.
-type config[V any] struct {
+// settings is Options after withDefaults, with the durations in nanoseconds as the clock
+// counts them.
+type settings[V any] struct {
 	Options[V]
 	fresh, stale, sie, errTTL, negTTL, loadTimeout int64
 }
 
-func (o Options[V]) config() (config[V], error) {
-	c := config[V]{Options: o}
+func newSettings[V any](o Options[V]) settings[V] {
+	return settings[V]{Options: o, fresh: int64(o.Fresh), stale: int64(o.Stale),
+		sie: int64(o.StaleIfError), errTTL: int64(o.ErrorTTL), negTTL: int64(o.NegativeTTL),
+		loadTimeout: int64(o.LoadTimeout)}
+}
+
+// withDefaults fills the zero fields of o with their defaults and checks every field. An error
+// matches ErrInvalid and names the field and its allowed range.
+func (o Options[V]) withDefaults() (Options[V], error) {
+	if err := o.checkCapacity(); err != nil {
+		return o, err
+	}
+	o, err := o.durationDefaults()
+	if err != nil {
+		return o, err
+	}
+	return o.tuningDefaults()
+}
+
+// checkCapacity checks that exactly one bound is set, and the Sizer with MaxCost only.
+func (o Options[V]) checkCapacity() error {
 	switch {
 	case o.MaxEntries != 0 && o.MaxCost != 0:
-		return c, fmt.Errorf("l1cache: set one of Options.MaxEntries and Options.MaxCost, got %d and %d", o.MaxEntries, o.MaxCost)
+		return invalidf("set one of Options.MaxEntries and Options.MaxCost, got %d and %d", o.MaxEntries, o.MaxCost)
 	case o.MaxEntries == 0 && o.MaxCost == 0:
-		return c, fmt.Errorf("l1cache: Options.MaxEntries must be 1..%d (or set MaxCost), got 0", maxEntriesLimit)
+		return invalidf("Options.MaxEntries must be 1..%d (or set MaxCost), got 0", maxEntriesLimit)
 	case o.MaxEntries < 0 || o.MaxEntries > maxEntriesLimit:
-		return c, fmt.Errorf("l1cache: Options.MaxEntries must be 1..%d, got %d", maxEntriesLimit, o.MaxEntries)
+		return invalidf("Options.MaxEntries must be 1..%d, got %d", maxEntriesLimit, o.MaxEntries)
 	case o.MaxCost != 0 && o.Sizer == nil:
-		return c, fmt.Errorf("l1cache: Options.MaxCost requires Options.Sizer")
+		return invalidf("Options.MaxCost requires Options.Sizer")
 	case o.MaxCost == 0 && o.Sizer != nil:
-		return c, fmt.Errorf("l1cache: Options.Sizer requires Options.MaxCost")
+		return invalidf("Options.Sizer requires Options.MaxCost")
 	}
-	var err error
-	if c.fresh, err = duration("Fresh", o.Fresh, DefaultFresh, 1, maxDuration); err != nil {
-		return c, err
+	return nil
+}
+
+// durationDefaults fills and checks the windows and the load timeout.
+func (o Options[V]) durationDefaults() (Options[V], error) {
+	if o.Fresh == 0 {
+		o.Fresh = DefaultFresh // before the table: NegativeTTL defaults to it
 	}
-	if c.stale, err = duration("Stale", o.Stale, 0, 0, maxDuration); err != nil {
-		return c, err
+	for _, d := range []struct {
+		field         string
+		v             *time.Duration
+		def, min, max time.Duration
+	}{
+		{"Fresh", &o.Fresh, DefaultFresh, 1, maxDuration},
+		{"Stale", &o.Stale, 0, 0, maxDuration},
+		{"StaleIfError", &o.StaleIfError, 0, 0, maxDuration},
+		{"ErrorTTL", &o.ErrorTTL, DefaultErrorTTL, 1, maxErrorTTL},
+		{"NegativeTTL", &o.NegativeTTL, o.Fresh, 1, maxDuration},
+		{"LoadTimeout", &o.LoadTimeout, DefaultLoadTimeout, 1, maxDuration},
+	} {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < d.min || *d.v > d.max {
+			return o, invalidf("Options.%s must be %v..%v, got %v", d.field, d.min, d.max, *d.v)
+		}
 	}
-	if c.sie, err = duration("StaleIfError", o.StaleIfError, 0, 0, maxDuration); err != nil {
-		return c, err
-	}
-	if c.errTTL, err = duration("ErrorTTL", o.ErrorTTL, DefaultErrorTTL, 1, maxErrorTTL); err != nil {
-		return c, err
-	}
-	if c.negTTL, err = duration("NegativeTTL", o.NegativeTTL, time.Duration(c.fresh), 1, maxDuration); err != nil {
-		return c, err
-	}
-	if c.loadTimeout, err = duration("LoadTimeout", o.LoadTimeout, DefaultLoadTimeout, 1, maxDuration); err != nil {
-		return c, err
-	}
+	return o, nil
+}
+
+// tuningDefaults fills and checks Jitter, Beta, MaxRefreshes and Rand.
+func (o Options[V]) tuningDefaults() (Options[V], error) {
 	if !(o.Jitter >= 0 && o.Jitter <= maxJitter) { // also rejects NaN
-		return c, fmt.Errorf("l1cache: Options.Jitter must be 0..%g, got %g", maxJitter, o.Jitter)
+		return o, invalidf("Options.Jitter must be 0..%g, got %g", maxJitter, o.Jitter)
 	}
 	switch {
 	case o.NoJitter:
-		c.Jitter = 0
+		o.Jitter = 0
 	case o.Jitter == 0:
-		c.Jitter = DefaultJitter
+		o.Jitter = DefaultJitter
 	}
 	if !(o.Beta >= 0 && o.Beta <= maxBeta) {
-		return c, fmt.Errorf("l1cache: Options.Beta must be 0..%g, got %g", maxBeta, o.Beta)
+		return o, invalidf("Options.Beta must be 0..%g, got %g", maxBeta, o.Beta)
 	}
 	if o.MaxRefreshes < 0 || o.MaxRefreshes > maxRefreshLimit {
-		return c, fmt.Errorf("l1cache: Options.MaxRefreshes must be 1..%d, got %d", maxRefreshLimit, o.MaxRefreshes)
+		return o, invalidf("Options.MaxRefreshes must be 1..%d, got %d", maxRefreshLimit, o.MaxRefreshes)
 	}
 	if o.MaxRefreshes == 0 {
-		c.MaxRefreshes = DefaultMaxRefreshes
+		o.MaxRefreshes = DefaultMaxRefreshes
 	}
 	if o.Rand == nil {
-		c.Rand = rand.Float64
+		o.Rand = rand.Float64
 	}
-	return c, nil
-}
-
-// duration applies a default to a zero d and checks it against min..max.
-func duration(field string, d, def, min, max time.Duration) (int64, error) {
-	if d == 0 {
-		d = def
-	}
-	if d < min || d > max {
-		return 0, fmt.Errorf("l1cache: Options.%s must be %v..%v, got %v", field, min, max, d)
-	}
-	return int64(d), nil
+	return o, nil
 }

@@ -3,9 +3,11 @@ package l1cache
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -61,4 +63,42 @@ func TestNewAppliesDefaults(t *testing.T) {
 
 	noJitter := newCache(t, func(context.Context, string) (int, error) { return 1, nil }, Options[int]{MaxEntries: 1, NoJitter: true, Jitter: 0.3})
 	require.Zero(t, noJitter.cfg.Jitter)
+}
+
+// TestBadInputMatchesErrInvalid checks that every refusal of bad input matches ErrInvalid, so
+// that a caller can tell it from a failure of Redis or of the store.
+func TestBadInputMatchesErrInvalid(t *testing.T) {
+	load := func(context.Context, string) (int, error) { return 0, nil }
+	for _, o := range []Options[int]{
+		{},
+		{MaxEntries: 1, MaxCost: 1},
+		{MaxEntries: 1, Fresh: -1},
+		{MaxEntries: 1, ErrorTTL: time.Hour},
+		{MaxEntries: 1, Jitter: 0.9},
+		{MaxEntries: 1, Beta: math.Inf(1)},
+		{MaxEntries: 1, MaxRefreshes: -1},
+	} {
+		_, err := New(load, o)
+		require.ErrorIs(t, err, ErrInvalid, "%+v", o)
+	}
+	_, err := New[int](nil, Options[int]{MaxEntries: 1})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.NotErrorIs(t, ErrInvalid, ErrClosed)
+
+	srv := celebritytest.Standalone(t)
+	c := newCache(t, newSource().load, Options[string]{})
+	for _, o := range []InvalidatorOptions{
+		{Channel: strings.Repeat("c", maxChannel+1)},
+		{InstanceID: "a:b"},
+		{PingInterval: time.Hour},
+		{OfflineFresh: 48 * time.Hour},
+		{PubSub: PubSubSharded + 1},
+	} {
+		_, err := NewInvalidator(srv.Client(t), c, o)
+		require.ErrorIs(t, err, ErrInvalid, "%+v", o)
+	}
+	_, err = NewInvalidator(nil, c, InvalidatorOptions{})
+	require.ErrorIs(t, err, ErrInvalid)
+	_, err = NewInvalidator(srv.Client(t), nil, InvalidatorOptions{})
+	require.ErrorIs(t, err, ErrInvalid)
 }

@@ -114,22 +114,31 @@ func (inv *Invalidator) receive(ps *redis.PubSub) error {
 			return err
 		}
 		pinged = false
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Channel != inv.opts.Channel {
-				continue
-			}
-			switch m.Kind {
-			case "subscribe", "ssubscribe":
-				inv.up()
-			case "unsubscribe", "sunsubscribe":
-				return errUnsubscribed
-			}
-		case *redis.Message:
-			inv.apply(m.Payload)
-		case *redis.Pong:
+		if err := inv.handle(msg); err != nil {
+			return err
 		}
 	}
+}
+
+// handle handles one message of the subscription: it records an established subscription,
+// applies an invalidation, and returns errUnsubscribed when the server ended the subscription.
+func (inv *Invalidator) handle(msg any) error {
+	switch m := msg.(type) {
+	case *redis.Subscription:
+		if m.Channel != inv.opts.Channel {
+			return nil
+		}
+		switch m.Kind {
+		case "subscribe", "ssubscribe":
+			inv.up()
+		case "unsubscribe", "sunsubscribe":
+			return errUnsubscribed
+		}
+	case *redis.Message:
+		inv.apply(m.Payload)
+	case *redis.Pong:
+	}
+	return nil
 }
 
 // isSubscribed reports whether the current subscription is established.

@@ -18,7 +18,7 @@ func slowLoadCache(t *testing.T, clock *fakeClock, delta time.Duration, o Option
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	refreshed := make(chan string, 100_000)
-	o.Clock = clock
+	o.Clock = clock.Time
 	c := newCache(t, func(ctx context.Context, key string) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -116,7 +116,7 @@ func TestJitterSpreadsExpiriesAcrossTheBand(t *testing.T) {
 	const n = 10_000
 	const fresh = 10 * time.Second
 	c := newCache(t, func(ctx context.Context, key string) (string, error) { return key, nil },
-		Options[string]{Clock: clock, Fresh: fresh, Rand: seededRand(7)}) // default Jitter 10%
+		Options[string]{Clock: clock.Time, Fresh: fresh, Rand: seededRand(7)}) // default Jitter 10%
 	for i := range n {
 		get(t, c, fmt.Sprint("k", i))
 	}
