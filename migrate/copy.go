@@ -135,9 +135,12 @@ func (c *Coordinator) snapshotItems(ctx context.Context, a *shard, phase, zkey s
 				items[i].kind = 0
 			}
 		}
+		// Idempotency records written before the retry window are left behind: no retry
+		// can need them on the target (Options.OpRetryWindow).
+		cutoff := c.opCutoff()
 		kept := items[:0]
 		for _, it := range items {
-			if it.kind != 0 {
+			if it.kind != 0 && (it.kind != 'o' || it.exp > cutoff) {
 				kept = append(kept, it)
 			}
 		}
@@ -296,4 +299,11 @@ func (c *Coordinator) restartSnapshot(ctx context.Context, r *run, p probeResult
 		return c.snapshot(ctx, r, ClosedA)
 	}
 	return nil
+}
+
+// opCutoff is the expiry (unix ms) at or before which an idempotency record was written
+// before the retry window and is not moved: now + OpRetention - OpRetryWindow (now, with
+// the default window).
+func (c *Coordinator) opCutoff() int64 {
+	return c.o.Now().Add(c.o.OpRetention - c.o.OpRetryWindow).UnixMilli()
 }

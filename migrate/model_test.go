@@ -18,7 +18,15 @@ import (
 	"github.com/celebrity-go/celebrity/routing"
 )
 
-var errLostReply = errors.New("model: reply lost")
+// errLostReply is what a command whose reply was lost returns: a network error, as from a
+// broken connection, so the coordinator's retries of idempotent commands run too.
+var errLostReply error = lostReplyError{}
+
+type lostReplyError struct{}
+
+func (lostReplyError) Error() string   { return "model: reply lost" }
+func (lostReplyError) Timeout() bool   { return false }
+func (lostReplyError) Temporary() bool { return true }
 
 // gate holds every command of one actor until the model lets it run, one at a time. The
 // actor's lease renewals (its heartbeat) pass freely while the actor runs and fail while
