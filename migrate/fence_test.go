@@ -169,3 +169,102 @@ func TestCacheRollbackAndFinishRacingLeaveJournalAndTableInAgreement(t *testing.
 		})
 	}
 }
+
+// stopAfter is a go-redis hook that, once the first call of the named migrate script has
+// its reply, holds every further command of its client until released: a driver process
+// stopped right after that call.
+type stopAfter struct {
+	script   string
+	mu       sync.Mutex
+	armed    bool
+	reached  chan struct{}
+	released chan struct{}
+}
+
+func newStopAfter(script string) *stopAfter {
+	return &stopAfter{script: script, reached: make(chan struct{}), released: make(chan struct{})}
+}
+
+func (h *stopAfter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *stopAfter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *stopAfter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := strings.ToLower(cmd.Name()); n == "hello" || n == "client" || n == "auth" {
+			return next(ctx, cmd)
+		}
+		h.mu.Lock()
+		armed := h.armed
+		h.mu.Unlock()
+		if armed {
+			select {
+			case <-h.released:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			return next(ctx, cmd)
+		}
+		err := next(ctx, cmd)
+		if err == nil && scriptName(cmd) == h.script {
+			h.mu.Lock()
+			if !h.armed {
+				h.armed = true
+				close(h.reached)
+			}
+			h.mu.Unlock()
+		}
+		return err
+	}
+}
+
+// A driver stopped right after its takeover (the reply received), whose migration another
+// driver then took over and finished, is told at its next step that it was fenced: its
+// Resume returns ErrFenced with the finishing driver's record, not success.
+func TestDriverStoppedAfterItsTakeoverIsFencedOnceAnotherFinished(t *testing.T) {
+	srv := celebritytest.Shards(t, 3)
+	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{
+		"a": srv[1].Client(t), "b": srv[2].Client(t),
+	}, routing.ShardOptions{})
+	ctx := ctxT(t)
+	u := routing.BucketUnit(13)
+	src := e.openOwner(u)
+	dst := other(src)
+	m := newModel()
+	m.seed(t, e.client(), u, 30)
+	co := e.coordinator(migrate.Options{LeaseTTL: 300 * time.Millisecond})
+	st, err := co.Start(ctx, migrate.Spec{Unit: u, Target: dst})
+	require.NoError(t, err)
+
+	h := newStopAfter("acquire")
+	ctl := srv[0].Client(t)
+	ctl.AddHook(h)
+	stopped, err := migrate.New(ctl, migrate.Options{Prefix: e.prefix, Shards: e.clients, LeaseTTL: 300 * time.Millisecond})
+	require.NoError(t, err)
+	type result struct {
+		st  migrate.Status
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := stopped.Resume(ctx, st.ID)
+		done <- result{s, err}
+	}()
+	select {
+	case <-h.reached:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stopped driver never took over")
+	}
+
+	// Its lease runs out (no heartbeat while stopped): another driver takes over and finishes.
+	fin, err := co.Resume(ctx, st.ID)
+	require.NoError(t, err)
+	require.Equal(t, migrate.OwnedB, fin.State)
+	close(h.released)
+	z := <-done
+	require.ErrorIs(t, z.err, migrate.ErrFenced)
+	require.Equal(t, migrate.OwnedB, z.st.State)
+	require.Equal(t, fin.Epoch, z.st.Epoch, "the record is the finishing driver's")
+	require.Equal(t, dst, e.table().Owner(u))
+	m.check(t, e, dst, u)
+}

@@ -177,7 +177,10 @@ var cancelStates = strings.Join([]string{string(OwnedA), string(Copying), string
 // script ran or not), the call retries with the same token, and a takeover that already
 // happened returns the same epoch instead of taking a new one, so a lost reply never leaves
 // the lease to a token nobody holds. If the record cannot be read after the takeover, the
-// lease is released before returning.
+// lease is released before returning; if another driver took over by the time it is read,
+// the caller is fenced. After lostReplyRetries lost replies in a row the call gives up: a
+// takeover that did happen then holds the lease for a token nobody holds until it runs out
+// (LeaseTTL), as for a driver that crashed right after taking over.
 func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states string, to ...string) (*run, error) {
 	s, err := c.loadRetrying(ctx, id)
 	if err != nil {
@@ -209,6 +212,12 @@ func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states
 			if err != nil {
 				c.release(ctx, id, e)
 				return &run{Status: s}, err
+			}
+			if s.Epoch != e {
+				// The caller stopped between its takeover and this read, long enough for
+				// its lease to run out and another driver to take over (and maybe finish).
+				c.stats.fenced.Add(1)
+				return &run{Status: s}, &FencedError{ID: id, Epoch: e, Current: s.Epoch, Where: "journal", State: s.State}
 			}
 			return &run{Status: s, epoch: e}, nil
 		case len(reply) == 2 && reply[0] == "state":
