@@ -316,7 +316,7 @@ func TestReviewCarveOutWithLostRepliesAndARacingCancel(t *testing.T) {
 				final, err := resumeUntilDone(ctx, co, st.ID)
 				close(carved)
 				cerr := <-cancelled
-				t.Logf("carve-out ended in %s (%v); cancel tried %v: %v", final.State, err, tried.Load(), cerr)
+				t.Logf("carve-out ended in %s (%v); cancel tried %v: %v; stats %+v", final.State, err, tried.Load(), cerr, co.Stats())
 				close(stop)
 				for i := 0; i < 3; i++ {
 					require.NoError(t, <-wdone)
