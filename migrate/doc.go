@@ -30,7 +30,11 @@
 //   - CatchingUp: the change log from that position is applied. Every guarded write appends
 //     its entry in the same script as the write, so the log is complete. Entries are read by
 //     one script that also proves that none was trimmed. If entries were trimmed, the target
-//     is reset and the copy restarts from a fresh snapshot. Then the copy is verified.
+//     is reset and the copy restarts from a fresh snapshot. Then the copy is verified. A
+//     round reads up to the log's end as it was when the round started; the source is
+//     closed once a round leaves at most Options.CloseLag entries, or once the lag has not
+//     reached a new low for 5 rounds (writers as fast as the copy: the pause then covers
+//     that lag), or after Options.MaxCatchUpRounds.
 //   - ClosedA: one script closes the source for the old generation and returns the log's
 //     final position. A write racing it is either in the log before that position or refused
 //     with routing.ErrStaleRoute. No "requests seem to be over" heuristic is involved. The
@@ -85,9 +89,13 @@
 // does the driver act. The takeover is idempotent by a token of its own: when its reply is
 // lost, the driver runs it again with the same token and finds its own takeover (the same
 // epoch, the lease renewed) instead of taking a new epoch and leaving the lease to a token
-// nobody holds; a drive that stops on an error releases its lease (retried after a lost
-// reply), so the next Resume takes over at once. Every step it takes carries that epoch and is refused in the same
-// atomic step as its write once a newer epoch exists: journal steps compare the record's
+// nobody holds (after 6 lost replies in a row it gives up, and a takeover that did happen
+// holds the lease for nobody until it expires, as for a driver that crashed); a drive that
+// stops on an error releases its lease (retried after a lost reply), so the next Resume
+// takes over at once. A driver that finds, right after its takeover, that another driver
+// took the migration over since (it was stopped in between) returns [ErrFenced]. Every
+// step a driver takes carries its epoch and is refused in the same atomic step as its
+// write once a newer epoch exists: journal steps compare the record's
 // epoch; the target's and source's scripts keep the highest epoch that acted on the unit in
 // its ownership record (field fence) and refuse an older one; the table that ends the
 // migration is published only while the journal still holds the driver's epoch in ReadyB
