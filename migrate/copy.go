@@ -158,7 +158,7 @@ func isTombstone(rec string) bool {
 // after the verification pass, the set of records to re-read) below its smallest value so
 // far before the source is closed anyway: writers that outpace the catch-up would
 // otherwise keep the source open for MaxCatchUpRounds ever longer rounds.
-const catchUpStallRounds = 5
+const catchUpStallRounds = 2
 
 // converging tracks whether a catch-up still shrinks what the barrier will have to do.
 type converging struct {

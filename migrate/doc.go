@@ -33,7 +33,7 @@
 //     is reset and the copy restarts from a fresh snapshot. Then the copy is verified. A
 //     round reads up to the log's end as it was when the round started; the source is
 //     closed once a round leaves at most Options.CloseLag entries, or once the lag has not
-//     reached a new low for 5 rounds (writers as fast as the copy: the pause then covers
+//     reached a new low for 2 rounds (writers as fast as the copy: the pause then covers
 //     that lag), or after Options.MaxCatchUpRounds.
 //   - ClosedA: one script closes the source for the old generation and returns the log's
 //     final position. A write racing it is either in the log before that position or refused

@@ -68,8 +68,8 @@ type Options struct {
 	// Default: DefaultCloseLag.
 	CloseLag int
 	// MaxCatchUpRounds bounds catch-up rounds before closing, 1..1000000. The source is
-	// also closed, whatever the lag, once the lag has not reached a new low for 5 rounds
-	// in a row (writers outpace the catch-up; the write pause then covers that lag).
+	// also closed, whatever the lag, once the lag has not reached a new low for 2 rounds
+	// in a row (writers keep up with the catch-up; the write pause then covers that lag).
 	// Default: DefaultMaxCatchUpRounds.
 	MaxCatchUpRounds int
 	// Grace is how long the source keeps its closed copy after the flip. Default: DefaultGrace.
