@@ -15,7 +15,8 @@
 --              unchanged), e.g. Cancelling for a Cancel, so no other reader sees the new
 --              epoch without the new state
 --   6..        with `to`: field/value pairs set with it (only when the state changes)
--- Reply: {"ok", epoch} when the caller is the driver now; {"held", holder, ms} when another
+-- Reply: {"ok", epoch} when the caller is the driver now (a retry with the same holder token,
+--   after a lost reply, finds its own takeover and gets the same epoch, its lease renewed); {"held", holder, ms} when another
 --   driver's lease runs for ms more (nothing written); {"state", state} when the migration
 --   is in no state of ARGV[4] (nothing written); {"missing"} when there is no record.
 -- Invariant: at most one driver's epoch is in the record; every shard script and journal
@@ -33,7 +34,7 @@ local to = ARGV[5] or ""
 if #ARGV > 5 and (to == "" or (#ARGV - 5) % 2 ~= 0) then
   return redis.error_reply("ERR migrate acquire: fields need a state and come in pairs")
 end
-local rec = redis.call("HMGET", journal, "state", "holder", "lease")
+local rec = redis.call("HMGET", journal, "state", "holder", "lease", "epoch")
 if not rec[1] then return {"missing"} end
 local ok = false
 for s in string.gmatch(states, "[^,]+") do
@@ -42,6 +43,12 @@ end
 if not ok then return {"state", rec[1]} end
 local t = redis.call("TIME")
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if rec[2] == holder and rec[4] then
+  -- This takeover already happened (its reply was lost): the holder is still the caller,
+  -- so no other driver took over since; the same epoch, the lease renewed.
+  redis.call("HSET", journal, "lease", string.format("%d", now + tonumber(ARGV[2])))
+  return {"ok", rec[4]}
+end
 local until_ = tonumber(rec[3] or "0") or 0
 if force == "0" and rec[2] and rec[2] ~= holder and until_ > now then
   return {"held", rec[2], string.format("%d", until_ - now)}

@@ -164,3 +164,75 @@ func stopAndCopy(b *testing.B, e *env, u routing.Unit, from, to string) time.Dur
 	require.NoError(b, e.store.Publish(ctx, nt))
 	return time.Since(start)
 }
+
+// BenchmarkFourthMoveWithADayOfWriteHistory measures what a move of a bucket costs when the
+// bucket carries a day of write history: 304 live records and 39,280 idempotency records
+// whose expiries spread over the next 24 h (the retention), as a bucket taking about one
+// write every 2.2 s for a day holds. Three moves (A -> B -> A) run untimed; the fourth
+// (A -> B) is timed. Metrics: items copied by the fourth move (snapshot and log), and its
+// duration.
+//
+// The reference moves every live idempotency record (the default OpRetryWindow, the
+// retention); window=1h moves those of the last hour only.
+func BenchmarkFourthMoveWithADayOfWriteHistory(b *testing.B) {
+	for _, tc := range []struct {
+		name   string
+		window time.Duration
+	}{{"reference-window=24h", 0}, {"window=1h", time.Hour}} {
+		b.Run(tc.name, func(b *testing.B) { fourthMove(b, tc.window) })
+	}
+}
+
+func fourthMove(b *testing.B, window time.Duration) {
+	const records, ops = 304, 39_280
+	ctx := context.Background()
+	var copied int64
+	var took time.Duration
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		e := newEnv(b, routing.ShardOptions{})
+		u := routing.BucketUnit(1)
+		e.openOwner(u)
+		gen := e.table().Generation
+		res, err := e.shards["a"].Exec(ctx, u, gen, "course", "hist-seed", routing.Put("r0", "v"))
+		require.NoError(b, err)
+		require.True(b, res.Applied)
+		seedRaw(b, e, "a", u, records)
+		c := e.clients["a"].(redis.Cmdable)
+		k := e.shards["a"].Keys().Unit(u)
+		rec, err := c.HGet(ctx, k.Ops, "hist-seed").Result()
+		require.NoError(b, err)
+		now := time.Now()
+		for j := 0; j < ops; j += 1000 {
+			vals := make([]any, 0, 2000)
+			exps := make([]redis.Z, 0, 1000)
+			for n := j; n < min(j+1000, ops); n++ {
+				id := fmt.Sprintf("hist-%d", n)
+				vals = append(vals, id, rec)
+				// Written n/ops of a day ago: expires that much before a fresh record.
+				at := now.Add(24*time.Hour - time.Duration(ops-n)*24*time.Hour/ops)
+				exps = append(exps, redis.Z{Score: float64(at.UnixMilli()), Member: id})
+			}
+			require.NoError(b, c.HSet(ctx, k.Ops, vals...).Err())
+			require.NoError(b, c.ZAdd(ctx, k.OpExpiry, exps...).Err())
+		}
+		co := e.coordinator(migrate.Options{OpRetryWindow: window})
+		to := "b"
+		for m := 1; m <= 4; m++ {
+			if m == 4 {
+				b.StartTimer()
+			}
+			start := time.Now()
+			st, err := co.Migrate(ctx, migrate.Spec{Unit: u, Target: to})
+			require.NoError(b, err)
+			if m == 4 {
+				b.StopTimer()
+				copied += st.Copied + st.LogApplied
+				took += time.Since(start)
+			}
+			to = map[string]string{"a": "b", "b": "a"}[to]
+		}
+	}
+	b.ReportMetric(float64(copied)/float64(b.N), "items-copied/move")
+	b.ReportMetric(float64(took.Milliseconds())/float64(b.N), "ms/move")
+}

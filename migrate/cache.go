@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,7 +38,14 @@ type CacheOptions struct {
 	Now func() time.Time
 	// NewID returns a fresh migration ID when a CacheSpec has none. Default: random hex.
 	NewID func() string
+	// RollbackWindow bounds how long after the flip a rollback is offered as safe, whatever
+	// the TTLs: the longer the tenant is served by the target, the more of the old copy is
+	// stale (see Cache.Rollback). 1s..24h. Default: DefaultRollbackWindow.
+	RollbackWindow time.Duration
 }
+
+// DefaultRollbackWindow is CacheOptions.RollbackWindow's default.
+const DefaultRollbackWindow = 10 * time.Minute
 
 // Cache moves a tenant of a pure cache (no guarded writes, no ownership records) to another
 // shard: it warms the target with the tenant's hottest keys, copied with their remaining
@@ -72,6 +80,12 @@ func NewCache(control Control, o CacheOptions) (*Cache, error) {
 	if o.NewID == nil {
 		o.NewID = randomID
 	}
+	if o.RollbackWindow == 0 {
+		o.RollbackWindow = DefaultRollbackWindow
+	}
+	if o.RollbackWindow < time.Second || o.RollbackWindow > 24*time.Hour {
+		return nil, fmt.Errorf("%w: CacheOptions.RollbackWindow must be 1s..24h, got %v", ErrInvalidInput, o.RollbackWindow)
+	}
 	store, err := routing.NewStore(control, routing.StoreOptions{Prefix: o.Prefix})
 	if err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
@@ -89,10 +103,11 @@ type CacheSpec struct {
 
 // The states of a cache-mode move.
 const (
-	CacheWarming    State = "Warming"    // CacheWarming: copying hot keys to the target.
-	CacheFlipped    State = "Flipped"    // CacheFlipped: the override sends the tenant to the target.
-	CacheRolledBack State = "RolledBack" // CacheRolledBack: flipped back to the source.
-	CacheDone       State = "Done"       // CacheDone: finished; rollback no longer offered.
+	CacheWarming     State = "Warming"     // CacheWarming: copying hot keys to the target.
+	CacheFlipped     State = "Flipped"     // CacheFlipped: the override sends the tenant to the target.
+	CacheRollingBack State = "RollingBack" // CacheRollingBack: a rollback is publishing the flip back.
+	CacheRolledBack  State = "RolledBack"  // CacheRolledBack: flipped back to the source.
+	CacheDone        State = "Done"        // CacheDone: finished; rollback no longer offered.
 )
 
 // CacheStatus is a cache-mode move's journal record.
@@ -104,8 +119,15 @@ type CacheStatus struct {
 	FlipGen                    uint64    // FlipGen is the generation of the flip (0 before).
 	BackGen                    uint64    // BackGen is the generation of the rollback (0 if none).
 	OldCopyExpires             time.Time // OldCopyExpires is when the source's copy of the warmed keys expires (zero: never).
-	// RollbackSafe is true while a rollback would land on a warm copy: the move is Flipped
-	// and the old copy has not expired.
+	// HalfExpired is when at least half of the warmed keys' old copies have expired on the
+	// source (zero: never, by TTL).
+	HalfExpired time.Time
+	// Flipped is when the flip was published (zero before).
+	Flipped time.Time
+	// RollbackSafe is true while a rollback would land on a mostly warm copy: the move is
+	// Flipped, at least half of the warmed keys are still alive on the source (a few keys
+	// with long or no TTLs do not keep it true), and the flip is less than
+	// CacheOptions.RollbackWindow old.
 	RollbackSafe bool
 	hadOverride  bool
 }
@@ -172,6 +194,7 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 	src, dst := c.shards[source], c.shards[spec.Target]
 	warmed, missing := 0, 0
 	var oldExp int64
+	var exps []int64
 	forever := false
 	for _, key := range spec.Keys {
 		ttl, err := src.PTTL(ctx, key).Result()
@@ -190,6 +213,7 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 			forever, ttl = true, 0
 		} else {
 			oldExp = max(oldExp, now.Add(ttl).UnixMilli())
+			exps = append(exps, now.Add(ttl).UnixMilli())
 		}
 		if err := dst.RestoreReplace(ctx, key, ttl, val).Err(); err != nil {
 			return CacheStatus{}, fmt.Errorf("migrate: cache warm %q: %w", key, err)
@@ -199,20 +223,76 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 	if forever {
 		oldExp = 0
 	}
-	gen, err := c.publish(ctx, spec.Tenant, spec.Target, false)
+	// Half of the warmed keys are gone once more than warmed/2 of them expired: at the
+	// (warmed/2+1)-th earliest expiry, if that many keys have a TTL at all.
+	var halfExp int64
+	slices.Sort(exps)
+	if warmed/2 < len(exps) {
+		halfExp = exps[warmed/2]
+	}
+	epoch, err := c.take(ctx, spec.ID, spec.Tenant, CacheWarming)
 	if err != nil {
 		return CacheStatus{}, err
 	}
-	if err := c.step(ctx, spec.ID, spec.Tenant, CacheWarming, CacheFlipped, false, "flipgen", u64(gen),
-		"warmed", strconv.Itoa(warmed), "missing", strconv.Itoa(missing), "oldexp", i64(oldExp)); err != nil {
+	defer c.release(ctx, spec.ID, epoch)
+	gen, err := c.publish(ctx, spec.ID, epoch, CacheWarming, spec.Tenant, spec.Target, false)
+	if err != nil {
+		return CacheStatus{}, err
+	}
+	if err := c.step(ctx, spec.ID, spec.Tenant, epoch, CacheWarming, CacheFlipped, false, "flipgen", u64(gen),
+		"warmed", strconv.Itoa(warmed), "missing", strconv.Itoa(missing), "oldexp", i64(oldExp),
+		"halfexp", i64(halfExp), "flipped", ms(c.o.Now())); err != nil {
 		return CacheStatus{}, err
 	}
 	return c.Status(ctx, spec.ID)
 }
 
+// cacheLease is the lease a cache-mode step holds on its move's journal record.
+const cacheLease = 30 * time.Second
+
+// take makes the caller the only one acting on cache move id, with a new fencing epoch from
+// the tenant's epoch counter, if the move is in state `in` (moving it to `to` in the same
+// step, if given), so that a step or publication of an older caller (a paused Rollback, a
+// second Finish) is refused in the same script as its write (acquire.lua).
+func (c *Cache) take(ctx context.Context, id, tenant string, in State, to ...string) (uint64, error) {
+	holder := newToken()
+	args := []any{holder, i64(cacheLease.Milliseconds()), "1", string(in)}
+	for _, v := range to {
+		args = append(args, v)
+	}
+	var reply []string
+	err := retryLost(ctx, func() (err error) {
+		reply, err = acquireScript.Run(ctx, c.control, []string{c.jkey(id),
+			journalTag(c.o.Prefix) + ":epoch:" + c.keys.Tag(routing.TenantUnit(tenant))}, args...).StringSlice()
+		return err
+	})
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("migrate: cache move %q: %w", id, err)
+	case len(reply) == 2 && reply[0] == "ok":
+		return strconv.ParseUint(reply[1], 10, 64)
+	case len(reply) == 2 && reply[0] == "state":
+		return 0, &stateError{id: id, found: State(reply[1]), want: []State{in}}
+	case len(reply) == 1 && reply[0] == "missing":
+		return 0, fmt.Errorf("%w: %q", ErrNotFound, id)
+	}
+	return 0, fmt.Errorf("migrate: cache move %q: malformed reply %q", id, reply)
+}
+
+// release ends the lease take gave (retried after a lost reply; a fenced release changes
+// nothing).
+func (c *Cache) release(ctx context.Context, id string, epoch uint64) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cacheLease)
+	defer cancel()
+	_ = retryLost(rctx, func() error {
+		return renewScript.Run(rctx, c.control, []string{c.jkey(id)}, u64(epoch), "0").Err()
+	})
+}
+
 // publish sets (or, with remove, deletes) the tenant's override in a new table generation,
-// retrying on a generation conflict.
-func (c *Cache) publish(ctx context.Context, tenant, shard string, remove bool) (uint64, error) {
+// retrying on a generation conflict, only while move id's journal record holds this
+// caller's epoch in state `in` (checked in the same script as the publication).
+func (c *Cache) publish(ctx context.Context, id string, epoch uint64, in State, tenant, shard string, remove bool) (uint64, error) {
 	for {
 		t, err := c.store.Load(ctx)
 		if err != nil {
@@ -224,9 +304,12 @@ func (c *Cache) publish(ctx context.Context, tenant, shard string, remove bool) 
 		} else {
 			nt.SetOverride(tenant, shard)
 		}
-		err = c.store.Publish(ctx, nt)
+		err = c.store.PublishGuarded(ctx, nt, c.jkey(id), map[string]string{"epoch": u64(epoch), "state": string(in)})
 		if errors.Is(err, routing.ErrGenerationConflict) {
 			continue
+		}
+		if errors.Is(err, routing.ErrFenced) {
+			return 0, &FencedError{ID: id, Epoch: epoch, Where: "table"}
 		}
 		if err != nil {
 			return 0, fmt.Errorf("migrate: cache flip: %w", err)
@@ -235,18 +318,28 @@ func (c *Cache) publish(ctx context.Context, tenant, shard string, remove bool) 
 	}
 }
 
-func (c *Cache) step(ctx context.Context, id, tenant string, from, to State, release bool, kv ...any) error {
+// step moves cache move id's journal record from `from` to `to` if the caller's epoch is
+// still the record's (otherwise a [*FencedError]).
+func (c *Cache) step(ctx context.Context, id, tenant string, epoch uint64, from, to State, release bool, kv ...any) error {
 	rel := "0"
 	if release {
 		rel = "1"
 	}
-	args := append([]any{string(from), string(to), rel, id, "-", "0"}, kv...)
-	reply, err := stepScript.Run(ctx, c.control, []string{c.jkey(id), c.lock(tenant)}, args...).StringSlice()
+	args := append([]any{string(from), string(to), rel, id, u64(epoch), i64(cacheLease.Milliseconds())}, kv...)
+	var reply []string
+	err := retryLost(ctx, func() (err error) {
+		reply, err = stepScript.Run(ctx, c.control, []string{c.jkey(id), c.lock(tenant)}, args...).StringSlice()
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("migrate: cache journal step: %w", err)
 	}
-	if len(reply) >= 2 && (reply[0] == "ok" || reply[1] == string(to)) {
+	switch {
+	case len(reply) >= 2 && (reply[0] == "ok" || reply[0] == "changed" && reply[1] == string(to)):
 		return nil
+	case len(reply) == 2 && reply[0] == "fenced":
+		cur, _ := strconv.ParseUint(reply[1], 10, 64)
+		return &FencedError{ID: id, Epoch: epoch, Current: cur, Where: "journal"}
 	}
 	return fmt.Errorf("migrate: cache move %q: journal is %q, expected %s", id, reply, from)
 }

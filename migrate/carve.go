@@ -266,14 +266,11 @@ func (s Status) tableOwner(t *routing.Table) string {
 	return t.BucketOwner(s.From.Bucket)
 }
 
-// roundEnd is where a catch-up round stops reading the source's log: its end ("+") for a
-// unit; for a carve-out, the bucket's last position when the round starts, so that a round
-// ends even while the bucket's other tenants write faster than the copy reads their
-// entries (it skips them, but reads them).
+// roundEnd is where a catch-up round stops reading the source's log: its last position
+// when the round starts, so that a round ends even while writers (for a carve-out, also
+// the bucket's other tenants, whose entries it skips but reads) write faster than the copy
+// reads.
 func (c *Coordinator) roundEnd(ctx context.Context, r *run) (string, error) {
-	if !r.carving() {
-		return "+", nil
-	}
 	p, err := c.probe(ctx, r, "0-0", "+", 0)
 	if err != nil {
 		return "", err

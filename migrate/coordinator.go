@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -21,6 +22,9 @@ type Coordinator struct {
 	keys    routing.Keys
 	o       Options
 	stats   stats
+
+	vmu  sync.Mutex
+	kept map[string]*verifier // verifiers of drives that stopped with an error, by migration ID
 
 	// beforeApply, set only by tests, runs before every batch is applied to a target.
 	beforeApply func(ctx context.Context, r *run, items []item)
@@ -98,6 +102,20 @@ func (c *Coordinator) Start(ctx context.Context, spec Spec) (Status, error) {
 	} else if !errors.Is(err, ErrNotFound) {
 		return Status{}, err
 	}
+	s, err := c.start(ctx, spec)
+	if err != nil {
+		// Another Start of the same migration may have created it, and even driven it to
+		// its end, between the first read and the checks: then this is a retry of it.
+		if prev, lerr := c.load(ctx, spec.ID); lerr == nil && prev.Unit == spec.Unit && prev.Target == spec.Target &&
+			(spec.Source == "" || spec.Source == prev.Source) {
+			return prev, nil
+		}
+	}
+	return s, err
+}
+
+// start is Start for an ID that had no journal record when Start began.
+func (c *Coordinator) start(ctx context.Context, spec Spec) (Status, error) {
 	t, err := c.store.Load(ctx)
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start: %w", err)
@@ -189,9 +207,13 @@ func (c *Coordinator) Resume(ctx context.Context, id string) (Status, error) {
 		// A final state: report it.
 		return r.Status, c.drive(ctx, r)
 	}
+	c.resumeVerifier(r)
 	dctx, stop := c.heartbeat(ctx, r)
 	err = c.drive(dctx, r)
 	stop()
+	if err != nil {
+		c.keep(r)
+	}
 	if fe := fencedCause(dctx); err != nil && fe != nil && ctx.Err() == nil {
 		err = fe
 	}
@@ -312,8 +334,10 @@ func (c *Coordinator) drive(ctx context.Context, r *run) error {
 	}
 }
 
-// Unfinished returns the status of every durable migration that has not reached a final
-// state, oldest first: what a restarted process should Resume (or an operator Cancel).
+// Unfinished returns the status of every migration that has not reached a final state,
+// oldest first: what a restarted process should Resume (or an operator Cancel). Cache-mode
+// moves that are warming, flipped (awaiting Finish or Rollback) or rolling back are listed
+// too, marked Status.Cache; they are continued with [Cache.Resume].
 func (c *Coordinator) Unfinished(ctx context.Context) ([]Status, error) {
 	ids, err := c.control.ZRange(ctx, c.indexKey(), 0, -1).Result()
 	if err != nil {
@@ -325,7 +349,14 @@ func (c *Coordinator) Unfinished(ctx context.Context) ([]Status, error) {
 		if err != nil {
 			return nil, fmt.Errorf("migrate: list migrations: %w", err)
 		}
-		if m["mode"] == "cache" || len(m) == 0 {
+		if len(m) == 0 {
+			continue
+		}
+		if m["mode"] == "cache" {
+			if st := State(m["state"]); st == CacheWarming || st == CacheFlipped || st == CacheRollingBack {
+				out = append(out, Status{ID: id, Cache: true, Unit: routing.TenantUnit(m["tenant"]),
+					Source: m["source"], Target: m["target"], State: st})
+			}
 			continue
 		}
 		s, err := parseStatus(m)

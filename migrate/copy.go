@@ -135,9 +135,12 @@ func (c *Coordinator) snapshotItems(ctx context.Context, a *shard, phase, zkey s
 				items[i].kind = 0
 			}
 		}
+		// Idempotency records written before the retry window are left behind: no retry
+		// can need them on the target (Options.OpRetryWindow).
+		cutoff := c.opCutoff()
 		kept := items[:0]
 		for _, it := range items {
-			if it.kind != 0 {
+			if it.kind != 0 && (it.kind != 'o' || it.exp > cutoff) {
 				kept = append(kept, it)
 			}
 		}
@@ -151,11 +154,36 @@ func isTombstone(rec string) bool {
 	return i > 0 && strings.HasPrefix(rec[i:], ":t:")
 }
 
+// catchUpStallRounds is how many catch-up rounds in a row may fail to bring the lag (or,
+// after the verification pass, the set of records to re-read) below its smallest value so
+// far before the source is closed anyway: writers that outpace the catch-up would
+// otherwise keep the source open for MaxCatchUpRounds ever longer rounds.
+const catchUpStallRounds = 2
+
+// converging tracks whether a catch-up still shrinks what the barrier will have to do.
+type converging struct {
+	best  int // smallest value seen (-1: none yet)
+	stall int // rounds in a row without a new smallest value
+}
+
+// stalled records one round's value and reports whether the catch-up has stopped
+// converging.
+func (g *converging) stalled(v int) bool {
+	if g.best < 0 || v < g.best {
+		g.best, g.stall = v, 0
+		return false
+	}
+	g.stall++
+	return g.stall >= catchUpStallRounds
+}
+
 // catchUp (CatchingUp): apply the source's change log to the target round after round,
 // verify the copy once the lag is small, and close the source when the lag is at most
-// CloseLag (or after MaxCatchUpRounds). A log trimmed past the applied position restarts
-// the copy from a fresh snapshot.
+// CloseLag, when it stopped shrinking for catchUpStallRounds rounds (writers outpace the
+// catch-up: the barrier applies the rest), or after MaxCatchUpRounds. A log trimmed past
+// the applied position restarts the copy from a fresh snapshot.
 func (c *Coordinator) catchUp(ctx context.Context, r *run) error {
+	lag, dirty := converging{best: -1}, converging{best: -1}
 	for round := 1; ; round++ {
 		upto, err := c.roundEnd(ctx, r)
 		if err != nil {
@@ -165,7 +193,7 @@ func (c *Coordinator) catchUp(ctx context.Context, r *run) error {
 		if err != nil || restarted {
 			return err
 		}
-		if n > c.o.CloseLag && round < c.o.MaxCatchUpRounds {
+		if n > c.o.CloseLag && round < c.o.MaxCatchUpRounds && !lag.stalled(n) {
 			continue
 		}
 		if r.ver == nil || r.ver.id != r.ID {
@@ -178,7 +206,7 @@ func (c *Coordinator) catchUp(ctx context.Context, r *run) error {
 			r.ver = v
 			continue
 		}
-		if len(r.ver.dirty) > c.o.CloseLag && round < c.o.MaxCatchUpRounds {
+		if len(r.ver.dirty) > c.o.CloseLag && round < c.o.MaxCatchUpRounds && !dirty.stalled(len(r.ver.dirty)) {
 			// Shrink what the barrier will have to re-read while writes still flow.
 			if err := c.refine(ctx, r, r.ver); err != nil {
 				return err
@@ -189,8 +217,8 @@ func (c *Coordinator) catchUp(ctx context.Context, r *run) error {
 	}
 }
 
-// applyLog applies the source's change log after r.Applied, up to `upto` ("+" or the
-// barrier), to the target, journaling the position after every batch. It returns the number
+// applyLog applies the source's change log after r.Applied, up to `upto` (the round's end
+// or the barrier), to the target, journaling the position after every batch. It returns the number
 // of entries applied. When the source's log lost entries the target has not applied (trimmed
 // past r.Applied), it resets the target and restarts the copy from a fresh snapshot
 // (restarted). The source's ownership record must be `want` (open during catch-up, closed at
@@ -204,7 +232,12 @@ func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, want ro
 		if err != nil {
 			return n, false, err
 		}
-		if !r.sourceHolds(p, want, upto) {
+		logEnd := upto
+		if want.State == routing.StateOpen {
+			// Catching up: the open source's log goes on past the round's end.
+			logEnd = "+"
+		}
+		if !r.sourceHolds(p, want, logEnd) {
 			return n, false, abortf(false, fmt.Errorf("%w: source %q holds %s as %v with log at %s, expected %v (log at %s)",
 				ErrOwnershipChanged, r.Source, r.Unit, p.own, p.last, want, upto))
 		}
@@ -296,4 +329,11 @@ func (c *Coordinator) restartSnapshot(ctx context.Context, r *run, p probeResult
 		return c.snapshot(ctx, r, ClosedA)
 	}
 	return nil
+}
+
+// opCutoff is the expiry (unix ms) at or before which an idempotency record was written
+// before the retry window and is not moved: now + OpRetention - OpRetryWindow (now, with
+// the default window).
+func (c *Coordinator) opCutoff() int64 {
+	return c.o.Now().Add(c.o.OpRetention - c.o.OpRetryWindow).UnixMilli()
 }

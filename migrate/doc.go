@@ -24,12 +24,17 @@
 //   - OwnedA: the target's ownership record becomes "importing" for this migration (it
 //     refuses every client read and write), and whatever an earlier era left there is deleted.
 //   - Copying: a snapshot (HSCAN pages, resumable from the journaled cursor) copies records,
-//     tombstones and idempotency records while the source keeps taking writes. The source's
+//     tombstones and the idempotency records a retry can still need (those written within
+//     Options.OpRetryWindow) while the source keeps taking writes. The source's
 //     change-log position is noted before the scan starts.
 //   - CatchingUp: the change log from that position is applied. Every guarded write appends
 //     its entry in the same script as the write, so the log is complete. Entries are read by
 //     one script that also proves that none was trimmed. If entries were trimmed, the target
-//     is reset and the copy restarts from a fresh snapshot. Then the copy is verified.
+//     is reset and the copy restarts from a fresh snapshot. Then the copy is verified. A
+//     round reads up to the log's end as it was when the round started; the source is
+//     closed once a round leaves at most Options.CloseLag entries, or once the lag has not
+//     reached a new low for 2 rounds (writers as fast as the copy: the pause then covers
+//     that lag), or after Options.MaxCatchUpRounds.
 //   - ClosedA: one script closes the source for the old generation and returns the log's
 //     final position. A write racing it is either in the log before that position or refused
 //     with routing.ErrStaleRoute. No "requests seem to be over" heuristic is involved. The
@@ -42,8 +47,9 @@
 //   - OwnedB: done. Stale clients get ErrStaleRoute from the source, learn the new table and
 //     retry on the target with the same op ID. The idempotency records came along, so an op
 //     applied before the barrier replays its first result. [Coordinator.Cleanup] deletes the
-//     source's closed copy after Options.Grace. Moving back is a new migration at a new
-//     generation.
+//     source's closed copy after Options.Grace (with a new epoch of the unit: a Cleanup
+//     overtaken by a newer one is refused by the source's script). Moving back is a new
+//     migration at a new generation.
 //
 // Applying on the target is order-insensitive. A record replaces the stored one only if its
 // version is strictly newer. Tombstones are versioned and kept for their retention, so a
@@ -54,6 +60,18 @@
 // replaced by another. The full pass runs while the source still takes writes. Under the
 // barrier, only the items that differed or that the log touched since the pass started are
 // re-read, so the write pause grows with the writes during the copy, not with the unit's size.
+// A drive that stops with an error (a lost reply) leaves its verification to the next
+// Resume in the same process, which continues it if it is still exact (no snapshot restart
+// since, and every log entry the target applied after the pass touched it) instead of
+// scanning the unit again; a Resume in another process makes a full pass.
+//
+// What bounds a move's cost: the unit's live records and tombstones, plus the idempotency
+// records written within Options.OpRetryWindow (the longest a client retries an operation),
+// plus the writes during the move. With the default window (the retention, 24 h) every live
+// idempotency record moves, so a unit with a long write history copies that history; a
+// shorter window bounds it by the window's writes (a retry later than that after its first
+// attempt is applied as a new operation on the new owner). Records left behind stay in the
+// source's closed copy until [Coordinator.Cleanup].
 //
 // Every step re-checks the shards instead of trusting a lost reply. Ownership records and
 // the journal change by compare-and-set, and copying and applying are idempotent. So
@@ -68,8 +86,16 @@
 // A driver (a Resume, the Resume inside Migrate, a Cancel) first takes the migration over:
 // one script takes a new fencing epoch from the unit's epoch counter, writes it and a lease
 // (Options.LeaseTTL, on the control Redis's clock) into the journal record, and only then
-// does the driver act. Every step it takes carries that epoch and is refused in the same
-// atomic step as its write once a newer epoch exists: journal steps compare the record's
+// does the driver act. The takeover is idempotent by a token of its own: when its reply is
+// lost, the driver runs it again with the same token and finds its own takeover (the same
+// epoch, the lease renewed) instead of taking a new epoch and leaving the lease to a token
+// nobody holds (after 6 lost replies in a row it gives up, and a takeover that did happen
+// holds the lease for nobody until it expires, as for a driver that crashed); a drive that
+// stops on an error releases its lease (retried after a lost reply), so the next Resume
+// takes over at once. A driver that finds, right after its takeover, that another driver
+// took the migration over since (it was stopped in between) returns [ErrFenced]. Every
+// step a driver takes carries its epoch and is refused in the same atomic step as its
+// write once a newer epoch exists: journal steps compare the record's
 // epoch; the target's and source's scripts keep the highest epoch that acted on the unit in
 // its ownership record (field fence) and refuse an older one; the table that ends the
 // migration is published only while the journal still holds the driver's epoch in ReadyB
@@ -110,8 +136,22 @@
 // [Cache] moves a tenant of a pure cache. It copies the tenant's hottest keys (a list from
 // the host or from package hotkeys) to the target with their remaining TTL, then flips an
 // override of the tenant to the target in a new table generation. The old copy is left to
-// expire, so until it does, [Cache.Rollback] is a flip back to a warm shard. After that,
-// rollback is reported unsafe ([ErrRollbackUnsafe], [CacheStatus.RollbackSafe]).
+// expire, so until it does, [Cache.Rollback] is a flip back to a warm shard. Rollback is
+// offered ([CacheStatus.RollbackSafe]) while at least half of the warmed keys are still
+// alive on the source (by the TTLs they were copied with: a few keys with a long or no TTL
+// do not keep it open) and for at most CacheOptions.RollbackWindow after the flip; after
+// that it is refused with [ErrRollbackUnsafe]. A rollback serves the source's old copy: a
+// key written on the target while flipped is served with its value from before the flip
+// until that copy expires or is overwritten, which the window bounds. A move whose caller
+// died is listed by [Coordinator.Unfinished] (Status.Cache) and continued by
+// [Cache.Resume].
+//
+// Every cache step (the flip, a rollback, Finish) first takes a new fencing epoch of the
+// tenant into the move's journal record, and its journal write and table publication are
+// refused in the same script once a newer one exists ([ErrFenced]). A rollback moves the
+// record to RollingBack in the same step as it takes its epoch, so a Finish cannot end the
+// move as flipped while the flip back is being published; a Rollback of a RollingBack move
+// completes it.
 //
 // # Key layout
 //

@@ -46,3 +46,6 @@ func ScriptHashes() map[string]string {
 
 // RenewSource is the lease-renewal script's text (what EVAL carries when EVALSHA misses).
 var RenewSource = renewLua
+
+// CleanupSource is the cleanup script's text, to load it on a shard.
+var CleanupSource = cleanupLua

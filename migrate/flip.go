@@ -231,13 +231,26 @@ func (c *Coordinator) Cleanup(ctx context.Context, id string) (Status, error) {
 		// A carve-out deletes only while the bucket's mark is still its own (carve.lua).
 		return c.carveCleanup(ctx, s)
 	}
+	// A new epoch first: a Cleanup paused past this point is refused by the source's
+	// script and by the journal once a later caller (a driver of the unit, another
+	// Cleanup) took a newer one.
+	r, err := c.acquire(ctx, id, true, string(OwnedB))
+	if err != nil {
+		return r.Status, err
+	}
+	if r.epoch == 0 {
+		return r.Status, errInput("migration %q is %s; only a finished (OwnedB) migration is cleaned up", id, r.State)
+	}
+	defer c.release(ctx, id, r.epoch)
 	k := c.keys.Unit(s.Unit)
-	_, err = cleanupScript.Run(ctx, c.shards[s.Source].c,
-		[]string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log}, u64(s.SourceGen)).StringSlice()
+	reply, err := cleanupScript.Run(ctx, c.shards[s.Source].c,
+		[]string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log}, u64(s.SourceGen), u64(r.epoch)).StringSlice()
 	if err != nil {
 		return s, fmt.Errorf("migrate: cleanup of source %q: %w", s.Source, err)
 	}
-	r := &run{Status: s}
+	if len(reply) == 2 && reply[0] == "fenced" {
+		return s, c.fenced(r, reply[1], "source "+s.Source)
+	}
 	err = c.step(ctx, r, []State{OwnedB}, OwnedB, false, "cleaned", "1")
 	return r.Status, err
 }

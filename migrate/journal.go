@@ -6,9 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -167,8 +172,17 @@ var cancelStates = strings.Join([]string{string(OwnedA), string(Copying), string
 // does. With `to` (a state, then field/value pairs), the record moves to that state in the
 // same step, unless it is there already. It returns the journal record after the takeover, with epoch 0 when the migration
 // is in none of the given states (nothing was taken over).
+//
+// The takeover is idempotent by its holder token, one per call: when a reply is lost (the
+// script ran or not), the call retries with the same token, and a takeover that already
+// happened returns the same epoch instead of taking a new one, so a lost reply never leaves
+// the lease to a token nobody holds. If the record cannot be read after the takeover, the
+// lease is released before returning; if another driver took over by the time it is read,
+// the caller is fenced. After lostReplyRetries lost replies in a row the call gives up: a
+// takeover that did happen then holds the lease for a token nobody holds until it runs out
+// (LeaseTTL), as for a driver that crashed right after taking over.
 func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states string, to ...string) (*run, error) {
-	s, err := c.load(ctx, id)
+	s, err := c.loadRetrying(ctx, id)
 	if err != nil {
 		return &run{Status: s}, err
 	}
@@ -182,18 +196,32 @@ func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states
 		for _, v := range to {
 			args = append(args, v)
 		}
-		reply, err := acquireScript.Run(ctx, c.control, []string{c.journalKey(id), c.epochKey(s.Unit)}, args...).StringSlice()
+		var reply []string
+		err := retryLost(ctx, func() (err error) {
+			reply, err = acquireScript.Run(ctx, c.control, []string{c.journalKey(id), c.epochKey(s.Unit)}, args...).StringSlice()
+			return err
+		})
 		if err != nil {
 			return &run{Status: s}, fmt.Errorf("migrate: take over migration %q: %w", id, err)
 		}
 		switch {
 		case len(reply) == 2 && reply[0] == "ok":
 			e, _ := strconv.ParseUint(reply[1], 10, 64)
-			s, err := c.load(ctx, id)
 			c.stats.takeovers.Add(1)
-			return &run{Status: s, epoch: e}, err
+			s, err := c.loadRetrying(ctx, id)
+			if err != nil {
+				c.release(ctx, id, e)
+				return &run{Status: s}, err
+			}
+			if s.Epoch != e {
+				// The caller stopped between its takeover and this read, long enough for
+				// its lease to run out and another driver to take over (and maybe finish).
+				c.stats.fenced.Add(1)
+				return &run{Status: s}, &FencedError{ID: id, Epoch: e, Current: s.Epoch, Where: "journal", State: s.State}
+			}
+			return &run{Status: s, epoch: e}, nil
 		case len(reply) == 2 && reply[0] == "state":
-			s, err := c.load(ctx, id)
+			s, err := c.loadRetrying(ctx, id)
 			return &run{Status: s}, err
 		case len(reply) == 1 && reply[0] == "missing":
 			return &run{Status: s}, fmt.Errorf("%w: %q", ErrNotFound, id)
@@ -242,11 +270,66 @@ func (c *Coordinator) heartbeat(ctx context.Context, r *run) (context.Context, f
 	return hctx, func() {
 		cancel(nil)
 		<-done
-		// Let the next driver take over at once; a fenced drive's release changes nothing.
-		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.LeaseTTL)
-		defer rcancel()
-		_ = renewScript.Run(rctx, c.control, []string{c.journalKey(id)}, u64(epoch), "0").Err()
+		c.release(ctx, id, epoch)
 	}
+}
+
+// release ends the lease of the drive with this epoch, so that the next driver takes over at
+// once (retried after a lost reply: releasing twice is releasing once; a fenced drive's
+// release changes nothing).
+func (c *Coordinator) release(ctx context.Context, id string, epoch uint64) {
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), c.o.LeaseTTL)
+	defer rcancel()
+	_ = retryLost(rctx, func() error {
+		return renewScript.Run(rctx, c.control, []string{c.journalKey(id)}, u64(epoch), "0").Err()
+	})
+}
+
+// loadRetrying is load, retried after a lost reply (see retryLost).
+func (c *Coordinator) loadRetrying(ctx context.Context, id string) (s Status, err error) {
+	err = retryLost(ctx, func() error {
+		s, err = c.load(ctx, id)
+		return err
+	})
+	return s, err
+}
+
+// lostReplyRetries bounds the attempts of retryLost.
+const lostReplyRetries = 6
+
+// retryLost runs f, an idempotent command on the control Redis, and runs it again (a few
+// times, with a short backoff) when it failed without a reply from Redis: a broken
+// connection or a lost reply. A reply from Redis (an error reply, a result) and the end of
+// ctx are final.
+func retryLost(ctx context.Context, f func() error) error {
+	wait := 2 * time.Millisecond
+	for i := 1; ; i++ {
+		err := f()
+		if err == nil || i == lostReplyRetries || ctx.Err() != nil || !lostReply(err) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 100*time.Millisecond)
+	}
+}
+
+// lostReply reports whether err is a failure to hear from Redis (the command may or may not
+// have run), as opposed to a reply or a local error.
+func lostReply(err error) bool {
+	var re redis.Error
+	if errors.As(err, &re) || errors.Is(err, redis.Nil) || errors.Is(err, ErrNotFound) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, net.ErrClosed) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // fencedCause returns the drive's fencing error if its heartbeat stopped it.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,9 +24,21 @@ func TestMain(m *testing.M) { celebritytest.Main(m) }
 
 const testBuckets = 16
 
+// dumped is set once a test ran into its bound and the goroutines were shown (once per
+// binary: the helpers' contexts of that test end at the same moment).
+var dumped atomic.Bool
+
 func ctxT(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !dumped.Swap(true) {
+			// A test that ran into its bound: show where every goroutine waits.
+			buf := make([]byte, 1<<22)
+			buf = buf[:runtime.Stack(buf, true)]
+			fmt.Fprintf(os.Stderr, "%s: context deadline reached; goroutines:\n%s\n", t.Name(), buf)
+		}
+	})
+	t.Cleanup(func() { stop(); cancel() })
 	return ctx
 }
 

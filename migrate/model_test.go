@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +19,18 @@ import (
 	"github.com/celebrity-go/celebrity/routing"
 )
 
-var errLostReply = errors.New("model: reply lost")
+// errLostReply is what a command whose reply was lost returns: a network error, as from a
+// broken connection, so the coordinator's retries of idempotent commands run too.
+var errLostReply error = lostReplyError{}
+
+type lostReplyError struct{}
+
+// errRoundOver is what a command held at a gate returns once its round ended.
+var errRoundOver = errors.New("model: round over")
+
+func (lostReplyError) Error() string   { return "model: reply lost" }
+func (lostReplyError) Timeout() bool   { return false }
+func (lostReplyError) Temporary() bool { return true }
 
 // gate holds every command of one actor until the model lets it run, one at a time. The
 // actor's lease renewals (its heartbeat) pass freely while the actor runs and fail while
@@ -27,12 +39,14 @@ type gate struct {
 	renew   string
 	waiting chan struct{}
 	proceed chan bool // true: run the command and lose its reply
+	quit    chan struct{}
 	mu      sync.Mutex
 	paused  bool
 }
 
 func newGate() *gate {
-	return &gate{renew: migrate.ScriptHashes()["renew"], waiting: make(chan struct{}), proceed: make(chan bool)}
+	return &gate{renew: migrate.ScriptHashes()["renew"], waiting: make(chan struct{}), proceed: make(chan bool),
+		quit: make(chan struct{})}
 }
 
 func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -60,8 +74,18 @@ func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		case g.waiting <- struct{}{}:
 		case <-ctx.Done():
 			return ctx.Err()
+		case <-g.quit:
+			return errRoundOver
 		}
-		lose := <-g.proceed
+		// The model answers every command that reached the gate (even one whose ctx ended
+		// meanwhile, so the two never disagree on where the actor is); quit frees the
+		// actors of a round that failed.
+		var lose bool
+		select {
+		case lose = <-g.proceed:
+		case <-g.quit:
+			return errRoundOver
+		}
 		err := next(ctx, cmd)
 		if lose && err == nil {
 			cmd.SetErr(errLostReply)
@@ -108,7 +132,9 @@ func (a *actor) settle(t *rapid.T) {
 			t.Fatalf("%s ended with an unexpected error: %v", a.name, err)
 		}
 	case <-time.After(30 * time.Second):
-		t.Fatalf("%s neither reached its next step nor ended", a.name)
+		buf := make([]byte, 1<<22)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Fatalf("%s neither reached its next step nor ended; goroutines:\n%s", a.name, buf)
 	}
 }
 
@@ -150,6 +176,7 @@ func TestModelTwoDriversCancelAndResumeWithLostReplies(t *testing.T) {
 			names := []string{"d1", "d2", "cancel"}
 			for _, name := range names {
 				g := newGate()
+				defer close(g.quit)
 				clients := map[string]migrate.ShardClient{}
 				for s, sc := range map[string]redis.UniversalClient{"a": addrA, "b": srv[1].Client(t)} {
 					var gc redis.UniversalClient
@@ -227,9 +254,17 @@ func TestModelTwoDriversCancelAndResumeWithLostReplies(t *testing.T) {
 				}
 				check()
 			}
-			// The end: every actor still running is let go, then a last driver finishes.
-			for _, a := range actors {
-				for a.running {
+			// The end: every actor still running is let go, one command of each in turn (a
+			// driver may wait for the lease of another, so none is run to its end alone),
+			// then a last driver finishes.
+			for running := true; running; {
+				running = false
+				for _, name := range names {
+					a := actors[name]
+					if !a.running {
+						continue
+					}
+					running = true
 					a.g.mu.Lock()
 					a.g.paused = false
 					a.g.mu.Unlock()

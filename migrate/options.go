@@ -67,7 +67,9 @@ type Options struct {
 	// CloseLag is the lag (change-log entries) under which the source is closed, 0..100000.
 	// Default: DefaultCloseLag.
 	CloseLag int
-	// MaxCatchUpRounds bounds catch-up rounds before closing, 1..1000000.
+	// MaxCatchUpRounds bounds catch-up rounds before closing, 1..1000000. The source is
+	// also closed, whatever the lag, once the lag has not reached a new low for 2 rounds
+	// in a row (writers keep up with the catch-up; the write pause then covers that lag).
 	// Default: DefaultMaxCatchUpRounds.
 	MaxCatchUpRounds int
 	// Grace is how long the source keeps its closed copy after the flip. Default: DefaultGrace.
@@ -82,6 +84,17 @@ type Options struct {
 	// (counted from the entry's time); it should equal the shards' routing
 	// ShardOptions.TombstoneRetention. Default: routing.DefaultTombstoneRetention.
 	TombstoneRetention time.Duration
+	// OpRetention is the lifetime of idempotency records on the shards; it should equal
+	// the shards' routing ShardOptions.OpRetention. Default: routing.DefaultOpRetention.
+	OpRetention time.Duration
+	// OpRetryWindow is the longest time after an operation's first attempt at which a
+	// client may still retry it with the same operation ID, 1s..OpRetention. A move copies
+	// the idempotency records written within this window only (with every record and
+	// tombstone), so its cost is bounded by the unit's data plus the writes of the last
+	// OpRetryWindow, not by OpRetention's worth of write history. A retry later than the
+	// window after its first attempt, on the new owner, finds no record of it and is applied
+	// as a new operation. Default: OpRetention (every live idempotency record moves).
+	OpRetryWindow time.Duration
 	// Now returns the current time. Default: time.Now.
 	Now func() time.Time
 	// NewID returns a fresh migration ID when a Spec has none. Default: 16 random hex digits.
@@ -145,6 +158,19 @@ func (o *Options) fill() error {
 	}
 	if o.TombstoneRetention < time.Millisecond {
 		return fmt.Errorf("migrate: Options.TombstoneRetention must be >= 1ms, got %v", o.TombstoneRetention)
+	}
+	if o.OpRetention == 0 {
+		o.OpRetention = routing.DefaultOpRetention
+	}
+	if o.OpRetention < time.Millisecond {
+		return fmt.Errorf("%w: Options.OpRetention must be >= 1ms, got %v", ErrInvalidInput, o.OpRetention)
+	}
+	if o.OpRetryWindow == 0 {
+		o.OpRetryWindow = o.OpRetention
+	}
+	if o.OpRetryWindow < time.Second && o.OpRetryWindow != o.OpRetention || o.OpRetryWindow > o.OpRetention {
+		return fmt.Errorf("%w: Options.OpRetryWindow must be 1s..OpRetention (%v), got %v",
+			ErrInvalidInput, o.OpRetention, o.OpRetryWindow)
 	}
 	if o.Now == nil {
 		o.Now = time.Now

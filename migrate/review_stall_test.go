@@ -1,5 +1,3 @@
-//go:build review
-
 package migrate_test
 
 import (
@@ -17,12 +15,6 @@ import (
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
-
-// This test holds (the stopped driver changes nothing), but in about one run in six on a
-// loaded machine a coordinator call waited for a script's reply from Redis until the test's
-// context ended (a journal step on the control Redis once, an apply on a shard once); the
-// cause was not found, so it stays out of the default run. The watchdog prints the shards'
-// client lists when a move takes more than 12 s.
 
 // pauser stands for a driver process stopped at a chosen point: once armed (by the reply
 // of a takeover that passed, or before the retry of one whose reply was lost), every
@@ -137,25 +129,6 @@ func TestReviewDriverStoppedAfterTakeoverWokenAfterAMoveBack(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, migrate.OwnedB, st2.State)
 				require.NotEqual(t, zepoch, fmt.Sprint(st2.Epoch))
-				wd := make(chan struct{})
-				defer close(wd)
-				go func() {
-					select {
-					case <-wd:
-						return
-					case <-time.After(12 * time.Second):
-					}
-					for n, c := range e.clients {
-						rc, ok := c.(*redis.Client)
-						if !ok {
-							continue
-						}
-						dc := redis.NewClient(&redis.Options{Addr: rc.Options().Addr})
-						fmt.Println("WATCHDOG", n, "ping:", dc.Ping(context.Background()).Err())
-						fmt.Println("WATCHDOG", n, "clients:", dc.ClientList(context.Background()).Val())
-						_ = dc.Close()
-					}
-				}()
 				back, err := e.coordinator(migrate.Options{BatchSize: 20}).Migrate(ctx, migrate.Spec{Unit: u, Target: src})
 				require.NoError(t, err)
 				require.Equal(t, migrate.OwnedB, back.State)
@@ -165,9 +138,10 @@ func TestReviewDriverStoppedAfterTakeoverWokenAfterAMoveBack(t *testing.T) {
 				close(p.release)
 				z := <-zdone
 				t.Logf(time.Now().Format("15:04:05.000 ")+"zombie returned %v", z.err)
-				// Either its next step is refused (fenced), or it only finds the migration
-				// finished by the driver that took over and reports that record.
-				if z.err != nil {
+				// A driver that knew its takeover is fenced at its next step; one whose
+				// takeover reply was lost only finds the migration finished by the driver
+				// that took over and reports that record.
+				if !lose || z.err != nil {
 					require.ErrorIs(t, z.err, migrate.ErrFenced)
 				}
 				require.Equal(t, migrate.OwnedB, z.st.State)

@@ -23,6 +23,13 @@ func (c *Coordinator) settle(ctx context.Context, r *run, v *verifier, now int64
 		{c.shards[r.Source], ks.OpExpiry, nil}, {c.shards[r.Source], ks.Tombstones, nil},
 		{c.shards[r.Target], k.OpExpiry, nil}, {c.shards[r.Target], k.Tombstones, nil},
 	}
+	// An idempotency record held by the source only that was written before the retry
+	// window is not moved (see snapshotItems): it counts as settled like an expired one.
+	opCut := now
+	if c.o.OpRetryWindow < c.o.OpRetention {
+		opCut = max(now, c.opCutoff())
+	}
+	limits := []int64{opCut, now, now, now}
 	var differ []string
 	for key := range v.dirty {
 		a, b := v.a.get(key), v.b.get(key)
@@ -44,7 +51,7 @@ func (c *Coordinator) settle(ctx context.Context, r *run, v *verifier, now int64
 			differ = append(differ, key[1:])
 		}
 	}
-	for _, g := range groups {
+	for gi, g := range groups {
 		slices.Sort(g.keys)
 		for start := 0; start < len(g.keys); start += c.o.BatchSize {
 			batch := g.keys[start:min(start+c.o.BatchSize, len(g.keys))]
@@ -57,7 +64,7 @@ func (c *Coordinator) settle(ctx context.Context, r *run, v *verifier, now int64
 				return nil, fmt.Errorf("migrate: verify expiry on %q: %w", g.holder.name, err)
 			}
 			for i, key := range batch {
-				if i < len(sc) && sc[i] > 0 && int64(sc[i]) <= now {
+				if i < len(sc) && sc[i] > 0 && int64(sc[i]) <= limits[gi] {
 					v.a.set(key, "")
 					v.b.set(key, "")
 					continue

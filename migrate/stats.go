@@ -20,6 +20,8 @@ type Stats struct {
 	SnapshotRestarts int64         // SnapshotRestarts counts copies restarted after a log trim.
 	Takeovers        int64         // Takeovers counts migrations this Coordinator took over as driver (a new fencing epoch each).
 	Fenced           int64         // Fenced counts steps refused because another driver had taken the migration over.
+	VerifyPasses     int64         // VerifyPasses counts full verification passes (scans of both sides).
+	VerifyResumed    int64         // VerifyResumed counts drives that continued a verification an earlier drive in this process had made.
 	LastPause        time.Duration // LastPause is the write pause (barrier to flip) of the last finished migration.
 }
 
@@ -28,6 +30,7 @@ type stats struct {
 	copied, logApplied, refused, conflicts   atomic.Int64
 	verifyFailures, restarts, lastPause      atomic.Int64
 	takeovers, fenced                        atomic.Int64
+	verifyPasses, verifyResumed              atomic.Int64
 }
 
 // Stats returns a snapshot of the counters.
@@ -37,6 +40,7 @@ func (c *Coordinator) Stats() Stats {
 		Started: s.started.Load(), Done: s.done.Load(), Cancelled: s.cancelled.Load(), Aborted: s.aborted.Load(),
 		StateChanges: s.steps.Load(), RecordsCopied: s.copied.Load(), LogApplied: s.logApplied.Load(),
 		Refused: s.refused.Load(), Conflicts: s.conflicts.Load(), VerifyFailures: s.verifyFailures.Load(),
-		SnapshotRestarts: s.restarts.Load(), Takeovers: s.takeovers.Load(), Fenced: s.fenced.Load(), LastPause: time.Duration(s.lastPause.Load()),
+		SnapshotRestarts: s.restarts.Load(), Takeovers: s.takeovers.Load(), Fenced: s.fenced.Load(),
+		VerifyPasses: s.verifyPasses.Load(), VerifyResumed: s.verifyResumed.Load(), LastPause: time.Duration(s.lastPause.Load()),
 	}
 }

@@ -83,6 +83,11 @@ type Status struct {
 	Flipped  time.Time // Flipped is when the new table was published (zero before).
 	Cleaned  bool      // Cleaned is true once the source's closed copy was deleted.
 
+	// Cache is true for a cache-mode move ([Cache.Move]), listed by [Coordinator.Unfinished]
+	// with its tenant unit, shards and state only; see it with [Cache.Status], continue it
+	// with [Cache.Resume].
+	Cache bool
+
 	Epoch      uint64    // Epoch is the fencing epoch of the migration's current (or last) driver; 0 before the first.
 	LeaseUntil time.Time // LeaseUntil is when that driver's lease ends, on the control Redis's clock (zero: released).
 

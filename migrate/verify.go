@@ -39,6 +39,8 @@ func (d Digest) String() string {
 type verifier struct {
 	id    string
 	pos   string // source log position up to which every entry touched the verifier
+	seen  string // seen is the last log entry that touched the verifier (at least pos)
+	snaps int    // snaps is the migration's snapshot count when the pass ran
 	a, b  *side  // the source's and the target's items
 	dirty map[string]bool
 }
@@ -85,6 +87,9 @@ func (d *Digest) add(key, val string, sign int64) {
 
 // touch marks the items of a log entry after the pass's start position as dirty.
 func (v *verifier) touch(e routing.LogEntry) {
+	if later, err := idAfter(e.ID, v.seen); err == nil && later {
+		v.seen = e.ID
+	}
 	if after, err := idAfter(e.ID, v.pos); err != nil || !after {
 		return
 	}
@@ -103,7 +108,8 @@ func (c *Coordinator) verifyPass(ctx context.Context, r *run) (*verifier, error)
 	if err != nil {
 		return nil, err
 	}
-	v := &verifier{id: r.ID, pos: p.last, a: newSide(), b: newSide(), dirty: map[string]bool{}}
+	c.stats.verifyPasses.Add(1)
+	v := &verifier{id: r.ID, pos: p.last, seen: p.last, snaps: r.Snapshots, a: newSide(), b: newSide(), dirty: map[string]bool{}}
 	k := c.keys.Unit(r.Unit)
 	a, b := c.shards[r.Source], c.shards[r.Target]
 	for _, side := range []struct {
@@ -245,4 +251,41 @@ func (c *Coordinator) finish(ctx context.Context, r *run, v *verifier) (Digest, 
 		return da, abortf(true, &VerifyError{Source: da, Target: db, Differ: differ[:min(len(differ), 10)]})
 	}
 	return da, nil
+}
+
+// keep holds the verifier of a drive that stopped with an error, so that the next drive of
+// the migration in this process (a Resume after a lost reply) continues from it instead of
+// starting a full pass again.
+func (c *Coordinator) keep(r *run) {
+	if r.ver == nil || r.ver.id != r.ID || (r.State != CatchingUp && r.State != ClosedA) {
+		return
+	}
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	if c.kept == nil {
+		c.kept = map[string]*verifier{}
+	}
+	c.kept[r.ID] = r.ver
+}
+
+// resumeVerifier hands a kept verifier to r if it is still exact for the journal record r
+// holds: same migration, no snapshot restart since its pass (the target is not reset), and
+// every log entry the target has applied after the pass's position touched it (another
+// driver may have applied entries it never saw; then a full pass runs again). Otherwise
+// the verifier is dropped. A verifier is handed out once, so two drives never share it.
+func (c *Coordinator) resumeVerifier(r *run) {
+	c.vmu.Lock()
+	v := c.kept[r.ID]
+	delete(c.kept, r.ID)
+	c.vmu.Unlock()
+	if v == nil || v.snaps != r.Snapshots || (r.State != CatchingUp && r.State != ClosedA) {
+		return
+	}
+	if r.Applied != "" {
+		if beyond, err := idAfter(r.Applied, v.seen); err != nil || beyond {
+			return
+		}
+	}
+	c.stats.verifyResumed.Add(1)
+	r.ver = v
 }
