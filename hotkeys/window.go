@@ -3,6 +3,8 @@ package hotkeys
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/celebrity-go/celebrity/internal/spacesaving"
 )
 
 // stripe owns the sketches of the keys whose hash falls on it: one Space-Saving summary per
@@ -24,7 +26,7 @@ type stripe struct {
 // bucket is one sub-window of one stripe.
 type bucket struct {
 	epoch  int64 // sub-window number since the detector's origin; -1 when never used
-	ss     spaceSaving
+	ss     spacesaving.Summary
 	total  uint64            // sampled weight recorded in this sub-window
 	shards map[string]uint64 // sampled weight per shard; at most maxShardNames names
 }
@@ -33,7 +35,7 @@ type bucket struct {
 func newStripe(n, capacity int) *stripe {
 	s := &stripe{buckets: make([]bucket, n)}
 	for i := range s.buckets {
-		s.buckets[i] = bucket{epoch: -1, ss: newSpaceSaving(capacity)}
+		s.buckets[i] = bucket{epoch: -1, ss: spacesaving.New(capacity)}
 	}
 	return s
 }
@@ -45,14 +47,14 @@ func (s *stripe) record(epoch int64, key string, h, w uint64, shard string) {
 	// A slot holding a newer sub-window means the clock went back by a full window: the
 	// event then counts in that newer sub-window rather than erase it.
 	if b.epoch < epoch {
-		s.tracked.Add(-int64(len(b.ss.heap)))
-		b.ss.reset()
+		s.tracked.Add(-int64(b.ss.Len()))
+		b.ss.Reset()
 		b.total = 0
 		clear(b.shards)
 		b.epoch = epoch
 		s.rotations.Add(1)
 	}
-	evicted, inserted := b.ss.add(key, h, w)
+	evicted, inserted := b.ss.Add(key, h, w)
 	if evicted {
 		s.evictions.Add(1)
 	}
@@ -84,7 +86,7 @@ func (s *stripe) collect(epoch int64, v *view) {
 	n := 0
 	for i := range s.buckets {
 		if s.live(&s.buckets[i], epoch) {
-			n += len(s.buckets[i].ss.heap)
+			n += s.buckets[i].ss.Len()
 		}
 	}
 	pos := make(map[string]int, n)
@@ -98,21 +100,20 @@ func (s *stripe) collect(epoch int64, v *view) {
 		for name, w := range b.shards {
 			v.shards[name] = addSat(v.shards[name], w)
 		}
-		m := b.ss.min()
+		m := b.ss.Min()
 		absentMin = addSat(absentMin, m)
-		for j := range b.ss.heap {
-			e := &b.ss.heap[j]
-			p, ok := pos[e.key]
+		b.ss.Each(func(e spacesaving.Entry) {
+			p, ok := pos[e.Key]
 			if !ok {
 				p = len(v.keys)
-				pos[e.key] = p
-				v.keys = append(v.keys, keyAgg{key: e.key})
+				pos[e.Key] = p
+				v.keys = append(v.keys, keyAgg{key: e.Key})
 			}
 			k := &v.keys[p]
-			k.count = addSat(k.count, e.count)
-			k.err = addSat(k.err, e.err)
+			k.count = addSat(k.count, e.Count)
+			k.err = addSat(k.err, e.Err)
 			k.presentMin = addSat(k.presentMin, m)
-		}
+		})
 	}
 	// A key absent from a full sub-window may have had up to that sub-window's smallest
 	// count there: widen its error bound by the minima of the sub-windows that lack it.
