@@ -45,7 +45,7 @@ type fleet struct {
 
 	sourceLoads, reports, evaluations, promotions, demotions atomic.Uint64
 	refreshes, loopCommands, loopErrors, fenced, polls       atomic.Uint64
-	heartbeats                                               atomic.Uint64
+	heartbeats, fullEvaluations                              atomic.Uint64
 }
 
 // member is one key of the hot set.

@@ -164,6 +164,9 @@ func (c *Cache[V]) retryPromotions(ctx context.Context) {
 func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error {
 	f := &c.fleet
 	f.evaluations.Add(1)
+	if !partial {
+		f.fullEvaluations.Add(1)
+	}
 	pipe := c.client.Pipeline()
 	sums := make([]*redis.MapStringStringCmd, c.o.SummaryShards)
 	for i := range sums {
