@@ -148,11 +148,18 @@ func (c *Cache[V]) tick(ctx context.Context) {
 	f := &c.fleet
 	every := int64(max(1, reportTicks*c.o.PollInterval/c.o.ReportInterval))
 	poll := c.pollFast() && f.ticks%reportTicks == 0 || f.ticks%every == 0
+	retry := f.ticks%reportTicks == 0
 	f.ticks++
 	if poll {
 		if err := c.poll(cctx); err != nil {
 			c.loopError("poll", err)
 		}
+	}
+	if retry {
+		// Once per interval, not only at a poll: with a live channel polls come once per
+		// PollInterval, and a key whose copies failed to warm would be read from its one
+		// node that long.
+		c.retryPromotions(cctx)
 	}
 }
 

@@ -158,11 +158,11 @@ func (c *Cache[V]) poll(ctx context.Context) error {
 	if uint64(version) != c.fleet.version.Load() {
 		return c.learn(ctx)
 	}
-	c.retryPromotions(ctx)
 	return nil
 }
 
-// retryPromotions warms the copies of hot keys whose promotion failed on this instance.
+// retryPromotions warms the copies of hot keys whose promotion failed on this instance
+// (replicas does not count them hot); it sends nothing when every promotion succeeded.
 func (c *Cache[V]) retryPromotions(ctx context.Context) {
 	if !c.cluster {
 		return
