@@ -73,10 +73,10 @@ type stripe struct {
 // if loader is nil or an option is out of range.
 func New[V any](client redis.UniversalClient, loader Loader[V], opts Options[V]) (*Cache[V], error) {
 	if client == nil {
-		return nil, invalid("client must not be nil")
+		return nil, invalidf("client must not be nil")
 	}
 	if loader == nil {
-		return nil, invalid("loader must not be nil")
+		return nil, invalidf("loader must not be nil")
 	}
 	o, err := opts.withDefaults()
 	if err != nil {
@@ -105,7 +105,7 @@ func (c *Cache[V]) compose() error {
 	}
 	c.rep, err = replicas.New(c.client, replicas.Options{
 		Copies: o.Copies, Prefix: o.Prefix + "r:", DefaultTTL: o.TTL, LoadTimeout: o.LoadTimeout,
-		Logger: o.Logger,
+		Logger: o.Logger, Rand: o.Rand,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -205,7 +205,7 @@ func (c *Cache[V]) loadSource(ctx context.Context, key string) (it replicas.Item
 		return replicas.Item{}, err
 	}
 	if version == 0 {
-		return replicas.Item{}, invalid("the loader returned version 0 for %q; versions must be at least 1", key)
+		return replicas.Item{}, invalidf("the loader returned version 0 for %q; versions must be at least 1", key)
 	}
 	data, err := encode(c.o.Codec, key, v)
 	if err != nil {
@@ -227,7 +227,7 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V, version uint64) err
 		return err
 	}
 	if version == 0 {
-		return invalid("Set %q: version must be at least 1, got 0", key)
+		return invalidf("Set %q: version must be at least 1, got 0", key)
 	}
 	data, err := encode(c.o.Codec, key, v)
 	if err != nil {
@@ -271,7 +271,7 @@ func (c *Cache[V]) Delete(ctx context.Context, key string, version uint64) error
 		return err
 	}
 	if version == 0 {
-		return invalid("Delete %q: version must be at least 1, got 0", key)
+		return invalidf("Delete %q: version must be at least 1, got 0", key)
 	}
 	if c.closed.Load() {
 		return ErrClosed

@@ -108,6 +108,7 @@ func (e *WriteError) Is(target error) bool { return target == ErrIncomplete }
 // Unwrap returns the step's error.
 func (e *WriteError) Unwrap() error { return e.Err }
 
-func invalid(format string, args ...any) error {
+// invalidf returns an error wrapping ErrInvalid.
+func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
 }

@@ -2,7 +2,6 @@ package celebrity
 
 import (
 	"context"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,7 +44,7 @@ type fleet struct {
 
 	sourceLoads, reports, evaluations, promotions, demotions atomic.Uint64
 	refreshes, loopCommands, loopErrors, fenced, polls       atomic.Uint64
-	heartbeats                                               atomic.Uint64
+	heartbeats, fullEvaluations                              atomic.Uint64
 }
 
 // member is one key of the hot set.
@@ -116,8 +115,8 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // quarter interval; the hot set is polled once per PollInterval.
 func (c *Cache[V]) reportLoop(ctx context.Context) {
 	iv := c.o.ReportInterval
-	c.fleet.phase = time.Duration(rand.Int64N(int64(iv)))
-	if !sleep(ctx, time.Duration(rand.Int64N(int64(iv/reportTicks)))) {
+	c.fleet.phase = time.Duration(c.o.Rand() % uint64(iv))
+	if !sleep(ctx, time.Duration(c.o.Rand()%uint64(iv/reportTicks))) {
 		return
 	}
 	tick := time.NewTicker(iv / reportTicks)
@@ -149,11 +148,18 @@ func (c *Cache[V]) tick(ctx context.Context) {
 	f := &c.fleet
 	every := int64(max(1, reportTicks*c.o.PollInterval/c.o.ReportInterval))
 	poll := c.pollFast() && f.ticks%reportTicks == 0 || f.ticks%every == 0
+	retry := f.ticks%reportTicks == 0
 	f.ticks++
 	if poll {
 		if err := c.poll(cctx); err != nil {
 			c.loopError("poll", err)
 		}
+	}
+	if retry {
+		// Once per interval, not only at a poll: with a live channel polls come once per
+		// PollInterval, and a key whose copies failed to warm would be read from its one
+		// node that long.
+		c.retryPromotions(cctx)
 	}
 }
 
@@ -218,25 +224,34 @@ func (c *Cache[V]) evalLoop(ctx context.Context) {
 		if !f.leader.Load() {
 			continue
 		}
-		cur := c.o.Clock().UnixNano() / int64(iv)
-		var slot int64
-		partial := true
-		switch {
-		case nudged:
-			slot = min(f.nudgeSlot.Load(), cur)
-			if slot < cur-1 {
-				continue // an old nudge: the full evaluation of its interval is done or due
-			}
-			f.watch = max(f.watch, slot)
-		case cur-1 > f.lastEval:
-			slot, partial, f.lastEval = cur-1, false, cur-1
-		case f.watch == cur:
-			slot = cur
-		default:
+		slot, partial, ok := f.evalTarget(nudged, c.o.Clock().UnixNano()/int64(iv))
+		if !ok {
 			continue
 		}
 		c.evalStep(ctx, slot, partial)
 	}
+}
+
+// evalTarget decides what the leader evaluates at interval cur, woken by a nudge or by its
+// timer: the interval a nudge names (partial, and watched from then on), the interval that
+// just ended (whole, once), or the watched interval under way (partial); ok is false when
+// there is nothing to evaluate.
+func (f *fleet) evalTarget(nudged bool, cur int64) (slot int64, partial, ok bool) {
+	switch {
+	case nudged:
+		slot = min(f.nudgeSlot.Load(), cur)
+		if slot < cur-1 {
+			return 0, false, false // an old nudge: the full evaluation of its interval is done or due
+		}
+		f.watch = max(f.watch, slot)
+		return slot, true, true
+	case cur-1 > f.lastEval:
+		f.lastEval = cur - 1
+		return cur - 1, false, true
+	case f.watch == cur:
+		return cur, true, true
+	}
+	return 0, false, false
 }
 
 // evalStep is one evaluation by the leader, with the node-load measure before a full one and

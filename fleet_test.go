@@ -195,12 +195,25 @@ func TestManualPromoteOnStandalone(t *testing.T) {
 		require.Equal(t, "v1", v)
 		require.Zero(t, c.Stats().Replicas.Promotions, "no copies on a standalone server")
 	}
-	// A manual member is not demoted by the fleet, however cold.
-	time.Sleep(3 * loopOptions().Hold)
+	// A manual member is not demoted by the fleet, however cold: the leader evaluates three
+	// times the whole intervals that demote a fleet-decided member cold for Hold.
+	o := loopOptions()
+	need := 3 * uint64(o.Hold/o.ReportInterval+1)
+	from := fullEvaluations(caches)
+	require.Eventually(t, func() bool { return fullEvaluations(caches) >= from+need }, 30*time.Second, 10*time.Millisecond)
 	require.True(t, hotEverywhere(caches, key, true))
 	require.NoError(t, caches[2].Demote(t.Context(), key))
 	require.Eventually(t, func() bool { return hotEverywhere(caches, key, false) }, 10*time.Second, 10*time.Millisecond)
 	require.EqualValues(t, 3, caches[0].Stats().HotVersion, "three changes, each counted once")
+}
+
+// fullEvaluations sums the instances' evaluations of whole intervals (whichever led).
+func fullEvaluations(caches []*celebrity.Cache[string]) uint64 {
+	var n uint64
+	for _, c := range caches {
+		n += c.Stats().FullEvaluations
+	}
+	return n
 }
 
 // TestLeaderLostMidPromotion: the leader's promotion is applied in Redis but its reply is lost

@@ -3,6 +3,7 @@ package celebrity_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,24 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
-func TestMain(m *testing.M) { celebritytest.Main(m) }
+func TestMain(m *testing.M) {
+	// The runnable examples use the shared standalone server; the kit stops it at the end.
+	celebrity.ExampleAddr = celebritytest.Standalone(mainTB{}).Addr()
+	celebritytest.Main(m)
+}
+
+// mainTB lets TestMain ask the kit for its shared server before any test runs.
+type mainTB struct{ testing.TB }
+
+func (mainTB) Helper() {}
+func (mainTB) Fatal(args ...any) {
+	fmt.Fprintln(os.Stderr, args...)
+	os.Exit(1)
+}
+func (mainTB) Skip(args ...any) {
+	fmt.Fprintln(os.Stderr, args...)
+	os.Exit(0)
+}
 
 // source is the host's database: values with versions, and a count of loads per key.
 type source struct {

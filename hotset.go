@@ -12,6 +12,10 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/hotkeys"
+	"github.com/celebrity-go/celebrity/internal/script"
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 var (
@@ -24,10 +28,10 @@ var (
 	//go:embed learn.lua
 	learnLua string
 
-	reportScript = redis.NewScript(reportLua)
-	pollScript   = redis.NewScript(pollLua)
-	applyScript  = redis.NewScript(applyLua)
-	learnScript  = redis.NewScript(learnLua)
+	reportScript = script.New(reportLua)
+	pollScript   = script.New(pollLua)
+	applyScript  = script.New(applyLua)
+	learnScript  = script.New(learnLua)
 )
 
 // keyset names the Redis keys and channels of the fleet loop.
@@ -36,16 +40,18 @@ type keyset struct {
 	channel                       string
 }
 
-func (c *Cache[V]) keys() keyset {
-	p := c.o.Prefix
-	tag := "{" + p + "hot}"
-	return keyset{meta: p + tag + "meta", lease: p + tag + "leader", members: p + tag + "members",
-		demoted: p + tag + "demoted", channel: p + "hot"}
+func (c *Cache[V]) keys() keyset { return keysFor(c.o.Prefix) }
+
+// keysFor names the hot set's keys under prefix (checked: no braces); they share one slot.
+func keysFor(p string) keyset {
+	tag := slot.Tagged(p, p+"hot")
+	return keyset{meta: tag + "meta", lease: tag + "leader", members: tag + "members",
+		demoted: tag + "demoted", channel: p + "hot"}
 }
 
 // summaryKey is shard's part of the summary of one interval; every shard is its own slot.
-func (c *Cache[V]) summaryKey(shard int, slot int64) string {
-	return c.o.Prefix + "{" + c.o.Prefix + "sum" + strconv.Itoa(shard) + "}:" + strconv.FormatInt(slot, 10)
+func (c *Cache[V]) summaryKey(shard int, interval int64) string {
+	return slot.Tagged(c.o.Prefix, c.o.Prefix+"sum"+strconv.Itoa(shard)) + ":" + strconv.FormatInt(interval, 10)
 }
 
 // report adds this instance's heaviest Redis-level reads to the summary of the current
@@ -72,48 +78,62 @@ func (c *Cache[V]) report(ctx context.Context) error {
 		return err
 	}
 	id := c.o.InstanceID
-	args := []any{id, (3 * c.o.ReportInterval).Milliseconds() + 1,
-		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().channel, "n" + strconv.FormatInt(slot, 10)}
+	var pairs []any
 	if regular {
 		f.lastSlot = slot
-		every := int64(c.o.HotReportEvery)
-		turn := (slot+int64(xxhash.Sum64String(id)%uint64(every)))%every == 0
-		for _, k := range top {
-			if k.Rate <= 0 || k.Rate < c.o.ReportMinRate || f.sent[k.Key] {
-				continue
-			}
-			switch {
-			case every == 1 || !f.isHot(k.Key):
-				args = append(args, k.Key, fmtRate(k.Rate))
-			case turn:
-				args = append(args, k.Key, fmtRate(k.Rate*float64(every)))
-			}
-		}
-	} else {
-		for _, k := range top {
-			if k.Rate >= c.o.EarlyReportRate && !f.sent[k.Key] && !f.isHot(k.Key) {
-				args = append(args, k.Key, fmtRate(k.Rate))
-			}
-		}
-		if len(args) > reportHead {
-			f.earlySlot = slot
-			args[0] = id + ":early"
-		}
+		pairs = c.regularPairs(top, slot)
+	} else if pairs = c.earlyPairs(top); len(pairs) > 0 {
+		f.earlySlot = slot
+		id += ":early"
 	}
-	if len(args) == reportHead {
+	if len(pairs) == 0 {
 		return nil
 	}
-	for i := reportHead; i < len(args); i += 2 {
-		f.sent[args[i].(string)] = true
+	for i := 0; i < len(pairs); i += 2 {
+		f.sent[pairs[i].(string)] = true
 	}
-	shard := int(xxhash.Sum64String(id) % uint64(c.o.SummaryShards))
+	args := append([]any{id, (3 * c.o.ReportInterval).Milliseconds() + 1,
+		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().channel, "n" + strconv.FormatInt(slot, 10)}, pairs...)
+	shard := int(xxhash.Sum64String(c.o.InstanceID) % uint64(c.o.SummaryShards))
 	f.loopCommands.Add(1)
 	f.reports.Add(1)
 	return reportScript.Run(ctx, c.client, []string{c.summaryKey(shard, slot)}, args...).Err()
 }
 
-// reportHead is the number of report.lua's arguments before its key/rate pairs.
-const reportHead = 5
+// regularPairs returns the key/rate pairs of the regular report of interval slot: every key
+// of top at or above ReportMinRate not sent yet in the interval; with HotReportEvery, a hot
+// key only on this instance's turn, its rate scaled by HotReportEvery.
+func (c *Cache[V]) regularPairs(top []hotkeys.KeyLoad, slot int64) []any {
+	f := &c.fleet
+	every := int64(c.o.HotReportEvery)
+	turn := (slot+int64(xxhash.Sum64String(c.o.InstanceID)%uint64(every)))%every == 0
+	var pairs []any
+	for _, k := range top {
+		if k.Rate <= 0 || k.Rate < c.o.ReportMinRate || f.sent[k.Key] {
+			continue
+		}
+		switch {
+		case every == 1 || !f.isHot(k.Key):
+			pairs = append(pairs, k.Key, fmtRate(k.Rate))
+		case turn:
+			pairs = append(pairs, k.Key, fmtRate(k.Rate*float64(every)))
+		}
+	}
+	return pairs
+}
+
+// earlyPairs returns the key/rate pairs of an early report: the keys of top not hot and not
+// sent yet in the interval that reach EarlyReportRate.
+func (c *Cache[V]) earlyPairs(top []hotkeys.KeyLoad) []any {
+	f := &c.fleet
+	var pairs []any
+	for _, k := range top {
+		if k.Rate >= c.o.EarlyReportRate && !f.sent[k.Key] && !f.isHot(k.Key) {
+			pairs = append(pairs, k.Key, fmtRate(k.Rate))
+		}
+	}
+	return pairs
+}
 
 // poll reads the hot set's version (learning the set when it changed) and takes or renews the
 // leader lease.
@@ -138,11 +158,11 @@ func (c *Cache[V]) poll(ctx context.Context) error {
 	if uint64(version) != c.fleet.version.Load() {
 		return c.learn(ctx)
 	}
-	c.retryPromotions(ctx)
 	return nil
 }
 
-// retryPromotions warms the copies of hot keys whose promotion failed on this instance.
+// retryPromotions warms the copies of hot keys whose promotion failed on this instance
+// (replicas does not count them hot); it sends nothing when every promotion succeeded.
 func (c *Cache[V]) retryPromotions(ctx context.Context) {
 	if !c.cluster {
 		return
@@ -164,6 +184,9 @@ func (c *Cache[V]) retryPromotions(ctx context.Context) {
 func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error {
 	f := &c.fleet
 	f.evaluations.Add(1)
+	if !partial {
+		f.fullEvaluations.Add(1)
+	}
 	pipe := c.client.Pipeline()
 	sums := make([]*redis.MapStringStringCmd, c.o.SummaryShards)
 	for i := range sums {
@@ -319,37 +342,64 @@ func (c *Cache[V]) learn(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(res) != 3 {
+	if len(res) != 4 || res[0] != "ok" {
 		return fmt.Errorf("celebrity: learn: unexpected reply %v", res)
 	}
-	v, _ := res[0].(int64)
+	v, _ := res[1].(int64)
 	version := uint64(v)
 	if version == f.version.Load() {
 		return nil
 	}
-	next, dem := parseMembers(pairs(res[1])), pairs(res[2])
-	old := *f.hot.Load()
-	for k, m := range next {
-		if _, ok := old[k]; !ok {
-			c.promoteLocal(ctx, k, m, version)
-		}
+	next := parseMembers(pairs(res[2]))
+	ch := planLearn(*f.hot.Load(), next, pairs(res[3]))
+	for _, k := range ch.promoted {
+		c.promoteLocal(ctx, k, next[k], version)
 	}
-	for k := range old {
-		if _, ok := next[k]; !ok {
-			var rate float64
-			var decided time.Time
-			if s, ms, ok := strings.Cut(dem[k], "|"); ok {
-				rate, _ = strconv.ParseFloat(s, 64)
-				if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
-					decided = time.UnixMilli(n)
-				}
-			}
-			c.demoteLocal(ctx, k, rate, decided, version)
-		}
+	for _, d := range ch.demoted {
+		c.demoteLocal(ctx, d.key, d.rate, d.decided, version)
 	}
 	f.hot.Store(&next)
 	f.version.Store(version)
 	return nil
+}
+
+// learnPlan is what a new version of the hot set changes on an instance that applied old.
+type learnPlan struct {
+	promoted []string // keys of next not in old
+	demoted  []demotion
+}
+
+// demotion is one key that left the hot set, with the record of the decision (zero values
+// when the demotions hash has none).
+type demotion struct {
+	key     string
+	rate    float64
+	decided time.Time
+}
+
+// planLearn compares the members applied (old) with the members read (next), given the
+// demotions hash ("<rate>|<ms>" per key). It is pure.
+func planLearn(old, next map[string]member, demoted map[string]string) learnPlan {
+	var p learnPlan
+	for k := range next {
+		if _, ok := old[k]; !ok {
+			p.promoted = append(p.promoted, k)
+		}
+	}
+	for k := range old {
+		if _, ok := next[k]; ok {
+			continue
+		}
+		d := demotion{key: k}
+		if s, ms, ok := strings.Cut(demoted[k], "|"); ok {
+			d.rate, _ = strconv.ParseFloat(s, 64)
+			if n, err := strconv.ParseInt(ms, 10, 64); err == nil {
+				d.decided = time.UnixMilli(n)
+			}
+		}
+		p.demoted = append(p.demoted, d)
+	}
+	return p
 }
 
 func (c *Cache[V]) promoteLocal(ctx context.Context, key string, m member, version uint64) {

@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // HotSet is the hot set a fleet of Caches publishes in Redis under one prefix, as
@@ -65,18 +67,32 @@ func ReadHotSet(ctx context.Context, client redis.UniversalClient, prefix string
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
-	if len(prefix) > 128 || !utf8.ValidString(prefix) || strings.ContainsAny(prefix, "{}") {
-		return HotSet{}, invalid("ReadHotSet: prefix must be 1..128 bytes of UTF-8 without '{' or '}', got %q", prefix)
+	if len(prefix) > maxPrefixBytes || !utf8.ValidString(prefix) || slot.HasBraces(prefix) {
+		return HotSet{}, invalidf("ReadHotSet: prefix must be 1..%d bytes of UTF-8 without '{' or '}', got %q", maxPrefixBytes, prefix)
 	}
 	if client == nil {
-		return HotSet{}, invalid("ReadHotSet: client must not be nil")
+		return HotSet{}, invalidf("ReadHotSet: client must not be nil")
 	}
-	ks := (&Cache[struct{}]{o: Options[struct{}]{Prefix: prefix}}).keys()
+	raw, err := readRawHotSet(ctx, client, keysFor(prefix))
+	if err != nil {
+		return HotSet{}, fmt.Errorf("celebrity: read the hot set under %q: %w", prefix, err)
+	}
+	return raw.hotSet(prefix), nil
+}
+
+// rawHotSet is the hot set's records as Redis holds them.
+type rawHotSet struct {
+	version, epoch, leader string
+	lease                  time.Duration // the leader lease's PTTL
+	members, demoted       map[string]string
+}
+
+// readRawHotSet reads the hot set's keys in one MULTI/EXEC (they share one slot).
+func readRawHotSet(ctx context.Context, client redis.UniversalClient, ks keyset) (rawHotSet, error) {
 	var (
-		vc, ec *redis.StringCmd
-		lc     *redis.StringCmd
-		tc     *redis.DurationCmd
-		mc, dc *redis.MapStringStringCmd
+		vc, ec, lc *redis.StringCmd
+		tc         *redis.DurationCmd
+		mc, dc     *redis.MapStringStringCmd
 	)
 	_, err := client.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		vc = p.HGet(ctx, ks.meta, "version") // HGET, not HMGET: the package doc's ACL
@@ -88,19 +104,25 @@ func ReadHotSet(ctx context.Context, client redis.UniversalClient, prefix string
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return HotSet{}, fmt.Errorf("celebrity: read the hot set under %q: %w", prefix, err)
+		return rawHotSet{}, err
 	}
+	return rawHotSet{version: vc.Val(), epoch: ec.Val(), leader: lc.Val(), lease: tc.Val(),
+		members: mc.Val(), demoted: dc.Val()}, nil
+}
+
+// hotSet parses the records into a HotSet. It is pure.
+func (r rawHotSet) hotSet(prefix string) HotSet {
 	hs := HotSet{Prefix: prefix, Members: []HotMember{}, Demoted: []HotMember{}}
-	hs.Version, _ = strconv.ParseUint(vc.Val(), 10, 64)
-	hs.Epoch, _ = strconv.ParseUint(ec.Val(), 10, 64)
-	hs.Leader = lc.Val()
-	if hs.Leader != "" && tc.Val() > 0 {
-		hs.LeaseRemaining = tc.Val()
+	hs.Version, _ = strconv.ParseUint(r.version, 10, 64)
+	hs.Epoch, _ = strconv.ParseUint(r.epoch, 10, 64)
+	hs.Leader = r.leader
+	if hs.Leader != "" && r.lease > 0 {
+		hs.LeaseRemaining = r.lease
 	}
-	for k, m := range parseMembers(mc.Val()) {
+	for k, m := range parseMembers(r.members) {
 		hs.Members = append(hs.Members, HotMember{Key: k, Manual: m.Manual, Rate: m.Rate, Since: utcOrZero(m.Since)})
 	}
-	for k, v := range dc.Val() {
+	for k, v := range r.demoted {
 		rate, at, _ := strings.Cut(v, "|")
 		d := HotMember{Key: k}
 		d.Rate, _ = strconv.ParseFloat(rate, 64)
@@ -111,7 +133,7 @@ func ReadHotSet(ctx context.Context, client redis.UniversalClient, prefix string
 	}
 	sortByRate(hs.Members)
 	sortByRate(hs.Demoted)
-	return hs, nil
+	return hs
 }
 
 func utcOrZero(t time.Time) time.Time {

@@ -5,8 +5,9 @@
 -- KEYS[3]  the demotions hash (see apply.lua)                }
 -- ARGV     none
 --
--- Reply: {version, members as field/value pairs, demotions as field/value pairs}
+-- Reply: {"ok", version, members as field/value pairs, demotions as field/value pairs}
 -- Invariant: read-only; the three reads are one atomic snapshot, so the members are those of
 -- the version returned.
-local version = tonumber(redis.call('HGET', KEYS[1], 'version') or '0')
-return {version, redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[3])}
+local meta, members, demoted = KEYS[1], KEYS[2], KEYS[3]
+local version = tonumber(redis.call('HGET', meta, 'version') or '0')
+return {'ok', version, redis.call('HGETALL', members), redis.call('HGETALL', demoted)}

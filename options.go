@@ -1,11 +1,14 @@
 package celebrity
 
 import (
+	"cmp"
 	"log/slog"
-	"strings"
+	"math"
+	"math/rand/v2"
 	"time"
 	"unicode/utf8"
 
+	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/celebrity-go/celebrity/replicas"
 )
@@ -157,35 +160,47 @@ type Options[V any] struct {
 	Logger *slog.Logger
 	// Clock returns the current time for the fleet loop. Default: time.Now.
 	Clock func() time.Time
+	// Rand returns uniform random bits for the moments of the fleet loop (each instance's
+	// report phase) and for replicas' choice of copy; it must be safe for concurrent use.
+	// IDs do not use it (they come from crypto/rand). Default: math/rand/v2.Uint64.
+	Rand func() uint64
 }
 
+// withDefaults fills the zero fields of o with their defaults and checks every field; the
+// error wraps ErrInvalid and names the field and its allowed range.
 func (o Options[V]) withDefaults() (Options[V], error) {
+	steps := []func(Options[V]) (Options[V], error){
+		Options[V].l1Defaults, Options[V].redisDefaults, Options[V].loopDefaults,
+		Options[V].rateDefaults, Options[V].reportDefaults,
+	}
+	for _, step := range steps {
+		var err error
+		if o, err = step(o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// l1Defaults fills and checks the options of the in-process cache.
+func (o Options[V]) l1Defaults() (Options[V], error) {
 	if o.Codec == nil {
 		o.Codec = defaultCodec[V]()
 	}
-	if o.MaxEntries == 0 {
-		o.MaxEntries = DefaultMaxEntries
-	}
+	o.MaxEntries = cmp.Or(o.MaxEntries, DefaultMaxEntries)
 	if o.MaxEntries < 0 {
-		return o, invalid("Options.MaxEntries must be 1..2^31-1, got %d", o.MaxEntries)
+		return o, invalidf("Options.MaxEntries must be 1..2^31-1, got %d", o.MaxEntries)
 	}
-	if o.Fresh == 0 {
-		o.Fresh = DefaultFresh
-	}
+	o.Fresh = cmp.Or(o.Fresh, DefaultFresh)
 	if o.Fresh < 0 || o.Fresh > 24*time.Hour {
-		return o, invalid("Options.Fresh must be 1ns..24h, got %s", o.Fresh)
+		return o, invalidf("Options.Fresh must be 1ns..24h, got %s", o.Fresh)
 	}
-	switch {
-	case o.Stale == 0:
-		o.Stale = DefaultStale
-	case o.Stale < 0:
-		o.Stale = 0
-	}
+	o.Stale = offOr(o.Stale, DefaultStale)
 	if o.StaleIfError < 0 || o.StaleIfError > 24*time.Hour {
-		return o, invalid("Options.StaleIfError must be 0..24h, got %s", o.StaleIfError)
+		return o, invalidf("Options.StaleIfError must be 0..24h, got %s", o.StaleIfError)
 	}
 	if o.NegativeTTL < 0 {
-		return o, invalid("Options.NegativeTTL must be 0..24h, got %s", o.NegativeTTL)
+		return o, invalidf("Options.NegativeTTL must be 0 (Fresh) or positive, got %s", o.NegativeTTL)
 	}
 	switch {
 	case o.Beta == 0:
@@ -194,113 +209,119 @@ func (o Options[V]) withDefaults() (Options[V], error) {
 		o.Beta = 0
 	}
 	if o.LoadTimeout < 0 {
-		return o, invalid("Options.LoadTimeout must be positive, got %s", o.LoadTimeout)
+		return o, invalidf("Options.LoadTimeout must be 0 (10s) or positive, got %s", o.LoadTimeout)
 	}
-	if o.TTL == 0 {
-		o.TTL = DefaultTTL
-	}
+	return o, nil
+}
+
+// redisDefaults fills and checks the options of the values in Redis and of the instance.
+func (o Options[V]) redisDefaults() (Options[V], error) {
+	o.TTL = cmp.Or(o.TTL, DefaultTTL)
 	if o.TTL < time.Millisecond {
-		return o, invalid("Options.TTL must be at least 1ms, got %s", o.TTL)
+		return o, invalidf("Options.TTL must be at least 1ms, got %s", o.TTL)
 	}
-	if o.Copies == 0 {
-		o.Copies = replicas.DefaultCopies
-	}
+	o.Copies = cmp.Or(o.Copies, replicas.DefaultCopies)
 	if o.Copies < 1 || o.Copies > replicas.MaxCopies {
-		return o, invalid("Options.Copies must be 1..%d, got %d", replicas.MaxCopies, o.Copies)
+		return o, invalidf("Options.Copies must be 1..%d, got %d", replicas.MaxCopies, o.Copies)
 	}
-	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
-	}
-	if len(o.Prefix) > 128 || !utf8.ValidString(o.Prefix) || strings.ContainsAny(o.Prefix, "{}") {
-		return o, invalid("Options.Prefix must be 1..128 bytes of UTF-8 without '{' or '}', got %q", o.Prefix)
+	o.Prefix = cmp.Or(o.Prefix, DefaultPrefix)
+	if len(o.Prefix) > maxPrefixBytes || !utf8.ValidString(o.Prefix) || slot.HasBraces(o.Prefix) {
+		return o, invalidf("Options.Prefix must be 1..%d bytes of UTF-8 without '{' or '}', got %q", maxPrefixBytes, o.Prefix)
 	}
 	if o.InstanceID == "" {
 		o.InstanceID = randomID()
 	}
 	if !validID(o.InstanceID) {
-		return o, invalid("Options.InstanceID must be 1..64 characters of [A-Za-z0-9._-], got %q", o.InstanceID)
-	}
-	return o.loopDefaults()
-}
-
-func (o Options[V]) loopDefaults() (Options[V], error) {
-	if o.ReportInterval == 0 {
-		o.ReportInterval = DefaultReportInterval
-	}
-	if o.ReportInterval > 0 && (o.ReportInterval < 10*time.Millisecond || o.ReportInterval > time.Minute) {
-		return o, invalid("Options.ReportInterval must be 10ms..1m (or negative: off), got %s", o.ReportInterval)
-	}
-	if o.PollInterval == 0 {
-		o.PollInterval = min(DefaultPollIntervals*o.ReportInterval, time.Hour)
-	}
-	if o.ReportInterval > 0 && (o.PollInterval < o.ReportInterval || o.PollInterval > time.Hour) {
-		return o, invalid("Options.PollInterval must be ReportInterval..1h, got %s", o.PollInterval)
-	}
-	if o.PromoteRate == 0 {
-		o.PromoteRate = DefaultPromoteRate
-	}
-	if !(o.PromoteRate > 0) {
-		return o, invalid("Options.PromoteRate must be positive, got %v", o.PromoteRate)
-	}
-	if o.DemoteRate == 0 {
-		o.DemoteRate = o.PromoteRate / 4
-	}
-	if !(o.DemoteRate > 0 && o.DemoteRate < o.PromoteRate) {
-		return o, invalid("Options.DemoteRate must be in (0, PromoteRate=%v), got %v", o.PromoteRate, o.DemoteRate)
-	}
-	if o.PromoteShare < 0 || o.PromoteShare > 1 || o.PromoteShare != o.PromoteShare {
-		return o, invalid("Options.PromoteShare must be 0 (off) or in (0, 1], got %v", o.PromoteShare)
-	}
-	if o.ShareMinRate == 0 {
-		o.ShareMinRate = min(2*o.DemoteRate, o.PromoteRate)
-	}
-	if !(o.ShareMinRate > o.DemoteRate && o.ShareMinRate <= o.PromoteRate) {
-		return o, invalid("Options.ShareMinRate must be in (DemoteRate=%v, PromoteRate=%v], got %v", o.DemoteRate, o.PromoteRate, o.ShareMinRate)
-	}
-	if o.Hold == 0 {
-		o.Hold = DefaultHold
-	}
-	if o.Hold < 0 {
-		return o, invalid("Options.Hold must be positive, got %s", o.Hold)
-	}
-	if o.MaxHot == 0 {
-		o.MaxHot = DefaultMaxHot
-	}
-	if o.MaxHot < 1 || o.MaxHot > 4096 {
-		return o, invalid("Options.MaxHot must be 1..4096, got %d", o.MaxHot)
-	}
-	if o.ReportTop == 0 {
-		o.ReportTop = DefaultReportTop
-	}
-	if o.ReportTop < 1 || o.ReportTop > 1024 {
-		return o, invalid("Options.ReportTop must be 1..1024, got %d", o.ReportTop)
-	}
-	if o.ReportMinRate < 0 || o.ReportMinRate >= o.PromoteRate {
-		return o, invalid("Options.ReportMinRate must be in [0, PromoteRate=%v), got %v", o.PromoteRate, o.ReportMinRate)
-	}
-	if o.EarlyReportRate != 0 && (o.EarlyReportRate < o.ReportMinRate || o.EarlyReportRate > o.PromoteRate) {
-		return o, invalid("Options.EarlyReportRate must be 0 or in [ReportMinRate=%v, PromoteRate=%v], got %v", o.ReportMinRate, o.PromoteRate, o.EarlyReportRate)
-	}
-	if o.HotReportEvery == 0 {
-		o.HotReportEvery = 1
-	}
-	if o.HotReportEvery < 1 || o.HotReportEvery > 60 {
-		return o, invalid("Options.HotReportEvery must be 1..60, got %d", o.HotReportEvery)
-	}
-	if o.SummaryShards == 0 {
-		o.SummaryShards = DefaultSummaryShards
-	}
-	if o.SummaryShards < 1 || o.SummaryShards > 1024 {
-		return o, invalid("Options.SummaryShards must be 1..1024, got %d", o.SummaryShards)
-	}
-	if o.RefreshAhead == 0 {
-		o.RefreshAhead = o.Fresh / 2
+		return o, invalidf("Options.InstanceID must be 1..64 characters of [A-Za-z0-9._-], got %q", o.InstanceID)
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
+	if o.Rand == nil {
+		o.Rand = rand.Uint64
+	}
 	return o, nil
 }
+
+// loopDefaults fills and checks the fleet loop's periods.
+func (o Options[V]) loopDefaults() (Options[V], error) {
+	o.ReportInterval = cmp.Or(o.ReportInterval, DefaultReportInterval)
+	if o.ReportInterval > 0 && (o.ReportInterval < 10*time.Millisecond || o.ReportInterval > time.Minute) {
+		return o, invalidf("Options.ReportInterval must be 10ms..1m (or negative: off), got %s", o.ReportInterval)
+	}
+	o.PollInterval = cmp.Or(o.PollInterval, min(DefaultPollIntervals*o.ReportInterval, time.Hour))
+	if o.ReportInterval > 0 && (o.PollInterval < o.ReportInterval || o.PollInterval > time.Hour) {
+		return o, invalidf("Options.PollInterval must be ReportInterval..1h, got %s", o.PollInterval)
+	}
+	o.Hold = cmp.Or(o.Hold, DefaultHold)
+	if o.Hold < 0 {
+		return o, invalidf("Options.Hold must be 0 (10s) or positive, got %s", o.Hold)
+	}
+	o.RefreshAhead = cmp.Or(o.RefreshAhead, o.Fresh/2)
+	return o, nil
+}
+
+// rateDefaults fills and checks the rates that promote and demote.
+func (o Options[V]) rateDefaults() (Options[V], error) {
+	o.PromoteRate = cmp.Or(o.PromoteRate, DefaultPromoteRate)
+	if !(o.PromoteRate > 0) || math.IsInf(o.PromoteRate, 1) {
+		return o, invalidf("Options.PromoteRate must be in (0, +Inf), got %v", o.PromoteRate)
+	}
+	o.DemoteRate = cmp.Or(o.DemoteRate, o.PromoteRate/4)
+	if !(o.DemoteRate > 0 && o.DemoteRate < o.PromoteRate) {
+		return o, invalidf("Options.DemoteRate must be in (0, PromoteRate=%v), got %v", o.PromoteRate, o.DemoteRate)
+	}
+	if !(o.PromoteShare >= 0 && o.PromoteShare <= 1) {
+		return o, invalidf("Options.PromoteShare must be 0 (off) or in (0, 1], got %v", o.PromoteShare)
+	}
+	o.ShareMinRate = cmp.Or(o.ShareMinRate, min(2*o.DemoteRate, o.PromoteRate))
+	if !(o.ShareMinRate > o.DemoteRate && o.ShareMinRate <= o.PromoteRate) {
+		return o, invalidf("Options.ShareMinRate must be in (DemoteRate=%v, PromoteRate=%v], got %v", o.DemoteRate, o.PromoteRate, o.ShareMinRate)
+	}
+	return o, nil
+}
+
+// reportDefaults fills and checks what the instances report and the size of the hot set.
+func (o Options[V]) reportDefaults() (Options[V], error) {
+	o.MaxHot = cmp.Or(o.MaxHot, DefaultMaxHot)
+	if o.MaxHot < 1 || o.MaxHot > 4096 {
+		return o, invalidf("Options.MaxHot must be 1..4096, got %d", o.MaxHot)
+	}
+	o.ReportTop = cmp.Or(o.ReportTop, DefaultReportTop)
+	if o.ReportTop < 1 || o.ReportTop > 1024 {
+		return o, invalidf("Options.ReportTop must be 1..1024, got %d", o.ReportTop)
+	}
+	if !(o.ReportMinRate >= 0 && o.ReportMinRate < o.PromoteRate) {
+		return o, invalidf("Options.ReportMinRate must be in [0, PromoteRate=%v), got %v", o.PromoteRate, o.ReportMinRate)
+	}
+	if o.EarlyReportRate != 0 && !(o.EarlyReportRate >= o.ReportMinRate && o.EarlyReportRate <= o.PromoteRate) {
+		return o, invalidf("Options.EarlyReportRate must be 0 or in [ReportMinRate=%v, PromoteRate=%v], got %v", o.ReportMinRate, o.PromoteRate, o.EarlyReportRate)
+	}
+	o.HotReportEvery = cmp.Or(o.HotReportEvery, 1)
+	if o.HotReportEvery < 1 || o.HotReportEvery > 60 {
+		return o, invalidf("Options.HotReportEvery must be 1..60, got %d", o.HotReportEvery)
+	}
+	o.SummaryShards = cmp.Or(o.SummaryShards, DefaultSummaryShards)
+	if o.SummaryShards < 1 || o.SummaryShards > 1024 {
+		return o, invalidf("Options.SummaryShards must be 1..1024, got %d", o.SummaryShards)
+	}
+	return o, nil
+}
+
+// offOr is the house rule for an optional duration: zero means def, a negative value means
+// off (0).
+func offOr(d, def time.Duration) time.Duration {
+	switch {
+	case d == 0:
+		return def
+	case d < 0:
+		return 0
+	}
+	return d
+}
+
+// maxPrefixBytes is the longest Options.Prefix accepted.
+const maxPrefixBytes = 128
 
 func validID(s string) bool {
 	if len(s) == 0 || len(s) > 64 {
@@ -317,10 +338,10 @@ func validID(s string) bool {
 
 func validKey(key string) error {
 	if key == "" {
-		return invalid("key must not be empty")
+		return invalidf("key must not be empty (1..%d bytes)", MaxKeyLen)
 	}
 	if len(key) > MaxKeyLen {
-		return invalid("key must be 1..%d bytes, got %d", MaxKeyLen, len(key))
+		return invalidf("key must be 1..%d bytes, got %d", MaxKeyLen, len(key))
 	}
 	return nil
 }

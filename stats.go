@@ -65,8 +65,13 @@ type Stats struct {
 	// Polls counts this instance's polls of the hot set's version (and of the leader lease);
 	// Heartbeats the versions it published as the leader's heartbeat.
 	Polls, Heartbeats uint64
-	// Reports, Evaluations count the loop's reports and (as leader) evaluations.
+	// Reports, Evaluations count the loop's reports and (as leader) evaluations, partial ones
+	// (of the interval under way, promotions only) included.
 	Reports, Evaluations uint64
+	// FullEvaluations counts the evaluations (as leader) of an interval that had ended: the
+	// ones that demote. A fleet-decided member cold for Hold is demoted by the
+	// Hold/ReportInterval+1-th full evaluation after it turned cold.
+	FullEvaluations uint64
 	// Promotions and Demotions count hot-set changes applied here.
 	Promotions, Demotions uint64
 	// Refreshes counts refresh-ahead reloads of hot keys.
@@ -85,7 +90,8 @@ func (c *Cache[V]) Stats() Stats {
 		SourceLoads: f.sourceLoads.Load(), Hot: len(*f.hot.Load()), HotVersion: f.version.Load(),
 		Leader: f.leader.Load(), PubSubLive: c.fleet.heard.Load() != 0 && c.o.ReportInterval > 0 && c.pubSubLive(),
 		Polls: f.polls.Load(), Heartbeats: f.heartbeats.Load(), Reports: f.reports.Load(), Evaluations: f.evaluations.Load(),
-		Promotions: f.promotions.Load(), Demotions: f.demotions.Load(), Refreshes: f.refreshes.Load(),
+		FullEvaluations: f.fullEvaluations.Load(),
+		Promotions:      f.promotions.Load(), Demotions: f.demotions.Load(), Refreshes: f.refreshes.Load(),
 		LoopCommands: f.loopCommands.Load(), LoopErrors: f.loopErrors.Load(), Fenced: f.fenced.Load(),
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // counter is a go-redis hook on the harness's client: it counts every command the instances
@@ -20,8 +23,13 @@ type counter struct {
 	celeb string
 	start atomic.Int64 // Unix nanoseconds; nothing is counted before it is set
 	sent  atomic.Uint64
-	mu    sync.Mutex
-	reads []time.Duration // since start
+	// perNode[n][b] counts the commands sent to node n (by their first key's slot) in the
+	// b-th bucketDur since start: a per-node load whose windows line up across nodes,
+	// unlike INFO readings of three servers that a busy harness takes at different moments.
+	perNode [][]atomic.Uint64
+	owner   func(key string) int // the node index of a key, or -1
+	mu      sync.Mutex
+	reads   []time.Duration // since start
 }
 
 func (c *counter) DialHook(next redis.DialHook) redis.DialHook {
@@ -51,6 +59,7 @@ func (c *counter) observe(cmd redis.Cmder) {
 		return
 	}
 	c.sent.Add(1)
+	c.countNode(cmd, start)
 	if name != "get" && name != "set" { // a copy's GET, or the logical key's SET NX GET
 		return
 	}
@@ -78,4 +87,72 @@ func (c *counter) crossing(from, w time.Duration, rate float64) time.Duration {
 		}
 	}
 	return -1
+}
+
+// bucketDur is the resolution of counter.perNode.
+const bucketDur = 100 * time.Millisecond
+
+// countNode adds cmd to its node's bucket, when its first key is known: the key of a data
+// command, the first key of a script call; commands without a key (PUBLISH) are left out.
+func (c *counter) countNode(cmd redis.Cmder, start int64) {
+	if c.owner == nil {
+		return
+	}
+	args := cmd.Args()
+	var key string
+	switch cmd.Name() {
+	case "publish", "subscribe", "ping", "info":
+		return
+	case "evalsha", "eval", "evalsha_ro", "eval_ro":
+		if len(args) > 3 && fmt.Sprint(args[2]) != "0" {
+			key, _ = args[3].(string)
+		}
+	default:
+		if len(args) > 1 {
+			key, _ = args[1].(string)
+		}
+	}
+	n := -1
+	if key != "" {
+		n = c.owner(key)
+	}
+	b := int((time.Now().UnixNano() - start) / int64(bucketDur))
+	if n < 0 || n >= len(c.perNode) || b < 0 || b >= len(c.perNode[n]) {
+		return
+	}
+	c.perNode[n][b].Add(1)
+}
+
+// nodeWindow returns the commands sent to each node in [from, to).
+func (c *counter) nodeWindow(from, to time.Duration) []uint64 {
+	out := make([]uint64, len(c.perNode))
+	for n := range c.perNode {
+		for b := int(from / bucketDur); b < int(to/bucketDur) && b < len(c.perNode[n]); b++ {
+			out[n] += c.perNode[n][b].Load()
+		}
+	}
+	return out
+}
+
+// byNode makes the counter count the commands sent per node for d, by the slot map of c.
+func (c *counter) byNode(ctx context.Context, cl *redis.ClusterClient, nodes []string, d time.Duration) error {
+	m, err := slot.Load(ctx, cl)
+	if err != nil {
+		return err
+	}
+	index := map[string]int{}
+	for i, a := range nodes {
+		index[a] = i
+	}
+	c.perNode = make([][]atomic.Uint64, len(nodes))
+	for n := range c.perNode {
+		c.perNode[n] = make([]atomic.Uint64, int(d/bucketDur)+1)
+	}
+	c.owner = func(key string) int {
+		if i, ok := index[m.Master(slot.Of(key))]; ok {
+			return i
+		}
+		return -1
+	}
+	return nil
 }

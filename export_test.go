@@ -1,0 +1,5 @@
+package celebrity
+
+// ExampleAddr is the address of the standalone server the runnable examples use, started by
+// TestMain.
+var ExampleAddr string
