@@ -17,6 +17,7 @@ func TestMain(m *testing.M) {
 	if pidfile := os.Getenv(crashEnv); pidfile != "" {
 		crashChild(pidfile)
 	}
+	RegisterRule(kitRule, func(prefix string) []string { return []string{"~" + prefix + "*", "+get", "+set"} })
 	Main(m)
 }
 
