@@ -162,3 +162,23 @@ func limitedAuth() (user, pass string) {
 	}
 	return LimitedUser, pass
 }
+
+// AdminOf returns a client of the same server or cluster as c (a client the kit handed
+// out, for example the one [Both] passes) as the default user, closed when the test ends:
+// for what a test does as the administrator (DUMP and RESTORE of a backup, FLUSHALL,
+// CONFIG SET, SCRIPT LOAD), which a run under LimitedEnv does not grant c. It has none of
+// c's other options (no Dialer: its replies are never dropped).
+func AdminOf(t testing.TB, c redis.UniversalClient) redis.UniversalClient {
+	t.Helper()
+	var admin redis.UniversalClient
+	switch c := c.(type) {
+	case *redis.Client:
+		admin = redis.NewClient(&redis.Options{Addr: c.Options().Addr})
+	case *redis.ClusterClient:
+		admin = redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Options().Addrs})
+	default:
+		t.Fatalf("celebritytest: AdminOf(%T): want a *redis.Client or a *redis.ClusterClient", c)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	return admin
+}
