@@ -18,7 +18,8 @@ import (
 // more. Only the WAIT, with no replica to answer it, reports ErrNotReplicated.
 func TestWaitedWritesRunAfterTheScriptCacheIsFlushed(t *testing.T) {
 	t.Parallel() // a dedicated server: its script cache is flushed
-	client := celebritytest.NewServer(t, celebritytest.ServerOptions{}).Client(t)
+	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
+	client := srv.Client(t)
 	key := celebritytest.Prefix(t) + "post:8"
 	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key},
 		WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
@@ -27,7 +28,7 @@ func TestWaitedWritesRunAfterTheScriptCacheIsFlushed(t *testing.T) {
 	require.NoError(t, err)
 	for v := uint64(1); v <= 2; v++ {
 		value := fmt.Sprint("v", v)
-		require.NoError(t, client.ScriptFlush(ctx).Err())
+		require.NoError(t, srv.AdminClient(t).ScriptFlush(ctx).Err())
 		err := r.Set(ctx, key, []byte(value), v, time.Hour)
 		require.ErrorIs(t, err, replicas.ErrNotReplicated, "no replica acknowledges the write")
 		require.NotContains(t, err.Error(), "NOSCRIPT")
