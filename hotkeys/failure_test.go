@@ -82,7 +82,7 @@ func TestClusterShardsFollowFailoverOnRefresh(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		return cs.Refresh(ctx) == nil && cs.Shard(key) == newMaster.Addr()
-	}, 5*time.Second, 100*time.Millisecond, "after Refresh the key belongs to the promoted replica")
+	}, 30*time.Second, 100*time.Millisecond, "after Refresh the key belongs to the promoted replica")
 	require.Contains(t, cs.Masters(), newMaster.Addr())
 	require.NotContains(t, cs.Masters(), oldMaster.Addr())
 }

@@ -375,7 +375,7 @@ func TestHeldBackPromoteNeverBringsBackAnOlderVersion(t *testing.T) {
 		require.Eventually(t, func() bool {
 			_, err := w.Get(ctx, key)
 			return errors.Is(err, replicas.ErrNotFound)
-		}, 10*time.Second, 10*time.Millisecond, "v2 expires")
+		}, 30*time.Second, 10*time.Millisecond, "v2 expires")
 		close(hold.release)
 		require.NoError(t, <-promoted)
 		require.True(t, p.IsHot(key))

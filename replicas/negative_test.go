@@ -137,7 +137,7 @@ func TestWaitersWakeWhenTheFillLands(t *testing.T) {
 				waits += r.Stats().LeaseWaits
 			}
 			return waits == n-1
-		}, 10*time.Second, 5*time.Millisecond)
+		}, 30*time.Second, 5*time.Millisecond)
 		// The holder's load takes a long while; waiters do not look again meanwhile.
 		time.Sleep(300 * time.Millisecond)
 		held := time.Since(waitStart) // on a busy machine, the wait for LeaseWaits can be long
@@ -220,6 +220,6 @@ func TestAbsentAndErrorRecordsEndWithTheirWindow(t *testing.T) {
 			_, err := reps[0].GetOrLoad(ctxFor(t), tc.key, time.Minute, tc.load)
 			require.ErrorIs(t, err, tc.want)
 			return loads.Load() == 2
-		}, 10*time.Second, 20*time.Millisecond, "the window ends and the source is asked again")
+		}, 30*time.Second, 20*time.Millisecond, "the window ends and the source is asked again")
 	}
 }

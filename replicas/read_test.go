@@ -187,12 +187,12 @@ func TestPromoteUnderReadLoadCausesNoLoads(t *testing.T) {
 				}
 			})
 		}
-		require.Eventually(t, func() bool { return reads.Load() > 200 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return reads.Load() > 200 }, 30*time.Second, time.Millisecond)
 		for _, r := range instances {
 			require.NoError(t, r.Promote(ctxFor(t), key))
 		}
 		mark := reads.Load()
-		require.Eventually(t, func() bool { return reads.Load() > mark+500 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return reads.Load() > mark+500 }, 30*time.Second, time.Millisecond)
 		close(stop)
 		wg.Wait()
 		close(errs)

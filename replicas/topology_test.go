@@ -27,7 +27,7 @@ func TestFailoverRecomputesLayoutWithoutMisses(t *testing.T) {
 	require.NoError(t, err)
 
 	c.Failover(t, 0) // master 0's replica takes its slots: the slot map changes
-	require.Eventually(t, func() bool { return r.Stats().LayoutReloads >= 1 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return r.Stats().LayoutReloads >= 1 }, 30*time.Second, 10*time.Millisecond)
 
 	after, err := r.CopyKeys(ctx, key)
 	require.NoError(t, err)
@@ -110,8 +110,8 @@ func TestCopiesOfAnAbandonedLayoutExpire(t *testing.T) {
 			version++
 			require.NoError(t, three.Set(ctx, key, []byte("v"), version, time.Minute))
 			return !registered()
-		}, 5*time.Second, 20*time.Millisecond)
-		require.Eventually(t, func() bool { return live() == 0 }, 5*time.Second, 20*time.Millisecond)
+		}, 30*time.Second, 20*time.Millisecond)
+		require.Eventually(t, func() bool { return live() == 0 }, 30*time.Second, 20*time.Millisecond)
 		version++
 		require.NoError(t, three.Set(ctx, key, []byte("v"), version, time.Minute))
 		require.Zero(t, live(), "writers stop writing copies nobody registers")
@@ -139,7 +139,7 @@ func TestCloseEndsFetchesInFlight(t *testing.T) {
 		_, err := waiter.GetOrLoad(context.Background(), key, 0, load)
 		done <- err
 	}()
-	require.Eventually(t, func() bool { return waiter.Stats().LeaseWaits == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return waiter.Stats().LeaseWaits == 1 }, 30*time.Second, 5*time.Millisecond)
 	require.NoError(t, waiter.Close())
 	select {
 	case err := <-done:
