@@ -95,12 +95,13 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 					t.Fatalf("GetOrLoad = %q, %v", item.Value, err)
 				}
 				// A second instance calling for a key being loaded waits for the fill (BLPOP on the
-				// lease's wake list, which the filler's release pushes to).
-				loading, done := make(chan struct{}), make(chan error, 1)
+				// lease's wake list, which the filler's release pushes to): the load goes on until
+				// the second instance is seen waiting.
+				loading, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 				go func() {
 					_, err := r.GetOrLoad(ctx, "cold", time.Minute, func(context.Context) (replicas.Item, error) {
 						close(loading)
-						time.Sleep(300 * time.Millisecond)
+						<-release
 						return replicas.Item{Value: []byte("c"), Version: 1}, nil
 					})
 					done <- err
@@ -108,13 +109,29 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 				<-loading
 				r2, err := replicas.New(user(t, "replicas", prefix), replicas.Options{Copies: 3, Prefix: prefix})
 				if err != nil {
+					close(release)
 					t.Fatal(err)
 				}
 				defer r2.Close()
-				if item, err := r2.GetOrLoad(ctx, "cold", time.Minute, func(context.Context) (replicas.Item, error) {
-					return replicas.Item{}, fmt.Errorf("second load")
-				}); err != nil || string(item.Value) != "c" {
-					t.Fatalf("waiting GetOrLoad = %q, %v", item.Value, err)
+				waited := make(chan error, 1)
+				go func() {
+					item, err := r2.GetOrLoad(ctx, "cold", time.Minute, func(context.Context) (replicas.Item, error) {
+						return replicas.Item{}, fmt.Errorf("second load")
+					})
+					if err == nil && string(item.Value) != "c" {
+						err = fmt.Errorf("got %q, want c", item.Value)
+					}
+					waited <- err
+				}()
+				for deadline := time.Now().Add(30 * time.Second); r2.Stats().LeaseWaits == 0; time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						close(release)
+						t.Fatal("the second instance never waited for the fill")
+					}
+				}
+				close(release)
+				if err := <-waited; err != nil {
+					t.Fatalf("waiting GetOrLoad: %v", err)
 				}
 				if err := <-done; err != nil {
 					t.Fatalf("filling GetOrLoad: %v", err)
