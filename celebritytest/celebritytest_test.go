@@ -17,6 +17,7 @@ func TestMain(m *testing.M) {
 	if pidfile := os.Getenv(crashEnv); pidfile != "" {
 		crashChild(pidfile)
 	}
+	RegisterRule(kitRule, func(prefix string) []string { return []string{"~" + prefix + "*", "+get", "+set"} })
 	Main(m)
 }
 
@@ -107,7 +108,7 @@ func TestPausedServerResumes(t *testing.T) {
 	err := c.Ping(ctx).Err()
 	require.Error(t, err, "a paused server answered")
 	s.Resume()
-	require.Eventually(t, func() bool { return c.Ping(ctx).Err() == nil }, 5*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return c.Ping(ctx).Err() == nil }, 30*time.Second, 20*time.Millisecond)
 }
 
 func TestFailoverPromotesReplica(t *testing.T) {
@@ -134,7 +135,7 @@ func TestFailoverPromotesReplica(t *testing.T) {
 	role, err = oldMaster.Client(t).Do(ctx, "ROLE").Slice()
 	require.NoError(t, err)
 	require.Equal(t, "slave", role[0])
-	require.Eventually(t, func() bool { return c.Get(ctx, key).Val() == "before" }, 5*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return c.Get(ctx, key).Val() == "before" }, 30*time.Second, 20*time.Millisecond)
 	require.NoError(t, c.Set(ctx, key, "after", 0).Err())
 	require.Equal(t, "after", replica.Client(t).Get(ctx, key).Val(), "the write did not go to the promoted replica")
 }
@@ -200,7 +201,7 @@ func TestClusterOfTwoMastersFailsOver(t *testing.T) {
 	cl.Failover(t, 1)
 	require.Equal(t, promoted, cl.Masters()[1])
 	require.Equal(t, promoted, cl.MasterOf(key))
-	require.Eventually(t, func() bool { return c.Get(ctx, key).Val() == "before" }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return c.Get(ctx, key).Val() == "before" }, 30*time.Second, 20*time.Millisecond)
 }
 
 // TestNewClusterRefusesTooManyMasters proves an out-of-range size fails the test instead of

@@ -254,8 +254,23 @@ func (c *Cluster) MasterOf(key string) *Server {
 }
 
 // Client returns a cluster client seeded with the masters' addresses, closed when the test
-// ends. opts adjust the options before the client is created.
+// ends. opts adjust the options before the client is created. Under LimitedEnv the client
+// authenticates as LimitedUser.
 func (c *Cluster) Client(t testing.TB, opts ...func(*redis.ClusterOptions)) *redis.ClusterClient {
+	t.Helper()
+	user, pass := limitedAuth()
+	return c.client(t, append([]func(*redis.ClusterOptions){func(o *redis.ClusterOptions) { o.Username, o.Password = user, pass }}, opts...))
+}
+
+// AdminClient is Client as the default user, also under LimitedEnv: for what a test does
+// as the cluster's administrator (FLUSHALL on every master, CONFIG SET, reading keys it
+// does not own).
+func (c *Cluster) AdminClient(t testing.TB, opts ...func(*redis.ClusterOptions)) *redis.ClusterClient {
+	t.Helper()
+	return c.client(t, opts)
+}
+
+func (c *Cluster) client(t testing.TB, opts []func(*redis.ClusterOptions)) *redis.ClusterClient {
 	t.Helper()
 	o := &redis.ClusterOptions{Addrs: c.Addrs()}
 	for _, f := range opts {

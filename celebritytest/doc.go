@@ -30,6 +30,20 @@
 // [Cluster.Failover] and [Cluster.ForceFailover] (promote a replica), and [Server.User] or
 // [Cluster.User] (a client of an ACL user holding only the given rules).
 //
+// A test binary can run every test as a user limited to a package's ACL rule, so that a
+// command or key the rule does not grant fails the suite: TestMain registers the rule with
+// [RegisterRule] and the environment variable CELEBRITYTEST_ACL ([LimitedEnv]) names it for
+// a run. The clients the kit hands out then authenticate as that user, on every server the
+// kit starts; a test's own administration (FLUSHALL, CONFIG SET, DEBUG) goes through
+// [Server.AdminClient] or [Cluster.AdminClient], which keep the default user:
+//
+//	func TestMain(m *testing.M) {
+//		celebritytest.RegisterRule("escrow", escrow.ACLRule)
+//		celebritytest.Main(m)
+//	}
+//
+//	CELEBRITYTEST_ACL=escrow go test ./...
+//
 // Servers listen on free loopback ports and keep their files in a folder under the
 // temporary directory (TMPDIR). Every process is started with a parent-death signal, so a
 // test binary that panics or times out does not leave servers running; folders left by such

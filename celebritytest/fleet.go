@@ -98,6 +98,7 @@ func Standalone(t testing.TB) *Server {
 // running. Shards(t, 1)[0] is the server Standalone returns.
 func Shards(t testing.TB, n int) []*Server {
 	t.Helper()
+	requireLimits(t)
 	fleet.mu.Lock()
 	defer fleet.mu.Unlock()
 	if fleet.failed != nil {
@@ -118,6 +119,7 @@ func Shards(t testing.TB, n int) []*Server {
 // Tests must not break it; take a NewCluster for faults.
 func SharedCluster(t testing.TB) *Cluster {
 	t.Helper()
+	requireLimits(t)
 	fleet.mu.Lock()
 	defer fleet.mu.Unlock()
 	if fleet.failed != nil {
@@ -137,6 +139,7 @@ func SharedCluster(t testing.TB) *Cluster {
 // NewServer starts a dedicated server for t, stopped when t ends.
 func NewServer(t testing.TB, opts ServerOptions) *Server {
 	t.Helper()
+	requireLimits(t)
 	fleet.mu.Lock()
 	s, err := track(opts)
 	fleet.mu.Unlock()
@@ -154,6 +157,7 @@ func NewCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	if opts.Masters < 0 || opts.Masters > MaxMasters {
 		t.Fatalf("celebritytest: ClusterOptions.Masters must be 1..%d (0: %d), got %d", MaxMasters, DefaultMasters, opts.Masters)
 	}
+	requireLimits(t)
 	fleet.mu.Lock()
 	c, err := startCluster(opts)
 	fleet.mu.Unlock()
@@ -169,14 +173,14 @@ func NewCluster(t testing.TB, opts ClusterOptions) *Cluster {
 }
 
 // Prefix returns a key prefix unique to this test within the binary, such as
-// "t12:TestRetry/cluster:". It holds no braces, so it never changes a key's hash tag.
+// "t12:TestRetry/cluster:"; it starts with PrefixRoot. It holds no braces, so it never changes a key's hash tag.
 func Prefix(t testing.TB) string {
 	name := strings.NewReplacer("{", "(", "}", ")", " ", "_").Replace(t.Name())
-	return "t" + strconv.FormatInt(fleet.prefixes.Add(1), 10) + ":" + name + ":"
+	return PrefixRoot + strconv.FormatInt(fleet.prefixes.Add(1), 10) + ":" + name + ":"
 }
 
 // Both runs fn as two subtests: "standalone" on the shared standalone server and "cluster"
-// on the shared 3-master cluster.
+// on the shared 3-master cluster, with a client as Server.Client and Cluster.Client give.
 func Both(t *testing.T, fn func(t *testing.T, c redis.UniversalClient)) {
 	t.Helper()
 	t.Run("standalone", func(t *testing.T) { fn(t, Standalone(t).Client(t)) })

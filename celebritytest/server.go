@@ -148,6 +148,10 @@ func (s *Server) start() error {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
+			if err := s.createLimited(); err != nil {
+				s.Kill()
+				return err
+			}
 			return nil
 		}
 		select {
@@ -178,8 +182,23 @@ func (s *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 func (s *Server) Dir() string { return s.dir }
 
 // Client returns a client of this server, closed when the test ends. opts adjust the
-// options before the client is created (for example to set a Dialer or MaxRetries).
+// options before the client is created (for example to set a Dialer or MaxRetries). Under
+// LimitedEnv the client authenticates as LimitedUser.
 func (s *Server) Client(t testing.TB, opts ...func(*redis.Options)) *redis.Client {
+	t.Helper()
+	user, pass := limitedAuth()
+	return s.client(t, append([]func(*redis.Options){func(o *redis.Options) { o.Username, o.Password = user, pass }}, opts...))
+}
+
+// AdminClient is Client as the default user, also under LimitedEnv: for what a test does
+// as the server's administrator (FLUSHALL, CONFIG SET, DEBUG, reading keys it does not
+// own).
+func (s *Server) AdminClient(t testing.TB, opts ...func(*redis.Options)) *redis.Client {
+	t.Helper()
+	return s.client(t, opts)
+}
+
+func (s *Server) client(t testing.TB, opts []func(*redis.Options)) *redis.Client {
 	t.Helper()
 	o := &redis.Options{Addr: s.Addr()}
 	for _, f := range opts {

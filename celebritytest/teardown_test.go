@@ -61,7 +61,7 @@ func TestServersDieWithACrashedTestBinary(t *testing.T) {
 	parts := strings.Fields(string(raw))
 	pid, err := strconv.Atoi(parts[0])
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return !alive(pid) }, 10*time.Second, 20*time.Millisecond,
+	require.Eventually(t, func() bool { return !alive(pid) }, 30*time.Second, 20*time.Millisecond,
 		"redis-server %d outlived its crashed test binary", pid)
 
 	// The crashed binary's folder is swept by the next binary that starts servers.

@@ -184,7 +184,7 @@ func restoreMaster(t *testing.T, cl *celebritytest.Cluster, m *celebritytest.Ser
 	m.RestoreSnapshot(t, snap)
 	require.Eventually(t, func() bool {
 		for _, s := range cl.Masters() {
-			info, err := s.Client(t).ClusterInfo(testCtx(t)).Result()
+			info, err := s.AdminClient(t).ClusterInfo(testCtx(t)).Result()
 			if err != nil || !strings.Contains(info, "cluster_state:ok") {
 				return false
 			}

@@ -102,7 +102,7 @@ func TestRestoreLostPausedAcrossAnotherRestoreLost(t *testing.T) {
 			if at == "before the claim" {
 				// Loaded first, so that the calls counted are the read and the claim, not
 				// an EVALSHA answered NOSCRIPT (on a server no earlier test used) and its EVAL.
-				require.NoError(t, script.Load(ctx, lw, restoreScript))
+				require.NoError(t, script.Load(ctx, celebritytest.Standalone(t).AdminClient(t), restoreScript))
 				ng := &nthGate{gate: newGate(restoreScript), n: 2} // 1: read the register, 2: claim
 				lw.AddHook(ng)
 				g = ng.gate
@@ -261,7 +261,7 @@ func TestCentralInitPausedAcrossALostLedger(t *testing.T) {
 	require.NoError(t, cl.Init(ctx))
 	old, err := cl.Acquire(ctx, "old-holder")
 	require.NoError(t, err)
-	require.NoError(t, srv.Client(t).FlushAll(ctx).Err())
+	require.NoError(t, srv.AdminClient(t).FlushAll(ctx).Err())
 	g.open()
 	require.ErrorIs(t, <-done, ErrLedgerMissing, "the paused Init re-created a lost ledger")
 	again, err := cl.Acquire(ctx, "new")

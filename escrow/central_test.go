@@ -147,7 +147,7 @@ func TestLostCentralIsNotRecreatedUntilRestored(t *testing.T) {
 	require.NoError(t, cl.Init(ctx))
 	old, err := cl.Acquire(ctx, "old-holder")
 	require.NoError(t, err)
-	require.NoError(t, srv.Client(t).FlushAll(ctx).Err())
+	require.NoError(t, srv.AdminClient(t).FlushAll(ctx).Err())
 
 	again, err := NewCentral(srv.Client(t), opts) // a restarted process
 	require.NoError(t, err)

@@ -28,7 +28,7 @@ func TestInitRefusesAnEvictingPolicyUnlessOverridden(t *testing.T) {
 	require.NoError(t, cl.Init(ctx))
 
 	// volatile-* policies never touch keys without a TTL, and ledger keys have none.
-	require.NoError(t, c.ConfigSet(ctx, "maxmemory-policy", "volatile-lru").Err())
+	require.NoError(t, s.AdminClient(t).ConfigSet(ctx, "maxmemory-policy", "volatile-lru").Err())
 	p, err := NewPool(c, PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a", "b"), Prefix: celebritytest.Prefix(t),
 		AllowWeakDurability: true, AllowSharedWitness: true})
 	require.NoError(t, err)
@@ -40,7 +40,7 @@ func TestInitRefusesAnEvictingPolicyUnlessOverridden(t *testing.T) {
 func TestInitRefusesForbiddenConfigUnlessOverridden(t *testing.T) {
 	s := celebritytest.Standalone(t)
 	ctx := testCtx(t)
-	admin := s.Client(t)
+	admin := s.AdminClient(t)
 	user := "escrow-noconfig-" + celebritytest.Prefix(t)
 	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "+@all", "-config").Err())
 	t.Cleanup(func() { admin.Do(ctx, "ACL", "DELUSER", user) })

@@ -41,7 +41,7 @@ func placedPool(t *testing.T, cl *celebritytest.Cluster, c *redis.ClusterClient,
 // syncReplica waits until master i's replica has every write so far.
 func syncReplica(t *testing.T, cl *celebritytest.Cluster, i int) {
 	t.Helper()
-	n, err := cl.Masters()[i].Client(t).Wait(testCtx(t), 1, 5*time.Second).Result()
+	n, err := cl.Masters()[i].AdminClient(t).Wait(testCtx(t), 1, 5*time.Second).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 }
@@ -61,8 +61,8 @@ func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
 		// evicting policy makes Init refuse, naming that master.
 		ctx := testCtx(t)
 		m := cl.Masters()[len(cl.Masters())-1]
-		require.NoError(t, m.Client(t).ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
-		defer func() { require.NoError(t, m.Client(t).ConfigSet(ctx, "maxmemory-policy", "noeviction").Err()) }()
+		require.NoError(t, m.AdminClient(t).ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
+		defer func() { require.NoError(t, m.AdminClient(t).ConfigSet(ctx, "maxmemory-policy", "noeviction").Err()) }()
 		cn, err := NewCentral(cl.Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true})
 		require.NoError(t, err)
 		err = cn.Init(ctx)
@@ -103,7 +103,7 @@ func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
 		// acknowledges writes that exist nowhere else.
 		master, replica := cl.Masters()[i], cl.Replicas()[i]
 		replica.Pause()
-		require.NoError(t, master.Client(t).Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err())
+		require.NoError(t, master.AdminClient(t).Do(ctx, "CLIENT", "KILL", "TYPE", "replica").Err())
 
 		// Acknowledged on a's master only: T1 frozen (never delivered), T2 frozen and
 		// accepted by b, and one more grant.

@@ -15,6 +15,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// CELEBRITYTEST_ACL=escrow runs every test as a user holding only the package's rule.
+	celebritytest.RegisterRule("escrow", ACLRule)
 	// The runnable examples use two servers with appendfsync always, one for the ledgers and
 	// one for the witnesses, as production would; the kit stops them at the end.
 	ExampleAddr = celebritytest.NewServer(mainTB{}, celebritytest.ServerOptions{AOF: true}).Addr()
@@ -103,11 +105,12 @@ func freeAt(t testing.TB, p *Pool, owner string) int {
 	return 0
 }
 
-// preload loads every script on every master, so that an EVALSHA never meets NOSCRIPT (a
+// preload loads every script on every master as the administrator, so that an EVALSHA never meets NOSCRIPT (a
 // dropped NOSCRIPT reply would look like a lost reply of a command that never ran).
 func preload(t testing.TB, c redis.UniversalClient) {
 	t.Helper()
 	ctx := testCtx(t)
+	c = celebritytest.AdminOf(t, c) // SCRIPT LOAD is not in the package's rule
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		// Every node, replicas too: a test that fails over must not meet NOSCRIPT after it.
 		require.NoError(t, cc.ForEachShard(ctx, func(ctx context.Context, n *redis.Client) error {

@@ -68,7 +68,7 @@ func TestRebalancerRunStopsWithItsContext(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(runCtx) }()
-	require.Eventually(t, func() bool { return p.Stats().Completed > 0 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return p.Stats().Completed > 0 }, 30*time.Second, 5*time.Millisecond)
 	cancel()
 	select {
 	case err := <-done:

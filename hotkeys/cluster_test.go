@@ -48,7 +48,7 @@ func TestClusterSkewMatchesServerCommandStats(t *testing.T) {
 	masters := map[string]*redis.Client{}
 	var addrs []string
 	for _, m := range cl.Masters() {
-		masters[m.Addr()] = m.Client(t)
+		masters[m.Addr()] = m.AdminClient(t) // INFO is the administrator's
 		addrs = append(addrs, m.Addr())
 	}
 	slices.Sort(addrs)
@@ -73,11 +73,12 @@ func TestClusterSkewMatchesServerCommandStats(t *testing.T) {
 
 	prefix := celebritytest.Prefix(t)
 	celeb := prefix + "celebrity"
+	host := cl.AdminClient(t) // the host's traffic, which the detector observes
 	const requests, batch = 64_000, 1000
 	const elapsed = 8 * time.Second
 	rng := rand.New(rand.NewPCG(5, 6))
 	for range requests / batch {
-		cmds, err := cc.Pipelined(ctx, func(p redis.Pipeliner) error {
+		cmds, err := host.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i := range batch {
 				key := celeb
 				if i%2 == 1 { // half the traffic on one key, half spread over 10,000

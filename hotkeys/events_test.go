@@ -296,7 +296,7 @@ func TestBackgroundLoopEvaluatesAndStopsOnClose(t *testing.T) {
 			d.Observe(celebrity)
 		}
 		return len(hot) == 1
-	}, 5*time.Second, 5*time.Millisecond)
+	}, 30*time.Second, 5*time.Millisecond)
 	require.Equal(t, celebrity, (<-hot).Key)
 	require.NoError(t, d.Close())
 	require.NoError(t, d.Close(), "Close is idempotent")

@@ -22,7 +22,8 @@ func TestProbeFailureIsNotUnsupported(t *testing.T) {
 	c := srv.Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil); o.MaxRetries = -1 })
 	p, err := hotkeys.NewProbe(c)
 	require.NoError(t, err)
-	keys := writeAndRead(t, c, "f:")
+	prefix := celebritytest.Prefix(t)
+	keys := writeAndRead(t, srv.AdminClient(t), prefix)
 
 	inj.DropReply(faults.Match{Command: "OBJECT"}, 1)
 	_, err = p.Freq(ctx, keys)
@@ -30,7 +31,7 @@ func TestProbeFailureIsNotUnsupported(t *testing.T) {
 	require.NotErrorIs(t, err, hotkeys.ErrUnsupported)
 	got, err := p.Freq(ctx, keys)
 	require.NoError(t, err, "the next call succeeds")
-	require.Equal(t, "f:hot", got[0].Key)
+	require.Equal(t, prefix+"hot", got[0].Key)
 
 	inj.DropReply(faults.Match{Command: "CONFIG"}, 1)
 	_, err = p.Capabilities(ctx)
@@ -81,7 +82,7 @@ func TestClusterShardsFollowFailoverOnRefresh(t *testing.T) {
 
 	require.Eventually(t, func() bool {
 		return cs.Refresh(ctx) == nil && cs.Shard(key) == newMaster.Addr()
-	}, 5*time.Second, 100*time.Millisecond, "after Refresh the key belongs to the promoted replica")
+	}, 30*time.Second, 100*time.Millisecond, "after Refresh the key belongs to the promoted replica")
 	require.Contains(t, cs.Masters(), newMaster.Addr())
 	require.NotContains(t, cs.Masters(), oldMaster.Addr())
 }

@@ -6,9 +6,16 @@ import (
 	"time"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/hotkeys"
 )
 
-func TestMain(m *testing.M) { celebritytest.Main(m) }
+func TestMain(m *testing.M) {
+	// CELEBRITYTEST_ACL=hotkeys runs every Probe as a user holding only the package's rule
+	// for the tests' keys; the tests write and read their keys (the host's traffic) as the
+	// administrator.
+	celebritytest.RegisterRule("hotkeys", func(prefix string) []string { return hotkeys.ACLRule(prefix + "*") })
+	celebritytest.Main(m)
+}
 
 // fakeClock is a manual clock for window and hysteresis tests.
 type fakeClock struct {

@@ -27,7 +27,7 @@ func TestProbeSaysWhenServerHasNoLFU(t *testing.T) {
 		}
 
 		key := celebritytest.Prefix(t) + "k"
-		require.NoError(t, c.Set(ctx, key, "v", 0).Err())
+		require.NoError(t, celebritytest.AdminOf(t, c).Set(ctx, key, "v", 0).Err()) // the host's write
 		_, err = p.Freq(ctx, []string{key})
 		require.ErrorIs(t, err, hotkeys.ErrUnsupported)
 		var ue *hotkeys.UnsupportedError
@@ -53,17 +53,18 @@ func TestProbeReadsLFUFrequencies(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []hotkeys.NodeCapability{{Node: srv.Addr(), Policy: "allkeys-lfu", ObjectFreq: true}}, caps)
 
-	keys := writeAndRead(t, c, "lfu:")
-	got, err := p.Freq(ctx, append(keys, "lfu:missing"))
+	prefix := celebritytest.Prefix(t)
+	keys := writeAndRead(t, srv.AdminClient(t), prefix)
+	got, err := p.Freq(ctx, append(keys, prefix+"missing"))
 	require.NoError(t, err)
 	require.Len(t, got, len(keys), "missing keys are left out")
-	require.Equal(t, "lfu:hot", got[0].Key)
+	require.Equal(t, prefix+"hot", got[0].Key)
 	require.Greater(t, got[0].Freq, got[1].Freq)
 
-	top, err := p.ScanTop(ctx, hotkeys.ScanOptions{Match: "lfu:*", K: 3})
+	top, err := p.ScanTop(ctx, hotkeys.ScanOptions{Match: prefix + "*", K: 3})
 	require.NoError(t, err)
 	require.Len(t, top, 3)
-	require.Equal(t, "lfu:hot", top[0].Key)
+	require.Equal(t, prefix+"hot", top[0].Key)
 	require.Equal(t, srv.Addr(), top[0].Node)
 
 	_, err = p.ScanTop(ctx, hotkeys.ScanOptions{K: -1})
@@ -77,7 +78,7 @@ func TestProbeScansEveryClusterMaster(t *testing.T) {
 	ctx := t.Context()
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{})
 	for _, m := range cl.Masters() {
-		require.NoError(t, m.Client(t).ConfigSet(ctx, "maxmemory-policy", "allkeys-lfu").Err())
+		require.NoError(t, m.AdminClient(t).ConfigSet(ctx, "maxmemory-policy", "allkeys-lfu").Err())
 	}
 	cc := cl.Client(t)
 	p, err := hotkeys.NewProbe(cc)
@@ -90,7 +91,7 @@ func TestProbeScansEveryClusterMaster(t *testing.T) {
 	}
 
 	prefix := celebritytest.Prefix(t)
-	keys := writeAndRead(t, cc, prefix)
+	keys := writeAndRead(t, cl.AdminClient(t), prefix)
 	got, err := p.Freq(ctx, keys)
 	require.NoError(t, err, "OBJECT FREQ is routed to each key's master")
 	require.Equal(t, prefix+"hot", got[0].Key)
@@ -102,7 +103,7 @@ func TestProbeScansEveryClusterMaster(t *testing.T) {
 }
 
 // writeAndRead writes a hot key and 30 cold ones, reads the hot one 5000 times and each cold
-// one once, and returns the keys.
+// one once, and returns the keys: the host's traffic, which c (an admin client) sends.
 func writeAndRead(t *testing.T, c redis.UniversalClient, prefix string) []string {
 	t.Helper()
 	ctx := t.Context()

@@ -149,7 +149,9 @@
 // command the scripts call (Redis checks those too): for the default prefix,
 // "~celebrity:ratelimit:* +evalsha +eval +get +set +hget +hset +hmget +hincrby +pexpire
 // +pexpireat +time". Scripts touch derived keys of their declared key's slot, so the key
-// pattern must cover the whole prefix. No other command and no channel is used.
+// pattern must cover the whole prefix. No other command and no channel is used. [ACLRule]
+// returns the rule for a prefix, as ACL SETUSER arguments; the package's tests run once as a
+// user holding only it (CELEBRITYTEST_ACL=ratelimit).
 //
 // # Memory
 //

@@ -92,7 +92,12 @@ func TestChunksFollowEachInstancesRate(t *testing.T) {
 	ctx := t.Context()
 	_, err := idle.Allow(ctx, "k")
 	require.NoError(t, err)
-	require.Equal(t, uint64(1), idle.Stats().Cells, "an idle instance takes its request's cost")
+	// Each chunk the idle instance took is its request's cost. (A grant whose reply arrives
+	// after its sub-window ended is dropped and the next slot asked, so a loaded machine can
+	// make it take two one-cell chunks.)
+	ist := idle.Stats()
+	require.Positive(t, ist.Chunks)
+	require.Equal(t, ist.Chunks, ist.Cells, "an idle instance takes its request's cost")
 	hammer(ctx, []*Limiter{busy}, "k", 2, 300*time.Millisecond, nil)
 	st := busy.Stats()
 	require.Greater(t, st.Cells/st.Chunks, uint64(1), "a busy instance takes bigger chunks")

@@ -16,6 +16,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// CELEBRITYTEST_ACL=ratelimit runs every test as a user holding only the package's rule.
+	celebritytest.RegisterRule("ratelimit", ACLRule)
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
 	ExampleAddr = celebritytest.Standalone(mainTB{}).Addr()
 	celebritytest.Main(m)

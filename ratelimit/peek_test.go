@@ -106,7 +106,7 @@ func TestPeekReportsUseWithoutAdmitting(t *testing.T) {
 			require.Eventually(t, func() bool {
 				u, err := l.Peek(ctx, "a")
 				return err == nil && u.Used >= 4
-			}, 10*time.Second, 10*time.Millisecond)
+			}, 30*time.Second, 10*time.Millisecond)
 			u, err = l.Peek(ctx, "a")
 			require.NoError(t, err)
 			require.LessOrEqual(t, u.Used, int64(5))

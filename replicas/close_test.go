@@ -58,7 +58,7 @@ func TestCloseDoesNotWaitForALoaderIgnoringItsContext(t *testing.T) {
 		default:
 			return false
 		}
-	}, 10*time.Second, 5*time.Millisecond, "Close returns while the loader still runs")
+	}, 30*time.Second, 5*time.Millisecond, "Close returns while the loader still runs")
 	require.ErrorIs(t, <-done, replicas.ErrClosed)
 	close(release)
 

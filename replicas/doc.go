@@ -153,6 +153,8 @@
 // plus "+wait" when Options.WaitReplicas is set, and with Options.FleetKey, key access to
 // it and "+zadd +zrem +zrange +zremrangebyscore". BLPOP is how an instance waiting for a
 // fleet-wide fill learns it is done; refused, the waiter polls instead. No channel is used.
+// [ACLRule] returns the rule for a Replicator's Options, as ACL SETUSER arguments; the
+// package's tests run once as a user holding only it (CELEBRITYTEST_ACL=replicas).
 //
 // # Example
 //

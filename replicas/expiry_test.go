@@ -36,7 +36,7 @@ func TestLateCopyWriteCannotOutliveItsRegistration(t *testing.T) {
 		require.Eventually(t, func() bool {
 			_, err := reader.Get(ctx, key)
 			return errors.Is(err, replicas.ErrNotFound)
-		}, 10*time.Second, 10*time.Millisecond, "v2 expires")
+		}, 30*time.Second, 10*time.Millisecond, "v2 expires")
 		close(hold.release)
 		require.NoError(t, <-w1Done, "the late copy writes are refused quietly")
 		require.Equal(t, map[string]int{"miss": 30}, hotReads(t, reader, key, 30), "v1 never comes back")
@@ -78,7 +78,7 @@ func TestPartialWriteWithShorterTTLStaysReachable(t *testing.T) {
 		require.Eventually(t, func() bool {
 			_, err := plain.Get(ctx, key)
 			return errors.Is(err, replicas.ErrNotFound)
-		}, 10*time.Second, 10*time.Millisecond, "v2 expires at the primary")
+		}, 30*time.Second, 10*time.Millisecond, "v2 expires at the primary")
 
 		require.NoError(t, plain.Set(ctx, key, []byte("v3"), 3, time.Minute))
 		require.Equal(t, map[string]int{"v3": 30}, hotReads(t, reader, key, 30))

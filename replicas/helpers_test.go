@@ -18,7 +18,14 @@ import (
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
-func TestMain(m *testing.M) { celebritytest.Main(m) }
+func TestMain(m *testing.M) {
+	// CELEBRITYTEST_ACL=replicas runs every test as a user holding only the package's rule,
+	// with every option that widens it (the tests' fleet rolls are under their prefixes).
+	celebritytest.RegisterRule("replicas", func(prefix string) []string {
+		return replicas.ACLRule(replicas.Options{Prefix: prefix, WaitReplicas: 1, FleetKey: prefix + "roll"})
+	})
+	celebritytest.Main(m)
+}
 
 // newReplicator builds a Replicator under the test's own prefix, closed when t ends.
 func newReplicator(t testing.TB, c redis.UniversalClient, o replicas.Options) *replicas.Replicator {

@@ -18,7 +18,8 @@ import (
 // more. Only the WAIT, with no replica to answer it, reports ErrNotReplicated.
 func TestWaitedWritesRunAfterTheScriptCacheIsFlushed(t *testing.T) {
 	t.Parallel() // a dedicated server: its script cache is flushed
-	client := celebritytest.NewServer(t, celebritytest.ServerOptions{}).Client(t)
+	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
+	client := srv.Client(t)
 	key := celebritytest.Prefix(t) + "post:8"
 	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key},
 		WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
@@ -27,7 +28,7 @@ func TestWaitedWritesRunAfterTheScriptCacheIsFlushed(t *testing.T) {
 	require.NoError(t, err)
 	for v := uint64(1); v <= 2; v++ {
 		value := fmt.Sprint("v", v)
-		require.NoError(t, client.ScriptFlush(ctx).Err())
+		require.NoError(t, srv.AdminClient(t).ScriptFlush(ctx).Err())
 		err := r.Set(ctx, key, []byte(value), v, time.Hour)
 		require.ErrorIs(t, err, replicas.ErrNotReplicated, "no replica acknowledges the write")
 		require.NotContains(t, err.Error(), "NOSCRIPT")
@@ -46,5 +47,34 @@ func TestWaitedWritesRunAfterTheScriptCacheIsFlushed(t *testing.T) {
 			require.False(t, tombstone, k)
 			require.Equal(t, value, data, k)
 		}
+	}
+}
+
+// TestWaitedWritesWorkUnderTheACLRule: with WaitReplicas, a write on a server that does not
+// hold the scripts yet works for a user holding only ACLRule (which has no SCRIPT LOAD):
+// the calls answered NOSCRIPT are sent again with their sources. Only the WAIT, with no
+// replica to answer it, reports ErrNotReplicated.
+func TestWaitedWritesWorkUnderTheACLRule(t *testing.T) {
+	t.Parallel() // a dedicated server: none of the scripts is loaded on it
+	prefix := celebritytest.Prefix(t)
+	key := prefix + "post:9"
+	o := replicas.Options{Copies: 3, Prefix: prefix, Hot: []string{key}, WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond}
+	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
+	r := newReplicator(t, srv.User(t, "replicas-wait", replicas.ACLRule(o)...), o)
+	ctx := ctxFor(t)
+	err := r.Set(ctx, key, []byte("v1"), 1, time.Hour)
+	require.ErrorIs(t, err, replicas.ErrNotReplicated, "no replica acknowledges the write")
+	require.NotContains(t, err.Error(), "NOSCRIPT")
+	require.NotContains(t, err.Error(), "NOPERM")
+	copies, err := r.CopyKeys(ctx, key)
+	require.NoError(t, err)
+	admin := srv.AdminClient(t)
+	for _, k := range append([]string{r.PrimaryKey(key)}, copies...) {
+		raw, err := admin.Get(ctx, k).Result()
+		require.NoError(t, err, k)
+		ok, version, _, data := replicas.Decode(raw)
+		require.True(t, ok, k)
+		require.Equal(t, uint64(1), version, k)
+		require.Equal(t, "v1", data, k)
 	}
 }

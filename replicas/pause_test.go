@@ -72,7 +72,7 @@ func TestPausedMasterReadsFallBackAndWritesReportIt(t *testing.T) {
 	// brings it forward.
 	require.Eventually(t, func() bool {
 		return r.Set(ctx, key, []byte("v3"), 3, time.Minute) == nil
-	}, 5*time.Second, 50*time.Millisecond)
+	}, 30*time.Second, 50*time.Millisecond)
 	for _, k := range append(ck, r.PrimaryKey(key)) {
 		v, _, data := stored(t, client, k)
 		require.Equal(t, uint64(3), v, k)

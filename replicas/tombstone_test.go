@@ -94,7 +94,7 @@ func TestDeleteKeepsTrackingACopyItCouldNotReach(t *testing.T) {
 	inj.BlackholeAddr(addr, false)
 	inj.ResetAll()
 
-	plain := cl.Client(t) // for inspection, without faults
+	plain := cl.AdminClient(t) // for inspection, without faults (PEXPIRETIME is not in the rule)
 	v, tomb, _ := stored(t, plain, ck[j])
 	require.Equal(t, uint64(5), v, "the unreachable copy kept the deleted value")
 	require.False(t, tomb)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -180,45 +179,36 @@ func (r *Replicator) nodeFor(ctx context.Context, key string) (redis.Cmdable, er
 }
 
 // pipelineWait sends calls with EVALSHA on node, followed by a WAIT, in one pipeline (one
-// connection). When a call is answered NOSCRIPT, it loads the calls' scripts on node and
-// sends the calls and the WAIT again (every script is idempotent by version, so a call that
-// already ran changes nothing the second time); if loading fails, the calls keep their
-// NOSCRIPT errors.
+// connection). When a call is answered NOSCRIPT, it sends the calls again with EVAL and
+// their sources, and the WAIT (every script is idempotent by version, so a call that already
+// ran changes nothing the second time). EVAL, unlike SCRIPT LOAD, is in the package's ACL
+// rule.
 func (r *Replicator) pipelineWait(ctx context.Context, node redis.Cmdable, calls []script.Call) ([]*redis.Cmd, *redis.IntCmd) {
-	cmds, wait := r.sendWait(ctx, node, calls)
+	cmds, wait := r.sendWait(ctx, node, calls, false)
 	for _, c := range cmds {
 		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			if script.Load(ctx, node, scriptsOf(calls)...) != nil {
-				return cmds, wait
-			}
-			return r.sendWait(ctx, node, calls)
+			return r.sendWait(ctx, node, calls, true)
 		}
 	}
 	return cmds, wait
 }
 
-// sendWait sends calls with EVALSHA on node, followed by a WAIT, in one pipeline.
-func (r *Replicator) sendWait(ctx context.Context, node redis.Cmdable, calls []script.Call) ([]*redis.Cmd, *redis.IntCmd) {
+// sendWait sends calls with EVALSHA (with EVAL and their sources when source is set) on
+// node, followed by a WAIT, in one pipeline.
+func (r *Replicator) sendWait(ctx context.Context, node redis.Cmdable, calls []script.Call, source bool) ([]*redis.Cmd, *redis.IntCmd) {
 	pipe := node.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
-		cmds[i] = pipe.EvalSha(ctx, c.Script.Hash(), c.Keys, c.Args...)
+		if source {
+			cmds[i] = pipe.Eval(ctx, c.Script.Source(), c.Keys, c.Args...)
+		} else {
+			cmds[i] = pipe.EvalSha(ctx, c.Script.Hash(), c.Keys, c.Args...)
+		}
 	}
 	wait := redis.NewIntCmd(ctx, "wait", r.opts.WaitReplicas, r.opts.WaitTimeout.Milliseconds())
 	_ = pipe.Process(ctx, wait)
 	_, _ = pipe.Exec(ctx) // errors are read per command
 	return cmds, wait
-}
-
-// scriptsOf returns the distinct scripts of calls.
-func scriptsOf(calls []script.Call) []*script.Script {
-	var out []*script.Script
-	for _, c := range calls {
-		if !slices.Contains(out, c.Script) {
-			out = append(out, c.Script)
-		}
-	}
-	return out
 }
 
 // targets turns the registry of the stored record into copies to write. Each copy's value

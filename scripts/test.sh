@@ -75,6 +75,10 @@ for m in $modules; do
   step "$m: go test" bash -c "cd '$m' && go test -race -count=1 -timeout 20m ./..."
 done
 
+# Each package that documents an ACL rule runs its tests once more as a user holding only it.
+say "least privilege: package tests under each package's ACL rule"
+step "least privilege" scripts/acl.sh
+
 if [ -x scripts/examples.sh ]; then
   say "examples"
   step "examples" scripts/examples.sh

@@ -137,7 +137,7 @@ func TestResetClosesLiveConnections(t *testing.T) {
 	require.Eventually(t, func() bool {
 		_, _ = sub.ReceiveTimeout(ctx, 50*time.Millisecond)
 		return in.Dials() > dials
-	}, 5*time.Second, 10*time.Millisecond)
+	}, 30*time.Second, 10*time.Millisecond)
 }
 
 func TestRefusedDials(t *testing.T) {

@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -40,11 +42,23 @@ func TestMigrationDriverKilledIsFinishedByResume(t *testing.T) {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
 	co := f.coordinator(t)
-	require.Eventually(t, func() bool {
+	// The driver runs in short steps (SIGCONT, a millisecond, SIGSTOP) and the move is read
+	// only while the driver is stopped, so it is killed in the state the test saw, however
+	// slow the machine is to get from the read to the kill.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		require.NoError(t, cmd.Process.Signal(syscall.SIGSTOP))
+		waitStopped(t, cmd.Process.Pid)
 		st, err := co.Status(t.Context(), "m1")
-		return err == nil && st.State == migrate.Copying && st.Copied > 0
-	}, 30*time.Second, 5*time.Millisecond, "the driver starts copying: %s", &out)
+		if err == nil && st.State == migrate.Copying && st.Copied > 0 {
+			break
+		}
+		require.False(t, err == nil && st.State.Terminal(), "the move ended in one step of the driver: %s", &out)
+		require.True(t, time.Now().Before(deadline), "the driver never started copying: %v %s", err, &out)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGCONT))
+		time.Sleep(time.Millisecond)
+	}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 	_ = cmd.Wait()
 	st, err := co.Status(t.Context(), "m1")
@@ -138,4 +152,18 @@ func TestMigrationFrameRendering(t *testing.T) {
 		"copy:  [##############################] 100%  10000 item(s) copied\n"+
 		"log:   12 change(s) applied\n"+
 		"pause: 4ms (barrier to flip)\n", got)
+}
+
+// waitStopped waits until the process pid is stopped by a signal (state T in /proc).
+func waitStopped(t *testing.T, pid int) {
+	t.Helper()
+	path := "/proc/" + strconv.Itoa(pid) + "/stat"
+	require.Eventually(t, func() bool {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return false
+		}
+		fields := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		return len(fields) > 0 && (fields[0] == "T" || fields[0] == "t")
+	}, 30*time.Second, time.Millisecond, "process %d did not stop", pid)
 }

@@ -12,14 +12,6 @@ import (
 	"github.com/celebrity-go/celebrity/hotkeys"
 )
 
-// hotkeysRule is the ACL rule of hotkeys' Probe besides read-only access to the keys it
-// probes ("%R~<pattern>"). hotkeys has no prefix: the keys it looks at are the host's own,
-// so a user limited to a library prefix cannot probe them. OBJECT FREQ needs read access to
-// each key it is given (NOPERM otherwise); SCAN is not filtered by key patterns (it returns
-// every key name of the node), so ScanTop works only with a Match inside the readable
-// pattern. CONFIG GET and COMMAND INFO serve Capabilities only.
-var hotkeysRule = []string{"+object|freq", "+scan", "+config|get", "+command|info"}
-
 // lfuConfig makes OBJECT FREQ count every access (lfu-log-factor 0), so the hottest key is
 // known without a probabilistic counter.
 var lfuConfig = []string{"maxmemory-policy", "allkeys-lfu", "lfu-log-factor", "0"}
@@ -80,13 +72,17 @@ func hotkeysOps(ctx context.Context, client, host redis.UniversalClient, prefix 
 }
 
 // TestHotkeysProbeWorksUnderLeastPrivilege runs hotkeys' Probe as an ACL user holding
-// hotkeysRule and read access to the keys under a prefix, on a standalone server and a
-// 3-master cluster with an LFU policy.
+// hotkeys.ACLRule for the keys under a prefix, on a standalone server and a 3-master
+// cluster with an LFU policy. hotkeys has no prefix: the keys it looks at are the host's
+// own, so a user limited to a library prefix cannot probe them. OBJECT FREQ needs read
+// access to each key it is given (NOPERM otherwise); SCAN is not filtered by key patterns
+// (it returns every key name of the node), so ScanTop works only with a Match inside the
+// readable pattern.
 func TestHotkeysProbeWorksUnderLeastPrivilege(t *testing.T) {
 	for _, mode := range []string{"standalone", "cluster"} {
 		t.Run(mode, func(t *testing.T) {
 			prefix := celebritytest.Prefix(t)
-			rules := append([]string{"%R~" + prefix + "*"}, hotkeysRule...)
+			rules := hotkeys.ACLRule(prefix + "*")
 			var client, host redis.UniversalClient
 			if mode == "cluster" {
 				cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Config: lfuConfig})

@@ -15,19 +15,19 @@ import (
 )
 
 // leastPrivilegeMore is leastPrivilege for the packages checked by
-// TestMorePackagesWorkUnderLeastPrivilege. Channel patterns ("&...") are given with the
-// rules; key patterns are added by the test from the package's prefix.
-var leastPrivilegeMore = map[string][]string{
-	"ratelimit": {"+evalsha", "+eval", "+get", "+set", "+hget", "+hset", "+hmget",
-		"+hincrby", "+pexpire", "+pexpireat", "+time"},
-	// BLPOP is how a waiting instance learns of a fill; refused, the waiter falls back
-	// to polling the key.
-	"replicas": {"+evalsha", "+eval", "+get", "+set", "+del", "+pexpire", "+pttl",
-		"+rpush", "+time", "+blpop"},
-	// The channel pattern is the Invalidator's Channel; PUBLISH and SUBSCRIBE on a standalone
-	// server, SPUBLISH and SSUBSCRIBE on a cluster; PING checks a silent
-	// subscription, UNSUBSCRIBE and SUNSUBSCRIBE end it.
-	"l1cache": {"+publish", "+subscribe", "+unsubscribe", "+spublish", "+ssubscribe", "+sunsubscribe", "+ping"},
+// TestMorePackagesWorkUnderLeastPrivilege, given a key prefix (for l1cache, the
+// Invalidator's Channel).
+var leastPrivilegeMore = map[string]func(prefix string) []string{
+	"ratelimit": ratelimit.ACLRule,
+	"replicas": func(prefix string) []string {
+		return replicas.ACLRule(replicas.Options{Prefix: prefix})
+	},
+	// The rule l1cache's doc states: the channel pattern is the Invalidator's Channel;
+	// PUBLISH and SUBSCRIBE on a standalone server, SPUBLISH and SSUBSCRIBE on a cluster;
+	// PING checks a silent subscription, UNSUBSCRIBE and SUNSUBSCRIBE end it.
+	"l1cache": func(channel string) []string {
+		return []string{"&" + channel, "+publish", "+subscribe", "+unsubscribe", "+spublish", "+ssubscribe", "+sunsubscribe", "+ping"}
+	},
 }
 
 // aclClient returns a client of an ACL user holding rules on the shared standalone server
@@ -53,8 +53,8 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 	for _, mode := range []string{"standalone", "cluster"} {
 		t.Run(mode, func(t *testing.T) {
 			n := 0
-			user := func(t *testing.T, pkg, prefix string, extra ...string) redis.UniversalClient {
-				rules := append(append([]string{"~" + prefix + "*"}, extra...), leastPrivilegeMore[pkg]...)
+			user := func(t *testing.T, pkg, prefix string) redis.UniversalClient {
+				rules := leastPrivilegeMore[pkg](prefix)
 				n++
 				return aclClient(t, mode, fmt.Sprintf("celebrity-%s-%d", pkg, n), rules...)
 			}
@@ -95,12 +95,13 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 					t.Fatalf("GetOrLoad = %q, %v", item.Value, err)
 				}
 				// A second instance calling for a key being loaded waits for the fill (BLPOP on the
-				// lease's wake list, which the filler's release pushes to).
-				loading, done := make(chan struct{}), make(chan error, 1)
+				// lease's wake list, which the filler's release pushes to): the load goes on until
+				// the second instance is seen waiting.
+				loading, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 				go func() {
 					_, err := r.GetOrLoad(ctx, "cold", time.Minute, func(context.Context) (replicas.Item, error) {
 						close(loading)
-						time.Sleep(300 * time.Millisecond)
+						<-release
 						return replicas.Item{Value: []byte("c"), Version: 1}, nil
 					})
 					done <- err
@@ -108,13 +109,29 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 				<-loading
 				r2, err := replicas.New(user(t, "replicas", prefix), replicas.Options{Copies: 3, Prefix: prefix})
 				if err != nil {
+					close(release)
 					t.Fatal(err)
 				}
 				defer r2.Close()
-				if item, err := r2.GetOrLoad(ctx, "cold", time.Minute, func(context.Context) (replicas.Item, error) {
-					return replicas.Item{}, fmt.Errorf("second load")
-				}); err != nil || string(item.Value) != "c" {
-					t.Fatalf("waiting GetOrLoad = %q, %v", item.Value, err)
+				waited := make(chan error, 1)
+				go func() {
+					item, err := r2.GetOrLoad(ctx, "cold", time.Minute, func(context.Context) (replicas.Item, error) {
+						return replicas.Item{}, fmt.Errorf("second load")
+					})
+					if err == nil && string(item.Value) != "c" {
+						err = fmt.Errorf("got %q, want c", item.Value)
+					}
+					waited <- err
+				}()
+				for deadline := time.Now().Add(30 * time.Second); r2.Stats().LeaseWaits == 0; time.Sleep(5 * time.Millisecond) {
+					if time.Now().After(deadline) {
+						close(release)
+						t.Fatal("the second instance never waited for the fill")
+					}
+				}
+				close(release)
+				if err := <-waited; err != nil {
+					t.Fatalf("waiting GetOrLoad: %v", err)
 				}
 				if err := <-done; err != nil {
 					t.Fatalf("filling GetOrLoad: %v", err)
@@ -143,7 +160,7 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 				a, b := invTarget{make(chan string, 16)}, invTarget{make(chan string, 16)}
 				var invs []*l1cache.Invalidator
 				for _, target := range []invTarget{a, b} {
-					inv, err := l1cache.NewInvalidator(user(t, "l1cache", channel, "&"+channel).(l1cache.PubSubClient), target,
+					inv, err := l1cache.NewInvalidator(user(t, "l1cache", channel).(l1cache.PubSubClient), target,
 						l1cache.InvalidatorOptions{Channel: channel})
 					if err != nil {
 						t.Fatal(err)

@@ -11,20 +11,18 @@ import (
 	"github.com/celebrity-go/celebrity/stripes"
 )
 
-// leastPrivilege is the ACL rule a host grants its Redis user for one package, besides the
-// key pattern of the package's prefix ("~<prefix>*"): the scripting commands and every
-// command the package's scripts and Go code call. Each is checked below by running the
-// package's operations as a user holding only that rule and the connection commands; a
-// host copies the rule into its own ACL SETUSER.
-var leastPrivilege = map[string][]string{
-	// Scripts, and the commands the scripts and the Go code call.
-	"stripes": {"+evalsha", "+eval", "+script|load", "+hgetall", "+hget", "+hset", "+del", "+hincrby",
-		"+hmget", "+hsetnx", "+pexpireat", "+sadd", "+scard", "+smembers", "+smismember", "+time"},
-	// CONFIG GET is optional: Init checks the durability settings with it and, refused,
-	// warns instead.
-	"escrow": {"+evalsha", "+eval", "+evalsha_ro", "+eval_ro", "+exists", "+get", "+hdel", "+hexists",
-		"+hget", "+hgetall", "+hincrby", "+hmget", "+hset", "+set", "+zadd", "+zcard", "+zrange", "+zrem",
-		"+zscore", "+del", "+time", "+zrangebyscore", "+zremrangebyrank", "+zrevrangebyscore", "+config|get"},
+// leastPrivilege returns the ACL rule a host grants its Redis user for one package whose
+// keys live under prefix, as ACL SETUSER arguments: the key pattern of the prefix, the
+// scripting commands and every command the package's scripts and Go code call. A package
+// that exports its rule (escrow.ACLRule) gives it; stripes' rule is the one its doc states.
+// Each is checked below by running the package's operations as a user holding only that
+// rule and the connection commands; a host passes the same rule to its own ACL SETUSER.
+var leastPrivilege = map[string]func(prefix string) []string{
+	"stripes": func(prefix string) []string {
+		return []string{"~" + prefix + "*", "+evalsha", "+eval", "+script|load", "+hgetall", "+hget", "+hset", "+del",
+			"+hincrby", "+hmget", "+hsetnx", "+pexpireat", "+sadd", "+scard", "+smembers", "+smismember", "+time"}
+	},
+	"escrow": escrow.ACLRule,
 }
 
 // TestPackagesWorkUnderLeastPrivilege runs each package's main operations as an ACL user
@@ -34,7 +32,7 @@ func TestPackagesWorkUnderLeastPrivilege(t *testing.T) {
 	for _, mode := range []string{"standalone", "cluster"} {
 		t.Run(mode, func(t *testing.T) {
 			user := func(t *testing.T, pkg, prefix string) redis.UniversalClient {
-				rules := append([]string{"~" + prefix + "*"}, leastPrivilege[pkg]...)
+				rules := leastPrivilege[pkg](prefix)
 				name := "celebrity-" + pkg + "-" + mode
 				if mode == "cluster" {
 					return celebritytest.SharedCluster(t).User(t, name, rules...)

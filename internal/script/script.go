@@ -29,6 +29,9 @@ func New(src string) *Script {
 	return &Script{src: src, rs: redis.NewScript(src)}
 }
 
+// Source returns the script's Lua source, which EVAL runs.
+func (s *Script) Source() string { return s.src }
+
 // Hash returns the script's SHA1, the name EVALSHA runs it by.
 func (s *Script) Hash() string { return s.rs.Hash() }
 

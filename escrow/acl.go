@@ -1,0 +1,21 @@
+package escrow
+
+// aclCommands are the commands a Central's or a Pool's user runs: the scripting commands
+// and every command the scripts and the Go code call (Redis checks those too).
+var aclCommands = []string{"+evalsha", "+eval", "+evalsha_ro", "+eval_ro", "+exists", "+get",
+	"+hdel", "+hexists", "+hget", "+hgetall", "+hincrby", "+hmget", "+hset", "+set", "+zadd",
+	"+zcard", "+zrange", "+zrem", "+zscore", "+del", "+time", "+zrangebyscore",
+	"+zremrangebyrank", "+zrevrangebyscore"}
+
+// ACLRule returns the ACL rule a host grants the Redis user of a Central or a Pool whose
+// Prefix is prefix (empty: DefaultPrefix), for the ledgers' client and the witnesses' alike,
+// as ACL SETUSER arguments: key access to the whole prefix ("~<prefix>*"), the commands of
+// the package's scripts and Go code, and "+config|get", which a host may leave out (Init
+// checks the durability settings with it and, refused, warns instead). No channel is used.
+// The package's tests run under this rule.
+func ACLRule(prefix string) []string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return append(append([]string{"~" + prefix + "*"}, aclCommands...), "+config|get")
+}
