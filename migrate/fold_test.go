@@ -455,3 +455,131 @@ func TestFoldBackCancelAndAbortKeepTheTenantOnItsUnit(t *testing.T) {
 	require.NoError(t, <-done)
 	requireKept()
 }
+
+// A fold-back whose driver loses the reply of one command (of each script in turn: the
+// takeover, the claim of the tenant's mark in the bucket, the wipe of the stale copy, a
+// journal step, a probe of the unit, a copy batch, the barrier, the opening of the tenant
+// in the bucket, the table's publication) is resumed by the same coordinator and finishes,
+// while every tenant of the bucket keeps writing; standalone and cluster shards, every
+// client of the coordinator lossy. The tenants folded back hold exactly their acknowledged
+// history in the bucket, and so does the neighbour that stayed.
+func TestFoldBackSurvivesALostReplyOfEachScript(t *testing.T) {
+	srv := celebritytest.Shards(t, 3)
+	cl := celebritytest.SharedCluster(t)
+	sb := celebritytest.Standalone(t)
+	h := migrate.ScriptHashes()
+	for _, name := range []string{"standalone", "cluster"} {
+		t.Run(name, func(t *testing.T) {
+			inj := faults.New()
+			var e *env
+			var lossy map[string]migrate.ShardClient
+			var control migrate.Control
+			var addrB string
+			lossyStd := func(addr string) *redis.Client {
+				c := redis.NewClient(&redis.Options{Addr: addr, Dialer: inj.Dialer(nil), MaxRetries: -1})
+				t.Cleanup(func() { _ = c.Close() })
+				return c
+			}
+			if name == "standalone" {
+				e = newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": srv[2].Client(t)}, routing.ShardOptions{})
+				control = lossyStd(srv[0].Addr())
+				lossy = map[string]migrate.ShardClient{"a": lossyStd(srv[1].Addr()), "b": lossyStd(srv[2].Addr())}
+				addrB = srv[2].Addr()
+			} else {
+				e = newEnvOver(t, cl.Client(t), map[string]migrate.ShardClient{"a": cl.Client(t), "b": sb.Client(t)}, routing.ShardOptions{})
+				lc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: cl.Addrs(), Dialer: inj.Dialer(nil), MaxRetries: -1, MaxRedirects: -1})
+				t.Cleanup(func() { _ = lc.Close() })
+				control = lc
+				lossy = map[string]migrate.ShardClient{"a": lc, "b": lossyStd(sb.Addr())}
+				addrB = sb.Addr()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+			defer cancel()
+			// The tenants' bucket is on b (so the target's commands are told apart by
+			// address); they are carved out onto a first.
+			cases := []struct{ what, arg, addr string }{
+				{"none", "", ""},
+				{"takeover", h["acquire"], ""},
+				{"claim", "claim", addrB},
+				{"wipe", "wipe", addrB},
+				{"journal step", h["step"], ""},
+				{"probe", h["probe"], ""},
+				{"copy batch", "apply", addrB},
+				{"publish", `"overrides":{`, ""},
+				{"barrier", ownScriptHash(t), ""},
+				{"open", "open", addrB},
+			}
+			var stay string
+			for i := 0; ; i++ {
+				stay = fmt.Sprintf("lostfold-stay-%s-%d", name, i)
+				if e.openOwner(routing.BucketUnit(routing.BucketOf(stay, testBuckets))) == "b" {
+					break
+				}
+			}
+			tenants := sameBucket(stay, "lostfold-fat-"+name+"-", len(cases))
+			bu := routing.BucketUnit(routing.BucketOf(stay, testBuckets))
+			m := newTModel()
+			m.pace = 2 * time.Millisecond
+			seeder := e.client()
+			for _, tn := range append([]string{stay}, tenants...) {
+				m.seed(t, seeder, tn, 40)
+			}
+			co0 := e.coordinator(migrate.Options{BatchSize: 100})
+			for i, tn := range tenants {
+				_, err := co0.Carve(ctx, migrate.CarveSpec{ID: fmt.Sprintf("%s-lostfold-c%d", name, i), Tenant: tn, Target: "a"})
+				require.NoError(t, err)
+			}
+			stop := make(chan struct{})
+			var foldedStale, stayStale atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, len(tenants)+1)
+			for i, tn := range append([]string{stay}, tenants...) {
+				c, counter := e.client(), &foldedStale
+				if i == 0 {
+					counter = &stayStale
+				}
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs <- m.writer(ctx, c, tn, fmt.Sprintf("w%d", i), 10, stop, counter)
+				}()
+			}
+			co, err := migrate.New(control, migrate.Options{Shards: lossy, Prefix: e.prefix, BatchSize: 100,
+				LeaseTTL: 300 * time.Millisecond})
+			require.NoError(t, err)
+			for i, tc := range cases {
+				id := fmt.Sprintf("%s-lostfold-%d", name, i)
+				before := inj.Dropped()
+				if tc.arg != "" {
+					inj.DropReply(faults.Match{Command: "EVALSHA", Arg: tc.arg, Addr: tc.addr}, 1)
+				}
+				st, err := co.Fold(ctx, migrate.FoldSpec{ID: id, Tenant: tenants[i]})
+				for attempt := 0; err != nil && attempt < 5; attempt++ {
+					require.NotErrorIs(t, err, migrate.ErrAborted, "%s: %v", tc.what, err)
+					st, err = co.Resume(ctx, id)
+				}
+				require.NoError(t, err, tc.what)
+				require.Equal(t, migrate.OwnedB, st.State, tc.what)
+				if tc.arg != "" {
+					require.Equal(t, before+1, inj.Dropped(), "%s: a reply was lost", tc.what)
+				}
+				require.NotContains(t, e.table().Overrides, tenants[i], tc.what)
+				require.Equal(t, routing.StateClosed, e.own("a", routing.TenantUnit(tenants[i])).State, tc.what)
+				_, moved, err := e.shards["b"].Ownership(ctx, bu)
+				require.NoError(t, err)
+				require.NotContains(t, moved, tenants[i], tc.what)
+			}
+			close(stop)
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				require.NoError(t, err)
+			}
+			require.Zero(t, stayStale.Load(), "the neighbour that stayed never met a stale route")
+			require.Positive(t, foldedStale.Load())
+			for _, tn := range append([]string{stay}, tenants...) {
+				m.check(t, e, "b", bu, tn)
+			}
+		})
+	}
+}
