@@ -175,6 +175,9 @@ func TestReviewCarveOutWithLostRepliesAndARacingCancel(t *testing.T) {
 				src := e.openOwner(bu)
 				dst := other(src)
 				m := newTModel()
+				// Paced writers: the catch-up (batches of 20, replies lost) must outrun them
+				// on a loaded machine too.
+				m.pace = 5 * time.Millisecond
 				seeder := e.client()
 				m.seed(t, seeder, fat, 150)
 				for _, o := range others {
