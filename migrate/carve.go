@@ -52,8 +52,8 @@ type CarveSpec struct {
 //     after the grace period; until then they stay there, closed to routed reads and writes
 //     (readable with plain Redis commands for inspection), and the change log keeps the
 //     tenant's old entries until it is trimmed. A flip back would be safe only until the
-//     first write on the target; after it, going back must be a new migration (folding a
-//     tenant back into its bucket is not provided yet).
+//     first write on the target; after it, going back must be a new migration:
+//     [Coordinator.Fold].
 //
 // A tenant with no records is carved out all the same (nothing is copied). Bad input (an
 // empty or invalid tenant, a tenant already overridden or spread, an unknown or equal
@@ -377,8 +377,9 @@ phases:
 	return r.Status, err
 }
 
-// carveVerifyPass is verifyPass for a carve-out: the source side is the tenant's part of the
-// bucket (records by field prefix, op records by the field they name), the target side the
+// carveVerifyPass is verifyPass for a carve-out or a fold-back: the bucket's side (the
+// source of a carve-out, the target of a fold-back) is the tenant's part of the bucket
+// (records by field prefix, op records by the field they name), the other side the
 // tenant's unit.
 func (c *Coordinator) carveVerifyPass(ctx context.Context, r *run) (*verifier, error) {
 	p, err := c.probe(ctx, r, "0-0", "+", 0)
@@ -387,13 +388,13 @@ func (c *Coordinator) carveVerifyPass(ctx context.Context, r *run) (*verifier, e
 	}
 	v := &verifier{id: r.ID, pos: p.last, a: newSide(), b: newSide(), dirty: map[string]bool{}}
 	a, b := c.shards[r.Source], c.shards[r.Target]
-	ka, kb := c.srcKeys(r), c.keys.Unit(r.Unit)
+	ka, kb := c.srcKeys(r), c.dstKeys(r)
 	for _, sd := range []struct {
 		from, to     *shard
 		kfrom, kto   routing.UnitKeys
 		mine, theirs *side
 		filter       bool
-	}{{a, b, ka, kb, v.a, v.b, true}, {b, a, kb, ka, v.b, v.a, false}} {
+	}{{a, b, ka, kb, v.a, v.b, r.carving()}, {b, a, kb, ka, v.b, v.a, r.folding()}} {
 		for _, kind := range []string{"r", "o"} {
 			phase, from, to := "rec", sd.kfrom.Records, sd.kto.Records
 			if kind == "o" {
@@ -401,7 +402,7 @@ func (c *Coordinator) carveVerifyPass(ctx context.Context, r *run) (*verifier, e
 			}
 			match := ""
 			if sd.filter {
-				match = r.scanMatch(phase)
+				match = tenantMatch(r.Unit.Tenant, phase)
 			}
 			var cur uint64
 			for {
@@ -413,7 +414,7 @@ func (c *Coordinator) carveVerifyPass(ctx context.Context, r *run) (*verifier, e
 					return nil, fmt.Errorf("migrate: verify scan on %q: %w", sd.from.name, err)
 				}
 				if sd.filter {
-					kv = r.keepPairs(phase, kv)
+					kv = tenantPairs(r.Unit.Tenant, phase, kv)
 				}
 				var fields []string
 				for i := 0; i+1 < len(kv); i += 2 {

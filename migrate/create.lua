@@ -5,6 +5,8 @@
 --   1 journal  HASH  the migration's journal record
 --   2 lock     STRING the unit's lock: ID of the migration that holds it
 --   3 index    ZSET  every migration ID, scored by creation time (unix ms)
+--   4..        STRING optional: further unit locks the migration takes with the first (a
+--                     fold-back's bucket), all or none
 -- ARGV:
 --   1 id       migration ID (non-empty)
 --   2 created  creation time, unix ms (integer)
@@ -28,9 +30,14 @@ if redis.call("EXISTS", KEYS[1]) == 1 then
   return {"exists"}
 end
 if holder and holder ~= id then return {"busy", holder} end
+for i = 4, #KEYS do
+  local h = redis.call("GET", KEYS[i])
+  if h and h ~= id then return {"busy", h} end
+end
 local args = {}
 for i = 3, #ARGV do args[#args + 1] = ARGV[i] end
 redis.call("HSET", KEYS[1], unpack(args))
 redis.call("SET", KEYS[2], id)
+for i = 4, #KEYS do redis.call("SET", KEYS[i], id) end
 redis.call("ZADD", KEYS[3], ARGV[2], id)
 return {"ok"}

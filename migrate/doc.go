@@ -128,8 +128,26 @@
 // never fence each other. Until [Coordinator.Cleanup] (after Options.Grace) the bucket keeps
 // the tenant's items, refused to routed calls but readable with plain commands for
 // inspection. A flip back would be safe only until the first write on the target; after
-// that, going back must be a new migration. Folding a tenant back into its bucket is not
-// provided yet; an overridden tenant moves on with [Coordinator.Migrate] of its unit.
+// that, going back must be a new migration: a fold-back. An overridden tenant moves on to
+// another shard with [Coordinator.Migrate] of its unit.
+//
+// # Folding a tenant back into its bucket
+//
+// [Coordinator.Fold] is the reverse of a carve-out, a new migration at a new table
+// generation: the tenant's override unit is the source and its hash bucket, open for its
+// other tenants throughout, the target. Before the copy, one script marks the tenant as
+// moved out of the bucket for the fold-back (the bucket refuses the tenant's routed calls;
+// the carve-out's mark is usually there already and is taken over), and the tenant's items
+// an earlier era left in the bucket (a closed copy never cleaned up) are deleted page by
+// page, fenced, so a stale copy is never mistaken for data. Copy, change log and
+// verification then write and compare the tenant's items in the bucket only. The barrier
+// closes the override unit, as a move of the unit does; the flip removes the tenant's mark
+// from the bucket and publishes the table without the override, so the source is closed
+// before the bucket serves the tenant again. The fold-back holds the unit's and the
+// bucket's locks (taken and released together), takes its epochs from the tenant unit's
+// counter and fences the bucket through the tenant's xf field, as a carve-out does. A
+// cancel or abort deletes its copy from the bucket and leaves the tenant marked there and
+// open on its unit. [Coordinator.Cleanup] deletes the unit's closed copy after the grace.
 //
 // # Cache mode
 //
@@ -160,7 +178,8 @@
 // migration importing into it, and fence = the highest driver epoch that acted on the unit
 // on that shard. A carve-out adds, in the bucket's ownership hash, xm:<tenant> = the ID
 // of the carve-out that marked the tenant as moved out, and xf:<tenant> = the highest epoch
-// of a carve-out driver of that tenant that acted there.
+// of a carve-out driver of that tenant that acted there. A fold-back takes the tenant's mark
+// over (xm:<tenant> = its ID) while it copies, and uses the same xf:<tenant> fence.
 //
 // In the control Redis, in the slot of routing's table key (hash tag
 // {P:table}, P is routing's prefix, so one script can touch a record, its lock, its epoch

@@ -106,6 +106,9 @@ func (c *Coordinator) carryMarks(ctx context.Context, r *run) error {
 // compare-and-set (generation = current + 1), retrying when another table was published
 // in between. Only after the table is published does the migration end OwnedB.
 func (c *Coordinator) flip(ctx context.Context, r *run) error {
+	if r.folding() {
+		return c.foldFlip(ctx, r)
+	}
 	b := c.shards[r.Target]
 	var own routing.Ownership
 	opened := false

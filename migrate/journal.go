@@ -45,7 +45,7 @@ func (c *Coordinator) create(ctx context.Context, s Status) error {
 	args = append(args, s.fields()...)
 	args = append(args, "state", string(s.State))
 	reply, err := createScript.Run(ctx, c.control,
-		[]string{c.journalKey(s.ID), c.lockKey(s), c.indexKey()}, args...).StringSlice()
+		append([]string{c.journalKey(s.ID), c.lockKey(s), c.indexKey()}, c.lockKeys(s)...), args...).StringSlice()
 	if err != nil {
 		return fmt.Errorf("migrate: create journal record %q: %w", s.ID, err)
 	}
@@ -115,7 +115,7 @@ func (c *Coordinator) step(ctx context.Context, r *run, expect []State, to State
 	for _, v := range kv {
 		args = append(args, v)
 	}
-	reply, err := stepScript.Run(ctx, c.control, []string{c.journalKey(s.ID), c.lockKey(*s)}, args...).StringSlice()
+	reply, err := stepScript.Run(ctx, c.control, append([]string{c.journalKey(s.ID), c.lockKey(*s)}, c.lockKeys(*s)...), args...).StringSlice()
 	if err != nil {
 		return fmt.Errorf("migrate: journal step of %q to %s: %w", s.ID, to, err)
 	}

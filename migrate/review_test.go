@@ -272,10 +272,9 @@ func TestReviewCarveOutWithLostRepliesAndARacingCancel(t *testing.T) {
 				src := e.openOwner(bu)
 				dst := other(src)
 				m := newTModel()
-				// Writers paced at 1 ms keep writing through every stage without growing the
-				// bucket's change log faster than a loaded machine's catch-up reads it (flat
-				// out, one run in twenty took 38 s of its 60 s bound in copying and reading).
-				m.pace = time.Millisecond
+				// Paced writers: the catch-up (batches of 20, replies lost) must outrun them
+				// on a loaded machine too.
+				m.pace = 5 * time.Millisecond
 				seeder := e.client()
 				m.seed(t, seeder, fat, 150)
 				for _, o := range others {

@@ -27,6 +27,8 @@ var (
 	epochLua string
 	//go:embed carve.lua
 	carveLua string
+	//go:embed fold.lua
+	foldLua string
 
 	prepareScript = redis.NewScript(prepareLua)
 	applyScript   = redis.NewScript(applyLua)
@@ -38,4 +40,5 @@ var (
 	renewScript   = redis.NewScript(renewLua)
 	epochScript   = redis.NewScript(epochLua)
 	carveScript   = redis.NewScript(carveLua)
+	foldScript    = redis.NewScript(foldLua)
 )

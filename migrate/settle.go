@@ -18,7 +18,7 @@ func (c *Coordinator) settle(ctx context.Context, r *run, v *verifier, now int64
 		zset   string
 		keys   []string
 	}
-	k, ks := c.keys.Unit(r.Unit), c.srcKeys(r)
+	k, ks := c.dstKeys(r), c.srcKeys(r)
 	groups := []*group{
 		{c.shards[r.Source], ks.OpExpiry, nil}, {c.shards[r.Source], ks.Tombstones, nil},
 		{c.shards[r.Target], k.OpExpiry, nil}, {c.shards[r.Target], k.Tombstones, nil},

@@ -24,6 +24,9 @@ type item struct {
 // "floor" with the floor value).
 // A refusal is an abort: the target's record is open, newer, or claimed by another migration.
 func (c *Coordinator) prepare(ctx context.Context, r *run, mode string, floor ...string) error {
+	if r.folding() {
+		return c.foldPrepare(ctx, r, mode, floor...)
+	}
 	b := c.shards[r.Target]
 	k := c.keys.Unit(r.Unit)
 	args := []any{u64(r.ImportGen), r.ID, mode, u64(r.epoch)}
@@ -55,6 +58,9 @@ func (c *Coordinator) apply(ctx context.Context, r *run, items []item) (written,
 	}
 	if c.beforeApply != nil {
 		c.beforeApply(ctx, r, items)
+	}
+	if r.folding() {
+		return c.foldApply(ctx, r, items)
 	}
 	k := c.keys.Unit(r.Unit)
 	args := make([]any, 0, 4+4*len(items))

@@ -60,10 +60,18 @@ type Status struct {
 	// (see [Coordinator.Carve]), the tenant's hash bucket, while Unit is the tenant's
 	// override unit on the target. The zero Unit otherwise.
 	From routing.Unit
+	// Into is the unit the records return into on the target when it is not Unit: for a
+	// fold-back (see [Coordinator.Fold]), the tenant's hash bucket, while Unit is the
+	// tenant's override unit on the source. The zero Unit otherwise.
+	Into routing.Unit
 
 	SourceGen uint64 // SourceGen is the generation of the source's open ownership record.
-	ImportGen uint64 // ImportGen is the generation of the target's importing record.
-	FlipGen   uint64 // FlipGen is the generation the target opened at (0 before ReadyB).
+	// ImportGen is the generation of the target's importing record; for a fold-back, the
+	// generation of the target bucket's record, open throughout.
+	ImportGen uint64
+	// FlipGen is the generation the target opened at (0 before OwnedB); for a fold-back,
+	// the table generation without the override.
+	FlipGen uint64
 
 	SnapshotPos string // SnapshotPos is the source's change-log ID when the snapshot started.
 	Cursor      string // Cursor is the snapshot cursor ("rec:<n>", "ops:<n>" or "done").
@@ -103,6 +111,9 @@ func (s Status) String() string {
 	if s.carving() {
 		fmt.Fprintf(&b, " (carve-out of %s)", s.From)
 	}
+	if s.folding() {
+		fmt.Fprintf(&b, " (fold-back into %s)", s.Into)
+	}
 	switch s.State {
 	case Copying:
 		fmt.Fprintf(&b, " (snapshot from %s, cursor %s, %d items copied)", s.SnapshotPos, s.Cursor, s.Copied)
@@ -127,6 +138,7 @@ func (s Status) fields() []any {
 		"source", s.Source, "target", s.Target,
 		"srcgen", u64(s.SourceGen), "impgen", u64(s.ImportGen),
 		"created", ms(s.Created), "updated", ms(s.Created), "carve", s.carveField(),
+		"fold", s.foldField(),
 	}
 }
 
@@ -170,6 +182,9 @@ func parseStatus(m map[string]string) (Status, error) {
 	s.appliedN = num("appliedn")
 	if m["carve"] != "" {
 		s.From = routing.BucketUnit(uint32(num("carve")))
+	}
+	if m["fold"] != "" {
+		s.Into = routing.BucketUnit(uint32(num("fold")))
 	}
 	if len(errs) > 0 || s.ID == "" || s.State == "" || s.Unit.Validate() != nil {
 		return s, fmt.Errorf("migrate: malformed journal record %q (fields %v)", s.ID, errs)

@@ -5,10 +5,11 @@
 -- KEYS: both carry the journal hash tag "{<prefix>:table}", so they share one slot.
 --   1 journal  HASH   the migration's journal record
 --   2 lock     STRING the unit's migration lock
+--   3..        STRING optional: further unit locks the migration holds (released with it)
 -- ARGV:
 --   1 expect   expected states, comma-separated (non-empty)
 --   2 state    new state (non-empty)
---   3 release  "1": release the unit's lock if this migration holds it; "0": keep it
+--   3 release  "1": release the unit's locks this migration holds; "0": keep them
 --   4 id       migration ID (the lock's value)
 --   5 epoch    the driver's fencing epoch (integer >= 1), or "-" for a step that needs no
 --              driver (bookkeeping of a finished migration, cache mode)
@@ -24,7 +25,7 @@
 --   current driver writes its record (the epoch is checked in the same step as the write),
 --   and two drivers cannot both take a transition out of the same state.
 
-local journal, lock = KEYS[1], KEYS[2]
+local journal = KEYS[1]
 if ARGV[1] == "" or ARGV[2] == "" or ARGV[4] == "" then
   return redis.error_reply("ERR migrate step: empty expect, state or id")
 end
@@ -59,8 +60,10 @@ if epoch ~= "-" then
   args[#args + 1] = string.format("%d", lease)
 end
 redis.call("HSET", journal, unpack(args))
-if ARGV[3] == "1" and redis.call("GET", lock) == ARGV[4] then
-  redis.call("DEL", lock)
+if ARGV[3] == "1" then
+  for i = 2, #KEYS do
+    if redis.call("GET", KEYS[i]) == ARGV[4] then redis.call("DEL", KEYS[i]) end
+  end
 end
 local out = {"ok", ARGV[2]}
 for _, v in ipairs(redis.call("HGETALL", journal)) do out[#out + 1] = v end

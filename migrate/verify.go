@@ -101,7 +101,7 @@ func (v *verifier) touch(e routing.LogEntry) {
 
 // verifyPass runs one comparison pass of source and target.
 func (c *Coordinator) verifyPass(ctx context.Context, r *run) (*verifier, error) {
-	if r.carving() {
+	if r.carving() || r.folding() {
 		return c.carveVerifyPass(ctx, r)
 	}
 	p, err := c.probe(ctx, r, "0-0", "+", 0)
@@ -198,7 +198,7 @@ func (c *Coordinator) reread(ctx context.Context, r *run, v *verifier) error {
 		s *shard
 		m *side
 		k routing.UnitKeys
-	}{{c.shards[r.Source], v.a, c.srcKeys(r)}, {c.shards[r.Target], v.b, c.keys.Unit(r.Unit)}} {
+	}{{c.shards[r.Source], v.a, c.srcKeys(r)}, {c.shards[r.Target], v.b, c.dstKeys(r)}} {
 		for start := 0; start < len(keys); start += c.o.BatchSize {
 			batch := keys[start:min(start+c.o.BatchSize, len(keys))]
 			for _, kind := range []string{"r", "o"} {

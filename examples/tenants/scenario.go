@@ -217,7 +217,7 @@ func run(ctx context.Context, t *target, shards map[string]redis.UniversalClient
 		spread = spread && within(float64(keysPer[s]), bigKeys/4.0, 0.3)
 	}
 	c.check(spread, "the spread divides %s's keys over the four shards (each within 30%% of a quarter)", big)
-	return nil
+	return durable(ctx, w, shards, prefix, runID, c)
 }
 
 // key is the cache key of tenant's item n.

@@ -95,6 +95,7 @@ func main() {
 		id        = flag.String("id", "", "migration ID")
 		bucket    = flag.Uint("bucket", 0, "bucket unit to move")
 		carve     = flag.String("carve", "", "tenant to carve out of its bucket (instead of moving -bucket)")
+		fold      = flag.String("fold", "", "overridden tenant to fold back into its bucket (instead of moving -bucket)")
 		target    = flag.String("target", "", "target shard")
 		lease     = flag.Duration("lease", time.Second, "driver lease")
 		stopState = flag.String("stop-at-state", "", "SIGSTOP self right after the journal reaches this state")
@@ -128,6 +129,10 @@ func main() {
 	case "migrate":
 		if *carve != "" {
 			s, err = co.Carve(ctx, migrate.CarveSpec{ID: *id, Tenant: *carve, Target: *target})
+			break
+		}
+		if *fold != "" {
+			s, err = co.Fold(ctx, migrate.FoldSpec{ID: *id, Tenant: *fold, Target: *target})
 			break
 		}
 		s, err = co.Migrate(ctx, migrate.Spec{ID: *id, Unit: routing.BucketUnit(uint32(*bucket)), Target: *target})

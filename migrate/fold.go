@@ -1,0 +1,407 @@
+package migrate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// FoldSpec asks for a fold-back: an overridden tenant's records leave its override unit on
+// the source shard and return into its shared hash bucket on the shard that owns the bucket.
+type FoldSpec struct {
+	// ID names the migration; it must be unique. Default: a fresh random ID.
+	ID string
+	// Tenant is the tenant to fold back. It must be valid UTF-8, and the current table must
+	// place it by an override (not a spread).
+	Tenant string
+	// Source, if set, must be the shard the current table overrides the tenant onto.
+	Source string
+	// Target, if set, must be the shard the current table assigns the tenant's hash bucket
+	// to (the target is always that shard; it may be the source itself).
+	Target string
+}
+
+// Fold returns an overridden tenant into its shared hash bucket: [Coordinator.StartFold]
+// then [Coordinator.Resume]. It is the reverse of [Coordinator.Carve], a new migration with
+// a new table generation, durable like [Coordinator.Migrate]: journaled, resumable,
+// cancellable until the barrier, fenced the same way, with these differences:
+//
+//   - The target is the tenant's bucket, which stays open for its other tenants
+//     throughout. Before anything is copied, one script marks the tenant as moved out of
+//     the bucket for this fold-back (routing refuses the tenant's reads and writes there;
+//     the mark is usually there already, left by the carve-out), and the tenant's items an
+//     earlier era left in the bucket (a carve-out's closed copy not cleaned up) are
+//     deleted, so a stale copy is never mistaken for data. The copy, the change log and
+//     the verification then write and compare the tenant's items in the bucket only
+//     (told apart by the record field, see routing.RecordField).
+//   - The barrier closes the tenant's override unit on the source, as a move of the unit
+//     does. The flip removes the tenant's mark from the bucket (the bucket serves the
+//     tenant again from here; the source was closed before) and publishes a table without
+//     the override. A router still on the old table is refused by the source, learns the
+//     new table and retries in the bucket with the same op ID; an operation applied
+//     before the barrier replays its first result.
+//   - The migration holds two locks: the tenant unit's (no move of the override meanwhile)
+//     and the bucket's (no move or carve-out of the bucket meanwhile). Its drivers take
+//     their fencing epochs from the tenant unit's counter and fence the bucket through the
+//     tenant's field of the bucket's ownership record, as a carve-out does.
+//   - A cancel or abort deletes the tenant's copied items from the bucket and leaves the
+//     tenant marked there (it stays overridden); the source keeps (or gets back) the unit.
+//   - [Coordinator.Cleanup] deletes the override unit's closed copy on the source after
+//     the grace period, as for a move of the unit.
+//
+// A tenant with no records folds back all the same (nothing is copied). Bad input (an empty
+// or invalid tenant, a tenant not overridden or spread, a source or target that is not the
+// one the table names, an unknown shard) fails with ErrInvalidInput and changes nothing.
+func (c *Coordinator) Fold(ctx context.Context, spec FoldSpec) (Status, error) {
+	s, err := c.StartFold(ctx, spec)
+	if err != nil {
+		return s, err
+	}
+	return c.Resume(ctx, s.ID)
+}
+
+// StartFold checks spec against the current table, the source's record of the tenant's
+// unit and the target's record of the bucket, writes the fold-back's journal record (state
+// OwnedA) and takes the tenant unit's and the bucket's migration locks in one step, like
+// [Coordinator.Start] does for a unit. It changes nothing on the shards. The returned Status
+// has Unit = the tenant's override unit and Into = its bucket.
+func (c *Coordinator) StartFold(ctx context.Context, spec FoldSpec) (Status, error) {
+	u := routing.TenantUnit(spec.Tenant)
+	if err := u.Validate(); err != nil {
+		return Status{}, errInput("tenant: %v", err)
+	}
+	if spec.ID == "" {
+		spec.ID = c.o.NewID()
+	}
+	if len(spec.ID) > 200 || strings.ContainsAny(spec.ID, "{}") {
+		return Status{}, errInput("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
+	}
+	if prev, err := c.load(ctx, spec.ID); err == nil {
+		if prev.Unit == u && prev.folding() && (spec.Target == "" || spec.Target == prev.Target) &&
+			(spec.Source == "" || spec.Source == prev.Source) {
+			return prev, nil
+		}
+		return Status{}, errInput("migration ID %q is already used for %s -> %q", spec.ID, prev.Unit, prev.Target)
+	} else if !errors.Is(err, ErrNotFound) {
+		return Status{}, err
+	}
+	t, err := c.store.Load(ctx)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start fold-back: %w", err)
+	}
+	if _, ok := t.Spreads[spec.Tenant]; ok {
+		return Status{}, errInput("tenant %q is spread (table generation %d); only an overridden tenant folds back",
+			spec.Tenant, t.Generation)
+	}
+	source := t.Overrides[spec.Tenant]
+	b := routing.BucketOf(spec.Tenant, t.Buckets)
+	bu := routing.BucketUnit(b)
+	target := t.BucketOwner(b)
+	switch {
+	case source == "":
+		return Status{}, errInput("tenant %q is not overridden (table generation %d); it is in its bucket already",
+			spec.Tenant, t.Generation)
+	case spec.Source != "" && spec.Source != source:
+		return Status{}, errInput("tenant %q is overridden onto shard %q, not onto the given source %q", spec.Tenant, source, spec.Source)
+	case target == "":
+		return Status{}, errInput("the table (generation %d) does not assign bucket %d of tenant %q", t.Generation, b, spec.Tenant)
+	case spec.Target != "" && spec.Target != target:
+		return Status{}, errInput("bucket %d of tenant %q is on shard %q, not on the given target %q (a fold-back goes to the bucket's shard)",
+			b, spec.Tenant, target, spec.Target)
+	case c.shards[source] == nil:
+		return Status{}, errInput("no client for source shard %q", source)
+	case c.shards[target] == nil:
+		return Status{}, errInput("no client for target shard %q", target)
+	}
+	own, _, err := c.shards[source].r.Ownership(ctx, u)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start fold-back: %w", err)
+	}
+	if own.State != routing.StateOpen || own.Generation > t.Generation {
+		return Status{}, fmt.Errorf("%w: source %q holds %s as %v, table generation %d",
+			ErrOwnershipChanged, source, u, own, t.Generation)
+	}
+	bown, _, err := c.shards[target].r.Ownership(ctx, bu)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start fold-back: %w", err)
+	}
+	if bown.State != routing.StateOpen || bown.Generation > t.Generation {
+		return Status{}, fmt.Errorf("%w: target %q holds %s as %v, table generation %d",
+			ErrOwnershipChanged, target, bu, bown, t.Generation)
+	}
+	s := Status{ID: spec.ID, Unit: u, Into: bu, Source: source, Target: target, State: OwnedA,
+		SourceGen: own.Generation, ImportGen: bown.Generation, Created: c.o.Now()}
+	if err := c.create(ctx, s); err != nil {
+		return Status{}, err
+	}
+	c.stats.started.Add(1)
+	return c.load(ctx, s.ID)
+}
+
+// folding reports whether s is a fold-back (its records return into a shared bucket).
+func (s Status) folding() bool { return s.Into.Kind == routing.KindBucket }
+
+// foldField is the journal's "fold" field: the target bucket of a fold-back, "" otherwise.
+func (s Status) foldField() string {
+	if !s.folding() {
+		return ""
+	}
+	return strconv.FormatUint(uint64(s.Into.Bucket), 10)
+}
+
+// extraLocks are the units whose locks the migration holds besides lockUnit's: the bucket
+// of a fold-back.
+func (s Status) extraLocks() []routing.Unit {
+	if s.folding() {
+		return []routing.Unit{s.Into}
+	}
+	return nil
+}
+
+// lockKeys are the keys of the locks the migration holds besides lockKey's.
+func (c *Coordinator) lockKeys(s Status) []string {
+	var out []string
+	for _, u := range s.extraLocks() {
+		out = append(out, c.journalTag()+":lock:"+c.keys.Tag(u))
+	}
+	return out
+}
+
+// dstKeys are the keys of what the migration writes on the target.
+func (c *Coordinator) dstKeys(r *run) routing.UnitKeys {
+	if r.folding() {
+		return c.keys.Unit(r.Into)
+	}
+	return c.keys.Unit(r.Unit)
+}
+
+// tenantMatch is the HSCAN MATCH pattern of tenant's records in a bucket ("rec"), "" for
+// its idempotency records ("ops"), which are told apart by value.
+func tenantMatch(tenant, phase string) string {
+	if phase != "rec" {
+		return ""
+	}
+	return globEscape(routing.RecordField(tenant, "")) + "*"
+}
+
+// tenantPairs filters one HSCAN page (field, value, ...) of a bucket's records ("rec") or
+// idempotency records ("ops") to tenant's.
+func tenantPairs(tenant, phase string, kv []string) []string {
+	prefix := routing.RecordField(tenant, "")
+	out := kv[:0:0]
+	for i := 0; i+1 < len(kv); i += 2 {
+		field := kv[i]
+		if phase == "ops" {
+			op, err := routing.DecodeOpRecord(kv[i+1])
+			if err != nil {
+				continue
+			}
+			field = op.Field
+		}
+		if strings.HasPrefix(field, prefix) {
+			out = append(out, kv[i], kv[i+1])
+		}
+	}
+	return out
+}
+
+// foldScript runs fold.lua on the target bucket of fold-back r, fenced by r's epoch.
+func (c *Coordinator) foldScript(ctx context.Context, r *run, mode, arg string, items ...string) ([]string, error) {
+	k := c.keys.Unit(r.Into)
+	args := make([]any, 0, 6+len(items))
+	args = append(args, mode, r.Unit.Tenant, r.ID, u64(r.epoch), u64(r.ImportGen), arg)
+	for _, it := range items {
+		args = append(args, it)
+	}
+	reply, err := foldScript.Run(ctx, c.shards[r.Target].c, []string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones},
+		args...).StringSlice()
+	if err != nil {
+		return nil, fmt.Errorf("migrate: fold-back %s of tenant %q on target %q: %w", mode, r.Unit.Tenant, r.Target, err)
+	}
+	switch {
+	case len(reply) == 2 && reply[0] == "fenced":
+		return nil, c.fenced(r, reply[1], "target "+r.Target)
+	case len(reply) == 4 && reply[0] == "changed":
+		return reply, fmt.Errorf("%w: target %q holds %s at generation %s state %q (tenant %q marked by %q), expected open at %d with the tenant marked by this fold-back",
+			ErrOwnershipChanged, r.Target, r.Into, reply[1], reply[2], r.Unit.Tenant, reply[3], r.ImportGen)
+	case len(reply) >= 2 && (reply[0] == "ok" || reply[0] == "conflict" || reply[0] == "foreign"):
+		return reply, nil
+	}
+	return nil, fmt.Errorf("migrate: fold-back %s on target %q: malformed reply %q", mode, r.Target, reply)
+}
+
+// foldPrepare is prepare for a fold-back: "prepare" marks the tenant in the bucket for this
+// fold-back and deletes what an earlier era left of the tenant there; "reset" and "abandon"
+// delete the tenant's items from the bucket (the mark stays: the tenant is still
+// overridden); "floor" raises the bucket's version floor.
+func (c *Coordinator) foldPrepare(ctx context.Context, r *run, mode string, floor ...string) error {
+	var err error
+	switch mode {
+	case "prepare":
+		if _, err = c.foldScript(ctx, r, "claim", "-"); err == nil {
+			err = c.foldWipe(ctx, r)
+		}
+	case "reset", "abandon":
+		err = c.foldWipe(ctx, r)
+	case "floor":
+		if len(floor) != 1 {
+			return fmt.Errorf("migrate: fold-back floor needs one value")
+		}
+		_, err = c.foldScript(ctx, r, "floor", floor[0])
+	default:
+		return fmt.Errorf("migrate: fold-back has no prepare mode %q", mode)
+	}
+	if errors.Is(err, ErrOwnershipChanged) && mode != "abandon" {
+		return abortf(false, err)
+	}
+	if errors.Is(err, ErrOwnershipChanged) {
+		// The bucket is not open as it was, or another migration holds the tenant's
+		// mark: nothing of this fold-back can be deleted by it any more.
+		return nil
+	}
+	return err
+}
+
+// foldWipe deletes the tenant's records, tombstones and idempotency records from the target
+// bucket, page by page, while this fold-back holds the tenant's mark there.
+func (c *Coordinator) foldWipe(ctx context.Context, r *run) error {
+	b := c.shards[r.Target]
+	k := c.keys.Unit(r.Into)
+	for _, phase := range []string{"rec", "ops"} {
+		key, kind := k.Records, "r"
+		if phase == "ops" {
+			key, kind = k.Ops, "o"
+		}
+		var cur uint64
+		for {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			kv, next, err := b.c.HScan(ctx, key, cur, tenantMatch(r.Unit.Tenant, phase), int64(c.o.BatchSize)).Result()
+			if err != nil {
+				return fmt.Errorf("migrate: fold-back wipe scan on target %q: %w", r.Target, err)
+			}
+			kv = tenantPairs(r.Unit.Tenant, phase, kv)
+			if len(kv) > 0 {
+				items := make([]string, 0, len(kv))
+				for i := 0; i+1 < len(kv); i += 2 {
+					items = append(items, kind, kv[i])
+				}
+				reply, err := c.foldScript(ctx, r, "wipe", "-", items...)
+				if err != nil {
+					return err
+				}
+				if reply[1] == "-1" {
+					// The mark is not this fold-back's (never taken, or taken by another
+					// migration since): nothing here is this fold-back's to delete.
+					return nil
+				}
+			}
+			if cur = next; cur == 0 {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+// foldApply is apply for a fold-back: the items are written into the bucket, only while
+// this fold-back holds the tenant's mark there.
+func (c *Coordinator) foldApply(ctx context.Context, r *run, items []item) (written, skipped int64, err error) {
+	args := make([]string, 0, 4*len(items))
+	for _, it := range items {
+		args = append(args, string(it.kind), it.field, it.value, i64(max(it.exp, 0)))
+	}
+	reply, err := c.foldScript(ctx, r, "apply", ms(c.o.Now()), args...)
+	switch {
+	case errors.Is(err, ErrOwnershipChanged):
+		s, lerr := c.load(ctx, r.ID)
+		if lerr == nil && (s.State == Cancelling || s.State.Terminal()) {
+			return 0, 0, &stateError{id: r.ID, found: s.State, want: []State{r.State}}
+		}
+		return 0, 0, abortf(true, err)
+	case err != nil:
+		return 0, 0, err
+	case len(reply) == 5 && reply[0] == "conflict":
+		kind := "record"
+		if reply[1] == "o" {
+			kind = "op"
+		}
+		c.stats.conflicts.Add(1)
+		return 0, 0, abortf(true, &ConflictError{Kind: kind, Field: reply[2], Stored: reply[3], Incoming: reply[4]})
+	case len(reply) == 2 && reply[0] == "foreign":
+		return 0, 0, abortf(true, fmt.Errorf("%w: the unit of tenant %q holds %q, which is not the tenant's",
+			ErrConflict, r.Unit.Tenant, reply[1]))
+	case len(reply) == 2 && reply[0] == "ok":
+		w, _ := strconv.ParseInt(reply[1], 10, 64)
+		s := int64(len(items)) - w
+		c.stats.refused.Add(s)
+		return w, s, nil
+	}
+	return 0, 0, fmt.Errorf("migrate: fold-back apply on target %q: malformed reply %q", r.Target, reply)
+}
+
+// foldFlip is flip (ReadyB) for a fold-back: remove the tenant's mark from the bucket (the
+// source unit was closed at the barrier, so the bucket is the tenant's only open owner from
+// here), then publish a table without the override by compare-and-set, guarded by the
+// driver's epoch, retrying when another table was published in between.
+func (c *Coordinator) foldFlip(ctx context.Context, r *run) error {
+	opened := false
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		t, err := c.store.Load(ctx)
+		if err != nil {
+			return fmt.Errorf("migrate: flip: %w", err)
+		}
+		owner := t.Overrides[r.Unit.Tenant]
+		if owner != r.Source && owner != "" {
+			return fmt.Errorf("%w: table generation %d overrides tenant %q onto %q during the fold-back's flip",
+				ErrOwnershipChanged, t.Generation, r.Unit.Tenant, owner)
+		}
+		if bo := t.BucketOwner(r.Into.Bucket); bo != r.Target {
+			return fmt.Errorf("%w: table generation %d assigns %s to %q during the fold-back's flip",
+				ErrOwnershipChanged, t.Generation, r.Into, bo)
+		}
+		if !opened {
+			if _, err := c.foldScript(ctx, r, "open", "-"); err != nil {
+				if errors.Is(err, ErrFenced) {
+					return err
+				}
+				return fmt.Errorf("migrate: open the tenant in its bucket: %w", err)
+			}
+			opened = true
+		}
+		gen := t.Generation
+		if owner == r.Source {
+			nt := t.Next()
+			nt.SetOverride(r.Unit.Tenant, "")
+			err := c.store.PublishGuarded(ctx, nt, c.journalKey(r.ID),
+				map[string]string{"epoch": u64(r.epoch), "state": string(ReadyB)})
+			switch {
+			case errors.Is(err, routing.ErrGenerationConflict):
+				continue
+			case errors.Is(err, routing.ErrFenced):
+				c.stats.fenced.Add(1)
+				return &FencedError{ID: r.ID, Epoch: r.epoch, Where: "table"}
+			case err != nil:
+				return fmt.Errorf("migrate: publish: %w", err)
+			}
+			gen = nt.Generation
+		}
+		now := c.o.Now()
+		pause := now.Sub(r.ClosedAt)
+		if r.ClosedAt.IsZero() {
+			pause = 0
+		}
+		c.stats.done.Add(1)
+		c.stats.lastPause.Store(int64(pause))
+		return c.step(ctx, r, []State{ReadyB}, OwnedB, true,
+			"flipgen", u64(gen), "flipped", ms(now), "pauseus", i64(pause.Microseconds()))
+	}
+}
