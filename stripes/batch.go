@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
 // Addition is one event and its delta for [Counter.AddBatch].
@@ -28,18 +28,15 @@ func (c *Counter) AddBatch(ctx context.Context, adds []Addition) ([]Result, []er
 }
 
 // addBatch counts adds[k] in counters[k], every addition in one pipeline on client (which
-// go-redis splits per master on a cluster).
+// go-redis splits per master on a cluster). It routes each addition through its counter's
+// cached layout (planAdd), sends the routed ones to add.lua at once (sendBatch), and
+// finishes the rest one by one through Add: those whose counter has no layout that routes
+// them (a resize in progress, a layout that may be stale) and those a stripe redirected.
 func addBatch(ctx context.Context, client Client, counters []*Counter, adds []Addition) ([]Result, []error) {
 	results := make([]Result, len(adds))
 	errs := make([]error, len(adds))
-	type call struct {
-		g   *genDoc
-		key string
-		r   route
-		cmd *redis.Cmd
-	}
-	var calls, slow []int
-	pending := make([]call, len(adds))
+	var routed []batchCall
+	var slow []int
 	for k, a := range adds {
 		c := counters[k]
 		if errs[k] = c.checkAdd(a.Event, a.Delta); errs[k] != nil {
@@ -53,73 +50,81 @@ func addBatch(ctx context.Context, client Client, counters []*Counter, adds []Ad
 				continue
 			}
 		}
-		r := newRoute(a.Event.ID, c.opts.DedupBits)
-		gi, err := c.firstGen(l, a.Event)
-		if err != nil {
+		call, res, ok, err := c.planAdd(l, a.Event)
+		switch {
+		case !ok:
 			slow = append(slow, k)
-			continue
-		}
-		for ; gi < len(l.doc.Gens); gi++ {
-			g := &l.doc.Gens[gi]
-			res, skip, err := c.target(l, g, a.Event, r)
-			if skip {
-				continue
-			}
-			results[k], errs[k] = res, err
-			if err != nil {
-				c.count(res, err)
-			} else {
-				pending[k] = call{g: g, r: r}
-				calls = append(calls, k)
-			}
-			break
-		}
-		if gi == len(l.doc.Gens) {
-			slow = append(slow, k)
-		}
-	}
-	for attempt := 0; attempt < 2 && len(calls) > 0; attempt++ {
-		_, _ = client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, k := range calls {
-				pc := &pending[k]
-				key, args := counters[k].addCall(pc.g, results[k].Stripe, adds[k].Event, pc.r, adds[k].Delta)
-				pc.key = key
-				pc.cmd = addScript.EvalSha(ctx, p, []string{key}, args...)
-			}
-			return nil
-		})
-		var noScript []int
-		for _, k := range calls {
-			c, pc := counters[k], &pending[k]
-			reply, err := pc.cmd.Int64Slice()
-			switch {
-			case redis.HasErrorPrefix(err, "NOSCRIPT") && attempt == 0:
-				noScript = append(noScript, k)
-				continue
-			case err != nil:
-				errs[k] = fmt.Errorf("stripes: add %q to %s: %w", adds[k].Event.ID, pc.key, err)
-				continue
-			}
-			res, next, stale, err := c.interpret(pc.g, results[k], adds[k].Event, adds[k].Delta, pc.key, reply)
-			if next || stale {
-				slow = append(slow, k)
-				continue
-			}
+		case err != nil:
 			results[k], errs[k] = res, err
 			c.count(res, err)
-		}
-		calls = noScript
-		if len(calls) > 0 {
-			if err := counters[calls[0]].loadScript(ctx, addScript); err != nil {
-				for _, k := range calls {
-					errs[k] = err
-				}
-				calls = nil
-			}
+		default:
+			call.k, results[k] = k, res
+			routed = append(routed, call)
 		}
 	}
+	slow = append(slow, sendBatch(ctx, client, counters, adds, routed, results, errs)...)
 	for _, k := range slow {
 		results[k], errs[k] = counters[k].Add(ctx, adds[k].Event, adds[k].Delta)
 	}
 	return results, errs
+}
+
+// batchCall is one addition of a batch routed to a stripe: adds[k] goes to generation g.
+type batchCall struct {
+	k int
+	g *genDoc
+	r route
+}
+
+// planAdd routes ev through layout l without I/O, as Add's first attempt would. It returns
+// the call for ev's stripe and its Result so far (ok=true), with an error that ends the
+// addition when its generation is folded (ErrTooOld); or ok=false when l cannot route ev
+// (an event before the floor, an unknown generation, or one past every generation's
+// boundary), which Add settles with a fresh layout.
+func (c *Counter) planAdd(l *layout, ev Event) (call batchCall, res Result, ok bool, err error) {
+	call.r = newRoute(ev.ID, c.opts.DedupBits)
+	gi, err := c.firstGen(l, ev)
+	if err != nil {
+		return call, Result{}, false, nil
+	}
+	for ; gi < len(l.doc.Gens); gi++ {
+		g := &l.doc.Gens[gi]
+		res, skip, err := c.target(l, g, ev, call.r)
+		if !skip {
+			call.g = g
+			return call, res, true, err
+		}
+	}
+	return call, Result{}, false, nil
+}
+
+// sendBatch runs add.lua for every routed call in one pipeline and records each outcome in
+// results and errs. It returns the additions that a stripe redirected to a later
+// generation or found stale, for Add to finish.
+func sendBatch(ctx context.Context, client Client, counters []*Counter, adds []Addition, routed []batchCall, results []Result, errs []error) (slow []int) {
+	if len(routed) == 0 {
+		return nil
+	}
+	calls := make([]script.Call, len(routed))
+	for j, rc := range routed {
+		key, args := counters[rc.k].addCall(rc.g, results[rc.k].Stripe, adds[rc.k].Event, rc.r, adds[rc.k].Delta)
+		calls[j] = script.Call{Script: addScript, Keys: []string{key}, Args: args}
+	}
+	for j, cmd := range runAll(ctx, client, calls) {
+		rc := routed[j]
+		k, c, key := rc.k, counters[rc.k], calls[j].Keys[0]
+		reply, err := cmd.Int64Slice()
+		if err != nil {
+			errs[k] = fmt.Errorf("stripes: add %q to %s: %w", adds[k].Event.ID, key, err)
+			continue
+		}
+		res, next, stale, err := c.interpret(rc.g, results[k], adds[k].Event, adds[k].Delta, key, reply)
+		if next || stale {
+			slow = append(slow, k)
+			continue
+		}
+		results[k], errs[k] = res, err
+		c.count(res, err)
+	}
+	return slow
 }

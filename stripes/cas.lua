@@ -9,6 +9,7 @@
 -- Invariant: layout changes are serialized by version; base and folded:* fields are only
 -- changed by fold.lua, never here.
 
+local layout = KEYS[1]
 if type(ARGV[1]) ~= 'string' or not string.match(ARGV[1], '^%d+$') or #ARGV[1] > 19 then
   return redis.error_reply('ERR stripes: bad version')
 end
@@ -17,8 +18,8 @@ if type(ARGV[2]) ~= 'string' or string.sub(ARGV[2], 1, 1) ~= '{' then
 end
 local ok = pcall(cjson.decode, ARGV[2])
 if not ok then return redis.error_reply('ERR stripes: bad layout document') end
-local ver = redis.call('HGET', KEYS[1], 'ver') or '0'
+local ver = redis.call('HGET', layout, 'ver') or '0'
 if ver ~= ARGV[1] then return 0 end
-local nv = redis.call('HINCRBY', KEYS[1], 'ver', 1)
-redis.call('HSET', KEYS[1], 'doc', ARGV[2])
+local nv = redis.call('HINCRBY', layout, 'ver', 1)
+redis.call('HSET', layout, 'doc', ARGV[2])
 return nv

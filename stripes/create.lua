@@ -11,6 +11,7 @@
 -- Invariant: a stripe is created with value 0 exactly once; re-running (a retried resize,
 -- a lost reply) never resets a value.
 
+local stripe = KEYS[1]
 local function int(s)
   if type(s) ~= 'string' or not string.match(s, '^%d+$') or #s > 19 then return nil end
   return tonumber(s)
@@ -20,10 +21,10 @@ if not gen or gen < 1 then return redis.error_reply('ERR stripes: bad generation
 if not n or n < 1 or n > 4096 then return redis.error_reply('ERR stripes: bad stripe count') end
 if not i or i >= n then return redis.error_reply('ERR stripes: bad stripe index') end
 
-local g = redis.call('HGET', KEYS[1], 'g')
+local g = redis.call('HGET', stripe, 'g')
 if g then
   if tonumber(g) ~= gen then return redis.error_reply('ERR stripes: stripe key holds generation ' .. g) end
   return 0
 end
-redis.call('HSET', KEYS[1], 'g', ARGV[1], 'n', ARGV[2], 'i', ARGV[3], 'v', '0')
+redis.call('HSET', stripe, 'g', ARGV[1], 'n', ARGV[2], 'i', ARGV[3], 'v', '0')
 return 1

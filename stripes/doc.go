@@ -1,5 +1,12 @@
 // Package stripes provides exactly-once striped counters that survive resizing.
 //
+//	c, err := stripes.New(rdb, stripes.Options{Name: "course:72:views", Stripes: 16})
+//	if err != nil { ... }
+//	defer c.Close()
+//	res, err := c.Add(ctx, stripes.Event{ID: viewID, Time: viewedAt}, 1)
+//	// On error, retry with the same Event; res.Applied reports a first count.
+//	n, err := c.Sum(ctx)
+//
 // # The problem
 //
 // A view counter on a viral course can take most of its shard's writes: one key always
@@ -111,6 +118,13 @@
 //	                                     births key's slot minus 8192 (256 such keys): field
 //	                                     <name>, value the layout's random token
 //
+// The default prefix keeps its form "stripes:" rather than the project's
+// "celebrity:<package>:": every key of a counter, its birth record included, lives under the
+// prefix, so a process with another default would find no layout, start the counter again
+// from zero beside the old one, and count again the retries whose dedup records it cannot
+// see; nothing could detect it. A host that wants another prefix sets Options.Prefix on
+// every process of a new counter.
+//
 // A stripe's value and its dedup sets share the stripe's hash tag, hence one slot: add.lua
 // checks and increments atomically. Different stripes get different tags. When a generation
 // is created on a cluster, its tags are chosen so that its stripes spread over the masters
@@ -190,13 +204,4 @@
 //     generation through the layout that names it.
 //   - A stripe or layout restored to an older value (a stale backup) with the same keys
 //     present is not detected unless this process saw a later layout version.
-//
-// # Example
-//
-//	c, err := stripes.New(rdb, stripes.Options{Name: "course:72:views", Stripes: 16})
-//	if err != nil { ... }
-//	defer c.Close()
-//	res, err := c.Add(ctx, stripes.Event{ID: viewID, Time: viewedAt}, 1)
-//	// On error, retry with the same Event; res.Applied reports a first count.
-//	n, err := c.Sum(ctx)
 package stripes

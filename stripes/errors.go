@@ -35,11 +35,13 @@ var ErrLayout = errors.New("stripes: stored state contradicts the layout")
 // errors.Is(err, ErrLayout) also holds. See "What is detected" in the package doc.
 var ErrVanished error = &vanishedError{}
 
-// vanishedError is the type of ErrVanished: a kind of ErrLayout.
+// vanishedError is the type of ErrVanished: a kind of ErrLayout, tied to it by Is.
 type vanishedError struct{}
 
 func (*vanishedError) Error() string { return "stripes: stored state vanished" }
-func (*vanishedError) Unwrap() error { return ErrLayout }
+
+// Is reports whether target is ErrLayout, the sentinel ErrVanished is a kind of.
+func (*vanishedError) Is(target error) bool { return target == ErrLayout }
 
 // vanishedf returns an error wrapping ErrVanished.
 func vanishedf(format string, args ...any) error {

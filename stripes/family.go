@@ -116,8 +116,27 @@ func NewFamily(client Client, o FamilyOptions) (*Family, error) {
 	if client == nil {
 		return nil, invalidf("client must not be nil")
 	}
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	sealEvery := max(o.Counter.SealInterval, 0)
+	copts := o.Counter
+	copts.SealInterval = -1
+	f := &Family{client: client, opts: o, copts: copts, sealEvery: sealEvery, names: map[string]*list.Element{}, unseal: map[string]time.Time{}, stop: make(chan struct{})}
+	f.lastRun = copts.Clock()
+	if o.Interval > 0 {
+		f.done.Add(1)
+		go f.loop()
+	}
+	return f, nil
+}
+
+// withDefaults validates o and fills its zero fields; o.Counter is filled as
+// Options.withDefaults would for any name (its Name stays empty, Stripes defaults to 1).
+func (o FamilyOptions) withDefaults() (FamilyOptions, error) {
 	if o.Counter.Name != "" {
-		return nil, invalidf("FamilyOptions.Counter.Name must be empty (names are given per call), got %q", o.Counter.Name)
+		return o, invalidf("FamilyOptions.Counter.Name must be empty (names are given per call), got %q", o.Counter.Name)
 	}
 	if o.Counter.Stripes == 0 {
 		o.Counter.Stripes = 1
@@ -126,24 +145,21 @@ func NewFamily(client Client, o FamilyOptions) (*Family, error) {
 	probe.Name = "family"
 	copts, err := probe.withDefaults()
 	if err != nil {
-		return nil, err
+		return o, err
 	}
-	sealEvery := copts.SealInterval
-	if sealEvery < 0 {
-		sealEvery = 0
-	}
-	copts.Name, copts.SealInterval = "", -1
+	copts.Name = ""
+	o.Counter = copts
 	if o.MaxNames == 0 {
 		o.MaxNames = DefaultMaxNames
 	}
 	if o.MaxNames < 1 {
-		return nil, invalidf("FamilyOptions.MaxNames must be positive, got %d", o.MaxNames)
+		return o, invalidf("FamilyOptions.MaxNames must be at least 1, got %d", o.MaxNames)
 	}
 	if o.IdleAfter == 0 {
 		o.IdleAfter = DefaultIdleAfter
 	}
 	if o.IdleAfter < 0 {
-		return nil, invalidf("FamilyOptions.IdleAfter must not be negative, got %v", o.IdleAfter)
+		return o, invalidf("FamilyOptions.IdleAfter must not be negative, got %v", o.IdleAfter)
 	}
 	if o.Interval == 0 {
 		o.Interval = DefaultFamilyInterval
@@ -151,31 +167,31 @@ func NewFamily(client Client, o FamilyOptions) (*Family, error) {
 	if o.MaxStaleness == 0 {
 		o.MaxStaleness = DefaultFamilyStaleness
 	}
+	return o.withRateDefaults()
+}
+
+// withRateDefaults validates and fills the adaptive striping options: HotStripes, HotRate,
+// CoolRate and CoolAfter.
+func (o FamilyOptions) withRateDefaults() (FamilyOptions, error) {
 	if o.HotStripes != 0 && (o.HotStripes <= o.Counter.Stripes || o.HotStripes > MaxStripes) {
-		return nil, invalidf("FamilyOptions.HotStripes must be 0 or %d..%d (more than Counter.Stripes), got %d", o.Counter.Stripes+1, MaxStripes, o.HotStripes)
+		return o, invalidf("FamilyOptions.HotStripes must be 0 or %d..%d (more than Counter.Stripes), got %d", o.Counter.Stripes+1, MaxStripes, o.HotStripes)
 	}
 	if o.HotRate < 0 || o.CoolRate < 0 {
-		return nil, invalidf("FamilyOptions.HotRate and CoolRate must not be negative, got %v and %v", o.HotRate, o.CoolRate)
+		return o, invalidf("FamilyOptions.HotRate and CoolRate must not be negative, got %v and %v", o.HotRate, o.CoolRate)
 	}
 	if o.CoolRate == 0 {
 		o.CoolRate = o.HotRate / 10
 	}
 	if o.CoolRate > o.HotRate && o.HotRate > 0 {
-		return nil, invalidf("FamilyOptions.CoolRate must not exceed HotRate (%v), got %v", o.HotRate, o.CoolRate)
+		return o, invalidf("FamilyOptions.CoolRate must not exceed HotRate (%v), got %v", o.HotRate, o.CoolRate)
 	}
 	if o.CoolAfter == 0 {
 		o.CoolAfter = DefaultCoolAfter
 	}
 	if o.CoolAfter < 0 {
-		return nil, invalidf("FamilyOptions.CoolAfter must not be negative, got %v", o.CoolAfter)
+		return o, invalidf("FamilyOptions.CoolAfter must not be negative, got %v", o.CoolAfter)
 	}
-	f := &Family{client: client, opts: o, copts: copts, sealEvery: sealEvery, names: map[string]*list.Element{}, unseal: map[string]time.Time{}, stop: make(chan struct{})}
-	f.lastRun = copts.Clock()
-	if o.Interval > 0 {
-		f.done.Add(1)
-		go f.loop()
-	}
-	return f, nil
+	return o, nil
 }
 
 // Close stops the background loop and waits for it. It does not close the client. The
@@ -365,30 +381,7 @@ func (f *Family) loop() {
 // Counter.OpTimeout. It returns the first error met; the round goes on past it.
 func (f *Family) Tick(ctx context.Context) error {
 	now := f.copts.Clock()
-	f.mu.Lock()
-	elapsed := now.Sub(f.lastRun)
-	f.lastRun = now
-	for e := f.lru.Back(); e != nil; {
-		prev := e.Prev()
-		if now.Sub(e.Value.(*familyMember).used) < f.opts.IdleAfter {
-			break
-		}
-		f.dropLocked(e)
-		e = prev
-	}
-	members := make([]*familyMember, 0, f.lru.Len())
-	for e := f.lru.Front(); e != nil; e = e.Next() {
-		members = append(members, e.Value.(*familyMember))
-	}
-	var dropped []string
-	for name, last := range f.unseal {
-		if now.Sub(last) >= f.sealEvery {
-			dropped = append(dropped, name)
-			f.unseal[name] = now
-		}
-	}
-	f.mu.Unlock()
-
+	elapsed, members, dropped := f.startRound(now)
 	var first error
 	note := func(err error) {
 		if err != nil && first == nil {
@@ -400,31 +393,79 @@ func (f *Family) Tick(ctx context.Context) error {
 		if f.opts.HotStripes > 0 {
 			note(f.adapt(ctx, m, writes, elapsed, now))
 		}
-		if l := m.c.layout.Load(); l != nil && len(l.doc.Gens) > 1 {
-			f.mu.Lock()
-			due := now.Sub(m.lastSeal) >= f.sealEvery
-			if due {
-				m.lastSeal = now
-			}
-			f.mu.Unlock()
-			if due {
-				note(f.step(ctx, func(ctx context.Context) error { _, err := m.c.Seal(ctx); return err }))
-			}
+		if l := m.c.layout.Load(); l != nil && len(l.doc.Gens) > 1 && f.sealDue(&m.lastSeal, now) {
+			note(f.step(ctx, func(ctx context.Context) error { _, err := m.c.Seal(ctx); return err }))
 		}
 	}
 	for _, name := range dropped {
-		o := f.copts
-		o.Name = name
-		c := &Counter{client: f.client, opts: o, keys: keys{prefix: o.Prefix, name: name}, stop: make(chan struct{})}
-		err := f.step(ctx, func(ctx context.Context) error { _, err := c.Seal(ctx); return err })
-		note(err)
-		if l := c.layout.Load(); err == nil && (l == nil || len(l.doc.Gens) == 1) {
-			f.mu.Lock()
-			delete(f.unseal, name)
-			f.mu.Unlock()
-		}
+		note(f.sealDropped(ctx, name))
 	}
 	return first
+}
+
+// startRound begins a round at now: it drops the names idle for IdleAfter and returns the
+// time since the previous round, the names held (most recently used first) and the dropped
+// names with old generations whose seal is due.
+func (f *Family) startRound(now time.Time) (elapsed time.Duration, members []*familyMember, dropped []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	elapsed = now.Sub(f.lastRun)
+	f.lastRun = now
+	for e := f.lru.Back(); e != nil; {
+		prev := e.Prev()
+		if now.Sub(e.Value.(*familyMember).used) < f.opts.IdleAfter {
+			break
+		}
+		f.dropLocked(e)
+		e = prev
+	}
+	members = make([]*familyMember, 0, f.lru.Len())
+	for e := f.lru.Front(); e != nil; e = e.Next() {
+		members = append(members, e.Value.(*familyMember))
+	}
+	for name, last := range f.unseal {
+		if now.Sub(last) >= f.sealEvery {
+			dropped = append(dropped, name)
+			f.unseal[name] = now
+		}
+	}
+	return elapsed, members, dropped
+}
+
+// sealDue reports whether a seal last run at *last is due at now, and if so records now.
+func (f *Family) sealDue(last *time.Time, now time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if now.Sub(*last) < f.sealEvery {
+		return false
+	}
+	*last = now
+	return true
+}
+
+// sealDropped seals the old generations of a name dropped from memory, with a Counter of
+// its own for this one call, and forgets the name once it has a single generation left.
+func (f *Family) sealDropped(ctx context.Context, name string) error {
+	o := f.copts
+	o.Name = name
+	c := &Counter{client: f.client, opts: o, keys: keys{prefix: o.Prefix, name: name}, stop: make(chan struct{})}
+	err := f.step(ctx, func(ctx context.Context) error { _, err := c.Seal(ctx); return err })
+	if l := c.layout.Load(); err == nil && (l == nil || len(l.doc.Gens) == 1) {
+		f.mu.Lock()
+		delete(f.unseal, name)
+		f.mu.Unlock()
+	}
+	return err
+}
+
+// heat classifies a name by its measured write rate and by the detector: hot names are
+// promoted; a name that stays cool for CoolAfter is demoted by a family that saw it hot.
+// With HotRate and CoolRate both zero, a name is cool as soon as the detector no longer
+// reports it.
+func (o FamilyOptions) heat(rate float64, detected bool) (hot, cool bool) {
+	hot = detected || (o.HotRate > 0 && rate >= o.HotRate)
+	cool = !detected && (rate < o.CoolRate || o.HotRate == 0 && o.CoolRate == 0)
+	return hot, cool
 }
 
 // adapt promotes or demotes m by its writes over elapsed.
@@ -432,10 +473,7 @@ func (f *Family) adapt(ctx context.Context, m *familyMember, writes int64, elaps
 	if elapsed <= 0 {
 		return nil
 	}
-	rate := float64(writes) / elapsed.Seconds()
-	detected := f.opts.Detector != nil && f.opts.Detector.IsHot(m.name)
-	hot := detected || (f.opts.HotRate > 0 && rate >= f.opts.HotRate)
-	cool := !detected && (rate < f.opts.CoolRate || f.opts.HotRate == 0 && f.opts.CoolRate == 0)
+	hot, cool := f.opts.heat(float64(writes)/elapsed.Seconds(), f.opts.Detector != nil && f.opts.Detector.IsHot(m.name))
 	l := m.c.layout.Load()
 	if l == nil {
 		if !hot {

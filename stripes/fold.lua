@@ -10,17 +10,18 @@
 -- Invariant: field "folded:<gen>" and the base increment are written together, so a
 -- generation's total enters the base exactly once however often the fold is retried.
 
+local layout = KEYS[1]
 if type(ARGV[1]) ~= 'string' or not string.match(ARGV[1], '^[1-9]%d*$') or #ARGV[1] > 19 then
   return redis.error_reply('ERR stripes: bad generation')
 end
 if type(ARGV[2]) ~= 'string' or not string.match(ARGV[2], '^%-?%d+$') or #ARGV[2] > 20 then
   return redis.error_reply('ERR stripes: bad total')
 end
-if not redis.call('HGET', KEYS[1], 'doc') then return redis.error_reply('ERR stripes: layout missing') end
-if tonumber(ARGV[1]) <= tonumber(redis.call('HGET', KEYS[1], 'pruned') or '0') then return {2, 0} end
-local done = redis.call('HGET', KEYS[1], 'folded:' .. ARGV[1])
+if not redis.call('HGET', layout, 'doc') then return redis.error_reply('ERR stripes: layout missing') end
+if tonumber(ARGV[1]) <= tonumber(redis.call('HGET', layout, 'pruned') or '0') then return {2, 0} end
+local done = redis.call('HGET', layout, 'folded:' .. ARGV[1])
 if done then return {0, done} end
-redis.call('HINCRBY', KEYS[1], 'base', ARGV[2])
-redis.call('HSET', KEYS[1], 'folded:' .. ARGV[1], ARGV[2])
-redis.call('HINCRBY', KEYS[1], 'ver', 1)
+redis.call('HINCRBY', layout, 'base', ARGV[2])
+redis.call('HSET', layout, 'folded:' .. ARGV[1], ARGV[2])
+redis.call('HINCRBY', layout, 'ver', 1)
 return {1, ARGV[2]}

@@ -6,15 +6,26 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/errs"
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // ErrNoCounter is returned (wrapped) by ReadLayout for a name with no layout record under
-// the prefix: the counter was never used, or its record is gone.
-var ErrNoCounter = errors.New("stripes: no such counter")
+// the prefix: the counter was never used, or its record is gone. errors.Is(err,
+// celebrity.ErrNotFound) also holds, as for every "not found" of the project.
+var ErrNoCounter error = &noCounterError{}
+
+// noCounterError is the type of ErrNoCounter: a kind of the project's "not found".
+type noCounterError struct{}
+
+func (*noCounterError) Error() string { return "stripes: no such counter" }
+
+// Is reports whether target is the project's shared "not found" value.
+func (*noCounterError) Is(target error) bool { return target == errs.ErrNotFound }
 
 // GenState is the state of one generation of a counter's layout.
 type GenState string
@@ -111,9 +122,9 @@ func ReadLayout(ctx context.Context, client Client, prefix, name string) (Layout
 		return Layout{}, invalidf("client must not be nil")
 	case name == "" || len(name) > maxNameBytes:
 		return Layout{}, invalidf("counter name must be 1..%d bytes, got %d", maxNameBytes, len(name))
-	case strings.ContainsAny(name, "{}"):
+	case slot.HasBraces(name):
 		return Layout{}, invalidf("counter name must not contain '{' or '}', got %q", name)
-	case strings.ContainsAny(prefix, "{}"):
+	case slot.HasBraces(prefix):
 		return Layout{}, invalidf("prefix must not contain '{' or '}', got %q", prefix)
 	}
 	if prefix == "" {
@@ -127,6 +138,18 @@ func ReadLayout(ctx context.Context, client Client, prefix, name string) (Layout
 	if len(m) == 0 {
 		return Layout{}, fmt.Errorf("%w: %q under prefix %q (no key %s)", ErrNoCounter, name, prefix, ks.layout())
 	}
+	lo, err := decodeLayout(ks, m)
+	if err != nil {
+		return Layout{}, err
+	}
+	return lo, readStripeValues(ctx, client, &lo)
+}
+
+// decodeLayout builds a Layout from the fields m of the layout hash of ks, without I/O:
+// every generation with its state, its sealable time and its stripes' keys, their values
+// not read yet.
+func decodeLayout(ks keys, m map[string]string) (Layout, error) {
+	name := ks.name
 	var doc layoutDoc
 	if err := json.Unmarshal([]byte(m["doc"]), &doc); err != nil {
 		return Layout{}, fmt.Errorf("%w: layout document of %q: %v", ErrLayout, name, err)
@@ -136,6 +159,7 @@ func ReadLayout(ctx context.Context, client Client, prefix, name string) (Layout
 	}
 	lo := Layout{Name: name, Key: ks.layout(), DedupWindow: DefaultDedupWindow,
 		DedupSlices: DefaultDedupSlices, DedupBits: DefaultDedupBits}
+	var err error
 	if lo.Version, err = strconv.ParseUint(m["ver"], 10, 64); err != nil {
 		return Layout{}, fmt.Errorf("%w: layout version %q of %q", ErrLayout, m["ver"], name)
 	}
@@ -149,63 +173,83 @@ func ReadLayout(ctx context.Context, client Client, prefix, name string) (Layout
 		lo.DedupWindow = time.Duration(d.WindowMs) * time.Millisecond
 		lo.DedupSlices, lo.DedupBits = d.Slices, d.Bits
 	}
-	type read struct {
-		g, i int
-		cmd  *redis.SliceCmd
-	}
-	var reads []read
 	lo.Generations = make([]Generation, len(doc.Gens))
-	_, err = client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for gi, g := range doc.Gens {
-			gs := Generation{Gen: g.Gen, Stripes: g.Stripes, State: GenOpen, Start: unixMs(g.Start)}
-			if f, ok := m["folded:"+strconv.FormatUint(g.Gen, 10)]; ok {
-				gs.State = GenFolded
-				gs.Folded, _ = strconv.ParseInt(f, 10, 64)
-			} else if g.Pending {
-				gs.State = GenPending
-			} else if gi < len(doc.Gens)-1 && !doc.Gens[gi+1].Pending {
-				gs.State = GenClosed
+	for gi := range doc.Gens {
+		lo.Generations[gi] = describeGen(ks, doc.Gens, gi, m, lo.DedupWindow, lo.DedupSlices)
+	}
+	return lo, nil
+}
+
+// describeGen describes generation gens[gi]: its state (folded by the field m records,
+// pending, closed once a later generation is open, else open), when it may be sealed (one
+// window plus one slice after its latest stripe boundary) and its stripes' keys.
+func describeGen(ks keys, gens []genDoc, gi int, m map[string]string, window time.Duration, slices int) Generation {
+	g := gens[gi]
+	gs := Generation{Gen: g.Gen, Stripes: g.Stripes, State: GenOpen, Start: unixMs(g.Start)}
+	if f, ok := m["folded:"+strconv.FormatUint(g.Gen, 10)]; ok {
+		gs.State = GenFolded
+		gs.Folded, _ = strconv.ParseInt(f, 10, 64)
+	} else if g.Pending {
+		gs.State = GenPending
+	} else if gi < len(gens)-1 && !gens[gi+1].Pending {
+		gs.State = GenClosed
+	}
+	if len(g.Ends) > 0 {
+		var last int64
+		for _, e := range g.Ends {
+			last = max(last, e)
+		}
+		w := window.Milliseconds()
+		gs.SealableAt = unixMs(last + w + w/int64(max(slices, 1)))
+	}
+	for i := 0; i < g.Stripes && i < len(g.Tags); i++ {
+		gs.Values = append(gs.Values, StripeValue{Index: i, Key: ks.stripe(g.Tags[i], g.Gen, i)})
+	}
+	return gs
+}
+
+// readStripeValues reads the value, seal and boundary of every stripe lo lists, in one
+// pipeline, and adds each generation's values up.
+func readStripeValues(ctx context.Context, client Client, lo *Layout) error {
+	var cmds []*redis.SliceCmd
+	_, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, g := range lo.Generations {
+			for _, s := range g.Values {
+				cmds = append(cmds, p.HMGet(ctx, s.Key, "v", "sealed", "end"))
 			}
-			if len(g.Ends) > 0 {
-				var last int64
-				for _, e := range g.Ends {
-					last = max(last, e)
-				}
-				w := lo.DedupWindow.Milliseconds()
-				gs.SealableAt = unixMs(last + w + w/int64(max(lo.DedupSlices, 1)))
-			}
-			for i := 0; i < g.Stripes && i < len(g.Tags); i++ {
-				key := ks.stripe(g.Tags[i], g.Gen, i)
-				gs.Values = append(gs.Values, StripeValue{Index: i, Key: key})
-				reads = append(reads, read{gi, i, p.HMGet(ctx, key, "v", "sealed", "end")})
-			}
-			lo.Generations[gi] = gs
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return Layout{}, fmt.Errorf("stripes: read the stripes of %q: %w", name, err)
+		return fmt.Errorf("stripes: read the stripes of %q: %w", lo.Name, err)
 	}
-	for _, r := range reads {
-		g := &lo.Generations[r.g]
-		vals, err := r.cmd.Result()
-		if err != nil {
-			return Layout{}, fmt.Errorf("stripes: read stripe %d of generation %d of %q: %w", r.i, g.Gen, name, err)
+	for gi := range lo.Generations {
+		g := &lo.Generations[gi]
+		for i := range g.Values {
+			vals, err := cmds[0].Result()
+			cmds = cmds[1:]
+			if err != nil {
+				return fmt.Errorf("stripes: read stripe %d of generation %d of %q: %w", i, g.Gen, lo.Name, err)
+			}
+			fillStripe(g, &g.Values[i], vals)
 		}
-		s := &g.Values[r.i]
-		if vals[0] == nil {
-			s.Missing = g.State != GenFolded && g.State != GenPending
-			continue
-		}
-		s.Value, _ = strconv.ParseInt(fmt.Sprint(vals[0]), 10, 64)
-		s.Sealed = vals[1] != nil
-		if vals[2] != nil {
-			e, _ := strconv.ParseInt(fmt.Sprint(vals[2]), 10, 64)
-			s.End = unixMs(e)
-		}
-		g.Total += s.Value
 	}
-	return lo, nil
+	return nil
+}
+
+// fillStripe records in s, a stripe of g, its HMGET v sealed end reply vals.
+func fillStripe(g *Generation, s *StripeValue, vals []any) {
+	if vals[0] == nil {
+		s.Missing = g.State != GenFolded && g.State != GenPending
+		return
+	}
+	s.Value, _ = strconv.ParseInt(fmt.Sprint(vals[0]), 10, 64)
+	s.Sealed = vals[1] != nil
+	if vals[2] != nil {
+		e, _ := strconv.ParseInt(fmt.Sprint(vals[2]), 10, 64)
+		s.End = unixMs(e)
+	}
+	g.Total += s.Value
 }
 
 // unixMs converts Unix milliseconds to a UTC Time; 0 (not set) is the zero Time.

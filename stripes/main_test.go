@@ -9,6 +9,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/script"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -68,14 +69,7 @@ func bothWithFaults(t *testing.T, maxRetries int, fn func(t *testing.T, c redis.
 // an execution rather than a NOSCRIPT reply.
 func loadScripts(t testing.TB, rc redis.UniversalClient) {
 	t.Helper()
-	ctx := context.Background()
-	if cc, ok := rc.(*redis.ClusterClient); ok {
-		require.NoError(t, cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			return addScript.Load(ctx, m).Err()
-		}))
-		return
-	}
-	require.NoError(t, addScript.Load(ctx, rc).Err())
+	require.NoError(t, script.Load(context.Background(), rc, addScript))
 }
 
 // nodeFor returns a client of the node holding key (rc itself when standalone).

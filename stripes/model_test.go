@@ -88,6 +88,12 @@ func TestModelExactlyOnce(t *testing.T) {
 	})
 }
 
+// modelWindow is the dedup window of the model runs with sealing. A new event is stamped
+// with the local time and must reach its stripe within one window to be counted, and on a
+// loaded machine one Add has taken over 200ms; 2s leaves a margin of ten. The sealer's clock
+// runs ahead by a window at a time, so generations are still sealed and pruned within a run.
+const modelWindow = 2 * time.Second
+
 // TestModelWritersWithOldLayoutsAndSealing runs random steps of several writers, each
 // holding a layout of its own age (pinned at random to a layout read earlier), against
 // resizes and manual seals by a sealer whose clock runs ahead (so that generations are
@@ -97,7 +103,7 @@ func TestModelExactlyOnce(t *testing.T) {
 func TestModelWritersWithOldLayoutsAndSealing(t *testing.T) {
 	rc := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
-	const window = 200 * time.Millisecond
+	const window = modelWindow
 	rapid.Check(t, func(rt *rapid.T) {
 		prefix := celebritytest.Prefix(t)
 		var ahead atomic.Int64
@@ -201,7 +207,7 @@ func TestModelWritersWithOldLayoutsAndSealing(t *testing.T) {
 func TestModelFamilyPromoteDemote(t *testing.T) {
 	rc := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
-	const window = 200 * time.Millisecond
+	const window = modelWindow
 	names := []string{"a", "b", "c"}
 	var maxGen atomic.Uint64
 	defer func() { t.Logf("newest generation seen by a sealer: %d", maxGen.Load()) }()

@@ -1,9 +1,8 @@
 package stripes
 
 import (
-	"fmt"
 	"log/slog"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/celebrity-go/celebrity/internal/slot"
@@ -13,7 +12,10 @@ import (
 const (
 	// MaxStripes is the largest stripe count of a generation.
 	MaxStripes = 4096
-	// DefaultPrefix is the key prefix used when Options.Prefix is empty.
+	// DefaultPrefix is the key prefix used when Options.Prefix is empty. It keeps this
+	// form, not "celebrity:stripes:", because counters already live under it: a process
+	// with another default would miss their layouts and restart them from zero (see "Key
+	// layout" in the package doc).
 	DefaultPrefix = "stripes:"
 	// DefaultDedupWindow is how long an event is remembered when Options.DedupWindow is 0.
 	DefaultDedupWindow = 10 * time.Minute
@@ -99,21 +101,41 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// withDefaults validates o and fills its zero fields.
+// withDefaults validates o and fills its zero fields, in three steps: the names and the
+// stripe count (checkNames), the settings that decide where dedup records live and for how
+// long (withDedupDefaults), and the background loop and its clock (withLoopDefaults).
 func (o Options) withDefaults() (Options, error) {
-	switch {
-	case o.Name == "" || len(o.Name) > maxNameBytes:
-		return o, invalidf("Options.Name must be 1..%d bytes, got %d", maxNameBytes, len(o.Name))
-	case strings.ContainsAny(o.Name, "{}"):
-		return o, invalidf("Options.Name must not contain '{' or '}', got %q", o.Name)
-	case strings.ContainsAny(o.Prefix, "{}"):
-		return o, invalidf("Options.Prefix must not contain '{' or '}', got %q", o.Prefix)
-	case o.Stripes < 1 || o.Stripes > MaxStripes:
-		return o, invalidf("Options.Stripes must be 1..%d, got %d", MaxStripes, o.Stripes)
+	if err := o.checkNames(); err != nil {
+		return o, err
 	}
 	if o.Prefix == "" {
 		o.Prefix = DefaultPrefix
 	}
+	o, err := o.withDedupDefaults()
+	if err != nil {
+		return o, err
+	}
+	return o.withLoopDefaults()
+}
+
+// checkNames validates Name, Prefix and Stripes, which have no defaults to fill.
+func (o Options) checkNames() error {
+	switch {
+	case o.Name == "" || len(o.Name) > maxNameBytes:
+		return invalidf("Options.Name must be 1..%d bytes, got %d", maxNameBytes, len(o.Name))
+	case slot.HasBraces(o.Name):
+		return invalidf("Options.Name must not contain '{' or '}', got %q", o.Name)
+	case slot.HasBraces(o.Prefix):
+		return invalidf("Options.Prefix must not contain '{' or '}', got %q", o.Prefix)
+	case o.Stripes < 1 || o.Stripes > MaxStripes:
+		return invalidf("Options.Stripes must be 1..%d, got %d", MaxStripes, o.Stripes)
+	}
+	return nil
+}
+
+// withDedupDefaults validates and fills DedupWindow, DedupSlices, DedupBits, SetMembers and
+// MaxIDBytes.
+func (o Options) withDedupDefaults() (Options, error) {
 	if o.DedupWindow == 0 {
 		o.DedupWindow = DefaultDedupWindow
 	}
@@ -147,6 +169,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.MaxIDBytes < 1 || o.MaxIDBytes > MaxMaxIDBytes {
 		return o, invalidf("Options.MaxIDBytes must be 1..%d, got %d", MaxMaxIDBytes, o.MaxIDBytes)
 	}
+	return o, nil
+}
+
+// withLoopDefaults validates and fills SealInterval, LayoutMaxAge, OpTimeout, Clock and
+// Logger.
+func (o Options) withLoopDefaults() (Options, error) {
 	if o.SealInterval == 0 {
 		o.SealInterval = max(o.DedupWindow/4, 100*time.Millisecond)
 	}
@@ -183,7 +211,7 @@ type keys struct {
 
 // layout returns the key of the layout record.
 func (k keys) layout() string {
-	return k.prefix + "{" + k.name + "}:layout"
+	return slot.Tagged(k.prefix, k.name) + ":layout"
 }
 
 // births returns the key of the hash holding the birth record of the counter (field: its
@@ -193,10 +221,10 @@ func (k keys) layout() string {
 // all counters share 256 keys.
 func (k keys) births() string {
 	s := (slot.Of(k.layout())/64*64 + slot.Count/2) % slot.Count
-	return k.prefix + "{" + slot.TagFor(s) + "}:births"
+	return slot.Tagged(k.prefix, slot.TagFor(s)) + ":births"
 }
 
 // stripe returns the key of stripe i of generation g, placed by its tag.
 func (k keys) stripe(tag string, g uint64, i int) string {
-	return fmt.Sprintf("%s{%s}:%s:%d:%d", k.prefix, tag, k.name, g, i)
+	return slot.Tagged(k.prefix, tag) + ":" + k.name + ":" + strconv.FormatUint(g, 10) + ":" + strconv.Itoa(i)
 }

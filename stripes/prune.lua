@@ -11,6 +11,7 @@
 -- refuses to fold a generation at or below it, so dropping "folded:<gen>" can never let a
 -- late sealer fold a generation twice. base is not touched.
 
+local layout = KEYS[1]
 if type(ARGV[1]) ~= 'string' or not string.match(ARGV[1], '^%d+$') or #ARGV[1] > 19 then
   return redis.error_reply('ERR stripes: bad version')
 end
@@ -21,13 +22,13 @@ if type(ARGV[3]) ~= 'string' or not string.match(ARGV[3], '^[1-9]%d*$') or #ARGV
   return redis.error_reply('ERR stripes: bad first generation')
 end
 local first = tonumber(ARGV[3])
-local ver = redis.call('HGET', KEYS[1], 'ver') or '0'
+local ver = redis.call('HGET', layout, 'ver') or '0'
 if ver ~= ARGV[1] then return 0 end
-local pruned = tonumber(redis.call('HGET', KEYS[1], 'pruned') or '0')
+local pruned = tonumber(redis.call('HGET', layout, 'pruned') or '0')
 if first - 1 < pruned then return redis.error_reply('ERR stripes: pruned generations cannot return') end
-for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+for _, f in ipairs(redis.call('HKEYS', layout)) do
   local g = string.match(f, '^folded:(%d+)$') or string.match(f, '^expiring:(%d+)$')
-  if g and tonumber(g) < first then redis.call('HDEL', KEYS[1], f) end
+  if g and tonumber(g) < first then redis.call('HDEL', layout, f) end
 end
-redis.call('HSET', KEYS[1], 'doc', ARGV[2], 'pruned', string.format('%d', first - 1))
-return redis.call('HINCRBY', KEYS[1], 'ver', 1)
+redis.call('HSET', layout, 'doc', ARGV[2], 'pruned', string.format('%d', first - 1))
+return redis.call('HINCRBY', layout, 'ver', 1)

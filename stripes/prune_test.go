@@ -14,11 +14,16 @@ import (
 
 func TestLayoutDropsSealedGenerationsOnceTheirStripesExpired(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
-		const window = 300 * time.Millisecond
+		// Every event below is stamped with the local time and must reach its stripe within
+		// one window: 1s leaves a loaded machine a margin of three over the slowest Add
+		// seen. The layout is created before the first event is stamped.
+		const window = time.Second
 		c := newCounter(t, rc, Options{Stripes: 2, DedupWindow: window})
 		ctx := context.Background()
+		_, err := c.ensureLayout(ctx)
+		require.NoError(t, err)
 		old := Event{ID: "g1", Time: time.Now()}
-		_, err := c.Add(ctx, old, 1)
+		_, err = c.Add(ctx, old, 1)
 		require.NoError(t, err)
 		stamped, err := c.Stamp(ctx, "g1-stamped")
 		require.NoError(t, err)

@@ -6,9 +6,11 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/celebrity-go/celebrity/internal/hashing"
-	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/script"
+	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
 // Resize makes n the stripe count of new events and returns the generation that has it.
@@ -101,36 +103,22 @@ func (c *Counter) createStripes(ctx context.Context, g *genDoc) error {
 	return nil
 }
 
-// pipeline runs script once per stripe (n calls, one key each) in one pipeline. Pipelined
-// EVALSHA has no EVAL fallback, so on NOSCRIPT it loads the script on every master and runs
-// the pipeline once more. Every script it runs is idempotent.
-func (c *Counter) pipeline(ctx context.Context, script *redis.Script, n int, call func(i int) (string, []any)) ([]*redis.Cmd, error) {
-	for attempt := 0; ; attempt++ {
-		cmds := make([]*redis.Cmd, n)
-		_, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i := range cmds {
-				key, args := call(i)
-				cmds[i] = script.EvalSha(ctx, p, []string{key}, args...)
-			}
-			return nil
-		})
-		if err == nil || attempt > 0 || !redis.HasErrorPrefix(err, "NOSCRIPT") {
+// pipeline runs s once per stripe (n calls, one key each) in one pipeline (see runAll) and
+// returns one command per stripe, with the first failed call's error. Every script it runs
+// is idempotent.
+func (c *Counter) pipeline(ctx context.Context, s *script.Script, n int, call func(i int) (string, []any)) ([]*redis.Cmd, error) {
+	calls := make([]script.Call, n)
+	for i := range calls {
+		key, args := call(i)
+		calls[i] = script.Call{Script: s, Keys: []string{key}, Args: args}
+	}
+	cmds := runAll(ctx, c.client, calls)
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil {
 			return cmds, err
 		}
-		if err := c.loadScript(ctx, script); err != nil {
-			return nil, err
-		}
 	}
-}
-
-// loadScript loads script on every master behind the client.
-func (c *Counter) loadScript(ctx context.Context, script *redis.Script) error {
-	if cc, ok := c.client.(*redis.ClusterClient); ok {
-		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			return script.Load(ctx, m).Err()
-		})
-	}
-	return script.Load(ctx, c.client).Err()
+	return cmds, nil
 }
 
 // place chooses the hash tags of a new generation's n stripes. On a cluster, stripe i goes

@@ -86,9 +86,13 @@ func TestReviewLostReplyRetriedAcrossSlices(t *testing.T) {
 		sl := window / slices
 		c := newCounter(t, rc, Options{Stripes: 1, DedupWindow: window, DedupSlices: slices})
 		ctx := context.Background()
+		// The layout exists before the event is stamped, so that creating it cannot take a
+		// loaded machine's share of the window.
+		_, err := c.ensureLayout(ctx)
+		require.NoError(t, err)
 		ev := Event{ID: "lost-reply", Time: time.Now()}
 		// Open the event's slice in the stripe first, so the lost attempt is a fast-path one.
-		_, err := c.Add(ctx, Event{ID: "opener", Time: ev.Time}, 1)
+		_, err = c.Add(ctx, Event{ID: "opener", Time: ev.Time}, 1)
 		require.NoError(t, err)
 		inj.DropReply(faults.Match{Command: "EVALSHA"}, 1)
 		_, err = c.Add(ctx, ev, 1)
@@ -134,6 +138,10 @@ func TestReviewRetryAfterResizeAndSeal(t *testing.T) {
 		o := Options{Prefix: prefix, Stripes: 2, DedupWindow: window, DedupSlices: 2}
 		old := newCounter(t, rc, o)
 		ctx := context.Background()
+		// The layout exists before the events are stamped, so that creating it cannot take a
+		// loaded machine's share of the window.
+		_, err := old.ensureLayout(ctx)
+		require.NoError(t, err)
 		byTime := Event{ID: "by-time", Time: time.Now()}
 		stamped, err := old.Stamp(ctx, "stamped")
 		require.NoError(t, err)

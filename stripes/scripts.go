@@ -5,33 +5,36 @@ import (
 	_ "embed"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
-// Each script lives in its own file with a header comment: its keys and why they share a
-// slot, its arguments, its reply and the invariant it protects.
+// Each script lives in its own file name.lua with a header comment (its keys and why they
+// share a slot, its arguments, its reply and the invariant it protects), embedded as nameLua
+// and run as nameScript through internal/script.
 var (
 	//go:embed add.lua
-	addSrc string
+	addLua string
 	//go:embed create.lua
-	createSrc string
+	createLua string
 	//go:embed close.lua
-	closeSrc string
+	closeLua string
 	//go:embed seal.lua
-	sealSrc string
+	sealLua string
 	//go:embed fold.lua
-	foldSrc string
+	foldLua string
 	//go:embed cas.lua
-	casSrc string
+	casLua string
 	//go:embed prune.lua
-	pruneSrc string
+	pruneLua string
 
-	addScript    = redis.NewScript(addSrc)
-	createScript = redis.NewScript(createSrc)
-	closeScript  = redis.NewScript(closeSrc)
-	sealScript   = redis.NewScript(sealSrc)
-	foldScript   = redis.NewScript(foldSrc)
-	casScript    = redis.NewScript(casSrc)
-	pruneScript  = redis.NewScript(pruneSrc)
+	addScript    = script.New(addLua)
+	createScript = script.New(createLua)
+	closeScript  = script.New(closeLua)
+	sealScript   = script.New(sealLua)
+	foldScript   = script.New(foldLua)
+	casScript    = script.New(casLua)
+	pruneScript  = script.New(pruneLua)
 )
 
 // Reply codes of add.lua.
@@ -61,3 +64,19 @@ var (
 	_ Client = (*redis.ClusterClient)(nil)
 	_ Client = redis.UniversalClient(nil)
 )
+
+// runAll runs calls in one pipeline through script.Pipeline (on a cluster, one per master;
+// a call answered NOSCRIPT is sent again with the script's source) and returns one command
+// per call, in order. A Client that cannot open a pipeline (every go-redis client can) runs
+// the calls one at a time instead, each with EVALSHA and an EVAL fallback.
+func runAll(ctx context.Context, client Client, calls []script.Call) []*redis.Cmd {
+	if pc, ok := client.(script.Client); ok {
+		cmds, _ := script.Pipeline(ctx, pc, calls) // its error is always nil
+		return cmds
+	}
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, call := range calls {
+		cmds[i] = call.Script.Run(ctx, client, call.Keys, call.Args...)
+	}
+	return cmds
+}

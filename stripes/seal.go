@@ -41,23 +41,19 @@ func (c *Counter) Seal(ctx context.Context) ([]uint64, error) {
 	grace := c.opts.DedupWindow + time.Duration(c.opts.sliceMs())*time.Millisecond
 	now := c.opts.Clock().UnixMilli()
 	var sealed []uint64
-	for _, g := range l.doc.Gens {
-		if l.isFolded(g.Gen) && l.expiring[g.Gen] == 0 {
-			// A seal round stopped between the fold and the TTL: finish it.
-			if err := c.expireSealed(ctx, g); err != nil {
+	for _, st := range planSeal(l, now, grace.Milliseconds()) {
+		if st.expireOnly {
+			if err := c.expireSealed(ctx, st.g); err != nil {
 				return sealed, err
 			}
 			continue
 		}
-		if g.Ends == nil || l.isFolded(g.Gen) || now < slices.Max(g.Ends)+grace.Milliseconds() {
-			continue
-		}
-		folded, err := c.sealGen(ctx, g)
+		folded, err := c.sealGen(ctx, st.g)
 		if err != nil {
 			return sealed, err
 		}
 		if folded {
-			sealed = append(sealed, g.Gen)
+			sealed = append(sealed, st.g.Gen)
 		}
 	}
 	if len(sealed) > 0 {
@@ -102,6 +98,31 @@ func (c *Counter) prune(ctx context.Context, l *layout, now, grace int64) error 
 	return nil
 }
 
+// sealStep is one generation a Seal round works on.
+type sealStep struct {
+	g genDoc
+	// expireOnly is set for a generation already folded whose stripes were never given
+	// their TTL (a round stopped between the fold and the TTL): only step 3 is left.
+	expireOnly bool
+}
+
+// planSeal lists, oldest first, what a Seal round at now (Unix ms) does with the
+// generations of l: finish the folded ones left without a TTL, and seal the closed ones
+// whose latest stripe boundary is at least grace ms old.
+func planSeal(l *layout, now, grace int64) []sealStep {
+	var steps []sealStep
+	for _, g := range l.doc.Gens {
+		switch {
+		case l.isFolded(g.Gen) && l.expiring[g.Gen] == 0:
+			steps = append(steps, sealStep{g: g, expireOnly: true})
+		case g.Ends == nil || l.isFolded(g.Gen) || now < slices.Max(g.Ends)+grace:
+		default:
+			steps = append(steps, sealStep{g: g})
+		}
+	}
+	return steps
+}
+
 // sealGen runs the three steps of Seal for one closed generation. It reports whether this
 // call did the fold.
 func (c *Counter) sealGen(ctx context.Context, g genDoc) (bool, error) {
@@ -111,20 +132,9 @@ func (c *Counter) sealGen(ctx context.Context, g genDoc) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("stripes: seal generation %d: %w", g.Gen, err)
 	}
-	total := new(big.Int)
-	for i, cmd := range cmds {
-		v, err := cmd.Text()
-		if err != nil {
-			return false, fmt.Errorf("stripes: seal generation %d stripe %d: %w", g.Gen, i, err)
-		}
-		x, ok := new(big.Int).SetString(v, 10)
-		if !ok {
-			return false, fmt.Errorf("%w: generation %d stripe %d holds %q", ErrLayout, g.Gen, i, v)
-		}
-		total.Add(total, x)
-	}
-	if !total.IsInt64() {
-		return false, fmt.Errorf("%w: generation %d total %s overflows int64", ErrLayout, g.Gen, total)
+	total, err := sealedTotal(g, cmds)
+	if err != nil {
+		return false, err
 	}
 	reply, err := foldScript.Run(ctx, c.client, []string{c.keys.layout()}, g.Gen, total.String()).Slice()
 	if err != nil {
@@ -144,6 +154,27 @@ func (c *Counter) sealGen(ctx context.Context, g genDoc) (bool, error) {
 	}
 	n, _ := reply[0].(int64)
 	return n == 1, nil
+}
+
+// sealedTotal adds up the final values seal.lua returned for the stripes of g; the total
+// must fit an int64.
+func sealedTotal(g genDoc, cmds []*redis.Cmd) (*big.Int, error) {
+	total := new(big.Int)
+	for i, cmd := range cmds {
+		v, err := cmd.Text()
+		if err != nil {
+			return nil, fmt.Errorf("stripes: seal generation %d stripe %d: %w", g.Gen, i, err)
+		}
+		x, ok := new(big.Int).SetString(v, 10)
+		if !ok {
+			return nil, fmt.Errorf("%w: generation %d stripe %d holds %q", ErrLayout, g.Gen, i, v)
+		}
+		total.Add(total, x)
+	}
+	if !total.IsInt64() {
+		return nil, fmt.Errorf("%w: generation %d total %s overflows int64", ErrLayout, g.Gen, total)
+	}
+	return total, nil
 }
 
 // expireSealed gives the sealed stripes of folded generation g a TTL of one more window, so

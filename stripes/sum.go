@@ -24,28 +24,52 @@ func (c *Counter) Sum(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	type read struct {
-		g   *genDoc
-		i   int
-		cmd *redis.StringCmd
+	reads, err := c.readStripes(ctx, l)
+	if err != nil {
+		return 0, err
 	}
-	var reads []read
-	_, err = c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	total, err := addUp(l.base, reads)
+	if err != nil {
+		return 0, err
+	}
+	c.stats.sums.Add(1)
+	return total, nil
+}
+
+// stripeRead is one stripe value read by Sum.
+type stripeRead struct {
+	g   *genDoc
+	i   int
+	cmd *redis.StringCmd
+}
+
+// readStripes reads the value of every stripe of every generation of l that is not
+// folded, in one pipeline.
+func (c *Counter) readStripes(ctx context.Context, l *layout) ([]stripeRead, error) {
+	var reads []stripeRead
+	_, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for k := range l.doc.Gens {
 			g := &l.doc.Gens[k]
 			if l.isFolded(g.Gen) {
 				continue
 			}
 			for i := range g.Stripes {
-				reads = append(reads, read{g, i, p.HGet(ctx, c.keys.stripe(g.Tags[i], g.Gen, i), "v")})
+				reads = append(reads, stripeRead{g, i, p.HGet(ctx, c.keys.stripe(g.Tags[i], g.Gen, i), "v")})
 			}
 		}
 		return nil
 	})
 	if err != nil && err != redis.Nil {
-		return 0, fmt.Errorf("stripes: sum: %w", err)
+		return nil, fmt.Errorf("stripes: sum: %w", err)
 	}
-	total := big.NewInt(l.base)
+	return reads, nil
+}
+
+// addUp adds the stripe values read to base. A missing stripe of a pending generation
+// counts 0 (its stripes are being created); one of any other live generation is
+// ErrVanished.
+func addUp(base int64, reads []stripeRead) (int64, error) {
+	total := big.NewInt(base)
 	for _, r := range reads {
 		v, err := r.cmd.Int64()
 		if err == redis.Nil && r.g.Pending {
@@ -62,6 +86,5 @@ func (c *Counter) Sum(ctx context.Context) (int64, error) {
 	if !total.IsInt64() {
 		return 0, fmt.Errorf("stripes: sum %s overflows int64", total)
 	}
-	c.stats.sums.Add(1)
 	return total.Int64(), nil
 }
