@@ -164,9 +164,12 @@
 // The client's user needs key access to the whole of Options.Prefix (scripts touch derived
 // keys of their declared key's slot) and the scripting commands with every command the
 // scripts and the Go code call (Redis checks those too): "~<prefix>* +evalsha +eval
-// +script|load +hgetall +hget +hset +del +hincrby +hmget +hsetnx +pexpireat +sadd +scard
-// +smembers +smismember +time". No channel is used. The rule is exercised by a test that runs
-// the package's operations as a user holding only it (examples/hosttest).
+// +hgetall +hget +hset +hsetnx +hmget +hincrby +hdel +hkeys +del +pexpire +pexpireat +sadd
+// +srem +scard +smembers +time +cluster|slots". CLUSTER SLOTS places a new generation's
+// stripes on a cluster's masters; every go-redis cluster client's user has it anyway. No
+// SCRIPT LOAD: a script the server does not hold is sent again with EVAL and its source. No
+// channel is used. [ACLRule] returns the rule for a prefix, as ACL SETUSER arguments; the
+// package's tests run once as a user holding only it (CELEBRITYTEST_ACL=stripes).
 //
 // # What is assumed of Redis
 //

@@ -244,7 +244,7 @@ func TestFamilyTwoProcessesExactlyOnce(t *testing.T) {
 	run := func(t *testing.T, clients [2]redis.UniversalClient, injs [2]*faults.Injector) {
 		ctx := context.Background()
 		prefix := celebritytest.Prefix(t)
-		const names, perName, window = 40, 20, 10 * time.Second
+		const names, perName, window = 40, 20, 30 * time.Second
 		var fams [2]*Family
 		for i := range fams {
 			loadScripts(t, clients[i])

@@ -14,7 +14,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestMain(m *testing.M) { celebritytest.Main(m) }
+func TestMain(m *testing.M) {
+	// CELEBRITYTEST_ACL=stripes runs every test as a user holding only the package's rule.
+	celebritytest.RegisterRule("stripes", ACLRule)
+	celebritytest.Main(m)
+}
 
 // newCounter returns a Counter under a prefix unique to t, closed when t ends. Unset
 // fields get test defaults: name "views", 4 stripes, a one-minute window, no seal loop.
@@ -69,12 +73,16 @@ func bothWithFaults(t *testing.T, maxRetries int, fn func(t *testing.T, c redis.
 // an execution rather than a NOSCRIPT reply.
 func loadScripts(t testing.TB, rc redis.UniversalClient) {
 	t.Helper()
+	rc = celebritytest.AdminOf(t, rc) // SCRIPT LOAD is not in the package's rule
 	require.NoError(t, script.Load(context.Background(), rc, addScript))
 }
 
-// nodeFor returns a client of the node holding key (rc itself when standalone).
+// nodeFor returns an administrator's client of the node holding key (of rc's server when
+// standalone), for a test's own reads and writes of the package's keys (KEYS, PTTL, PERSIST
+// are not in the package's rule).
 func nodeFor(t testing.TB, rc redis.UniversalClient, key string) redis.Cmdable {
 	t.Helper()
+	rc = celebritytest.AdminOf(t, rc)
 	if cc, ok := rc.(*redis.ClusterClient); ok {
 		n, err := cc.MasterForKey(context.Background(), key)
 		require.NoError(t, err)
@@ -112,6 +120,7 @@ func stripeValues(t testing.TB, c *Counter, g uint64) []int64 {
 func prefixKeys(t testing.TB, c redis.UniversalClient, prefix string) int {
 	t.Helper()
 	ctx := context.Background()
+	c = celebritytest.AdminOf(t, c) // KEYS is not in the package's rule
 	count := func(n redis.Cmdable) int {
 		keys, err := n.Keys(ctx, prefix+"*").Result()
 		require.NoError(t, err)
