@@ -53,7 +53,7 @@ func New(control Control, o Options) (*Coordinator, error) {
 	c := &Coordinator{control: control, store: store, shards: make(map[string]*shard, len(o.Shards)),
 		keys: routing.Keys{Prefix: o.Prefix}, o: o}
 	for name, cl := range o.Shards {
-		rs, err := routing.NewShard(name, cl, routing.ShardOptions{Prefix: o.Prefix, Now: o.Now,
+		rs, err := routing.NewShard(name, cl, routing.ShardOptions{Prefix: o.Prefix, Clock: o.Now,
 			TombstoneRetention: o.TombstoneRetention})
 		if err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)

@@ -197,7 +197,7 @@ func TestVersionFloorTravelsWithTheUnit(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixMilli())
 	e := newEnv(t, routing.ShardOptions{TombstoneRetention: time.Millisecond,
-		Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+		Clock: func() time.Time { return time.UnixMilli(clock.Load()) }})
 	ctx := ctxT(t)
 	u := routing.BucketUnit(13)
 	require.Equal(t, "b", e.openOwner(u))

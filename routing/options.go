@@ -83,8 +83,9 @@ type ShardOptions struct {
 	// Clock returns the current time; expiry of op records and tombstones uses it.
 	// Default: time.Now.
 	Clock func() time.Time
-	// Now is the former name of Clock, used when Clock is nil; new code sets Clock. (Not
-	// marked deprecated yet: package migrate still sets it.)
+	// Now is the former name of Clock, used when Clock is nil.
+	//
+	// Deprecated: set Clock.
 	Now func() time.Time
 }
 
