@@ -20,7 +20,7 @@ type migrateFlags struct {
 	connFlags
 	prefix, shards, id, target, tenant string
 	bucket, sub                        int
-	detach, carve                      bool
+	detach, carve, fold                bool
 	lease, interval                    time.Duration
 	batch                              int
 }
@@ -35,6 +35,7 @@ func (mf *migrateFlags) flagSet(e *env, sub string) *flag.FlagSet {
 	fs.StringVar(&mf.tenant, "tenant", "", "the overridden or spread `tenant` to move (start)")
 	fs.IntVar(&mf.sub, "sub", -1, "the `sub-bucket` of a spread tenant (start, with --tenant)")
 	fs.BoolVar(&mf.carve, "carve", false, "start, with --tenant: carve the tenant out of its shared bucket into an override of its own on --target")
+	fs.BoolVar(&mf.fold, "fold", false, "start, with --tenant: fold the tenant's override back into its shared bucket (--target, if given, must be the bucket's shard)")
 	fs.BoolVar(&mf.detach, "detach", false, "start: record the migration and exit; drive it later with 'migrate resume'")
 	fs.DurationVar(&mf.lease, "lease", migrate.DefaultLeaseTTL, "driver lease: a driver silent this long is taken over by 'resume'")
 	fs.DurationVar(&mf.interval, "interval", 500*time.Millisecond, "refresh `interval` of the progress display")
@@ -134,6 +135,12 @@ func (mf *migrateFlags) spec(sub string) (migrate.Spec, error) {
 	}
 	s := migrate.Spec{ID: mf.id, Target: mf.target}
 	switch {
+	case mf.carve && mf.fold:
+		return s, usagef("give --carve or --fold, not both")
+	case mf.fold && (mf.tenant == "" || mf.sub >= 0 || mf.bucket >= 0):
+		return s, usagef("--fold needs --tenant (and no --sub or --bucket): the tenant returns to its shared bucket")
+	case mf.fold:
+		s.Unit = routing.TenantUnit(mf.tenant)
 	case mf.target == "":
 		return s, usagef("migrate start needs --target")
 	case mf.bucket >= 0 && mf.tenant != "":
@@ -175,9 +182,12 @@ func (m *migrator) print(v any, text string) error {
 func (m *migrator) start(spec migrate.Spec) error {
 	var st migrate.Status
 	var err error
-	if m.mf.carve {
+	switch {
+	case m.mf.carve:
 		st, err = m.co.StartCarve(m.e.ctx, migrate.CarveSpec{ID: spec.ID, Tenant: spec.Unit.Tenant, Target: spec.Target})
-	} else {
+	case m.mf.fold:
+		st, err = m.co.StartFold(m.e.ctx, migrate.FoldSpec{ID: spec.ID, Tenant: spec.Unit.Tenant, Target: spec.Target})
+	default:
 		st, err = m.co.Start(m.e.ctx, spec)
 	}
 	if err != nil {

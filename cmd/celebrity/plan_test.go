@@ -119,6 +119,17 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ok, "%s is untouched", tenant)
 	}
+
+	// The operator folds the tenant back: the override is gone and its records are in the
+	// bucket again.
+	r = cli(t, "", nil, append([]string{"migrate", "start", "--fold", "--tenant", "fatshop", "--shard", shardFlag}, ctl...)...)
+	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
+	_, err = rt.Await(t.Context(), 3)
+	require.NoError(t, err)
+	require.NotContains(t, rt.Table().Overrides, "fatshop")
+	_, ok, err = rt.Get(t.Context(), "fatshop", "order:7")
+	require.NoError(t, err)
+	require.True(t, ok, "the tenant's records came back with it")
 }
 
 // planFromSummary is one run of the summary-based plan test: the shards as the Router and
