@@ -185,9 +185,9 @@ func TestManualPromoteOnStandalone(t *testing.T) {
 	require.NoError(t, caches[0].Promote(t.Context(), key))
 	require.NoError(t, caches[0].Promote(t.Context(), key), "idempotent")
 	require.Equal(t, []string{key}, caches[0].Hot(), "applied before Promote returns")
-	require.Eventually(t, func() bool { return hotEverywhere(caches, key, true) }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return hotEverywhere(caches, key, true) }, 30*time.Second, 10*time.Millisecond)
 	require.NoError(t, caches[1].Promote(t.Context(), p+"second"))
-	require.Eventually(t, func() bool { return hotEverywhere(caches, p+"second", true) }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return hotEverywhere(caches, p+"second", true) }, 30*time.Second, 10*time.Millisecond)
 	require.Equal(t, 3, strings.Count(logs.String(), "hot keys are not replicated"), "once per instance")
 	for _, c := range caches {
 		v, err := c.Get(t.Context(), key)
@@ -203,7 +203,7 @@ func TestManualPromoteOnStandalone(t *testing.T) {
 	require.Eventually(t, func() bool { return fullEvaluations(caches) >= from+need }, 30*time.Second, 10*time.Millisecond)
 	require.True(t, hotEverywhere(caches, key, true))
 	require.NoError(t, caches[2].Demote(t.Context(), key))
-	require.Eventually(t, func() bool { return hotEverywhere(caches, key, false) }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return hotEverywhere(caches, key, false) }, 30*time.Second, 10*time.Millisecond)
 	require.EqualValues(t, 3, caches[0].Stats().HotVersion, "three changes, each counted once")
 }
 
@@ -228,7 +228,7 @@ func TestLeaderLostMidPromotion(t *testing.T) {
 	inj := faults.New()
 	leaderClient := cl.Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
 	leader := newCache(t, leaderClient, src, p, loopOptions())
-	require.Eventually(t, func() bool { return leader.Stats().Leader }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)
 	var others []*celebrity.Cache[string]
 	for range 3 {
 		others = append(others, newCache(t, cl.Client(t), src, p, loopOptions()))
@@ -239,7 +239,7 @@ func TestLeaderLostMidPromotion(t *testing.T) {
 	require.Eventually(t, func() bool { return inj.Dropped() == 1 }, 30*time.Second, 5*time.Millisecond)
 	require.NoError(t, leader.Close()) // killed right after its promotion was applied
 
-	require.Eventually(t, func() bool { return hotEverywhere(others, key, true) }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return hotEverywhere(others, key, true) }, 30*time.Second, 10*time.Millisecond)
 	rdb := cl.Client(t)
 	tag := "{" + p + "cache:hot}"
 	_ = tag
@@ -282,7 +282,7 @@ func TestFailoverDuringTheLoop(t *testing.T) {
 	}
 	ctx := t.Context()
 	require.NoError(t, caches[0].Promote(ctx, key))
-	require.Eventually(t, func() bool { return hotEverywhere(caches, key, true) }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return hotEverywhere(caches, key, true) }, 30*time.Second, 10*time.Millisecond)
 	stop := readers(t, caches, key)
 	defer stop()
 	var writes atomic.Int64

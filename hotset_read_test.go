@@ -31,7 +31,7 @@ func TestReadHotSetShowsWhatTheFleetPublished(t *testing.T) {
 		o := loopOptions()
 		o.InstanceID = "reader-test-1"
 		leader := newCache(t, d.client(t), src, p, o)
-		require.Eventually(t, func() bool { return leader.Stats().Leader }, 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)
 
 		before := time.Now().Add(-time.Second)
 		require.NoError(t, leader.Promote(ctx, p+"a"))

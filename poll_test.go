@@ -24,12 +24,12 @@ func TestPollsFastOnlyWhilePubSubIsDown(t *testing.T) {
 	o := loopOptions()
 	o.PollInterval = time.Hour
 	leader := newCache(t, srv.Client(t), src, p, o)
-	require.Eventually(t, func() bool { return leader.Stats().Leader }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)
 
 	inj := faults.New()
 	client := srv.Client(t, func(ro *redis.Options) { ro.Dialer = inj.Dialer(nil) })
 	x := newCache(t, client, src, p, o)
-	require.Eventually(t, func() bool { return x.Stats().PubSubLive }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return x.Stats().PubSubLive }, 30*time.Second, 10*time.Millisecond)
 	require.False(t, x.Stats().Leader)
 
 	// Live: a change arrives on the channel, and twenty intervals pass with a few polls at
@@ -41,23 +41,23 @@ func TestPollsFastOnlyWhilePubSubIsDown(t *testing.T) {
 		require.LessOrEqual(t, x.Stats().Polls-polls, uint64(5), "%s: polls while the channel is live", what)
 	}
 	require.NoError(t, leader.Promote(t.Context(), p+"first"))
-	require.Eventually(t, func() bool { return hotEverywhere([]*celebrity.Cache[string]{x}, p+"first", true) }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return hotEverywhere([]*celebrity.Cache[string]{x}, p+"first", true) }, 30*time.Second, 10*time.Millisecond)
 	slowPolls("before the cut")
 
 	// Down: the hot-set subscription cannot be re-established; the rest of the client works.
 	inj.DropReply(faults.Match{Command: "SUBSCRIBE", Arg: p + "hot"}, 1<<30)
 	inj.ResetAll()
-	require.Eventually(t, func() bool { return !x.Stats().PubSubLive }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return !x.Stats().PubSubLive }, 30*time.Second, 10*time.Millisecond)
 	polls := x.Stats().Polls
-	require.Eventually(t, func() bool { return x.Stats().Polls >= polls+5 }, 10*time.Second, 10*time.Millisecond, "polls every interval")
+	require.Eventually(t, func() bool { return x.Stats().Polls >= polls+5 }, 30*time.Second, 10*time.Millisecond, "polls every interval")
 	require.NoError(t, leader.Promote(t.Context(), p+"second"))
-	require.Eventually(t, func() bool { return hotEverywhere([]*celebrity.Cache[string]{x}, p+"second", true) }, 10*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return hotEverywhere([]*celebrity.Cache[string]{x}, p+"second", true) }, 30*time.Second, 10*time.Millisecond,
 		"learned by polling")
 	require.False(t, x.Stats().PubSubLive)
 
 	// Back: the subscription returns, and so does slow polling.
 	inj.Clear()
-	require.Eventually(t, func() bool { return x.Stats().PubSubLive }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return x.Stats().PubSubLive }, 30*time.Second, 10*time.Millisecond)
 	slowPolls("after the subscription returned")
 }
 
@@ -78,7 +78,7 @@ func TestLeaderEvaluatesOnlyWhatMayChange(t *testing.T) {
 	key := p + "celebrity"
 	src.bump(key)
 	leader := newCache(t, srv.Client(t), src, p, loopOptions())
-	require.Eventually(t, func() bool { return leader.Stats().Leader }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)
 	// Intervals are counted by the clock: a heartbeat skipped on a busy machine (two
 	// evaluations late and on time, under half an interval apart) would undercount them.
 	iv := loopOptions().ReportInterval
@@ -109,13 +109,13 @@ func TestNudgesDoNotHideALostLeader(t *testing.T) {
 	o := loopOptions()
 	o.PollInterval = time.Hour
 	leader := newCache(t, srv.Client(t), src, p, o)
-	require.Eventually(t, func() bool { return leader.Stats().Leader }, 10*time.Second, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)
 	var others []*celebrity.Cache[string]
 	for range 2 {
 		others = append(others, newCache(t, srv.Client(t), src, p, o))
 	}
 	for _, c := range others {
-		require.Eventually(t, func() bool { return c.Stats().PubSubLive }, 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return c.Stats().PubSubLive }, 30*time.Second, 10*time.Millisecond)
 	}
 	require.NoError(t, leader.Close())
 	readers(t, others, key)

@@ -40,7 +40,7 @@ func TestTenThousandGetsOfAColdKeyLoadOnce(t *testing.T) {
 		}()
 	}
 	// Every goroutine either joined the load or is about to; release once all are waiting.
-	require.Eventually(t, func() bool { return c.Stats().Misses == n }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return c.Stats().Misses == n }, 30*time.Second, time.Millisecond)
 	close(release)
 	wg.Wait()
 	close(errs)
@@ -111,7 +111,7 @@ func TestCancelledFirstCallerDoesNotFailOthers(t *testing.T) {
 			results <- v
 		}()
 	}
-	require.Eventually(t, func() bool { return c.Stats().Coalesced == others }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return c.Stats().Coalesced == others }, 30*time.Second, time.Millisecond)
 
 	cancel()
 	require.ErrorIs(t, waitFor(t, firstErr, "the cancelled caller"), context.Canceled)
@@ -135,7 +135,7 @@ func TestWaiterLeavesOnItsOwnDeadline(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	close(release)
 	// The load went on and installed its value.
-	require.Eventually(t, func() bool { return c.Stats().Entries == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return c.Stats().Entries == 1 }, 30*time.Second, time.Millisecond)
 	require.Equal(t, "late", get(t, c, "k"))
 	require.Equal(t, uint64(1), c.Stats().Loads)
 }
@@ -169,7 +169,7 @@ func TestLoaderPanicReachesWaitersAndNeverSticksTheKey(t *testing.T) {
 			errs <- err
 		}()
 	}
-	require.Eventually(t, func() bool { return c.Stats().Misses == waiters }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return c.Stats().Misses == waiters }, 30*time.Second, time.Millisecond)
 	close(release)
 	for range waiters {
 		err := waitFor(t, errs, "a waiter")

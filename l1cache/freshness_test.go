@@ -54,7 +54,7 @@ func TestStaleServesTheOldValueAtOnceAndRefreshesOnce(t *testing.T) {
 	require.Equal(t, uint64(1), s.Refreshes)
 
 	close(release)
-	require.Eventually(t, func() bool { return get(t, c, "k") == "v2" }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return get(t, c, "k") == "v2" }, 30*time.Second, time.Millisecond)
 	require.Equal(t, int64(2), calls.Load())
 }
 
@@ -135,7 +135,7 @@ func TestFailedRefreshInStaleWindowKeepsServingAndRetriesAfterErrorTTL(t *testin
 	clock.Set(2 * time.Second)
 	require.Equal(t, "v1", get(t, c, "k"))
 	require.Error(t, waitFor(t, loaded, "failed refresh"))
-	require.Eventually(t, func() bool { return c.peek("k").err != nil }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return c.peek("k").err != nil }, 30*time.Second, time.Millisecond)
 	for range 10 {
 		require.Equal(t, "v1", get(t, c, "k"))
 	}
@@ -183,7 +183,7 @@ func TestMaxRefreshesCapsBackgroundRefreshes(t *testing.T) {
 	for i := range 5 {
 		require.Equal(t, "v", get(t, c, fmt.Sprint("k", i)))
 	}
-	require.Eventually(t, func() bool { return running.Load() == 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return running.Load() == 2 }, 30*time.Second, time.Millisecond)
 	s := c.Stats()
 	require.Equal(t, uint64(2), s.Refreshes)
 	require.Equal(t, uint64(3), s.RefreshesSkipped)
@@ -207,7 +207,7 @@ func TestMarkAllStaleEndsFreshness(t *testing.T) {
 		src.set("k", "v2")
 		c.MarkAllStale()
 		require.Equal(t, "v1", get(t, c, "k"))
-		require.Eventually(t, func() bool { return get(t, c, "k") == "v2" }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return get(t, c, "k") == "v2" }, 30*time.Second, time.Millisecond)
 		require.Equal(t, uint64(1), c.Stats().Refreshes)
 	})
 	t.Run("without a stale window the value is reloaded", func(t *testing.T) {
@@ -231,7 +231,7 @@ func TestCapacityBoundsTheStore(t *testing.T) {
 		for i := range 5000 {
 			get(t, c, fmt.Sprint("k", i))
 		}
-		require.Eventually(t, func() bool { c.store.CleanUp(); return c.Stats().Entries <= 100 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { c.store.CleanUp(); return c.Stats().Entries <= 100 }, 30*time.Second, time.Millisecond)
 		require.NotZero(t, c.Stats().Evictions)
 	})
 	t.Run("cost", func(t *testing.T) {
@@ -240,7 +240,7 @@ func TestCapacityBoundsTheStore(t *testing.T) {
 		for i := range 5000 {
 			get(t, c, fmt.Sprint("k", i))
 		}
-		require.Eventually(t, func() bool { c.store.CleanUp(); return c.store.WeightedSize() <= 10_000 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { c.store.CleanUp(); return c.store.WeightedSize() <= 10_000 }, 30*time.Second, time.Millisecond)
 		require.LessOrEqual(t, c.Stats().Entries, 100)
 		require.NotZero(t, c.Stats().Evictions)
 	})
@@ -254,7 +254,7 @@ func TestExpiredEntriesLeaveTheStore(t *testing.T) {
 		get(t, c, fmt.Sprint("k", i))
 	}
 	clock.Advance(2*time.Second + 1)
-	require.Eventually(t, func() bool { c.store.CleanUp(); return c.Stats().Entries == 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { c.store.CleanUp(); return c.Stats().Entries == 0 }, 30*time.Second, time.Millisecond)
 	require.Equal(t, uint64(100), c.Stats().Expirations)
 }
 

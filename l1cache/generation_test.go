@@ -57,7 +57,7 @@ func TestSetRacingALoadWins(t *testing.T) {
 	require.Equal(t, "set", get(t, c, "k"), "Set is visible at once")
 	close(release)
 	require.Equal(t, "loaded-before-set", waitFor(t, done, "the waiter"))
-	require.Eventually(t, func() bool { return c.Stats().Discarded == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return c.Stats().Discarded == 1 }, 30*time.Second, time.Millisecond)
 	require.Equal(t, "set", get(t, c, "k"))
 	require.Equal(t, int64(1), calls.Load())
 }
@@ -84,7 +84,7 @@ func TestGetAfterInvalidateDoesNotJoinTheOldLoad(t *testing.T) {
 	require.Equal(t, "load2", waitFor(t, second, "second Get"))
 	close(releases[0]) // the old load finishes last and must not overwrite load2
 	require.Equal(t, "load1", waitFor(t, first, "first Get"))
-	require.Eventually(t, func() bool { return c.Stats().Discarded == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return c.Stats().Discarded == 1 }, 30*time.Second, time.Millisecond)
 	require.Equal(t, "load2", get(t, c, "k"))
 }
 
@@ -105,7 +105,7 @@ func TestInvalidateAllDiscardsLoadsInFlight(t *testing.T) {
 	c.InvalidateAll()
 	close(release)
 	waitFor(t, done, "the slow Get")
-	require.Eventually(t, func() bool { return c.Stats().Discarded == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return c.Stats().Discarded == 1 }, 30*time.Second, time.Millisecond)
 	_, ok := c.store.GetIfPresent("fast")
 	require.False(t, ok)
 	_, ok = c.store.GetIfPresent("slow")
@@ -153,7 +153,7 @@ func TestMarkAllStaleDuringALoad(t *testing.T) {
 		require.Equal(t, "load2", waitFor(t, second, "second Get"))
 		close(releases[0]) // the old load finishes last
 		require.Equal(t, "load1", waitFor(t, first, "first Get"))
-		require.Eventually(t, func() bool { return c.Stats().Discarded == 1 }, 5*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return c.Stats().Discarded == 1 }, 30*time.Second, time.Millisecond)
 		require.Equal(t, "load2", get(t, c, "k"))
 		require.Equal(t, uint64(2), c.Stats().Loads)
 	})

@@ -52,7 +52,7 @@ func TestEarlyRefreshStartsBeforeExpiryAtTheXFetchThreshold(t *testing.T) {
 	waitFor(t, refreshed, "the early refresh")
 	require.Equal(t, uint64(1), c.Stats().EarlyRefreshes)
 	require.Less(t, clock.Now(), 10*time.Second, "the refresh started before expiry")
-	require.Eventually(t, func() bool { return get(t, c, "k") == "refreshed" }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return get(t, c, "k") == "refreshed" }, 30*time.Second, time.Millisecond)
 }
 
 func TestEarlyRefreshFrequencyFollowsXFetch(t *testing.T) {

@@ -97,7 +97,7 @@ func TestCoordinatorKilledAtEachStateThenResumedOrCancelled(t *testing.T) {
 					st, err = co2.Resume(ctx, st.ID)
 					require.NoError(t, err)
 					require.Equal(t, migrate.OwnedB, st.State)
-					require.Eventually(t, func() bool { return cl.table().Generation >= st.FlipGen }, 5e9, 1e6)
+					require.Eventually(t, func() bool { return cl.table().Generation >= st.FlipGen }, 30e9, 1e6)
 					require.NoError(t, stop())
 					obs.finish(t)
 					require.Equal(t, dst, e.table().Owner(u))

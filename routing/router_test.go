@@ -151,10 +151,10 @@ func TestOlderTablesAreNeverInstalled(t *testing.T) {
 	// A delayed announcement of generation 2 is ignored.
 	require.Zero(t, r.Stats().IgnoredAnnouncements)
 	require.NoError(t, f.control.Publish(ctx, keys.Channel(), "2").Err())
-	require.Eventually(t, func() bool { return r.Stats().IgnoredAnnouncements == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return r.Stats().IgnoredAnnouncements == 1 }, 30*time.Second, 5*time.Millisecond)
 	// A control Redis that went back to generation 2 (a lagging restore) is not followed.
 	f.publishSilently(t, tables[1])
-	require.Eventually(t, func() bool { return r.Stats().IgnoredOlder >= 1 }, 5*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return r.Stats().IgnoredOlder >= 1 }, 30*time.Second, 5*time.Millisecond)
 	require.Equal(t, uint64(3), r.Generation())
 	rt, err := r.Route(tenantInBucket(t, 1, 8, "x"), "")
 	require.NoError(t, err)

@@ -27,12 +27,12 @@ func TestRouterLearnsTablesByAnnouncement(t *testing.T) {
 
 		t1 := routing.EvenTable(1, 8, "a", "b")
 		require.NoError(t, st.Publish(ctx, t1))
-		require.Eventually(t, func() bool { return r.Generation() == 1 }, 5*time.Second, 2*time.Millisecond)
+		require.Eventually(t, func() bool { return r.Generation() == 1 }, 30*time.Second, 2*time.Millisecond)
 		t2 := t1.Next()
 		t2.SetBucket(0, "b")
 		fetches := r.Stats().Fetches
 		require.NoError(t, st.Publish(ctx, t2))
-		require.Eventually(t, func() bool { return r.Generation() == 2 }, 5*time.Second, 2*time.Millisecond)
+		require.Eventually(t, func() bool { return r.Generation() == 2 }, 30*time.Second, 2*time.Millisecond)
 		require.Equal(t, fetches+1, r.Stats().Fetches, "one fetch per announcement")
 		require.ErrorIs(t, st.Publish(ctx, t1), routing.ErrGenerationConflict)
 		got, err := st.Load(ctx)

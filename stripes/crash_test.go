@@ -29,7 +29,7 @@ func TestKillAndRestartWithAOFKeepsCountsAndDedup(t *testing.T) {
 
 	s.Restart(t) // kill -9, then load the AOF
 
-	require.Eventually(t, func() bool { return rc.Ping(ctx).Err() == nil }, 5*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return rc.Ping(ctx).Err() == nil }, 30*time.Second, 20*time.Millisecond)
 	require.Equal(t, int64(400), mustSum(t, c))
 	for i := range 400 {
 		at := now

@@ -150,7 +150,7 @@ func TestRestartWithoutPersistenceIsReported(t *testing.T) {
 	addEvents(t, c, "e", 40)
 	s.Restart(t) // kill -9; without AOF the server comes back empty
 	ctx := context.Background()
-	require.Eventually(t, func() bool { return rc.Ping(ctx).Err() == nil }, 10*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return rc.Ping(ctx).Err() == nil }, 30*time.Second, 20*time.Millisecond)
 	requireVanished(t, rc, c)
 }
 
