@@ -56,7 +56,7 @@ func contenders(b *testing.B, srv *celebritytest.Server, key string, n int) map[
 				c, err := l1cache.New(func(ctx context.Context, key string) (string, error) {
 					reads.Add(1)
 					return rdb.Get(ctx, key).Result()
-				}, l1cache.Options[string]{MaxEntries: 1000, Fresh: time.Second, Stale: time.Second, Clock: clock})
+				}, l1cache.Options[string]{MaxEntries: 1000, Fresh: time.Second, Stale: time.Second, Clock: func() time.Time { return time.Unix(0, clock.NowNano()) }})
 				if err != nil {
 					b.Fatal(err)
 				}
