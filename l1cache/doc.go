@@ -89,10 +89,14 @@
 // # ACL
 //
 // The Cache itself never talks to Redis. The Invalidator's user needs its Channel and the
-// pub/sub commands, and no key: for the default channel, "&celebrity:l1cache:invalidate
-// +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +ping" (PUBLISH and
-// SUBSCRIBE on global pub/sub, SPUBLISH and SSUBSCRIBE on sharded pub/sub; PING checks a
-// silent subscription).
+// pub/sub commands, and no key: "&<channel> +publish +subscribe +unsubscribe +spublish
+// +ssubscribe +sunsubscribe +ping" (PUBLISH and SUBSCRIBE on global pub/sub, SPUBLISH and
+// SSUBSCRIBE on sharded pub/sub; PING checks a silent subscription), where <channel> is
+// InvalidatorOptions.Channel, celebrity:l1cache:invalidate by default. On Redis Cluster the
+// Invalidator also reloads the client's slot map, with the commands every go-redis cluster
+// client's user has anyway (CLUSTER SLOTS). [ACLRule] returns the rule for a channel, as ACL
+// SETUSER arguments; the package's tests run once as a user holding only it, for a channel
+// pattern covering every test's channel (CELEBRITYTEST_ACL=l1cache).
 //
 // # Example
 //

@@ -12,7 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestMain(m *testing.M) { celebritytest.Main(m) }
+func TestMain(m *testing.M) {
+	// CELEBRITYTEST_ACL=l1cache runs every test as a user holding only the package's rule,
+	// for a channel pattern covering the channels the tests build under Prefix.
+	celebritytest.RegisterRule("l1cache", func(prefix string) []string { return ACLRule(prefix + "*") })
+	celebritytest.Main(m)
+}
 
 // fakeClock is a clock that moves only when told; its Time method is an Options.Clock.
 type fakeClock struct{ n atomic.Int64 }

@@ -50,7 +50,7 @@ func TestShardCrashKeepsOrRefusesButNeverForgetsSilently(t *testing.T) {
 			var stale *routing.StaleRouteError
 			require.ErrorAs(t, err, &stale)
 			require.Equal(t, routing.StateNone, stale.Owner.State, "the empty shard holds no ownership record")
-			n, err := srv.Client(t).DBSize(ctx).Result()
+			n, err := srv.AdminClient(t).DBSize(ctx).Result()
 			require.NoError(t, err)
 			require.Zero(t, n, "the refused write left nothing on the restarted shard")
 		})

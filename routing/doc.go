@@ -184,17 +184,24 @@
 // # ACL
 //
 // Two users, each with key access to its prefix only (P is Options.Prefix). The control
-// Redis's user: "~P:table ~{P:table}* &P:table:announce +evalsha +eval +hmget +hget +hset
-// +publish +subscribe +ping" (Store.Load reads the table with HMGET; Store.Publish and
-// PublishGuarded are one script calling HGET, HMGET, HSET and PUBLISH; a Router subscribes
-// to the announcements and go-redis checks a silent subscription with PING; "{P:table}*"
-// covers the guard hashes of PublishGuarded). Without +subscribe a Router still works and
-// learns new tables by its poll only. Each shard's user: "~{P:* +evalsha +eval +exists +hdel
+// Redis's user: "~P:table ~{P:table}* ~{P:load}* &P:table:announce +evalsha +eval +hmget
+// +hget +hset +publish +subscribe +ping +hsetnx +hincrby +pexpire +zadd +zremrangebyscore
+// +zrevrange +zrangebyscore +hgetall" (Store.Load reads the table with HMGET; Store.Publish
+// and PublishGuarded are one script calling HGET, HMGET, HSET and PUBLISH; a Router
+// subscribes to the announcements and go-redis checks a silent subscription with PING;
+// "{P:table}*" covers the guard hashes of PublishGuarded; "{P:load}*" is the per-tenant load
+// summary, which a Router with LoadOptions.Enabled adds to with one script calling HSETNX,
+// HINCRBY, HGET, HSET, PEXPIRE, ZADD and ZREMRANGEBYSCORE, and ReadTenantLoad reads with
+// ZREVRANGE, ZRANGEBYSCORE and HGETALL). Without SUBSCRIBE a Router still works and learns
+// new tables by its poll only. Each shard's user: "~{P:* +evalsha +eval +exists +hdel
 // +hexists +hget +hgetall +hmget +hscan +hset +xadd +xinfo|stream +zadd +zrangebyscore +zrem"
 // (every read and write is a script, and Redis checks the commands a script calls; HGETALL is
 // Shard.Ownership's read; HSCAN is Provision's look for a tenant's data in its bucket;
 // XINFO STREAM gives a closed unit's last change-log ID; HDEL purges expired records).
-// A cluster client also needs what go-redis sends to learn the slot map (+cluster|slots
-// +cluster|shards +cluster|nodes +readonly +asking +command), and every client the
-// connection commands (+hello +auth). Package migrate's rule adds to these.
+// A cluster client also needs what go-redis sends to learn the slot map (CLUSTER SLOTS,
+// SHARDS and NODES, READONLY, ASKING, COMMAND), and every client the connection commands
+// (HELLO, AUTH). [ControlACLRule] and [ShardACLRule] return the two rules for a prefix, as
+// ACL SETUSER arguments, and [ACLRule] their union for one user that is both; the package's
+// tests run once as a user holding only the union (CELEBRITYTEST_ACL=routing). Package
+// migrate's rule adds to these.
 package routing

@@ -96,7 +96,7 @@ func (f *testFleet) moveUnit(t testing.TB, u routing.Unit, from, to string, gen 
 	_, err = src.Transition(ctx, u, o, routing.Ownership{Generation: o.Generation, State: routing.StateClosed})
 	require.NoError(t, err)
 	k := src.Keys().Unit(u)
-	sc, dc := f.clients[from], f.clients[to]
+	sc, dc := celebritytest.AdminOf(t, f.clients[from]), celebritytest.AdminOf(t, f.clients[to]) // the test copies as the administrator
 	for _, h := range []string{k.Records, k.Ops} {
 		m, err := sc.HGetAll(ctx, h).Result()
 		require.NoError(t, err)

@@ -14,7 +14,12 @@ import (
 	"github.com/celebrity-go/celebrity/routing"
 )
 
-func TestMain(m *testing.M) { celebritytest.Main(m) }
+func TestMain(m *testing.M) {
+	// CELEBRITYTEST_ACL=routing runs every test as a user holding only the package's rule,
+	// for a prefix pattern covering the prefixes the tests build with prefix(t).
+	celebritytest.RegisterRule("routing", func(p string) []string { return routing.ACLRule(p + "*") })
+	celebritytest.Main(m)
+}
 
 // prefix returns a key prefix unique to the test.
 func prefix(t testing.TB) string {
@@ -46,7 +51,7 @@ func open(t testing.TB, s *routing.Shard, u routing.Unit, gen uint64) {
 // logEntries returns unit u's change log on s.
 func logEntries(t testing.TB, c redis.UniversalClient, s *routing.Shard, u routing.Unit) []routing.LogEntry {
 	t.Helper()
-	msgs, err := c.XRange(ctxT(t), s.Keys().Unit(u).Log, "-", "+").Result()
+	msgs, err := celebritytest.AdminOf(t, c).XRange(ctxT(t), s.Keys().Unit(u).Log, "-", "+").Result()
 	require.NoError(t, err)
 	out := make([]routing.LogEntry, 0, len(msgs))
 	for _, m := range msgs {

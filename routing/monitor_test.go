@@ -2,6 +2,7 @@ package routing_test
 
 import (
 	"bufio"
+	"github.com/redis/go-redis/v9"
 	"net"
 	"strings"
 	"sync"
@@ -17,15 +18,19 @@ type serverLog struct {
 	f     *testFleet
 	mu    sync.Mutex
 	lines map[string][]string
+	// admins are administrators' clients of the shards, for the marker (ECHO is not in
+	// the package's rule).
+	admins map[string]redis.UniversalClient
 }
 
 // monitor starts MONITOR on the named standalone shards until the end of the test.
 func monitor(t testing.TB, f *testFleet, names ...string) *serverLog {
 	t.Helper()
-	l := &serverLog{f: f, lines: map[string][]string{}}
+	l := &serverLog{f: f, lines: map[string][]string{}, admins: map[string]redis.UniversalClient{}}
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait) // runs after the connections below are closed
 	for _, name := range names {
+		l.admins[name] = f.servers[name].AdminClient(t)
 		conn, err := net.DialTimeout("tcp", f.servers[name].Addr(), 5*time.Second)
 		require.NoError(t, err)
 		_, err = conn.Write([]byte("MONITOR\r\n"))
@@ -58,7 +63,7 @@ func monitor(t testing.TB, f *testFleet, names ...string) *serverLog {
 // before the call is counted.
 func (l *serverLog) count(name, needle string) int {
 	marker := l.f.prefix + ":marker:" + time.Now().Format(time.RFC3339Nano)
-	c := l.f.clients[name]
+	c := l.admins[name]
 	if err := c.Echo(ctxBG(), marker).Err(); err != nil {
 		return -1
 	}

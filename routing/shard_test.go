@@ -253,7 +253,7 @@ func TestExpiredOpRecordsAndTombstonesArePurged(t *testing.T) {
 		now = now.Add(2 * time.Minute) // op records expired, tombstone not yet
 		_, err = s.Exec(ctx, u, 1, "t", "op-3", routing.Put("other", "v"))
 		require.NoError(t, err)
-		ops, err := c.HKeys(ctx, k.Ops).Result()
+		ops, err := celebritytest.AdminOf(t, c).HKeys(ctx, k.Ops).Result()
 		require.NoError(t, err)
 		require.Equal(t, []string{"op-3"}, ops)
 		_, ok, err := s.Get(ctx, u, 1, "t", "k")

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 
 # PACKAGES are the packages that register their rule (celebritytest.RegisterRule in
 # TestMain, under the package's name); add one here when it does.
-PACKAGES=(escrow ratelimit replicas hotkeys stripes)
+PACKAGES=(escrow ratelimit replicas hotkeys stripes l1cache routing)
 
 packages=("$@")
 [ ${#packages[@]} -gt 0 ] || packages=("${PACKAGES[@]}")

@@ -1,0 +1,58 @@
+package routing
+
+// controlCommands are the commands the control Redis's user runs: Store.Load's HMGET,
+// publish.lua (HGET, HMGET, HSET, PUBLISH), a Router's subscription to the announcements
+// (SUBSCRIBE, and PING on a silent one), load.lua's report of a Router's per-tenant load
+// (HSETNX, HINCRBY, HGET, HSET, PEXPIRE, ZADD, ZREMRANGEBYSCORE) and ReadTenantLoad's reads
+// (ZREVRANGE, ZRANGEBYSCORE, HGETALL).
+var controlCommands = []string{"+evalsha", "+eval", "+hmget", "+hget", "+hset", "+publish",
+	"+subscribe", "+ping", "+hsetnx", "+hincrby", "+pexpire", "+zadd", "+zremrangebyscore",
+	"+zrevrange", "+zrangebyscore", "+hgetall"}
+
+// shardCommands are the commands a shard's user runs: every command the shard scripts call
+// and Shard.Ownership's HGETALL.
+var shardCommands = []string{"+evalsha", "+eval", "+exists", "+hdel", "+hexists", "+hget",
+	"+hgetall", "+hmget", "+hscan", "+hset", "+xadd", "+xinfo|stream", "+zadd",
+	"+zrangebyscore", "+zrem"}
+
+// ControlACLRule returns the ACL rule a host grants the control Redis's user of a Store, a
+// Router or ReadTenantLoad whose prefix is prefix (empty: DefaultPrefix), as ACL SETUSER
+// arguments: the table key, the keys under its hash tag (PublishGuarded's guards), the load
+// summary's keys, the announcement channel and the commands of the package's control-side
+// scripts and Go code.
+func ControlACLRule(prefix string) []string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return append([]string{"~" + prefix + ":table", "~{" + prefix + ":table}*",
+		"~{" + prefix + ":load}*", "&" + prefix + ":table:announce"}, controlCommands...)
+}
+
+// ShardACLRule returns the ACL rule a host grants each shard's user of a Shard whose prefix
+// is prefix (empty: DefaultPrefix), as ACL SETUSER arguments: every key whose hash tag
+// starts with the prefix ("~{<prefix>:*") and the commands of the shard scripts and Go code.
+// No channel is used.
+func ShardACLRule(prefix string) []string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return append([]string{"~{" + prefix + ":*"}, shardCommands...)
+}
+
+// ACLRule returns the union of ControlACLRule and ShardACLRule, without repeats: the rule of
+// one user that is both the control Redis's and the shards' (one Redis serving both, as in
+// the package's tests, which run under ACLRule(prefix+"*") for the test kit's prefix: Redis
+// matches key and channel patterns as globs, and that pattern covers every test's prefix).
+func ACLRule(prefix string) []string {
+	out := ControlACLRule(prefix)
+	seen := make(map[string]bool, len(out))
+	for _, r := range out {
+		seen[r] = true
+	}
+	for _, r := range ShardACLRule(prefix) {
+		if !seen[r] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
