@@ -92,7 +92,7 @@ func (c *Cache) Rollback(ctx context.Context, id string) (CacheStatus, error) {
 		return s, nil
 	}
 	if s.State != CacheFlipped && s.State != CacheRollingBack {
-		return s, errInput("cache move %q is %s; only a Flipped move rolls back", id, s.State)
+		return s, invalidf("cache move %q is %s; only a Flipped move rolls back", id, s.State)
 	}
 	if s.State == CacheFlipped && !s.RollbackSafe {
 		return s, fmt.Errorf("%w: move %q, old copy expired at %v", ErrRollbackUnsafe, id, s.OldCopyExpires)

@@ -222,7 +222,7 @@ func (c *Coordinator) Cleanup(ctx context.Context, id string) (Status, error) {
 		return s, err
 	}
 	if s.State != OwnedB {
-		return s, errInput("migration %q is %s; only a finished (OwnedB) migration is cleaned up", id, s.State)
+		return s, invalidf("migration %q is %s; only a finished (OwnedB) migration is cleaned up", id, s.State)
 	}
 	if s.Cleaned {
 		return s, nil
@@ -242,7 +242,7 @@ func (c *Coordinator) Cleanup(ctx context.Context, id string) (Status, error) {
 		return r.Status, err
 	}
 	if r.epoch == 0 {
-		return r.Status, errInput("migration %q is %s; only a finished (OwnedB) migration is cleaned up", id, r.State)
+		return r.Status, invalidf("migration %q is %s; only a finished (OwnedB) migration is cleaned up", id, r.State)
 	}
 	defer c.release(ctx, id, r.epoch)
 	k := c.keys.Unit(s.Unit)
