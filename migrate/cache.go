@@ -35,7 +35,12 @@ type CacheOptions struct {
 	Shards map[string]CacheClient
 	// Prefix is routing's key prefix (no braces). Default: routing.DefaultPrefix.
 	Prefix string
-	// Now returns the current time. Default: time.Now.
+	// Clock returns the current time; journal timestamps and the rollback window use it.
+	// Default: time.Now.
+	Clock func() time.Time
+	// Now is the former name of Clock, used when Clock is nil.
+	//
+	// Deprecated: set Clock.
 	Now func() time.Time
 	// NewID returns a fresh migration ID when a CacheSpec has none. Default: random hex.
 	NewID func() string
@@ -60,9 +65,7 @@ func (o CacheOptions) withDefaults() (CacheOptions, error) {
 	if o.Prefix == "" {
 		o.Prefix = routing.DefaultPrefix
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Clock = clockOf(o.Clock, o.Now)
 	if o.NewID == nil {
 		o.NewID = randomID
 	}
@@ -184,7 +187,7 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 	if had {
 		hadOv = "1"
 	}
-	now := c.o.Now()
+	now := c.o.Clock()
 	reply, err := createScript.Run(ctx, c.control, []string{c.jkey(spec.ID), c.lock(spec.Tenant), journalTag(c.o.Prefix) + ":index"},
 		spec.ID, ms(now), "id", spec.ID, "mode", "cache", "tenant", spec.Tenant, "source", source, "target", spec.Target,
 		"hadoverride", hadOv, "state", string(CacheWarming), "created", ms(now)).StringSlice()
@@ -250,7 +253,7 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 	}
 	if err := c.step(ctx, spec.ID, spec.Tenant, epoch, CacheWarming, CacheFlipped, false, "flipgen", u64(gen),
 		"warmed", strconv.Itoa(warmed), "missing", strconv.Itoa(missing), "oldexp", i64(oldExp),
-		"halfexp", i64(halfExp), "flipped", ms(c.o.Now())); err != nil {
+		"halfexp", i64(halfExp), "flipped", ms(c.o.Clock())); err != nil {
 		return CacheStatus{}, err
 	}
 	return c.Status(ctx, spec.ID)

@@ -144,7 +144,7 @@ func (c *Coordinator) StartCarve(ctx context.Context, spec CarveSpec) (Status, e
 			ErrOwnershipChanged, spec.Target, u, tgt)
 	}
 	s := Status{ID: spec.ID, Unit: u, From: bu, Source: source, Target: spec.Target, State: OwnedA,
-		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Now()}
+		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Clock()}
 	if err := c.create(ctx, s); err != nil {
 		return Status{}, err
 	}

@@ -54,7 +54,7 @@ func New(control Control, o Options) (*Coordinator, error) {
 	c := &Coordinator{control: control, store: store, shards: make(map[string]*shard, len(o.Shards)),
 		keys: routing.Keys{Prefix: o.Prefix}, o: o}
 	for name, cl := range o.Shards {
-		rs, err := routing.NewShard(name, cl, routing.ShardOptions{Prefix: o.Prefix, Clock: o.Now,
+		rs, err := routing.NewShard(name, cl, routing.ShardOptions{Prefix: o.Prefix, Clock: o.Clock,
 			TombstoneRetention: o.TombstoneRetention})
 		if err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)
@@ -157,7 +157,7 @@ func (c *Coordinator) start(ctx context.Context, spec Spec) (Status, error) {
 			ErrOwnershipChanged, spec.Target, spec.Unit, tgt)
 	}
 	s := Status{ID: spec.ID, Unit: spec.Unit, Source: source, Target: spec.Target, State: OwnedA,
-		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Now()}
+		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Clock()}
 	if err := c.create(ctx, s); err != nil {
 		return Status{}, err
 	}

@@ -184,7 +184,7 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 				return fmt.Errorf("migrate: publish: %w", err)
 			}
 		}
-		now := c.o.Now()
+		now := c.o.Clock()
 		pause := now.Sub(r.ClosedAt)
 		if r.ClosedAt.IsZero() {
 			pause = 0
@@ -227,7 +227,7 @@ func (c *Coordinator) Cleanup(ctx context.Context, id string) (Status, error) {
 	if s.Cleaned {
 		return s, nil
 	}
-	if wait := s.Flipped.Add(c.o.Grace).Sub(c.o.Now()); wait > 0 {
+	if wait := s.Flipped.Add(c.o.Grace).Sub(c.o.Clock()); wait > 0 {
 		return s, fmt.Errorf("%w: %v left for migration %q", ErrGraceNotElapsed, wait.Round(time.Millisecond), id)
 	}
 	if s.From.Kind != 0 {

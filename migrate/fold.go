@@ -134,7 +134,7 @@ func (c *Coordinator) StartFold(ctx context.Context, spec FoldSpec) (Status, err
 			ErrOwnershipChanged, target, bu, bown, t.Generation)
 	}
 	s := Status{ID: spec.ID, Unit: u, Into: bu, Source: source, Target: target, State: OwnedA,
-		SourceGen: own.Generation, ImportGen: bown.Generation, Created: c.o.Now()}
+		SourceGen: own.Generation, ImportGen: bown.Generation, Created: c.o.Clock()}
 	if err := c.create(ctx, s); err != nil {
 		return Status{}, err
 	}
@@ -316,7 +316,7 @@ func (c *Coordinator) foldApply(ctx context.Context, r *run, items []item) (writ
 	for _, it := range items {
 		args = append(args, string(it.kind), it.field, it.value, i64(max(it.exp, 0)))
 	}
-	reply, err := c.foldScript(ctx, r, "apply", ms(c.o.Now()), args...)
+	reply, err := c.foldScript(ctx, r, "apply", ms(c.o.Clock()), args...)
 	switch {
 	case errors.Is(err, ErrOwnershipChanged):
 		s, lerr := c.load(ctx, r.ID)
@@ -394,7 +394,7 @@ func (c *Coordinator) foldFlip(ctx context.Context, r *run) error {
 			}
 			gen = nt.Generation
 		}
-		now := c.o.Now()
+		now := c.o.Clock()
 		pause := now.Sub(r.ClosedAt)
 		if r.ClosedAt.IsZero() {
 			pause = 0

@@ -111,7 +111,7 @@ func (c *Coordinator) step(ctx context.Context, r *run, expect []State, to State
 		epoch = u64(r.epoch)
 	}
 	args := []any{strings.Join(exp, ","), string(to), rel, s.ID, epoch, i64(c.o.LeaseTTL.Milliseconds()),
-		"updated", ms(c.o.Now())}
+		"updated", ms(c.o.Clock())}
 	for _, v := range kv {
 		args = append(args, v)
 	}

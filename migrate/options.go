@@ -95,7 +95,12 @@ type Options struct {
 	// window after its first attempt, on the new owner, finds no record of it and is applied
 	// as a new operation. Default: OpRetention (every live idempotency record moves).
 	OpRetryWindow time.Duration
-	// Now returns the current time. Default: time.Now.
+	// Clock returns the current time; journal timestamps, the grace period and the expiry of
+	// copied records use it. Default: time.Now.
+	Clock func() time.Time
+	// Now is the former name of Clock, used when Clock is nil.
+	//
+	// Deprecated: set Clock.
 	Now func() time.Time
 	// NewID returns a fresh migration ID when a Spec has none. Default: 16 random hex digits.
 	NewID func() string
@@ -189,15 +194,25 @@ func (o *Options) fillRetention() error {
 	return nil
 }
 
-// fillHooks fills the clock and the ID source.
+// fillHooks fills the clock (Clock, else the former Now, else time.Now) and the ID source.
 func (o *Options) fillHooks() error {
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Clock = clockOf(o.Clock, o.Now)
 	if o.NewID == nil {
 		o.NewID = randomID
 	}
 	return nil
+}
+
+// clockOf returns clock, or the deprecated now when clock is nil, or time.Now.
+func clockOf(clock, now func() time.Time) func() time.Time {
+	switch {
+	case clock != nil:
+		return clock
+	case now != nil:
+		return now
+	default:
+		return time.Now
+	}
 }
 
 // orDefault returns v, or def when v is zero.

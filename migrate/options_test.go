@@ -67,12 +67,37 @@ func TestOptionsDefaults(t *testing.T) {
 	}
 	if o.BatchSize != DefaultBatchSize || o.CloseLag != DefaultCloseLag || o.MaxCatchUpRounds != DefaultMaxCatchUpRounds ||
 		o.Grace != DefaultGrace || o.LeaseTTL != DefaultLeaseTTL || o.OpRetryWindow != o.OpRetention ||
-		o.OpRetention != routingDefaultOpRetention() || o.Now == nil || o.NewID == nil || o.Prefix == "" {
+		o.OpRetention != routingDefaultOpRetention() || o.Clock == nil || o.NewID == nil || o.Prefix == "" {
 		t.Errorf("defaults not filled: %+v", o)
 	}
-	if in.BatchSize != 0 || in.Now != nil {
+	if in.BatchSize != 0 || in.Clock != nil {
 		t.Errorf("withDefaults changed its receiver: %+v", in)
 	}
 }
 
 func routingDefaultOpRetention() time.Duration { return routing.DefaultOpRetention }
+
+// Clock wins over the deprecated Now; Now is used when Clock is nil; time.Now otherwise.
+func TestClockFallsBackToNowThenTimeNow(t *testing.T) {
+	cl := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	t.Cleanup(func() { _ = cl.Close() })
+	clock := func() time.Time { return time.Unix(1, 0) }
+	now := func() time.Time { return time.Unix(2, 0) }
+	for _, tc := range []struct {
+		clock, now func() time.Time
+		want       int64
+	}{{clock, now, 1}, {nil, now, 2}, {clock, nil, 1}} {
+		o, err := Options{Shards: map[string]ShardClient{"a": cl}, Clock: tc.clock, Now: tc.now}.withDefaults()
+		if err != nil || o.Clock().Unix() != tc.want {
+			t.Errorf("Options: got %v; want clock at %d", err, tc.want)
+		}
+		co, err := CacheOptions{Shards: map[string]CacheClient{"a": cl}, Clock: tc.clock, Now: tc.now}.withDefaults()
+		if err != nil || co.Clock().Unix() != tc.want {
+			t.Errorf("CacheOptions: got %v; want clock at %d", err, tc.want)
+		}
+	}
+	o, err := Options{Shards: map[string]ShardClient{"a": cl}}.withDefaults()
+	if err != nil || o.Clock().Before(time.Unix(1e9, 0)) {
+		t.Errorf("default clock: got %v; want time.Now", err)
+	}
+}
