@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -161,7 +160,7 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 	if spec.ID == "" {
 		spec.ID = c.o.NewID()
 	}
-	if strings.ContainsAny(spec.ID, "{}") {
+	if slot.HasBraces(spec.ID) {
 		return CacheStatus{}, invalidf("migration ID must not contain braces, got %q", spec.ID)
 	}
 	t, err := c.store.Load(ctx)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -78,7 +79,7 @@ func (c *Coordinator) StartCarve(ctx context.Context, spec CarveSpec) (Status, e
 	if spec.ID == "" {
 		spec.ID = c.o.NewID()
 	}
-	if len(spec.ID) > 200 || strings.ContainsAny(spec.ID, "{}") {
+	if len(spec.ID) > 200 || slot.HasBraces(spec.ID) {
 		return Status{}, invalidf("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
 	}
 	if prev, err := c.load(ctx, spec.ID); err == nil {

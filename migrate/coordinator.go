@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
+	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -91,7 +91,7 @@ func (c *Coordinator) Start(ctx context.Context, spec Spec) (Status, error) {
 	if spec.ID == "" {
 		spec.ID = c.o.NewID()
 	}
-	if len(spec.ID) > 200 || strings.ContainsAny(spec.ID, "{}") {
+	if len(spec.ID) > 200 || slot.HasBraces(spec.ID) {
 		return Status{}, invalidf("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
 	}
 	// Starting again after a lost reply finds the record the first attempt wrote.
