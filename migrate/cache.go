@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -34,7 +34,12 @@ type CacheOptions struct {
 	Shards map[string]CacheClient
 	// Prefix is routing's key prefix (no braces). Default: routing.DefaultPrefix.
 	Prefix string
-	// Now returns the current time. Default: time.Now.
+	// Clock returns the current time; journal timestamps and the rollback window use it.
+	// Default: time.Now.
+	Clock func() time.Time
+	// Now is the former name of Clock, used when Clock is nil.
+	//
+	// Deprecated: set Clock.
 	Now func() time.Time
 	// NewID returns a fresh migration ID when a CacheSpec has none. Default: random hex.
 	NewID func() string
@@ -46,6 +51,29 @@ type CacheOptions struct {
 
 // DefaultRollbackWindow is CacheOptions.RollbackWindow's default.
 const DefaultRollbackWindow = 10 * time.Minute
+
+// withDefaults fills the zero fields of o with the defaults and validates it; every error
+// wraps ErrInvalid and names the field and its allowed range. NewCache calls it once.
+func (o CacheOptions) withDefaults() (CacheOptions, error) {
+	if len(o.Shards) == 0 {
+		return o, invalidOption("migrate: CacheOptions.Shards must name at least one shard")
+	}
+	if slot.HasBraces(o.Prefix) {
+		return o, invalidOption("migrate: CacheOptions.Prefix must not contain braces, got %q", o.Prefix)
+	}
+	if o.Prefix == "" {
+		o.Prefix = routing.DefaultPrefix
+	}
+	o.Clock = clockOf(o.Clock, o.Now)
+	if o.NewID == nil {
+		o.NewID = randomID
+	}
+	o.RollbackWindow = orDefault(o.RollbackWindow, DefaultRollbackWindow)
+	if o.RollbackWindow < time.Second || o.RollbackWindow > 24*time.Hour {
+		return o, invalidf("CacheOptions.RollbackWindow must be 1s..24h, got %v", o.RollbackWindow)
+	}
+	return o, nil
+}
 
 // Cache moves a tenant of a pure cache (no guarded writes, no ownership records) to another
 // shard: it warms the target with the tenant's hottest keys, copied with their remaining
@@ -63,28 +91,11 @@ type Cache struct {
 // NewCache returns a Cache over the control Redis (route table and journal) and o.Shards.
 func NewCache(control Control, o CacheOptions) (*Cache, error) {
 	if control == nil {
-		return nil, errors.New("migrate: control client must not be nil")
+		return nil, invalidOption("migrate: control client must not be nil")
 	}
-	if len(o.Shards) == 0 {
-		return nil, errors.New("migrate: CacheOptions.Shards must name at least one shard")
-	}
-	if strings.ContainsAny(o.Prefix, "{}") {
-		return nil, fmt.Errorf("migrate: CacheOptions.Prefix must not contain braces, got %q", o.Prefix)
-	}
-	if o.Prefix == "" {
-		o.Prefix = routing.DefaultPrefix
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	if o.NewID == nil {
-		o.NewID = randomID
-	}
-	if o.RollbackWindow == 0 {
-		o.RollbackWindow = DefaultRollbackWindow
-	}
-	if o.RollbackWindow < time.Second || o.RollbackWindow > 24*time.Hour {
-		return nil, fmt.Errorf("%w: CacheOptions.RollbackWindow must be 1s..24h, got %v", ErrInvalidInput, o.RollbackWindow)
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	store, err := routing.NewStore(control, routing.StoreOptions{Prefix: o.Prefix})
 	if err != nil {
@@ -140,24 +151,24 @@ func (c *Cache) jkey(id string) string { return journalTag(c.o.Prefix) + ":j:" +
 
 // Move warms the target with spec.Keys and flips the tenant's override to the target in a
 // new table generation. It returns the move's status (Flipped). Bad input (empty tenant,
-// spread tenant, unknown or equal shards) fails with ErrInvalidInput; a tenant already being
+// spread tenant, unknown or equal shards) fails with ErrInvalid; a tenant already being
 // moved fails with ErrBusy.
 func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 	if err := routing.TenantUnit(spec.Tenant).Validate(); err != nil {
-		return CacheStatus{}, errInput("tenant: %v", err)
+		return CacheStatus{}, invalidf("tenant: %v", err)
 	}
 	if spec.ID == "" {
 		spec.ID = c.o.NewID()
 	}
-	if strings.ContainsAny(spec.ID, "{}") {
-		return CacheStatus{}, errInput("migration ID must not contain braces, got %q", spec.ID)
+	if slot.HasBraces(spec.ID) {
+		return CacheStatus{}, invalidf("migration ID must not contain braces, got %q", spec.ID)
 	}
 	t, err := c.store.Load(ctx)
 	if err != nil {
 		return CacheStatus{}, fmt.Errorf("migrate: cache move: %w", err)
 	}
 	if _, spread := t.Spreads[spec.Tenant]; spread {
-		return CacheStatus{}, errInput("tenant %q is spread; move its sub-buckets instead", spec.Tenant)
+		return CacheStatus{}, invalidf("tenant %q is spread; move its sub-buckets instead", spec.Tenant)
 	}
 	source, had := t.Overrides[spec.Tenant]
 	if !had {
@@ -165,17 +176,17 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 	}
 	switch {
 	case c.shards[spec.Target] == nil || !containsShard(t, spec.Target):
-		return CacheStatus{}, errInput("unknown target shard %q", spec.Target)
+		return CacheStatus{}, invalidf("unknown target shard %q", spec.Target)
 	case c.shards[source] == nil:
-		return CacheStatus{}, errInput("no client for source shard %q", source)
+		return CacheStatus{}, invalidf("no client for source shard %q", source)
 	case spec.Target == source:
-		return CacheStatus{}, errInput("target %q is the tenant's current shard", spec.Target)
+		return CacheStatus{}, invalidf("target %q is the tenant's current shard", spec.Target)
 	}
 	hadOv := "0"
 	if had {
 		hadOv = "1"
 	}
-	now := c.o.Now()
+	now := c.o.Clock()
 	reply, err := createScript.Run(ctx, c.control, []string{c.jkey(spec.ID), c.lock(spec.Tenant), journalTag(c.o.Prefix) + ":index"},
 		spec.ID, ms(now), "id", spec.ID, "mode", "cache", "tenant", spec.Tenant, "source", source, "target", spec.Target,
 		"hadoverride", hadOv, "state", string(CacheWarming), "created", ms(now)).StringSlice()
@@ -186,7 +197,7 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 		return CacheStatus{}, &BusyError{Unit: "tenant " + strconv.Quote(spec.Tenant), Holder: reply[1]}
 	}
 	if len(reply) != 1 || reply[0] != "ok" {
-		return CacheStatus{}, errInput("migration ID %q is already used", spec.ID)
+		return CacheStatus{}, invalidf("migration ID %q is already used", spec.ID)
 	}
 
 	// Warm: copy each hot key with its remaining TTL; the latest expiry is when the old copy
@@ -241,7 +252,7 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 	}
 	if err := c.step(ctx, spec.ID, spec.Tenant, epoch, CacheWarming, CacheFlipped, false, "flipgen", u64(gen),
 		"warmed", strconv.Itoa(warmed), "missing", strconv.Itoa(missing), "oldexp", i64(oldExp),
-		"halfexp", i64(halfExp), "flipped", ms(c.o.Now())); err != nil {
+		"halfexp", i64(halfExp), "flipped", ms(c.o.Clock())); err != nil {
 		return CacheStatus{}, err
 	}
 	return c.Status(ctx, spec.ID)

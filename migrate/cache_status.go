@@ -30,7 +30,7 @@ func (c *Cache) Status(ctx context.Context, id string) (CacheStatus, error) {
 	if e := n("flipped"); e > 0 {
 		s.Flipped = time.UnixMilli(e)
 	}
-	now := c.o.Now()
+	now := c.o.Clock()
 	s.RollbackSafe = s.State == CacheFlipped && (s.HalfExpired.IsZero() || now.Before(s.HalfExpired)) &&
 		now.Before(s.Flipped.Add(c.o.RollbackWindow))
 	return s, nil
@@ -67,7 +67,7 @@ func (c *Cache) Resume(ctx context.Context, id string) (CacheStatus, error) {
 	// The tenant is locked by this move, so only its flip routes the tenant to the target.
 	if t.Overrides[s.Tenant] == s.Target {
 		err = c.step(ctx, id, s.Tenant, epoch, CacheWarming, CacheFlipped, false, "flipgen", u64(t.Generation),
-			"flipped", ms(c.o.Now()), "halfexp", ms(c.o.Now()))
+			"flipped", ms(c.o.Clock()), "halfexp", ms(c.o.Clock()))
 	} else {
 		err = c.step(ctx, id, s.Tenant, epoch, CacheWarming, Aborted, true, "reason", "resumed while warming")
 	}
@@ -92,7 +92,7 @@ func (c *Cache) Rollback(ctx context.Context, id string) (CacheStatus, error) {
 		return s, nil
 	}
 	if s.State != CacheFlipped && s.State != CacheRollingBack {
-		return s, errInput("cache move %q is %s; only a Flipped move rolls back", id, s.State)
+		return s, invalidf("cache move %q is %s; only a Flipped move rolls back", id, s.State)
 	}
 	if s.State == CacheFlipped && !s.RollbackSafe {
 		return s, fmt.Errorf("%w: move %q, old copy expired at %v", ErrRollbackUnsafe, id, s.OldCopyExpires)

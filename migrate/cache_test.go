@@ -77,7 +77,7 @@ func TestCacheMoveWarmFlipRollbackWithoutStampede(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixMilli())
 	now := func() time.Time { return time.UnixMilli(clock.Load()) }
-	mv, err := migrate.NewCache(e.control, migrate.CacheOptions{Shards: cacheShards(e), Prefix: e.prefix, Now: now})
+	mv, err := migrate.NewCache(e.control, migrate.CacheOptions{Shards: cacheShards(e), Prefix: e.prefix, Clock: now})
 	require.NoError(t, err)
 
 	for _, warm := range []bool{false, true} {

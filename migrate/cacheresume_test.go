@@ -25,7 +25,7 @@ func TestCacheRollbackSafeFollowsTheKeysThatMatter(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixMilli())
 	now := func() time.Time { return time.UnixMilli(clock.Load()) }
-	mv, err := migrate.NewCache(e.control, migrate.CacheOptions{Shards: cacheShards(e), Prefix: e.prefix, Now: now,
+	mv, err := migrate.NewCache(e.control, migrate.CacheOptions{Shards: cacheShards(e), Prefix: e.prefix, Clock: now,
 		RollbackWindow: time.Hour})
 	require.NoError(t, err)
 	for _, tc := range []struct {

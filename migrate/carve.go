@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -57,7 +58,7 @@ type CarveSpec struct {
 //
 // A tenant with no records is carved out all the same (nothing is copied). Bad input (an
 // empty or invalid tenant, a tenant already overridden or spread, an unknown or equal
-// target) fails with ErrInvalidInput and changes nothing.
+// target) fails with ErrInvalid and changes nothing.
 func (c *Coordinator) Carve(ctx context.Context, spec CarveSpec) (Status, error) {
 	s, err := c.StartCarve(ctx, spec)
 	if err != nil {
@@ -73,20 +74,20 @@ func (c *Coordinator) Carve(ctx context.Context, spec CarveSpec) (Status, error)
 func (c *Coordinator) StartCarve(ctx context.Context, spec CarveSpec) (Status, error) {
 	u := routing.TenantUnit(spec.Tenant)
 	if err := u.Validate(); err != nil {
-		return Status{}, errInput("tenant: %v", err)
+		return Status{}, invalidf("tenant: %v", err)
 	}
 	if spec.ID == "" {
 		spec.ID = c.o.NewID()
 	}
-	if len(spec.ID) > 200 || strings.ContainsAny(spec.ID, "{}") {
-		return Status{}, errInput("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
+	if len(spec.ID) > 200 || slot.HasBraces(spec.ID) {
+		return Status{}, invalidf("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
 	}
 	if prev, err := c.load(ctx, spec.ID); err == nil {
 		if prev.Unit == u && prev.From.Kind == routing.KindBucket && prev.Target == spec.Target &&
 			(spec.Source == "" || spec.Source == prev.Source) {
 			return prev, nil
 		}
-		return Status{}, errInput("migration ID %q is already used for %s -> %q", spec.ID, prev.Unit, prev.Target)
+		return Status{}, invalidf("migration ID %q is already used for %s -> %q", spec.ID, prev.Unit, prev.Target)
 	} else if !errors.Is(err, ErrNotFound) {
 		return Status{}, err
 	}
@@ -95,29 +96,29 @@ func (c *Coordinator) StartCarve(ctx context.Context, spec CarveSpec) (Status, e
 		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
 	}
 	if o := t.Overrides[spec.Tenant]; o != "" {
-		return Status{}, errInput("tenant %q is already overridden onto shard %q (table generation %d); move its unit with Migrate",
+		return Status{}, invalidf("tenant %q is already overridden onto shard %q (table generation %d); move its unit with Migrate",
 			spec.Tenant, o, t.Generation)
 	}
 	if _, ok := t.Spreads[spec.Tenant]; ok {
-		return Status{}, errInput("tenant %q is spread (table generation %d); it has no bucket records to carve out",
+		return Status{}, invalidf("tenant %q is spread (table generation %d); it has no bucket records to carve out",
 			spec.Tenant, t.Generation)
 	}
 	b := routing.BucketOf(spec.Tenant, t.Buckets)
 	source := t.BucketOwner(b)
 	switch {
 	case source == "":
-		return Status{}, errInput("the table (generation %d) does not assign bucket %d of tenant %q", t.Generation, b, spec.Tenant)
+		return Status{}, invalidf("the table (generation %d) does not assign bucket %d of tenant %q", t.Generation, b, spec.Tenant)
 	case spec.Source != "" && spec.Source != source:
-		return Status{}, errInput("tenant %q (bucket %d) is on shard %q, not on the given source %q", spec.Tenant, b, source, spec.Source)
+		return Status{}, invalidf("tenant %q (bucket %d) is on shard %q, not on the given source %q", spec.Tenant, b, source, spec.Source)
 	case spec.Target == source:
-		return Status{}, errInput("target %q is the source of tenant %q (bucket %d)", spec.Target, spec.Tenant, b)
+		return Status{}, invalidf("target %q is the source of tenant %q (bucket %d)", spec.Target, spec.Tenant, b)
 	case c.shards[spec.Target] == nil:
-		return Status{}, errInput("unknown target shard %q", spec.Target)
+		return Status{}, invalidf("unknown target shard %q", spec.Target)
 	case c.shards[source] == nil:
-		return Status{}, errInput("no client for source shard %q", source)
+		return Status{}, invalidf("no client for source shard %q", source)
 	}
 	if !containsShard(t, spec.Target) {
-		return Status{}, errInput("target shard %q is not named in the table (generation %d)", spec.Target, t.Generation)
+		return Status{}, invalidf("target shard %q is not named in the table (generation %d)", spec.Target, t.Generation)
 	}
 	bu := routing.BucketUnit(b)
 	own, moved, err := c.shards[source].r.Ownership(ctx, bu)
@@ -144,7 +145,7 @@ func (c *Coordinator) StartCarve(ctx context.Context, spec CarveSpec) (Status, e
 			ErrOwnershipChanged, spec.Target, u, tgt)
 	}
 	s := Status{ID: spec.ID, Unit: u, From: bu, Source: source, Target: spec.Target, State: OwnedA,
-		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Now()}
+		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Clock()}
 	if err := c.create(ctx, s); err != nil {
 		return Status{}, err
 	}

@@ -26,7 +26,7 @@ func (cl Claim) Stuck() bool { return cl.State == "" || cl.State.Terminal() }
 // of the migration behind each: how an operator sees a stuck claim.
 func (c *Coordinator) Claims(ctx context.Context, u routing.Unit) ([]Claim, error) {
 	if err := u.Validate(); err != nil {
-		return nil, errInput("unit: %v", err)
+		return nil, invalidf("unit: %v", err)
 	}
 	var out []Claim
 	for _, name := range sortedNames(c.shards) {
@@ -46,7 +46,7 @@ func (c *Coordinator) Claims(ctx context.Context, u routing.Unit) ([]Claim, erro
 		_, _ = fmt.Sscan(gen, &cl.Own.Generation)
 		if s, err := c.load(ctx, mig); err == nil {
 			cl.State = s.State
-		} else if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalidInput) {
+		} else if !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) {
 			return nil, err
 		}
 		out = append(out, cl)
@@ -58,13 +58,13 @@ func (c *Coordinator) Claims(ctx context.Context, u routing.Unit) ([]Claim, erro
 // finished (or has no journal record): the claim's data is deleted and its record left
 // "cancelled", with a new fencing epoch for the unit, so no driver of that migration can
 // act there again. It refuses with ErrBusy while that migration is unfinished (Cancel or
-// Resume it instead), and with ErrInvalidInput when there is no claim. It never touches a
+// Resume it instead), and with ErrInvalid when there is no claim. It never touches a
 // record that is open, closed or claimed by another migration meanwhile (compare-and-set in
-// one script). It is idempotent: clearing a cleared claim fails with ErrInvalidInput and
+// one script). It is idempotent: clearing a cleared claim fails with ErrInvalid and
 // changes nothing.
 func (c *Coordinator) ClearClaim(ctx context.Context, u routing.Unit, shard string) (Claim, error) {
 	if c.shards[shard] == nil {
-		return Claim{}, errInput("unknown shard %q", shard)
+		return Claim{}, invalidf("unknown shard %q", shard)
 	}
 	claims, err := c.Claims(ctx, u)
 	if err != nil {
@@ -78,7 +78,7 @@ func (c *Coordinator) ClearClaim(ctx context.Context, u routing.Unit, shard stri
 	}
 	switch {
 	case cl == nil:
-		return Claim{}, errInput("%s has no import claim on shard %q", u, shard)
+		return Claim{}, invalidf("%s has no import claim on shard %q", u, shard)
 	case !cl.Stuck():
 		return *cl, fmt.Errorf("%w: the claim of %s on %q belongs to unfinished migration %q (%s); Cancel or Resume it",
 			ErrBusy, u, shard, cl.Migration, cl.State)

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 
+	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -41,9 +41,10 @@ type shard struct {
 // journal live) and the shards named in o.Shards.
 func New(control Control, o Options) (*Coordinator, error) {
 	if control == nil {
-		return nil, errors.New("migrate: control client must not be nil")
+		return nil, invalidOption("migrate: control client must not be nil")
 	}
-	if err := o.fill(); err != nil {
+	o, err := o.withDefaults()
+	if err != nil {
 		return nil, err
 	}
 	store, err := routing.NewStore(control, routing.StoreOptions{Prefix: o.Prefix})
@@ -53,7 +54,7 @@ func New(control Control, o Options) (*Coordinator, error) {
 	c := &Coordinator{control: control, store: store, shards: make(map[string]*shard, len(o.Shards)),
 		keys: routing.Keys{Prefix: o.Prefix}, o: o}
 	for name, cl := range o.Shards {
-		rs, err := routing.NewShard(name, cl, routing.ShardOptions{Prefix: o.Prefix, Clock: o.Now,
+		rs, err := routing.NewShard(name, cl, routing.ShardOptions{Prefix: o.Prefix, Clock: o.Clock,
 			TombstoneRetention: o.TombstoneRetention})
 		if err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)
@@ -78,27 +79,27 @@ type Spec struct {
 
 // Start checks spec against the current route table and the source's ownership record,
 // writes the migration's journal record (state OwnedA) and takes the unit's migration lock.
-// It changes nothing on the shards. It fails with ErrInvalidInput for an unknown unit or
+// It changes nothing on the shards. It fails with ErrInvalid for an unknown unit or
 // shard or a target equal to the source, with ErrBusy when another migration holds the unit,
 // and with ErrOwnershipChanged when the source does not hold the unit open. Start with the
 // ID of an existing migration of the same unit and target returns that migration's status
-// (a retry after a lost reply); with another unit or target it fails with ErrInvalidInput.
+// (a retry after a lost reply); with another unit or target it fails with ErrInvalid.
 func (c *Coordinator) Start(ctx context.Context, spec Spec) (Status, error) {
 	if err := spec.Unit.Validate(); err != nil {
-		return Status{}, errInput("unit: %v", err)
+		return Status{}, invalidf("unit: %v", err)
 	}
 	if spec.ID == "" {
 		spec.ID = c.o.NewID()
 	}
-	if len(spec.ID) > 200 || strings.ContainsAny(spec.ID, "{}") {
-		return Status{}, errInput("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
+	if len(spec.ID) > 200 || slot.HasBraces(spec.ID) {
+		return Status{}, invalidf("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
 	}
 	// Starting again after a lost reply finds the record the first attempt wrote.
 	if prev, err := c.load(ctx, spec.ID); err == nil {
 		if prev.Unit == spec.Unit && prev.Target == spec.Target && (spec.Source == "" || spec.Source == prev.Source) {
 			return prev, nil
 		}
-		return Status{}, errInput("migration ID %q is already used for %s -> %q", spec.ID, prev.Unit, prev.Target)
+		return Status{}, invalidf("migration ID %q is already used for %s -> %q", spec.ID, prev.Unit, prev.Target)
 	} else if !errors.Is(err, ErrNotFound) {
 		return Status{}, err
 	}
@@ -123,18 +124,18 @@ func (c *Coordinator) start(ctx context.Context, spec Spec) (Status, error) {
 	source := t.Owner(spec.Unit)
 	switch {
 	case source == "":
-		return Status{}, errInput("the table (generation %d) does not assign %s (a tenant in a shared bucket leaves it with Carve)", t.Generation, spec.Unit)
+		return Status{}, invalidf("the table (generation %d) does not assign %s (a tenant in a shared bucket leaves it with Carve)", t.Generation, spec.Unit)
 	case spec.Source != "" && spec.Source != source:
-		return Status{}, errInput("%s is on shard %q, not on the given source %q", spec.Unit, source, spec.Source)
+		return Status{}, invalidf("%s is on shard %q, not on the given source %q", spec.Unit, source, spec.Source)
 	case spec.Target == source:
-		return Status{}, errInput("target %q is the source of %s", spec.Target, spec.Unit)
+		return Status{}, invalidf("target %q is the source of %s", spec.Target, spec.Unit)
 	case c.shards[spec.Target] == nil:
-		return Status{}, errInput("unknown target shard %q", spec.Target)
+		return Status{}, invalidf("unknown target shard %q", spec.Target)
 	case c.shards[source] == nil:
-		return Status{}, errInput("no client for source shard %q", source)
+		return Status{}, invalidf("no client for source shard %q", source)
 	}
 	if !containsShard(t, spec.Target) {
-		return Status{}, errInput("target shard %q is not named in the table (generation %d)", spec.Target, t.Generation)
+		return Status{}, invalidf("target shard %q is not named in the table (generation %d)", spec.Target, t.Generation)
 	}
 	own, _, err := c.shards[source].r.Ownership(ctx, spec.Unit)
 	if err != nil {
@@ -156,7 +157,7 @@ func (c *Coordinator) start(ctx context.Context, spec Spec) (Status, error) {
 			ErrOwnershipChanged, spec.Target, spec.Unit, tgt)
 	}
 	s := Status{ID: spec.ID, Unit: spec.Unit, Source: source, Target: spec.Target, State: OwnedA,
-		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Now()}
+		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Clock()}
 	if err := c.create(ctx, s); err != nil {
 		return Status{}, err
 	}

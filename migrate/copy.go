@@ -213,7 +213,7 @@ func (c *Coordinator) catchUp(ctx context.Context, r *run) error {
 			}
 			continue
 		}
-		return c.step(ctx, r, []State{CatchingUp}, ClosedA, false, "closedat", ms(c.o.Now()))
+		return c.step(ctx, r, []State{CatchingUp}, ClosedA, false, "closedat", ms(c.o.Clock()))
 	}
 }
 
@@ -296,7 +296,7 @@ func (c *Coordinator) logItems(e routing.LogEntry) []item {
 			if it.exp <= 0 {
 				// An entry written before the log carried the tombstone's expiry: derive it
 				// from the entry's time and the configured retention.
-				at := c.o.Now()
+				at := c.o.Clock()
 				if id, err := parseID(e.ID); err == nil {
 					at = time.UnixMilli(int64(id.ms))
 				}
@@ -335,5 +335,5 @@ func (c *Coordinator) restartSnapshot(ctx context.Context, r *run, p probeResult
 // before the retry window and is not moved: now + OpRetention - OpRetryWindow (now, with
 // the default window).
 func (c *Coordinator) opCutoff() int64 {
-	return c.o.Now().Add(c.o.OpRetention - c.o.OpRetryWindow).UnixMilli()
+	return c.o.Clock().Add(c.o.OpRetention - c.o.OpRetryWindow).UnixMilli()
 }

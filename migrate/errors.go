@@ -5,9 +5,15 @@ import (
 	"fmt"
 )
 
-// ErrInvalidInput reports a bad request: an unknown unit or shard, a target equal to the
-// source, a malformed ID. Nothing was changed.
-var ErrInvalidInput = errors.New("migrate: invalid input")
+// ErrInvalid is wrapped by every error about bad options or a bad request (an option out of
+// range, an unknown unit or shard, a target equal to the source, a malformed ID); the
+// message names the field and the allowed range. Nothing was changed.
+var ErrInvalid = errors.New("migrate: invalid input")
+
+// ErrInvalidInput is the former name of [ErrInvalid], the same value.
+//
+// Deprecated: use ErrInvalid.
+var ErrInvalidInput = ErrInvalid
 
 // ErrBusy reports that another unfinished migration already holds the unit. Nothing was
 // changed. The error carries a [*BusyError] naming the holder.
@@ -107,8 +113,26 @@ func (e *VerifyError) Error() string {
 // Is makes errors.Is(err, ErrVerify) true.
 func (e *VerifyError) Is(target error) bool { return target == ErrVerify }
 
-func errInput(format string, args ...any) error {
-	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidInput}, args...)...)
+// invalidf returns an error wrapping ErrInvalid, "migrate: invalid input: " + the message,
+// which names the field and the allowed range.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalid}, args...)...)
+}
+
+// invalidError is an option error whose message is its own ("migrate: Options.X must be
+// …, got …", without invalidf's "invalid input: "), tied to ErrInvalid by Unwrap.
+type invalidError struct{ msg string }
+
+// Error implements error.
+func (e *invalidError) Error() string { return e.msg }
+
+// Unwrap returns ErrInvalid.
+func (e *invalidError) Unwrap() error { return ErrInvalid }
+
+// invalidOption returns an *invalidError with the formatted message, which starts with
+// "migrate: " and names the field and the allowed range.
+func invalidOption(format string, args ...any) error {
+	return &invalidError{msg: fmt.Sprintf(format, args...)}
 }
 
 // FencedError is the typed form of [ErrFenced].

@@ -184,7 +184,7 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 				return fmt.Errorf("migrate: publish: %w", err)
 			}
 		}
-		now := c.o.Now()
+		now := c.o.Clock()
 		pause := now.Sub(r.ClosedAt)
 		if r.ClosedAt.IsZero() {
 			pause = 0
@@ -222,12 +222,12 @@ func (c *Coordinator) Cleanup(ctx context.Context, id string) (Status, error) {
 		return s, err
 	}
 	if s.State != OwnedB {
-		return s, errInput("migration %q is %s; only a finished (OwnedB) migration is cleaned up", id, s.State)
+		return s, invalidf("migration %q is %s; only a finished (OwnedB) migration is cleaned up", id, s.State)
 	}
 	if s.Cleaned {
 		return s, nil
 	}
-	if wait := s.Flipped.Add(c.o.Grace).Sub(c.o.Now()); wait > 0 {
+	if wait := s.Flipped.Add(c.o.Grace).Sub(c.o.Clock()); wait > 0 {
 		return s, fmt.Errorf("%w: %v left for migration %q", ErrGraceNotElapsed, wait.Round(time.Millisecond), id)
 	}
 	if s.From.Kind != 0 {
@@ -242,7 +242,7 @@ func (c *Coordinator) Cleanup(ctx context.Context, id string) (Status, error) {
 		return r.Status, err
 	}
 	if r.epoch == 0 {
-		return r.Status, errInput("migration %q is %s; only a finished (OwnedB) migration is cleaned up", id, r.State)
+		return r.Status, invalidf("migration %q is %s; only a finished (OwnedB) migration is cleaned up", id, r.State)
 	}
 	defer c.release(ctx, id, r.epoch)
 	k := c.keys.Unit(s.Unit)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -55,7 +56,7 @@ type FoldSpec struct {
 //
 // A tenant with no records folds back all the same (nothing is copied). Bad input (an empty
 // or invalid tenant, a tenant not overridden or spread, a source or target that is not the
-// one the table names, an unknown shard) fails with ErrInvalidInput and changes nothing.
+// one the table names, an unknown shard) fails with ErrInvalid and changes nothing.
 func (c *Coordinator) Fold(ctx context.Context, spec FoldSpec) (Status, error) {
 	s, err := c.StartFold(ctx, spec)
 	if err != nil {
@@ -72,20 +73,20 @@ func (c *Coordinator) Fold(ctx context.Context, spec FoldSpec) (Status, error) {
 func (c *Coordinator) StartFold(ctx context.Context, spec FoldSpec) (Status, error) {
 	u := routing.TenantUnit(spec.Tenant)
 	if err := u.Validate(); err != nil {
-		return Status{}, errInput("tenant: %v", err)
+		return Status{}, invalidf("tenant: %v", err)
 	}
 	if spec.ID == "" {
 		spec.ID = c.o.NewID()
 	}
-	if len(spec.ID) > 200 || strings.ContainsAny(spec.ID, "{}") {
-		return Status{}, errInput("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
+	if len(spec.ID) > 200 || slot.HasBraces(spec.ID) {
+		return Status{}, invalidf("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
 	}
 	if prev, err := c.load(ctx, spec.ID); err == nil {
 		if prev.Unit == u && prev.folding() && (spec.Target == "" || spec.Target == prev.Target) &&
 			(spec.Source == "" || spec.Source == prev.Source) {
 			return prev, nil
 		}
-		return Status{}, errInput("migration ID %q is already used for %s -> %q", spec.ID, prev.Unit, prev.Target)
+		return Status{}, invalidf("migration ID %q is already used for %s -> %q", spec.ID, prev.Unit, prev.Target)
 	} else if !errors.Is(err, ErrNotFound) {
 		return Status{}, err
 	}
@@ -94,7 +95,7 @@ func (c *Coordinator) StartFold(ctx context.Context, spec FoldSpec) (Status, err
 		return Status{}, fmt.Errorf("migrate: start fold-back: %w", err)
 	}
 	if _, ok := t.Spreads[spec.Tenant]; ok {
-		return Status{}, errInput("tenant %q is spread (table generation %d); only an overridden tenant folds back",
+		return Status{}, invalidf("tenant %q is spread (table generation %d); only an overridden tenant folds back",
 			spec.Tenant, t.Generation)
 	}
 	source := t.Overrides[spec.Tenant]
@@ -103,19 +104,19 @@ func (c *Coordinator) StartFold(ctx context.Context, spec FoldSpec) (Status, err
 	target := t.BucketOwner(b)
 	switch {
 	case source == "":
-		return Status{}, errInput("tenant %q is not overridden (table generation %d); it is in its bucket already",
+		return Status{}, invalidf("tenant %q is not overridden (table generation %d); it is in its bucket already",
 			spec.Tenant, t.Generation)
 	case spec.Source != "" && spec.Source != source:
-		return Status{}, errInput("tenant %q is overridden onto shard %q, not onto the given source %q", spec.Tenant, source, spec.Source)
+		return Status{}, invalidf("tenant %q is overridden onto shard %q, not onto the given source %q", spec.Tenant, source, spec.Source)
 	case target == "":
-		return Status{}, errInput("the table (generation %d) does not assign bucket %d of tenant %q", t.Generation, b, spec.Tenant)
+		return Status{}, invalidf("the table (generation %d) does not assign bucket %d of tenant %q", t.Generation, b, spec.Tenant)
 	case spec.Target != "" && spec.Target != target:
-		return Status{}, errInput("bucket %d of tenant %q is on shard %q, not on the given target %q (a fold-back goes to the bucket's shard)",
+		return Status{}, invalidf("bucket %d of tenant %q is on shard %q, not on the given target %q (a fold-back goes to the bucket's shard)",
 			b, spec.Tenant, target, spec.Target)
 	case c.shards[source] == nil:
-		return Status{}, errInput("no client for source shard %q", source)
+		return Status{}, invalidf("no client for source shard %q", source)
 	case c.shards[target] == nil:
-		return Status{}, errInput("no client for target shard %q", target)
+		return Status{}, invalidf("no client for target shard %q", target)
 	}
 	own, _, err := c.shards[source].r.Ownership(ctx, u)
 	if err != nil {
@@ -134,7 +135,7 @@ func (c *Coordinator) StartFold(ctx context.Context, spec FoldSpec) (Status, err
 			ErrOwnershipChanged, target, bu, bown, t.Generation)
 	}
 	s := Status{ID: spec.ID, Unit: u, Into: bu, Source: source, Target: target, State: OwnedA,
-		SourceGen: own.Generation, ImportGen: bown.Generation, Created: c.o.Now()}
+		SourceGen: own.Generation, ImportGen: bown.Generation, Created: c.o.Clock()}
 	if err := c.create(ctx, s); err != nil {
 		return Status{}, err
 	}
@@ -316,7 +317,7 @@ func (c *Coordinator) foldApply(ctx context.Context, r *run, items []item) (writ
 	for _, it := range items {
 		args = append(args, string(it.kind), it.field, it.value, i64(max(it.exp, 0)))
 	}
-	reply, err := c.foldScript(ctx, r, "apply", ms(c.o.Now()), args...)
+	reply, err := c.foldScript(ctx, r, "apply", ms(c.o.Clock()), args...)
 	switch {
 	case errors.Is(err, ErrOwnershipChanged):
 		s, lerr := c.load(ctx, r.ID)
@@ -394,7 +395,7 @@ func (c *Coordinator) foldFlip(ctx context.Context, r *run) error {
 			}
 			gen = nt.Generation
 		}
-		now := c.o.Now()
+		now := c.o.Clock()
 		pause := now.Sub(r.ClosedAt)
 		if r.ClosedAt.IsZero() {
 			pause = 0

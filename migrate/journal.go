@@ -55,7 +55,7 @@ func (c *Coordinator) create(ctx context.Context, s Status) error {
 	case len(reply) == 2 && reply[0] == "busy":
 		return &BusyError{Unit: s.Unit.String(), Holder: reply[1]}
 	case len(reply) == 1 && reply[0] == "exists":
-		return errInput("migration ID %q is already used", s.ID)
+		return invalidf("migration ID %q is already used", s.ID)
 	}
 	return fmt.Errorf("migrate: create journal record %q: malformed reply %q", s.ID, reply)
 }
@@ -63,7 +63,7 @@ func (c *Coordinator) create(ctx context.Context, s Status) error {
 // load reads a migration's journal record.
 func (c *Coordinator) load(ctx context.Context, id string) (Status, error) {
 	if id == "" {
-		return Status{}, errInput("empty migration ID")
+		return Status{}, invalidf("empty migration ID")
 	}
 	m, err := c.control.HGetAll(ctx, c.journalKey(id)).Result()
 	if err != nil {
@@ -111,7 +111,7 @@ func (c *Coordinator) step(ctx context.Context, r *run, expect []State, to State
 		epoch = u64(r.epoch)
 	}
 	args := []any{strings.Join(exp, ","), string(to), rel, s.ID, epoch, i64(c.o.LeaseTTL.Milliseconds()),
-		"updated", ms(c.o.Now())}
+		"updated", ms(c.o.Clock())}
 	for _, v := range kv {
 		args = append(args, v)
 	}

@@ -4,12 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -95,7 +95,12 @@ type Options struct {
 	// window after its first attempt, on the new owner, finds no record of it and is applied
 	// as a new operation. Default: OpRetention (every live idempotency record moves).
 	OpRetryWindow time.Duration
-	// Now returns the current time. Default: time.Now.
+	// Clock returns the current time; journal timestamps, the grace period and the expiry of
+	// copied records use it. Default: time.Now.
+	Clock func() time.Time
+	// Now is the former name of Clock, used when Clock is nil.
+	//
+	// Deprecated: set Clock.
 	Now func() time.Time
 	// NewID returns a fresh migration ID when a Spec has none. Default: 16 random hex digits.
 	NewID func() string
@@ -106,79 +111,116 @@ type Options struct {
 	OnState func(Status)
 }
 
-func (o *Options) fill() error {
+// withDefaults fills the zero fields of o with the defaults and validates it; every error
+// wraps ErrInvalid and names the field and its allowed range. New calls it once.
+func (o Options) withDefaults() (Options, error) {
+	for _, step := range []func(*Options) error{
+		(*Options).checkShards,
+		(*Options).fillCopy,
+		(*Options).fillLease,
+		(*Options).fillRetention,
+		(*Options).fillHooks,
+	} {
+		if err := step(&o); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// checkShards validates Shards and Prefix and fills Prefix's default.
+func (o *Options) checkShards() error {
 	if len(o.Shards) == 0 {
-		return fmt.Errorf("migrate: Options.Shards must name at least one shard")
+		return invalidOption("migrate: Options.Shards must name at least one shard")
 	}
 	for name, c := range o.Shards {
 		if name == "" || c == nil {
-			return fmt.Errorf("migrate: Options.Shards must map non-empty names to clients, got %q -> %v", name, c)
+			return invalidOption("migrate: Options.Shards must map non-empty names to clients, got %q -> %v", name, c)
 		}
 	}
-	for i := 0; i < len(o.Prefix); i++ {
-		if o.Prefix[i] == '{' || o.Prefix[i] == '}' {
-			return fmt.Errorf("migrate: Options.Prefix must not contain braces, got %q", o.Prefix)
-		}
+	if slot.HasBraces(o.Prefix) {
+		return invalidOption("migrate: Options.Prefix must not contain braces, got %q", o.Prefix)
 	}
 	if o.Prefix == "" {
 		o.Prefix = routing.DefaultPrefix
 	}
-	if o.BatchSize == 0 {
-		o.BatchSize = DefaultBatchSize
-	}
+	return nil
+}
+
+// fillCopy fills and validates the copy's pacing: BatchSize, CloseLag, MaxCatchUpRounds.
+func (o *Options) fillCopy() error {
+	o.BatchSize = orDefault(o.BatchSize, DefaultBatchSize)
 	if o.BatchSize < 1 || o.BatchSize > 10000 {
-		return fmt.Errorf("migrate: Options.BatchSize must be 1..10000, got %d", o.BatchSize)
+		return invalidOption("migrate: Options.BatchSize must be 1..10000, got %d", o.BatchSize)
 	}
-	if o.CloseLag == 0 {
-		o.CloseLag = DefaultCloseLag
-	}
+	o.CloseLag = orDefault(o.CloseLag, DefaultCloseLag)
 	if o.CloseLag < 0 || o.CloseLag > 100000 {
-		return fmt.Errorf("migrate: Options.CloseLag must be 0..100000, got %d", o.CloseLag)
+		return invalidOption("migrate: Options.CloseLag must be 0..100000, got %d", o.CloseLag)
 	}
-	if o.MaxCatchUpRounds == 0 {
-		o.MaxCatchUpRounds = DefaultMaxCatchUpRounds
-	}
+	o.MaxCatchUpRounds = orDefault(o.MaxCatchUpRounds, DefaultMaxCatchUpRounds)
 	if o.MaxCatchUpRounds < 1 || o.MaxCatchUpRounds > 1000000 {
-		return fmt.Errorf("migrate: Options.MaxCatchUpRounds must be 1..1000000, got %d", o.MaxCatchUpRounds)
+		return invalidOption("migrate: Options.MaxCatchUpRounds must be 1..1000000, got %d", o.MaxCatchUpRounds)
 	}
-	if o.Grace == 0 {
-		o.Grace = DefaultGrace
-	}
+	return nil
+}
+
+// fillLease fills and validates the durations of a driver's lease and the source's grace.
+func (o *Options) fillLease() error {
+	o.Grace = orDefault(o.Grace, DefaultGrace)
 	if o.Grace < 0 {
-		return fmt.Errorf("migrate: Options.Grace must be >= 0, got %v", o.Grace)
+		return invalidOption("migrate: Options.Grace must be >= 0, got %v", o.Grace)
 	}
-	if o.LeaseTTL == 0 {
-		o.LeaseTTL = DefaultLeaseTTL
-	}
+	o.LeaseTTL = orDefault(o.LeaseTTL, DefaultLeaseTTL)
 	if o.LeaseTTL < 100*time.Millisecond || o.LeaseTTL > time.Hour {
-		return fmt.Errorf("%w: Options.LeaseTTL must be 100ms..1h, got %v", ErrInvalidInput, o.LeaseTTL)
+		return invalidf("Options.LeaseTTL must be 100ms..1h, got %v", o.LeaseTTL)
 	}
-	if o.TombstoneRetention == 0 {
-		o.TombstoneRetention = routing.DefaultTombstoneRetention
-	}
+	return nil
+}
+
+// fillRetention fills and validates TombstoneRetention, OpRetention and OpRetryWindow.
+func (o *Options) fillRetention() error {
+	o.TombstoneRetention = orDefault(o.TombstoneRetention, routing.DefaultTombstoneRetention)
 	if o.TombstoneRetention < time.Millisecond {
-		return fmt.Errorf("migrate: Options.TombstoneRetention must be >= 1ms, got %v", o.TombstoneRetention)
+		return invalidOption("migrate: Options.TombstoneRetention must be >= 1ms, got %v", o.TombstoneRetention)
 	}
-	if o.OpRetention == 0 {
-		o.OpRetention = routing.DefaultOpRetention
-	}
+	o.OpRetention = orDefault(o.OpRetention, routing.DefaultOpRetention)
 	if o.OpRetention < time.Millisecond {
-		return fmt.Errorf("%w: Options.OpRetention must be >= 1ms, got %v", ErrInvalidInput, o.OpRetention)
+		return invalidf("Options.OpRetention must be >= 1ms, got %v", o.OpRetention)
 	}
-	if o.OpRetryWindow == 0 {
-		o.OpRetryWindow = o.OpRetention
-	}
+	o.OpRetryWindow = orDefault(o.OpRetryWindow, o.OpRetention)
 	if o.OpRetryWindow < time.Second && o.OpRetryWindow != o.OpRetention || o.OpRetryWindow > o.OpRetention {
-		return fmt.Errorf("%w: Options.OpRetryWindow must be 1s..OpRetention (%v), got %v",
-			ErrInvalidInput, o.OpRetention, o.OpRetryWindow)
+		return invalidf("Options.OpRetryWindow must be 1s..OpRetention (%v), got %v", o.OpRetention, o.OpRetryWindow)
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	return nil
+}
+
+// fillHooks fills the clock (Clock, else the former Now, else time.Now) and the ID source.
+func (o *Options) fillHooks() error {
+	o.Clock = clockOf(o.Clock, o.Now)
 	if o.NewID == nil {
 		o.NewID = randomID
 	}
 	return nil
+}
+
+// clockOf returns clock, or the deprecated now when clock is nil, or time.Now.
+func clockOf(clock, now func() time.Time) func() time.Time {
+	switch {
+	case clock != nil:
+		return clock
+	case now != nil:
+		return now
+	default:
+		return time.Now
+	}
+}
+
+// orDefault returns v, or def when v is zero.
+func orDefault[T int | time.Duration](v, def T) T {
+	if v == 0 {
+		return def
+	}
+	return v
 }
 
 func randomID() string {

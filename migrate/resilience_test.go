@@ -176,7 +176,7 @@ func TestCleanupAfterGraceDeletesOnlyTheClosedCopy(t *testing.T) {
 	m.seed(t, e.client(), u, 30)
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixMilli())
-	co := e.coordinator(migrate.Options{Grace: time.Minute, Now: func() time.Time { return time.UnixMilli(clock.Load()) }})
+	co := e.coordinator(migrate.Options{Grace: time.Minute, Clock: func() time.Time { return time.UnixMilli(clock.Load()) }})
 	st, err := co.Migrate(ctx, migrate.Spec{Unit: u, Target: "a"})
 	require.NoError(t, err)
 	_, err = co.Cleanup(ctx, st.ID)

@@ -3,7 +3,7 @@ package migrate
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
 var (
@@ -30,15 +30,15 @@ var (
 	//go:embed fold.lua
 	foldLua string
 
-	prepareScript = redis.NewScript(prepareLua)
-	applyScript   = redis.NewScript(applyLua)
-	probeScript   = redis.NewScript(probeLua)
-	cleanupScript = redis.NewScript(cleanupLua)
-	createScript  = redis.NewScript(createLua)
-	stepScript    = redis.NewScript(stepLua)
-	acquireScript = redis.NewScript(acquireLua)
-	renewScript   = redis.NewScript(renewLua)
-	epochScript   = redis.NewScript(epochLua)
-	carveScript   = redis.NewScript(carveLua)
-	foldScript    = redis.NewScript(foldLua)
+	prepareScript = script.New(prepareLua)
+	applyScript   = script.New(applyLua)
+	probeScript   = script.New(probeLua)
+	cleanupScript = script.New(cleanupLua)
+	createScript  = script.New(createLua)
+	stepScript    = script.New(stepLua)
+	acquireScript = script.New(acquireLua)
+	renewScript   = script.New(renewLua)
+	epochScript   = script.New(epochLua)
+	carveScript   = script.New(carveLua)
+	foldScript    = script.New(foldLua)
 )

@@ -54,7 +54,7 @@ func TestExpiredOneSidedItemsSettleBeforeTheBarrierInBatches(t *testing.T) {
 	k := routing.Keys{Prefix: p}.Unit(u)
 	clock := time.Now()
 	c, err := New(ca, Options{Shards: map[string]ShardClient{"a": ca, "b": cb}, Prefix: p, BatchSize: 1000,
-		Now: func() time.Time { return clock }})
+		Clock: func() time.Time { return clock }})
 	require.NoError(t, err)
 	r := &run{Status: Status{ID: "m1", Unit: u, Source: "a", Target: "b", Applied: "0-0"}}
 	v := &verifier{id: r.ID, pos: "0-0", a: newSide(), b: newSide(), dirty: map[string]bool{}}

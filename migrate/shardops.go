@@ -64,7 +64,7 @@ func (c *Coordinator) apply(ctx context.Context, r *run, items []item) (written,
 	}
 	k := c.keys.Unit(r.Unit)
 	args := make([]any, 0, 4+4*len(items))
-	args = append(args, u64(r.ImportGen), r.ID, ms(c.o.Now()), u64(r.epoch))
+	args = append(args, u64(r.ImportGen), r.ID, ms(c.o.Clock()), u64(r.epoch))
 	for _, it := range items {
 		args = append(args, string(it.kind), it.field, it.value, i64(max(it.exp, 0)))
 	}

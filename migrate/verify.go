@@ -179,7 +179,7 @@ func (c *Coordinator) refine(ctx context.Context, r *run, v *verifier) error {
 	if err := c.reread(ctx, r, v); err != nil {
 		return err
 	}
-	if _, err := c.settle(ctx, r, v, c.o.Now().Add(expirySlack).UnixMilli()); err != nil {
+	if _, err := c.settle(ctx, r, v, c.o.Clock().Add(expirySlack).UnixMilli()); err != nil {
 		return err
 	}
 	for key := range v.dirty {
@@ -238,7 +238,7 @@ func (c *Coordinator) finish(ctx context.Context, r *run, v *verifier) (Digest, 
 	}
 	// Read the clock after the items: a side may have dropped an item it found expired by
 	// its own clock just before; expirySlack absorbs small clock differences.
-	now := c.o.Now().Add(expirySlack).UnixMilli()
+	now := c.o.Clock().Add(expirySlack).UnixMilli()
 	// Items present on one side only are fine if they expired there (retention removes
 	// them lazily, and never through the log).
 	differ, err := c.settle(ctx, r, v, now)

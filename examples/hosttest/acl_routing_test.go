@@ -203,7 +203,7 @@ func migrateOps(ctx context.Context, control redis.UniversalClient, shards, host
 		}
 		return now
 	}
-	co, err := migrate.New(control, migrate.Options{Shards: clients, Prefix: prefix, BatchSize: 4, Now: clock})
+	co, err := migrate.New(control, migrate.Options{Shards: clients, Prefix: prefix, BatchSize: 4, Clock: clock})
 	if err != nil {
 		return err
 	}
