@@ -214,8 +214,10 @@
 // "+del +zmscore +xrange". A Cache copies the tenant's own keys, which are the host's, not
 // under the prefix: add their key pattern on the shards with "+pttl +dump +restore". For the
 // default prefix the whole control rule is "~celebrity:routing:table
-// ~{celebrity:routing:table}* &celebrity:routing:table:announce +evalsha +eval +hmget +hget
-// +hset +publish +subscribe +ping +hgetall +zrange +incr +time +exists +get +set +zadd +del",
+// ~{celebrity:routing:table}* ~{celebrity:routing:load}* &celebrity:routing:table:announce
+// +evalsha +eval +hmget +hget +hset +publish +subscribe +ping +hsetnx +hincrby +pexpire +zadd
+// +zremrangebyscore +zrevrange +zrangebyscore +hgetall +zrange +incr +time +exists +get +set
+// +del" (routing.ControlACLRule plus the commands above),
 // and the shard rule "~{celebrity:routing:* +evalsha +eval +exists +hdel +hexists +hget
 // +hgetall +hmget +hscan +hset +xadd +xinfo|stream +zadd +zrangebyscore +zrem +del +zmscore
 // +xrange" (+pttl +dump +restore with the tenants' key patterns for a Cache). No channel is
