@@ -164,7 +164,11 @@ func serverCalls(t testing.TB, addrs []string) float64 {
 		_ = c.Close()
 		require.NoError(t, err)
 		for _, line := range strings.Split(info, "\n") {
-			if !strings.HasPrefix(line, "cmdstat_") || strings.HasPrefix(line, "cmdstat_info:") || strings.HasPrefix(line, "cmdstat_hello:") {
+			// The reading connection's own handshake is left out: HELLO, and the CLIENT
+			// SETINFO calls go-redis sends on connect (Redis 7.2 and newer run them; 7.0
+			// refuses them, so they counted only on newer servers).
+			if !strings.HasPrefix(line, "cmdstat_") || strings.HasPrefix(line, "cmdstat_info:") || strings.HasPrefix(line, "cmdstat_hello:") ||
+				strings.HasPrefix(line, "cmdstat_client|") {
 				continue
 			}
 			_, rest, _ := strings.Cut(line, "calls=")
