@@ -595,6 +595,9 @@ func TestCarveOutDriverProcessesKilledOrStoppedAtEveryState(t *testing.T) {
 			src := pe.openOwner(bu)
 			dst := other(src)
 			m := newTModel()
+			// Ten writers paced at 1 ms write through every round without saturating a loaded
+			// server: flat out, a driver process could not reach its stop point within 90 s.
+			m.pace = time.Millisecond
 			seeder := pe.client()
 			for _, tn := range append([]string{neighbour}, tenants...) {
 				m.seed(t, seeder, tn, 60)
