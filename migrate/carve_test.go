@@ -61,6 +61,13 @@ type tmodel struct {
 	pace time.Duration     // pause between a writer's writes (0: none)
 }
 
+// acked returns how many operations writers have had acknowledged.
+func (m *tmodel) acked() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.ops)
+}
+
 func newTModel() *tmodel {
 	return &tmodel{id: models.Add(1), recs: map[string]routing.Record{}, ops: map[string]routing.Result{},
 		opf: map[string]string{}}
@@ -316,10 +323,12 @@ func TestCarveOutMovesOneTenantWhileItsBucketKeepsWriting(t *testing.T) {
 			require.Equal(t, bu, st.From)
 			require.Equal(t, routing.TenantUnit(fat), st.Unit)
 
-			// Let the writers run on the new table for a moment, then stop.
+			// Let the writers acknowledge more writes on the new table, then stop.
 			require.Eventually(t, func() bool { return fatStale.Load() > 0 }, 30*time.Second, time.Millisecond,
 				"the fat tenant's writers met the barrier")
-			time.Sleep(20 * time.Millisecond)
+			after := m.acked()
+			require.Eventually(t, func() bool { return m.acked() >= after+20 }, 30*time.Second, time.Millisecond,
+				"writes go on after the flip")
 			close(stop)
 			wg.Wait()
 			close(errs)
