@@ -46,6 +46,7 @@ func TestLayoutShowsGenerationsAndStripes(t *testing.T) {
 
 		g2, err := c.Resize(ctx, 3)
 		require.NoError(t, err)
+		pastBoundary(t, c, 1)
 		add(100, 5)
 		// Another process, without a Counter and without knowing the dedup settings.
 		lo, err = ReadLayout(ctx, rc, c.opts.Prefix, "views")

@@ -3,6 +3,7 @@ package stripes
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,6 +19,18 @@ func sumOf(vs []int64) (s int64) {
 		s += v
 	}
 	return s
+}
+
+// pastBoundary waits until the clock is past every stripe boundary of generation g, so
+// that an event stamped time.Now() goes to a newer generation. A boundary can be a
+// millisecond after Resize returned: it is later than every event its stripe accepted.
+func pastBoundary(t *testing.T, c *Counter, g uint64) {
+	t.Helper()
+	gd := mustLayout(t, c).gen(g)
+	require.NotNil(t, gd)
+	require.NotEmpty(t, gd.Ends, "generation %d is closed", g)
+	end := time.UnixMilli(slices.Max(gd.Ends))
+	time.Sleep(time.Until(end) + time.Millisecond)
 }
 
 // sealEventually calls Seal until it folds generation g.
@@ -60,6 +73,7 @@ func TestSealedGenerationFoldsOnceAndRejectsRetries(t *testing.T) {
 		g2, err := c.Resize(ctx, 8)
 		require.NoError(t, err)
 		require.Equal(t, uint64(2), g2)
+		pastBoundary(t, c, 1)
 		for i := range 50 {
 			_, err := c.Add(ctx, Event{ID: fmt.Sprintf("g2-%d", i), Time: time.Now()}, 1)
 			require.NoError(t, err)
@@ -120,6 +134,7 @@ func TestSealCrashBeforeFoldFoldsOnce(t *testing.T) {
 		_, err := c.Resize(ctx, 5)
 		require.NoError(t, err)
 		gd := *mustLayout(t, c).gen(1)
+		pastBoundary(t, c, 1)
 
 		// A seal round that marked the stripes sealed and crashed before folding.
 		cmds, err := c.pipeline(ctx, sealScript, gd.Stripes, func(i int) (string, []any) {
