@@ -115,6 +115,29 @@ func ExampleClusterShards_Refresh() {
 	// <nil> true 3
 }
 
+// Shard is the key-to-master function a Detector's Options.Shard takes: it answers from the
+// slot map in memory, with no I/O.
+func ExampleClusterShards_Shard() {
+	ctx := context.Background()
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: exampleClusterAddrs})
+	defer c.Close()
+	shards, err := hotkeys.NewClusterShards(ctx, c)
+	if err != nil {
+		panic(err)
+	}
+	owner := make(map[string]bool)
+	for i := range 100 {
+		owner[shards.Shard("post:"+strconv.Itoa(i))] = true
+	}
+	master, err := c.MasterForKey(ctx, "post:1")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(owner), shards.Shard("post:1") == master.Options().Addr)
+	// Output:
+	// 3 true
+}
+
 // exampleProbeData writes a hot key read a hundred times and a cold one never read, under a
 // prefix of their own, on the examples' LFU server.
 func exampleProbeData(ctx context.Context, c *redis.Client) (hot, cold string) {
