@@ -28,9 +28,10 @@ var aclCommands = []string{"+evalsha", "+eval", "+get", "+set", "+pexpire", "+pt
 // itself; the package's tests run under the rule for the prefix pattern "t*", which covers
 // every test's prefix.
 func ACLRule[V any](o Options[V]) []string {
-	p := cmp.Or(o.Prefix, DefaultPrefix)
-	rule := replicas.ACLRule(replicas.Options{Prefix: p + "r:"})
-	rule = append(rule, l1cache.ACLRule(p+"inv")...)
+	o.Prefix = cmp.Or(o.Prefix, DefaultPrefix)
+	p := o.Prefix
+	rule := replicas.ACLRule(o.replicasOptions())
+	rule = append(rule, l1cache.ACLRule(o.invalidationChannel())...)
 	rule = append(rule, "~"+slot.Tagged(p, p+"hot")+"*", "~"+p+"{"+p+"sum*", "&"+p+"hot")
 	rule = append(rule, aclCommands...)
 	if o.PromoteShare > 0 {
