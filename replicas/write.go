@@ -148,7 +148,7 @@ func (r *Replicator) run(ctx context.Context, s *script.Script, keys []string, a
 	if err != nil {
 		return nil, nil, err
 	}
-	cmds, wait := r.pipelineWait(ctx, node, []script.Call{{Script: s, Keys: keys, Args: args}})
+	cmds, wait := script.PipelineWait(ctx, node, []script.Call{{Script: s, Keys: keys, Args: args}}, r.opts.WaitReplicas, r.opts.WaitTimeout)
 	res, err = cmds[0].Result()
 	if err != nil {
 		return nil, nil, err
@@ -176,39 +176,6 @@ func (r *Replicator) nodeFor(ctx context.Context, key string) (redis.Cmdable, er
 		return r.cluster.MasterForKey(ctx, key)
 	}
 	return r.client, nil
-}
-
-// pipelineWait sends calls with EVALSHA on node, followed by a WAIT, in one pipeline (one
-// connection). When a call is answered NOSCRIPT, it sends the calls again with EVAL and
-// their sources, and the WAIT (every script is idempotent by version, so a call that already
-// ran changes nothing the second time). EVAL, unlike SCRIPT LOAD, is in the package's ACL
-// rule.
-func (r *Replicator) pipelineWait(ctx context.Context, node redis.Cmdable, calls []script.Call) ([]*redis.Cmd, *redis.IntCmd) {
-	cmds, wait := r.sendWait(ctx, node, calls, false)
-	for _, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			return r.sendWait(ctx, node, calls, true)
-		}
-	}
-	return cmds, wait
-}
-
-// sendWait sends calls with EVALSHA (with EVAL and their sources when source is set) on
-// node, followed by a WAIT, in one pipeline.
-func (r *Replicator) sendWait(ctx context.Context, node redis.Cmdable, calls []script.Call, source bool) ([]*redis.Cmd, *redis.IntCmd) {
-	pipe := node.Pipeline()
-	cmds := make([]*redis.Cmd, len(calls))
-	for i, c := range calls {
-		if source {
-			cmds[i] = pipe.Eval(ctx, c.Script.Source(), c.Keys, c.Args...)
-		} else {
-			cmds[i] = pipe.EvalSha(ctx, c.Script.Hash(), c.Keys, c.Args...)
-		}
-	}
-	wait := redis.NewIntCmd(ctx, "wait", r.opts.WaitReplicas, r.opts.WaitTimeout.Milliseconds())
-	_ = pipe.Process(ctx, wait)
-	_, _ = pipe.Exec(ctx) // errors are read per command
-	return cmds, wait
 }
 
 // targets turns the registry of the stored record into copies to write. Each copy's value
@@ -271,7 +238,7 @@ func (r *Replicator) writeCopies(ctx context.Context, key string, rec record, ta
 				}
 				continue
 			}
-			cmds, wait := r.pipelineWait(ctx, g.node, copyCalls(rec, g.targets))
+			cmds, wait := script.PipelineWait(ctx, g.node, copyCalls(rec, g.targets), r.opts.WaitReplicas, r.opts.WaitTimeout)
 			collect(g.targets, cmds, r.waitError(wait))
 		}
 	}
