@@ -55,7 +55,7 @@ func TestJudgeCopiesNamesEachFailedCopy(t *testing.T) {
 	}
 	down := errors.New("connection refused")
 	targets := []target{{index: 0, key: "c0"}, {index: ForeignIndex, key: "c1"}, {index: 2, key: "c2"}, {index: 1, key: "c3"}}
-	cmds := []*redis.Cmd{reply(setApplied, nil), reply(nil, down), reply(setConflict, nil), reply(copyLate, nil)}
+	cmds := []*redis.Cmd{reply([]any{setApplied}, nil), reply(nil, down), reply([]any{setConflict}, nil), reply([]any{copyLate}, nil)}
 
 	failed, written := judgeCopies(targets, cmds, nil)
 	require.Equal(t, 2, written)

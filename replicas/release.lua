@@ -11,7 +11,7 @@
 -- ARGV[3]  how long the mark lasts, ms, > 0 (NegativeTTL for "n", ErrorTTL for "e").
 -- ARGV[4]  the error's text (mode "e"; may be empty).
 --
--- Reply: 1 when the lease was the caller's and is now marked, 0 otherwise.
+-- Reply: {"ok"} when the lease was the caller's and is now marked, {"none"} otherwise.
 --
 -- Invariant: only the holder marks its lease; a retried call changes nothing more.
 
@@ -32,7 +32,7 @@ for i = 1, 2 do
   if held then tok, waiters = string.match(held, '^l2,([^,]*),(%d+)$') end
   if tok == token then k, n = KEYS[i], tonumber(waiters); break end
 end
-if not k then return 0 end
+if not k then return {'none'} end
 if mode == 'f' then
   redis.call('DEL', k)
 elseif mode == 'n' then
@@ -44,4 +44,4 @@ if n > 0 then
   for _ = 1, math.min(n, 1000) do redis.call('RPUSH', KEYS[3], '1') end
   redis.call('PEXPIRE', KEYS[3], math.max(tonumber(ms), 1000))
 end
-return 1
+return {'ok'}

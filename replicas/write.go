@@ -267,7 +267,7 @@ func judgeCopies(targets []target, cmds []*redis.Cmd, waitErr error) (failed []C
 	for i, c := range cmds {
 		err := c.Err()
 		if err == nil {
-			if s, _ := c.Val().(string); s == setConflict {
+			if replyStatus(c.Val()) == setConflict {
 				err = ErrConflict
 			} else {
 				err = waitErr
@@ -313,15 +313,30 @@ func (r *Replicator) byNode(ctx context.Context, targets []target) []*nodeGroup 
 	return out
 }
 
+// replyStatus returns the status of a script's reply {status, ...}, or "" when v is not
+// one.
+func replyStatus(v any) string {
+	res, _ := v.([]any)
+	if len(res) == 0 {
+		return ""
+	}
+	s, _ := res[0].(string)
+	return s
+}
+
 // register runs register.lua: it adds slots to key's registry and returns the primary
 // record after it. found is false when the primary holds no live value or tombstone.
 func (r *Replicator) register(ctx context.Context, key, slots string) (rec record, found bool, err error) {
-	raw, err := registerScript.Run(ctx, r.client, []string{r.primaryKey(key)}, slots).Text()
-	if errors.Is(err, redis.Nil) {
-		return rec, false, nil
-	}
+	res, err := registerScript.Run(ctx, r.client, []string{r.primaryKey(key)}, slots).Slice()
 	if err != nil {
 		return rec, false, err
+	}
+	if replyStatus(res) == "none" {
+		return rec, false, nil
+	}
+	var raw string
+	if len(res) == 2 {
+		raw, _ = res[1].(string)
 	}
 	rec, ok := decode(raw)
 	if !ok {
