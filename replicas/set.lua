@@ -35,7 +35,7 @@
 --   "conflict"    refused: this version is stored with other content or the other kind.
 --   "superseded"  refused: the lease token is not the current one (expired or taken over).
 --
--- Invariants: a record never moves to an older version while its key lives, so retries and
+-- Invariant: a record never moves to an older version while its key lives, so retries and
 -- late writes are harmless; a registry entry is never shortened, and the key lives until
 -- its last entry ends (after the value expires it stays as a version floor), so every copy
 -- a writer was ever told about stays reachable by later writers for as long as it may live;
