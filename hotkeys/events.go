@@ -129,6 +129,9 @@ func (d *Detector) judgeTracked(st *evalState, v *view) ([]KeyEvent, map[string]
 			continue
 		}
 		if sure >= d.o.MinSamples && d.hot(g) {
+			// Seen: above a hot threshold is above its cool one, so this evaluation does
+			// not start the key's cooling hold (the untracked pass would).
+			seen[a.key] = true
 			st.hot[a.key] = &hotState{since: v.at}
 			events = append(events, KeyEvent{Kind: Hot, Key: a.key, Load: l, At: v.at})
 		}
