@@ -84,9 +84,9 @@ func TestSlotUsageCountsTheWindowAndWhenItEmpties(t *testing.T) {
 	// Sub-windows of 100 ms, k = 3; the server time 1050 ms is 50 ms into sub-window 10, so
 	// the counts are of sub-windows 8, 9 and 10, which leave the window at 1100, 1200, 1300.
 	for _, tc := range []struct {
-		name      string
-		res       []int64
-		used      int64
+		name       string
+		res        []int64
+		used       int64
 		resetAfter time.Duration
 	}{
 		{"empty window", []int64{1050, 0, 0, 0}, 0, 0},
