@@ -2,7 +2,6 @@ package migrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -72,85 +71,111 @@ func (c *Coordinator) Carve(ctx context.Context, spec CarveSpec) (Status, error)
 // migration lock, like [Coordinator.Start] does for a unit. It changes nothing on the
 // shards. The returned Status has Unit = the tenant's override unit and From = its bucket.
 func (c *Coordinator) StartCarve(ctx context.Context, spec CarveSpec) (Status, error) {
-	u := routing.TenantUnit(spec.Tenant)
-	if err := u.Validate(); err != nil {
-		return Status{}, invalidf("tenant: %v", err)
-	}
-	if spec.ID == "" {
-		spec.ID = c.o.NewID()
-	}
-	if len(spec.ID) > 200 || slot.HasBraces(spec.ID) {
-		return Status{}, invalidf("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
-	}
-	if prev, err := c.load(ctx, spec.ID); err == nil {
-		if prev.Unit == u && prev.From.Kind == routing.KindBucket && prev.Target == spec.Target &&
-			(spec.Source == "" || spec.Source == prev.Source) {
-			return prev, nil
-		}
-		return Status{}, invalidf("migration ID %q is already used for %s -> %q", spec.ID, prev.Unit, prev.Target)
-	} else if !errors.Is(err, ErrNotFound) {
+	u, id, err := checkTenantSpec(spec.Tenant, spec.ID, c.o.NewID)
+	if err != nil {
 		return Status{}, err
+	}
+	if prev, found, err := c.replay(ctx, id, func(prev Status) bool {
+		return prev.Unit == u && prev.From.Kind == routing.KindBucket && prev.Target == spec.Target &&
+			(spec.Source == "" || spec.Source == prev.Source)
+	}); found || err != nil {
+		return prev, err
 	}
 	t, err := c.store.Load(ctx)
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
 	}
+	p, err := planCarve(t, spec, c.hasShard)
+	if err != nil {
+		return Status{}, err
+	}
+	own, moved, err := c.shards[p.source].r.Ownership(ctx, p.bucket)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
+	}
+	if err := checkOpen("source", p.source, p.bucket, own, t); err != nil {
+		return Status{}, err
+	}
+	if _, ok := moved[spec.Tenant]; ok {
+		return Status{}, fmt.Errorf("%w: source %q marks tenant %q as moved out of %s, but the table (generation %d) has no override for it",
+			ErrOwnershipChanged, p.source, spec.Tenant, p.bucket, t.Generation)
+	}
+	tgt, _, err := c.shards[p.target].r.Ownership(ctx, u)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
+	}
+	if err := c.checkImport(ctx, p.target, u, id, tgt); err != nil {
+		return Status{}, err
+	}
+	return c.record(ctx, Status{ID: id, Unit: u, From: p.bucket, Source: p.source, Target: p.target, State: OwnedA,
+		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Clock()})
+}
+
+// tenantPlan is what the pure planning step of a carve-out or fold-back ([planCarve],
+// [planFold]) settles from the spec and the current table, before any shard is read.
+type tenantPlan struct {
+	unit   routing.Unit // unit is the tenant's override unit.
+	bucket routing.Unit // bucket is the tenant's hash bucket.
+	source string       // source is the shard the tenant's items leave.
+	target string       // target is the shard they go to.
+}
+
+// checkTenantSpec is the check StartCarve and StartFold share before they read anything:
+// the tenant must name a valid tenant unit, and the migration ID (newID fills an empty one)
+// must be 1..200 bytes without braces. It returns the tenant's unit and the ID; it is pure
+// apart from newID.
+func checkTenantSpec(tenant, id string, newID func() string) (routing.Unit, string, error) {
+	u := routing.TenantUnit(tenant)
+	if err := u.Validate(); err != nil {
+		return routing.Unit{}, "", invalidf("tenant: %v", err)
+	}
+	if id == "" {
+		id = newID()
+	}
+	if err := checkID(id); err != nil {
+		return routing.Unit{}, "", err
+	}
+	return u, id, nil
+}
+
+// checkID refuses a migration ID that is longer than 200 bytes or contains braces.
+func checkID(id string) error {
+	if len(id) > 200 || slot.HasBraces(id) {
+		return invalidf("migration ID must be 1..200 bytes without braces, got %q", id)
+	}
+	return nil
+}
+
+// planCarve is StartCarve's pure planning step: it checks spec against table t and the
+// shards the coordinator has clients for (has) and names the tenant's bucket, its source
+// (the bucket's shard) and the target. Every refusal wraps ErrInvalid.
+func planCarve(t *routing.Table, spec CarveSpec, has func(shard string) bool) (tenantPlan, error) {
 	if o := t.Overrides[spec.Tenant]; o != "" {
-		return Status{}, invalidf("tenant %q is already overridden onto shard %q (table generation %d); move its unit with Migrate",
+		return tenantPlan{}, invalidf("tenant %q is already overridden onto shard %q (table generation %d); move its unit with Migrate",
 			spec.Tenant, o, t.Generation)
 	}
 	if _, ok := t.Spreads[spec.Tenant]; ok {
-		return Status{}, invalidf("tenant %q is spread (table generation %d); it has no bucket records to carve out",
+		return tenantPlan{}, invalidf("tenant %q is spread (table generation %d); it has no bucket records to carve out",
 			spec.Tenant, t.Generation)
 	}
 	b := routing.BucketOf(spec.Tenant, t.Buckets)
 	source := t.BucketOwner(b)
 	switch {
 	case source == "":
-		return Status{}, invalidf("the table (generation %d) does not assign bucket %d of tenant %q", t.Generation, b, spec.Tenant)
+		return tenantPlan{}, invalidf("the table (generation %d) does not assign bucket %d of tenant %q", t.Generation, b, spec.Tenant)
 	case spec.Source != "" && spec.Source != source:
-		return Status{}, invalidf("tenant %q (bucket %d) is on shard %q, not on the given source %q", spec.Tenant, b, source, spec.Source)
+		return tenantPlan{}, invalidf("tenant %q (bucket %d) is on shard %q, not on the given source %q", spec.Tenant, b, source, spec.Source)
 	case spec.Target == source:
-		return Status{}, invalidf("target %q is the source of tenant %q (bucket %d)", spec.Target, spec.Tenant, b)
-	case c.shards[spec.Target] == nil:
-		return Status{}, invalidf("unknown target shard %q", spec.Target)
-	case c.shards[source] == nil:
-		return Status{}, invalidf("no client for source shard %q", source)
+		return tenantPlan{}, invalidf("target %q is the source of tenant %q (bucket %d)", spec.Target, spec.Tenant, b)
+	case !has(spec.Target):
+		return tenantPlan{}, invalidf("unknown target shard %q", spec.Target)
+	case !has(source):
+		return tenantPlan{}, invalidf("no client for source shard %q", source)
 	}
 	if !containsShard(t, spec.Target) {
-		return Status{}, invalidf("target shard %q is not named in the table (generation %d)", spec.Target, t.Generation)
+		return tenantPlan{}, invalidf("target shard %q is not named in the table (generation %d)", spec.Target, t.Generation)
 	}
-	bu := routing.BucketUnit(b)
-	own, moved, err := c.shards[source].r.Ownership(ctx, bu)
-	if err != nil {
-		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
-	}
-	if own.State != routing.StateOpen || own.Generation > t.Generation {
-		return Status{}, fmt.Errorf("%w: source %q holds %s as %v, table generation %d",
-			ErrOwnershipChanged, source, bu, own, t.Generation)
-	}
-	if _, ok := moved[spec.Tenant]; ok {
-		return Status{}, fmt.Errorf("%w: source %q marks tenant %q as moved out of %s, but the table (generation %d) has no override for it",
-			ErrOwnershipChanged, source, spec.Tenant, bu, t.Generation)
-	}
-	tgt, _, err := c.shards[spec.Target].r.Ownership(ctx, u)
-	if err != nil {
-		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
-	}
-	if tgt.State == routing.StateOpen {
-		return Status{}, fmt.Errorf("%w: target %q holds %s open (%v)", ErrOwnershipChanged, spec.Target, u, tgt)
-	}
-	if tgt.State == routing.StateImporting && !c.claimedBy(ctx, spec.Target, u, spec.ID) {
-		return Status{}, fmt.Errorf("%w: target %q holds an import claim on %s (%v); see Claims, and ClearClaim if its migration is finished",
-			ErrOwnershipChanged, spec.Target, u, tgt)
-	}
-	s := Status{ID: spec.ID, Unit: u, From: bu, Source: source, Target: spec.Target, State: OwnedA,
-		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Clock()}
-	if err := c.create(ctx, s); err != nil {
-		return Status{}, err
-	}
-	c.stats.started.Add(1)
-	return c.load(ctx, s.ID)
+	return tenantPlan{unit: routing.TenantUnit(spec.Tenant), bucket: routing.BucketUnit(b), source: source, target: spec.Target}, nil
 }
 
 // carving reports whether s is a carve-out (its records leave a shared bucket).

@@ -1,0 +1,149 @@
+package migrate
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// planTable is a table over shards a, b and c (c is not named in the table) with tenant
+// "over" overridden onto b and tenant "wide" spread over a and b.
+func planTable() *routing.Table {
+	t := routing.EvenTable(7, 16, "a", "b")
+	t.Overrides = map[string]string{"over": "b"}
+	t.Spreads = map[string][]string{"wide": {"a", "b"}}
+	return t
+}
+
+func knownShards(names ...string) func(string) bool {
+	return func(s string) bool {
+		for _, n := range names {
+			if n == s {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// tenantOn returns a tenant whose bucket the table assigns to shard.
+func tenantOn(t *testing.T, tab *routing.Table, shard string) string {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		tenant := "t" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune('a'+i/26))
+		if tab.BucketOwner(routing.BucketOf(tenant, tab.Buckets)) == shard {
+			return tenant
+		}
+	}
+	t.Fatalf("no tenant on shard %q", shard)
+	return ""
+}
+
+func requireInvalid(t *testing.T, err error, want string) {
+	t.Helper()
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("error %v does not wrap ErrInvalid", err)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q does not name %q", err, want)
+	}
+}
+
+func TestCheckTenantSpecRefusesBadInput(t *testing.T) {
+	newID := func() string { return "fresh" }
+	for _, tc := range []struct{ name, tenant, id, want string }{
+		{"empty tenant", "", "m1", "tenant:"},
+		{"tenant not UTF-8", "t\xff", "m1", "not valid UTF-8"},
+		{"ID with braces", "t1", "m{1}", "migration ID must be 1..200 bytes without braces"},
+		{"ID too long", "t1", strings.Repeat("m", 201), "migration ID must be 1..200 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := checkTenantSpec(tc.tenant, tc.id, newID)
+			requireInvalid(t, err, tc.want)
+		})
+	}
+	u, id, err := checkTenantSpec("t:{1}", "", newID)
+	if err != nil || id != "fresh" || u != routing.TenantUnit("t:{1}") {
+		t.Fatalf("checkTenantSpec(t:{1}, \"\") = %v, %q, %v; want the tenant unit, the fresh ID, no error", u, id, err)
+	}
+}
+
+func TestPlanCarveRefusesBadInput(t *testing.T) {
+	tab := planTable()
+	onA := tenantOn(t, tab, "a")
+	all := knownShards("a", "b", "c")
+	for _, tc := range []struct {
+		name string
+		spec CarveSpec
+		has  func(string) bool
+		want string
+	}{
+		{"overridden tenant", CarveSpec{Tenant: "over", Target: "a"}, all, `tenant "over" is already overridden onto shard "b"`},
+		{"spread tenant", CarveSpec{Tenant: "wide", Target: "a"}, all, `tenant "wide" is spread`},
+		{"wrong source", CarveSpec{Tenant: onA, Source: "b", Target: "b"}, all, `not on the given source "b"`},
+		{"target is source", CarveSpec{Tenant: onA, Target: "a"}, all, `target "a" is the source`},
+		{"unknown target", CarveSpec{Tenant: onA, Target: "z"}, all, `unknown target shard "z"`},
+		{"empty target", CarveSpec{Tenant: onA}, all, `unknown target shard ""`},
+		{"no source client", CarveSpec{Tenant: onA, Target: "b"}, knownShards("b"), `no client for source shard "a"`},
+		{"target not in table", CarveSpec{Tenant: onA, Target: "c"}, all, `target shard "c" is not named in the table (generation 7)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := planCarve(tab, tc.spec, tc.has)
+			requireInvalid(t, err, tc.want)
+		})
+	}
+	p, err := planCarve(tab, CarveSpec{Tenant: onA, Source: "a", Target: "b"}, all)
+	want := tenantPlan{unit: routing.TenantUnit(onA), bucket: routing.BucketUnit(routing.BucketOf(onA, 16)), source: "a", target: "b"}
+	if err != nil || p != want {
+		t.Fatalf("planCarve = %+v, %v; want %+v", p, err, want)
+	}
+}
+
+func TestPlanFoldRefusesBadInput(t *testing.T) {
+	tab := planTable()
+	onA := tenantOn(t, tab, "a")
+	tab.Overrides[onA] = "b"
+	all := knownShards("a", "b")
+	for _, tc := range []struct {
+		name string
+		spec FoldSpec
+		has  func(string) bool
+		want string
+	}{
+		{"spread tenant", FoldSpec{Tenant: "wide"}, all, `tenant "wide" is spread`},
+		{"not overridden", FoldSpec{Tenant: "plain"}, all, `tenant "plain" is not overridden`},
+		{"wrong source", FoldSpec{Tenant: onA, Source: "a"}, all, `not onto the given source "a"`},
+		{"wrong target", FoldSpec{Tenant: onA, Target: "b"}, all, `not on the given target "b"`},
+		{"no source client", FoldSpec{Tenant: onA}, knownShards("a"), `no client for source shard "b"`},
+		{"no target client", FoldSpec{Tenant: onA}, knownShards("b"), `no client for target shard "a"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := planFold(tab, tc.spec, tc.has)
+			requireInvalid(t, err, tc.want)
+		})
+	}
+	p, err := planFold(tab, FoldSpec{Tenant: onA, Source: "b", Target: "a"}, all)
+	want := tenantPlan{unit: routing.TenantUnit(onA), bucket: routing.BucketUnit(routing.BucketOf(onA, 16)), source: "b", target: "a"}
+	if err != nil || p != want {
+		t.Fatalf("planFold = %+v, %v; want %+v", p, err, want)
+	}
+}
+
+func TestCheckOpenRefusesAClosedOrNewerRecord(t *testing.T) {
+	tab := planTable()
+	u := routing.BucketUnit(3)
+	if err := checkOpen("source", "a", u, routing.Ownership{State: routing.StateOpen, Generation: 7}, tab); err != nil {
+		t.Fatalf("open at the table's generation: %v", err)
+	}
+	for _, own := range []routing.Ownership{
+		{State: routing.StateClosed, Generation: 7},
+		{State: routing.StateOpen, Generation: 8},
+	} {
+		err := checkOpen("target", "b", u, own, tab)
+		if !errors.Is(err, ErrOwnershipChanged) || !strings.Contains(err.Error(), `target "b" holds`) {
+			t.Fatalf("checkOpen(%v) = %v; want ErrOwnershipChanged naming the target", own, err)
+		}
+	}
+}
