@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -145,5 +146,63 @@ func TestCheckOpenRefusesAClosedOrNewerRecord(t *testing.T) {
 		if !errors.Is(err, ErrOwnershipChanged) || !strings.Contains(err.Error(), `target "b" holds`) {
 			t.Fatalf("checkOpen(%v) = %v; want ErrOwnershipChanged naming the target", own, err)
 		}
+	}
+}
+
+func TestPlanCacheMoveRefusesBadInput(t *testing.T) {
+	tab := planTable()
+	onA := tenantOn(t, tab, "a")
+	all := knownShards("a", "b", "c")
+	for _, tc := range []struct {
+		name string
+		spec CacheSpec
+		has  func(string) bool
+		want string
+	}{
+		{"spread tenant", CacheSpec{Tenant: "wide", Target: "a"}, all, `tenant "wide" is spread`},
+		{"unknown target", CacheSpec{Tenant: onA, Target: "z"}, all, `unknown target shard "z"`},
+		{"target not in table", CacheSpec{Tenant: onA, Target: "c"}, all, `unknown target shard "c"`},
+		{"no source client", CacheSpec{Tenant: onA, Target: "b"}, knownShards("b"), `no client for source shard "a"`},
+		{"target is current shard", CacheSpec{Tenant: "over", Target: "b"}, all, `target "b" is the tenant's current shard`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := planCacheMove(tab, tc.spec, tc.has)
+			requireInvalid(t, err, tc.want)
+		})
+	}
+	if src, had, err := planCacheMove(tab, CacheSpec{Tenant: onA, Target: "b"}, all); err != nil || src != "a" || had {
+		t.Fatalf("bucket tenant: planCacheMove = %q, %v, %v; want a, false, nil", src, had, err)
+	}
+	if src, had, err := planCacheMove(tab, CacheSpec{Tenant: "over", Target: "a"}, all); err != nil || src != "b" || !had {
+		t.Fatalf("overridden tenant: planCacheMove = %q, %v, %v; want b, true, nil", src, had, err)
+	}
+}
+
+func TestWarmTallyExpiries(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	for _, tc := range []struct {
+		name            string
+		ttls            []time.Duration
+		oldExp, halfExp int64
+	}{
+		{"none warmed", nil, 0, 0},
+		{"one key", []time.Duration{5 * time.Second}, 1_005_000, 1_005_000},
+		{"latest and middle", []time.Duration{3 * time.Second, time.Second, 2 * time.Second}, 1_003_000, 1_002_000},
+		{"one forever key", []time.Duration{time.Second, -1, 2 * time.Second}, 0, 1_002_000},
+		{"mostly forever", []time.Duration{time.Second, -1, -1}, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := warmTally{now: now}
+			for _, ttl := range tc.ttls {
+				restore := w.add(ttl)
+				if (ttl < 0 && restore != 0) || (ttl >= 0 && restore != ttl) {
+					t.Fatalf("add(%v) = %v", ttl, restore)
+				}
+			}
+			oldExp, halfExp := w.expiries()
+			if w.warmed != len(tc.ttls) || oldExp != tc.oldExp || halfExp != tc.halfExp {
+				t.Fatalf("warmed %d, expiries %d, %d; want %d, %d, %d", w.warmed, oldExp, halfExp, len(tc.ttls), tc.oldExp, tc.halfExp)
+			}
+		})
 	}
 }
