@@ -206,3 +206,38 @@ func TestWarmTallyExpiries(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanFlip(t *testing.T) {
+	tab := planTable() // generation 7
+	s := Status{ID: "m1", Unit: routing.BucketUnit(3), Source: "a", Target: "b", ImportGen: 8}
+	imp := routing.Ownership{Generation: 8, State: routing.StateImporting}
+	open := func(g uint64) routing.Ownership { return routing.Ownership{Generation: g, State: routing.StateOpen} }
+	for _, tc := range []struct {
+		name   string
+		owner  string
+		own    routing.Ownership
+		opened bool
+		want   flipPlan
+	}{
+		{"importing, table on the source", "a", imp, false, flipPlan{open: true, to: open(8)}},
+		{"importing, table on the target", "b", imp, false, flipPlan{open: true, to: open(7)}},
+		{"opened by this call", "a", open(8), true, flipPlan{}},
+		{"opened earlier", "a", open(8), false, flipPlan{checkOurs: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := planFlip(tab, tc.owner, s, tc.own, tc.opened)
+			if err != nil || p != tc.want {
+				t.Fatalf("planFlip = %+v, %v; want %+v", p, err, tc.want)
+			}
+		})
+	}
+	for _, own := range []routing.Ownership{open(9), {Generation: 8, State: routing.StateClosed}, {}} {
+		if _, err := planFlip(tab, "a", s, own, false); !errors.Is(err, ErrOwnershipChanged) {
+			t.Fatalf("planFlip(%v) = %v; want ErrOwnershipChanged", own, err)
+		}
+	}
+	tab.SetBucket(3, "c")
+	if _, err := flipOwner(tab, s); !errors.Is(err, ErrOwnershipChanged) || !strings.Contains(err.Error(), `to "c" during the flip`) {
+		t.Fatalf("flipOwner with the unit on a third shard = %v; want ErrOwnershipChanged", err)
+	}
+}
