@@ -296,82 +296,120 @@ func (e *abortError) Unwrap() error { return e.cause }
 
 func abortf(reopen bool, err error) error { return &abortError{cause: err, reopen: reopen} }
 
+// drive runs the migration's state machine from r's state to a final state: each step
+// (advance) moves the journal on; a step's error is handled (onStepError) and the journal
+// re-read (reload) before the next step.
 func (c *Coordinator) drive(ctx context.Context, r *run) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var err error
-		switch r.State {
-		case OwnedA:
-			err = c.claim(ctx, r)
-		case Copying:
-			err = c.snapshot(ctx, r, Copying)
-			if err == nil {
-				err = c.step(ctx, r, []State{Copying}, CatchingUp, false, "cursor", "done")
-			}
-		case CatchingUp:
-			err = c.catchUp(ctx, r)
-		case ClosedA:
-			err = c.closeSource(ctx, r)
-		case ReadyB:
-			err = c.flip(ctx, r)
-		case Cancelling:
-			err = c.finishCancel(ctx, r)
-		case OwnedB:
-			return nil
-		case Cancelled:
-			return fmt.Errorf("%w: %s", ErrCancelled, r.Reason)
-		case Aborted:
-			if r.cause != nil {
-				return fmt.Errorf("%w: %w", ErrAborted, r.cause)
-			}
-			return fmt.Errorf("%w: %s", ErrAborted, r.Reason)
-		default:
-			return fmt.Errorf("migrate: migration %q has unknown state %q", r.ID, r.State)
+		if final, err := r.outcome(); final {
+			return err
 		}
+		err := c.advance(ctx, r)
 		if err == nil {
 			continue
 		}
-		var ab *abortError
-		var se *stateError
-		switch {
-		case errors.Is(err, ErrFenced):
-			// Another driver took over: this one stops, having changed nothing since.
-			return err
-		case errors.As(err, &ab) && r.State == Cancelling:
-			// Removing the target's copy was refused: stop instead of stepping in place.
-			return fmt.Errorf("migrate: migration %q cannot finish cancelling: %w", r.ID, err)
-		case errors.As(err, &ab):
-			r.cause = ab.cause
-			reopen := "0"
-			if ab.reopen || r.State == ClosedA {
-				// From ClosedA on the source may be closed by this migration: reopen it
-				// (a compare-and-set from closed at SourceGen; nothing if it is not).
-				reopen = "1"
-			}
-			err = c.step(ctx, r, []State{OwnedA, Copying, CatchingUp, ClosedA}, Cancelling, false,
-				"reason", ab.cause.Error(), "abort", "1", "reopen", reopen)
-			if err != nil && !errors.As(err, &se) {
-				return err
-			}
-		case errors.As(err, &se):
-			// Someone else moved the journal (a Cancel, another driver): continue from there.
-		default:
+		if err := c.onStepError(ctx, r, err); err != nil {
 			return err
 		}
-		s, err := c.load(ctx, r.ID)
-		if err != nil {
+		if err := c.reload(ctx, r); err != nil {
 			return err
 		}
-		if r.epoch > 0 && s.Epoch != r.epoch {
-			// Another driver holds the migration now: whatever state it reached is its
-			// doing, not this drive's.
-			c.stats.fenced.Add(1)
-			return &FencedError{ID: r.ID, Epoch: r.epoch, Current: s.Epoch, Where: "journal", State: s.State}
-		}
-		r.Status = s
 	}
+}
+
+// outcome reports whether drive stops at r's state, and with which error: none for
+// OwnedB, ErrCancelled, ErrAborted (with this drive's cause, or the journal's reason), or
+// an unknown state. It is pure.
+func (r *run) outcome() (final bool, err error) {
+	switch r.State {
+	case OwnedA, Copying, CatchingUp, ClosedA, ReadyB, Cancelling:
+		return false, nil
+	case OwnedB:
+		return true, nil
+	case Cancelled:
+		return true, fmt.Errorf("%w: %s", ErrCancelled, r.Reason)
+	case Aborted:
+		if r.cause != nil {
+			return true, fmt.Errorf("%w: %w", ErrAborted, r.cause)
+		}
+		return true, fmt.Errorf("%w: %s", ErrAborted, r.Reason)
+	}
+	return true, fmt.Errorf("migrate: migration %q has unknown state %q", r.ID, r.State)
+}
+
+// advance runs the step of r's (non-final) state.
+func (c *Coordinator) advance(ctx context.Context, r *run) error {
+	switch r.State {
+	case OwnedA:
+		return c.claim(ctx, r)
+	case Copying:
+		if err := c.snapshot(ctx, r, Copying); err != nil {
+			return err
+		}
+		return c.step(ctx, r, []State{Copying}, CatchingUp, false, "cursor", "done")
+	case CatchingUp:
+		return c.catchUp(ctx, r)
+	case ClosedA:
+		return c.closeSource(ctx, r)
+	case ReadyB:
+		return c.flip(ctx, r)
+	case Cancelling:
+		return c.finishCancel(ctx, r)
+	}
+	return fmt.Errorf("migrate: migration %q has unknown state %q", r.ID, r.State)
+}
+
+// onStepError handles a step's error err: nil to carry on from the journal (after moving
+// it to Cancelling for an abort), or the error drive returns.
+func (c *Coordinator) onStepError(ctx context.Context, r *run, err error) error {
+	var ab *abortError
+	var se *stateError
+	switch {
+	case errors.Is(err, ErrFenced):
+		// Another driver took over: this one stops, having changed nothing since.
+		return err
+	case errors.As(err, &ab) && r.State == Cancelling:
+		// Removing the target's copy was refused: stop instead of stepping in place.
+		return fmt.Errorf("migrate: migration %q cannot finish cancelling: %w", r.ID, err)
+	case errors.As(err, &ab):
+		r.cause = ab.cause
+		reopen := "0"
+		if ab.reopen || r.State == ClosedA {
+			// From ClosedA on the source may be closed by this migration: reopen it
+			// (a compare-and-set from closed at SourceGen; nothing if it is not).
+			reopen = "1"
+		}
+		err = c.step(ctx, r, []State{OwnedA, Copying, CatchingUp, ClosedA}, Cancelling, false,
+			"reason", ab.cause.Error(), "abort", "1", "reopen", reopen)
+		if err != nil && !errors.As(err, &se) {
+			return err
+		}
+		return nil
+	case errors.As(err, &se):
+		// Someone else moved the journal (a Cancel, another driver): continue from there.
+		return nil
+	}
+	return err
+}
+
+// reload re-reads r's journal record; a record another driver's epoch now holds ends this
+// drive with ErrFenced.
+func (c *Coordinator) reload(ctx context.Context, r *run) error {
+	s, err := c.load(ctx, r.ID)
+	if err != nil {
+		return err
+	}
+	if r.epoch > 0 && s.Epoch != r.epoch {
+		// Another driver holds the migration now: whatever state it reached is its
+		// doing, not this drive's.
+		c.stats.fenced.Add(1)
+		return &FencedError{ID: r.ID, Epoch: r.epoch, Current: s.Epoch, Where: "journal", State: s.State}
+	}
+	r.Status = s
+	return nil
 }
 
 // Unfinished returns the status of every migration that has not reached a final state,

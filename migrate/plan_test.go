@@ -241,3 +241,29 @@ func TestPlanFlip(t *testing.T) {
 		t.Fatalf("flipOwner with the unit on a third shard = %v; want ErrOwnershipChanged", err)
 	}
 }
+
+func TestRunOutcome(t *testing.T) {
+	for _, st := range []State{OwnedA, Copying, CatchingUp, ClosedA, ReadyB, Cancelling} {
+		if final, err := (&run{Status: Status{State: st}}).outcome(); final || err != nil {
+			t.Fatalf("outcome(%s) = %v, %v; want a step to run", st, final, err)
+		}
+	}
+	cause := errors.New("source lost")
+	for _, tc := range []struct {
+		r    run
+		want error
+		text string
+	}{
+		{run{Status: Status{State: OwnedB}}, nil, ""},
+		{run{Status: Status{State: Cancelled, Reason: "asked"}}, ErrCancelled, "asked"},
+		{run{Status: Status{State: Aborted, Reason: "journal reason"}}, ErrAborted, "journal reason"},
+		{run{Status: Status{State: Aborted, Reason: "journal reason"}, cause: cause}, cause, "source lost"},
+		{run{Status: Status{ID: "m1", State: "Bogus"}}, nil, `unknown state "Bogus"`},
+	} {
+		final, err := tc.r.outcome()
+		if !final || (tc.want != nil && !errors.Is(err, tc.want)) || (tc.text == "") != (err == nil) ||
+			(err != nil && !strings.Contains(err.Error(), tc.text)) {
+			t.Fatalf("outcome(%s) = %v, %v; want final with %v (%q)", tc.r.State, final, err, tc.want, tc.text)
+		}
+	}
+}
