@@ -2,6 +2,8 @@ package migrate
 
 import (
 	"errors"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -265,5 +267,27 @@ func TestRunOutcome(t *testing.T) {
 			(err != nil && !strings.Contains(err.Error(), tc.text)) {
 			t.Fatalf("outcome(%s) = %v, %v; want final with %v (%q)", tc.r.State, final, err, tc.want, tc.text)
 		}
+	}
+}
+
+func TestClassifySettle(t *testing.T) {
+	v := &verifier{a: newSide(), b: newSide(), dirty: map[string]bool{}}
+	put := func(key, a, b string) {
+		v.a.set(key, a)
+		v.b.set(key, b)
+		v.dirty[key] = true
+	}
+	put("rsame", "1:v:x", "1:v:x") // equal: settled
+	put("rboth", "1:v:x", "2:v:y") // both hold it, differently
+	put("ooA", "op", "")           // source-only op record
+	put("rtA", "5:t:", "")         // source-only tombstone
+	put("ooB", "", "op")           // target-only op record
+	put("rtB", "", "5:t:")         // target-only tombstone
+	put("rlive", "", "1:v:x")      // target-only live record
+	held, differ := classifySettle(v)
+	slices.Sort(differ)
+	want := [4][]string{{"ooA"}, {"rtA"}, {"ooB"}, {"rtB"}}
+	if !reflect.DeepEqual(held, want) || !slices.Equal(differ, []string{"both", "live"}) {
+		t.Fatalf("classifySettle = %v, %v; want %v, [both live]", held, differ, want)
 	}
 }
