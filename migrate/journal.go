@@ -98,52 +98,14 @@ func (e *stateError) Is(target error) bool {
 // release frees the unit's lock. Every step renews r's lease.
 func (c *Coordinator) step(ctx context.Context, r *run, expect []State, to State, release bool, kv ...string) error {
 	s := &r.Status
-	rel := "0"
-	if release {
-		rel = "1"
-	}
-	exp := make([]string, len(expect))
-	for i, e := range expect {
-		exp[i] = string(e)
-	}
-	epoch := "-"
-	if r.epoch > 0 {
-		epoch = u64(r.epoch)
-	}
-	args := []any{strings.Join(exp, ","), string(to), rel, s.ID, epoch, i64(c.o.LeaseTTL.Milliseconds()),
-		"updated", ms(c.o.Clock())}
-	for _, v := range kv {
-		args = append(args, v)
-	}
+	args := stepArgs(expect, to, release, s.ID, r.epoch, c.o.LeaseTTL, c.o.Clock(), kv)
 	reply, err := stepScript.Run(ctx, c.control, append([]string{c.journalKey(s.ID), c.lockKey(*s)}, c.lockKeys(*s)...), args...).StringSlice()
 	if err != nil {
 		return fmt.Errorf("migrate: journal step of %q to %s: %w", s.ID, to, err)
 	}
-	var ns Status
-	switch {
-	case len(reply) >= 2 && len(reply)%2 == 0 && reply[0] == "ok":
-		m := make(map[string]string, len(reply)/2)
-		for i := 2; i+1 < len(reply); i += 2 {
-			m[reply[i]] = reply[i+1]
-		}
-		if ns, err = parseStatus(m); err != nil {
-			return err
-		}
-	case len(reply) == 2 && reply[0] == "changed":
-		if State(reply[1]) != to {
-			return &stateError{id: s.ID, found: State(reply[1]), want: expect}
-		}
-		if ns, err = c.load(ctx, s.ID); err != nil {
-			return err
-		}
-	case len(reply) == 1 && reply[0] == "missing":
-		return fmt.Errorf("%w: %q", ErrNotFound, s.ID)
-	case len(reply) == 2 && reply[0] == "fenced":
-		cur, _ := strconv.ParseUint(reply[1], 10, 64)
-		c.stats.fenced.Add(1)
-		return &FencedError{ID: s.ID, Epoch: r.epoch, Current: cur, Where: "journal"}
-	default:
-		return fmt.Errorf("migrate: journal step of %q: malformed reply %q", s.ID, reply)
+	ns, err := c.stepReply(ctx, r, expect, to, reply)
+	if err != nil {
+		return err
 	}
 	prev := s.State
 	*s = ns
@@ -158,6 +120,55 @@ func (c *Coordinator) step(ctx context.Context, r *run, expect []State, to State
 		c.o.OnState(*s)
 	}
 	return nil
+}
+
+// stepArgs are step.lua's ARGV for a step of migration id from one of expect to `to` by a
+// driver with fencing epoch (0: none) and lease ttl at now, setting fields kv. It is pure.
+func stepArgs(expect []State, to State, release bool, id string, epoch uint64, ttl time.Duration, now time.Time, kv []string) []any {
+	rel := "0"
+	if release {
+		rel = "1"
+	}
+	exp := make([]string, len(expect))
+	for i, e := range expect {
+		exp[i] = string(e)
+	}
+	ep := "-"
+	if epoch > 0 {
+		ep = u64(epoch)
+	}
+	args := []any{strings.Join(exp, ","), string(to), rel, id, ep, i64(ttl.Milliseconds()), "updated", ms(now)}
+	for _, v := range kv {
+		args = append(args, v)
+	}
+	return args
+}
+
+// stepReply turns step.lua's reply into the record as it now stands: the record the
+// script returns, or the stored one for a step that already happened; a record in another
+// state, a missing record, a newer epoch or a malformed reply is an error.
+func (c *Coordinator) stepReply(ctx context.Context, r *run, expect []State, to State, reply []string) (Status, error) {
+	id := r.ID
+	switch {
+	case len(reply) >= 2 && len(reply)%2 == 0 && reply[0] == "ok":
+		m := make(map[string]string, len(reply)/2)
+		for i := 2; i+1 < len(reply); i += 2 {
+			m[reply[i]] = reply[i+1]
+		}
+		return parseStatus(m)
+	case len(reply) == 2 && reply[0] == "changed":
+		if State(reply[1]) != to {
+			return Status{}, &stateError{id: id, found: State(reply[1]), want: expect}
+		}
+		return c.load(ctx, id)
+	case len(reply) == 1 && reply[0] == "missing":
+		return Status{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+	case len(reply) == 2 && reply[0] == "fenced":
+		cur, _ := strconv.ParseUint(reply[1], 10, 64)
+		c.stats.fenced.Add(1)
+		return Status{}, &FencedError{ID: id, Epoch: r.epoch, Current: cur, Where: "journal"}
+	}
+	return Status{}, fmt.Errorf("migrate: journal step of %q: malformed reply %q", id, reply)
 }
 
 // driverStates are the states in which a driver (Resume) takes a migration over.

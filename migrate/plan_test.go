@@ -291,3 +291,17 @@ func TestClassifySettle(t *testing.T) {
 		t.Fatalf("classifySettle = %v, %v; want %v, [both live]", held, differ, want)
 	}
 }
+
+func TestStepArgs(t *testing.T) {
+	now := time.UnixMilli(1_700_000_000_123)
+	got := stepArgs([]State{OwnedA, Copying}, CatchingUp, true, "m1", 9, 30*time.Second, now, []string{"cursor", "done"})
+	want := []any{"OwnedA,Copying", "CatchingUp", "1", "m1", "9", "30000", "updated", "1700000000123", "cursor", "done"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("stepArgs = %q; want %q", got, want)
+	}
+	got = stepArgs(nil, OwnedB, false, "m2", 0, time.Second, now, nil)
+	want = []any{"", "OwnedB", "0", "m2", "-", "1000", "updated", "1700000000123"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("stepArgs without epoch = %q; want %q", got, want)
+	}
+}
