@@ -426,46 +426,13 @@ func (c *Coordinator) carveVerifyPass(ctx context.Context, r *run) (*verifier, e
 			if kind == "o" {
 				phase, from, to = "ops", sd.kfrom.Ops, sd.kto.Ops
 			}
-			match := ""
+			h := hashScan{from: sd.from, to: sd.to, fromKey: from, toKey: to, kind: kind, mine: sd.mine, theirs: sd.theirs}
 			if sd.filter {
-				match = tenantMatch(r.Unit.Tenant, phase)
+				h.match = tenantMatch(r.Unit.Tenant, phase)
+				h.keep = func(kv []string) []string { return tenantPairs(r.Unit.Tenant, phase, kv) }
 			}
-			var cur uint64
-			for {
-				if err := ctx.Err(); err != nil {
-					return nil, err
-				}
-				kv, next, err := sd.from.c.HScan(ctx, from, cur, match, int64(c.o.BatchSize)).Result()
-				if err != nil {
-					return nil, fmt.Errorf("migrate: verify scan on %q: %w", sd.from.name, err)
-				}
-				if sd.filter {
-					kv = tenantPairs(r.Unit.Tenant, phase, kv)
-				}
-				var fields []string
-				for i := 0; i+1 < len(kv); i += 2 {
-					if _, seen := sd.mine.m[kind+kv[i]]; seen {
-						continue
-					}
-					sd.mine.set(kind+kv[i], kv[i+1])
-					fields = append(fields, kv[i])
-				}
-				if len(fields) > 0 {
-					vals, err := sd.to.c.HMGet(ctx, to, fields...).Result()
-					if err != nil {
-						return nil, fmt.Errorf("migrate: verify read on %q: %w", sd.to.name, err)
-					}
-					for i, f := range fields {
-						s, _ := vals[i].(string)
-						sd.theirs.set(kind+f, s)
-						if s != sd.mine.get(kind+f) {
-							v.dirty[kind+f] = true
-						}
-					}
-				}
-				if cur = next; cur == 0 {
-					break
-				}
+			if err := c.verifyScan(ctx, v, h); err != nil {
+				return nil, err
 			}
 		}
 	}

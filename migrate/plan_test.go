@@ -305,3 +305,21 @@ func TestStepArgs(t *testing.T) {
 		t.Fatalf("stepArgs without epoch = %q; want %q", got, want)
 	}
 }
+
+func TestVerifierAddNewAndCompare(t *testing.T) {
+	v := &verifier{a: newSide(), b: newSide(), dirty: map[string]bool{}}
+	if got := v.a.addNew("r", []string{"f1", "1:v:x", "f2", "1:v:y"}); !slices.Equal(got, []string{"f1", "f2"}) {
+		t.Fatalf("addNew = %v; want [f1 f2]", got)
+	}
+	// A scan may return a field again: it is neither recorded nor read twice.
+	if got := v.a.addNew("r", []string{"f2", "1:v:changed", "f3", "1:v:z"}); !slices.Equal(got, []string{"f3"}) {
+		t.Fatalf("addNew again = %v; want [f3]", got)
+	}
+	v.compare("r", []string{"f1", "f2", "f3"}, []any{"1:v:x", "2:v:other", nil}, v.a, v.b)
+	if !reflect.DeepEqual(v.dirty, map[string]bool{"rf2": true, "rf3": true}) {
+		t.Fatalf("dirty = %v; want rf2 and rf3", v.dirty)
+	}
+	if v.b.get("rf1") != "1:v:x" || v.b.get("rf2") != "2:v:other" || v.b.get("rf3") != "" || v.a.get("rf2") != "1:v:y" {
+		t.Fatalf("sides = %v, %v", v.a.m, v.b.m)
+	}
+}
