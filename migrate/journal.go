@@ -197,16 +197,8 @@ func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states
 	if err != nil {
 		return &run{Status: s}, err
 	}
-	holder := newToken()
-	f := "0"
-	if force {
-		f = "1"
-	}
+	args := acquireArgs(newToken(), c.o.LeaseTTL, force, states, to)
 	for {
-		args := []any{holder, i64(c.o.LeaseTTL.Milliseconds()), f, states}
-		for _, v := range to {
-			args = append(args, v)
-		}
 		var reply []string
 		err := retryLost(ctx, func() (err error) {
 			reply, err = acquireScript.Run(ctx, c.control, []string{c.journalKey(id), c.epochKey(s.Unit)}, args...).StringSlice()
@@ -218,19 +210,7 @@ func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states
 		switch {
 		case len(reply) == 2 && reply[0] == "ok":
 			e, _ := strconv.ParseUint(reply[1], 10, 64)
-			c.stats.takeovers.Add(1)
-			s, err := c.loadRetrying(ctx, id)
-			if err != nil {
-				c.release(ctx, id, e)
-				return &run{Status: s}, err
-			}
-			if s.Epoch != e {
-				// The caller stopped between its takeover and this read, long enough for
-				// its lease to run out and another driver to take over (and maybe finish).
-				c.stats.fenced.Add(1)
-				return &run{Status: s}, &FencedError{ID: id, Epoch: e, Current: s.Epoch, Where: "journal", State: s.State}
-			}
-			return &run{Status: s, epoch: e}, nil
+			return c.tookOver(ctx, id, e)
 		case len(reply) == 2 && reply[0] == "state":
 			s, err := c.loadRetrying(ctx, id)
 			return &run{Status: s}, err
@@ -238,8 +218,7 @@ func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states
 			return &run{Status: s}, fmt.Errorf("%w: %q", ErrNotFound, id)
 		case len(reply) == 3 && reply[0] == "held":
 			left, _ := strconv.ParseInt(reply[2], 10, 64)
-			wait := min(time.Duration(left+1)*time.Millisecond, c.o.LeaseTTL/4+time.Millisecond)
-			t := time.NewTimer(wait)
+			t := time.NewTimer(heldWait(left, c.o.LeaseTTL))
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -250,6 +229,46 @@ func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states
 			return &run{Status: s}, fmt.Errorf("migrate: take over migration %q: malformed reply %q", id, reply)
 		}
 	}
+}
+
+// acquireArgs are acquire.lua's ARGV for a takeover by holder with lease ttl, from one of
+// states (force: past a running lease), moving to `to` (a state, then field/value pairs).
+// It is pure.
+func acquireArgs(holder string, ttl time.Duration, force bool, states string, to []string) []any {
+	f := "0"
+	if force {
+		f = "1"
+	}
+	args := []any{holder, i64(ttl.Milliseconds()), f, states}
+	for _, v := range to {
+		args = append(args, v)
+	}
+	return args
+}
+
+// heldWait is how long a takeover waits before trying again while another driver's lease
+// runs for `left` more milliseconds: until it ends, but at most a quarter of ttl (the
+// holder may release it early). It is pure.
+func heldWait(left int64, ttl time.Duration) time.Duration {
+	return min(time.Duration(left+1)*time.Millisecond, ttl/4+time.Millisecond)
+}
+
+// tookOver reads migration id's record after a takeover with epoch e. If it cannot be
+// read, the lease is released; if another driver took over meanwhile, the caller is fenced.
+func (c *Coordinator) tookOver(ctx context.Context, id string, e uint64) (*run, error) {
+	c.stats.takeovers.Add(1)
+	s, err := c.loadRetrying(ctx, id)
+	if err != nil {
+		c.release(ctx, id, e)
+		return &run{Status: s}, err
+	}
+	if s.Epoch != e {
+		// The caller stopped between its takeover and this read, long enough for
+		// its lease to run out and another driver to take over (and maybe finish).
+		c.stats.fenced.Add(1)
+		return &run{Status: s}, &FencedError{ID: id, Epoch: e, Current: s.Epoch, Where: "journal", State: s.State}
+	}
+	return &run{Status: s, epoch: e}, nil
 }
 
 // heartbeat renews r's lease every LeaseTTL/3 until stop is called. If another driver took

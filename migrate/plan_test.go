@@ -323,3 +323,20 @@ func TestVerifierAddNewAndCompare(t *testing.T) {
 		t.Fatalf("sides = %v, %v", v.a.m, v.b.m)
 	}
 }
+
+func TestAcquireArgsAndHeldWait(t *testing.T) {
+	got := acquireArgs("tok", 8*time.Second, true, "OwnedA,Copying", []string{"Cancelling", "reason", "asked"})
+	want := []any{"tok", "8000", "1", "OwnedA,Copying", "Cancelling", "reason", "asked"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("acquireArgs = %q; want %q", got, want)
+	}
+	if got := acquireArgs("tok", time.Second, false, "", nil); !reflect.DeepEqual(got, []any{"tok", "1000", "0", ""}) {
+		t.Fatalf("acquireArgs without force = %q", got)
+	}
+	if w := heldWait(99, 8*time.Second); w != 100*time.Millisecond {
+		t.Fatalf("heldWait(99ms left) = %v; want 100ms", w)
+	}
+	if w := heldWait(60_000, 8*time.Second); w != 2*time.Second+time.Millisecond {
+		t.Fatalf("heldWait(60s left) = %v; want a quarter of the lease, 2.001s", w)
+	}
+}
