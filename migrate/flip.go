@@ -21,21 +21,8 @@ func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
 			return err
 		}
 	}
-	a := c.shards[r.Source]
 	if r.Barrier == "" {
-		open := routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen}
-		closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
-		barrier, err := c.closeBarrier(ctx, r, a, open, closed)
-		if errors.Is(err, ErrFenced) {
-			return err
-		}
-		if errors.Is(err, routing.ErrOwnershipChanged) {
-			return abortf(false, fmt.Errorf("%w: closing source: %v", ErrOwnershipChanged, err))
-		}
-		if err != nil {
-			return fmt.Errorf("migrate: close source: %w", err)
-		}
-		if err := c.step(ctx, r, []State{ClosedA}, ClosedA, false, "barrier", barrier); err != nil {
+		if err := c.takeBarrier(ctx, r); err != nil {
 			return err
 		}
 	}
@@ -102,6 +89,25 @@ func (c *Coordinator) carryMarks(ctx context.Context, r *run) error {
 	return nil
 }
 
+// takeBarrier closes the source for the old generation with one script and journals the
+// barrier (the source's final log position). A source that does not hold the unit open
+// at SourceGen aborts the migration.
+func (c *Coordinator) takeBarrier(ctx context.Context, r *run) error {
+	open := routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen}
+	closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
+	barrier, err := c.closeBarrier(ctx, r, c.shards[r.Source], open, closed)
+	if errors.Is(err, ErrFenced) {
+		return err
+	}
+	if errors.Is(err, routing.ErrOwnershipChanged) {
+		return abortf(false, fmt.Errorf("%w: closing source: %v", ErrOwnershipChanged, err))
+	}
+	if err != nil {
+		return fmt.Errorf("migrate: close source: %w", err)
+	}
+	return c.step(ctx, r, []State{ClosedA}, ClosedA, false, "barrier", barrier)
+}
+
 // flip (ReadyB): open the target at the new generation, then publish the new table by
 // compare-and-set (generation = current + 1), retrying when another table was published
 // in between. Only after the table is published does the migration end OwnedB.
@@ -149,7 +155,7 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 			opened = false
 			continue
 		}
-		return c.flipped(ctx, r, own)
+		return c.flipped(ctx, r, own.Generation)
 	}
 }
 
@@ -242,6 +248,13 @@ func (c *Coordinator) publishFlip(ctx context.Context, r *run, t *routing.Table,
 	}
 	nt := t.Next()
 	setOwner(nt, r.Unit, r.Target)
+	return c.publishGuarded(ctx, r, nt)
+}
+
+// publishGuarded publishes table nt by compare-and-set (generation = current + 1) while
+// r's drive still holds the migration in ReadyB, checked in the same script. again is true
+// when another table came first.
+func (c *Coordinator) publishGuarded(ctx context.Context, r *run, nt *routing.Table) (again bool, err error) {
 	err = c.store.PublishGuarded(ctx, nt, c.journalKey(r.ID),
 		map[string]string{"epoch": u64(r.epoch), "state": string(ReadyB)})
 	switch {
@@ -257,8 +270,8 @@ func (c *Coordinator) publishFlip(ctx context.Context, r *run, t *routing.Table,
 }
 
 // flipped ends the flip: it counts the migration done, records the write pause (from the
-// barrier to now) and moves the journal to OwnedB with the flip's generation own.Generation.
-func (c *Coordinator) flipped(ctx context.Context, r *run, own routing.Ownership) error {
+// barrier to now) and moves the journal to OwnedB with the flip's generation gen.
+func (c *Coordinator) flipped(ctx context.Context, r *run, gen uint64) error {
 	now := c.o.Clock()
 	pause := now.Sub(r.ClosedAt)
 	if r.ClosedAt.IsZero() {
@@ -267,7 +280,7 @@ func (c *Coordinator) flipped(ctx context.Context, r *run, own routing.Ownership
 	c.stats.done.Add(1)
 	c.stats.lastPause.Store(int64(pause))
 	return c.step(ctx, r, []State{ReadyB}, OwnedB, true,
-		"flipgen", u64(own.Generation), "flipped", ms(now), "pauseus", i64(pause.Microseconds()))
+		"flipgen", u64(gen), "flipped", ms(now), "pauseus", i64(pause.Microseconds()))
 }
 
 // setOwner assigns unit u to shard in t.

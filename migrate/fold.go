@@ -354,14 +354,9 @@ func (c *Coordinator) foldFlip(ctx context.Context, r *run) error {
 		if err != nil {
 			return fmt.Errorf("migrate: flip: %w", err)
 		}
-		owner := t.Overrides[r.Unit.Tenant]
-		if owner != r.Source && owner != "" {
-			return fmt.Errorf("%w: table generation %d overrides tenant %q onto %q during the fold-back's flip",
-				ErrOwnershipChanged, t.Generation, r.Unit.Tenant, owner)
-		}
-		if bo := t.BucketOwner(r.Into.Bucket); bo != r.Target {
-			return fmt.Errorf("%w: table generation %d assigns %s to %q during the fold-back's flip",
-				ErrOwnershipChanged, t.Generation, r.Into, bo)
+		owner, err := foldFlipOwner(t, r.Status)
+		if err != nil {
+			return err
 		}
 		if !opened {
 			if _, err := c.foldScript(ctx, r, "open", "-"); err != nil {
@@ -376,27 +371,31 @@ func (c *Coordinator) foldFlip(ctx context.Context, r *run) error {
 		if owner == r.Source {
 			nt := t.Next()
 			nt.SetOverride(r.Unit.Tenant, "")
-			err := c.store.PublishGuarded(ctx, nt, c.journalKey(r.ID),
-				map[string]string{"epoch": u64(r.epoch), "state": string(ReadyB)})
-			switch {
-			case errors.Is(err, routing.ErrGenerationConflict):
+			again, err := c.publishGuarded(ctx, r, nt)
+			if err != nil {
+				return err
+			}
+			if again {
 				continue
-			case errors.Is(err, routing.ErrFenced):
-				c.stats.fenced.Add(1)
-				return &FencedError{ID: r.ID, Epoch: r.epoch, Where: "table"}
-			case err != nil:
-				return fmt.Errorf("migrate: publish: %w", err)
 			}
 			gen = nt.Generation
 		}
-		now := c.o.Clock()
-		pause := now.Sub(r.ClosedAt)
-		if r.ClosedAt.IsZero() {
-			pause = 0
-		}
-		c.stats.done.Add(1)
-		c.stats.lastPause.Store(int64(pause))
-		return c.step(ctx, r, []State{ReadyB}, OwnedB, true,
-			"flipgen", u64(gen), "flipped", ms(now), "pauseus", i64(pause.Microseconds()))
+		return c.flipped(ctx, r, gen)
 	}
+}
+
+// foldFlipOwner returns the shard table t overrides s's tenant onto ("" once the override
+// is gone), which must be the source, and checks that t still assigns the tenant's bucket
+// to the target. It is pure.
+func foldFlipOwner(t *routing.Table, s Status) (string, error) {
+	owner := t.Overrides[s.Unit.Tenant]
+	if owner != s.Source && owner != "" {
+		return "", fmt.Errorf("%w: table generation %d overrides tenant %q onto %q during the fold-back's flip",
+			ErrOwnershipChanged, t.Generation, s.Unit.Tenant, owner)
+	}
+	if bo := t.BucketOwner(s.Into.Bucket); bo != s.Target {
+		return "", fmt.Errorf("%w: table generation %d assigns %s to %q during the fold-back's flip",
+			ErrOwnershipChanged, t.Generation, s.Into, bo)
+	}
+	return owner, nil
 }

@@ -340,3 +340,27 @@ func TestAcquireArgsAndHeldWait(t *testing.T) {
 		t.Fatalf("heldWait(60s left) = %v; want a quarter of the lease, 2.001s", w)
 	}
 }
+
+func TestFoldFlipOwner(t *testing.T) {
+	tab := planTable()
+	onA := tenantOn(t, tab, "a")
+	b := routing.BucketOf(onA, 16)
+	s := Status{Unit: routing.TenantUnit(onA), Into: routing.BucketUnit(b), Source: "b", Target: "a"}
+	tab.Overrides[onA] = "b"
+	if owner, err := foldFlipOwner(tab, s); err != nil || owner != "b" {
+		t.Fatalf("override on the source: %q, %v", owner, err)
+	}
+	delete(tab.Overrides, onA)
+	if owner, err := foldFlipOwner(tab, s); err != nil || owner != "" {
+		t.Fatalf("override gone: %q, %v", owner, err)
+	}
+	tab.Overrides[onA] = "c"
+	if _, err := foldFlipOwner(tab, s); !errors.Is(err, ErrOwnershipChanged) {
+		t.Fatalf("override on a third shard: %v; want ErrOwnershipChanged", err)
+	}
+	delete(tab.Overrides, onA)
+	tab.SetBucket(b, "b")
+	if _, err := foldFlipOwner(tab, s); !errors.Is(err, ErrOwnershipChanged) || !strings.Contains(err.Error(), `to "b" during the fold-back's flip`) {
+		t.Fatalf("bucket moved off the target: %v; want ErrOwnershipChanged", err)
+	}
+}
