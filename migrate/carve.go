@@ -347,60 +347,77 @@ func (c *Coordinator) carveSource(ctx context.Context, r *run, mode string) (str
 // carve-out's; the bucket's change log is left alone (removing entries from it would look
 // like lost entries to a later migration of the bucket).
 func (c *Coordinator) carveCleanup(ctx context.Context, s Status) (Status, error) {
-	a := c.shards[s.Source]
 	k := c.keys.Unit(s.From)
-	purge := func(items []string) (bool, error) {
-		if len(items) == 0 {
-			return true, nil
-		}
-		args := []any{"purge", s.Unit.Tenant, s.ID, "0", u64(s.SourceGen), u64(max(s.ImportGen, 1))}
-		for _, it := range items {
-			args = append(args, it)
-		}
-		reply, err := carveScript.Run(ctx, a.c, []string{k.Own, k.Log, k.Records, k.Ops, k.OpExpiry, k.Tombstones},
-			args...).StringSlice()
-		if err != nil {
-			return false, fmt.Errorf("migrate: cleanup of tenant %q on source %q: %w", s.Unit.Tenant, s.Source, err)
-		}
-		if len(reply) != 2 || reply[0] != "ok" {
-			return false, fmt.Errorf("migrate: cleanup on source %q: malformed reply %q", s.Source, reply)
-		}
-		return reply[1] != "-1", nil
-	}
-phases:
 	for _, phase := range []string{"rec", "ops"} {
 		key, kind := k.Records, "r"
 		if phase == "ops" {
 			key, kind = k.Ops, "o"
 		}
-		var cur uint64
-		for {
-			kv, next, err := a.c.HScan(ctx, key, cur, s.scanMatch(phase), int64(c.o.BatchSize)).Result()
-			if err != nil {
-				return s, fmt.Errorf("migrate: cleanup scan on source %q: %w", s.Source, err)
-			}
-			kv = s.keepPairs(phase, kv)
-			items := make([]string, 0, len(kv))
-			for i := 0; i+1 < len(kv); i += 2 {
-				items = append(items, kind, kv[i])
-			}
-			ours, err := purge(items)
-			if err != nil {
-				return s, err
-			}
-			if !ours {
-				// The mark is not this carve-out's any more (the tenant came back to the
-				// bucket): the data there is live again; nothing is deleted.
-				break phases
-			}
-			if cur = next; cur == 0 {
-				break
-			}
+		ours, err := c.cleanupPhase(ctx, s, key, kind, phase)
+		if err != nil {
+			return s, err
+		}
+		if !ours {
+			// The mark is not this carve-out's any more (the tenant came back to the
+			// bucket): the data there is live again; nothing is deleted.
+			break
 		}
 	}
 	r := &run{Status: s}
 	err := c.step(ctx, r, []State{OwnedB}, OwnedB, false, "cleaned", "1")
 	return r.Status, err
+}
+
+// cleanupPhase deletes the carved tenant's items of one kind ("r" records in hash key, phase
+// "rec"; "o" op records, phase "ops") from the bucket on the source, page by page. ours is
+// false when the tenant's mark stopped being this carve-out's (nothing more is deleted).
+func (c *Coordinator) cleanupPhase(ctx context.Context, s Status, key, kind, phase string) (ours bool, err error) {
+	a := c.shards[s.Source]
+	var cur uint64
+	for {
+		kv, next, err := a.c.HScan(ctx, key, cur, s.scanMatch(phase), int64(c.o.BatchSize)).Result()
+		if err != nil {
+			return false, fmt.Errorf("migrate: cleanup scan on source %q: %w", s.Source, err)
+		}
+		if ours, err := c.carvePurge(ctx, s, purgeItems(kind, s.keepPairs(phase, kv))); err != nil || !ours {
+			return false, err
+		}
+		if cur = next; cur == 0 {
+			return true, nil
+		}
+	}
+}
+
+// purgeItems turns one scanned page (field, value, ...) into carve.lua's purge items (kind,
+// field, ...). It is pure.
+func purgeItems(kind string, kv []string) []string {
+	items := make([]string, 0, len(kv))
+	for i := 0; i+1 < len(kv); i += 2 {
+		items = append(items, kind, kv[i])
+	}
+	return items
+}
+
+// carvePurge deletes items (kind, field, ...) from the bucket on the source with one
+// carve.lua "purge", if the tenant's mark there is still s's; ours reports whether it was.
+func (c *Coordinator) carvePurge(ctx context.Context, s Status, items []string) (ours bool, err error) {
+	if len(items) == 0 {
+		return true, nil
+	}
+	k := c.keys.Unit(s.From)
+	args := []any{"purge", s.Unit.Tenant, s.ID, "0", u64(s.SourceGen), u64(max(s.ImportGen, 1))}
+	for _, it := range items {
+		args = append(args, it)
+	}
+	reply, err := carveScript.Run(ctx, c.shards[s.Source].c, []string{k.Own, k.Log, k.Records, k.Ops, k.OpExpiry, k.Tombstones},
+		args...).StringSlice()
+	if err != nil {
+		return false, fmt.Errorf("migrate: cleanup of tenant %q on source %q: %w", s.Unit.Tenant, s.Source, err)
+	}
+	if len(reply) != 2 || reply[0] != "ok" {
+		return false, fmt.Errorf("migrate: cleanup on source %q: malformed reply %q", s.Source, reply)
+	}
+	return reply[1] != "-1", nil
 }
 
 // carveVerifyPass is verifyPass for a carve-out or a fold-back: the bucket's side (the

@@ -364,3 +364,12 @@ func TestFoldFlipOwner(t *testing.T) {
 		t.Fatalf("bucket moved off the target: %v; want ErrOwnershipChanged", err)
 	}
 }
+
+func TestPurgeItems(t *testing.T) {
+	if got := purgeItems("o", []string{"op1", "v1", "op2", "v2"}); !slices.Equal(got, []string{"o", "op1", "o", "op2"}) {
+		t.Fatalf("purgeItems = %q", got)
+	}
+	if got := purgeItems("r", nil); len(got) != 0 {
+		t.Fatalf("purgeItems of an empty page = %q", got)
+	}
+}
