@@ -4,6 +4,7 @@ import (
 	"errors"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -371,5 +372,19 @@ func TestPurgeItems(t *testing.T) {
 	}
 	if got := purgeItems("r", nil); len(got) != 0 {
 		t.Fatalf("purgeItems of an empty page = %q", got)
+	}
+}
+
+func TestParseStatusNamesMalformedFields(t *testing.T) {
+	m := map[string]string{"id": "m1", "state": "Copying", "bucket": "3", "srcgen": "x", "created": "1700000000123"}
+	m["kind"] = strconv.Itoa(int(routing.KindBucket))
+	_, err := parseStatus(m)
+	if err == nil || !strings.Contains(err.Error(), "[srcgen]") {
+		t.Fatalf("parseStatus with a bad srcgen = %v; want an error naming srcgen", err)
+	}
+	m["srcgen"] = "7"
+	s, err := parseStatus(m)
+	if err != nil || s.SourceGen != 7 || s.Created.UnixMilli() != 1_700_000_000_123 || !s.Updated.IsZero() || s.Unit != routing.BucketUnit(3) {
+		t.Fatalf("parseStatus = %+v, %v", s, err)
 	}
 }
