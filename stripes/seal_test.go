@@ -50,7 +50,7 @@ func sealEventually(t *testing.T, c *Counter, g uint64) {
 		got, err := c.Seal(context.Background())
 		require.NoError(ct, err)
 		require.Equal(ct, []uint64{g}, got)
-	}, 10*time.Second, 50*time.Millisecond, "generation %d is sealed once its window passed", g)
+	}, 30*time.Second, 50*time.Millisecond, "generation %d is sealed once its window passed", g)
 }
 
 func TestSealedGenerationFoldsOnceAndRejectsRetries(t *testing.T) {
