@@ -139,7 +139,7 @@ func TestFleetPromotesAndDemotesByRedisLoad(t *testing.T) {
 					}
 				}
 				return copies > 0
-			}, 10*time.Second, 10*time.Millisecond, "hot reads go to the copies")
+			}, 30*time.Second, 10*time.Millisecond, "hot reads go to the copies")
 		}
 		stop()
 		require.Eventually(t, func() bool { return hotEverywhere(caches, hot, false) }, 30*time.Second, 10*time.Millisecond)
@@ -263,7 +263,7 @@ func TestLeaderLostMidPromotion(t *testing.T) {
 			}
 		}
 		return false
-	}, 10*time.Second, 10*time.Millisecond, "a survivor takes over the lease")
+	}, 30*time.Second, 10*time.Millisecond, "a survivor takes over the lease")
 	members, err := rdb.HGetAll(t.Context(), p+"{"+p+"hot}members").Result()
 	require.NoError(t, err)
 	require.Len(t, members, 1)
