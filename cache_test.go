@@ -148,7 +148,7 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 	require.Eventually(t, func() bool { // the key is not stuck: after ErrorTTL it loads again
 		v, err := panicky.Get(ctx, p+"panic")
 		return err == nil && v == "v1"
-	}, 10*time.Second, 20*time.Millisecond)
+	}, 30*time.Second, 20*time.Millisecond)
 
 	for _, o := range []celebrity.Options[string]{
 		{Prefix: "a{b"}, {Copies: 99}, {PromoteRate: 10, DemoteRate: 20}, {ReportInterval: time.Microsecond},
@@ -246,7 +246,7 @@ func TestWriteReachesEveryInstance(t *testing.T) {
 					}
 					seen[i] = got
 					return got >= version
-				}, 10*time.Second, time.Millisecond, "instance %d never saw v%d", i, version)
+				}, 30*time.Second, time.Millisecond, "instance %d never saw v%d", i, version)
 			}
 		}
 		// A retry of the last write, and an older write, change nothing.
@@ -279,7 +279,7 @@ func TestDeleteReachesEveryInstance(t *testing.T) {
 		require.Eventually(t, func() bool {
 			_, err := b.Get(t.Context(), key)
 			return errors.Is(err, celebrity.ErrNotFound)
-		}, 10*time.Second, time.Millisecond)
+		}, 30*time.Second, time.Millisecond)
 		_, err := a.Get(t.Context(), key)
 		require.ErrorIs(t, err, celebrity.ErrNotFound)
 		require.ErrorIs(t, a.Set(t.Context(), key, "v1", 1), celebrity.ErrStaleVersion, "a late Set cannot resurrect")

@@ -27,6 +27,16 @@ func loopOptions() celebrity.Options[string] {
 	}
 }
 
+// readerOptions are loopOptions for an instance whose key readers (below) read in a loop
+// until the fleet promotes it by its rate. A reader reaches Redis once per Fresh at most, so
+// at loopOptions' 20 ms two instances made at most exactly PromoteRate and four at most
+// twice it, less on a slow machine; at 5 ms two instances make up to four times it.
+func readerOptions() celebrity.Options[string] {
+	o := loopOptions()
+	o.Fresh = 5 * time.Millisecond
+	return o
+}
+
 // recorder collects one instance's events.
 type recorder struct {
 	mu     sync.Mutex
@@ -104,6 +114,9 @@ func TestFleetPromotesAndDemotesByRedisLoad(t *testing.T) {
 		for i := range recs {
 			recs[i] = &recorder{}
 			o := loopOptions()
+			// One reader reaches Redis at most 1/Fresh ≈ 83 times a second, under
+			// PromoteRate (100); the five up to 416, over three times it (at 20 ms, 250).
+			o.Fresh = 12 * time.Millisecond
 			o.OnEvent = recs[i].add
 			caches = append(caches, newCache(t, d.client(t), src, p, o))
 		}
@@ -126,7 +139,7 @@ func TestFleetPromotesAndDemotesByRedisLoad(t *testing.T) {
 					}
 				}
 				return copies > 0
-			}, 10*time.Second, 10*time.Millisecond, "hot reads go to the copies")
+			}, 30*time.Second, 10*time.Millisecond, "hot reads go to the copies")
 		}
 		stop()
 		require.Eventually(t, func() bool { return hotEverywhere(caches, hot, false) }, 30*time.Second, 10*time.Millisecond)
@@ -227,11 +240,11 @@ func TestLeaderLostMidPromotion(t *testing.T) {
 	src.bump(key)
 	inj := faults.New()
 	leaderClient := cl.Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
-	leader := newCache(t, leaderClient, src, p, loopOptions())
+	leader := newCache(t, leaderClient, src, p, readerOptions())
 	require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)
 	var others []*celebrity.Cache[string]
 	for range 3 {
-		others = append(others, newCache(t, cl.Client(t), src, p, loopOptions()))
+		others = append(others, newCache(t, cl.Client(t), src, p, readerOptions()))
 	}
 	inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "}members"}, 1)
 	stop := readers(t, append([]*celebrity.Cache[string]{leader}, others...), key)
@@ -250,7 +263,7 @@ func TestLeaderLostMidPromotion(t *testing.T) {
 			}
 		}
 		return false
-	}, 10*time.Second, 10*time.Millisecond, "a survivor takes over the lease")
+	}, 30*time.Second, 10*time.Millisecond, "a survivor takes over the lease")
 	members, err := rdb.HGetAll(t.Context(), p+"{"+p+"hot}members").Result()
 	require.NoError(t, err)
 	require.Len(t, members, 1)

@@ -69,7 +69,7 @@ func TestInstanceKilledMidPromotion(t *testing.T) {
 	recs := make([]*recorder, 3)
 	for i := range recs {
 		recs[i] = &recorder{}
-		o := loopOptions()
+		o := readerOptions()
 		o.OnEvent = recs[i].add
 		others = append(others, newCache(t, cl.Client(t), src, p, o))
 	}

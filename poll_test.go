@@ -90,7 +90,7 @@ func TestLeaderEvaluatesOnlyWhatMayChange(t *testing.T) {
 
 	caches := []*celebrity.Cache[string]{leader}
 	for range 2 {
-		caches = append(caches, newCache(t, srv.Client(t), src, p, loopOptions()))
+		caches = append(caches, newCache(t, srv.Client(t), src, p, readerOptions()))
 	}
 	readers(t, caches, key)
 	require.Eventually(t, func() bool { return hotEverywhere(caches, key, true) }, 30*time.Second, 10*time.Millisecond)
@@ -106,7 +106,7 @@ func TestNudgesDoNotHideALostLeader(t *testing.T) {
 	src := newSource()
 	key := p + "celebrity"
 	src.bump(key)
-	o := loopOptions()
+	o := readerOptions()
 	o.PollInterval = time.Hour
 	leader := newCache(t, srv.Client(t), src, p, o)
 	require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)

@@ -88,7 +88,7 @@ func TestFailedStepIsNamedAndRetryCompletes(t *testing.T) {
 		require.Eventually(t, func() bool {
 			_, err := other.Get(ctx, key)
 			return errors.Is(err, celebrity.ErrNotFound)
-		}, 10*time.Second, time.Millisecond)
+		}, 30*time.Second, time.Millisecond)
 	})
 }
 
@@ -141,5 +141,5 @@ func waitFor(t *testing.T, c *celebrity.Cache[string], key, want string) {
 	require.Eventually(t, func() bool {
 		v, err := c.Get(t.Context(), key)
 		return err == nil && v == want
-	}, 10*time.Second, time.Millisecond)
+	}, 30*time.Second, time.Millisecond)
 }

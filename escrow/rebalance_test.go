@@ -73,7 +73,7 @@ func TestRebalancerRunStopsWithItsContext(t *testing.T) {
 	select {
 	case err := <-done:
 		require.True(t, errors.Is(err, context.Canceled), "got %v", err)
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second):
 		t.Fatal("Run did not return after cancel")
 	}
 	requireClean(t, p)

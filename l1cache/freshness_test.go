@@ -194,7 +194,7 @@ func TestMaxRefreshesCapsBackgroundRefreshes(t *testing.T) {
 			get(t, c, fmt.Sprint("k", i))
 		}
 		return c.Stats().Refreshes == 5
-	}, 5*time.Second, time.Millisecond)
+	}, 30*time.Second, time.Millisecond)
 }
 
 func TestMarkAllStaleEndsFreshness(t *testing.T) {

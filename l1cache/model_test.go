@@ -63,7 +63,7 @@ func TestGenerationsAgainstAModel(t *testing.T) {
 				if got != want {
 					rt.Fatalf("Get returned %q, want %q", got, want)
 				}
-			case <-time.After(5 * time.Second):
+			case <-time.After(30 * time.Second):
 				rt.Fatalf("Get did not return; want %q", want)
 			}
 		}
@@ -91,7 +91,7 @@ func TestGenerationsAgainstAModel(t *testing.T) {
 						l.waiters = append(l.waiters, ch)
 						inflight[key] = l
 						pending = append(pending, l)
-					case <-time.After(5 * time.Second):
+					case <-time.After(30 * time.Second):
 						rt.Fatal("no load started for a miss")
 					}
 				}

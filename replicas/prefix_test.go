@@ -88,12 +88,13 @@ func TestFleetKeyRefusesAnotherPrefix(t *testing.T) {
 		require.ErrorIs(t, refused(p1), replicas.ErrPrefixMismatch)
 		require.NoError(t, b.Close())
 
-		// A killed instance (an entry nobody renews) holds the roll until its life ends.
+		// A killed instance (an entry nobody renews) holds the roll until its life ends: 3s,
+		// so that the refusal below still comes before its end on a loaded machine.
 		now, err := c.Time(ctx).Result()
 		require.NoError(t, err)
-		require.NoError(t, c.ZAdd(ctx, roll, redis.Z{Score: float64(now.Add(300 * time.Millisecond).UnixMilli()), Member: "killed:" + p1}).Err())
+		require.NoError(t, c.ZAdd(ctx, roll, redis.Z{Score: float64(now.Add(3 * time.Second).UnixMilli()), Member: "killed:" + p1}).Err())
 		require.ErrorIs(t, refused(p2), replicas.ErrPrefixMismatch)
-		require.Eventually(t, func() bool { return refused(p2) == nil }, 20*time.Second, 20*time.Millisecond)
+		require.Eventually(t, func() bool { return refused(p2) == nil }, 30*time.Second, 20*time.Millisecond)
 	})
 }
 

@@ -148,7 +148,7 @@ func TestOlderTablesAreNeverInstalled(t *testing.T) {
 	require.Eventually(t, func() bool {
 		n, err := admin.PubSubNumSub(ctx, keys.Channel()).Result()
 		return err == nil && n[keys.Channel()] >= 1
-	}, 5*time.Second, 5*time.Millisecond, "the router subscribes to announcements")
+	}, 30*time.Second, 5*time.Millisecond, "the router subscribes to announcements")
 
 	// A delayed announcement of generation 2 is ignored.
 	require.Zero(t, r.Stats().IgnoredAnnouncements)
@@ -171,6 +171,9 @@ func TestTableNamingUnknownShardIsNotInstalled(t *testing.T) {
 	f := newFleet(t)
 	r := f.router(t, routing.Options{}, nil)
 	require.NoError(t, f.store(t).Publish(ctxT(t), routing.EvenTable(1, 8, "a", "elsewhere")))
+	// Await names the last fetch's error only if a fetch ended before its deadline: wait for
+	// one, so a slow machine does not leave Await with nothing but its context's error.
+	require.Eventually(t, func() bool { return r.Stats().FetchErrors >= 1 }, 30*time.Second, 5*time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := r.Await(ctx, 1)

@@ -175,7 +175,7 @@ func TestFamilyBoundsNamesInMemory(t *testing.T) {
 		l, err := c.loadLayout(ctx)
 		require.NoError(t, err)
 		return l.isFolded(1)
-	}, 10*time.Second, 20*time.Millisecond)
+	}, 30*time.Second, 20*time.Millisecond)
 	require.Equal(t, int64(5), mustSum(t, c))
 }
 

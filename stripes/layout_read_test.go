@@ -20,6 +20,7 @@ func TestLayoutShowsGenerationsAndStripes(t *testing.T) {
 		const window = time.Second
 		c := newCounter(t, rc, Options{Stripes: 2, DedupWindow: window, DedupSlices: 4})
 		ctx := context.Background()
+		withLayout(t, c)
 		add := func(from, n int) {
 			for i := range n {
 				res, err := c.Add(ctx, Event{ID: fmt.Sprintf("e%d", from+i), Time: time.Now()}, 1)

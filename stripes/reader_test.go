@@ -77,7 +77,7 @@ func TestCachedReaderStormCostsOneSum(t *testing.T) {
 		require.Eventually(t, func() bool {
 			v, err := r.Value(ctx)
 			return err == nil && v == 4
-		}, 5*time.Second, 10*time.Millisecond)
+		}, 30*time.Second, 10*time.Millisecond)
 		require.Equal(t, uint64(2), r.Stats().Refreshes)
 
 		// Past MaxStaleness a caller waits for a fresh sum.

@@ -21,6 +21,7 @@ func TestOldLayoutAfterSealCountsFreshEvents(t *testing.T) {
 		writer := newCounter(t, rc, Options{Prefix: prefix, Stripes: 4, DedupWindow: window})
 		admin := newCounter(t, rc, Options{Prefix: prefix, Stripes: 4, DedupWindow: window})
 		ctx := context.Background()
+		withLayout(t, admin)
 		_, err := writer.Add(ctx, Event{ID: "first", Time: time.Now()}, 1) // caches generation 1
 		require.NoError(t, err)
 

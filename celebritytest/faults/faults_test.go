@@ -16,13 +16,16 @@ import (
 
 func TestMain(m *testing.M) { celebritytest.Main(m) }
 
-// client returns a client of the shared server whose connections go through in.
+// client returns a client of the shared server whose connections go through in. Its 1s
+// timeouts end a blackholed command, and are far above a command's time on a loaded
+// machine (with 150ms of injected latency too): a timeout there would fail the command, or
+// with retries on, run it once more.
 func client(t *testing.T, in *faults.Injector, retries int) *redis.Client {
 	return celebritytest.Standalone(t).Client(t, func(o *redis.Options) {
 		o.Dialer = in.Dialer(nil)
 		o.MaxRetries = retries
-		o.ReadTimeout = 300 * time.Millisecond
-		o.WriteTimeout = 300 * time.Millisecond
+		o.ReadTimeout = time.Second
+		o.WriteTimeout = time.Second
 	})
 }
 
@@ -99,7 +102,7 @@ func TestBlackholeOfOneAddressSparesOthers(t *testing.T) {
 	opt := func(o *redis.Options) {
 		o.Dialer = in.Dialer(nil)
 		o.MaxRetries = -1
-		o.ReadTimeout = 300 * time.Millisecond
+		o.ReadTimeout = time.Second // b's Ping must come back within it
 	}
 	a, b := shards[0].Client(t, opt), shards[1].Client(t, opt)
 	ctx := context.Background()
