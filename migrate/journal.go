@@ -112,7 +112,7 @@ func (c *Coordinator) step(ctx context.Context, r *run, expect []State, to State
 	}
 	args := []any{strings.Join(exp, ","), string(to), rel, s.ID, epoch, i64(c.o.LeaseTTL.Milliseconds()),
 		"updated", ms(c.o.Clock())}
-	for _, v := range kv {
+	for _, v := range r.laneFields(kv) {
 		args = append(args, v)
 	}
 	reply, err := stepScript.Run(ctx, c.control, append([]string{c.journalKey(s.ID), c.lockKey(*s)}, c.lockKeys(*s)...), args...).StringSlice()
@@ -146,7 +146,7 @@ func (c *Coordinator) step(ctx context.Context, r *run, expect []State, to State
 		return fmt.Errorf("migrate: journal step of %q: malformed reply %q", s.ID, reply)
 	}
 	prev := s.State
-	*s = ns
+	*s = r.view(ns)
 	if prev != s.State {
 		c.stats.steps.Add(1)
 		if c.o.Logger != nil {
@@ -198,7 +198,7 @@ func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states
 		}
 		var reply []string
 		err := retryLost(ctx, func() (err error) {
-			reply, err = acquireScript.Run(ctx, c.control, []string{c.journalKey(id), c.epochKey(s.Unit)}, args...).StringSlice()
+			reply, err = acquireScript.Run(ctx, c.control, c.epochKeys(s, id), args...).StringSlice()
 			return err
 		})
 		if err != nil {
