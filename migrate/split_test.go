@@ -340,3 +340,181 @@ func TestSplitAndReSplitWhileTheTenantKeepsWriting(t *testing.T) {
 		})
 	}
 }
+
+// The course-72 trace in the spread form: a seat confirmation of an overridden tenant is
+// applied on A and its reply is lost; the tenant is split over four shards; the client
+// retries through its stale table with the same op ID: A refuses, the client learns the new
+// table, and the sub-bucket of the seat's key returns the original result, applied once.
+func TestSplitLostSeatConfirmationReplaysInTheNewSubBucket(t *testing.T) {
+	e := splitEnvs(t)["standalone"]
+	inj := faults.New()
+	addr := e.clients["a"].(*redis.Client).Options().Addr
+	lossy := redis.NewClient(&redis.Options{Addr: addr, Dialer: inj.Dialer(nil), MaxRetries: -1})
+	t.Cleanup(func() { _ = lossy.Close() })
+	ca, err := routing.NewShard("a", lossy, routing.ShardOptions{Prefix: e.prefix})
+	require.NoError(t, err)
+	ctx := ctxT(t)
+	tenant := "course-72"
+	e.override(tenant, "a")
+	route := e.table()
+	tu := routing.TenantUnit(tenant)
+
+	inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "confirm-72-alice"}, 1)
+	_, err = ca.Exec(ctx, tu, route.Generation, tenant, "confirm-72-alice", routing.PutIf("seat:17", "alice", 0))
+	require.Error(t, err, "the reply was lost")
+	require.Equal(t, int64(1), inj.Dropped())
+
+	st, err := e.coordinator(migrate.Options{}).Split(ctx, migrate.SplitSpec{Tenant: tenant, Targets: []string{"b", "c", "d", "a"}})
+	require.NoError(t, err)
+
+	_, err = ca.Exec(ctx, tu, route.Generation, tenant, "confirm-72-alice", routing.PutIf("seat:17", "alice", 0))
+	require.ErrorIs(t, err, routing.ErrStaleRoute, "the closed override refuses the stale route")
+	cl := &client{e: e, t: route}
+	res, stale, err := cl.tdo(ctx, tenant, "confirm-72-alice", routing.PutIf("seat:17", "alice", 0))
+	require.NoError(t, err)
+	require.Equal(t, 1, stale)
+	require.Equal(t, routing.Result{Applied: true, Version: 1, Replayed: true}, res, "the original confirmation")
+	require.Equal(t, st.FlipGen, cl.table().Generation)
+	sub := hashing.Bucket("seat:17", 4)
+	u := routing.SpreadUnit(tenant, uint32(sub))
+	require.Equal(t, map[string]routing.Record{routing.RecordField(tenant, "seat:17"): {Version: 1, Value: "alice"}},
+		e.records(st.SplitTo[sub], u), "applied once, in the seat's sub-bucket")
+	_, _, err = cl.tdo(ctx, tenant, "confirm-72-bob", routing.PutIf("seat:17", "bob", 0))
+	require.ErrorIs(t, err, routing.ErrVersionMismatch, "nobody takes the seat again")
+}
+
+// Bad split requests are refused with an ErrInvalid error that names the problem, and change
+// nothing: no journal record, no lock, the same table. A tenant without records splits all
+// the same, and two sub-buckets may share a shard.
+func TestSplitBadInputIsRefusedAndChangesNothing(t *testing.T) {
+	e := splitEnvs(t)["standalone"]
+	ctx := ctxT(t)
+	e.override("over", "a")
+	nt := e.table().Next()
+	nt.SetSpread("spread", []string{"a", "b", "c", "d"})
+	require.NoError(t, e.store.Publish(ctx, nt))
+	for j, s := range []string{"a", "b", "c", "d"} {
+		_, err := e.shards[s].Transition(ctx, routing.SpreadUnit("spread", uint32(j)), routing.Ownership{},
+			routing.Ownership{Generation: nt.Generation, State: routing.StateOpen})
+		require.NoError(t, err)
+	}
+	tooMany := make([]string, routing.MaxSpread+1)
+	for i := range tooMany {
+		tooMany[i] = "b"
+	}
+	co := e.coordinator(migrate.Options{})
+	before := e.table()
+	for _, tc := range []struct {
+		spec migrate.SplitSpec
+		want string
+	}{
+		{migrate.SplitSpec{Tenant: "over"}, "Targets must name 2..1024 shards"},
+		{migrate.SplitSpec{Tenant: "over", Targets: []string{"b"}}, "got 1"},
+		{migrate.SplitSpec{Tenant: "over", Targets: tooMany}, "got 1025"},
+		{migrate.SplitSpec{Tenant: "over", Targets: []string{"b", "zz"}}, `Targets[1]: unknown shard "zz"`},
+		{migrate.SplitSpec{Tenant: "", Targets: []string{"b", "c"}}, "tenant"},
+		{migrate.SplitSpec{Tenant: "bad\xff", Targets: []string{"b", "c"}}, "UTF-8"},
+		{migrate.SplitSpec{Tenant: "in-a-bucket", Targets: []string{"b", "c"}}, "carve it out first"},
+		{migrate.SplitSpec{Tenant: "spread", Targets: []string{"b", "c", "d", "a"}}, "must change the width"},
+		{migrate.SplitSpec{Tenant: "spread", Targets: []string{"b", "b", "c", "d", "a", "b"}}, `Targets[1] is "b", the shard of the old sub-bucket 1`},
+		{migrate.SplitSpec{ID: "x{y}", Tenant: "over", Targets: []string{"b", "c"}}, "braces"},
+	} {
+		_, err := co.StartSplit(ctx, tc.spec)
+		require.ErrorIs(t, err, migrate.ErrInvalid, "%+v", tc.spec)
+		require.ErrorContains(t, err, tc.want)
+	}
+	require.Equal(t, before, e.table())
+	unfinished, err := co.Unfinished(ctx)
+	require.NoError(t, err)
+	require.Empty(t, unfinished)
+	// The locks are free: a move of the override starts (and is cancelled).
+	st, err := co.Start(ctx, migrate.Spec{Unit: routing.TenantUnit("over"), Target: "b"})
+	require.NoError(t, err)
+	_, err = co.Cancel(ctx, st.ID)
+	require.NoError(t, err)
+
+	// An empty tenant splits, two sub-buckets on one shard.
+	st, err = co.Split(ctx, migrate.SplitSpec{Tenant: "over", Targets: []string{"b", "b", "c"}})
+	require.NoError(t, err)
+	require.Equal(t, migrate.OwnedB, st.State)
+	require.Equal(t, []string{"b", "b", "c"}, e.table().Spreads["over"])
+	for j, s := range st.SplitTo {
+		require.Equal(t, routing.StateOpen, e.own(s, routing.SpreadUnit("over", uint32(j))).State)
+	}
+	// A retry of the same start (a lost reply) returns the same migration; another use of
+	// its ID is refused.
+	again, err := co.StartSplit(ctx, migrate.SplitSpec{ID: st.ID, Tenant: "over", Targets: []string{"b", "b", "c"}})
+	require.NoError(t, err)
+	require.Equal(t, st.ID, again.ID)
+	_, err = co.StartSplit(ctx, migrate.SplitSpec{ID: st.ID, Tenant: "over", Targets: []string{"c", "d"}})
+	require.ErrorIs(t, err, migrate.ErrInvalid)
+}
+
+// A split cancelled while it copies, and one that aborts at the barrier because the copy
+// differs from its sources, leave the tenant where it was: the override (or the spread)
+// open, the targets empty and refusing, the locks free; the abort names the differing key.
+func TestSplitCancelAndAbortLeaveTheTenantWhereItWas(t *testing.T) {
+	e := splitEnvs(t)["standalone"]
+	ctx := ctxT(t)
+	tenant := "split-cancel"
+	e.override(tenant, "a")
+	m := newTModel()
+	m.seed(t, e.client(), tenant, 300)
+	targets := []string{"b", "c", "d", "a"}
+	requireWhereItWas := func(id string) {
+		t.Helper()
+		require.Equal(t, "a", e.table().Overrides[tenant])
+		require.NotContains(t, e.table().Spreads, tenant)
+		require.Equal(t, routing.StateOpen, e.own("a", routing.TenantUnit(tenant)).State)
+		for j, s := range targets {
+			u := routing.SpreadUnit(tenant, uint32(j))
+			require.Zero(t, e.dataKeys(s, u), "%s on %s holds nothing", u, s)
+			require.Equal(t, routing.State("cancelled"), e.own(s, u).State)
+		}
+		m.check(t, e, "a", routing.TenantUnit(tenant), tenant)
+		unfinished, err := e.coordinator(migrate.Options{}).Unfinished(ctx)
+		require.NoError(t, err)
+		require.Empty(t, unfinished, id)
+	}
+
+	// Cancelled by an operator while the snapshot is copied: the driver is fenced.
+	canceller := e.coordinator(migrate.Options{})
+	var cancelled atomic.Bool
+	co := e.coordinator(migrate.Options{BatchSize: 20, OnState: func(s migrate.Status) {
+		if s.State == migrate.Copying && cancelled.CompareAndSwap(false, true) {
+			_, err := canceller.Cancel(context.Background(), s.ID)
+			require.NoError(t, err)
+		}
+	}})
+	st, err := co.Split(ctx, migrate.SplitSpec{ID: "cancel", Tenant: tenant, Targets: targets})
+	require.Error(t, err)
+	require.True(t, cancelled.Load())
+	st, err = co.Status(ctx, "cancel")
+	require.NoError(t, err)
+	require.Equal(t, migrate.Cancelled, st.State)
+	requireWhereItWas("cancel")
+	// The tenant writes on its override.
+	m.seed(t, e.client(), tenant, 20)
+
+	// A copy that differs from its sources: a record no source holds is slipped into a
+	// target; the verification under the barrier finds it and the split aborts, reopening
+	// the override.
+	bogus := routing.RecordField(tenant, "bogus")
+	co = e.coordinator(migrate.Options{})
+	var slipped atomic.Bool
+	migrate.SetBeforeApply(co, func(ctx context.Context, id string, items []migrate.Item, apply func([]migrate.Item) error) {
+		if slipped.CompareAndSwap(false, true) {
+			require.NoError(t, apply([]migrate.Item{{Record: true, Field: bogus, Value: "1:l:boo"}}))
+		}
+	})
+	_, err = co.Split(ctx, migrate.SplitSpec{ID: "abort", Tenant: tenant, Targets: targets})
+	require.ErrorIs(t, err, migrate.ErrAborted)
+	require.ErrorIs(t, err, migrate.ErrVerify)
+	require.ErrorContains(t, err, bogus)
+	requireWhereItWas("abort")
+	// The split runs through afterwards.
+	st, err = e.coordinator(migrate.Options{}).Split(ctx, migrate.SplitSpec{ID: "after", Tenant: tenant, Targets: targets})
+	require.NoError(t, err)
+	require.Equal(t, migrate.OwnedB, st.State)
+	m.checkSpread(t, e, tenant)
+}
