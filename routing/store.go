@@ -70,7 +70,9 @@ func (e *GenerationConflictError) Is(target error) bool { return target == ErrGe
 // Table.Buckets or the number of sub-buckets of a tenant that stays spread is refused with
 // ErrInvalidTable: a client on the older table would write into units of the same names
 // that now hold other records. (Every stored table is checked against its predecessor, so B
-// is the first table's for the store's life.)
+// is the first table's for the store's life.) The table that ends a re-split, which closed
+// the old sub-buckets and opened the new ones at its generation, is published with
+// [Store.PublishReshaped].
 func (s *Store) Publish(ctx context.Context, t *Table) error {
 	return s.publish(ctx, t, "", nil, "")
 }
