@@ -298,6 +298,9 @@ func (s *Status) parseSplit(m map[string]string) error {
 		if l.gen == 0 {
 			return fmt.Errorf("%s", laneKey(i, "srcgen"))
 		}
+		// The migration's counts are the sums of its lanes'.
+		s.Copied += l.copied
+		s.LogApplied += l.logApply
 	}
 	return nil
 }

@@ -288,6 +288,7 @@ func TestSplitAndReSplitWhileTheTenantKeepsWriting(t *testing.T) {
 				require.Equal(t, migrate.OwnedB, st.State)
 				require.Equal(t, to, st.SplitTo)
 				require.Contains(t, st.String(), "split from")
+				require.Positive(t, st.Copied, "the counts are the sums of the sources'")
 				tb := e.table()
 				require.Equal(t, to, tb.Spreads[fat])
 				require.NotContains(t, tb.Overrides, fat)
