@@ -103,10 +103,7 @@ func (c *Cache[V]) compose() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	c.rep, err = replicas.New(c.client, replicas.Options{
-		Copies: o.Copies, Prefix: o.Prefix + "r:", DefaultTTL: o.TTL, LoadTimeout: o.LoadTimeout,
-		Logger: o.Logger, Rand: o.Rand,
-	})
+	c.rep, err = replicas.New(c.client, o.replicasOptions())
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
@@ -122,13 +119,24 @@ func (c *Cache[V]) compose() error {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	c.inv, err = l1cache.NewInvalidator(c.client, target[V]{c}, l1cache.InvalidatorOptions{
-		Channel: o.Prefix + "inv", InstanceID: o.InstanceID, Logger: o.Logger, PubSub: o.PubSub,
+		Channel: o.invalidationChannel(), InstanceID: o.InstanceID, Logger: o.Logger, PubSub: o.PubSub,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }
+
+// replicasOptions are the Options of the Cache's Replicator (ACLRule grants its rule).
+func (o Options[V]) replicasOptions() replicas.Options {
+	return replicas.Options{
+		Copies: o.Copies, Prefix: o.Prefix + "r:", DefaultTTL: o.TTL, LoadTimeout: o.LoadTimeout,
+		Logger: o.Logger, Rand: o.Rand,
+	}
+}
+
+// invalidationChannel is the channel of the Cache's Invalidator.
+func (o Options[V]) invalidationChannel() string { return o.Prefix + "inv" }
 
 // Ready waits until this instance receives the fleet's invalidations (its subscription is
 // established), ctx is done, or the Cache is closed. Entries loaded before that are marked

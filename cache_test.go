@@ -111,7 +111,7 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 	require.ErrorIs(t, c.Delete(ctx, key, 0), celebrity.ErrInvalid)
 	err = c.Set(ctx, key, "bad", 3)
 	require.ErrorIs(t, err, celebrity.ErrCodec)
-	n, err := rdb.Exists(ctx, key).Result()
+	n, err := celebritytest.AdminOf(t, rdb).Exists(ctx, key).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "a value that does not encode writes nothing")
 
@@ -192,6 +192,7 @@ func TestDefaultCodecs(t *testing.T) {
 // test's prefix whose name ends in the key (the layout puts every physical key under the prefix).
 func storedUnder(t *testing.T, rdb redis.UniversalClient, prefix, key string) string {
 	t.Helper()
+	rdb = celebritytest.AdminOf(t, rdb) // the test's own look at the layout
 	var found []string
 	iter := rdb.Scan(t.Context(), 0, prefix+"*"+key, 100).Iterator()
 	for iter.Next(t.Context()) {

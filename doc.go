@@ -77,10 +77,11 @@
 // # Key layout in Redis
 //
 // The layout may change between versions: tools read the fleet's hot set with ReadHotSet,
-// not from these keys.
+// not from these keys. The host's own keys are never read or written, even when they have
+// a logical key's name.
 //
-//	<key>                                  the logical key (replicas' record: version, value)
-//	<prefix>r:{<tag_i>}<key>               copies of hot keys, <prefix>r:{...}lease:<key> leases
+//	<prefix>r:{<tag>}k:<key>               the key's record (replicas' primary: version, value)
+//	<prefix>r:{<tag_i>}c:<key>             copies of hot keys; replicas' leases and lists too
 //	<prefix>{<prefix>hot}meta              hash: version (of the hot set), epoch (of the leader)
 //	<prefix>{<prefix>hot}leader            the leader lease: its instance ID, 3 intervals
 //	<prefix>{<prefix>hot}members           hash: key -> "a|<rate>|<ms>" (fleet) or "m|…" (manual)
@@ -105,10 +106,15 @@
 //
 // # ACL
 //
-// The client's user needs key and channel access to Options.Prefix and the commands of
-// replicas, the Invalidator and the hot-set scripts: for the default prefix,
-// "~celebrity:cache:* &celebrity:cache:* +evalsha +eval +get +set +del +pexpire +pttl +rpush
-// +time +blpop +multi +exec +hget +hgetall +hset +hsetnx +hdel +hincrby +hincrbyfloat +hlen
-// +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +ping", and +info with
-// PromoteShare.
+// The client's user needs the Replicator's rule for the prefix <prefix>r: (see replicas),
+// the Invalidator's for the channel <prefix>inv (see l1cache), the hot set's and the
+// summary's keys, the hot-set channel and the commands of the hot-set scripts, the leader's
+// summary reads, the subscription and ReadHotSet; for the default prefix,
+// "~celebrity:cache:r:* ~celebrity:cache:{celebrity:cache:hot}* ~celebrity:cache:{celebrity:cache:sum*
+// &celebrity:cache:inv &celebrity:cache:hot +evalsha +eval +get +set +del +pexpire +pttl
+// +rpush +time +blpop +multi +exec +hget +hgetall +hset +hsetnx +hdel +hincrby +hincrbyfloat
+// +hlen +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +ping", and
+// "+info" with Options.PromoteShare (the leader reads each master's INFO stats). [ACLRule]
+// returns the rule for a Cache's Options, as ACL SETUSER arguments; the package's tests run
+// once as a user holding only it, with PromoteShare (CELEBRITYTEST_ACL=celebrity).
 package celebrity

@@ -17,6 +17,12 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// CELEBRITYTEST_ACL=celebrity runs every test as a user holding only the rule of a Cache
+	// with every option that widens it, for a prefix pattern covering the prefixes the tests
+	// build with celebritytest.Prefix.
+	celebritytest.RegisterRule("celebrity", func(p string) []string {
+		return celebrity.ACLRule(celebrity.Options[string]{Prefix: p + "*", PromoteShare: 0.5})
+	})
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
 	celebrity.ExampleAddr = celebritytest.Standalone(mainTB{}).Addr()
 	celebritytest.Main(m)

@@ -37,7 +37,7 @@ func TestPromoteByShareOfNodeLoad(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	busy := ms[1].Client(t)
+	busy := ms[1].AdminClient(t) // traffic from outside the cache, outside its rule
 	wg.Go(func() {
 		for ctx.Err() == nil {
 			pipe := busy.Pipeline()

@@ -81,12 +81,30 @@ func startCluster(opts ClusterOptions) (c *Cluster, err error) {
 	return c, c.form(ctx)
 }
 
+// form joins the servers into one cluster: it assigns the slots, introduces the nodes,
+// attaches the replicas and waits until the cluster is stable.
 func (c *Cluster) form(ctx context.Context) error {
-	admin := func(s *Server) *redis.Client {
-		return redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+	if err := c.assignSlots(ctx); err != nil {
+		return err
 	}
+	if err := c.meetAll(ctx); err != nil {
+		return err
+	}
+	if err := c.attachReplicas(ctx); err != nil {
+		return err
+	}
+	return c.waitStable(ctx)
+}
+
+// nodeAdmin returns a client of s alone, without retries, for the cluster's setup commands.
+func nodeAdmin(s *Server) *redis.Client {
+	return redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
+}
+
+// assignSlots gives each master its range of the hash slots (see slotRange).
+func (c *Cluster) assignSlots(ctx context.Context) error {
 	for i, m := range c.masters {
-		cl := admin(m)
+		cl := nodeAdmin(m)
 		lo, hi := slotRange(i, len(c.masters))
 		err := cl.ClusterAddSlotsRange(ctx, lo, hi).Err()
 		_ = cl.Close()
@@ -94,7 +112,13 @@ func (c *Cluster) form(ctx context.Context) error {
 			return fmt.Errorf("celebritytest: CLUSTER ADDSLOTSRANGE on %s: %w", m.Addr(), err)
 		}
 	}
-	first := admin(c.masters[0])
+	return nil
+}
+
+// meetAll introduces every node to the first master and waits until every node knows every
+// other.
+func (c *Cluster) meetAll(ctx context.Context) error {
+	first := nodeAdmin(c.masters[0])
 	defer first.Close()
 	for _, s := range c.nodes()[1:] {
 		if err := first.Do(ctx, "CLUSTER", "MEET", "127.0.0.1", s.port, s.busPort).Err(); err != nil {
@@ -102,27 +126,29 @@ func (c *Cluster) form(ctx context.Context) error {
 		}
 	}
 	n := len(c.nodes())
-	if err := c.waitFor(ctx, "every node to know every other", func(cl *redis.Client) (bool, error) {
+	return c.waitFor(ctx, "every node to know every other", func(cl *redis.Client) (bool, error) {
 		nodes, err := cl.ClusterNodes(ctx).Result()
 		return strings.Count(strings.TrimSpace(nodes), "\n")+1 == n && !strings.Contains(nodes, "handshake"), err
-	}); err != nil {
-		return err
-	}
+	})
+}
+
+// attachReplicas makes each replica replicate its master.
+func (c *Cluster) attachReplicas(ctx context.Context) error {
 	for i, r := range c.replicas {
-		m := admin(c.masters[i])
+		m := nodeAdmin(c.masters[i])
 		id, err := m.Do(ctx, "CLUSTER", "MYID").Text()
 		_ = m.Close()
 		if err != nil {
 			return fmt.Errorf("celebritytest: CLUSTER MYID on %s: %w", c.masters[i].Addr(), err)
 		}
-		rc := admin(r)
+		rc := nodeAdmin(r)
 		err = rc.ClusterReplicate(ctx, id).Err()
 		_ = rc.Close()
 		if err != nil {
 			return fmt.Errorf("celebritytest: CLUSTER REPLICATE on %s: %w", r.Addr(), err)
 		}
 	}
-	return c.waitStable(ctx)
+	return nil
 }
 
 // slotRange returns the first and last slot of master i of n.

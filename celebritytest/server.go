@@ -139,7 +139,19 @@ func (s *Server) start() error {
 	s.mu.Lock()
 	s.cmd, s.exited = cmd, exited
 	s.mu.Unlock()
+	if err := s.awaitPing(exited); err != nil {
+		return err
+	}
+	if err := s.createLimited(); err != nil {
+		s.Kill()
+		return err
+	}
+	return nil
+}
 
+// awaitPing waits until the started process answers PING, and fails when it exits first
+// (closing exited) or does not answer within startupTimeout (then it is killed).
+func (s *Server) awaitPing(exited <-chan struct{}) error {
 	c := redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1, DialTimeout: time.Second})
 	defer c.Close()
 	deadline := time.Now().Add(startupTimeout)
@@ -148,10 +160,6 @@ func (s *Server) start() error {
 		err := c.Ping(ctx).Err()
 		cancel()
 		if err == nil {
-			if err := s.createLimited(); err != nil {
-				s.Kill()
-				return err
-			}
 			return nil
 		}
 		select {
@@ -167,6 +175,7 @@ func (s *Server) start() error {
 	}
 }
 
+// logTail returns the end of the server's log, for an error about its start.
 func (s *Server) logTail() string {
 	b, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
 	if len(b) > 2000 {

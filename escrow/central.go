@@ -36,7 +36,7 @@ func NewCentral(client Client, opts CentralOptions) (*Central, error) {
 		return nil, err
 	}
 	l := newLedger(opts.Prefix, opts.Name, "", 1, opts.Capacity, opts.Capacity)
-	c := &Central{c: client, w: opts.Witness, opts: opts, l: l, marker: witnessKey(opts.Prefix, opts.Name, l.keys[0]) + ":created"}
+	c := &Central{c: client, w: opts.Witness, opts: opts, l: l, marker: witnessKey(opts.Prefix, opts.Name, l.meta()) + ":created"}
 	if c.w == nil {
 		c.w = client
 	}

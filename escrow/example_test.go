@@ -95,6 +95,32 @@ func ExampleNewCentral() {
 	// <nil>
 }
 
+// ExampleCentral_Init creates the ledger once; every process may call it, and a process
+// configured with another capacity is told so instead of silently using the ledger.
+func ExampleCentral_Init() {
+	ctx := context.Background()
+	rdb, wit := exampleClients()
+	defer rdb.Close()
+	defer wit.Close()
+	prefix := examplePrefix()
+	opts := escrow.CentralOptions{Name: "video", Capacity: 3, Witness: wit, Prefix: prefix}
+	limit, err := escrow.NewCentral(rdb, opts)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(limit.Init(ctx), limit.Init(ctx))
+
+	opts.Capacity = 4 // another process, configured differently
+	other, err := escrow.NewCentral(rdb, opts)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(errors.Is(other.Init(ctx), escrow.ErrLayoutMismatch))
+	// Output:
+	// <nil> <nil>
+	// true
+}
+
 // ExampleCentral_Acquire shows that an acquire is idempotent per job ID and that a full
 // limiter says so.
 func ExampleCentral_Acquire() {
@@ -625,6 +651,30 @@ func ExampleRebalancer_Run() {
 	// Output:
 	// context canceled
 	// map[eu:2 us:3]
+}
+
+// ExampleRebalancer_Step runs one pass: it moves a batch from the idlest owner to the
+// busiest, and nothing once no owner has run out.
+func ExampleRebalancer_Step() {
+	ctx := context.Background()
+	rdb, wit := exampleClients()
+	defer rdb.Close()
+	defer wit.Close()
+	pool := examplePool(ctx, rdb, wit, examplePrefix())
+	for i := range 5 {
+		_, _ = pool.Acquire(ctx, "eu", fmt.Sprint("job-", i)) // eu runs out
+	}
+	rb, err := escrow.NewRebalancer(pool, escrow.RebalanceOptions{Batch: 1})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(rb.Step(ctx))
+	fmt.Println(free(ctx, pool))
+	fmt.Println(rb.Step(ctx)) // eu has a free permit now
+	// Output:
+	// 1 <nil>
+	// map[eu:1 us:4]
+	// 0 <nil>
 }
 
 // ExampleAuditReport_Clean checks a fresh pool.

@@ -54,6 +54,12 @@ type ledger struct {
 	capacity    int
 }
 
+// meta and log return the ledger's meta hash and step log, keys 1 and 7 of step.lua.
+func (l ledger) meta() string { return l.keys[0] }
+func (l ledger) log() string  { return l.keys[6] }
+
+// newLedger returns owner's ledger under prefix, hash tag tag, holding permits first..last
+// of capacity.
 func newLedger(prefix, tag, owner string, first, last, capacity int) ledger {
 	base := slot.Tagged(prefix, tag) + ":"
 	return ledger{

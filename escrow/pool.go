@@ -56,7 +56,7 @@ func NewPool(client Client, opts PoolOptions) (*Pool, error) {
 		l := newLedger(opts.Prefix, tag, o.Name, o.First, o.Last, opts.Capacity)
 		p.ledgers[o.Name] = l
 		p.order = append(p.order, o.Name)
-		p.witness[o.Name] = witnessKey(opts.Prefix, tag, l.keys[0])
+		p.witness[o.Name] = witnessKey(opts.Prefix, tag, l.meta())
 	}
 	return p, nil
 }

@@ -75,7 +75,13 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	if err := p.applyPlan(ctx, l, plan, wit, expectedState(me), "reconcile", &p.stats.reconciled); err != nil {
 		return err
 	}
-	for _, id := range cancel {
+	return p.cancelTrimmed(ctx, owner, cancel)
+}
+
+// cancelTrimmed cancels the outgoing transfers of owner that Reconcile's plan trimmed (see
+// planReconcile), after the plan is applied.
+func (p *Pool) cancelTrimmed(ctx context.Context, owner string, ids []string) error {
+	for _, id := range ids {
 		if err := p.Cancel(ctx, owner, id); err != nil {
 			return fmt.Errorf("escrow: reconcile %q: cancel trimmed transfer %q: %w", owner, id, err)
 		}
@@ -108,7 +114,7 @@ func (p *Pool) confirmedUpTo(ctx context.Context, owner string) (int64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("escrow: read witness chain of %q: %w", owner, err)
 	}
-	logged, err := p.c.ZRangeWithScores(ctx, p.ledgers[owner].keys[6], 0, -1).Result()
+	logged, err := p.c.ZRangeWithScores(ctx, p.ledgers[owner].log(), 0, -1).Result()
 	if err != nil {
 		return 0, fmt.Errorf("escrow: read log of %q: %w", owner, err)
 	}

@@ -57,7 +57,7 @@ type tailOf struct {
 }
 
 func (l ledger) tail(ctx context.Context, c redis.Scripter, top, mine int64) (tailOf, error) {
-	res, err := tailScript.Run(ctx, c, []string{l.keys[0], l.keys[6]}, top, mine).Slice()
+	res, err := tailScript.Run(ctx, c, []string{l.meta(), l.log()}, top, mine).Slice()
 	if err != nil {
 		return tailOf{}, fmt.Errorf("escrow: read log of %q: %w", l.owner, err)
 	}
@@ -189,7 +189,7 @@ func (p *Pool) confirmCurrent(ctx context.Context, owner string) error {
 // fence marks owner's ledger fenced and returns the FencedError for it.
 func (p *Pool) fence(ctx context.Context, owner string, seq, top int64) error {
 	l := p.ledgers[owner]
-	r, err := runScript(ctx, p.c, fenceScript, l.keys[:1])
+	r, err := runScript(ctx, p.c, fenceScript, []string{l.meta()})
 	if err != nil {
 		return fmt.Errorf("escrow: fence ledger of %q: %w", owner, err)
 	}
@@ -217,7 +217,7 @@ func (p *Pool) checkPlacement(ctx context.Context) error {
 		same := p.opts.Witness == nil || sameAddrs(p.c, p.w)
 		for _, name := range p.order {
 			wm := m.MasterOfKey(p.witness[name])
-			if same && wm == m.MasterOfKey(p.ledgers[name].keys[0]) {
+			if same && wm == m.MasterOfKey(p.ledgers[name].meta()) {
 				shared = append(shared, fmt.Sprintf("owner %q (both on %s)", name, wm))
 			}
 		}

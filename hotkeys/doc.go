@@ -1,6 +1,18 @@
 // Package hotkeys finds the celebrity before it melts a shard: the keys that take an
 // outsized share of the traffic, and the shards that take an outsized share of the load.
 //
+//	d, err := hotkeys.New(hotkeys.Options{
+//		HotShare: 0.2,
+//		Shard:    shards.Shard,   // *hotkeys.ClusterShards, or a routing lookup
+//		OnHot:    func(ev hotkeys.KeyEvent) { _ = r.Promote(ctx, ev.Key) }, // r: a *replicas.Replicator
+//	})
+//	if err != nil { ... }
+//	defer d.Close()
+//	// on the request path:
+//	d.Observe(key)
+//	// in a metrics exporter:
+//	snap := d.Snapshot()
+//
 // # The problem
 //
 // Average CPU and total requests per second look fine exactly when one shard is dying: a
@@ -95,18 +107,4 @@
 // pattern, as ACL SETUSER arguments; the package's tests run once with their Probes as a
 // user holding only it (CELEBRITYTEST_ACL=hotkeys) and the host's own traffic as the
 // administrator.
-//
-// # Example
-//
-//	d, err := hotkeys.New(hotkeys.Options{
-//		HotShare: 0.2,
-//		Shard:    shards.Shard,   // *hotkeys.ClusterShards, or a routing lookup
-//		OnHot:    func(ev hotkeys.KeyEvent) { replicas.Promote(ev.Key) },
-//	})
-//	if err != nil { ... }
-//	defer d.Close()
-//	// on the request path:
-//	d.Observe(key)
-//	// in a metrics exporter:
-//	snap := d.Snapshot()
 package hotkeys

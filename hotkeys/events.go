@@ -99,6 +99,17 @@ func (d *Detector) transitions(v *view) []KeyEvent {
 		return nil
 	}
 	st.last = v.at
+	events, seen := d.judgeTracked(st, v)
+	events = append(events, d.coolUntracked(st, seen, v.at)...)
+	st.number(events)
+	st.hotNow.Store(int64(len(st.hot)))
+	return events
+}
+
+// judgeTracked decides, for every key the sketch tracks in v, whether it turns hot or, if
+// hot, starts, keeps or ends its cooling hold. It returns the events and the hot keys seen.
+// The caller holds st.mu.
+func (d *Detector) judgeTracked(st *evalState, v *view) ([]KeyEvent, map[string]bool) {
 	var events []KeyEvent
 	seen := make(map[string]bool, len(st.hot))
 	for _, a := range v.keys {
@@ -118,11 +129,19 @@ func (d *Detector) transitions(v *view) []KeyEvent {
 			continue
 		}
 		if sure >= d.o.MinSamples && d.hot(g) {
+			// Seen: above a hot threshold is above its cool one, so this evaluation does
+			// not start the key's cooling hold (the untracked pass would).
+			seen[a.key] = true
 			st.hot[a.key] = &hotState{since: v.at}
 			events = append(events, KeyEvent{Kind: Hot, Key: a.key, Load: l, At: v.at})
 		}
 	}
-	// Hot keys the sketch no longer tracks have no load in the window.
+	return events, seen
+}
+
+// coolUntracked runs the cooling hold, in key order, of the hot keys not in seen: the sketch
+// no longer tracks them, so they have no load in the window. The caller holds st.mu.
+func (d *Detector) coolUntracked(st *evalState, seen map[string]bool, at time.Time) []KeyEvent {
 	var gone []string
 	for key := range st.hot {
 		if !seen[key] {
@@ -130,12 +149,18 @@ func (d *Detector) transitions(v *view) []KeyEvent {
 		}
 	}
 	slices.Sort(gone)
+	var events []KeyEvent
 	for _, key := range gone {
-		if ev, cooled := d.cool(st, st.hot[key], key, KeyLoad{Key: key}, v.at); cooled {
+		if ev, cooled := d.cool(st, st.hot[key], key, KeyLoad{Key: key}, at); cooled {
 			events = append(events, ev)
 		}
 	}
-	// Number the events in a deterministic order: hot before cool, then by key.
+	return events
+}
+
+// number sorts events in a deterministic order (hot before cool, then by key), gives each
+// the next sequence number and counts them. The caller holds st.mu.
+func (st *evalState) number(events []KeyEvent) {
 	slices.SortFunc(events, func(a, b KeyEvent) int {
 		if a.Kind != b.Kind {
 			return int(a.Kind) - int(b.Kind)
@@ -151,8 +176,6 @@ func (d *Detector) transitions(v *view) []KeyEvent {
 			st.coolN.Add(1)
 		}
 	}
-	st.hotNow.Store(int64(len(st.hot)))
-	return events
 }
 
 // hot reports whether l reaches a hot threshold.

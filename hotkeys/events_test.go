@@ -304,3 +304,47 @@ func TestBackgroundLoopEvaluatesAndStopsOnClose(t *testing.T) {
 	d.Observe(celebrity) // still safe after Close
 	require.Equal(t, n, d.Stats().Evaluations, "no evaluation after Close")
 }
+
+// TestHoldStartsAtTheFirstEvaluationBelowCool: the evaluation that makes a key hot sees it
+// far above CoolShare, so it must not start the key's cooling hold. The key then gets no
+// traffic; the next evaluation, a whole Hold later, is the first one below: the hold starts
+// there and the key cools one Hold after it, not at once.
+func TestHoldStartsAtTheFirstEvaluationBelowCool(t *testing.T) {
+	t.Parallel()
+	rec := &recorder{}
+	clk := newFakeClock()
+	d, err := hotkeys.New(hotkeys.Options{
+		SampleRate:   1,
+		Window:       2 * time.Second,
+		Buckets:      2,
+		HotShare:     0.5,
+		CoolShare:    0.1,
+		Hold:         5 * time.Second,
+		EvalInterval: -1,
+		Clock:        clk.Now,
+		OnHot:        rec.add,
+		OnCool:       rec.add,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, d.Close()) })
+
+	for range 100 {
+		d.Observe(celebrity)
+	}
+	d.Evaluate()
+	require.Equal(t, []string{celebrity}, d.Hot())
+	promoted := clk.Now()
+
+	clk.Advance(5 * time.Second) // the window has forgotten the key
+	d.Evaluate()
+	_, cool := rec.kinds(celebrity)
+	require.Empty(t, cool, "the first evaluation below CoolShare starts the hold; it does not end it")
+	require.Equal(t, []string{celebrity}, d.Hot())
+
+	clk.Advance(5 * time.Second)
+	d.Evaluate()
+	_, cool = rec.kinds(celebrity)
+	require.Len(t, cool, 1, "the key cools one Hold after the first evaluation below CoolShare")
+	require.Equal(t, promoted.Add(10*time.Second), cool[0].At)
+	require.Empty(t, d.Hot())
+}

@@ -111,29 +111,8 @@ type Options struct {
 
 // withDefaults validates o and returns it with every zero field set to its default.
 func (o Options) withDefaults() (Options, error) {
-	if o.SampleRate == 0 {
-		o.SampleRate = DefaultSampleRate
-	}
-	if math.IsNaN(o.SampleRate) || o.SampleRate <= 0 || o.SampleRate > 1 {
-		return o, fmt.Errorf("%w: Options.SampleRate must be in (0, 1], got %v", ErrInvalid, o.SampleRate)
-	}
-	if o.Capacity == 0 {
-		o.Capacity = DefaultCapacity
-	}
-	if o.Capacity < minCapacity || o.Capacity > maxCapacity {
-		return o, fmt.Errorf("%w: Options.Capacity must be %d..%d, got %d", ErrInvalid, minCapacity, maxCapacity, o.Capacity)
-	}
-	if o.Buckets == 0 {
-		o.Buckets = DefaultBuckets
-	}
-	if o.Buckets < 2 || o.Buckets > maxBuckets {
-		return o, fmt.Errorf("%w: Options.Buckets must be 2..%d, got %d", ErrInvalid, maxBuckets, o.Buckets)
-	}
-	if o.Window == 0 {
-		o.Window = DefaultWindow
-	}
-	if o.Window < minBucket*time.Duration(o.Buckets) {
-		return o, fmt.Errorf("%w: Options.Window must be at least Buckets×1ms (%v), got %v", ErrInvalid, minBucket*time.Duration(o.Buckets), o.Window)
+	if err := o.window(); err != nil {
+		return o, err
 	}
 	if err := o.thresholds(); err != nil {
 		return o, err
@@ -163,6 +142,36 @@ func (o Options) withDefaults() (Options, error) {
 		o.Clock = time.Now
 	}
 	return o, nil
+}
+
+// window validates and defaults the sampling and the sliding window: SampleRate, Capacity,
+// Buckets and Window.
+func (o *Options) window() error {
+	if o.SampleRate == 0 {
+		o.SampleRate = DefaultSampleRate
+	}
+	if math.IsNaN(o.SampleRate) || o.SampleRate <= 0 || o.SampleRate > 1 {
+		return fmt.Errorf("%w: Options.SampleRate must be in (0, 1], got %v", ErrInvalid, o.SampleRate)
+	}
+	if o.Capacity == 0 {
+		o.Capacity = DefaultCapacity
+	}
+	if o.Capacity < minCapacity || o.Capacity > maxCapacity {
+		return fmt.Errorf("%w: Options.Capacity must be %d..%d, got %d", ErrInvalid, minCapacity, maxCapacity, o.Capacity)
+	}
+	if o.Buckets == 0 {
+		o.Buckets = DefaultBuckets
+	}
+	if o.Buckets < 2 || o.Buckets > maxBuckets {
+		return fmt.Errorf("%w: Options.Buckets must be 2..%d, got %d", ErrInvalid, maxBuckets, o.Buckets)
+	}
+	if o.Window == 0 {
+		o.Window = DefaultWindow
+	}
+	if o.Window < minBucket*time.Duration(o.Buckets) {
+		return fmt.Errorf("%w: Options.Window must be at least Buckets×1ms (%v), got %v", ErrInvalid, minBucket*time.Duration(o.Buckets), o.Window)
+	}
+	return nil
 }
 
 // thresholds validates and defaults the hot and cool thresholds.

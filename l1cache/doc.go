@@ -1,5 +1,17 @@
 // Package l1cache is an in-process cache that a celebrity key cannot stampede.
 //
+//	users, err := l1cache.New(func(ctx context.Context, id string) (User, error) {
+//		return db.User(ctx, id) // returns l1cache.ErrNotFound for an unknown id
+//	}, l1cache.Options[User]{MaxEntries: 100_000, Fresh: time.Second, Stale: 10 * time.Second})
+//	if err != nil { ... }
+//	defer users.Close()
+//	inv, err := l1cache.NewInvalidator(rdb, users, l1cache.InvalidatorOptions{Channel: "users:inv"})
+//	if err != nil { ... }
+//	defer inv.Close()
+//
+//	u, err := users.Get(ctx, "42")       // one load per instance per second at most
+//	err = inv.Invalidate(ctx, "42")       // after writing user 42 to the database
+//
 // # The problem
 //
 // A hot key read 100,000 times a second by each of 100 instances would cost its Redis shard
@@ -97,18 +109,4 @@
 // client's user has anyway (CLUSTER SLOTS). [ACLRule] returns the rule for a channel, as ACL
 // SETUSER arguments; the package's tests run once as a user holding only it, for a channel
 // pattern covering every test's channel (CELEBRITYTEST_ACL=l1cache).
-//
-// # Example
-//
-//	users, err := l1cache.New(func(ctx context.Context, id string) (User, error) {
-//		return db.User(ctx, id) // returns l1cache.ErrNotFound for an unknown id
-//	}, l1cache.Options[User]{MaxEntries: 100_000, Fresh: time.Second, Stale: 10 * time.Second})
-//	if err != nil { ... }
-//	defer users.Close()
-//	inv, err := l1cache.NewInvalidator(rdb, users, l1cache.InvalidatorOptions{Channel: "users:inv"})
-//	if err != nil { ... }
-//	defer inv.Close()
-//
-//	u, err := users.Get(ctx, "42")       // one load per instance per second at most
-//	err = inv.Invalidate(ctx, "42")       // after writing user 42 to the database
 package l1cache

@@ -167,80 +167,19 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 	if err != nil {
 		return CacheStatus{}, fmt.Errorf("migrate: cache move: %w", err)
 	}
-	if _, spread := t.Spreads[spec.Tenant]; spread {
-		return CacheStatus{}, invalidf("tenant %q is spread; move its sub-buckets instead", spec.Tenant)
-	}
-	source, had := t.Overrides[spec.Tenant]
-	if !had {
-		source = t.BucketOwner(uint32(hashing.Bucket(spec.Tenant, uint64(t.Buckets))))
-	}
-	switch {
-	case c.shards[spec.Target] == nil || !containsShard(t, spec.Target):
-		return CacheStatus{}, invalidf("unknown target shard %q", spec.Target)
-	case c.shards[source] == nil:
-		return CacheStatus{}, invalidf("no client for source shard %q", source)
-	case spec.Target == source:
-		return CacheStatus{}, invalidf("target %q is the tenant's current shard", spec.Target)
-	}
-	hadOv := "0"
-	if had {
-		hadOv = "1"
+	source, had, err := planCacheMove(t, spec, func(s string) bool { return c.shards[s] != nil })
+	if err != nil {
+		return CacheStatus{}, err
 	}
 	now := c.o.Clock()
-	reply, err := createScript.Run(ctx, c.control, []string{c.jkey(spec.ID), c.lock(spec.Tenant), journalTag(c.o.Prefix) + ":index"},
-		spec.ID, ms(now), "id", spec.ID, "mode", "cache", "tenant", spec.Tenant, "source", source, "target", spec.Target,
-		"hadoverride", hadOv, "state", string(CacheWarming), "created", ms(now)).StringSlice()
+	if err := c.create(ctx, spec, source, had, now); err != nil {
+		return CacheStatus{}, err
+	}
+	w, err := c.warm(ctx, c.shards[source], c.shards[spec.Target], spec.Keys, now)
 	if err != nil {
-		return CacheStatus{}, fmt.Errorf("migrate: cache move: %w", err)
+		return CacheStatus{}, err
 	}
-	if len(reply) == 2 && reply[0] == "busy" {
-		return CacheStatus{}, &BusyError{Unit: "tenant " + strconv.Quote(spec.Tenant), Holder: reply[1]}
-	}
-	if len(reply) != 1 || reply[0] != "ok" {
-		return CacheStatus{}, invalidf("migration ID %q is already used", spec.ID)
-	}
-
-	// Warm: copy each hot key with its remaining TTL; the latest expiry is when the old copy
-	// stops being a safe place to roll back to.
-	src, dst := c.shards[source], c.shards[spec.Target]
-	warmed, missing := 0, 0
-	var oldExp int64
-	var exps []int64
-	forever := false
-	for _, key := range spec.Keys {
-		ttl, err := src.PTTL(ctx, key).Result()
-		if err != nil {
-			return CacheStatus{}, fmt.Errorf("migrate: cache warm %q: %w", key, err)
-		}
-		val, err := src.Dump(ctx, key).Result()
-		if errors.Is(err, redis.Nil) || ttl == -2 {
-			missing++
-			continue
-		}
-		if err != nil {
-			return CacheStatus{}, fmt.Errorf("migrate: cache warm %q: %w", key, err)
-		}
-		if ttl < 0 {
-			forever, ttl = true, 0
-		} else {
-			oldExp = max(oldExp, now.Add(ttl).UnixMilli())
-			exps = append(exps, now.Add(ttl).UnixMilli())
-		}
-		if err := dst.RestoreReplace(ctx, key, ttl, val).Err(); err != nil {
-			return CacheStatus{}, fmt.Errorf("migrate: cache warm %q: %w", key, err)
-		}
-		warmed++
-	}
-	if forever {
-		oldExp = 0
-	}
-	// Half of the warmed keys are gone once more than warmed/2 of them expired: at the
-	// (warmed/2+1)-th earliest expiry, if that many keys have a TTL at all.
-	var halfExp int64
-	slices.Sort(exps)
-	if warmed/2 < len(exps) {
-		halfExp = exps[warmed/2]
-	}
+	oldExp, halfExp := w.expiries()
 	epoch, err := c.take(ctx, spec.ID, spec.Tenant, CacheWarming)
 	if err != nil {
 		return CacheStatus{}, err
@@ -251,11 +190,120 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 		return CacheStatus{}, err
 	}
 	if err := c.step(ctx, spec.ID, spec.Tenant, epoch, CacheWarming, CacheFlipped, false, "flipgen", u64(gen),
-		"warmed", strconv.Itoa(warmed), "missing", strconv.Itoa(missing), "oldexp", i64(oldExp),
+		"warmed", strconv.Itoa(w.warmed), "missing", strconv.Itoa(w.missing), "oldexp", i64(oldExp),
 		"halfexp", i64(halfExp), "flipped", ms(c.o.Clock())); err != nil {
 		return CacheStatus{}, err
 	}
 	return c.Status(ctx, spec.ID)
+}
+
+// planCacheMove is Move's pure planning step: it checks spec against table t and the
+// shards the cache has clients for (has), and returns the tenant's current shard (the
+// source) and whether an override places it there. Every refusal wraps ErrInvalid.
+func planCacheMove(t *routing.Table, spec CacheSpec, has func(shard string) bool) (source string, had bool, err error) {
+	if _, spread := t.Spreads[spec.Tenant]; spread {
+		return "", false, invalidf("tenant %q is spread; move its sub-buckets instead", spec.Tenant)
+	}
+	source, had = t.Overrides[spec.Tenant]
+	if !had {
+		source = t.BucketOwner(uint32(hashing.Bucket(spec.Tenant, uint64(t.Buckets))))
+	}
+	switch {
+	case !has(spec.Target) || !containsShard(t, spec.Target):
+		return "", false, invalidf("unknown target shard %q", spec.Target)
+	case !has(source):
+		return "", false, invalidf("no client for source shard %q", source)
+	case spec.Target == source:
+		return "", false, invalidf("target %q is the tenant's current shard", spec.Target)
+	}
+	return source, had, nil
+}
+
+// create writes the journal record of a new cache move (state Warming) and takes the
+// tenant's migration lock in one script; a tenant already being moved fails with ErrBusy
+// and a used ID with ErrInvalid.
+func (c *Cache) create(ctx context.Context, spec CacheSpec, source string, had bool, now time.Time) error {
+	hadOv := "0"
+	if had {
+		hadOv = "1"
+	}
+	reply, err := createScript.Run(ctx, c.control, []string{c.jkey(spec.ID), c.lock(spec.Tenant), journalTag(c.o.Prefix) + ":index"},
+		spec.ID, ms(now), "id", spec.ID, "mode", "cache", "tenant", spec.Tenant, "source", source, "target", spec.Target,
+		"hadoverride", hadOv, "state", string(CacheWarming), "created", ms(now)).StringSlice()
+	if err != nil {
+		return fmt.Errorf("migrate: cache move: %w", err)
+	}
+	if len(reply) == 2 && reply[0] == "busy" {
+		return &BusyError{Unit: "tenant " + strconv.Quote(spec.Tenant), Holder: reply[1]}
+	}
+	if len(reply) != 1 || reply[0] != "ok" {
+		return invalidf("migration ID %q is already used", spec.ID)
+	}
+	return nil
+}
+
+// warm copies each of keys from src to dst with its remaining TTL (as of now) and tallies
+// what it copied.
+func (c *Cache) warm(ctx context.Context, src, dst CacheClient, keys []string, now time.Time) (warmTally, error) {
+	w := warmTally{now: now}
+	for _, key := range keys {
+		ttl, err := src.PTTL(ctx, key).Result()
+		if err != nil {
+			return w, fmt.Errorf("migrate: cache warm %q: %w", key, err)
+		}
+		val, err := src.Dump(ctx, key).Result()
+		if errors.Is(err, redis.Nil) || ttl == -2 {
+			w.missing++
+			continue
+		}
+		if err != nil {
+			return w, fmt.Errorf("migrate: cache warm %q: %w", key, err)
+		}
+		ttl = w.add(ttl)
+		if err := dst.RestoreReplace(ctx, key, ttl, val).Err(); err != nil {
+			return w, fmt.Errorf("migrate: cache warm %q: %w", key, err)
+		}
+	}
+	return w, nil
+}
+
+// warmTally counts a warm-up's keys and the expiries of their old copies on the source.
+type warmTally struct {
+	now             time.Time
+	warmed, missing int
+	exps            []int64 // exps are the expiries (unix ms) of the warmed keys that have a TTL.
+	forever         bool    // forever is true once a warmed key has no TTL.
+}
+
+// add counts one warmed key with remaining TTL ttl (negative: none) and returns the TTL to
+// restore it with (0: none). It is pure.
+func (w *warmTally) add(ttl time.Duration) time.Duration {
+	w.warmed++
+	if ttl < 0 {
+		w.forever = true
+		return 0
+	}
+	w.exps = append(w.exps, w.now.Add(ttl).UnixMilli())
+	return ttl
+}
+
+// expiries returns when the old copies of the warmed keys are all gone (oldExp; 0 if one
+// has no TTL, or none was warmed) and when half of them are (halfExp: once more than
+// warmed/2 expired, at the (warmed/2+1)-th earliest expiry, if that many keys have a TTL
+// at all; 0 otherwise). The latest expiry is when the old copy stops being a safe place to
+// roll back to. It is pure.
+func (w *warmTally) expiries() (oldExp, halfExp int64) {
+	if !w.forever {
+		for _, e := range w.exps {
+			oldExp = max(oldExp, e)
+		}
+	}
+	exps := slices.Clone(w.exps)
+	slices.Sort(exps)
+	if w.warmed/2 < len(exps) {
+		halfExp = exps[w.warmed/2]
+	}
+	return oldExp, halfExp
 }
 
 // cacheLease is the lease a cache-mode step holds on its move's journal record.

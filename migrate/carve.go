@@ -2,7 +2,6 @@ package migrate
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -72,85 +71,111 @@ func (c *Coordinator) Carve(ctx context.Context, spec CarveSpec) (Status, error)
 // migration lock, like [Coordinator.Start] does for a unit. It changes nothing on the
 // shards. The returned Status has Unit = the tenant's override unit and From = its bucket.
 func (c *Coordinator) StartCarve(ctx context.Context, spec CarveSpec) (Status, error) {
-	u := routing.TenantUnit(spec.Tenant)
-	if err := u.Validate(); err != nil {
-		return Status{}, invalidf("tenant: %v", err)
-	}
-	if spec.ID == "" {
-		spec.ID = c.o.NewID()
-	}
-	if len(spec.ID) > 200 || slot.HasBraces(spec.ID) {
-		return Status{}, invalidf("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
-	}
-	if prev, err := c.load(ctx, spec.ID); err == nil {
-		if prev.Unit == u && prev.From.Kind == routing.KindBucket && prev.Target == spec.Target &&
-			(spec.Source == "" || spec.Source == prev.Source) {
-			return prev, nil
-		}
-		return Status{}, invalidf("migration ID %q is already used for %s -> %q", spec.ID, prev.Unit, prev.Target)
-	} else if !errors.Is(err, ErrNotFound) {
+	u, id, err := checkTenantSpec(spec.Tenant, spec.ID, c.o.NewID)
+	if err != nil {
 		return Status{}, err
+	}
+	if prev, found, err := c.replay(ctx, id, func(prev Status) bool {
+		return prev.Unit == u && prev.From.Kind == routing.KindBucket && prev.Target == spec.Target &&
+			(spec.Source == "" || spec.Source == prev.Source)
+	}); found || err != nil {
+		return prev, err
 	}
 	t, err := c.store.Load(ctx)
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
 	}
+	p, err := planCarve(t, spec, c.hasShard)
+	if err != nil {
+		return Status{}, err
+	}
+	own, moved, err := c.shards[p.source].r.Ownership(ctx, p.bucket)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
+	}
+	if err := checkOpen("source", p.source, p.bucket, own, t); err != nil {
+		return Status{}, err
+	}
+	if _, ok := moved[spec.Tenant]; ok {
+		return Status{}, fmt.Errorf("%w: source %q marks tenant %q as moved out of %s, but the table (generation %d) has no override for it",
+			ErrOwnershipChanged, p.source, spec.Tenant, p.bucket, t.Generation)
+	}
+	tgt, _, err := c.shards[p.target].r.Ownership(ctx, u)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
+	}
+	if err := c.checkImport(ctx, p.target, u, id, tgt); err != nil {
+		return Status{}, err
+	}
+	return c.record(ctx, Status{ID: id, Unit: u, From: p.bucket, Source: p.source, Target: p.target, State: OwnedA,
+		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Clock()})
+}
+
+// tenantPlan is what the pure planning step of a carve-out or fold-back ([planCarve],
+// [planFold]) settles from the spec and the current table, before any shard is read.
+type tenantPlan struct {
+	unit   routing.Unit // unit is the tenant's override unit.
+	bucket routing.Unit // bucket is the tenant's hash bucket.
+	source string       // source is the shard the tenant's items leave.
+	target string       // target is the shard they go to.
+}
+
+// checkTenantSpec is the check StartCarve and StartFold share before they read anything:
+// the tenant must name a valid tenant unit, and the migration ID (newID fills an empty one)
+// must be 1..200 bytes without braces. It returns the tenant's unit and the ID; it is pure
+// apart from newID.
+func checkTenantSpec(tenant, id string, newID func() string) (routing.Unit, string, error) {
+	u := routing.TenantUnit(tenant)
+	if err := u.Validate(); err != nil {
+		return routing.Unit{}, "", invalidf("tenant: %v", err)
+	}
+	if id == "" {
+		id = newID()
+	}
+	if err := checkID(id); err != nil {
+		return routing.Unit{}, "", err
+	}
+	return u, id, nil
+}
+
+// checkID refuses a migration ID that is longer than 200 bytes or contains braces.
+func checkID(id string) error {
+	if len(id) > 200 || slot.HasBraces(id) {
+		return invalidf("migration ID must be 1..200 bytes without braces, got %q", id)
+	}
+	return nil
+}
+
+// planCarve is StartCarve's pure planning step: it checks spec against table t and the
+// shards the coordinator has clients for (has) and names the tenant's bucket, its source
+// (the bucket's shard) and the target. Every refusal wraps ErrInvalid.
+func planCarve(t *routing.Table, spec CarveSpec, has func(shard string) bool) (tenantPlan, error) {
 	if o := t.Overrides[spec.Tenant]; o != "" {
-		return Status{}, invalidf("tenant %q is already overridden onto shard %q (table generation %d); move its unit with Migrate",
+		return tenantPlan{}, invalidf("tenant %q is already overridden onto shard %q (table generation %d); move its unit with Migrate",
 			spec.Tenant, o, t.Generation)
 	}
 	if _, ok := t.Spreads[spec.Tenant]; ok {
-		return Status{}, invalidf("tenant %q is spread (table generation %d); it has no bucket records to carve out",
+		return tenantPlan{}, invalidf("tenant %q is spread (table generation %d); it has no bucket records to carve out",
 			spec.Tenant, t.Generation)
 	}
 	b := routing.BucketOf(spec.Tenant, t.Buckets)
 	source := t.BucketOwner(b)
 	switch {
 	case source == "":
-		return Status{}, invalidf("the table (generation %d) does not assign bucket %d of tenant %q", t.Generation, b, spec.Tenant)
+		return tenantPlan{}, invalidf("the table (generation %d) does not assign bucket %d of tenant %q", t.Generation, b, spec.Tenant)
 	case spec.Source != "" && spec.Source != source:
-		return Status{}, invalidf("tenant %q (bucket %d) is on shard %q, not on the given source %q", spec.Tenant, b, source, spec.Source)
+		return tenantPlan{}, invalidf("tenant %q (bucket %d) is on shard %q, not on the given source %q", spec.Tenant, b, source, spec.Source)
 	case spec.Target == source:
-		return Status{}, invalidf("target %q is the source of tenant %q (bucket %d)", spec.Target, spec.Tenant, b)
-	case c.shards[spec.Target] == nil:
-		return Status{}, invalidf("unknown target shard %q", spec.Target)
-	case c.shards[source] == nil:
-		return Status{}, invalidf("no client for source shard %q", source)
+		return tenantPlan{}, invalidf("target %q is the source of tenant %q (bucket %d)", spec.Target, spec.Tenant, b)
+	case !has(spec.Target):
+		return tenantPlan{}, invalidf("unknown target shard %q", spec.Target)
+	case !has(source):
+		return tenantPlan{}, invalidf("no client for source shard %q", source)
 	}
 	if !containsShard(t, spec.Target) {
-		return Status{}, invalidf("target shard %q is not named in the table (generation %d)", spec.Target, t.Generation)
+		return tenantPlan{}, invalidf("target shard %q is not named in the table (generation %d)", spec.Target, t.Generation)
 	}
-	bu := routing.BucketUnit(b)
-	own, moved, err := c.shards[source].r.Ownership(ctx, bu)
-	if err != nil {
-		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
-	}
-	if own.State != routing.StateOpen || own.Generation > t.Generation {
-		return Status{}, fmt.Errorf("%w: source %q holds %s as %v, table generation %d",
-			ErrOwnershipChanged, source, bu, own, t.Generation)
-	}
-	if _, ok := moved[spec.Tenant]; ok {
-		return Status{}, fmt.Errorf("%w: source %q marks tenant %q as moved out of %s, but the table (generation %d) has no override for it",
-			ErrOwnershipChanged, source, spec.Tenant, bu, t.Generation)
-	}
-	tgt, _, err := c.shards[spec.Target].r.Ownership(ctx, u)
-	if err != nil {
-		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
-	}
-	if tgt.State == routing.StateOpen {
-		return Status{}, fmt.Errorf("%w: target %q holds %s open (%v)", ErrOwnershipChanged, spec.Target, u, tgt)
-	}
-	if tgt.State == routing.StateImporting && !c.claimedBy(ctx, spec.Target, u, spec.ID) {
-		return Status{}, fmt.Errorf("%w: target %q holds an import claim on %s (%v); see Claims, and ClearClaim if its migration is finished",
-			ErrOwnershipChanged, spec.Target, u, tgt)
-	}
-	s := Status{ID: spec.ID, Unit: u, From: bu, Source: source, Target: spec.Target, State: OwnedA,
-		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Clock()}
-	if err := c.create(ctx, s); err != nil {
-		return Status{}, err
-	}
-	c.stats.started.Add(1)
-	return c.load(ctx, s.ID)
+	return tenantPlan{unit: routing.TenantUnit(spec.Tenant), bucket: routing.BucketUnit(b), source: source, target: spec.Target}, nil
 }
 
 // carving reports whether s is a carve-out (its records leave a shared bucket).
@@ -322,60 +347,77 @@ func (c *Coordinator) carveSource(ctx context.Context, r *run, mode string) (str
 // carve-out's; the bucket's change log is left alone (removing entries from it would look
 // like lost entries to a later migration of the bucket).
 func (c *Coordinator) carveCleanup(ctx context.Context, s Status) (Status, error) {
-	a := c.shards[s.Source]
 	k := c.keys.Unit(s.From)
-	purge := func(items []string) (bool, error) {
-		if len(items) == 0 {
-			return true, nil
-		}
-		args := []any{"purge", s.Unit.Tenant, s.ID, "0", u64(s.SourceGen), u64(max(s.ImportGen, 1))}
-		for _, it := range items {
-			args = append(args, it)
-		}
-		reply, err := carveScript.Run(ctx, a.c, []string{k.Own, k.Log, k.Records, k.Ops, k.OpExpiry, k.Tombstones},
-			args...).StringSlice()
-		if err != nil {
-			return false, fmt.Errorf("migrate: cleanup of tenant %q on source %q: %w", s.Unit.Tenant, s.Source, err)
-		}
-		if len(reply) != 2 || reply[0] != "ok" {
-			return false, fmt.Errorf("migrate: cleanup on source %q: malformed reply %q", s.Source, reply)
-		}
-		return reply[1] != "-1", nil
-	}
-phases:
 	for _, phase := range []string{"rec", "ops"} {
 		key, kind := k.Records, "r"
 		if phase == "ops" {
 			key, kind = k.Ops, "o"
 		}
-		var cur uint64
-		for {
-			kv, next, err := a.c.HScan(ctx, key, cur, s.scanMatch(phase), int64(c.o.BatchSize)).Result()
-			if err != nil {
-				return s, fmt.Errorf("migrate: cleanup scan on source %q: %w", s.Source, err)
-			}
-			kv = s.keepPairs(phase, kv)
-			items := make([]string, 0, len(kv))
-			for i := 0; i+1 < len(kv); i += 2 {
-				items = append(items, kind, kv[i])
-			}
-			ours, err := purge(items)
-			if err != nil {
-				return s, err
-			}
-			if !ours {
-				// The mark is not this carve-out's any more (the tenant came back to the
-				// bucket): the data there is live again; nothing is deleted.
-				break phases
-			}
-			if cur = next; cur == 0 {
-				break
-			}
+		ours, err := c.cleanupPhase(ctx, s, key, kind, phase)
+		if err != nil {
+			return s, err
+		}
+		if !ours {
+			// The mark is not this carve-out's any more (the tenant came back to the
+			// bucket): the data there is live again; nothing is deleted.
+			break
 		}
 	}
 	r := &run{Status: s}
 	err := c.step(ctx, r, []State{OwnedB}, OwnedB, false, "cleaned", "1")
 	return r.Status, err
+}
+
+// cleanupPhase deletes the carved tenant's items of one kind ("r" records in hash key, phase
+// "rec"; "o" op records, phase "ops") from the bucket on the source, page by page. ours is
+// false when the tenant's mark stopped being this carve-out's (nothing more is deleted).
+func (c *Coordinator) cleanupPhase(ctx context.Context, s Status, key, kind, phase string) (ours bool, err error) {
+	a := c.shards[s.Source]
+	var cur uint64
+	for {
+		kv, next, err := a.c.HScan(ctx, key, cur, s.scanMatch(phase), int64(c.o.BatchSize)).Result()
+		if err != nil {
+			return false, fmt.Errorf("migrate: cleanup scan on source %q: %w", s.Source, err)
+		}
+		if ours, err := c.carvePurge(ctx, s, purgeItems(kind, s.keepPairs(phase, kv))); err != nil || !ours {
+			return false, err
+		}
+		if cur = next; cur == 0 {
+			return true, nil
+		}
+	}
+}
+
+// purgeItems turns one scanned page (field, value, ...) into carve.lua's purge items (kind,
+// field, ...). It is pure.
+func purgeItems(kind string, kv []string) []string {
+	items := make([]string, 0, len(kv))
+	for i := 0; i+1 < len(kv); i += 2 {
+		items = append(items, kind, kv[i])
+	}
+	return items
+}
+
+// carvePurge deletes items (kind, field, ...) from the bucket on the source with one
+// carve.lua "purge", if the tenant's mark there is still s's; ours reports whether it was.
+func (c *Coordinator) carvePurge(ctx context.Context, s Status, items []string) (ours bool, err error) {
+	if len(items) == 0 {
+		return true, nil
+	}
+	k := c.keys.Unit(s.From)
+	args := []any{"purge", s.Unit.Tenant, s.ID, "0", u64(s.SourceGen), u64(max(s.ImportGen, 1))}
+	for _, it := range items {
+		args = append(args, it)
+	}
+	reply, err := carveScript.Run(ctx, c.shards[s.Source].c, []string{k.Own, k.Log, k.Records, k.Ops, k.OpExpiry, k.Tombstones},
+		args...).StringSlice()
+	if err != nil {
+		return false, fmt.Errorf("migrate: cleanup of tenant %q on source %q: %w", s.Unit.Tenant, s.Source, err)
+	}
+	if len(reply) != 2 || reply[0] != "ok" {
+		return false, fmt.Errorf("migrate: cleanup on source %q: malformed reply %q", s.Source, reply)
+	}
+	return reply[1] != "-1", nil
 }
 
 // carveVerifyPass is verifyPass for a carve-out or a fold-back: the bucket's side (the
@@ -401,46 +443,13 @@ func (c *Coordinator) carveVerifyPass(ctx context.Context, r *run) (*verifier, e
 			if kind == "o" {
 				phase, from, to = "ops", sd.kfrom.Ops, sd.kto.Ops
 			}
-			match := ""
+			h := hashScan{from: sd.from, to: sd.to, fromKey: from, toKey: to, kind: kind, mine: sd.mine, theirs: sd.theirs}
 			if sd.filter {
-				match = tenantMatch(r.Unit.Tenant, phase)
+				h.match = tenantMatch(r.Unit.Tenant, phase)
+				h.keep = func(kv []string) []string { return tenantPairs(r.Unit.Tenant, phase, kv) }
 			}
-			var cur uint64
-			for {
-				if err := ctx.Err(); err != nil {
-					return nil, err
-				}
-				kv, next, err := sd.from.c.HScan(ctx, from, cur, match, int64(c.o.BatchSize)).Result()
-				if err != nil {
-					return nil, fmt.Errorf("migrate: verify scan on %q: %w", sd.from.name, err)
-				}
-				if sd.filter {
-					kv = tenantPairs(r.Unit.Tenant, phase, kv)
-				}
-				var fields []string
-				for i := 0; i+1 < len(kv); i += 2 {
-					if _, seen := sd.mine.m[kind+kv[i]]; seen {
-						continue
-					}
-					sd.mine.set(kind+kv[i], kv[i+1])
-					fields = append(fields, kv[i])
-				}
-				if len(fields) > 0 {
-					vals, err := sd.to.c.HMGet(ctx, to, fields...).Result()
-					if err != nil {
-						return nil, fmt.Errorf("migrate: verify read on %q: %w", sd.to.name, err)
-					}
-					for i, f := range fields {
-						s, _ := vals[i].(string)
-						sd.theirs.set(kind+f, s)
-						if s != sd.mine.get(kind+f) {
-							v.dirty[kind+f] = true
-						}
-					}
-				}
-				if cur = next; cur == 0 {
-					break
-				}
+			if err := c.verifyScan(ctx, v, h); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -91,24 +90,21 @@ func (c *Coordinator) Start(ctx context.Context, spec Spec) (Status, error) {
 	if spec.ID == "" {
 		spec.ID = c.o.NewID()
 	}
-	if len(spec.ID) > 200 || slot.HasBraces(spec.ID) {
-		return Status{}, invalidf("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
+	if err := checkID(spec.ID); err != nil {
+		return Status{}, err
+	}
+	same := func(prev Status) bool {
+		return prev.Unit == spec.Unit && prev.Target == spec.Target && (spec.Source == "" || spec.Source == prev.Source)
 	}
 	// Starting again after a lost reply finds the record the first attempt wrote.
-	if prev, err := c.load(ctx, spec.ID); err == nil {
-		if prev.Unit == spec.Unit && prev.Target == spec.Target && (spec.Source == "" || spec.Source == prev.Source) {
-			return prev, nil
-		}
-		return Status{}, invalidf("migration ID %q is already used for %s -> %q", spec.ID, prev.Unit, prev.Target)
-	} else if !errors.Is(err, ErrNotFound) {
-		return Status{}, err
+	if prev, found, err := c.replay(ctx, spec.ID, same); found || err != nil {
+		return prev, err
 	}
 	s, err := c.start(ctx, spec)
 	if err != nil {
 		// Another Start of the same migration may have created it, and even driven it to
 		// its end, between the first read and the checks: then this is a retry of it.
-		if prev, lerr := c.load(ctx, spec.ID); lerr == nil && prev.Unit == spec.Unit && prev.Target == spec.Target &&
-			(spec.Source == "" || spec.Source == prev.Source) {
+		if prev, lerr := c.load(ctx, spec.ID); lerr == nil && same(prev) {
 			return prev, nil
 		}
 	}
@@ -141,29 +137,72 @@ func (c *Coordinator) start(ctx context.Context, spec Spec) (Status, error) {
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start: %w", err)
 	}
-	if own.State != routing.StateOpen || own.Generation > t.Generation {
-		return Status{}, fmt.Errorf("%w: source %q holds %s as %v, table generation %d",
-			ErrOwnershipChanged, source, spec.Unit, own, t.Generation)
+	if err := checkOpen("source", source, spec.Unit, own, t); err != nil {
+		return Status{}, err
 	}
 	tgt, _, err := c.shards[spec.Target].r.Ownership(ctx, spec.Unit)
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start: %w", err)
 	}
+	if err := c.checkImport(ctx, spec.Target, spec.Unit, spec.ID, tgt); err != nil {
+		return Status{}, err
+	}
+	return c.record(ctx, Status{ID: spec.ID, Unit: spec.Unit, Source: source, Target: spec.Target, State: OwnedA,
+		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Clock()})
+}
+
+// replay looks up the journal record of migration id, for a start that may be a retry
+// after a lost reply: found is true (with the record) when one exists and same accepts
+// it; a record same refuses fails with ErrInvalid (the ID is taken); no record returns
+// found false and no error.
+func (c *Coordinator) replay(ctx context.Context, id string, same func(prev Status) bool) (prev Status, found bool, err error) {
+	prev, err = c.load(ctx, id)
+	switch {
+	case err == nil && same(prev):
+		return prev, true, nil
+	case err == nil:
+		return Status{}, false, invalidf("migration ID %q is already used for %s -> %q", id, prev.Unit, prev.Target)
+	case errors.Is(err, ErrNotFound):
+		return Status{}, false, nil
+	}
+	return Status{}, false, err
+}
+
+// checkOpen refuses a shard (role "source" or "target") whose ownership record own does
+// not hold unit u open at or below table t's generation; it is pure.
+func checkOpen(role, shard string, u routing.Unit, own routing.Ownership, t *routing.Table) error {
+	if own.State != routing.StateOpen || own.Generation > t.Generation {
+		return fmt.Errorf("%w: %s %q holds %s as %v, table generation %d",
+			ErrOwnershipChanged, role, shard, u, own, t.Generation)
+	}
+	return nil
+}
+
+// checkImport refuses a target whose ownership record tgt holds unit u open, or holds an
+// import claim on it that is not migration id's.
+func (c *Coordinator) checkImport(ctx context.Context, target string, u routing.Unit, id string, tgt routing.Ownership) error {
 	if tgt.State == routing.StateOpen {
-		return Status{}, fmt.Errorf("%w: target %q holds %s open (%v)", ErrOwnershipChanged, spec.Target, spec.Unit, tgt)
+		return fmt.Errorf("%w: target %q holds %s open (%v)", ErrOwnershipChanged, target, u, tgt)
 	}
-	if tgt.State == routing.StateImporting && !c.claimedBy(ctx, spec.Target, spec.Unit, spec.ID) {
-		return Status{}, fmt.Errorf("%w: target %q holds an import claim on %s (%v); see Claims, and ClearClaim if its migration is finished",
-			ErrOwnershipChanged, spec.Target, spec.Unit, tgt)
+	if tgt.State == routing.StateImporting && !c.claimedBy(ctx, target, u, id) {
+		return fmt.Errorf("%w: target %q holds an import claim on %s (%v); see Claims, and ClearClaim if its migration is finished",
+			ErrOwnershipChanged, target, u, tgt)
 	}
-	s := Status{ID: spec.ID, Unit: spec.Unit, Source: source, Target: spec.Target, State: OwnedA,
-		SourceGen: own.Generation, ImportGen: max(t.Generation+1, tgt.Generation), Created: c.o.Clock()}
+	return nil
+}
+
+// record writes the journal record of a new migration s (taking its locks), counts it as
+// started and returns it as stored.
+func (c *Coordinator) record(ctx context.Context, s Status) (Status, error) {
 	if err := c.create(ctx, s); err != nil {
 		return Status{}, err
 	}
 	c.stats.started.Add(1)
 	return c.load(ctx, s.ID)
 }
+
+// hasShard reports whether the coordinator has a client for shard name.
+func (c *Coordinator) hasShard(name string) bool { return c.shards[name] != nil }
 
 func containsShard(t *routing.Table, name string) bool {
 	for _, s := range t.Shards {
@@ -260,82 +299,120 @@ func (e *abortError) Unwrap() error { return e.cause }
 
 func abortf(reopen bool, err error) error { return &abortError{cause: err, reopen: reopen} }
 
+// drive runs the migration's state machine from r's state to a final state: each step
+// (advance) moves the journal on; a step's error is handled (onStepError) and the journal
+// re-read (reload) before the next step.
 func (c *Coordinator) drive(ctx context.Context, r *run) error {
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		var err error
-		switch r.State {
-		case OwnedA:
-			err = c.claim(ctx, r)
-		case Copying:
-			err = c.snapshot(ctx, r, Copying)
-			if err == nil {
-				err = c.step(ctx, r, []State{Copying}, CatchingUp, false, "cursor", "done")
-			}
-		case CatchingUp:
-			err = c.catchUp(ctx, r)
-		case ClosedA:
-			err = c.closeSource(ctx, r)
-		case ReadyB:
-			err = c.flip(ctx, r)
-		case Cancelling:
-			err = c.finishCancel(ctx, r)
-		case OwnedB:
-			return nil
-		case Cancelled:
-			return fmt.Errorf("%w: %s", ErrCancelled, r.Reason)
-		case Aborted:
-			if r.cause != nil {
-				return fmt.Errorf("%w: %w", ErrAborted, r.cause)
-			}
-			return fmt.Errorf("%w: %s", ErrAborted, r.Reason)
-		default:
-			return fmt.Errorf("migrate: migration %q has unknown state %q", r.ID, r.State)
+		if final, err := r.outcome(); final {
+			return err
 		}
+		err := c.advance(ctx, r)
 		if err == nil {
 			continue
 		}
-		var ab *abortError
-		var se *stateError
-		switch {
-		case errors.Is(err, ErrFenced):
-			// Another driver took over: this one stops, having changed nothing since.
-			return err
-		case errors.As(err, &ab) && r.State == Cancelling:
-			// Removing the target's copy was refused: stop instead of stepping in place.
-			return fmt.Errorf("migrate: migration %q cannot finish cancelling: %w", r.ID, err)
-		case errors.As(err, &ab):
-			r.cause = ab.cause
-			reopen := "0"
-			if ab.reopen || r.State == ClosedA {
-				// From ClosedA on the source may be closed by this migration: reopen it
-				// (a compare-and-set from closed at SourceGen; nothing if it is not).
-				reopen = "1"
-			}
-			err = c.step(ctx, r, []State{OwnedA, Copying, CatchingUp, ClosedA}, Cancelling, false,
-				"reason", ab.cause.Error(), "abort", "1", "reopen", reopen)
-			if err != nil && !errors.As(err, &se) {
-				return err
-			}
-		case errors.As(err, &se):
-			// Someone else moved the journal (a Cancel, another driver): continue from there.
-		default:
+		if err := c.onStepError(ctx, r, err); err != nil {
 			return err
 		}
-		s, err := c.load(ctx, r.ID)
-		if err != nil {
+		if err := c.reload(ctx, r); err != nil {
 			return err
 		}
-		if r.epoch > 0 && s.Epoch != r.epoch {
-			// Another driver holds the migration now: whatever state it reached is its
-			// doing, not this drive's.
-			c.stats.fenced.Add(1)
-			return &FencedError{ID: r.ID, Epoch: r.epoch, Current: s.Epoch, Where: "journal", State: s.State}
-		}
-		r.Status = s
 	}
+}
+
+// outcome reports whether drive stops at r's state, and with which error: none for
+// OwnedB, ErrCancelled, ErrAborted (with this drive's cause, or the journal's reason), or
+// an unknown state. It is pure.
+func (r *run) outcome() (final bool, err error) {
+	switch r.State {
+	case OwnedA, Copying, CatchingUp, ClosedA, ReadyB, Cancelling:
+		return false, nil
+	case OwnedB:
+		return true, nil
+	case Cancelled:
+		return true, fmt.Errorf("%w: %s", ErrCancelled, r.Reason)
+	case Aborted:
+		if r.cause != nil {
+			return true, fmt.Errorf("%w: %w", ErrAborted, r.cause)
+		}
+		return true, fmt.Errorf("%w: %s", ErrAborted, r.Reason)
+	}
+	return true, fmt.Errorf("migrate: migration %q has unknown state %q", r.ID, r.State)
+}
+
+// advance runs the step of r's (non-final) state.
+func (c *Coordinator) advance(ctx context.Context, r *run) error {
+	switch r.State {
+	case OwnedA:
+		return c.claim(ctx, r)
+	case Copying:
+		if err := c.snapshot(ctx, r, Copying); err != nil {
+			return err
+		}
+		return c.step(ctx, r, []State{Copying}, CatchingUp, false, "cursor", "done")
+	case CatchingUp:
+		return c.catchUp(ctx, r)
+	case ClosedA:
+		return c.closeSource(ctx, r)
+	case ReadyB:
+		return c.flip(ctx, r)
+	case Cancelling:
+		return c.finishCancel(ctx, r)
+	}
+	return fmt.Errorf("migrate: migration %q has unknown state %q", r.ID, r.State)
+}
+
+// onStepError handles a step's error err: nil to carry on from the journal (after moving
+// it to Cancelling for an abort), or the error drive returns.
+func (c *Coordinator) onStepError(ctx context.Context, r *run, err error) error {
+	var ab *abortError
+	var se *stateError
+	switch {
+	case errors.Is(err, ErrFenced):
+		// Another driver took over: this one stops, having changed nothing since.
+		return err
+	case errors.As(err, &ab) && r.State == Cancelling:
+		// Removing the target's copy was refused: stop instead of stepping in place.
+		return fmt.Errorf("migrate: migration %q cannot finish cancelling: %w", r.ID, err)
+	case errors.As(err, &ab):
+		r.cause = ab.cause
+		reopen := "0"
+		if ab.reopen || r.State == ClosedA {
+			// From ClosedA on the source may be closed by this migration: reopen it
+			// (a compare-and-set from closed at SourceGen; nothing if it is not).
+			reopen = "1"
+		}
+		err = c.step(ctx, r, []State{OwnedA, Copying, CatchingUp, ClosedA}, Cancelling, false,
+			"reason", ab.cause.Error(), "abort", "1", "reopen", reopen)
+		if err != nil && !errors.As(err, &se) {
+			return err
+		}
+		return nil
+	case errors.As(err, &se):
+		// Someone else moved the journal (a Cancel, another driver): continue from there.
+		return nil
+	}
+	return err
+}
+
+// reload re-reads r's journal record; a record another driver's epoch now holds ends this
+// drive with ErrFenced.
+func (c *Coordinator) reload(ctx context.Context, r *run) error {
+	s, err := c.load(ctx, r.ID)
+	if err != nil {
+		return err
+	}
+	if r.epoch > 0 && s.Epoch != r.epoch {
+		// Another driver holds the migration now: whatever state it reached is its
+		// doing, not this drive's.
+		c.stats.fenced.Add(1)
+		return &FencedError{ID: r.ID, Epoch: r.epoch, Current: s.Epoch, Where: "journal", State: s.State}
+	}
+	r.Status = s
+	return nil
 }
 
 // Unfinished returns the status of every migration that has not reached a final state,

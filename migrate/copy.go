@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -241,14 +243,8 @@ func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, want ro
 		if err != nil {
 			return n, false, err
 		}
-		logEnd := upto
-		if want.State == routing.StateOpen {
-			// Catching up: the open source's log goes on past the round's end.
-			logEnd = "+"
-		}
-		if !r.sourceHolds(p, want, logEnd) {
-			return n, false, abortf(false, fmt.Errorf("%w: source %q holds %s as %v with log at %s, expected %v (log at %s)",
-				ErrOwnershipChanged, r.Source, r.Unit, p.own, p.last, want, upto))
+		if err := r.checkSource(p, want, upto); err != nil {
+			return n, false, err
 		}
 		lost, err := p.lost(r.Applied, r.appliedN)
 		if err != nil {
@@ -260,22 +256,9 @@ func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, want ro
 		if len(p.entries) == 0 {
 			return n, false, nil
 		}
-		items := make([]item, 0, 2*len(p.entries))
-		kept := 0
-		for _, m := range p.entries {
-			e, err := routing.ParseLogEntry(m)
-			if err != nil {
-				return n, false, abortf(true, fmt.Errorf("%w: %v", ErrConflict, err))
-			}
-			if !r.keep(e.Field) {
-				// Another tenant's write in the bucket a carve-out leaves.
-				continue
-			}
-			kept++
-			items = append(items, c.logItems(e)...)
-			if r.ver != nil {
-				r.ver.touch(e)
-			}
+		items, kept, err := c.logBatch(r, p.entries)
+		if err != nil {
+			return n, false, err
 		}
 		if _, _, err := c.apply(ctx, r, items); err != nil {
 			return n, false, err
@@ -292,6 +275,46 @@ func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, want ro
 			return n, false, nil
 		}
 	}
+}
+
+// checkSource aborts the migration (without reopening the source) unless the source's
+// probed record p is `want` with its log at upto (open during catch-up: its log goes on
+// past the round's end). It is pure.
+func (r *run) checkSource(p probeResult, want routing.Ownership, upto string) error {
+	logEnd := upto
+	if want.State == routing.StateOpen {
+		// Catching up: the open source's log goes on past the round's end.
+		logEnd = "+"
+	}
+	if !r.sourceHolds(p, want, logEnd) {
+		return abortf(false, fmt.Errorf("%w: source %q holds %s as %v with log at %s, expected %v (log at %s)",
+			ErrOwnershipChanged, r.Source, r.Unit, p.own, p.last, want, upto))
+	}
+	return nil
+}
+
+// logBatch turns one batch of change-log entries into the items to apply to the target
+// and the number of entries kept (a carve-out skips the other tenants' writes in its
+// bucket), and touches the verifier with every kept entry. An entry that does not parse
+// aborts the migration (reopening the source).
+func (c *Coordinator) logBatch(r *run, entries []redis.XMessage) (items []item, kept int, err error) {
+	items = make([]item, 0, 2*len(entries))
+	for _, m := range entries {
+		e, err := routing.ParseLogEntry(m)
+		if err != nil {
+			return nil, 0, abortf(true, fmt.Errorf("%w: %v", ErrConflict, err))
+		}
+		if !r.keep(e.Field) {
+			// Another tenant's write in the bucket a carve-out leaves.
+			continue
+		}
+		kept++
+		items = append(items, c.logItems(e)...)
+		if r.ver != nil {
+			r.ver.touch(e)
+		}
+	}
+	return items, kept, nil
 }
 
 // logItems turns one change-log entry into the items it carries: the record after the

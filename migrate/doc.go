@@ -3,6 +3,13 @@
 // having two authoritative owners, and moves a pure cache's tenant with a warm target and a
 // cheap rollback.
 //
+//	co, err := migrate.New(control, migrate.Options{Shards: map[string]migrate.ShardClient{
+//		"a": shardA, "b": shardB,
+//	}})
+//	if err != nil { ... }
+//	st, err := co.Migrate(ctx, migrate.Spec{Unit: routing.BucketUnit(72), Target: "b"})
+//	// After a crash: st, err = co.Resume(ctx, id)
+//
 // # The problem
 //
 // Moving a hot tenant to a shard of its own only helps if, at every instant, exactly one
@@ -240,14 +247,8 @@
 // and the shard rule "~{celebrity:routing:* +evalsha +eval +exists +hdel +hexists +hget
 // +hgetall +hmget +hscan +hset +xadd +xinfo|stream +zadd +zrangebyscore +zrem +del +zmscore
 // +xrange" (+pttl +dump +restore with the tenants' key patterns for a Cache). No channel is
-// subscribed besides the Router's.
-//
-// # Example
-//
-//	co, err := migrate.New(control, migrate.Options{Shards: map[string]migrate.ShardClient{
-//		"a": shardA, "b": shardB,
-//	}})
-//	if err != nil { ... }
-//	st, err := co.Migrate(ctx, migrate.Spec{Unit: routing.BucketUnit(72), Target: "b"})
-//	// After a crash: st, err = co.Resume(ctx, id)
+// subscribed besides the Router's. [ControlACLRule] and [ShardACLRule] return these rules
+// for a prefix (the shard rule with a Cache's tenant key patterns), as ACL SETUSER
+// arguments; the package's tests run once as a user holding their union, [ACLRule]
+// (CELEBRITYTEST_ACL=migrate).
 package migrate

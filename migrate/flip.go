@@ -24,21 +24,8 @@ func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
 			return err
 		}
 	}
-	a := c.shards[r.Source]
 	if r.Barrier == "" {
-		open := routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen}
-		closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
-		barrier, err := c.closeBarrier(ctx, r, a, open, closed)
-		if errors.Is(err, ErrFenced) {
-			return err
-		}
-		if errors.Is(err, routing.ErrOwnershipChanged) {
-			return abortf(false, fmt.Errorf("%w: closing source: %v", ErrOwnershipChanged, err))
-		}
-		if err != nil {
-			return fmt.Errorf("migrate: close source: %w", err)
-		}
-		if err := c.step(ctx, r, []State{ClosedA}, ClosedA, false, "barrier", barrier); err != nil {
+		if err := c.takeBarrier(ctx, r); err != nil {
 			return err
 		}
 	}
@@ -105,6 +92,25 @@ func (c *Coordinator) carryMarks(ctx context.Context, r *run) error {
 	return nil
 }
 
+// takeBarrier closes the source for the old generation with one script and journals the
+// barrier (the source's final log position). A source that does not hold the unit open
+// at SourceGen aborts the migration.
+func (c *Coordinator) takeBarrier(ctx context.Context, r *run) error {
+	open := routing.Ownership{Generation: r.SourceGen, State: routing.StateOpen}
+	closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
+	barrier, err := c.closeBarrier(ctx, r, c.shards[r.Source], open, closed)
+	if errors.Is(err, ErrFenced) {
+		return err
+	}
+	if errors.Is(err, routing.ErrOwnershipChanged) {
+		return abortf(false, fmt.Errorf("%w: closing source: %v", ErrOwnershipChanged, err))
+	}
+	if err != nil {
+		return fmt.Errorf("migrate: close source: %w", err)
+	}
+	return c.step(ctx, r, []State{ClosedA}, ClosedA, false, "barrier", barrier)
+}
+
 // flip (ReadyB): open the target at the new generation, then publish the new table by
 // compare-and-set (generation = current + 1), retrying when another table was published
 // in between. Only after the table is published does the migration end OwnedB.
@@ -126,80 +132,161 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 		if err != nil {
 			return fmt.Errorf("migrate: flip: %w", err)
 		}
-		owner := r.tableOwner(t)
-		if owner != r.Source && owner != r.Target {
-			return fmt.Errorf("%w: table generation %d assigns %s to %q during the flip; the target stays as it is",
-				ErrOwnershipChanged, t.Generation, r.Unit, owner)
+		owner, err := flipOwner(t, r.Status)
+		if err != nil {
+			return err
 		}
 		if !opened {
-			own, _, err = b.r.Ownership(ctx, r.Unit)
-			if err != nil {
+			if own, _, err = b.r.Ownership(ctx, r.Unit); err != nil {
 				return err
 			}
 		}
-		imp := routing.Ownership{Generation: r.ImportGen, State: routing.StateImporting}
-		switch {
-		case own == imp:
-			// Only this migration holds the target importing at ImportGen (prepare.lua), so
-			// opening it is ours to do. The generation needs no journal entry: a resumed flip
-			// reads it back from the target's record.
-			gen := t.Generation + 1
-			if owner == r.Target {
-				gen = t.Generation
-			}
-			to := routing.Ownership{Generation: gen, State: routing.StateOpen}
-			if _, err := c.transition(ctx, r, b, imp, to); err != nil {
-				if errors.Is(err, ErrFenced) {
-					return err
-				}
-				return fmt.Errorf("migrate: open target: %w", err)
-			}
-			own, opened = to, true
-		case opened:
-			// Opened by this call: the record is ours.
-		case own.State == routing.StateOpen && own.Generation <= t.Generation+1:
-			// Opened by an earlier attempt (the journal says ReadyB): check it was ours.
-			mig, err := b.c.HMGet(ctx, c.keys.Unit(r.Unit).Own, "mig").Result()
-			if err != nil {
-				return fmt.Errorf("migrate: flip: %w", err)
-			}
-			if m, _ := mig[0].(string); m != r.ID {
-				return fmt.Errorf("%w: target %q holds %s open (%v) for another migration %q", ErrOwnershipChanged, r.Target, r.Unit, own, m)
-			}
-		default:
-			return fmt.Errorf("%w: target %q holds %s as %v during the flip", ErrOwnershipChanged, r.Target, r.Unit, own)
+		p, err := planFlip(t, owner, r.Status, own, opened)
+		if err != nil {
+			return err
 		}
-		if owner == r.Source {
-			nt := t.Next()
-			setOwner(nt, r.Unit, r.Target)
-			// Published only while this drive still holds the migration in ReadyB, checked
-			// in the same script: a driver that was paused here and lost the migration
-			// cannot publish a table that reverts a later move.
-			err := c.store.PublishGuarded(ctx, nt, c.journalKey(r.ID),
-				map[string]string{"epoch": u64(r.epoch), "state": string(ReadyB)})
-			switch {
-			case errors.Is(err, routing.ErrGenerationConflict):
-				// Another table came first: re-check everything against it, the
-				// target's record included.
-				opened = false
-				continue
-			case errors.Is(err, routing.ErrFenced):
-				c.stats.fenced.Add(1)
-				return &FencedError{ID: r.ID, Epoch: r.epoch, Where: "table"}
-			case err != nil:
-				return fmt.Errorf("migrate: publish: %w", err)
-			}
+		if err := c.applyFlip(ctx, r, b, p, own); err != nil {
+			return err
 		}
-		now := c.o.Clock()
-		pause := now.Sub(r.ClosedAt)
-		if r.ClosedAt.IsZero() {
-			pause = 0
+		if p.open {
+			own, opened = p.to, true
 		}
-		c.stats.done.Add(1)
-		c.stats.lastPause.Store(int64(pause))
-		return c.step(ctx, r, []State{ReadyB}, OwnedB, true,
-			"flipgen", u64(own.Generation), "flipped", ms(now), "pauseus", i64(pause.Microseconds()))
+		again, err := c.publishFlip(ctx, r, t, owner)
+		if err != nil {
+			return err
+		}
+		if again {
+			// Another table came first: re-check everything against it, the target's
+			// record included.
+			opened = false
+			continue
+		}
+		return c.flipped(ctx, r, own.Generation)
 	}
+}
+
+// flipOwner returns the shard table t assigns s's unit to, which must be its source or its
+// target during the flip; it is pure.
+func flipOwner(t *routing.Table, s Status) (string, error) {
+	owner := s.tableOwner(t)
+	if owner != s.Source && owner != s.Target {
+		return "", fmt.Errorf("%w: table generation %d assigns %s to %q during the flip; the target stays as it is",
+			ErrOwnershipChanged, t.Generation, s.Unit, owner)
+	}
+	return owner, nil
+}
+
+// flipPlan is what the flip does with the target's record next.
+type flipPlan struct {
+	open      bool              // open: move the target from importing to open at `to`.
+	to        routing.Ownership // to is the target's open record, if open.
+	checkOurs bool              // checkOurs: the target is open already; check it was opened for this migration.
+}
+
+// planFlip is flip's pure planning step: from table t (whose owner of the unit is owner),
+// the target's record own and whether this call opened it, it decides what to do with the
+// target's record, or refuses a record that is not this migration's.
+func planFlip(t *routing.Table, owner string, s Status, own routing.Ownership, opened bool) (flipPlan, error) {
+	imp := routing.Ownership{Generation: s.ImportGen, State: routing.StateImporting}
+	switch {
+	case own == imp:
+		// Only this migration holds the target importing at ImportGen (prepare.lua), so
+		// opening it is ours to do. The generation needs no journal entry: a resumed flip
+		// reads it back from the target's record.
+		gen := t.Generation + 1
+		if owner == s.Target {
+			gen = t.Generation
+		}
+		return flipPlan{open: true, to: routing.Ownership{Generation: gen, State: routing.StateOpen}}, nil
+	case opened:
+		// Opened by this call: the record is ours.
+		return flipPlan{}, nil
+	case own.State == routing.StateOpen && own.Generation <= t.Generation+1:
+		// Opened by an earlier attempt (the journal says ReadyB): check it was ours.
+		return flipPlan{checkOurs: true}, nil
+	}
+	return flipPlan{}, fmt.Errorf("%w: target %q holds %s as %v during the flip", ErrOwnershipChanged, s.Target, s.Unit, own)
+}
+
+// applyFlip carries out plan p on the target's record of the unit (own: as read).
+func (c *Coordinator) applyFlip(ctx context.Context, r *run, b *shard, p flipPlan, own routing.Ownership) error {
+	switch {
+	case p.open:
+		return c.openTarget(ctx, r, b, p.to)
+	case p.checkOurs:
+		return c.checkOpenedBy(ctx, r, b, own)
+	}
+	return nil
+}
+
+// openTarget moves the target's record of the unit from importing at ImportGen to `to`.
+func (c *Coordinator) openTarget(ctx context.Context, r *run, b *shard, to routing.Ownership) error {
+	imp := routing.Ownership{Generation: r.ImportGen, State: routing.StateImporting}
+	if _, err := c.transition(ctx, r, b, imp, to); err != nil {
+		if errors.Is(err, ErrFenced) {
+			return err
+		}
+		return fmt.Errorf("migrate: open target: %w", err)
+	}
+	return nil
+}
+
+// checkOpenedBy checks that the target's open record own of the unit names this migration.
+func (c *Coordinator) checkOpenedBy(ctx context.Context, r *run, b *shard, own routing.Ownership) error {
+	mig, err := b.c.HMGet(ctx, c.keys.Unit(r.Unit).Own, "mig").Result()
+	if err != nil {
+		return fmt.Errorf("migrate: flip: %w", err)
+	}
+	if m, _ := mig[0].(string); m != r.ID {
+		return fmt.Errorf("%w: target %q holds %s open (%v) for another migration %q", ErrOwnershipChanged, r.Target, r.Unit, own, m)
+	}
+	return nil
+}
+
+// publishFlip publishes the table after t with the unit on the target, if t still assigns
+// it to the source (owner). It is published only while this drive still holds the
+// migration in ReadyB, checked in the same script: a driver that was paused here and lost
+// the migration cannot publish a table that reverts a later move. again is true when
+// another table came first.
+func (c *Coordinator) publishFlip(ctx context.Context, r *run, t *routing.Table, owner string) (again bool, err error) {
+	if owner != r.Source {
+		return false, nil
+	}
+	nt := t.Next()
+	setOwner(nt, r.Unit, r.Target)
+	return c.publishGuarded(ctx, r, nt)
+}
+
+// publishGuarded publishes table nt by compare-and-set (generation = current + 1) while
+// r's drive still holds the migration in ReadyB, checked in the same script. again is true
+// when another table came first.
+func (c *Coordinator) publishGuarded(ctx context.Context, r *run, nt *routing.Table) (again bool, err error) {
+	err = c.store.PublishGuarded(ctx, nt, c.journalKey(r.ID),
+		map[string]string{"epoch": u64(r.epoch), "state": string(ReadyB)})
+	switch {
+	case errors.Is(err, routing.ErrGenerationConflict):
+		return true, nil
+	case errors.Is(err, routing.ErrFenced):
+		c.stats.fenced.Add(1)
+		return false, &FencedError{ID: r.ID, Epoch: r.epoch, Where: "table"}
+	case err != nil:
+		return false, fmt.Errorf("migrate: publish: %w", err)
+	}
+	return false, nil
+}
+
+// flipped ends the flip: it counts the migration done, records the write pause (from the
+// barrier to now) and moves the journal to OwnedB with the flip's generation gen.
+func (c *Coordinator) flipped(ctx context.Context, r *run, gen uint64) error {
+	now := c.o.Clock()
+	pause := now.Sub(r.ClosedAt)
+	if r.ClosedAt.IsZero() {
+		pause = 0
+	}
+	c.stats.done.Add(1)
+	c.stats.lastPause.Store(int64(pause))
+	return c.step(ctx, r, []State{ReadyB}, OwnedB, true,
+		"flipgen", u64(gen), "flipped", ms(now), "pauseus", i64(pause.Microseconds()))
 }
 
 // setOwner assigns unit u to shard in t.

@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -71,76 +70,71 @@ func (c *Coordinator) Fold(ctx context.Context, spec FoldSpec) (Status, error) {
 // [Coordinator.Start] does for a unit. It changes nothing on the shards. The returned Status
 // has Unit = the tenant's override unit and Into = its bucket.
 func (c *Coordinator) StartFold(ctx context.Context, spec FoldSpec) (Status, error) {
-	u := routing.TenantUnit(spec.Tenant)
-	if err := u.Validate(); err != nil {
-		return Status{}, invalidf("tenant: %v", err)
-	}
-	if spec.ID == "" {
-		spec.ID = c.o.NewID()
-	}
-	if len(spec.ID) > 200 || slot.HasBraces(spec.ID) {
-		return Status{}, invalidf("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
-	}
-	if prev, err := c.load(ctx, spec.ID); err == nil {
-		if prev.Unit == u && prev.folding() && (spec.Target == "" || spec.Target == prev.Target) &&
-			(spec.Source == "" || spec.Source == prev.Source) {
-			return prev, nil
-		}
-		return Status{}, invalidf("migration ID %q is already used for %s -> %q", spec.ID, prev.Unit, prev.Target)
-	} else if !errors.Is(err, ErrNotFound) {
+	u, id, err := checkTenantSpec(spec.Tenant, spec.ID, c.o.NewID)
+	if err != nil {
 		return Status{}, err
+	}
+	if prev, found, err := c.replay(ctx, id, func(prev Status) bool {
+		return prev.Unit == u && prev.folding() && (spec.Target == "" || spec.Target == prev.Target) &&
+			(spec.Source == "" || spec.Source == prev.Source)
+	}); found || err != nil {
+		return prev, err
 	}
 	t, err := c.store.Load(ctx)
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start fold-back: %w", err)
 	}
+	p, err := planFold(t, spec, c.hasShard)
+	if err != nil {
+		return Status{}, err
+	}
+	own, _, err := c.shards[p.source].r.Ownership(ctx, u)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start fold-back: %w", err)
+	}
+	if err := checkOpen("source", p.source, u, own, t); err != nil {
+		return Status{}, err
+	}
+	bown, _, err := c.shards[p.target].r.Ownership(ctx, p.bucket)
+	if err != nil {
+		return Status{}, fmt.Errorf("migrate: start fold-back: %w", err)
+	}
+	if err := checkOpen("target", p.target, p.bucket, bown, t); err != nil {
+		return Status{}, err
+	}
+	return c.record(ctx, Status{ID: id, Unit: u, Into: p.bucket, Source: p.source, Target: p.target, State: OwnedA,
+		SourceGen: own.Generation, ImportGen: bown.Generation, Created: c.o.Clock()})
+}
+
+// planFold is StartFold's pure planning step: it checks spec against table t and the
+// shards the coordinator has clients for (has) and names the tenant's bucket, the source
+// (the shard the table overrides the tenant onto) and the target (the bucket's shard).
+// Every refusal wraps ErrInvalid.
+func planFold(t *routing.Table, spec FoldSpec, has func(shard string) bool) (tenantPlan, error) {
 	if _, ok := t.Spreads[spec.Tenant]; ok {
-		return Status{}, invalidf("tenant %q is spread (table generation %d); only an overridden tenant folds back",
+		return tenantPlan{}, invalidf("tenant %q is spread (table generation %d); only an overridden tenant folds back",
 			spec.Tenant, t.Generation)
 	}
 	source := t.Overrides[spec.Tenant]
 	b := routing.BucketOf(spec.Tenant, t.Buckets)
-	bu := routing.BucketUnit(b)
 	target := t.BucketOwner(b)
 	switch {
 	case source == "":
-		return Status{}, invalidf("tenant %q is not overridden (table generation %d); it is in its bucket already",
+		return tenantPlan{}, invalidf("tenant %q is not overridden (table generation %d); it is in its bucket already",
 			spec.Tenant, t.Generation)
 	case spec.Source != "" && spec.Source != source:
-		return Status{}, invalidf("tenant %q is overridden onto shard %q, not onto the given source %q", spec.Tenant, source, spec.Source)
+		return tenantPlan{}, invalidf("tenant %q is overridden onto shard %q, not onto the given source %q", spec.Tenant, source, spec.Source)
 	case target == "":
-		return Status{}, invalidf("the table (generation %d) does not assign bucket %d of tenant %q", t.Generation, b, spec.Tenant)
+		return tenantPlan{}, invalidf("the table (generation %d) does not assign bucket %d of tenant %q", t.Generation, b, spec.Tenant)
 	case spec.Target != "" && spec.Target != target:
-		return Status{}, invalidf("bucket %d of tenant %q is on shard %q, not on the given target %q (a fold-back goes to the bucket's shard)",
+		return tenantPlan{}, invalidf("bucket %d of tenant %q is on shard %q, not on the given target %q (a fold-back goes to the bucket's shard)",
 			b, spec.Tenant, target, spec.Target)
-	case c.shards[source] == nil:
-		return Status{}, invalidf("no client for source shard %q", source)
-	case c.shards[target] == nil:
-		return Status{}, invalidf("no client for target shard %q", target)
+	case !has(source):
+		return tenantPlan{}, invalidf("no client for source shard %q", source)
+	case !has(target):
+		return tenantPlan{}, invalidf("no client for target shard %q", target)
 	}
-	own, _, err := c.shards[source].r.Ownership(ctx, u)
-	if err != nil {
-		return Status{}, fmt.Errorf("migrate: start fold-back: %w", err)
-	}
-	if own.State != routing.StateOpen || own.Generation > t.Generation {
-		return Status{}, fmt.Errorf("%w: source %q holds %s as %v, table generation %d",
-			ErrOwnershipChanged, source, u, own, t.Generation)
-	}
-	bown, _, err := c.shards[target].r.Ownership(ctx, bu)
-	if err != nil {
-		return Status{}, fmt.Errorf("migrate: start fold-back: %w", err)
-	}
-	if bown.State != routing.StateOpen || bown.Generation > t.Generation {
-		return Status{}, fmt.Errorf("%w: target %q holds %s as %v, table generation %d",
-			ErrOwnershipChanged, target, bu, bown, t.Generation)
-	}
-	s := Status{ID: spec.ID, Unit: u, Into: bu, Source: source, Target: target, State: OwnedA,
-		SourceGen: own.Generation, ImportGen: bown.Generation, Created: c.o.Clock()}
-	if err := c.create(ctx, s); err != nil {
-		return Status{}, err
-	}
-	c.stats.started.Add(1)
-	return c.load(ctx, s.ID)
+	return tenantPlan{unit: routing.TenantUnit(spec.Tenant), bucket: routing.BucketUnit(b), source: source, target: target}, nil
 }
 
 // folding reports whether s is a fold-back (its records return into a shared bucket).
@@ -360,14 +354,9 @@ func (c *Coordinator) foldFlip(ctx context.Context, r *run) error {
 		if err != nil {
 			return fmt.Errorf("migrate: flip: %w", err)
 		}
-		owner := t.Overrides[r.Unit.Tenant]
-		if owner != r.Source && owner != "" {
-			return fmt.Errorf("%w: table generation %d overrides tenant %q onto %q during the fold-back's flip",
-				ErrOwnershipChanged, t.Generation, r.Unit.Tenant, owner)
-		}
-		if bo := t.BucketOwner(r.Into.Bucket); bo != r.Target {
-			return fmt.Errorf("%w: table generation %d assigns %s to %q during the fold-back's flip",
-				ErrOwnershipChanged, t.Generation, r.Into, bo)
+		owner, err := foldFlipOwner(t, r.Status)
+		if err != nil {
+			return err
 		}
 		if !opened {
 			if _, err := c.foldScript(ctx, r, "open", "-"); err != nil {
@@ -382,27 +371,31 @@ func (c *Coordinator) foldFlip(ctx context.Context, r *run) error {
 		if owner == r.Source {
 			nt := t.Next()
 			nt.SetOverride(r.Unit.Tenant, "")
-			err := c.store.PublishGuarded(ctx, nt, c.journalKey(r.ID),
-				map[string]string{"epoch": u64(r.epoch), "state": string(ReadyB)})
-			switch {
-			case errors.Is(err, routing.ErrGenerationConflict):
+			again, err := c.publishGuarded(ctx, r, nt)
+			if err != nil {
+				return err
+			}
+			if again {
 				continue
-			case errors.Is(err, routing.ErrFenced):
-				c.stats.fenced.Add(1)
-				return &FencedError{ID: r.ID, Epoch: r.epoch, Where: "table"}
-			case err != nil:
-				return fmt.Errorf("migrate: publish: %w", err)
 			}
 			gen = nt.Generation
 		}
-		now := c.o.Clock()
-		pause := now.Sub(r.ClosedAt)
-		if r.ClosedAt.IsZero() {
-			pause = 0
-		}
-		c.stats.done.Add(1)
-		c.stats.lastPause.Store(int64(pause))
-		return c.step(ctx, r, []State{ReadyB}, OwnedB, true,
-			"flipgen", u64(gen), "flipped", ms(now), "pauseus", i64(pause.Microseconds()))
+		return c.flipped(ctx, r, gen)
 	}
+}
+
+// foldFlipOwner returns the shard table t overrides s's tenant onto ("" once the override
+// is gone), which must be the source, and checks that t still assigns the tenant's bucket
+// to the target. It is pure.
+func foldFlipOwner(t *routing.Table, s Status) (string, error) {
+	owner := t.Overrides[s.Unit.Tenant]
+	if owner != s.Source && owner != "" {
+		return "", fmt.Errorf("%w: table generation %d overrides tenant %q onto %q during the fold-back's flip",
+			ErrOwnershipChanged, t.Generation, s.Unit.Tenant, owner)
+	}
+	if bo := t.BucketOwner(s.Into.Bucket); bo != s.Target {
+		return "", fmt.Errorf("%w: table generation %d assigns %s to %q during the fold-back's flip",
+			ErrOwnershipChanged, t.Generation, s.Into, bo)
+	}
+	return owner, nil
 }

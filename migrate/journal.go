@@ -98,52 +98,14 @@ func (e *stateError) Is(target error) bool {
 // release frees the unit's lock. Every step renews r's lease.
 func (c *Coordinator) step(ctx context.Context, r *run, expect []State, to State, release bool, kv ...string) error {
 	s := &r.Status
-	rel := "0"
-	if release {
-		rel = "1"
-	}
-	exp := make([]string, len(expect))
-	for i, e := range expect {
-		exp[i] = string(e)
-	}
-	epoch := "-"
-	if r.epoch > 0 {
-		epoch = u64(r.epoch)
-	}
-	args := []any{strings.Join(exp, ","), string(to), rel, s.ID, epoch, i64(c.o.LeaseTTL.Milliseconds()),
-		"updated", ms(c.o.Clock())}
-	for _, v := range r.laneFields(kv) {
-		args = append(args, v)
-	}
+	args := stepArgs(expect, to, release, s.ID, r.epoch, c.o.LeaseTTL, c.o.Clock(), r.laneFields(kv))
 	reply, err := stepScript.Run(ctx, c.control, append([]string{c.journalKey(s.ID), c.lockKey(*s)}, c.lockKeys(*s)...), args...).StringSlice()
 	if err != nil {
 		return fmt.Errorf("migrate: journal step of %q to %s: %w", s.ID, to, err)
 	}
-	var ns Status
-	switch {
-	case len(reply) >= 2 && len(reply)%2 == 0 && reply[0] == "ok":
-		m := make(map[string]string, len(reply)/2)
-		for i := 2; i+1 < len(reply); i += 2 {
-			m[reply[i]] = reply[i+1]
-		}
-		if ns, err = parseStatus(m); err != nil {
-			return err
-		}
-	case len(reply) == 2 && reply[0] == "changed":
-		if State(reply[1]) != to {
-			return &stateError{id: s.ID, found: State(reply[1]), want: expect}
-		}
-		if ns, err = c.load(ctx, s.ID); err != nil {
-			return err
-		}
-	case len(reply) == 1 && reply[0] == "missing":
-		return fmt.Errorf("%w: %q", ErrNotFound, s.ID)
-	case len(reply) == 2 && reply[0] == "fenced":
-		cur, _ := strconv.ParseUint(reply[1], 10, 64)
-		c.stats.fenced.Add(1)
-		return &FencedError{ID: s.ID, Epoch: r.epoch, Current: cur, Where: "journal"}
-	default:
-		return fmt.Errorf("migrate: journal step of %q: malformed reply %q", s.ID, reply)
+	ns, err := c.stepReply(ctx, r, expect, to, reply)
+	if err != nil {
+		return err
 	}
 	prev := s.State
 	*s = r.view(ns)
@@ -158,6 +120,55 @@ func (c *Coordinator) step(ctx context.Context, r *run, expect []State, to State
 		c.o.OnState(*s)
 	}
 	return nil
+}
+
+// stepArgs are step.lua's ARGV for a step of migration id from one of expect to `to` by a
+// driver with fencing epoch (0: none) and lease ttl at now, setting fields kv. It is pure.
+func stepArgs(expect []State, to State, release bool, id string, epoch uint64, ttl time.Duration, now time.Time, kv []string) []any {
+	rel := "0"
+	if release {
+		rel = "1"
+	}
+	exp := make([]string, len(expect))
+	for i, e := range expect {
+		exp[i] = string(e)
+	}
+	ep := "-"
+	if epoch > 0 {
+		ep = u64(epoch)
+	}
+	args := []any{strings.Join(exp, ","), string(to), rel, id, ep, i64(ttl.Milliseconds()), "updated", ms(now)}
+	for _, v := range kv {
+		args = append(args, v)
+	}
+	return args
+}
+
+// stepReply turns step.lua's reply into the record as it now stands: the record the
+// script returns, or the stored one for a step that already happened; a record in another
+// state, a missing record, a newer epoch or a malformed reply is an error.
+func (c *Coordinator) stepReply(ctx context.Context, r *run, expect []State, to State, reply []string) (Status, error) {
+	id := r.ID
+	switch {
+	case len(reply) >= 2 && len(reply)%2 == 0 && reply[0] == "ok":
+		m := make(map[string]string, len(reply)/2)
+		for i := 2; i+1 < len(reply); i += 2 {
+			m[reply[i]] = reply[i+1]
+		}
+		return parseStatus(m)
+	case len(reply) == 2 && reply[0] == "changed":
+		if State(reply[1]) != to {
+			return Status{}, &stateError{id: id, found: State(reply[1]), want: expect}
+		}
+		return c.load(ctx, id)
+	case len(reply) == 1 && reply[0] == "missing":
+		return Status{}, fmt.Errorf("%w: %q", ErrNotFound, id)
+	case len(reply) == 2 && reply[0] == "fenced":
+		cur, _ := strconv.ParseUint(reply[1], 10, 64)
+		c.stats.fenced.Add(1)
+		return Status{}, &FencedError{ID: id, Epoch: r.epoch, Current: cur, Where: "journal"}
+	}
+	return Status{}, fmt.Errorf("migrate: journal step of %q: malformed reply %q", id, reply)
 }
 
 // driverStates are the states in which a driver (Resume) takes a migration over.
@@ -186,16 +197,8 @@ func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states
 	if err != nil {
 		return &run{Status: s}, err
 	}
-	holder := newToken()
-	f := "0"
-	if force {
-		f = "1"
-	}
+	args := acquireArgs(newToken(), c.o.LeaseTTL, force, states, to)
 	for {
-		args := []any{holder, i64(c.o.LeaseTTL.Milliseconds()), f, states}
-		for _, v := range to {
-			args = append(args, v)
-		}
 		var reply []string
 		err := retryLost(ctx, func() (err error) {
 			reply, err = acquireScript.Run(ctx, c.control, c.epochKeys(s, id), args...).StringSlice()
@@ -207,19 +210,7 @@ func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states
 		switch {
 		case len(reply) == 2 && reply[0] == "ok":
 			e, _ := strconv.ParseUint(reply[1], 10, 64)
-			c.stats.takeovers.Add(1)
-			s, err := c.loadRetrying(ctx, id)
-			if err != nil {
-				c.release(ctx, id, e)
-				return &run{Status: s}, err
-			}
-			if s.Epoch != e {
-				// The caller stopped between its takeover and this read, long enough for
-				// its lease to run out and another driver to take over (and maybe finish).
-				c.stats.fenced.Add(1)
-				return &run{Status: s}, &FencedError{ID: id, Epoch: e, Current: s.Epoch, Where: "journal", State: s.State}
-			}
-			return &run{Status: s, epoch: e}, nil
+			return c.tookOver(ctx, id, e)
 		case len(reply) == 2 && reply[0] == "state":
 			s, err := c.loadRetrying(ctx, id)
 			return &run{Status: s}, err
@@ -227,8 +218,7 @@ func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states
 			return &run{Status: s}, fmt.Errorf("%w: %q", ErrNotFound, id)
 		case len(reply) == 3 && reply[0] == "held":
 			left, _ := strconv.ParseInt(reply[2], 10, 64)
-			wait := min(time.Duration(left+1)*time.Millisecond, c.o.LeaseTTL/4+time.Millisecond)
-			t := time.NewTimer(wait)
+			t := time.NewTimer(heldWait(left, c.o.LeaseTTL))
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -239,6 +229,46 @@ func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states
 			return &run{Status: s}, fmt.Errorf("migrate: take over migration %q: malformed reply %q", id, reply)
 		}
 	}
+}
+
+// acquireArgs are acquire.lua's ARGV for a takeover by holder with lease ttl, from one of
+// states (force: past a running lease), moving to `to` (a state, then field/value pairs).
+// It is pure.
+func acquireArgs(holder string, ttl time.Duration, force bool, states string, to []string) []any {
+	f := "0"
+	if force {
+		f = "1"
+	}
+	args := []any{holder, i64(ttl.Milliseconds()), f, states}
+	for _, v := range to {
+		args = append(args, v)
+	}
+	return args
+}
+
+// heldWait is how long a takeover waits before trying again while another driver's lease
+// runs for `left` more milliseconds: until it ends, but at most a quarter of ttl (the
+// holder may release it early). It is pure.
+func heldWait(left int64, ttl time.Duration) time.Duration {
+	return min(time.Duration(left+1)*time.Millisecond, ttl/4+time.Millisecond)
+}
+
+// tookOver reads migration id's record after a takeover with epoch e. If it cannot be
+// read, the lease is released; if another driver took over meanwhile, the caller is fenced.
+func (c *Coordinator) tookOver(ctx context.Context, id string, e uint64) (*run, error) {
+	c.stats.takeovers.Add(1)
+	s, err := c.loadRetrying(ctx, id)
+	if err != nil {
+		c.release(ctx, id, e)
+		return &run{Status: s}, err
+	}
+	if s.Epoch != e {
+		// The caller stopped between its takeover and this read, long enough for
+		// its lease to run out and another driver to take over (and maybe finish).
+		c.stats.fenced.Add(1)
+		return &run{Status: s}, &FencedError{ID: id, Epoch: e, Current: s.Epoch, Where: "journal", State: s.State}
+	}
+	return &run{Status: s, epoch: e}, nil
 }
 
 // heartbeat renews r's lease every LeaseTTL/3 until stop is called. If another driver took

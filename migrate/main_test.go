@@ -20,7 +20,13 @@ import (
 	"github.com/celebrity-go/celebrity/routing"
 )
 
-func TestMain(m *testing.M) { celebritytest.Main(m) }
+func TestMain(m *testing.M) {
+	// CELEBRITYTEST_ACL=migrate runs every test as a user holding only the package's rule (one
+	// Redis user for the control Redis and the shards), for a prefix pattern covering the
+	// prefixes the tests build (the env's prefix, celebritytest.Prefix without its colon).
+	celebritytest.RegisterRule("migrate", func(p string) []string { return migrate.ACLRule(p + "*") })
+	celebritytest.Main(m)
+}
 
 const testBuckets = 16
 

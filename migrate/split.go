@@ -619,7 +619,7 @@ func (c *Coordinator) splitFlip(ctx context.Context, r *run) error {
 			gen = t.Generation
 		}
 		for j := range r.SplitTo {
-			if err := c.openTarget(ctx, r.targetRun(j), t, gen); err != nil {
+			if err := c.openSplitTarget(ctx, r.targetRun(j), t, gen); err != nil {
 				return err
 			}
 		}
@@ -656,10 +656,10 @@ func (c *Coordinator) splitFlip(ctx context.Context, r *run) error {
 	}
 }
 
-// openTarget opens target run tr's unit at generation gen if it is still importing for
+// openSplitTarget opens target run tr's unit at generation gen if it is still importing for
 // this migration, and checks that it is this migration's if it is open already (opened by
 // an earlier attempt, at a generation no newer than gen).
-func (c *Coordinator) openTarget(ctx context.Context, tr *run, t *routing.Table, gen uint64) error {
+func (c *Coordinator) openSplitTarget(ctx context.Context, tr *run, t *routing.Table, gen uint64) error {
 	b := c.shards[tr.Target]
 	own, _, err := b.r.Ownership(ctx, tr.Unit)
 	if err != nil {

@@ -152,27 +152,13 @@ func (s Status) fields() []any {
 	}, s.splitFields()...)
 }
 
+// parseStatus reads a journal record (its fields as HGETALL returns them) into a Status. A
+// record with a field that should be a number and is not, or without an ID, a state or a
+// valid unit, is malformed: the error names the fields that did not parse.
 func parseStatus(m map[string]string) (Status, error) {
 	var s Status
-	var errs []string
-	num := func(k string) uint64 {
-		v, ok := m[k]
-		if !ok || v == "" {
-			return 0
-		}
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			errs = append(errs, k)
-		}
-		return n
-	}
-	at := func(k string) time.Time {
-		n := num(k)
-		if n == 0 {
-			return time.Time{}
-		}
-		return time.UnixMilli(int64(n))
-	}
+	f := &journalFields{m: m}
+	num, at := f.num, f.at
 	s.ID = m["id"]
 	s.Unit = routing.Unit{Kind: routing.UnitKind(num("kind")), Bucket: uint32(num("bucket")),
 		Tenant: m["tenant"], Sub: uint32(num("sub"))}
@@ -197,12 +183,41 @@ func parseStatus(m map[string]string) (Status, error) {
 		s.Into = routing.BucketUnit(uint32(num("fold")))
 	}
 	if err := s.parseSplit(m); err != nil {
-		errs = append(errs, err.Error())
+		f.errs = append(f.errs, err.Error())
 	}
-	if len(errs) > 0 || s.ID == "" || s.State == "" || s.Unit.Validate() != nil {
-		return s, fmt.Errorf("migrate: malformed journal record %q (fields %v)", s.ID, errs)
+	if len(f.errs) > 0 || s.ID == "" || s.State == "" || s.Unit.Validate() != nil {
+		return s, fmt.Errorf("migrate: malformed journal record %q (fields %v)", s.ID, f.errs)
 	}
 	return s, nil
+}
+
+// journalFields reads a journal record's fields, noting those that should be numbers and
+// are not (errs).
+type journalFields struct {
+	m    map[string]string
+	errs []string
+}
+
+// num reads field k as a number; a missing or empty field is 0.
+func (f *journalFields) num(k string) uint64 {
+	v, ok := f.m[k]
+	if !ok || v == "" {
+		return 0
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		f.errs = append(f.errs, k)
+	}
+	return n
+}
+
+// at reads field k as a time in unix ms; a missing, empty or zero field is the zero time.
+func (f *journalFields) at(k string) time.Time {
+	n := f.num(k)
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(n))
 }
 
 func u64(n uint64) string   { return strconv.FormatUint(n, 10) }

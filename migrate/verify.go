@@ -112,53 +112,87 @@ func (c *Coordinator) verifyPass(ctx context.Context, r *run) (*verifier, error)
 	v := &verifier{id: r.ID, pos: p.last, seen: p.last, snaps: r.Snapshots, a: newSide(), b: newSide(), dirty: map[string]bool{}}
 	k := c.keys.Unit(r.Unit)
 	a, b := c.shards[r.Source], c.shards[r.Target]
-	for _, side := range []struct {
-		from, to *shard
-		mine     *side
-		theirs   *side
+	for _, sd := range []struct {
+		from, to     *shard
+		mine, theirs *side
 	}{{a, b, v.a, v.b}, {b, a, v.b, v.a}} {
 		for _, kind := range []string{"r", "o"} {
 			key := k.Records
 			if kind == "o" {
 				key = k.Ops
 			}
-			var cur uint64
-			for {
-				if err := ctx.Err(); err != nil {
-					return nil, err
-				}
-				kv, next, err := side.from.c.HScan(ctx, key, cur, "", int64(c.o.BatchSize)).Result()
-				if err != nil {
-					return nil, fmt.Errorf("migrate: verify scan on %q: %w", side.from.name, err)
-				}
-				var fields []string
-				for i := 0; i+1 < len(kv); i += 2 {
-					if _, seen := side.mine.m[kind+kv[i]]; seen {
-						continue
-					}
-					side.mine.set(kind+kv[i], kv[i+1])
-					fields = append(fields, kv[i])
-				}
-				if len(fields) > 0 {
-					vals, err := side.to.c.HMGet(ctx, key, fields...).Result()
-					if err != nil {
-						return nil, fmt.Errorf("migrate: verify read on %q: %w", side.to.name, err)
-					}
-					for i, f := range fields {
-						s, _ := vals[i].(string)
-						side.theirs.set(kind+f, s)
-						if s != side.mine.get(kind+f) {
-							v.dirty[kind+f] = true
-						}
-					}
-				}
-				if cur = next; cur == 0 {
-					break
-				}
+			h := hashScan{from: sd.from, to: sd.to, fromKey: key, toKey: key, kind: kind, mine: sd.mine, theirs: sd.theirs}
+			if err := c.verifyScan(ctx, v, h); err != nil {
+				return nil, err
 			}
 		}
 	}
 	return v, nil
+}
+
+// hashScan is one side of a verification pass over one hash of items.
+type hashScan struct {
+	from, to       *shard                     // from is scanned; to is read for the same fields.
+	fromKey, toKey string                     // fromKey and toKey are the hashes on from and to.
+	kind           string                     // kind is "r" for records, "o" for op records.
+	match          string                     // match is the HSCAN MATCH pattern ("": every field).
+	keep           func(kv []string) []string // keep filters each scanned page (nil: keep all).
+	mine, theirs   *side                      // mine is from's side, theirs to's.
+}
+
+// verifyScan scans h.fromKey on h.from in pages of BatchSize, records each field not seen
+// yet on h.mine, reads the same fields of h.toKey on h.to into h.theirs, and marks the
+// fields whose values differ as dirty.
+func (c *Coordinator) verifyScan(ctx context.Context, v *verifier, h hashScan) error {
+	var cur uint64
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		kv, next, err := h.from.c.HScan(ctx, h.fromKey, cur, h.match, int64(c.o.BatchSize)).Result()
+		if err != nil {
+			return fmt.Errorf("migrate: verify scan on %q: %w", h.from.name, err)
+		}
+		if h.keep != nil {
+			kv = h.keep(kv)
+		}
+		if fields := h.mine.addNew(h.kind, kv); len(fields) > 0 {
+			vals, err := h.to.c.HMGet(ctx, h.toKey, fields...).Result()
+			if err != nil {
+				return fmt.Errorf("migrate: verify read on %q: %w", h.to.name, err)
+			}
+			v.compare(h.kind, fields, vals, h.mine, h.theirs)
+		}
+		if cur = next; cur == 0 {
+			return nil
+		}
+	}
+}
+
+// addNew records the pairs (field, value, ...) of one scanned page whose fields s has not
+// seen yet (a scan may return a field twice) and returns those fields. It is pure.
+func (s *side) addNew(kind string, kv []string) []string {
+	var fields []string
+	for i := 0; i+1 < len(kv); i += 2 {
+		if _, seen := s.m[kind+kv[i]]; seen {
+			continue
+		}
+		s.set(kind+kv[i], kv[i+1])
+		fields = append(fields, kv[i])
+	}
+	return fields
+}
+
+// compare records the other side's values (vals, as HMGET returns them) of fields on
+// theirs and marks each field whose value differs from mine's as dirty. It is pure.
+func (v *verifier) compare(kind string, fields []string, vals []any, mine, theirs *side) {
+	for i, f := range fields {
+		s, _ := vals[i].(string)
+		theirs.set(kind+f, s)
+		if s != mine.get(kind+f) {
+			v.dirty[kind+f] = true
+		}
+	}
 }
 
 // expirySlack is how far past the coordinator's clock an item held by one side only may

@@ -65,34 +65,19 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Usage, error) {
 	if l.o.Window == GCRA {
 		return l.peekGCRA(ctx, key)
 	}
-	var bases []string
-	if l.o.Mode == Approximate {
-		bases = []string{l.syncKey(key)}
-	} else {
-		for j := range l.o.Slots {
-			bases = append(bases, l.slotKey(key, j))
-		}
-	}
 	k := int64(l.o.span())
 	var u Usage
-	for j, base := range bases {
+	for j, base := range l.peekBases(key) {
 		res, err := peekWindowScript.Run(ctx, l.client, []string{base}, l.sub, k).Int64Slice()
 		if err != nil {
 			return Usage{}, fmt.Errorf("ratelimit: peek %q: %w", key, err)
 		}
-		if int64(len(res)) != k+1 {
-			return Usage{}, fmt.Errorf("ratelimit: peek: malformed reply %v", res)
-		}
-		now, ns := res[0], res[1:]
-		cur := now / l.sub
-		s := SlotUsage{Slot: j, Key: base, Budget: l.o.budget(j)}
-		for i, n := range ns {
-			s.Used += n
-			if n > 0 { // sub-window cur-k+1+i leaves the window when sub-window cur+1+i begins
-				u.ResetAfter = max(u.ResetAfter, time.Duration((cur+int64(i)+1)*l.sub-now)*time.Millisecond)
-			}
+		s, reset, err := slotUsage(j, base, l.o.budget(j), l.sub, k, res)
+		if err != nil {
+			return Usage{}, err
 		}
 		u.Used += s.Used
+		u.ResetAfter = max(u.ResetAfter, reset)
 		u.Slots = append(u.Slots, s)
 	}
 	u.Remaining = max(0, l.o.Limit.Rate-u.Used)
@@ -100,6 +85,39 @@ func (l *Limiter) Peek(ctx context.Context, key string) (Usage, error) {
 		u.Slots = nil
 	}
 	return u, nil
+}
+
+// peekBases returns the key bases Peek reads for key with a Sliding or Fixed window: the
+// sync key in Approximate mode, else one per budget slot.
+func (l *Limiter) peekBases(key string) []string {
+	if l.o.Mode == Approximate {
+		return []string{l.syncKey(key)}
+	}
+	bases := make([]string, 0, l.o.Slots)
+	for j := range l.o.Slots {
+		bases = append(bases, l.slotKey(key, j))
+	}
+	return bases
+}
+
+// slotUsage is the plan step of Peek for one slot: from peek_window.lua's reply res (the
+// server time in ms, then the counts of the window's k sub-windows of sub ms, oldest first)
+// it returns slot j's usage and how long until its counted cells have all left the window.
+func slotUsage(j int, base string, budget, sub, k int64, res []int64) (SlotUsage, time.Duration, error) {
+	if int64(len(res)) != k+1 {
+		return SlotUsage{}, 0, fmt.Errorf("ratelimit: peek: malformed reply %v", res)
+	}
+	now, ns := res[0], res[1:]
+	cur := now / sub
+	s := SlotUsage{Slot: j, Key: base, Budget: budget}
+	var reset time.Duration
+	for i, n := range ns {
+		s.Used += n
+		if n > 0 { // sub-window cur-k+1+i leaves the window when sub-window cur+1+i begins
+			reset = max(reset, time.Duration((cur+int64(i)+1)*sub-now)*time.Millisecond)
+		}
+	}
+	return s, reset, nil
 }
 
 // peekGCRA reads a GCRA key with peek_gcra.lua.

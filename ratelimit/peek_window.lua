@@ -10,6 +10,8 @@
 -- Reply: {now_ms, n_1, ..., n_k}: the server's clock and field n of each sub-window hash,
 --   oldest first (0 where the hash is gone); bad arguments: an error 'ERR ratelimit: <what>'
 -- Invariant: none to protect; the script never writes.
+local base = KEYS[1]
+
 local function int(s)
   if type(s) ~= 'string' or not string.match(s, '^%d+$') or #s > 15 then return nil end
   return tonumber(s)
@@ -22,6 +24,6 @@ local now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
 local cur = math.floor(now / sub)
 local out = {now}
 for i = 1, k do
-  out[i + 1] = tonumber(redis.call('HGET', KEYS[1] .. ':' .. string.format('%.0f', cur - k + i), 'n') or '0')
+  out[i + 1] = tonumber(redis.call('HGET', base .. ':' .. string.format('%.0f', cur - k + i), 'n') or '0')
 end
 return out

@@ -76,3 +76,31 @@ func TestAddChunkNeverMixesSubWindows(t *testing.T) {
 	require.Equal(t, int64(2), ls.left, "a later sub-window replaces the chunk")
 	require.Equal(t, int64(8), ls.window)
 }
+
+// TestSlotUsageCountsTheWindowAndWhenItEmpties: Peek's plan step sums a slot's sub-window
+// counts and finds when the newest sub-window holding cells leaves the window; a reply of
+// the wrong length is refused. No Redis.
+func TestSlotUsageCountsTheWindowAndWhenItEmpties(t *testing.T) {
+	// Sub-windows of 100 ms, k = 3; the server time 1050 ms is 50 ms into sub-window 10, so
+	// the counts are of sub-windows 8, 9 and 10, which leave the window at 1100, 1200, 1300.
+	for _, tc := range []struct {
+		name       string
+		res        []int64
+		used       int64
+		resetAfter time.Duration
+	}{
+		{"empty window", []int64{1050, 0, 0, 0}, 0, 0},
+		{"only the oldest sub-window", []int64{1050, 4, 0, 0}, 4, 50 * time.Millisecond},
+		{"the middle one", []int64{1050, 0, 2, 0}, 2, 150 * time.Millisecond},
+		{"all three", []int64{1050, 1, 2, 3}, 6, 250 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, reset, err := slotUsage(2, "base", 7, 100, 3, tc.res)
+			require.NoError(t, err)
+			require.Equal(t, SlotUsage{Slot: 2, Key: "base", Budget: 7, Used: tc.used}, s)
+			require.Equal(t, tc.resetAfter, reset)
+		})
+	}
+	_, _, err := slotUsage(0, "base", 7, 100, 3, []int64{1050, 1, 2})
+	require.Error(t, err)
+}

@@ -78,16 +78,24 @@ func decode(raw string) (rec record, ok bool) {
 		return rec, false
 	}
 	rec = record{version: version, tombstone: kind == kindTombstone, expiry: expiry, data: data}
-	if reg != "" {
-		for part := range strings.SplitSeq(reg, ".") {
-			s, x, found := strings.Cut(part, ":")
-			sv, err1 := strconv.ParseUint(s, 10, 16)
-			xv, err2 := strconv.ParseInt(x, 10, 64)
-			if !found || err1 != nil || err2 != nil {
-				return rec, false
-			}
-			rec.reg = append(rec.reg, regEntry{slot: uint16(sv), expiry: xv})
-		}
+	rec.reg, ok = decodeReg(reg)
+	return rec, ok
+}
+
+// decodeReg parses a record's registry ("<slot>:<expiry ms>" entries joined by "."; empty
+// for none). ok is false when reg is malformed; the entries before the bad one are returned.
+func decodeReg(reg string) (out []regEntry, ok bool) {
+	if reg == "" {
+		return nil, true
 	}
-	return rec, true
+	for part := range strings.SplitSeq(reg, ".") {
+		s, x, found := strings.Cut(part, ":")
+		sv, err1 := strconv.ParseUint(s, 10, 16)
+		xv, err2 := strconv.ParseInt(x, 10, 64)
+		if !found || err1 != nil || err2 != nil {
+			return out, false
+		}
+		out = append(out, regEntry{slot: uint16(sv), expiry: xv})
+	}
+	return out, true
 }

@@ -8,9 +8,9 @@
 -- ARGV[5]  when the copy's registration at the primary ends, Unix ms: the copy never
 --          outlives it, and a write arriving after it changes nothing.
 --
--- Reply: "applied" (written; a value already expired is written as a ghost that refuses
--- older versions); "late" (the registration had ended: nothing written); "stale" (a newer
--- version is stored, live or as a ghost); "conflict" (this version with other content).
+-- Reply: {status}: "applied" (written; a value already expired is written as a ghost that
+-- refuses older versions); "late" (the registration had ended: nothing written); "stale" (a
+-- newer version is stored, live or as a ghost); "conflict" (this version with other content).
 --
 -- Invariant: a copy never moves to an older version while its key lives, and its key never
 -- lives past the latest registration written to it, so a copy is always reachable by the
@@ -32,7 +32,7 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 kexp, vexp = tonumber(kexp), tonumber(vexp)
 if kexp <= now then
-  return 'late'
+  return {'late'}
 end
 vexp = math.min(vexp, kexp)
 
@@ -46,9 +46,9 @@ local keep = kexp
 if raw then
   local sv, sk, sx, _, pos = string.match(raw, '^c2,(%d+),([vx]),(%d+),([%d.:]*),()')
   if sv then
-    if newer(sv, version) then return 'stale' end
+    if newer(sv, version) then return {'stale'} end
     if sv == version then
-      if sk ~= kind or string.sub(raw, pos) ~= data then return 'conflict' end
+      if sk ~= kind or string.sub(raw, pos) ~= data then return {'conflict'} end
       vexp = math.max(vexp, tonumber(sx))
     end
   end
@@ -57,4 +57,4 @@ if raw then
 end
 redis.call('SET', copy, 'c2,' .. version .. ',' .. kind .. ',' .. string.format('%.0f', vexp) .. ',,' .. data,
   'PXAT', string.format('%.0f', keep))
-return 'applied'
+return {'applied'}

@@ -2,6 +2,16 @@
 // masters: reads go to one copy, writes go to all, and a popular miss reaches the source
 // once for the whole fleet.
 //
+//	r, err := replicas.New(client, replicas.Options{Copies: 3}) // *redis.Client or *redis.ClusterClient
+//	if err != nil { ... }
+//	defer r.Close()
+//	_ = r.Promote(ctx, "post:ronaldo") // or Options.Hot, or Options.IsHot
+//	item, err := r.GetOrLoad(ctx, "post:ronaldo", time.Minute, func(ctx context.Context) (replicas.Item, error) {
+//		body, version, err := db.LoadPost(ctx, "ronaldo") // once for the whole fleet
+//		return replicas.Item{Value: body, Version: version}, err
+//	})
+//	err = r.Set(ctx, "post:ronaldo", body, version, time.Hour) // after the database write
+//
 // # The problem
 //
 // A key hashes to one slot, so one master serves every read of it, however many masters
@@ -155,15 +165,4 @@
 // fleet-wide fill learns it is done; refused, the waiter polls instead. No channel is used.
 // [ACLRule] returns the rule for a Replicator's Options, as ACL SETUSER arguments; the
 // package's tests run once as a user holding only it (CELEBRITYTEST_ACL=replicas).
-//
-// # Example
-//
-//	r, err := replicas.New(client, replicas.Options{Copies: 3})
-//	if err != nil { ... }
-//	defer r.Close()
-//	_ = r.Promote(ctx, "post:ronaldo")
-//	item, err := r.GetOrLoad(ctx, "post:ronaldo", time.Minute, func(ctx context.Context) (replicas.Item, error) {
-//		body, version, err := db.LoadPost(ctx, "ronaldo")
-//		return replicas.Item{Value: body, Version: version}, err
-//	})
 package replicas

@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -24,7 +26,26 @@ func TestMain(m *testing.M) {
 	celebritytest.RegisterRule("replicas", func(prefix string) []string {
 		return replicas.ACLRule(replicas.Options{Prefix: prefix, WaitReplicas: 1, FleetKey: prefix + "roll"})
 	})
+	// The runnable examples use the shared cluster; the kit stops it at the end.
+	exampleAddrs = celebritytest.SharedCluster(mainTB{}).Addrs()
 	celebritytest.Main(m)
+}
+
+// exampleAddrs are the addresses of the cluster the runnable examples use, started by
+// TestMain.
+var exampleAddrs []string
+
+// mainTB lets TestMain ask the kit for its shared cluster before any test runs.
+type mainTB struct{ testing.TB }
+
+func (mainTB) Helper() {}
+func (mainTB) Fatal(args ...any) {
+	fmt.Fprintln(os.Stderr, args...)
+	os.Exit(1)
+}
+func (mainTB) Skip(args ...any) {
+	fmt.Fprintln(os.Stderr, args...)
+	os.Exit(0)
 }
 
 // newReplicator builds a Replicator under the test's own prefix, closed when t ends.

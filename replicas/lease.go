@@ -82,12 +82,7 @@ func (r *Replicator) GetOrLoad(ctx context.Context, key string, ttl time.Duratio
 	if err != nil {
 		return Item{}, err
 	}
-	select {
-	case <-f.done:
-		return f.item, f.err
-	case <-ctx.Done():
-		return Item{}, fmt.Errorf("replicas: get or load %q: %w", key, ctx.Err())
-	}
+	return f.wait(ctx, key)
 }
 
 // flight is one shared fetch of a key on this instance.
@@ -99,6 +94,16 @@ type flight struct {
 	// arriving then starts a fetch of its own, since that read may predate a write that
 	// returned before the caller arrived.
 	reading atomic.Bool
+}
+
+// wait returns the fetch's result when it is done, or leaves when ctx ends first.
+func (f *flight) wait(ctx context.Context, key string) (Item, error) {
+	select {
+	case <-f.done:
+		return f.item, f.err
+	case <-ctx.Done():
+		return Item{}, fmt.Errorf("replicas: get or load %q: %w", key, ctx.Err())
+	}
 }
 
 // leaseRead is what the caller's own lease command (see readOrLease) left for the fetch to
@@ -210,41 +215,14 @@ func (r *Replicator) leaseLife(ttl time.Duration) (time.Duration, bool) {
 // until the holder is done, won loads and fills, and a lease lost before the fill goes round
 // again with what was loaded.
 func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.Duration, load Loader, lay *layout, missed []int, pre *leaseRead) (Item, error) {
-	token := r.newToken()
-	if pre != nil {
-		token = pre.token
-	}
-	side, wake := r.leaseKeys(key)
-	primary := r.primaryKey(key)
-	keys := []string{primary, side}
-	leaseMs := r.opts.LeaseTTL.Milliseconds()
-	life, _ := r.leaseLife(ttl)
-	add := ""
-	if len(missed) > 0 {
-		add = slotsOf(lay, missed)
-	}
-	scripted := lay != nil || pre != nil
+	lt := r.newLeaseTurn(key, ttl, lay, missed, pre)
 	waited := false
 	var loaded *Item // what this fetch loaded, when its lease ended before the fill
 	for {
-		var res []any
 		f.reading.Store(true)
-		if pre != nil && pre.won {
-			res = []any{"won"}
-		}
-		pre = nil
-		if res == nil && !scripted {
-			raw, err := r.client.SetArgs(ctx, primary, "l2,"+token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: life}).Result()
-			if res, err = judgePlain(raw, err, token, r.opts.Clock); err != nil {
-				return Item{}, fmt.Errorf("replicas: lease for %q: %w", key, err)
-			}
-		}
-		if res == nil { // a hot key, or what the plain command cannot settle alone
-			var err error
-			res, err = acquireScript.Run(ctx, r.client, keys, token, leaseMs, add, life.Milliseconds()).Slice()
-			if err != nil {
-				return Item{}, fmt.Errorf("replicas: lease for %q: %w", key, err)
-			}
+		res, err := r.readLease(ctx, key, lt)
+		if err != nil {
+			return Item{}, err
 		}
 		state, _ := res[0].(string)
 		if state == "wait" || state == "won" {
@@ -255,28 +233,98 @@ func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.
 		case "hit", "absent", "error":
 			return r.found(ctx, key, lay, missed, state, res)
 		case "wait":
-			if !waited {
-				waited = true
-				r.stats.leaseWaits.Add(1)
+			if err := r.waitHolder(ctx, key, lt.wake, res, !waited); err != nil {
+				return Item{}, err
 			}
-			pttl, _ := res[1].(int64)
-			if err := r.awaitWake(ctx, wake, time.Duration(pttl)*time.Millisecond); err != nil {
-				return Item{}, fmt.Errorf("replicas: waiting for the fill of %q: %w", key, err)
-			}
-			scripted = lay != nil
+			waited, lt.scripted = true, lay != nil
 		case "won":
-			it, err := r.won(ctx, key, token, ttl, load, loaded, waited)
+			it, err := r.won(ctx, key, lt.token, ttl, load, loaded, waited)
 			if !errors.Is(err, errLeaseLost) {
 				return it, err
 			}
 			// The lease ended while loading and nothing stored decides: take the lease
 			// again (or wait for its new holder) and fill what was loaded under it, so
 			// the callers are never handed a value the key does not hold.
-			loaded, token, scripted = &it, r.newToken(), lay != nil
+			loaded, lt.token, lt.scripted = &it, r.newToken(), lay != nil
 		default:
 			return Item{}, fmt.Errorf("replicas: lease for %q: unexpected reply %v", key, res)
 		}
 	}
+}
+
+// waitHolder is the step of a fetch that found the lease held by someone else (res is
+// acquire.lua's {"wait", pttl}): it blocks until the holder is done or the lease's life
+// passes (see awaitWake). first counts the fetch's first wait in Stats.
+func (r *Replicator) waitHolder(ctx context.Context, key, wake string, res []any, first bool) error {
+	if first {
+		r.stats.leaseWaits.Add(1)
+	}
+	pttl, _ := res[1].(int64)
+	if err := r.awaitWake(ctx, wake, time.Duration(pttl)*time.Millisecond); err != nil {
+		return fmt.Errorf("replicas: waiting for the fill of %q: %w", key, err)
+	}
+	return nil
+}
+
+// leaseTurn is what a fetch's turns share: the keys and arguments of its lease commands, the
+// token it asks with, and how the next turn reads the lease.
+type leaseTurn struct {
+	token   string
+	primary string
+	keys    []string // primary, side lease
+	wake    string
+	leaseMs int64
+	life    time.Duration // the life of a lease taken in the primary (see leaseLife)
+	add     string        // copies to register (acquire.lua's ARGV[3])
+	// scripted sends the next turn to acquire.lua rather than the plain command: a hot key
+	// (it registers copies), a turn after the caller's own command (pre), and a turn after
+	// a wait, for a hot key.
+	scripted bool
+	pre      *leaseRead // the caller's own lease command, for the first turn only
+}
+
+// newLeaseTurn returns the first turn of a fetch of key; pre's token, when pre is set, is
+// the one the fetch asks with.
+func (r *Replicator) newLeaseTurn(key string, ttl time.Duration, lay *layout, missed []int, pre *leaseRead) *leaseTurn {
+	lt := &leaseTurn{token: r.newToken(), primary: r.primaryKey(key), leaseMs: r.opts.LeaseTTL.Milliseconds(), pre: pre}
+	if pre != nil {
+		lt.token = pre.token
+	}
+	side, wake := r.leaseKeys(key)
+	lt.keys, lt.wake = []string{lt.primary, side}, wake
+	lt.life, _ = r.leaseLife(ttl)
+	if len(missed) > 0 {
+		lt.add = slotsOf(lay, missed)
+	}
+	lt.scripted = lay != nil || pre != nil
+	return lt
+}
+
+// readLease reads the lease state for one turn of a fetch, as acquire.lua's reply: {"won"}
+// when the caller's own command took the lease, else the plain command's when it settles
+// the turn alone (see judgePlain), else acquire.lua's.
+func (r *Replicator) readLease(ctx context.Context, key string, lt *leaseTurn) ([]any, error) {
+	pre := lt.pre
+	lt.pre = nil
+	if pre != nil && pre.won {
+		return []any{"won"}, nil
+	}
+	if !lt.scripted {
+		raw, err := r.client.SetArgs(ctx, lt.primary, "l2,"+lt.token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: lt.life}).Result()
+		res, err := judgePlain(raw, err, lt.token, r.opts.Clock)
+		if err != nil {
+			return nil, fmt.Errorf("replicas: lease for %q: %w", key, err)
+		}
+		if res != nil {
+			return res, nil
+		}
+	}
+	// A hot key, or what the plain command cannot settle alone.
+	res, err := acquireScript.Run(ctx, r.client, lt.keys, lt.token, lt.leaseMs, lt.add, lt.life.Milliseconds()).Slice()
+	if err != nil {
+		return nil, fmt.Errorf("replicas: lease for %q: %w", key, err)
+	}
+	return res, nil
 }
 
 // judgePlain is the plan step of the plain lease command "SET <primary> l2,<token>,0 NX GET
@@ -460,21 +508,11 @@ func (r *Replicator) fillLoaded(ctx context.Context, key, token string, ttl time
 	switch status {
 	case setSuperseded, setStale:
 		r.stats.fillsRefused.Add(1)
-		live := !stored.none && stored.live(r.opts.Clock().UnixMilli())
-		// Someone else's newer value (if any) wins over ours.
-		if !stored.tombstone && live {
-			return Item{Value: []byte(stored.data), Version: stored.version}, nil
-		}
-		// A live tombstone of this version or a newer one says the loaded value is deleted
-		// (the source lags behind the Delete): serving it would resurrect it.
-		if stored.tombstone && live && stored.version >= it.Version {
+		out, err := refusedFill(status, stored, it, r.opts.Clock().UnixMilli())
+		if errors.Is(err, ErrNotFound) {
 			r.stats.misses.Add(1)
-			return Item{}, ErrNotFound
 		}
-		if status == setSuperseded {
-			return it, errLeaseLost
-		}
-		return it, nil
+		return out, err
 	case setConflict:
 		r.stats.fillsRefused.Add(1)
 		r.stats.conflicts.Add(1)
@@ -484,6 +522,27 @@ func (r *Replicator) fillLoaded(ctx context.Context, key, token string, ttl time
 	_ = r.writeCopies(ctx, key, stored, r.targets(key, stored, lay), 1)
 	if waitErr != nil {
 		return it, fmt.Errorf("replicas: filling %q: %w", key, waitErr)
+	}
+	return it, nil
+}
+
+// refusedFill is the plan step of a fill of the loaded item it that set.lua refused with
+// status setSuperseded (the lease ended) or setStale (a newer version is stored): from the
+// record stored (stored.none when there is none) and the time now (Unix ms) it returns what
+// the callers get. A live newer value wins over the loaded one; a live tombstone of the
+// loaded version or a newer one answers ErrNotFound (the source lags behind the Delete:
+// serving the value would resurrect it); otherwise a superseded fill returns errLeaseLost
+// (fetch takes the lease again and fills it under it), and a stale one the loaded value,
+// unstored.
+func refusedFill(status string, stored record, it Item, now int64) (Item, error) {
+	live := !stored.none && stored.live(now)
+	switch {
+	case live && !stored.tombstone:
+		return Item{Value: []byte(stored.data), Version: stored.version}, nil
+	case live && stored.version >= it.Version:
+		return Item{}, ErrNotFound
+	case status == setSuperseded:
+		return it, errLeaseLost
 	}
 	return it, nil
 }

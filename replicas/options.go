@@ -155,11 +155,24 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
+	if err := o.fillSpread(); err != nil {
+		return o, err
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Uint64
+	}
+	return o, nil
+}
+
+// fillSpread sets RefreshInterval and Jitter to their defaults when zero and validates them:
+// RefreshInterval negative (off) or at least 10ms, Jitter negative (off, stored as 0) or in
+// (0, 0.5].
+func (o *Options) fillSpread() error {
 	if o.RefreshInterval == 0 {
 		o.RefreshInterval = DefaultRefreshInterval
 	}
 	if o.RefreshInterval > 0 && o.RefreshInterval < 10*time.Millisecond {
-		return o, fmt.Errorf("%w: Options.RefreshInterval must be negative (off) or at least 10ms, got %v", ErrInvalid, o.RefreshInterval)
+		return fmt.Errorf("%w: Options.RefreshInterval must be negative (off) or at least 10ms, got %v", ErrInvalid, o.RefreshInterval)
 	}
 	switch {
 	case o.Jitter == 0:
@@ -167,12 +180,9 @@ func (o Options) withDefaults() (Options, error) {
 	case o.Jitter < 0:
 		o.Jitter = 0
 	case o.Jitter > 0.5:
-		return o, fmt.Errorf("%w: Options.Jitter must be in [0, 0.5], got %v", ErrInvalid, o.Jitter)
+		return fmt.Errorf("%w: Options.Jitter must be in [0, 0.5], got %v", ErrInvalid, o.Jitter)
 	}
-	if o.Rand == nil {
-		o.Rand = rand.Uint64
-	}
-	return o, nil
+	return nil
 }
 
 // fillDurations sets the zero durations of o to their defaults and validates them: the

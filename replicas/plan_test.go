@@ -55,7 +55,7 @@ func TestJudgeCopiesNamesEachFailedCopy(t *testing.T) {
 	}
 	down := errors.New("connection refused")
 	targets := []target{{index: 0, key: "c0"}, {index: ForeignIndex, key: "c1"}, {index: 2, key: "c2"}, {index: 1, key: "c3"}}
-	cmds := []*redis.Cmd{reply(setApplied, nil), reply(nil, down), reply(setConflict, nil), reply(copyLate, nil)}
+	cmds := []*redis.Cmd{reply([]any{setApplied}, nil), reply(nil, down), reply([]any{setConflict}, nil), reply([]any{copyLate}, nil)}
 
 	failed, written := judgeCopies(targets, cmds, nil)
 	require.Equal(t, 2, written)
@@ -71,4 +71,49 @@ func TestJudgeCopiesNamesEachFailedCopy(t *testing.T) {
 	require.ErrorIs(t, failed[1].Err, down)
 	require.ErrorIs(t, failed[2].Err, ErrConflict)
 	require.ErrorIs(t, failed[3].Err, ErrNotReplicated)
+}
+
+// TestRefusedFillAnswersFromWhatIsStored: a fill refused because the lease ended or a newer
+// version is stored answers the callers from the stored record: a live value wins, a live
+// tombstone at or above the loaded version is ErrNotFound, and otherwise a superseded fill
+// goes round again (errLeaseLost) while a stale one returns the loaded value. No Redis.
+func TestRefusedFillAnswersFromWhatIsStored(t *testing.T) {
+	const now = 2000
+	loaded := Item{Value: []byte("loaded"), Version: 5}
+	value := func(v uint64, expiry int64) record {
+		return record{version: v, expiry: expiry, data: "stored"}
+	}
+	tomb := func(v uint64, expiry int64) record {
+		return record{version: v, tombstone: true, expiry: expiry}
+	}
+	storedItem := func(v uint64) Item { return Item{Value: []byte("stored"), Version: v} }
+	for _, tc := range []struct {
+		name    string
+		status  string
+		stored  record
+		want    Item
+		wantErr error
+	}{
+		{"superseded, nothing stored", setSuperseded, record{none: true}, loaded, errLeaseLost},
+		{"stale, nothing stored", setStale, record{none: true}, loaded, nil},
+		{"superseded, a live value", setSuperseded, value(6, 0), storedItem(6), nil},
+		{"stale, a live value until later", setStale, value(7, now+1), storedItem(7), nil},
+		{"superseded, an expired value (a ghost)", setSuperseded, value(7, now), loaded, errLeaseLost},
+		{"stale, an expired value (a ghost)", setStale, value(7, now), loaded, nil},
+		{"stale, a live newer tombstone", setStale, tomb(6, 0), Item{}, ErrNotFound},
+		{"superseded, a live tombstone of the loaded version", setSuperseded, tomb(5, now+1), Item{}, ErrNotFound},
+		{"superseded, a live older tombstone", setSuperseded, tomb(4, 0), loaded, errLeaseLost},
+		{"stale, a live older tombstone", setStale, tomb(4, 0), loaded, nil},
+		{"stale, an expired newer tombstone", setStale, tomb(9, now), loaded, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := refusedFill(tc.status, tc.stored, loaded, now)
+			if tc.wantErr != nil {
+				require.ErrorIs(t, err, tc.wantErr)
+			} else {
+				require.NoError(t, err)
+			}
+			require.Equal(t, tc.want, got)
+		})
+	}
 }

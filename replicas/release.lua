@@ -11,10 +11,11 @@
 -- ARGV[3]  how long the mark lasts, ms, > 0 (NegativeTTL for "n", ErrorTTL for "e").
 -- ARGV[4]  the error's text (mode "e"; may be empty).
 --
--- Reply: 1 when the lease was the caller's and is now marked, 0 otherwise.
+-- Reply: {"ok"} when the lease was the caller's and is now marked, {"none"} otherwise.
 --
 -- Invariant: only the holder marks its lease; a retried call changes nothing more.
 
+local primary, side, wake = KEYS[1], KEYS[2], KEYS[3]
 local token, mode, ms, msg = ARGV[1], ARGV[2], ARGV[3], ARGV[4] or ''
 if not token or token == '' or string.find(token, ',', 1, true) then
   return redis.error_reply('ERR replicas: bad lease token')
@@ -26,13 +27,13 @@ if not ms or not string.match(ms, '^%d+$') or tonumber(ms) <= 0 then
   return redis.error_reply('ERR replicas: bad mark ttl ' .. tostring(ms))
 end
 local k, n = nil, 0
-for i = 1, 2 do
-  local held = redis.call('GET', KEYS[i])
+for _, key in ipairs({primary, side}) do
+  local held = redis.call('GET', key)
   local tok, waiters = nil, nil
   if held then tok, waiters = string.match(held, '^l2,([^,]*),(%d+)$') end
-  if tok == token then k, n = KEYS[i], tonumber(waiters); break end
+  if tok == token then k, n = key, tonumber(waiters); break end
 end
-if not k then return 0 end
+if not k then return {'none'} end
 if mode == 'f' then
   redis.call('DEL', k)
 elseif mode == 'n' then
@@ -41,7 +42,7 @@ else
   redis.call('SET', k, 'e2,' .. token .. ',' .. msg, 'PX', ms)
 end
 if n > 0 then
-  for _ = 1, math.min(n, 1000) do redis.call('RPUSH', KEYS[3], '1') end
-  redis.call('PEXPIRE', KEYS[3], math.max(tonumber(ms), 1000))
+  for _ = 1, math.min(n, 1000) do redis.call('RPUSH', wake, '1') end
+  redis.call('PEXPIRE', wake, math.max(tonumber(ms), 1000))
 end
-return 1
+return {'ok'}

@@ -92,16 +92,10 @@ func New(client redis.UniversalClient, opts Options) (*Replicator, error) {
 	}
 	r.lifetime, r.stop = context.WithCancel(context.Background())
 	if o.FleetKey != "" {
-		r.member = rand.Text() + ":" + o.Prefix
-		ctx, cancel := context.WithTimeout(r.lifetime, 5*time.Second)
-		err := r.enroll(ctx)
-		cancel()
-		if err != nil {
+		if err := r.joinFleet(); err != nil {
 			r.stop()
 			return nil, err
 		}
-		r.wg.Add(1)
-		go r.fleetLoop()
 	}
 	if cc, ok := client.(*redis.ClusterClient); ok {
 		r.cluster = cc
@@ -111,6 +105,21 @@ func New(client redis.UniversalClient, opts Options) (*Replicator, error) {
 		}
 	}
 	return r, nil
+}
+
+// joinFleet records r in its fleet's roll (Options.FleetKey), within 5 seconds, and starts
+// the loop that keeps it there until Close.
+func (r *Replicator) joinFleet() error {
+	r.member = rand.Text() + ":" + r.opts.Prefix
+	ctx, cancel := context.WithTimeout(r.lifetime, 5*time.Second)
+	err := r.enroll(ctx)
+	cancel()
+	if err != nil {
+		return err
+	}
+	r.wg.Add(1)
+	go r.fleetLoop()
+	return nil
 }
 
 // Close stops the slot-map refresher and cancels GetOrLoad fetches in flight, then waits

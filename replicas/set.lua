@@ -35,13 +35,13 @@
 --   "conflict"    refused: this version is stored with other content or the other kind.
 --   "superseded"  refused: the lease token is not the current one (expired or taken over).
 --
--- Invariants: a record never moves to an older version while its key lives, so retries and
+-- Invariant: a record never moves to an older version while its key lives, so retries and
 -- late writes are harmless; a registry entry is never shortened, and the key lives until
 -- its last entry ends (after the value expires it stays as a version floor), so every copy
 -- a writer was ever told about stays reachable by later writers for as long as it may live;
 -- a fill whose lease is gone changes nothing. Every argument is checked before any write.
 
-local rec, wake = KEYS[1], KEYS[2]
+local rec, wake, side = KEYS[1], KEYS[2], KEYS[3]
 local version, kind, data, ttl, add = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 if not version or not string.match(version, '^%d+$') or #version > 20 or (#version > 1 and string.sub(version, 1, 1) == '0') then
   return redis.error_reply('ERR replicas: bad version ' .. tostring(version))
@@ -99,7 +99,7 @@ if raw and string.sub(raw, 1, 3) ~= 'c2,' then
   raw = nil
 end
 if token and not ownPrimary then
-  local held = redis.call('GET', KEYS[3])
+  local held = redis.call('GET', side)
   local tok, n = nil, nil
   if held then tok, n = string.match(held, '^l2,([^,]*),(%d+)$') end
   if tok == token then
@@ -134,9 +134,9 @@ end
 local function release(absent)
   if ownSide then
     if absent then
-      redis.call('SET', KEYS[3], 'n2,' .. token, 'PX', negMs)
+      redis.call('SET', side, 'n2,' .. token, 'PX', negMs)
     else
-      redis.call('DEL', KEYS[3])
+      redis.call('DEL', side)
     end
   end
   if waiters > 0 then

@@ -148,7 +148,7 @@ func (r *Replicator) run(ctx context.Context, s *script.Script, keys []string, a
 	if err != nil {
 		return nil, nil, err
 	}
-	cmds, wait := r.pipelineWait(ctx, node, []script.Call{{Script: s, Keys: keys, Args: args}})
+	cmds, wait := script.PipelineWait(ctx, node, []script.Call{{Script: s, Keys: keys, Args: args}}, r.opts.WaitReplicas, r.opts.WaitTimeout)
 	res, err = cmds[0].Result()
 	if err != nil {
 		return nil, nil, err
@@ -176,39 +176,6 @@ func (r *Replicator) nodeFor(ctx context.Context, key string) (redis.Cmdable, er
 		return r.cluster.MasterForKey(ctx, key)
 	}
 	return r.client, nil
-}
-
-// pipelineWait sends calls with EVALSHA on node, followed by a WAIT, in one pipeline (one
-// connection). When a call is answered NOSCRIPT, it sends the calls again with EVAL and
-// their sources, and the WAIT (every script is idempotent by version, so a call that already
-// ran changes nothing the second time). EVAL, unlike SCRIPT LOAD, is in the package's ACL
-// rule.
-func (r *Replicator) pipelineWait(ctx context.Context, node redis.Cmdable, calls []script.Call) ([]*redis.Cmd, *redis.IntCmd) {
-	cmds, wait := r.sendWait(ctx, node, calls, false)
-	for _, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			return r.sendWait(ctx, node, calls, true)
-		}
-	}
-	return cmds, wait
-}
-
-// sendWait sends calls with EVALSHA (with EVAL and their sources when source is set) on
-// node, followed by a WAIT, in one pipeline.
-func (r *Replicator) sendWait(ctx context.Context, node redis.Cmdable, calls []script.Call, source bool) ([]*redis.Cmd, *redis.IntCmd) {
-	pipe := node.Pipeline()
-	cmds := make([]*redis.Cmd, len(calls))
-	for i, c := range calls {
-		if source {
-			cmds[i] = pipe.Eval(ctx, c.Script.Source(), c.Keys, c.Args...)
-		} else {
-			cmds[i] = pipe.EvalSha(ctx, c.Script.Hash(), c.Keys, c.Args...)
-		}
-	}
-	wait := redis.NewIntCmd(ctx, "wait", r.opts.WaitReplicas, r.opts.WaitTimeout.Milliseconds())
-	_ = pipe.Process(ctx, wait)
-	_, _ = pipe.Exec(ctx) // errors are read per command
-	return cmds, wait
 }
 
 // targets turns the registry of the stored record into copies to write. Each copy's value
@@ -271,7 +238,7 @@ func (r *Replicator) writeCopies(ctx context.Context, key string, rec record, ta
 				}
 				continue
 			}
-			cmds, wait := r.pipelineWait(ctx, g.node, copyCalls(rec, g.targets))
+			cmds, wait := script.PipelineWait(ctx, g.node, copyCalls(rec, g.targets), r.opts.WaitReplicas, r.opts.WaitTimeout)
 			collect(g.targets, cmds, r.waitError(wait))
 		}
 	}
@@ -300,7 +267,7 @@ func judgeCopies(targets []target, cmds []*redis.Cmd, waitErr error) (failed []C
 	for i, c := range cmds {
 		err := c.Err()
 		if err == nil {
-			if s, _ := c.Val().(string); s == setConflict {
+			if replyStatus(c.Val()) == setConflict {
 				err = ErrConflict
 			} else {
 				err = waitErr
@@ -346,15 +313,30 @@ func (r *Replicator) byNode(ctx context.Context, targets []target) []*nodeGroup 
 	return out
 }
 
+// replyStatus returns the status of a script's reply {status, ...}, or "" when v is not
+// one.
+func replyStatus(v any) string {
+	res, _ := v.([]any)
+	if len(res) == 0 {
+		return ""
+	}
+	s, _ := res[0].(string)
+	return s
+}
+
 // register runs register.lua: it adds slots to key's registry and returns the primary
 // record after it. found is false when the primary holds no live value or tombstone.
 func (r *Replicator) register(ctx context.Context, key, slots string) (rec record, found bool, err error) {
-	raw, err := registerScript.Run(ctx, r.client, []string{r.primaryKey(key)}, slots).Text()
-	if errors.Is(err, redis.Nil) {
-		return rec, false, nil
-	}
+	res, err := registerScript.Run(ctx, r.client, []string{r.primaryKey(key)}, slots).Slice()
 	if err != nil {
 		return rec, false, err
+	}
+	if replyStatus(res) == "none" {
+		return rec, false, nil
+	}
+	var raw string
+	if len(res) == 2 {
+		raw, _ = res[1].(string)
 	}
 	rec, ok := decode(raw)
 	if !ok {

@@ -1,13 +1,15 @@
 // Package routing places tenants on shards with versioned route tables, and makes every
 // shard refuse writes that were routed by a table it has moved past.
 //
-// # Example
-//
 //	r, err := routing.New(control, routing.Options{Shards: map[string]routing.Scripter{
 //		"a": shardA, "b": shardB,
 //	}})
 //	if err != nil { ... }
 //	defer r.Close()
+//	// Once, at bootstrap: the first table, then its units opened on their shards.
+//	err = r.Store().Publish(ctx, routing.EvenTable(1, 1024, "a", "b"))
+//	_, err = r.Await(ctx, 1)
+//	_, err = r.Provision(ctx)
 //	res, err := r.Do(ctx, "acme", "op-7f3a", routing.Put("seat:12", "alice"))
 //
 // Options are validated once by New; a bad one gives an error wrapping [ErrInvalid] that

@@ -14,6 +14,7 @@
 -- Invariant: a read is served only by the unit's open owner, never by a closed or
 -- superseded copy that may already lag behind the new owner. Read-only.
 
+local own_key, rec_key = KEYS[1], KEYS[2]
 if #KEYS ~= 2 or #ARGV ~= 3 then
   return redis.error_reply("ERR routing get: want 2 keys and 3 arguments")
 end
@@ -23,14 +24,14 @@ end
 if ARGV[2] == "" then return redis.error_reply("ERR routing get: empty tenant") end
 if ARGV[3] == "" then return redis.error_reply("ERR routing get: empty field") end
 local gen = tonumber(ARGV[1])
-local own = redis.call("HMGET", KEYS[1], "gen", "state")
+local own = redis.call("HMGET", own_key, "gen", "state")
 local ogen, ostate = own[1] or "0", own[2] or ""
 if ostate ~= "open" or tonumber(ogen) > gen then
   return {"stale", ogen, ostate, "0"}
 end
-if redis.call("HEXISTS", KEYS[1], "x:" .. ARGV[2]) == 1 then
+if redis.call("HEXISTS", own_key, "x:" .. ARGV[2]) == 1 then
   return {"stale", ogen, ostate, "1"}
 end
-local rec = redis.call("HGET", KEYS[2], ARGV[3])
+local rec = redis.call("HGET", rec_key, ARGV[3])
 if rec then return {"ok", rec} end
 return {"ok"}

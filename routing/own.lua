@@ -22,6 +22,7 @@
 -- Invariant: generations on a shard never go backwards; the record is only changed from the
 --   state the caller observed; a fenced actor changes nothing once a later epoch has acted.
 
+local own_key, log_key = KEYS[1], KEYS[2]
 if #KEYS ~= 2 or (#ARGV ~= 6 and #ARGV ~= 7) then
   return redis.error_reply("ERR routing own: want 2 keys and 6 or 7 arguments")
 end
@@ -46,15 +47,15 @@ if fence ~= "" and (not digits(fence) or tonumber(fence) < 1) then
 end
 
 local function lastid()
-  if redis.call("EXISTS", KEYS[2]) == 0 then return "0-0" end
-  local info = redis.call("XINFO", "STREAM", KEYS[2])
+  if redis.call("EXISTS", log_key) == 0 then return "0-0" end
+  local info = redis.call("XINFO", "STREAM", log_key)
   for i = 1, #info, 2 do
     if info[i] == "last-generated-id" then return info[i + 1] end
   end
   return "0-0"
 end
 
-local own = redis.call("HMGET", KEYS[1], "gen", "state", "fence")
+local own = redis.call("HMGET", own_key, "gen", "state", "fence")
 local cgen, cstate = own[1] or "0", own[2] or ""
 if fence ~= "" then
   if tonumber(own[3] or "0") > tonumber(fence) then
@@ -62,12 +63,12 @@ if fence ~= "" then
   end
   if tonumber(own[3] or "0") < tonumber(fence) then
     -- Raising the fence is not a change of the record; it is safe even when the CAS fails.
-    redis.call("HSET", KEYS[1], "fence", fence)
+    redis.call("HSET", own_key, "fence", fence)
   end
 end
 local function marked()
   if tenant == "" then return true end
-  return (redis.call("HEXISTS", KEYS[1], "x:" .. tenant) == 1) == (mark == "1")
+  return (redis.call("HEXISTS", own_key, "x:" .. tenant) == 1) == (mark == "1")
 end
 if tonumber(cgen) == togen and cstate == tostate and marked() then
   return {"ok", cgen, cstate, lastid()}
@@ -75,12 +76,12 @@ end
 if tonumber(cgen) ~= fromgen or cstate ~= ARGV[2] then
   return {"changed", cgen, cstate, lastid()}
 end
-redis.call("HSET", KEYS[1], "gen", ARGV[3], "state", tostate)
+redis.call("HSET", own_key, "gen", ARGV[3], "state", tostate)
 if tenant ~= "" then
   if mark == "1" then
-    redis.call("HSET", KEYS[1], "x:" .. tenant, ARGV[3])
+    redis.call("HSET", own_key, "x:" .. tenant, ARGV[3])
   else
-    redis.call("HDEL", KEYS[1], "x:" .. tenant)
+    redis.call("HDEL", own_key, "x:" .. tenant)
   end
 end
 return {"ok", ARGV[3], tostate, lastid()}

@@ -17,6 +17,7 @@
 --   re-published with other content; a guarded publication happens only while the guard
 --   (for migrate: the driver's fencing epoch in its journal record) holds, in the same step.
 
+local table_key, guard_key = KEYS[1], KEYS[2]
 if #KEYS == 1 and #ARGV ~= 3 then
   return redis.error_reply("ERR routing publish: want 3 arguments without a guard")
 end
@@ -33,10 +34,10 @@ if ARGV[2] == "" then return redis.error_reply("ERR routing publish: empty table
 if ARGV[3] == "" then return redis.error_reply("ERR routing publish: empty channel") end
 if #KEYS == 2 then
   for i = 4, #ARGV, 2 do
-    if redis.call("HGET", KEYS[2], ARGV[i]) ~= ARGV[i + 1] then return {"guard", ARGV[i]} end
+    if redis.call("HGET", guard_key, ARGV[i]) ~= ARGV[i + 1] then return {"guard", ARGV[i]} end
   end
 end
-local cur = redis.call("HMGET", KEYS[1], "gen", "table")
+local cur = redis.call("HMGET", table_key, "gen", "table")
 local cgen = cur[1] or "0"
 if cgen == ARGV[1] and cur[2] == ARGV[2] then
   return {"ok", cgen}
@@ -44,6 +45,6 @@ end
 if tonumber(ARGV[1]) ~= tonumber(cgen) + 1 then
   return {"conflict", cgen}
 end
-redis.call("HSET", KEYS[1], "gen", ARGV[1], "table", ARGV[2])
+redis.call("HSET", table_key, "gen", ARGV[1], "table", ARGV[2])
 redis.call("PUBLISH", ARGV[3], ARGV[1])
 return {"ok", ARGV[1]}

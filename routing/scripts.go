@@ -3,9 +3,12 @@ package routing
 import (
 	_ "embed"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
+// The Lua scripts, one per atomic step, each in its own file with a header (KEYS / ARGV /
+// Reply / Invariant), run through internal/script (EVALSHA, EVAL when the server answers
+// NOSCRIPT).
 var (
 	//go:embed write.lua
 	writeLua string
@@ -20,10 +23,10 @@ var (
 	//go:embed load.lua
 	loadLua string
 
-	writeScript      = redis.NewScript(writeLua)
-	getScript        = redis.NewScript(getLua)
-	ownScript        = redis.NewScript(ownLua)
-	publishScript    = redis.NewScript(publishLua)
-	tenantscanScript = redis.NewScript(tenantscanLua)
-	loadScript       = redis.NewScript(loadLua)
+	writeScript      = script.New(writeLua)
+	getScript        = script.New(getLua)
+	ownScript        = script.New(ownLua)
+	publishScript    = script.New(publishLua)
+	tenantscanScript = script.New(tenantscanLua)
+	loadScript       = script.New(loadLua)
 )

@@ -36,6 +36,7 @@
 -- is applied at most once while its record lives; a record's version never goes backwards,
 -- not even after its tombstone was purged (a new record starts above "vfloor").
 
+local own_key, rec_key, ops_key, opx_key, tomb_key, log_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local function int(s, name, min)
   if type(s) ~= "string" or not string.match(s, "^%d+$") then
     return redis.error_reply("ERR routing write: " .. name .. " must be an integer")
@@ -78,17 +79,17 @@ local logmax = int(ARGV[13], "logmax", 0)
 if type(logmax) == "table" then return logmax end
 
 -- 1. Ownership.
-local own = redis.call("HMGET", KEYS[1], "gen", "state")
+local own = redis.call("HMGET", own_key, "gen", "state")
 local ogen, ostate = own[1] or "0", own[2] or ""
 if ostate ~= "open" or tonumber(ogen) > gen then
   return {"stale", ogen, ostate, "0"}
 end
-if redis.call("HEXISTS", KEYS[1], "x:" .. tenant) == 1 then
+if redis.call("HEXISTS", own_key, "x:" .. tenant) == 1 then
   return {"stale", ogen, ostate, "1"}
 end
 
 -- 2. Idempotency.
-local prev = redis.call("HGET", KEYS[3], opid)
+local prev = redis.call("HGET", ops_key, opid)
 if prev then
   -- The stored field (absent in records written before it was added) must match as well:
   -- the fingerprint is a 64-bit hash, the field is exact.
@@ -98,13 +99,13 @@ if prev then
 end
 
 -- 3. Apply.
-local cur = redis.call("HGET", KEYS[2], field)
+local cur = redis.call("HGET", rec_key, field)
 local cver, live = 0, false
 if cur then
   local v, f = string.match(cur, "^(%d+):(%a):")
   cver, live = tonumber(v), f == "l"
 else
-  cver = tonumber(redis.call("HGET", KEYS[1], "vfloor") or "0") or 0
+  cver = tonumber(redis.call("HGET", own_key, "vfloor") or "0") or 0
 end
 local seen = live and cver or 0
 local outcome, ver, logkind, rec, tombexp = "ok", 0, "noop", "", "0"
@@ -113,15 +114,15 @@ if check == "1" and seen ~= expect then
 elseif kind == "put" then
   ver = cver + 1
   rec = str(ver) .. ":l:" .. value
-  redis.call("HSET", KEYS[2], field, rec)
-  redis.call("ZREM", KEYS[5], field)
+  redis.call("HSET", rec_key, field, rec)
+  redis.call("ZREM", tomb_key, field)
   logkind = "put"
 elseif live then
   ver = cver + 1
   rec = str(ver) .. ":t:"
-  redis.call("HSET", KEYS[2], field, rec)
+  redis.call("HSET", rec_key, field, rec)
   tombexp = str(now + tombttl)
-  redis.call("ZADD", KEYS[5], tombexp, field)
+  redis.call("ZADD", tomb_key, tombexp, field)
   logkind = "del"
 else
   outcome, ver = "absent", 0
@@ -130,35 +131,35 @@ end
 -- 4. Record the op and log it.
 local oprec = fp .. ":" .. outcome .. ":" .. str(ver) .. ":" .. field
 local opexp = str(now + opttl)
-redis.call("HSET", KEYS[3], opid, oprec)
-redis.call("ZADD", KEYS[4], opexp, opid)
+redis.call("HSET", ops_key, opid, oprec)
+redis.call("ZADD", opx_key, opexp, opid)
 if logmax > 0 then
-  redis.call("XADD", KEYS[6], "MAXLEN", "~", str(logmax), "*",
+  redis.call("XADD", log_key, "MAXLEN", "~", str(logmax), "*",
     "k", logkind, "f", field, "r", rec, "o", opid, "op", oprec, "x", opexp, "tx", tombexp)
 else
-  redis.call("XADD", KEYS[6], "*",
+  redis.call("XADD", log_key, "*",
     "k", logkind, "f", field, "r", rec, "o", opid, "op", oprec, "x", opexp, "tx", tombexp)
 end
 
 -- 5. Amortised retention: drop a few expired op records and tombstones.
-local expired = redis.call("ZRANGEBYSCORE", KEYS[4], "-inf", str(now), "LIMIT", 0, 16)
+local expired = redis.call("ZRANGEBYSCORE", opx_key, "-inf", str(now), "LIMIT", 0, 16)
 for _, id in ipairs(expired) do
-  redis.call("HDEL", KEYS[3], id)
-  redis.call("ZREM", KEYS[4], id)
+  redis.call("HDEL", ops_key, id)
+  redis.call("ZREM", opx_key, id)
 end
-local dead = redis.call("ZRANGEBYSCORE", KEYS[5], "-inf", str(now), "LIMIT", 0, 16)
+local dead = redis.call("ZRANGEBYSCORE", tomb_key, "-inf", str(now), "LIMIT", 0, 16)
 local floor = 0
 for _, f in ipairs(dead) do
-  local r = redis.call("HGET", KEYS[2], f)
+  local r = redis.call("HGET", rec_key, f)
   local tv = r and string.match(r, "^(%d+):t:")
   if tv then
-    redis.call("HDEL", KEYS[2], f)
+    redis.call("HDEL", rec_key, f)
     floor = math.max(floor, tonumber(tv))
   end
-  redis.call("ZREM", KEYS[5], f)
+  redis.call("ZREM", tomb_key, f)
 end
-if floor > 0 and floor > (tonumber(redis.call("HGET", KEYS[1], "vfloor") or "0") or 0) then
-  redis.call("HSET", KEYS[1], "vfloor", str(floor))
+if floor > 0 and floor > (tonumber(redis.call("HGET", own_key, "vfloor") or "0") or 0) then
+  redis.call("HSET", own_key, "vfloor", str(floor))
 end
 
 return {"done", outcome, str(ver)}

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The version matrix, as CI runs it after scripts/test.sh (which runs the whole suite, with
-# the race detector, on the default server): the library's package tests, each against a
-# standalone server and a Redis Cluster of its own, on every other server of
-# scripts/servers.sh, and the examples against each; then go vet and the tests on every Go
-# release the module supports.
+# the race detector, on the default server and the machine's Go): the library's package
+# tests, each against a standalone server and a Redis Cluster of its own, on every other
+# server of scripts/servers.sh, and the examples against each; and go vet on every older Go
+# release the module supports. The matrix is diagonal: each older Go release runs the package
+# tests of one of those servers (the first older release with the last server, and so on),
+# so every server and every Go release is tested without a leg per pair; a release left over
+# runs them on the default server.
 #
 #   scripts/matrix.sh                      # every server other than the default
 #   scripts/matrix.sh valkey-8.1           # only these servers
@@ -35,7 +38,7 @@ leg() { # leg NAME COMMAND... runs one leg and records its verdict and time
     verdict="FAIL (exit $rc)"
     failed=$((failed + 1))
   }
-  results+=("$(printf '%-44s %-14s %4ds' "$name" "$verdict" $((SECONDS - start)))")
+  results+=("$(printf '%-56s %-14s %4ds' "$name" "$verdict" $((SECONDS - start)))")
 }
 
 # As in test.sh, every server is started under this run's own temporary folder, and the
@@ -64,6 +67,40 @@ while read -r name path; do
   launcher[$name]=$path
 done < <(scripts/servers.sh "${servers[@]}")
 
+# The older Go releases the module supports: the machine's go is the newest, and a release
+# older than go.mod's go directive refuses the module.
+want=$(awk '$1 == "go" {print $2; exit}' go.mod | cut -d. -f1,2)
+older=()
+for r in "${GO_RELEASES[@]}"; do
+  case $(go env GOVERSION) in
+  go"$r" | go"$r".*) continue ;; # the machine's go: test.sh ran vet and the tests on it
+  esac
+  if [ "$(printf '%s\n%s\n' "$r" "$want" | sort -V | head -n 1)" != "$want" ]; then
+    say "Go $r: not run: go.mod says go $want"
+    results+=("$(printf '%-56s %-14s' "Go $r: vet, tests" "not run (go.mod: go $want)")")
+    continue
+  fi
+  older+=("$r")
+done
+toolchain() { # toolchain RELEASE prints the GOTOOLCHAIN value that runs it
+  case $1 in
+  1.25) echo "$GO_1_25_TOOLCHAIN" ;;
+  *) echo "go$1.0" ;;
+  esac
+}
+for r in "${older[@]}"; do
+  leg "Go $r ($(toolchain "$r")): go vet ./..." env GOTOOLCHAIN="$(toolchain "$r")" go vet ./...
+done
+
+# Server i (counting from the last) runs its package tests on older release i, if any.
+declare -A go_for
+i=${#servers[@]}
+for r in "${older[@]}"; do
+  i=$((i - 1))
+  [ "$i" -ge 0 ] || break
+  go_for[${servers[$i]}]=$r
+done
+
 for s in "${servers[@]}"; do
   bin=${launcher[$s]:-}
   if [ -z "$bin" ]; then
@@ -71,28 +108,24 @@ for s in "${servers[@]}"; do
     continue
   fi
   printf '%s: %s\n' "$s" "$("$bin" --version)"
-  leg "$s: go test ./... (package tests)" \
-    env REDIS_SERVER="$bin" go test -count=1 -timeout 20m ./...
+  r=${go_for[$s]:-}
+  if [ -n "$r" ]; then
+    tc=$(toolchain "$r")
+    leg "$s, Go $r ($tc): go test ./... (package tests)" \
+      env REDIS_SERVER="$bin" GOTOOLCHAIN="$tc" go test -count=1 -timeout 20m ./...
+  else
+    leg "$s: go test ./... (package tests)" \
+      env REDIS_SERVER="$bin" go test -count=1 -timeout 20m ./...
+  fi
   if [ "${MATRIX_EXAMPLES:-1}" != 0 ] && [ -x scripts/examples.sh ]; then
     leg "$s: examples (standalone, cluster)" \
       env REDIS_SERVER="$bin" EXAMPLES_MODES="standalone cluster" scripts/examples.sh
   fi
 done
 
-# The Go releases: the newest is the machine's own go, which test.sh ran already.
-want=$(awk '$1 == "go" {print $2; exit}' go.mod | cut -d. -f1,2)
-for r in "${GO_RELEASES[@]}"; do
-  case $(go env GOVERSION) in
-  go"$r" | go"$r".*) continue ;; # the machine's go: test.sh ran vet and the tests on it
-  esac
-  if [ "$(printf '%s\n%s\n' "$r" "$want" | sort -V | head -n 1)" != "$want" ]; then
-    # go.mod asks for a newer release than r: that toolchain refuses the module.
-    say "Go $r: not run: go.mod says go $want"
-    results+=("$(printf '%-44s %-14s' "Go $r: vet, tests" "not run (go.mod: go $want)")")
-    continue
-  fi
-  tc=$GO_1_25_TOOLCHAIN
-  leg "Go $r ($tc): go vet ./..." env GOTOOLCHAIN="$tc" go vet ./...
+# Older releases left without a server run the tests on the default one.
+for r in "${older[@]:${#servers[@]}}"; do
+  tc=$(toolchain "$r")
   leg "Go $r ($tc): go test ./..." env GOTOOLCHAIN="$tc" go test -count=1 -timeout 20m ./...
 done
 

@@ -240,6 +240,21 @@ func (c *Counter) parseLayout(m map[string]string) (*layout, error) {
 			return nil, fmt.Errorf("%w: layout base %q", ErrLayout, b)
 		}
 	}
+	if err := l.parseGenFields(m); err != nil {
+		return nil, err
+	}
+	if err := l.doc.check(); err != nil {
+		return nil, err
+	}
+	if err := c.checkDedup(l.doc.Dedup); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// parseGenFields decodes the per-generation fields of the layout hash: "expiring:<gen>"
+// (a malformed one is skipped) and "folded:<gen>" (a malformed one is an ErrLayout).
+func (l *layout) parseGenFields(m map[string]string) error {
 	for k, v := range m {
 		if gs, ok := strings.CutPrefix(k, "expiring:"); ok {
 			g, err1 := strconv.ParseUint(gs, 10, 64)
@@ -256,17 +271,11 @@ func (c *Counter) parseLayout(m map[string]string) (*layout, error) {
 		g, err1 := strconv.ParseUint(gs, 10, 64)
 		t, err2 := strconv.ParseInt(v, 10, 64)
 		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("%w: layout field %s=%q", ErrLayout, k, v)
+			return fmt.Errorf("%w: layout field %s=%q", ErrLayout, k, v)
 		}
 		l.folded[g] = t
 	}
-	if err := l.doc.check(); err != nil {
-		return nil, err
-	}
-	if err := c.checkDedup(l.doc.Dedup); err != nil {
-		return nil, err
-	}
-	return l, nil
+	return nil
 }
 
 // check verifies the shape of a layout document read from Redis.

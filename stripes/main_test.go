@@ -3,6 +3,7 @@ package stripes
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,7 +18,26 @@ import (
 func TestMain(m *testing.M) {
 	// CELEBRITYTEST_ACL=stripes runs every test as a user holding only the package's rule.
 	celebritytest.RegisterRule("stripes", ACLRule)
+	// The runnable examples use the shared standalone server; the kit stops it at the end.
+	ExampleAddr = celebritytest.Standalone(mainTB{}).Addr()
 	celebritytest.Main(m)
+}
+
+// ExampleAddr is the address of the standalone server the runnable examples use, started by
+// TestMain.
+var ExampleAddr string
+
+// mainTB lets TestMain ask the kit for its shared server before any test runs.
+type mainTB struct{ testing.TB }
+
+func (mainTB) Helper() {}
+func (mainTB) Fatal(args ...any) {
+	fmt.Fprintln(os.Stderr, args...)
+	os.Exit(1)
+}
+func (mainTB) Skip(args ...any) {
+	fmt.Fprintln(os.Stderr, args...)
+	os.Exit(0)
 }
 
 // newCounter returns a Counter under a prefix unique to t, closed when t ends. Unset

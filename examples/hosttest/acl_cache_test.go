@@ -10,27 +10,20 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
-// cacheRule is the ACL rule of a celebrity.Cache besides its prefix's key and channel
-// patterns ("~<prefix>*", "&<prefix>*"): the replicas rule, the Invalidator's pub/sub
-// commands and the commands of the hot-set scripts.
-var cacheRule = []string{"+evalsha", "+eval", "+get", "+set", "+del", "+pexpire", "+pttl", "+rpush",
-	"+time", "+blpop", "+multi", "+exec", "+hget", "+hgetall", "+hset", "+hsetnx", "+hdel", "+hincrby", "+hincrbyfloat", "+hlen",
-	"+publish", "+subscribe", "+unsubscribe", "+spublish", "+ssubscribe", "+sunsubscribe", "+ping"}
-
 // TestCacheWorksUnderLeastPrivilege runs a celebrity.Cache's Get, Set, Promote, Delete and
-// Demote as an ACL user holding only cacheRule and its prefix's patterns.
+// Demote as an ACL user holding only the rule celebrity.ACLRule returns for its Options.
 func TestCacheWorksUnderLeastPrivilege(t *testing.T) {
 	for _, mode := range []string{"standalone", "cluster"} {
 		t.Run(mode, func(t *testing.T) {
 			ctx := t.Context()
 			prefix := celebritytest.Prefix(t)
-			rules := append([]string{"~" + prefix + "*", "&" + prefix + "*"}, cacheRule...)
-			client := aclClient(t, mode, "celebrity-cache", rules...)
+			o := celebrity.Options[string]{Prefix: prefix, Fresh: time.Second, Stale: time.Second}
+			client := aclClient(t, mode, "celebrity-cache", celebrity.ACLRule(o)...)
 			loads := 0
 			c, err := celebrity.New(client, func(_ context.Context, id string) (string, uint64, error) {
 				loads++
 				return "v:" + id, 1, nil
-			}, celebrity.Options[string]{Prefix: prefix, Fresh: time.Second, Stale: time.Second})
+			}, o)
 			if err != nil {
 				t.Fatal(err)
 			}

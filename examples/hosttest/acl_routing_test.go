@@ -34,17 +34,6 @@ var routingRule = map[string][]string{
 		"+hset", "+xadd", "+xinfo|stream", "+zadd", "+zrangebyscore", "+zrem"},
 }
 
-// migrateRule is the same for migrate's Coordinator and Cache with the Routers of the same
-// deployment: routing's rule plus the journal's commands on the control Redis, and on the
-// shards the copy (HSCAN, ZMSCORE, a change-log read with XRANGE, DEL of a stale import or a cleaned source) and the Cache's warm-up of
-// the tenant's own keys (PTTL, DUMP, RESTORE), whose key pattern the host adds.
-var migrateRule = map[string][]string{
-	"control": append(append([]string{}, routingRule["control"]...),
-		"+hgetall", "+zrange", "+incr", "+time", "+exists", "+get", "+set", "+zadd", "+del"),
-	"shard": append(append([]string{}, routingRule["shard"]...),
-		"+del", "+zmscore", "+xrange", "+pttl", "+dump", "+restore"),
-}
-
 // aclPair returns clients of ACL users holding rules on the control Redis and on the shards
 // "a" and "b", and the host's own (unrestricted) clients of the shards. On a standalone
 // server the three are separate servers; on the cluster the control and shard "a" share the
@@ -276,7 +265,7 @@ func migrateOps(ctx context.Context, control redis.UniversalClient, shards, host
 }
 
 // TestRoutingAndMigrateWorkUnderLeastPrivilege runs routing's and migrate's main operations
-// as ACL users holding only routingRule and migrateRule with their prefix's patterns, on
+// as ACL users holding only routingRule with its prefix's patterns and migrate's rules, on
 // standalone servers and on the cluster.
 func TestRoutingAndMigrateWorkUnderLeastPrivilege(t *testing.T) {
 	for _, mode := range []string{"standalone", "cluster"} {
@@ -290,8 +279,12 @@ func TestRoutingAndMigrateWorkUnderLeastPrivilege(t *testing.T) {
 			})
 			t.Run("migrate", func(t *testing.T) {
 				prefix := aclPrefix(t)
-				// A Cache copies the host's own keys of the tenant it moves.
-				control, shards, host := aclPair(t, mode, "migrate", prefix, migrateRule, "~"+prefix+":host:*")
+				// migrate's rules, as its ControlACLRule and ShardACLRule state them: routing's
+				// plus the journal's commands on the control Redis, and on the shards the copy's
+				// and, for a Cache, the warm-up of the host's own keys of the tenant it moves.
+				rules := map[string][]string{"control": migrate.ControlACLRule(prefix),
+					"shard": migrate.ShardACLRule(prefix, prefix+":host:*")}
+				control, shards, host := aclPair(t, mode, "migrate", prefix, rules)
 				if err := migrateOps(t.Context(), control, shards, host, prefix); err != nil {
 					t.Fatal(err)
 				}

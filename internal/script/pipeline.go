@@ -2,6 +2,7 @@ package script
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -37,7 +38,26 @@ type Call struct {
 // server; so every call runs at most once, and no SCRIPT LOAD permission is needed. The
 // error is always nil; the calls' own errors are in their commands.
 func Pipeline(ctx context.Context, c Client, calls []Call) ([]*redis.Cmd, error) {
-	cmds := send(ctx, c, calls, nil)
+	return pipeline(ctx, c, calls, nil), nil
+}
+
+// PipelineWait is Pipeline on the one server behind c (a client of one node, never a
+// cluster client: WAIT must run on the connection that wrote) with a WAIT numReplicas
+// timeout after the calls in the same pipeline; when calls are sent again with their
+// sources, a second WAIT follows them. It returns the calls' commands and the last WAIT's.
+func PipelineWait(ctx context.Context, c Client, calls []Call, numReplicas int, timeout time.Duration) ([]*redis.Cmd, *redis.IntCmd) {
+	var wait *redis.IntCmd
+	then := func(p redis.Pipeliner) {
+		wait = redis.NewIntCmd(ctx, "wait", numReplicas, timeout.Milliseconds())
+		_ = p.Process(ctx, wait)
+	}
+	return pipeline(ctx, c, calls, then), wait
+}
+
+// pipeline sends calls, then (when not nil) queues its commands after them in each pipeline
+// it sends.
+func pipeline(ctx context.Context, c Client, calls []Call, then func(redis.Pipeliner)) []*redis.Cmd {
+	cmds := send(ctx, c, calls, nil, then)
 	var again []int
 	for i, cmd := range cmds {
 		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
@@ -45,19 +65,19 @@ func Pipeline(ctx context.Context, c Client, calls []Call) ([]*redis.Cmd, error)
 		}
 	}
 	if len(again) == 0 {
-		return cmds, nil
+		return cmds
 	}
-	retried := sendSource(ctx, c, calls, again)
+	retried := sendSource(ctx, c, calls, again, then)
 	for k, i := range again {
 		cmds[i] = retried[k]
 	}
-	return cmds, nil
+	return cmds
 }
 
 // send queues calls (only those at the positions in only, when it is not nil) in one
-// pipeline and runs it. The pipeline's own error is also each failed command's, so it is not
-// returned.
-func send(ctx context.Context, c Client, calls []Call, only []int) []*redis.Cmd {
+// pipeline, then then's commands, and runs it. The pipeline's own error is also each failed
+// command's, so it is not returned.
+func send(ctx context.Context, c Client, calls []Call, only []int, then func(redis.Pipeliner)) []*redis.Cmd {
 	if only == nil {
 		only = make([]int, len(calls))
 		for i := range only {
@@ -74,13 +94,16 @@ func send(ctx context.Context, c Client, calls []Call, only []int) []*redis.Cmd 
 			cmds[k] = p.EvalSha(ctx, call.Script.Hash(), call.Keys, call.Args...)
 		}
 	}
+	if then != nil {
+		then(p)
+	}
 	_, _ = p.Exec(ctx)
 	return cmds
 }
 
 // sendSource queues the calls at the positions in only with EVAL (EVAL_RO), the scripts'
-// sources in place of their hashes, in one pipeline and runs it.
-func sendSource(ctx context.Context, c Client, calls []Call, only []int) []*redis.Cmd {
+// sources in place of their hashes, in one pipeline, then then's commands, and runs it.
+func sendSource(ctx context.Context, c Client, calls []Call, only []int, then func(redis.Pipeliner)) []*redis.Cmd {
 	p := c.Pipeline()
 	cmds := make([]*redis.Cmd, len(only))
 	for k, i := range only {
@@ -90,6 +113,9 @@ func sendSource(ctx context.Context, c Client, calls []Call, only []int) []*redi
 		} else {
 			cmds[k] = p.Eval(ctx, call.Script.src, call.Keys, call.Args...)
 		}
+	}
+	if then != nil {
+		then(p)
 	}
 	_, _ = p.Exec(ctx)
 	return cmds

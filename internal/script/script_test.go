@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -134,4 +135,30 @@ func TestPipelineOfNothing(t *testing.T) {
 	cmds, err := script.Pipeline(t.Context(), c, nil)
 	require.NoError(t, err)
 	require.Empty(t, cmds)
+}
+
+// TestPipelineWaitRunsEveryCallOnceThenWaits: PipelineWait runs each call once, whether the
+// server has the script cached or not (then the calls are sent again with their sources),
+// and the WAIT it returns ran after them on the same connection.
+func TestPipelineWaitRunsEveryCallOnceThenWaits(t *testing.T) {
+	c := celebritytest.Standalone(t).Client(t)
+	s := incr(t)
+	key := celebritytest.Prefix(t) + "n"
+	calls := []script.Call{{Script: s, Keys: []string{key}}, {Script: s, Keys: []string{key}}}
+	for round, cached := range []bool{false, true} {
+		ok, err := c.ScriptExists(t.Context(), s.Hash()).Result()
+		require.NoError(t, err)
+		require.Equal(t, cached, ok[0])
+		cmds, wait := script.PipelineWait(t.Context(), c, calls, 0, 100*time.Millisecond)
+		for i, cmd := range cmds {
+			n, err := cmd.Int64()
+			require.NoError(t, err)
+			require.Equal(t, int64(2*round+i+1), n, "round %d call %d", round, i)
+		}
+		require.NoError(t, wait.Err())
+		require.Equal(t, int64(0), wait.Val(), "a server without replicas acknowledges none")
+	}
+	got, err := c.Get(t.Context(), key).Int64()
+	require.NoError(t, err)
+	require.Equal(t, int64(4), got)
 }
