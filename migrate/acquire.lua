@@ -5,6 +5,10 @@
 --   1 journal  HASH   the migration's journal record (fields epoch, holder, lease)
 --   2 epochs   STRING the unit's epoch counter: every driver of every migration of the unit
 --                     takes its epoch from it, so epochs of one unit never repeat
+--   3..        STRING optional: the epoch counters of further units the migration acts on
+--                     (a split's sub-buckets); the new epoch is above every counter and all
+--                     of them are raised to it, so the migrations of each of those units
+--                     are fenced against this one and this one against theirs
 -- ARGV:
 --   1 holder   the caller's token (non-empty, random per drive)
 --   2 lease    lease length, ms (integer >= 1), from the server's clock
@@ -54,6 +58,13 @@ if force == "0" and rec[2] and rec[2] ~= holder and until_ > now then
   return {"held", rec[2], string.format("%d", until_ - now)}
 end
 local epoch = redis.call("INCR", epochs)
+if #KEYS > 2 then
+  for i = 3, #KEYS do
+    local e = tonumber(redis.call("GET", KEYS[i]) or "0") or 0
+    if e >= epoch then epoch = e + 1 end
+  end
+  for i = 2, #KEYS do redis.call("SET", KEYS[i], epoch) end
+end
 redis.call("HSET", journal, "epoch", epoch, "holder", holder,
   "lease", string.format("%d", now + tonumber(ARGV[2])))
 if to ~= "" and to ~= rec[1] then

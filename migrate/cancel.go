@@ -42,6 +42,9 @@ func (c *Coordinator) Cancel(ctx context.Context, id string) (Status, error) {
 // and ends the migration Cancelled or Aborted, releasing the unit's lock. Every change is
 // fenced by r's epoch.
 func (c *Coordinator) finishCancel(ctx context.Context, r *run) error {
+	if r.splitting() {
+		return c.splitCancel(ctx, r)
+	}
 	if err := c.prepare(ctx, r, "abandon"); err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (c *client) tdo(ctx context.Context, tenant, opID string, op routing.Op) (r
 	stale := 0
 	for {
 		t := c.table()
-		u, owner := routeTenant(t, tenant)
+		u, owner := routeKey(t, tenant, op.Key)
 		res, err := c.e.shards[owner].Exec(ctx, u, t.Generation, tenant, opID, op)
 		if !errors.Is(err, routing.ErrStaleRoute) {
 			return res, stale, err

@@ -282,6 +282,9 @@ type run struct {
 	epoch uint64 // epoch is this drive's fencing epoch (0: not a driver)
 	ver   *verifier
 	cause error // cause is why this drive aborted the migration, if it did
+
+	lane int       // lane is 1 + the index of a split's source this run drives (0: none)
+	sver *verifier // sver is a split's verifier, kept from CatchingUp to ClosedA
 }
 
 // abortError asks drive to abort the migration with cause; reopen says whether the source

@@ -16,6 +16,9 @@ import (
 // target for import (deleting whatever an earlier era left there), note the source's log
 // position, then start the snapshot.
 func (c *Coordinator) claim(ctx context.Context, r *run) error {
+	if r.splitting() {
+		return c.splitClaim(ctx, r)
+	}
 	p, err := c.probe(ctx, r, "0-0", "+", 0)
 	if err != nil {
 		return err
@@ -54,6 +57,9 @@ func (c *Coordinator) sourceOpen(r *run, p probeResult) error {
 // take writes meanwhile: the change log from SnapshotPos covers whatever the scan misses, and
 // the target keeps the newest version of each record whatever the order of arrival.
 func (c *Coordinator) snapshot(ctx context.Context, r *run, in State) error {
+	if r.splitting() && r.lane == 0 {
+		return c.splitSnapshot(ctx, r, in)
+	}
 	a := c.shards[r.Source]
 	k := c.srcKeys(r)
 	for r.Cursor != "done" {
@@ -185,6 +191,9 @@ func (g *converging) stalled(v int) bool {
 // catch-up: the barrier applies the rest), or after MaxCatchUpRounds. A log trimmed past
 // the applied position restarts the copy from a fresh snapshot.
 func (c *Coordinator) catchUp(ctx context.Context, r *run) error {
+	if r.splitting() {
+		return c.splitCatchUp(ctx, r)
+	}
 	lag, dirty := converging{best: -1}, converging{best: -1}
 	for round := 1; ; round++ {
 		upto, err := c.roundEnd(ctx, r)
@@ -334,6 +343,10 @@ func (c *Coordinator) logItems(e routing.LogEntry) []item {
 // restartSnapshot resets the target's copy and starts a fresh snapshot from the probed position,
 // because the source's log no longer holds entries the target needs.
 func (c *Coordinator) restartSnapshot(ctx context.Context, r *run, p probeResult) error {
+	if r.splitting() {
+		return abortf(false, fmt.Errorf("%w: the change log of %s on %q lost entries after %s before the split applied them; start the split again",
+			ErrConflict, r.Unit, r.Source, r.Applied))
+	}
 	if err := c.prepare(ctx, r, "reset"); err != nil {
 		return err
 	}

@@ -156,6 +156,25 @@
 // cancel or abort deletes its copy from the bucket and leaves the tenant marked there and
 // open on its unit. [Coordinator.Cleanup] deletes the unit's closed copy after the grace.
 //
+// # Splitting a tenant over several shards
+//
+// [Coordinator.Split] turns an overridden tenant into a spread of K sub-buckets (each record
+// in the sub-bucket xxhash64(key) % K, as routing's Router routes it), or changes the width
+// of a spread (4 -> 8, 8 -> 4), through the same states and with the same guarantees. One
+// journal record and one driver epoch cover every source (the override unit, or each old
+// sub-bucket: a lane, with its own snapshot cursor, applied position and barrier in the
+// record) and every new sub-bucket; each copied item is applied to the sub-bucket of its
+// key. The barrier closes every source; the verification compares the tenant's items of all
+// sources with those of all targets, and fails on an item a target holds for another
+// sub-bucket; the flip opens every new sub-bucket and publishes one table with the new
+// spread (a re-split with routing.Store.PublishReshaped, the one publication that may change
+// a spread's width). A re-split moves every record: the old sub-buckets close as a whole and
+// the new ones fill from empty, so a new sub-bucket may not reuse the shard of the old
+// sub-bucket with its index. A tenant in a shared bucket is carved out first. The split
+// holds the locks of the tenant unit and of every old and new sub-bucket, and its epochs
+// are above every one of their counters (acquire raises them all), so a later move of one
+// sub-bucket is fenced against it.
+//
 // # Cache mode
 //
 // [Cache] moves a tenant of a pure cache. It copies the tenant's hottest keys (a list from

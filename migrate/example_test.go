@@ -400,6 +400,58 @@ func ExampleCoordinator_StartFold() {
 	// OwnedB <nil>
 }
 
+// Split spreads a carved-out tenant over both shards, then re-splits it to four
+// sub-buckets; every record reads back from the sub-bucket of its key.
+func ExampleCoordinator_Split() {
+	e := newExampleEnv()
+	defer e.close()
+	e.write("fat-merchant", 4)
+	co := e.coordinator(migrate.Options{})
+	ctx := context.Background()
+
+	_, target := e.bucket("fat-merchant")
+	if _, err := co.Carve(ctx, migrate.CarveSpec{Tenant: "fat-merchant", Target: target}); err != nil {
+		panic(err)
+	}
+	st, err := co.Split(ctx, migrate.SplitSpec{Tenant: "fat-merchant", Targets: []string{"a", "b"}})
+	fmt.Println(st.State, st.SplitTo, err)
+	st, err = co.Split(ctx, migrate.SplitSpec{Tenant: "fat-merchant", Targets: []string{"b", "a", "a", "b"}})
+	fmt.Println(st.State, st.SplitFrom, st.SplitTo, err)
+	if _, err := e.router.Await(ctx, st.FlipGen); err != nil {
+		panic(err)
+	}
+	rt, _ := e.router.Route("fat-merchant", "seat:3")
+	fmt.Println(rt.Unit.Kind, e.get("fat-merchant", "seat:3"))
+	// Output:
+	// OwnedB [a b] <nil>
+	// OwnedB [a b] [b a a b] <nil>
+	// spread student-3
+}
+
+// StartSplit journals a split; Resume drives it. A tenant still in its shared bucket is
+// carved out first.
+func ExampleCoordinator_StartSplit() {
+	e := newExampleEnv()
+	defer e.close()
+	co := e.coordinator(migrate.Options{})
+	ctx := context.Background()
+
+	_, err := co.StartSplit(ctx, migrate.SplitSpec{Tenant: "fat-merchant", Targets: []string{"a", "b"}})
+	fmt.Println(errors.Is(err, migrate.ErrInvalid))
+	_, target := e.bucket("fat-merchant")
+	if _, err := co.Carve(ctx, migrate.CarveSpec{Tenant: "fat-merchant", Target: target}); err != nil {
+		panic(err)
+	}
+	st, err := co.StartSplit(ctx, migrate.SplitSpec{ID: "split-1", Tenant: "fat-merchant", Targets: []string{"a", "b"}})
+	fmt.Println(st.State, st.Unit, st.Source == target, err)
+	st, err = co.Resume(ctx, "split-1")
+	fmt.Println(st.State, err)
+	// Output:
+	// true
+	// OwnedA tenant "fat-merchant" true <nil>
+	// OwnedB <nil>
+}
+
 // exampleStuckClaim leaves an import claim on the shard that does not own tenant's bucket,
 // made by a migration "ghost" that has no journal record: what a control Redis that lost
 // the journal leaves behind. It is planted here with the claim's two fields, the ownership

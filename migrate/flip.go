@@ -15,6 +15,9 @@ import (
 // is refused with routing.ErrStaleRoute), apply the log up to it, verify, and carry the
 // tenants marked as moved out of a bucket over to the target.
 func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
+	if r.splitting() {
+		return c.splitClose(ctx, r)
+	}
 	if r.Cursor != "done" {
 		// A snapshot restarted while the source was closed; finish it first.
 		if err := c.snapshot(ctx, r, ClosedA); err != nil {
@@ -114,6 +117,9 @@ func (c *Coordinator) takeBarrier(ctx context.Context, r *run) error {
 func (c *Coordinator) flip(ctx context.Context, r *run) error {
 	if r.folding() {
 		return c.foldFlip(ctx, r)
+	}
+	if r.splitting() {
+		return c.splitFlip(ctx, r)
 	}
 	b := c.shards[r.Target]
 	var own routing.Ownership
@@ -316,6 +322,9 @@ func (c *Coordinator) Cleanup(ctx context.Context, id string) (Status, error) {
 	}
 	if wait := s.Flipped.Add(c.o.Grace).Sub(c.o.Clock()); wait > 0 {
 		return s, fmt.Errorf("%w: %v left for migration %q", ErrGraceNotElapsed, wait.Round(time.Millisecond), id)
+	}
+	if s.splitting() {
+		return c.splitCleanup(ctx, s)
 	}
 	if s.From.Kind != 0 {
 		// A carve-out deletes only while the bucket's mark is still its own (carve.lua).

@@ -154,7 +154,7 @@ func (s Status) extraLocks() []routing.Unit {
 	if s.folding() {
 		return []routing.Unit{s.Into}
 	}
-	return nil
+	return s.splitLocks()
 }
 
 // lockKeys are the keys of the locks the migration holds besides lockKey's.

@@ -98,7 +98,7 @@ func (e *stateError) Is(target error) bool {
 // release frees the unit's lock. Every step renews r's lease.
 func (c *Coordinator) step(ctx context.Context, r *run, expect []State, to State, release bool, kv ...string) error {
 	s := &r.Status
-	args := stepArgs(expect, to, release, s.ID, r.epoch, c.o.LeaseTTL, c.o.Clock(), kv)
+	args := stepArgs(expect, to, release, s.ID, r.epoch, c.o.LeaseTTL, c.o.Clock(), r.laneFields(kv))
 	reply, err := stepScript.Run(ctx, c.control, append([]string{c.journalKey(s.ID), c.lockKey(*s)}, c.lockKeys(*s)...), args...).StringSlice()
 	if err != nil {
 		return fmt.Errorf("migrate: journal step of %q to %s: %w", s.ID, to, err)
@@ -108,7 +108,7 @@ func (c *Coordinator) step(ctx context.Context, r *run, expect []State, to State
 		return err
 	}
 	prev := s.State
-	*s = ns
+	*s = r.view(ns)
 	if prev != s.State {
 		c.stats.steps.Add(1)
 		if c.o.Logger != nil {
@@ -201,7 +201,7 @@ func (c *Coordinator) acquire(ctx context.Context, id string, force bool, states
 	for {
 		var reply []string
 		err := retryLost(ctx, func() (err error) {
-			reply, err = acquireScript.Run(ctx, c.control, []string{c.journalKey(id), c.epochKey(s.Unit)}, args...).StringSlice()
+			reply, err = acquireScript.Run(ctx, c.control, c.epochKeys(s, id), args...).StringSlice()
 			return err
 		})
 		if err != nil {

@@ -56,6 +56,9 @@ func (c *Coordinator) apply(ctx context.Context, r *run, items []item) (written,
 	if len(items) == 0 {
 		return 0, 0, nil
 	}
+	if r.splitting() {
+		return c.splitApply(ctx, r, items)
+	}
 	if c.beforeApply != nil {
 		c.beforeApply(ctx, r, items)
 	}

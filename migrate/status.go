@@ -102,6 +102,13 @@ type Status struct {
 	appliedN uint64 // appliedN is how many log entries had been added up to Applied.
 	abort    bool   // abort marks a Cancelling migration that stops by itself (ends Aborted).
 	reopen   bool   // reopen marks a Cancelling migration whose source must be reopened.
+
+	// SplitFrom and SplitTo describe a split (see [Coordinator.Split]): SplitTo names the
+	// shard of each sub-bucket of the new spread, SplitFrom the shards of the old spread
+	// of a re-split (nil when the tenant was overridden onto Source). Both nil otherwise.
+	SplitFrom, SplitTo []string
+
+	lanes []lane // lanes are a split's sources and their copy progress
 }
 
 // String returns a one-line report for operators.
@@ -113,6 +120,9 @@ func (s Status) String() string {
 	}
 	if s.folding() {
 		fmt.Fprintf(&b, " (fold-back into %s)", s.Into)
+	}
+	if s.splitting() {
+		fmt.Fprintf(&b, " (split from %q into %q)", s.splitSources(), s.SplitTo)
 	}
 	switch s.State {
 	case Copying:
@@ -132,14 +142,14 @@ func (s Status) String() string {
 
 // fields returns the journal hash fields of the immutable part of s.
 func (s Status) fields() []any {
-	return []any{
+	return append([]any{
 		"id", s.ID, "kind", strconv.Itoa(int(s.Unit.Kind)), "bucket", strconv.FormatUint(uint64(s.Unit.Bucket), 10),
 		"tenant", s.Unit.Tenant, "sub", strconv.FormatUint(uint64(s.Unit.Sub), 10),
 		"source", s.Source, "target", s.Target,
 		"srcgen", u64(s.SourceGen), "impgen", u64(s.ImportGen),
 		"created", ms(s.Created), "updated", ms(s.Created), "carve", s.carveField(),
 		"fold", s.foldField(),
-	}
+	}, s.splitFields()...)
 }
 
 // parseStatus reads a journal record (its fields as HGETALL returns them) into a Status. A
@@ -171,6 +181,9 @@ func parseStatus(m map[string]string) (Status, error) {
 	}
 	if m["fold"] != "" {
 		s.Into = routing.BucketUnit(uint32(num("fold")))
+	}
+	if err := s.parseSplit(m); err != nil {
+		f.errs = append(f.errs, err.Error())
 	}
 	if len(f.errs) > 0 || s.ID == "" || s.State == "" || s.Unit.Validate() != nil {
 		return s, fmt.Errorf("migrate: malformed journal record %q (fields %v)", s.ID, f.errs)

@@ -70,9 +70,11 @@ func (e *GenerationConflictError) Is(target error) bool { return target == ErrGe
 // Table.Buckets or the number of sub-buckets of a tenant that stays spread is refused with
 // ErrInvalidTable: a client on the older table would write into units of the same names
 // that now hold other records. (Every stored table is checked against its predecessor, so B
-// is the first table's for the store's life.)
+// is the first table's for the store's life.) The table that ends a re-split, which closed
+// the old sub-buckets and opened the new ones at its generation, is published with
+// [Store.PublishReshaped].
 func (s *Store) Publish(ctx context.Context, t *Table) error {
-	return s.publish(ctx, t, "", nil)
+	return s.publish(ctx, t, "", nil, "")
 }
 
 // PublishGuarded is [Store.Publish] that publishes only if the hash at guardKey holds the
@@ -86,10 +88,24 @@ func (s *Store) PublishGuarded(ctx context.Context, t *Table, guardKey string, w
 		return errInput(fmt.Sprintf("guard key must start with %q and name at least one field, got %q with %d",
 			s.keys.ControlTag(), guardKey, len(want)))
 	}
-	return s.publish(ctx, t, guardKey, want)
+	return s.publish(ctx, t, guardKey, want, "")
 }
 
-func (s *Store) publish(ctx context.Context, t *Table, guardKey string, want map[string]string) error {
+// PublishReshaped is [Store.PublishGuarded] for the table that ends a re-split: it may
+// change the number of sub-buckets of tenant's spread (every other rule of Publish holds).
+// migrate calls it only after it closed every old sub-bucket of the tenant at its
+// generation and opened every new one at a generation no lower than any router on the
+// older table holds, so a client on the older table is refused by both (routing.ErrStaleRoute)
+// instead of writing into a unit of the same name that now holds other records.
+func (s *Store) PublishReshaped(ctx context.Context, t *Table, guardKey string, want map[string]string, tenant string) error {
+	if tenant == "" || !strings.HasPrefix(guardKey, s.keys.ControlTag()) || len(want) == 0 {
+		return errInput(fmt.Sprintf("a reshaped publication needs a tenant and a guard key starting with %q naming at least one field, got tenant %q, key %q with %d",
+			s.keys.ControlTag(), tenant, guardKey, len(want)))
+	}
+	return s.publish(ctx, t, guardKey, want, tenant)
+}
+
+func (s *Store) publish(ctx context.Context, t *Table, guardKey string, want map[string]string, reshaped string) error {
 	if err := t.Validate(); err != nil {
 		return err
 	}
@@ -99,7 +115,7 @@ func (s *Store) publish(ctx context.Context, t *Table, guardKey string, want map
 			return fmt.Errorf("routing: publish generation %d: %w", t.Generation, err)
 		}
 		if cur != nil && cur.Generation+1 >= t.Generation {
-			if err := sameUnits(cur, t); err != nil {
+			if err := sameUnits(cur, t, reshaped); err != nil {
 				return err
 			}
 		}
@@ -155,14 +171,14 @@ func publishResult(gen uint64, guardKey string, want map[string]string, reply []
 }
 
 // sameUnits reports whether next keeps prev's unit names: the same B, and the same width for
-// every tenant spread in both.
-func sameUnits(prev, next *Table) error {
+// every tenant spread in both (but reshaped, when not empty).
+func sameUnits(prev, next *Table, reshaped string) error {
 	if prev.Buckets != next.Buckets {
 		return fmt.Errorf("%w: generation %d changes Buckets from %d to %d; B is fixed", ErrInvalidTable,
 			next.Generation, prev.Buckets, next.Buckets)
 	}
 	for tenant, ss := range next.Spreads {
-		if old, ok := prev.Spreads[tenant]; ok && len(old) != len(ss) {
+		if old, ok := prev.Spreads[tenant]; ok && len(old) != len(ss) && tenant != reshaped {
 			return fmt.Errorf("%w: generation %d changes the spread of tenant %q from %d to %d sub-buckets",
 				ErrInvalidTable, next.Generation, tenant, len(old), len(ss))
 		}

@@ -72,3 +72,38 @@ func TestPublishRefusesChangingBucketCountOrSpreadWidth(t *testing.T) {
 	require.NoError(t, st.Publish(ctx, moved), "publishing the same table again (lost reply) succeeds")
 	require.ErrorIs(t, st.Publish(ctx, t1.Next()), routing.ErrGenerationConflict)
 }
+
+// The table that ends a re-split changes the width of one tenant's spread: PublishReshaped
+// publishes it, guarded like PublishGuarded; it changes the width of that tenant only, and
+// Publish still refuses a width change.
+func TestPublishReshapedChangesTheWidthOfOneSpreadOnly(t *testing.T) {
+	ctx := ctxT(t)
+	control := celebritytest.Standalone(t).Client(t)
+	st, err := routing.NewStore(control, routing.StoreOptions{Prefix: prefix(t)})
+	require.NoError(t, err)
+	t1 := routing.EvenTable(1, 16, "a", "b")
+	t1.SetSpread("wide", []string{"a", "b"})
+	t1.SetSpread("other", []string{"a", "b"})
+	require.NoError(t, st.Publish(ctx, t1))
+	guard := st.Keys().ControlTag() + ":guard"
+	require.NoError(t, control.HSet(ctx, guard, "epoch", "3").Err())
+	want := map[string]string{"epoch": "3"}
+
+	both := t1.Next()
+	both.SetSpread("wide", []string{"a", "b", "a", "b"})
+	both.SetSpread("other", []string{"a", "b", "a"})
+	require.ErrorIs(t, st.PublishReshaped(ctx, both, guard, want, "wide"), routing.ErrInvalidTable, "another tenant's width")
+	require.ErrorIs(t, st.PublishReshaped(ctx, both, guard, want, ""), routing.ErrInvalidInput)
+	require.ErrorIs(t, st.PublishReshaped(ctx, both, "elsewhere", want, "wide"), routing.ErrInvalidInput)
+	wider := t1.Next()
+	wider.SetSpread("wide", []string{"a", "b", "a", "b"})
+	require.ErrorIs(t, st.Publish(ctx, wider), routing.ErrInvalidTable)
+	require.ErrorIs(t, st.PublishReshaped(ctx, wider, guard, map[string]string{"epoch": "2"}, "wide"), routing.ErrFenced)
+	got, err := st.Load(ctx)
+	require.NoError(t, err)
+	require.Equal(t, t1, got, "nothing was published")
+	require.NoError(t, st.PublishReshaped(ctx, wider, guard, want, "wide"))
+	got, err = st.Load(ctx)
+	require.NoError(t, err)
+	require.Equal(t, wider, got)
+}

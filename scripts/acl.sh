@@ -22,7 +22,7 @@ PACKAGES=(escrow ratelimit replicas hotkeys stripes l1cache routing celebrity mi
 # SKIP holds, per package, the tests left out of its run (go test -skip). migrate leaves out:
 # - the tests of driver processes it builds, kills and stops (TestTwoDriverProcesses…,
 #   TestCancelRacingADriverProcess…, TestZombieDriverProcess…, TestFoldBackDriverProcesses…,
-#   TestCarveOutDriverProcesses…): the drivers connect as the default user, so the rule
+#   TestCarveOutDriverProcesses…, TestSplitDriverProcesses…): the drivers connect as the default user, so the rule
 #   checks nothing of theirs, and they take four minutes;
 # - the tests whose own reads and writes go through the library's clients: the scripts
 #   test's ZSCORE, the paused-cleanup test's SCRIPT LOAD, and the cache-mode tests, which
@@ -32,7 +32,7 @@ PACKAGES=(escrow ratelimit replicas hotkeys stripes l1cache routing celebrity mi
 #   default user (a minute), and TestMoveBackAndForthUnderLoad, a load test (20 s to a
 #   minute) of the commands TestMigrationUnderWritesKeepsEveryAcknowledgedWrite runs.
 declare -A SKIP=(
-  [migrate]='^(TestTwoDriverProcessesOfOneMigrationLeaveOneOpenOwner|TestCancelRacingADriverProcessLeavesNoClaim|TestZombieDriverProcessCannotRevertALaterMove|TestZombieDriverProcessCannotReclaimTheOldTarget|TestFoldBackDriverProcessesKilledOrStoppedAtEveryState|TestCarveOutDriverProcessesKilledOrStoppedAtEveryState|TestApplyIsOrderInsensitiveAndRefusesOlderVersions|TestPausedCleanupIsFencedByALaterEpoch|TestCacheMoveWarmFlipRollbackWithoutStampede|TestCacheRollbackSafeFollowsTheKeysThatMatter|TestFoldBackSurvivesALostReplyOfEachScript|TestMoveBackAndForthUnderLoad)$'
+  [migrate]='^(TestTwoDriverProcessesOfOneMigrationLeaveOneOpenOwner|TestCancelRacingADriverProcessLeavesNoClaim|TestZombieDriverProcessCannotRevertALaterMove|TestZombieDriverProcessCannotReclaimTheOldTarget|TestFoldBackDriverProcessesKilledOrStoppedAtEveryState|TestCarveOutDriverProcessesKilledOrStoppedAtEveryState|TestSplitDriverProcessesKilledOrStoppedAtEveryState|TestApplyIsOrderInsensitiveAndRefusesOlderVersions|TestPausedCleanupIsFencedByALaterEpoch|TestCacheMoveWarmFlipRollbackWithoutStampede|TestCacheRollbackSafeFollowsTheKeysThatMatter|TestFoldBackSurvivesALostReplyOfEachScript|TestMoveBackAndForthUnderLoad)$'
 )
 
 packages=("$@")

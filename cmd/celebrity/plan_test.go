@@ -130,6 +130,22 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	_, ok, err = rt.Get(t.Context(), "fatshop", "order:7")
 	require.NoError(t, err)
 	require.True(t, ok, "the tenant's records came back with it")
+
+	// It grows again: the operator carves it out once more and splits it over the three
+	// shards; every record reads back from the sub-bucket of its key.
+	r = cli(t, "", nil, append([]string{"migrate", "start", "--carve", "--tenant", "fatshop", "--target", move.Targets[0], "--shard", shardFlag}, ctl...)...)
+	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
+	r = cli(t, "", nil, append([]string{"migrate", "start", "--split", "--tenant", "fatshop", "--target", "a,b,c", "--shard", shardFlag}, ctl...)...)
+	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
+	_, err = rt.Await(t.Context(), 5)
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b", "c"}, rt.Table().Spreads["fatshop"])
+	require.NotContains(t, rt.Table().Overrides, "fatshop")
+	for _, key := range []string{"order:7", "order:1", "order:3"} {
+		_, ok, err = rt.Get(t.Context(), "fatshop", key)
+		require.NoError(t, err)
+		require.True(t, ok, "%s moved to its sub-bucket", key)
+	}
 }
 
 // planFromSummary is one run of the summary-based plan test: the shards as the Router and

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -121,7 +122,7 @@ func durable(ctx context.Context, w *world, shards map[string]redis.UniversalCli
 		fmt.Println("   not run on the embedded server: durable migrations need a real Redis 7 " +
 			"(set REDIS_ADDR or REDIS_CLUSTER_ADDRS)")
 		c.skip("6. durable carve-out and fold-back (needs a real Redis server)")
-		c.skip("7. durable split over sub-buckets (not provided yet)")
+		c.skip("7. durable carve-out again and split over four shards (needs a real Redis server)")
 		return nil
 	}
 	if _, err := w.r.Provision(ctx); err != nil {
@@ -238,7 +239,52 @@ func durable(ctx context.Context, w *world, shards map[string]redis.UniversalCli
 		return err
 	}
 	c.check(nr.Stats().Redirects == 0, "the neighbours never met a stale route (%d redirects)", nr.Stats().Redirects)
-	fmt.Println("\n7. durable split of a tenant over sub-buckets: not provided yet, not run")
-	c.skip("7. durable split over sub-buckets (not provided yet)")
-	return nil
+	return split(ctx, w, co, c, move, check)
+}
+
+// split runs step 7: merchant 7 is carved out onto d again, then split over four shards,
+// each a durable migration with its writes and its neighbours' writes flowing.
+func split(ctx context.Context, w *world, co *migrate.Coordinator, c *checker,
+	move func(string, func() (migrate.Status, error)) (migrate.Status, error), check func(string) error) error {
+	targets := []string{"a", "b", "c", "d"}
+	fmt.Printf("\n7. durable split: %s is carved out onto d again, then split over %v, writes flowing\n", durableFat, targets)
+	runID := fmt.Sprintf("split-%d", time.Now().UnixNano())
+	if _, err := move("carve-out-again", func() (migrate.Status, error) {
+		return co.Carve(ctx, migrate.CarveSpec{ID: runID + "-carve", Tenant: durableFat, Target: "d"})
+	}); err != nil {
+		return err
+	}
+	if err := check("d"); err != nil {
+		return err
+	}
+	st, err := move("split", func() (migrate.Status, error) {
+		return co.Split(ctx, migrate.SplitSpec{ID: runID + "-split", Tenant: durableFat, Targets: targets})
+	})
+	if err != nil {
+		return err
+	}
+	tbl := w.r.Table()
+	_, over := tbl.Overrides[durableFat]
+	c.check(st.State == migrate.OwnedB && !over && slices.Equal(tbl.Spreads[durableFat], targets),
+		"%s is spread over %v (table generation %d)", durableFat, tbl.Spreads[durableFat], tbl.Generation)
+	_, _, gerr := w.r.Shard("d").Get(ctx, routing.TenantUnit(durableFat), tbl.Generation, durableFat, "order-0")
+	c.check(errors.Is(gerr, routing.ErrStaleRoute), "its override unit on d refuses it (closed, kept until Cleanup): %v", gerr)
+	// Every sub-bucket holds the keys that hash to it, and only those.
+	per := make([]int, len(targets))
+	for i := range durableSeed {
+		rt, err := w.r.Route(durableFat, fmt.Sprintf("order-%d", i))
+		if err != nil {
+			return err
+		}
+		per[rt.Unit.Sub]++
+		if i%97 == 0 {
+			_, ok, err := rt.Shard.Get(ctx, rt.Unit, tbl.Generation, durableFat, fmt.Sprintf("order-%d", i))
+			if err != nil {
+				return err
+			}
+			c.check(ok, "order-%d is in %s on %s", i, rt.Unit, rt.Shard.Name())
+		}
+	}
+	fmt.Printf("   the seeded orders per sub-bucket: %v\n", per)
+	return check(fmt.Sprint(targets))
 }

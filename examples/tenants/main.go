@@ -5,15 +5,16 @@
 // TTL, then an override flips it in a new table generation. The old copy stays until its TTL,
 // so a rollback lands on a warm shard. Finally the merchant is spread over four shards.
 // Then the durable path: merchant 7 keeps durable records in its shared bucket; it is carved
-// out onto shard d and folded back into its bucket later, each a durable migration, with its
-// writes and its neighbours' writes flowing throughout (on a real Redis server only: the
-// embedded default says that it skips this step).
+// out onto shard d and folded back into its bucket later, then carved out again and split
+// over the four shards, each a durable migration, with its writes and its neighbours' writes
+// flowing throughout (on a real Redis server only: the embedded default says that it skips
+// these steps).
 //
 // It exits non-zero when an invariant breaks: a tenant routed to two shards, the shared
 // shards unevenly loaded by ordinary tenants, a warmed key missing after the flip or after
 // the rollback, a route table going back in generations, the spread not dividing the
 // merchant's keys over the four shards, or an acknowledged durable write not reading back
-// after a carve-out or fold-back.
+// after a carve-out, fold-back or split.
 //
 //	go run ./tenants                                    # embedded in-process Redis
 //	REDIS_ADDR=127.0.0.1:6379 go run ./tenants

@@ -96,6 +96,7 @@ func main() {
 		bucket    = flag.Uint("bucket", 0, "bucket unit to move")
 		carve     = flag.String("carve", "", "tenant to carve out of its bucket (instead of moving -bucket)")
 		fold      = flag.String("fold", "", "overridden tenant to fold back into its bucket (instead of moving -bucket)")
+		split     = flag.String("split", "", "tenant to split (instead of moving -bucket); -target names the new spread's shards, comma-separated")
 		target    = flag.String("target", "", "target shard")
 		lease     = flag.Duration("lease", time.Second, "driver lease")
 		stopState = flag.String("stop-at-state", "", "SIGSTOP self right after the journal reaches this state")
@@ -129,6 +130,10 @@ func main() {
 	case "migrate":
 		if *carve != "" {
 			s, err = co.Carve(ctx, migrate.CarveSpec{ID: *id, Tenant: *carve, Target: *target})
+			break
+		}
+		if *split != "" {
+			s, err = co.Split(ctx, migrate.SplitSpec{ID: *id, Tenant: *split, Targets: strings.Split(*target, ",")})
 			break
 		}
 		if *fold != "" {
