@@ -3,12 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
-	"math"
 	"log/slog"
+	"math"
 	"math/rand/v2"
-	"strings"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,7 +51,7 @@ type tsSample struct {
 	reads float64       // reads per second the harness made during the period (target: tsConfig.rate)
 	// spread is how far apart the masters' counters were read at the end of the period.
 	spread time.Duration
-	loop  loopCounts    // the fleet loop's counters at the end of the period, summed over the instances
+	loop   loopCounts // the fleet loop's counters at the end of the period, summed over the instances
 }
 
 // loopCounts are the fleet loop's counters summed over the instances.
@@ -642,8 +642,8 @@ type stepCounter struct {
 }
 
 func (h *stepCounter) Enabled(context.Context, slog.Level) bool { return true }
-func (h *stepCounter) WithAttrs([]slog.Attr) slog.Handler     { return h }
-func (h *stepCounter) WithGroup(string) slog.Handler          { return h }
+func (h *stepCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *stepCounter) WithGroup(string) slog.Handler            { return h }
 func (h *stepCounter) Handle(_ context.Context, r slog.Record) error {
 	if r.Level < slog.LevelWarn {
 		return nil
