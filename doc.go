@@ -55,7 +55,8 @@
 // once it ended (promotions and demotions), and sums the interval under way (promotions only:
 // a partial sum never overstates a rate) as soon as a report nudges it — the report whose
 // addition takes a key's sum on its shard across PromoteRate/SummaryShards publishes the nudge
-// in the same script — and then every quarter interval until that interval ends. It changes
+// in the same script (only for a key the reporter does not apply as hot: a hot key needs no
+// promotion) — and then every quarter interval until that interval ends. It changes
 // the hot set in one fenced script: a key whose fleet-wide rate reaches PromoteRate is
 // promoted, and so is, with PromoteShare, a key whose rate reaches that share of its master's
 // commands per second (the leader reads each master's INFO stats once per interval) and at

@@ -92,12 +92,31 @@ func (c *Cache[V]) report(ctx context.Context) error {
 	for i := 0; i < len(pairs); i += 2 {
 		f.sent[pairs[i].(string)] = true
 	}
+	pairs, nudging := nudgingFirst(pairs, f.isHot)
 	args := append([]any{id, (3 * c.o.ReportInterval).Milliseconds() + 1,
-		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().channel, "n" + strconv.FormatInt(slot, 10)}, pairs...)
+		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().channel, "n" + strconv.FormatInt(slot, 10), nudging}, pairs...)
 	shard := int(xxhash.Sum64String(c.o.InstanceID) % uint64(c.o.SummaryShards))
 	f.loopCommands.Add(1)
 	f.reports.Add(1)
 	return reportScript.Run(ctx, c.client, []string{c.summaryKey(shard, slot)}, args...).Err()
+}
+
+// nudgingFirst orders key/rate pairs with the keys that are not hot first, and returns how
+// many those are: only they may nudge the leader (a hot key needs no promotion).
+func nudgingFirst(pairs []any, hot func(string) bool) ([]any, int) {
+	out := make([]any, 0, len(pairs))
+	for i := 0; i < len(pairs); i += 2 {
+		if !hot(pairs[i].(string)) {
+			out = append(out, pairs[i], pairs[i+1])
+		}
+	}
+	n := len(out) / 2
+	for i := 0; i < len(pairs); i += 2 {
+		if hot(pairs[i].(string)) {
+			out = append(out, pairs[i], pairs[i+1])
+		}
+	}
+	return out, n
 }
 
 // regularPairs returns the key/rate pairs of the regular report of interval slot: every key
