@@ -617,7 +617,12 @@ func printKinds(r *tsResult) {
 		fmt.Printf("  %.0f / %.0f / %.0f", float64(c.kinds[n][kindCeleb].Load())/secs,
 			float64(c.kinds[n][kindLoop].Load())/secs, float64(c.kinds[n][kindTail].Load())/secs)
 	}
-	fmt.Println()
+	var celebs, tails []uint64
+	for n := range c.kinds {
+		celebs = append(celebs, c.kinds[n][kindCeleb].Load())
+		tails = append(tails, c.kinds[n][kindTail].Load())
+	}
+	fmt.Printf("; skew of the celebrity's commands %.2f, of the tail's %.2f\n", skew(celebs), skew(tails))
 	c.mu.Lock()
 	keys := make([]string, 0, len(c.tailKeys))
 	var total uint64
