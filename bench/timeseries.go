@@ -458,6 +458,7 @@ func printTS(cfg config, ts tsConfig, r *tsResult) {
 			nStalled++
 		}
 	}
+	fmt.Printf("%-58s %12s\n", "  the same, stalled seconds left out", fmtSettled(settledAt(r, ts, serverSkew, stalled)))
 	fmt.Printf("%-58s %12s\n", "  the same on the commands sent per node", fmtSettled(settledAt(r, ts, sent, never)))
 	fmt.Printf("%-58s %12s (%d of the %d seconds onset..fade stalled)\n", "  the same on the commands sent, stalled seconds left out",
 		fmtSettled(settledAt(r, ts, sent, stalled)), nStalled, int((ts.fade-ts.onset)/time.Second))
