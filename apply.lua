@@ -7,22 +7,34 @@
 -- ARGV[1]  the leader's instance ID, or "" for a manual change (no fence, ops m+ and m-)
 -- ARGV[2]  the leader's epoch (ignored for a manual change)
 -- ARGV[3]  now, milliseconds; ARGV[4] the most members allowed; ARGV[5] demotions TTL, ms
--- ARGV[6..] triples: op ("+", "-", "m+", "m-"), key, rate
+-- ARGV[6]  the hot-set channel, on which a change is announced
+-- ARGV[7..] triples: op ("+", "-", "m+", "m-"), key, rate
 --
--- Reply: {"ok", version, changed} or {"fenced", version, 0}.
+-- Reply: {"ok", version, changed, announcement} or {"fenced", version, 0, ""}. When the set
+-- changed, the announcement (also published on the channel in this step) carries the change:
+-- "d<version>\n" then, per key changed, "<kind>|<rate>|<now>|<length of key>:<key>", kind
+-- "a" or "m" for the member's new record (as in the members hash) and "-" for a removal. An
+-- instance that applied version-1 applies it without reading the set. Over announceMax bytes
+-- it is the version alone (the instances read the set). "" when nothing changed.
 -- Invariant: only the current leader (lease and epoch checked in this step) changes what the
 -- fleet decided; a manual member is never demoted by the fleet; the version grows by one per
--- change that altered the set, so a retry (same ops) changes nothing and bumps nothing.
+-- call that altered the set, and the announcement lists every change of that call, so
+-- version-1 plus the announcement is the set at version. A retry (same ops) changes nothing,
+-- bumps nothing and announces nothing.
 local meta, lease, members, demoted = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local id, epoch, now = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local max, dttl = tonumber(ARGV[4]), tonumber(ARGV[5])
+local max, dttl, channel = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6]
+local announceMax = 65536
 if not now or not max or max < 1 or not dttl or dttl < 1 then
   return redis.error_reply('ERR celebrity: apply: bad now, max or demotions TTL')
 end
-if (#ARGV - 5) % 3 ~= 0 then
+if channel == nil or channel == '' then
+  return redis.error_reply('ERR celebrity: apply: empty channel')
+end
+if (#ARGV - 6) % 3 ~= 0 then
   return redis.error_reply('ERR celebrity: apply: op/key/rate triples expected')
 end
-for i = 6, #ARGV, 3 do
+for i = 7, #ARGV, 3 do
   local op, r = ARGV[i], tonumber(ARGV[i + 2])
   local ok = (id == '' and (op == 'm+' or op == 'm-')) or (id ~= '' and (op == '+' or op == '-'))
   if not ok or ARGV[i + 1] == '' or not r or r < 0 then
@@ -32,29 +44,38 @@ end
 local version = tonumber(redis.call('HGET', meta, 'version') or '0')
 if id ~= '' then
   if redis.call('GET', lease) ~= id or redis.call('HGET', meta, 'epoch') ~= epoch then
-    return {'fenced', version, 0}
+    return {'fenced', version, 0, ''}
   end
 end
-local changed = 0
-for i = 6, #ARGV, 3 do
+local changed, parts = 0, {}
+for i = 7, #ARGV, 3 do
   local op, key, rate = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   local cur = redis.call('HGET', members, key)
   if op == '+' and not cur and redis.call('HLEN', members) < max then
     redis.call('HSET', members, key, 'a|' .. rate .. '|' .. now)
     redis.call('HDEL', demoted, key)
     changed = changed + 1
+    parts[#parts + 1] = 'a|' .. rate .. '|' .. now .. '|' .. #key .. ':' .. key
   elseif op == 'm+' and (not cur or string.sub(cur, 1, 1) ~= 'm') then
     redis.call('HSET', members, key, 'm|' .. rate .. '|' .. now)
     redis.call('HDEL', demoted, key)
     changed = changed + 1
+    parts[#parts + 1] = 'm|' .. rate .. '|' .. now .. '|' .. #key .. ':' .. key
   elseif (op == '-' and cur and string.sub(cur, 1, 1) == 'a') or (op == 'm-' and cur) then
     redis.call('HDEL', members, key)
     redis.call('HSET', demoted, key, rate .. '|' .. now)
     redis.call('PEXPIRE', demoted, dttl)
     changed = changed + 1
+    parts[#parts + 1] = '-|' .. rate .. '|' .. now .. '|' .. #key .. ':' .. key
   end
 end
-if changed > 0 then
-  version = redis.call('HINCRBY', meta, 'version', 1)
+if changed == 0 then
+  return {'ok', version, 0, ''}
 end
-return {'ok', version, changed}
+version = redis.call('HINCRBY', meta, 'version', 1)
+local msg = 'd' .. version .. '\n' .. table.concat(parts)
+if #msg > announceMax then
+  msg = tostring(version)
+end
+redis.call('PUBLISH', channel, msg)
+return {'ok', version, changed, msg}

@@ -55,17 +55,23 @@
 // once it ended (promotions and demotions), and sums the interval under way (promotions only:
 // a partial sum never overstates a rate) as soon as a report nudges it — the report whose
 // addition takes a key's sum on its shard across PromoteRate/SummaryShards publishes the nudge
-// in the same script — and then every quarter interval until that interval ends. It changes
+// in the same script (only for a key the reporter does not apply as hot: a hot key needs no
+// promotion) — and then every quarter interval until that interval ends. It changes
 // the hot set in one fenced script: a key whose fleet-wide rate reaches PromoteRate is
 // promoted, and so is, with PromoteShare, a key whose rate reaches that share of its master's
 // commands per second (the leader reads each master's INFO stats once per interval) and at
 // least ShareMinRate; a fleet-decided member whose rate stays under DemoteRate for Hold is
-// demoted (two thresholds and a hold: no flapping). The hot set is versioned; the leader
-// publishes each new version, and the version again once per interval as a heartbeat. An
-// instance that hears the channel polls the version only once per PollInterval (default 60
-// intervals); one that has heard nothing for 3 intervals (its subscription is down, or the
-// leader is gone) polls every interval, which is also how a new leader takes over. So a
-// subscribed instance applies a change at once: it warms the key's copies before its reads use
+// demoted (two thresholds and a hold: no flapping). The hot set is versioned; the script
+// that changes it announces the change on the hot-set channel in the same step (the new
+// version and every key it changed, with the record that decided it), and the leader
+// publishes the version again once per interval as a heartbeat. An instance that applied the
+// version before an announcement applies the change from the announcement itself, without a
+// command; one that missed a version (a lost message, a subscription that was down) reads the
+// whole set, at once on the next announcement or heartbeat. An instance that hears the
+// channel polls the version only once per PollInterval (default 60 intervals); one that has
+// heard nothing for 3 intervals (its subscription is down, or the leader is gone) polls every
+// interval, which is also how a new leader takes over. So a subscribed instance applies a
+// change as soon as the announcement arrives: it warms the key's copies before its reads use
 // them (replicas.Promote) and refreshes the key ahead of its L1 expiry while it is read, so a
 // hot key never misses. Cache.Promote and Cache.Demote change the hot set by hand (a launch
 // known in advance); a manual member is never demoted by the fleet. Options.OnEvent receives
@@ -102,7 +108,9 @@
 // early one) per instance that has a key at or above ReportMinRate, one poll per instance per
 // PollInterval (per interval while it hears no heartbeat), SummaryShards reads (up to
 // 4×SummaryShards more in an interval with a nudge), one lease renewal and one heartbeat by
-// the leader, and one per instance per hot-set change (the hot set read in one script).
+// the leader, and, per hot-set change, one by the instance that makes it (the announcement is
+// published by the same script) and one (the hot set read in one script) by each instance
+// that missed the version before.
 //
 // # ACL
 //

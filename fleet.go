@@ -296,8 +296,10 @@ func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
-			if err := c.learn(cctx); err != nil {
-				c.loopError("learn", err)
+			if !c.applyAnnouncement(cctx, msg.Payload) {
+				if err := c.learn(cctx); err != nil {
+					c.loopError("learn", err)
+				}
 			}
 			cancel()
 		}

@@ -92,12 +92,31 @@ func (c *Cache[V]) report(ctx context.Context) error {
 	for i := 0; i < len(pairs); i += 2 {
 		f.sent[pairs[i].(string)] = true
 	}
+	pairs, nudging := nudgingFirst(pairs, f.isHot)
 	args := append([]any{id, (3 * c.o.ReportInterval).Milliseconds() + 1,
-		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().channel, "n" + strconv.FormatInt(slot, 10)}, pairs...)
+		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().channel, "n" + strconv.FormatInt(slot, 10), nudging}, pairs...)
 	shard := int(xxhash.Sum64String(c.o.InstanceID) % uint64(c.o.SummaryShards))
 	f.loopCommands.Add(1)
 	f.reports.Add(1)
 	return reportScript.Run(ctx, c.client, []string{c.summaryKey(shard, slot)}, args...).Err()
+}
+
+// nudgingFirst orders key/rate pairs with the keys that are not hot first, and returns how
+// many those are: only they may nudge the leader (a hot key needs no promotion).
+func nudgingFirst(pairs []any, hot func(string) bool) ([]any, int) {
+	out := make([]any, 0, len(pairs))
+	for i := 0; i < len(pairs); i += 2 {
+		if !hot(pairs[i].(string)) {
+			out = append(out, pairs[i], pairs[i+1])
+		}
+	}
+	n := len(out) / 2
+	for i := 0; i < len(pairs); i += 2 {
+		if hot(pairs[i].(string)) {
+			out = append(out, pairs[i], pairs[i+1])
+		}
+	}
+	return out, n
 }
 
 // regularPairs returns the key/rate pairs of the regular report of interval slot: every key
@@ -274,17 +293,19 @@ func (c *Cache[V]) promotions(ctx context.Context, rates map[string]float64, mem
 
 func fmtRate(r float64) string { return strconv.FormatFloat(r, 'f', 3, 64) }
 
-// apply runs apply.lua, announces a new version and learns it at once.
+// apply runs apply.lua, which changes the hot set and announces the change on the hot-set
+// channel in the same step, and applies the change here at once (from the announcement, or
+// by reading the set when this instance had not applied the version before it).
 func (c *Cache[V]) apply(ctx context.Context, id string, epoch int64, triples []any) error {
 	ks := c.keys()
 	dttl := max(c.o.Hold, time.Minute).Milliseconds()
-	args := append([]any{id, strconv.FormatInt(epoch, 10), c.o.Clock().UnixMilli(), c.o.MaxHot, dttl}, triples...)
+	args := append([]any{id, strconv.FormatInt(epoch, 10), c.o.Clock().UnixMilli(), c.o.MaxHot, dttl, ks.channel}, triples...)
 	c.fleet.loopCommands.Add(1)
 	res, err := applyScript.Run(ctx, c.client, []string{ks.meta, ks.lease, ks.members, ks.demoted}, args...).Slice()
 	if err != nil {
 		return err
 	}
-	if len(res) != 3 {
+	if len(res) != 4 {
 		return fmt.Errorf("celebrity: apply: unexpected reply %v", res)
 	}
 	if res[0] == "fenced" {
@@ -292,13 +313,111 @@ func (c *Cache[V]) apply(ctx context.Context, id string, epoch int64, triples []
 		c.fleet.leader.Store(false)
 		return nil
 	}
+	v, _ := res[1].(int64)
 	if n, _ := res[2].(int64); n > 0 {
-		v, _ := res[1].(int64)
-		if err := c.publish(ctx, uint64(v)); err != nil {
-			c.loopError("publish", err) // the others learn by their next poll
+		c.fleet.published.Store(c.o.Clock().UnixNano())
+		if msg, _ := res[3].(string); c.applyAnnouncement(ctx, msg) {
+			return nil
 		}
 	}
+	if uint64(v) == c.fleet.version.Load() {
+		return nil
+	}
 	return c.learn(ctx)
+}
+
+// announcement is a change of the hot set as apply.lua announces it: the version it makes,
+// and the records of the keys it changed.
+type announcement struct {
+	version uint64
+	changes []announced
+}
+
+// announced is one key changed by an announcement: its new member record, or its removal
+// with the rate and moment that decided it.
+type announced struct {
+	key     string
+	removed bool
+	m       member
+}
+
+// parseAnnouncement parses "d<version>\n" followed by "<kind>|<rate>|<ms>|<len>:<key>"
+// records (apply.lua). ok is false for anything else (a version alone, a nudge, garbage).
+func parseAnnouncement(s string) (a announcement, ok bool) {
+	rest, ok := strings.CutPrefix(s, "d")
+	if !ok {
+		return a, false
+	}
+	head, rest, ok := strings.Cut(rest, "\n")
+	if !ok {
+		return a, false
+	}
+	v, err := strconv.ParseUint(head, 10, 64)
+	if err != nil || v == 0 {
+		return a, false
+	}
+	a.version = v
+	for rest != "" {
+		var kind, rate, ms, n string
+		var ok1, ok2, ok3, ok4 bool
+		kind, rest, ok1 = strings.Cut(rest, "|")
+		rate, rest, ok2 = strings.Cut(rest, "|")
+		ms, rest, ok3 = strings.Cut(rest, "|")
+		n, rest, ok4 = strings.Cut(rest, ":")
+		if !ok1 || !ok2 || !ok3 || !ok4 || (kind != "a" && kind != "m" && kind != "-") {
+			return a, false
+		}
+		l, err := strconv.Atoi(n)
+		if err != nil || l < 1 || l > len(rest) {
+			return a, false
+		}
+		r, err1 := strconv.ParseFloat(rate, 64)
+		t, err2 := strconv.ParseInt(ms, 10, 64)
+		if err1 != nil || err2 != nil {
+			return a, false
+		}
+		a.changes = append(a.changes, announced{key: rest[:l], removed: kind == "-",
+			m: member{Manual: kind == "m", Rate: r, Since: time.UnixMilli(t)}})
+		rest = rest[l:]
+	}
+	return a, len(a.changes) > 0
+}
+
+// applyAnnouncement applies an announced change of the hot set to this instance without
+// reading the set, when this instance applied the version just before it. It reports whether
+// this instance now applies the announced version or a newer one; false means the message
+// was no announcement, or versions were missed in between (the caller reads the set).
+func (c *Cache[V]) applyAnnouncement(ctx context.Context, msg string) bool {
+	a, ok := parseAnnouncement(msg)
+	if !ok {
+		return false
+	}
+	f := &c.fleet
+	f.learnMu.Lock()
+	defer f.learnMu.Unlock()
+	cur := f.version.Load()
+	if a.version <= cur {
+		return true
+	}
+	if a.version != cur+1 {
+		return false
+	}
+	old := *f.hot.Load()
+	next := make(map[string]member, len(old)+len(a.changes))
+	for k, m := range old {
+		next[k] = m
+	}
+	demoted := map[string]string{}
+	for _, ch := range a.changes {
+		if ch.removed {
+			delete(next, ch.key)
+			demoted[ch.key] = fmtRate(ch.m.Rate) + "|" + strconv.FormatInt(ch.m.Since.UnixMilli(), 10)
+		} else {
+			next[ch.key] = ch.m
+		}
+	}
+	c.install(ctx, a.version, old, next, demoted)
+	return true
 }
 
 // pairs turns a flat field/value reply into a map.
@@ -350,8 +469,16 @@ func (c *Cache[V]) learn(ctx context.Context) error {
 	if version == f.version.Load() {
 		return nil
 	}
-	next := parseMembers(pairs(res[2]))
-	ch := planLearn(*f.hot.Load(), next, pairs(res[3]))
+	c.install(ctx, version, *f.hot.Load(), parseMembers(pairs(res[2])), pairs(res[3]))
+	return nil
+}
+
+// install makes next (the members at version) the hot set this instance applies, coming from
+// old: promoted keys get their copies warmed first, demoted keys read the logical key again.
+// The caller holds learnMu.
+func (c *Cache[V]) install(ctx context.Context, version uint64, old, next map[string]member, demoted map[string]string) {
+	f := &c.fleet
+	ch := planLearn(old, next, demoted)
 	for _, k := range ch.promoted {
 		c.promoteLocal(ctx, k, next[k], version)
 	}
@@ -360,7 +487,6 @@ func (c *Cache[V]) learn(ctx context.Context) error {
 	}
 	f.hot.Store(&next)
 	f.version.Store(version)
-	return nil
 }
 
 // learnPlan is what a new version of the hot set changes on an instance that applied old.

@@ -8,7 +8,9 @@
 -- ARGV[3]  nudge level: PromoteRate divided by the number of shards (a non-negative number;
 --          0: no nudge)
 -- ARGV[4]  the hot-set channel; ARGV[5] the nudge message ("n<interval>")
--- ARGV[6..] pairs: key, rate (reads per second, a non-negative number)
+-- ARGV[6]  how many of the pairs, from the first, may nudge (the keys the reporter does not
+--          apply as hot: a hot key needs no promotion, so its sum nudges nobody)
+-- ARGV[7..] pairs: key, rate (reads per second, a non-negative number)
 --
 -- Reply: {"ok", nudged (1 if this report published the nudge)}, or {"dup", 0} when this
 -- report ID was already added.
@@ -31,10 +33,14 @@ end
 if channel == nil or channel == '' or message == nil or message == '' then
   return redis.error_reply('ERR celebrity: report: empty channel or nudge message')
 end
-if (#ARGV - 5) % 2 ~= 0 then
+if (#ARGV - 6) % 2 ~= 0 then
   return redis.error_reply('ERR celebrity: report: key/rate pairs expected')
 end
-for i = 6, #ARGV, 2 do
+local nudging = tonumber(ARGV[6])
+if not nudging or nudging < 0 or nudging ~= math.floor(nudging) or nudging > (#ARGV - 6) / 2 then
+  return redis.error_reply('ERR celebrity: report: the nudging pairs must be 0..pairs')
+end
+for i = 7, #ARGV, 2 do
   local r = tonumber(ARGV[i + 1])
   if ARGV[i] == '' or not r or r < 0 or r ~= r or r == math.huge then
     return redis.error_reply('ERR celebrity: report: bad pair at ' .. i)
@@ -44,10 +50,10 @@ if redis.call('HSETNX', sum, 'r:' .. id, 1) == 0 then
   return {'dup', 0}
 end
 local cross = false
-for i = 6, #ARGV, 2 do
+for i = 7, #ARGV, 2 do
   local r = tonumber(ARGV[i + 1])
   local now = tonumber(redis.call('HINCRBYFLOAT', sum, 'k:' .. ARGV[i], ARGV[i + 1]))
-  if level > 0 and now >= level and now - r < level then
+  if level > 0 and (i - 7) / 2 < nudging and now >= level and now - r < level then
     cross = true
   end
 end

@@ -30,7 +30,20 @@ type counter struct {
 	owner   func(key string) int // the node index of a key, or -1
 	mu      sync.Mutex
 	reads   []time.Duration // since start
+	// kinds[n][k] counts the commands sent to node n from onset to fade by kind k (kindCeleb,
+	// kindLoop, kindTail); tailKeys counts the tail keys' commands in that span, per key.
+	kinds      [][3]atomic.Uint64
+	tailKeys   map[string]uint64
+	loopPrefix string
+	from, to   time.Duration // the span kinds and tailKeys cover
 }
+
+// The kinds of commands the counter tells apart per node.
+const (
+	kindCeleb = iota // the celebrity's logical key, copies and lease
+	kindLoop         // the fleet loop's keys (hot set, summary)
+	kindTail         // every other key: the Zipf tail
+)
 
 func (c *counter) DialHook(next redis.DialHook) redis.DialHook {
 	return func(ctx context.Context, network, addr string) (net.Conn, error) { return next(ctx, network, addr) }
@@ -116,7 +129,23 @@ func (c *counter) countNode(cmd redis.Cmder, start int64) {
 	if key != "" {
 		n = c.owner(key)
 	}
-	b := int((time.Now().UnixNano() - start) / int64(bucketDur))
+	since := time.Duration(time.Now().UnixNano() - start)
+	b := int(since / bucketDur)
+	if n >= 0 && n < len(c.kinds) && since >= c.from && since < c.to {
+		k := kindTail
+		switch {
+		case strings.HasSuffix(key, c.celeb):
+			k = kindCeleb
+		case c.loopPrefix != "" && strings.HasPrefix(key, c.loopPrefix) && !strings.HasPrefix(key, c.loopPrefix+"r:"):
+			k = kindLoop
+		}
+		c.kinds[n][k].Add(1)
+		if k == kindTail {
+			c.mu.Lock()
+			c.tailKeys[key]++
+			c.mu.Unlock()
+		}
+	}
 	if n < 0 || n >= len(c.perNode) || b < 0 || b >= len(c.perNode[n]) {
 		return
 	}
@@ -144,6 +173,8 @@ func (c *counter) byNode(ctx context.Context, cl *redis.ClusterClient, nodes []s
 	for i, a := range nodes {
 		index[a] = i
 	}
+	c.kinds = make([][3]atomic.Uint64, len(nodes))
+	c.tailKeys = map[string]uint64{}
 	c.perNode = make([][]atomic.Uint64, len(nodes))
 	for n := range c.perNode {
 		c.perNode[n] = make([]atomic.Uint64, int(d/bucketDur)+1)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,13 +24,23 @@ var adminCommands = map[string]bool{
 // nodeOps returns, per master address, the calls of data commands in INFO commandstats, and
 // per command name their sum over the masters.
 func nodeOps(ctx context.Context, c *redis.ClusterClient) (map[string]uint64, map[string]uint64, error) {
-	out, cmds := map[string]uint64{}, map[string]uint64{}
+	out, cmds, _, err := nodeOpsAt(ctx, c)
+	return out, cmds, err
+}
+
+// nodeOpsAt is nodeOps that also returns, per master address, the moment its counters were
+// read (the middle of its INFO round trip): a busy harness reads the masters at different
+// moments, and each master's rate must be taken over its own interval.
+func nodeOpsAt(ctx context.Context, c *redis.ClusterClient) (map[string]uint64, map[string]uint64, map[string]time.Time, error) {
+	out, cmds, at := map[string]uint64{}, map[string]uint64{}, map[string]time.Time{}
 	var mu sync.Mutex
 	err := c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		sent := time.Now()
 		s, err := m.Info(ctx, "commandstats").Result()
 		if err != nil {
 			return err
 		}
+		read := sent.Add(time.Since(sent) / 2)
 		per := map[string]uint64{}
 		n, err := dataCallsBy(s, per)
 		if err != nil {
@@ -38,12 +49,13 @@ func nodeOps(ctx context.Context, c *redis.ClusterClient) (map[string]uint64, ma
 		mu.Lock()
 		defer mu.Unlock()
 		out[m.Options().Addr] = n
+		at[m.Options().Addr] = read
 		for k, v := range per {
 			cmds[k] += v
 		}
 		return nil
 	})
-	return out, cmds, err
+	return out, cmds, at, err
 }
 
 // dataCalls sums the calls of INFO commandstats, less adminCommands.

@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"math"
 	"math/rand/v2"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,7 +49,9 @@ type tsSample struct {
 	skew  float64       // max/mean of perS
 	celeb bool          // the celebrity was in the traffic during the period
 	reads float64       // reads per second the harness made during the period (target: tsConfig.rate)
-	loop  loopCounts    // the fleet loop's counters at the end of the period, summed over the instances
+	// spread is how far apart the masters' counters were read at the end of the period.
+	spread time.Duration
+	loop   loopCounts // the fleet loop's counters at the end of the period, summed over the instances
 }
 
 // loopCounts are the fleet loop's counters summed over the instances.
@@ -103,6 +108,8 @@ type tsResult struct {
 	flaps, falseHot        int
 	others                 map[string]bool
 	celeb                  string
+	cnt                    *counter
+	steps                  *stepCounter
 }
 
 // runTimeseries runs the naive baseline, then the closed loop, prints the targets and draws
@@ -200,7 +207,7 @@ func tsNaive(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zip
 func tsLoop(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf, cfg config, ts tsConfig,
 	prefix, celeb string) (*tsResult, error) {
 	res := &tsResult{others: map[string]bool{}}
-	cnt := &counter{celeb: celeb}
+	cnt := &counter{celeb: celeb, loopPrefix: prefix + "cache:", from: ts.onset + 5*time.Second, to: ts.fade}
 	if err := cnt.byNode(ctx, c, nodes, ts.duration+10*time.Second); err != nil {
 		return nil, err
 	}
@@ -215,6 +222,8 @@ func tsLoop(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf
 		time.Sleep(cfg.sourceLatency)
 		return value(key), 1, nil
 	}
+	steps := &stepCounter{n: map[string]int{}}
+	res.steps = steps
 	caches := make([]*celebrity.Cache[[]byte], cfg.instances)
 	for i := range caches {
 		cache, err := celebrity.New(c, load, celebrity.Options[[]byte]{
@@ -224,6 +233,7 @@ func tsLoop(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf
 			ReportMinRate:   ts.minShare * ts.promote / float64(cfg.instances),
 			EarlyReportRate: ts.earlyShare * ts.promote / float64(cfg.instances),
 			HotReportEvery:  ts.hotEvery,
+			Logger:          slog.New(steps),
 			OnEvent: func(ev celebrity.Event) {
 				mu.Lock()
 				res.events = append(res.events, tsEvent{key: ev.Key, at: ev.At.Sub(start), instance: i, kind: ev.Kind, rate: ev.Rate, decided: ev.Decided.Sub(start)})
@@ -299,6 +309,7 @@ func tsLoop(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf
 	res.celebFills = 1 // the celebrity is never written or expired during the run: one fill
 	sort.Slice(res.events, func(i, j int) bool { return res.events[i].at < res.events[j].at })
 	res.celeb = celeb
+	res.cnt = cnt
 	res.sentSkew = sentSkews(cnt, res.samples)
 	promos := map[int]int{}
 	for _, ev := range res.events {
@@ -312,12 +323,14 @@ func tsLoop(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf
 	return res, nil
 }
 
-// tsSampler reads every master's command counters each sample period.
+// tsSampler reads every master's command counters each sample period. Each master's rate is
+// taken over its own interval, between the moments its counters were read: a busy harness
+// reads the three masters up to tens of milliseconds apart.
 func tsSampler(ctx context.Context, c *redis.ClusterClient, nodes []string, ts tsConfig, start time.Time,
 	progress func() (int64, loopCounts)) []tsSample {
 	var out []tsSample
 	prevAt := time.Since(start)
-	prev, _, _ := nodeOps(context.Background(), c)
+	prev, _, prevNodeAt, _ := nodeOpsAt(context.Background(), c)
 	prevReads, _ := progress()
 	tick := time.NewTicker(ts.sample)
 	defer tick.Stop()
@@ -328,22 +341,44 @@ func tsSampler(ctx context.Context, c *redis.ClusterClient, nodes []string, ts t
 		case <-tick.C:
 		}
 		at := time.Since(start) // the counters are read right after
-		cur, _, err := nodeOps(context.Background(), c)
+		cur, _, nodeAt, err := nodeOpsAt(context.Background(), c)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "sampler:", err)
 			continue
 		}
 		d := deltas(nodes, prev, cur)
-		s := tsSample{at: at, perS: make([]float64, len(d)), skew: skew(d)}
+		s := tsSample{at: at, perS: make([]float64, len(d))}
+		var first, last time.Time
 		for i, v := range d {
-			s.perS[i] = float64(v) / (at - prevAt).Seconds()
+			s.perS[i] = float64(v) / nodeAt[nodes[i]].Sub(prevNodeAt[nodes[i]]).Seconds()
+			if t := nodeAt[nodes[i]]; first.IsZero() || t.Before(first) {
+				first = t
+			}
+			if t := nodeAt[nodes[i]]; t.After(last) {
+				last = t
+			}
 		}
+		s.spread = last.Sub(first)
+		s.skew = skewF(s.perS)
 		s.celeb = at > ts.onset && at-ts.sample < ts.fade
 		n, loop := progress()
 		s.reads, s.loop = float64(n-prevReads)/(at-prevAt).Seconds(), loop
 		out = append(out, s)
-		prev, prevAt, prevReads = cur, at, n
+		prev, prevAt, prevNodeAt, prevReads = cur, at, nodeAt, n
 	}
+}
+
+// skewF is skew of rates.
+func skewF(xs []float64) float64 {
+	var sum, hi float64
+	for _, x := range xs {
+		sum += x
+		hi = max(hi, x)
+	}
+	if sum == 0 {
+		return math.NaN()
+	}
+	return hi / (sum / float64(len(xs)))
 }
 
 func printTS(cfg config, ts tsConfig, r *tsResult) {
@@ -392,6 +427,10 @@ func printTS(cfg config, ts tsConfig, r *tsResult) {
 		verdict(cross >= 0 && firstPromo-cross <= time.Second))
 	fmt.Printf("%-58s %12s %s\n", "promoted on every instance after detection, ≤ 1 s",
 		(lastPromo - firstPromo).Round(time.Millisecond), verdict(lastPromo-firstPromo <= time.Second && npromo >= cfg.instances))
+	if q := promotionDelays(r); q != nil {
+		fmt.Printf("%-58s %12s (min %v, median %v, 90%% %v)\n", "  each instance's promotion after the decision, max", q[3].Round(time.Millisecond),
+			q[0].Round(time.Millisecond), q[1].Round(time.Millisecond), q[2].Round(time.Millisecond))
+	}
 	fmtSettled := func(d time.Duration) string {
 		if d < 0 {
 			return "never"
@@ -419,6 +458,7 @@ func printTS(cfg config, ts tsConfig, r *tsResult) {
 			nStalled++
 		}
 	}
+	fmt.Printf("%-58s %12s\n", "  the same, stalled seconds left out", fmtSettled(settledAt(r, ts, serverSkew, stalled)))
 	fmt.Printf("%-58s %12s\n", "  the same on the commands sent per node", fmtSettled(settledAt(r, ts, sent, never)))
 	fmt.Printf("%-58s %12s (%d of the %d seconds onset..fade stalled)\n", "  the same on the commands sent, stalled seconds left out",
 		fmtSettled(settledAt(r, ts, sent, stalled)), nStalled, int((ts.fade-ts.onset)/time.Second))
@@ -444,7 +484,7 @@ func printTS(cfg config, ts tsConfig, r *tsResult) {
 			100*float64(r.loopCommands)/projected, r.reads, target)
 	}
 	printLoopBreakdown(ts, r)
-	fmt.Printf("%-58s %12d (failed steps, over the instances: slow or failed Redis calls)\n", "  loop errors", r.loopErrors)
+	fmt.Printf("%-58s %12d (failed steps, over the instances: slow or failed Redis calls)%s\n", "  loop errors", r.loopErrors, r.steps)
 	printTimeline(ts, r)
 	names := make([]string, 0, len(r.byCommand))
 	for k := range r.byCommand {
@@ -456,6 +496,7 @@ func printTS(cfg config, ts tsConfig, r *tsResult) {
 		fmt.Printf(" %s %d", k, r.byCommand[k])
 	}
 	fmt.Println()
+	printKinds(r)
 	fmt.Printf("%-58s %12d %s\n", "source loads of the celebrity per fill (fleet-wide)", r.celebLoads/max(r.celebFills, 1), verdict(r.celebLoads == r.celebFills))
 }
 
@@ -561,4 +602,107 @@ func settledAt(r *tsResult, ts tsConfig, skewAt func(i int) float64, skip func(i
 		}
 	}
 	return -1
+}
+
+// printKinds prints, per node, the commands the instances sent from 5 s after the onset to
+// the fade by kind (the celebrity's keys, the loop's, the tail's), and the tail's heaviest
+// keys with their node: where a node's extra load comes from.
+func printKinds(r *tsResult) {
+	c := r.cnt
+	if c == nil || len(c.kinds) == 0 {
+		return
+	}
+	secs := (c.to - c.from).Seconds()
+	fmt.Printf("  commands sent per node and second, t=%.0f..%.0fs, by kind (celebrity / loop / tail):", c.from.Seconds(), c.to.Seconds())
+	for n := range c.kinds {
+		fmt.Printf("  %.0f / %.0f / %.0f", float64(c.kinds[n][kindCeleb].Load())/secs,
+			float64(c.kinds[n][kindLoop].Load())/secs, float64(c.kinds[n][kindTail].Load())/secs)
+	}
+	var celebs, tails []uint64
+	for n := range c.kinds {
+		celebs = append(celebs, c.kinds[n][kindCeleb].Load())
+		tails = append(tails, c.kinds[n][kindTail].Load())
+	}
+	fmt.Printf("; skew of the celebrity's commands %.2f, of the tail's %.2f\n", skew(celebs), skew(tails))
+	c.mu.Lock()
+	keys := make([]string, 0, len(c.tailKeys))
+	var total uint64
+	for k, v := range c.tailKeys {
+		keys = append(keys, k)
+		total += v
+	}
+	sort.Slice(keys, func(i, j int) bool { return c.tailKeys[keys[i]] > c.tailKeys[keys[j]] })
+	fmt.Printf("  the tail's heaviest keys (commands/s, node):")
+	for _, k := range keys[:min(8, len(keys))] {
+		fmt.Printf("  %.0f n%d", float64(c.tailKeys[k])/secs, c.owner(k))
+	}
+	fmt.Printf("  (of %.0f/s over %d keys)\n", float64(total)/secs, len(keys))
+	c.mu.Unlock()
+}
+
+// stepCounter is a slog.Handler that counts the loop's warnings by step and error ("step: err"
+// with the error cut at its first colon-free part), so the run can say which steps failed.
+type stepCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (h *stepCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *stepCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *stepCounter) WithGroup(string) slog.Handler            { return h }
+func (h *stepCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Level < slog.LevelWarn {
+		return nil
+	}
+	var step, msg string
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "step":
+			step = a.Value.String()
+		case "err":
+			msg = a.Value.String()
+		}
+		return true
+	})
+	if i := strings.LastIndex(msg, ": "); i >= 0 {
+		msg = msg[i+2:]
+	}
+	h.mu.Lock()
+	h.n[step+": "+msg]++
+	h.mu.Unlock()
+	return nil
+}
+
+func (h *stepCounter) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	keys := make([]string, 0, len(h.n))
+	for k := range h.n {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		fmt.Fprintf(&b, " [%s] %d;", k, h.n[k])
+	}
+	return b.String()
+}
+
+// promotionDelays returns the quantiles (min, median, 90%, max) of how long after the fleet's
+// decision each instance applied the celebrity's first promotion.
+func promotionDelays(r *tsResult) []time.Duration {
+	var d []time.Duration
+	seen := map[int]bool{}
+	for _, ev := range r.events {
+		if ev.key == r.celeb && ev.kind == celebrity.EventPromoted && !seen[ev.instance] {
+			seen[ev.instance] = true
+			d = append(d, ev.at-ev.decided)
+		}
+	}
+	if len(d) == 0 {
+		return nil
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	q := func(f float64) time.Duration { return d[min(len(d)-1, int(f*float64(len(d))))] }
+	return []time.Duration{d[0], q(0.5), q(0.9), d[len(d)-1]}
 }
