@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
@@ -376,6 +377,50 @@ func TestSplitReviewCancelRacingTheFlip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, migrate.OwnedB, st.State)
 	m.checkSpread(t, e, tenant)
+}
+
+// A target shard restored to an earlier snapshot (taken while the copy was running) after
+// the barrier and the verification, before the flip: its import claim is still there, but
+// records copied after the snapshot are gone. The driver must stop with an error rather than
+// open that target and publish a table under which acknowledged writes are missing.
+func TestSplitReviewTargetRestoredBeforeTheFlipStopsTheSplit(t *testing.T) {
+	srv := celebritytest.Shards(t, 4)
+	tgt := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
+	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": tgt.Client(t),
+		"c": srv[2].Client(t), "d": srv[3].Client(t)}, routing.ShardOptions{})
+	ctx := ctxT(t)
+	tenant := "review-restore"
+	e.override(tenant, "a")
+	m := newTModel()
+	m.seed(t, e.client(), tenant, 300)
+
+	var snap celebritytest.Snapshot
+	var took, restored bool
+	co := e.coordinator(migrate.Options{BatchSize: 20, OnState: func(s migrate.Status) {
+		switch {
+		case s.State == migrate.Copying && !took:
+			// The claim is on b; the copy has not started.
+			took = true
+			snap = tgt.Snapshot(t)
+		case s.State == migrate.ReadyB && !restored:
+			restored = true
+			tgt.RestoreSnapshot(t, snap)
+		}
+	}})
+	_, err := co.Split(ctx, migrate.SplitSpec{ID: "restore", Tenant: tenant, Targets: []string{"b", "c", "d", "a"}})
+	require.True(t, restored)
+	require.ErrorIs(t, err, migrate.ErrOwnershipChanged, "the split stops")
+	require.ErrorContains(t, err, `target "b"`)
+	require.Equal(t, "a", e.table().Overrides[tenant], "no table with the spread")
+	require.NotContains(t, e.table().Spreads, tenant)
+	for j, s := range []string{"b", "c", "d", "a"} {
+		require.NotEqual(t, routing.StateOpen, e.own(s, routing.SpreadUnit(tenant, uint32(j))).State, "sub-bucket %d", j)
+	}
+	// A later driver stops the same way; the source keeps the tenant's data, closed.
+	_, err = e.coordinator(migrate.Options{}).Resume(ctx, "restore")
+	require.ErrorIs(t, err, migrate.ErrOwnershipChanged)
+	require.Equal(t, "a", e.table().Overrides[tenant])
+	m.check(t, e, "a", routing.TenantUnit(tenant), tenant)
 }
 
 // other4 names a shard of a, b, c, d other than s.
