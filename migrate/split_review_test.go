@@ -430,3 +430,45 @@ func other4(s string) string {
 	}
 	return "a"
 }
+
+// A source shard restored to an earlier snapshot while the split catches up (acknowledged
+// writes made after the snapshot vanish from the source, but were copied already): the
+// split must not publish a spread that differs from what its source holds; it stops with a
+// clear error and the tenant stays on its override, open.
+func TestSplitReviewSourceRestoredDuringTheCopyStopsTheSplit(t *testing.T) {
+	srv := celebritytest.Shards(t, 4)
+	src := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
+	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": src.Client(t), "b": srv[1].Client(t),
+		"c": srv[2].Client(t), "d": srv[3].Client(t)}, routing.ShardOptions{})
+	ctx := ctxT(t)
+	tenant := "review-srcrestore"
+	e.override(tenant, "a")
+	m := newTModel()
+	m.seed(t, e.client(), tenant, 100)
+
+	var snap celebritytest.Snapshot
+	var took, restored bool
+	co := e.coordinator(migrate.Options{OnState: func(s migrate.Status) {
+		switch {
+		case s.State == migrate.Copying && !took:
+			took = true
+			snap = src.Snapshot(t)
+			for i := range 30 {
+				c := &client{e: e, t: e.table()}
+				_, _, err := c.tdo(ctx, tenant, fmt.Sprintf("late-%d", i), routing.Put(fmt.Sprintf("late-%d", i), "x"))
+				require.NoError(t, err)
+			}
+		case s.State == migrate.CatchingUp && !restored:
+			restored = true
+			src.RestoreSnapshot(t, snap)
+		}
+	}})
+	_, err := co.Split(ctx, migrate.SplitSpec{ID: "srcrestore", Tenant: tenant, Targets: []string{"b", "c", "d", "a"}})
+	require.True(t, restored)
+	t.Logf("split: %v", err)
+	require.Error(t, err, "the split stops")
+	require.Equal(t, "a", e.table().Overrides[tenant], "no table with the spread")
+	require.NotContains(t, e.table().Spreads, tenant)
+	require.Equal(t, routing.StateOpen, e.own("a", routing.TenantUnit(tenant)).State)
+	m.check(t, e, "a", routing.TenantUnit(tenant), tenant)
+}
