@@ -24,7 +24,11 @@
 --           "clear":   an operator clears the stuck claim of finished migration mig at gen:
 --                      like "abandon", but refused unless the claim is there;
 --           "floor":   raise the unit's version floor (routing's vfloor: the highest version
---                      of a tombstone purged) to ARGV[5], only if claimed by this migration.
+--                      of a tombstone purged) to ARGV[5], only if claimed by this migration;
+--           "ready":   mark the import as complete and verified (own field "ready" = mig),
+--                      only if claimed by this migration. A split opens only a marked
+--                      target: a shard restored to a point before the mark (an older
+--                      backup, which may lack copied records) is never opened.
 --   4 epoch the caller's fencing epoch (integer >= 1)
 --   5 floor with mode "floor": the source's version floor (integer >= 0)
 -- Reply: {"ok", gen, state} when done (including a retry of a step already made);
@@ -42,7 +46,8 @@ if type(ARGV[1]) ~= "string" or not string.match(ARGV[1], "^%d+$") or tonumber(A
 end
 local gen, mig, mode, epoch = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 if mig == "" then return redis.error_reply("ERR migrate prepare: empty migration ID") end
-if mode ~= "prepare" and mode ~= "reset" and mode ~= "abandon" and mode ~= "clear" and mode ~= "floor" then
+if mode ~= "prepare" and mode ~= "reset" and mode ~= "abandon" and mode ~= "clear" and mode ~= "floor"
+    and mode ~= "ready" then
   return redis.error_reply("ERR migrate prepare: bad mode")
 end
 if not string.match(epoch or "", "^[1-9]%d*$") then
@@ -60,6 +65,7 @@ local ours = cstate == "importing" and tonumber(cgen) == gen and cmig == mig
 
 local function wipe()
   redis.call("DEL", rec, ops, opx, tomb, log)
+  redis.call("HDEL", own, "ready")
 end
 
 if mode == "prepare" then
@@ -77,6 +83,12 @@ if mode == "floor" then
   if not ours then return {"refused", cgen, cstate, cmig} end
   local cur = tonumber(redis.call("HGET", own, "vfloor") or "0") or 0
   if tonumber(ARGV[5]) > cur then redis.call("HSET", own, "vfloor", ARGV[5]) end
+  return {"ok", cgen, cstate}
+end
+
+if mode == "ready" then
+  if not ours then return {"refused", cgen, cstate, cmig} end
+  redis.call("HSET", own, "ready", mig)
   return {"ok", cgen, cstate}
 end
 

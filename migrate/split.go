@@ -570,11 +570,17 @@ func (c *Coordinator) splitClose(ctx context.Context, r *run) error {
 	if err != nil {
 		return err
 	}
-	if floor > 0 {
-		for j := range r.SplitTo {
+	for j := range r.SplitTo {
+		if floor > 0 {
 			if err := c.prepare(ctx, r.targetRun(j), "floor", u64(floor)); err != nil {
 				return err
 			}
+		}
+		// The copy is complete and verified: mark it, last. The flip opens only a marked
+		// target, so a target shard restored to a point before this (whose copy may lack
+		// records) is never opened.
+		if err := c.prepare(ctx, r.targetRun(j), "ready"); err != nil {
+			return err
 		}
 	}
 	return c.step(ctx, r, []State{ClosedA}, ReadyB, false,
@@ -668,6 +674,16 @@ func (c *Coordinator) openSplitTarget(ctx context.Context, tr *run, t *routing.T
 	imp := routing.Ownership{Generation: tr.ImportGen, State: routing.StateImporting}
 	switch {
 	case own == imp:
+		ready, err := b.c.HMGet(ctx, c.keys.Unit(tr.Unit).Own, "ready").Result()
+		if err != nil {
+			return fmt.Errorf("migrate: flip: %w", err)
+		}
+		if m, _ := ready[0].(string); m != tr.ID {
+			// The verified copy was marked before ReadyB: the target lost it (restored
+			// from an earlier backup). Opening it would lose acknowledged records.
+			return fmt.Errorf("%w: target %q holds %s importing without the mark of its verified copy (restored to an earlier point?); the split stops before opening it, the sources stay closed with the tenant's data",
+				ErrOwnershipChanged, tr.Target, tr.Unit)
+		}
 		to := routing.Ownership{Generation: gen, State: routing.StateOpen}
 		if _, err := c.transition(ctx, tr, b, imp, to); err != nil {
 			if errors.Is(err, ErrFenced) {
