@@ -84,6 +84,9 @@
 // answered. A stopped master that resumes runs its queued take.lua calls late; their
 // grants count in the sub-window they ran in, and their replies find nobody, so they are
 // never spent (under-admission).
+// So is the grant of a chunk request that ran but lost the reply to every one of its
+// Options.Attempts sends: the instance asks the next slot, and that grant, at most MaxChunk
+// cells, is never spent (TestLeasedAbandonedGrantIsTheOnlyGap).
 //
 // With Options.HotKeys, keys the detector does not report hot take exactly their cost from
 // one slot per request (Exact behaviour on the same budget slots), so only hot keys hold

@@ -19,3 +19,7 @@ var ExampleAddr string
 // SetGrantHook makes l call f with the server instant (ms) and size of every chunk it
 // installs in Leased mode.
 func SetGrantHook(l *Limiter, f func(serverMs, cells int64)) { l.onGrant = f }
+
+// SetAbandonHook makes l call f with the slot and request ID of every chunk request it gave
+// up on in Leased mode (no attempt was answered), whose grant, if it ran, is never spent.
+func SetAbandonHook(l *Limiter, f func(slot int, id string)) { l.onAbandon = f }

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,12 +41,14 @@ func faultyClients(t testing.TB, c redis.UniversalClient, inj *faults.Injector, 
 	}
 }
 
-// grantedOnServer sums the cells granted in every sub-window hash of key's budget slots.
-func grantedOnServer(t testing.TB, c redis.UniversalClient, l *Limiter, key string) int64 {
+// grantedOnServer reads every sub-window hash of key's budget slots and returns the cells
+// they granted and each request ID's grant.
+func grantedOnServer(t testing.TB, c redis.UniversalClient, l *Limiter, key string) (int64, map[string]int64) {
 	t.Helper()
 	ctx := context.Background()
 	c = celebritytest.AdminOf(t, c) // KEYS is not in the package's rule
 	var total int64
+	byID := map[string]int64{}
 	for j := range l.o.Slots {
 		base := SlotKey(l, key, j)
 		var node redis.Cmdable = c
@@ -57,12 +60,66 @@ func grantedOnServer(t testing.TB, c redis.UniversalClient, l *Limiter, key stri
 		keys, err := node.Keys(ctx, base+":*").Result()
 		require.NoError(t, err)
 		for _, k := range keys {
-			n, err := node.HGet(ctx, k, "n").Int64()
+			fields, err := node.HGetAll(ctx, k).Result()
 			require.NoError(t, err)
-			total += n
+			for f, v := range fields {
+				n, err := strconv.ParseInt(v, 10, 64)
+				require.NoError(t, err)
+				if f == "n" {
+					total += n
+				} else if id, ok := strings.CutPrefix(f, "r:"); ok {
+					byID[id] = n
+				}
+			}
 		}
 	}
-	return total
+	return total, byID
+}
+
+// abandoned records the chunk requests limiters gave up on (every attempt failed).
+type abandoned struct {
+	mu  sync.Mutex
+	ids []string
+}
+
+// watch makes l report its abandoned requests to a.
+func (a *abandoned) watch(l *Limiter) {
+	SetAbandonHook(l, func(_ int, id string) {
+		a.mu.Lock()
+		a.ids = append(a.ids, id)
+		a.mu.Unlock()
+	})
+}
+
+// cells returns the cells the server granted to the abandoned requests: granted, since the
+// request ran, but never received, since no reply to it arrived.
+func (a *abandoned) cells(byID map[string]int64) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var n int64
+	for _, id := range a.ids {
+		n += byID[id]
+	}
+	return n
+}
+
+// requireGrantsReceived checks that the cells the server granted for key are exactly the
+// cells the instances received plus those granted to requests they abandoned, and that
+// every grant on the server matches one request ID.
+func requireGrantsReceived(t testing.TB, c redis.UniversalClient, lims []*Limiter, key string, ab *abandoned) (received, lost int64) {
+	t.Helper()
+	for _, l := range lims {
+		received += int64(l.Stats().Cells)
+	}
+	total, byID := grantedOnServer(t, c, lims[0], key)
+	var perID int64
+	for _, n := range byID {
+		perID += n
+	}
+	require.Equal(t, total, perID, "every cell the server granted belongs to one request ID")
+	lost = ab.cells(byID)
+	require.Equal(t, total, received+lost, "cells granted on the server vs received (+%d granted to abandoned requests)", lost)
+	return received, lost
 }
 
 // A chunk request whose reply is lost after take.lua ran is sent again with the same
@@ -82,6 +139,10 @@ func TestLeasedLostRepliesNeverGrantTwice(t *testing.T) {
 				// test, so the server's sum is every cell it ever granted.
 				o := Options{Limit: Limit{Rate: 1 << 30, Period: time.Minute}, Mode: Leased, Attempts: 5, MaxChunk: 50}
 				lims := instances(t, 5, faultyClients(t, c, inj, retries.maxRetries), o, &a)
+				var ab abandoned
+				for _, l := range lims {
+					ab.watch(l)
+				}
 				key := "merchant:lost"
 				stop := make(chan struct{})
 				done := make(chan int64)
@@ -101,16 +162,36 @@ func TestLeasedLostRepliesNeverGrantTwice(t *testing.T) {
 				}
 				close(stop)
 				require.Zero(t, <-done, "every lost reply was answered by a retry")
-				var received uint64
-				for _, l := range lims {
-					received += l.Stats().Cells
-				}
-				require.Equal(t, int64(received), grantedOnServer(t, c, lims[0], key), "cells granted on the server vs received")
-				require.LessOrEqual(t, int64(a.total()), int64(received))
-				t.Logf("%d replies dropped, %d cells granted, %d admitted", inj.Dropped(), received, a.total())
+				received, lost := requireGrantsReceived(t, c, lims, key, &ab)
+				require.LessOrEqual(t, int64(a.total()), received)
+				t.Logf("%d replies dropped, %d cells received, %d granted to abandoned requests, %d admitted", inj.Dropped(), received, lost, a.total())
 			})
 		})
 	}
+}
+
+// A chunk request whose every attempt lost its reply ran on the server, but the instance
+// gave up on it and took its chunk from the next slot without an error: the grant is
+// neither received nor spent (under-admission), and it is the only gap between the cells
+// granted on the server and those received.
+func TestLeasedAbandonedGrantIsTheOnlyGap(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		inj := faults.New()
+		o := Options{Limit: Limit{Rate: 1 << 30, Period: time.Minute}, Mode: Leased, Attempts: 2, MaxChunk: 50}
+		var ab abandoned
+		l := instances(t, 1, faultyClients(t, c, inj, -1), o, nil)[0]
+		ab.watch(l)
+		key := "merchant:abandoned"
+		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: ":l:" + key}, o.Attempts)
+		r, err := l.Allow(context.Background(), key)
+		require.NoError(t, err, "the next slot answered")
+		require.True(t, r.Allowed)
+		require.Equal(t, int64(o.Attempts), inj.Dropped())
+		require.Len(t, ab.ids, 1)
+		received, lost := requireGrantsReceived(t, c, []*Limiter{l}, key, &ab)
+		require.Equal(t, int64(1), lost, "the first request, of its cost, ran and was granted")
+		require.Equal(t, int64(1), received)
+	})
 }
 
 // Lost replies in Exact and Approximate modes: Exact may count a retried request twice

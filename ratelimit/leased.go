@@ -136,10 +136,15 @@ func (l *Limiter) trySlot(ctx context.Context, st *keyState, key string, j int, 
 		return Result{}, false
 	}
 	sent := l.o.Clock()
-	r, err := l.take(ctx, key, j, min(want, l.o.budget(j)), n, l.requestID())
+	id := l.requestID()
+	r, err := l.take(ctx, key, j, min(want, l.o.budget(j)), n, id)
 	if err != nil {
 		// A slot whose master is unreachable is skipped for one sub-window; the others
-		// still serve. Its budget is lost meanwhile (under-admission only).
+		// still serve. Its budget is lost meanwhile (under-admission only), and so is
+		// whatever this request was granted if it ran and every reply to it was lost.
+		if l.onAbandon != nil {
+			l.onAbandon(j, id)
+		}
 		f.lastErr = err
 		l.markEmpty(st, j, sent, l.sub, 0)
 		return Result{}, false

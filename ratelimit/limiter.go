@@ -18,19 +18,20 @@ import (
 // use. Local state (chunks, unsynced counts) is kept per key for at most Options.MaxKeys
 // keys and dropped after Options.KeyIdle without use.
 type Limiter struct {
-	client  Client
-	o       Options
-	sub     int64 // sub-window length, ms
-	maxCost int64
-	inst    string // this instance's token, from crypto/rand
-	ids     atomic.Uint64
-	states  *otter.Cache[string, *keyState]
-	hot     atomic.Pointer[hotSet]
-	hotBusy atomic.Bool
-	stats   counters
-	closed  atomic.Bool
-	onAdmit func(key string, at time.Time, n int64) // test hook; nil in production
-	onGrant func(serverMs, cells int64)             // test hook; nil in production
+	client    Client
+	o         Options
+	sub       int64 // sub-window length, ms
+	maxCost   int64
+	inst      string // this instance's token, from crypto/rand
+	ids       atomic.Uint64
+	states    *otter.Cache[string, *keyState]
+	hot       atomic.Pointer[hotSet]
+	hotBusy   atomic.Bool
+	stats     counters
+	closed    atomic.Bool
+	onAdmit   func(key string, at time.Time, n int64) // test hook; nil in production
+	onGrant   func(serverMs, cells int64)             // test hook; nil in production
+	onAbandon func(slot int, id string)               // test hook; nil in production
 }
 
 // Result is the answer to one request.
