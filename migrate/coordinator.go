@@ -380,12 +380,14 @@ func (c *Coordinator) onStepError(ctx context.Context, r *run, err error) error 
 	case errors.As(err, &ab):
 		r.cause = ab.cause
 		reopen := "0"
-		if ab.reopen || r.State == ClosedA {
+		if ab.reopen || r.State == ClosedA || r.State == ReadyB {
 			// From ClosedA on the source may be closed by this migration: reopen it
 			// (a compare-and-set from closed at SourceGen; nothing if it is not).
 			reopen = "1"
 		}
-		err = c.step(ctx, r, []State{OwnedA, Copying, CatchingUp, ClosedA}, Cancelling, false,
+		// From ReadyB only a flip that found its target unopened aborts (openTarget): no
+		// table names the target yet.
+		err = c.step(ctx, r, []State{OwnedA, Copying, CatchingUp, ClosedA, ReadyB}, Cancelling, false,
 			"reason", ab.cause.Error(), "abort", "1", "reopen", reopen)
 		if err != nil && !errors.As(err, &se) {
 			return err

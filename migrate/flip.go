@@ -53,6 +53,14 @@ func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
 	if err := c.carryMarks(ctx, r); err != nil {
 		return err
 	}
+	if !r.folding() {
+		// The copy is complete and verified: mark it, last. The flip opens only a marked
+		// target, so a target shard restored to a point before this (an older backup,
+		// whose copy may lack records) is never opened.
+		if err := c.prepare(ctx, r, "ready"); err != nil {
+			return err
+		}
+	}
 	return c.step(ctx, r, []State{ClosedA}, ReadyB, false,
 		"drecords", i64(d.Records), "dtombs", i64(d.Tombstones), "dops", i64(d.Ops), "dsum", u64(d.Sum))
 }
@@ -221,6 +229,17 @@ func (c *Coordinator) applyFlip(ctx context.Context, r *run, b *shard, p flipPla
 
 // openTarget moves the target's record of the unit from importing at ImportGen to `to`.
 func (c *Coordinator) openTarget(ctx context.Context, r *run, b *shard, to routing.Ownership) error {
+	ready, err := b.c.HMGet(ctx, c.keys.Unit(r.Unit).Own, "ready").Result()
+	if err != nil {
+		return fmt.Errorf("migrate: flip: %w", err)
+	}
+	if m, _ := ready[0].(string); m != r.ID {
+		// The verified copy was marked before ReadyB, and only a wipe removes the mark: the
+		// target lost it (restored from an earlier backup). Opening it would lose
+		// acknowledged records; the move aborts instead, reopening the source.
+		return abortf(true, fmt.Errorf("%w: target %q holds %s importing without the mark of its verified copy (restored to an earlier point?); the move stops before opening it",
+			ErrOwnershipChanged, r.Target, r.Unit))
+	}
 	imp := routing.Ownership{Generation: r.ImportGen, State: routing.StateImporting}
 	if _, err := c.transition(ctx, r, b, imp, to); err != nil {
 		if errors.Is(err, ErrFenced) {
