@@ -1,6 +1,6 @@
 -- get.lua: guarded read of one record of one placement unit.
 --
--- The keys (both carry the unit's hash tag, so they share one slot):
+-- Both keys carry the unit's hash tag, so they share one slot.
 -- KEYS[1]  own  HASH ownership record: gen, state, "x:<tenant>"
 -- KEYS[2]  rec  HASH record field -> encoded record
 -- ARGV[1]  gen     route generation the caller routed with (integer >= 1)

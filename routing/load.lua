@@ -1,7 +1,7 @@
 -- load.lua: add one Router's per-tenant operation counts of one interval to the fleet's
 -- load summary in the control Redis.
 --
--- The keys (both under the hash tag "{<prefix>:load}", so they share one slot):
+-- Both keys are under the hash tag "{<prefix>:load}", so they share one slot.
 -- KEYS[1]  interval  HASH of one interval: t:<tenant> = operations, e:<tenant> = their error bound,
 --                    ops = every operation counted, r:<instance> = 1 per report added,
 --                    from / to = the interval's bounds (unix ms)

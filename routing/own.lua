@@ -1,6 +1,6 @@
 -- own.lua: compare-and-set of one unit's ownership record; returns the change log's last ID.
 --
--- The keys (both carry the unit's hash tag, so they share one slot with the unit's data):
+-- Both keys carry the unit's hash tag, so they share one slot with the unit's data.
 -- KEYS[1]  own  HASH ownership record: gen, state, "x:<tenant>"
 -- KEYS[2]  log  STREAM change log of the unit
 -- ARGV[1]  fromgen    expected generation ("0" with fromstate "" = no record)

@@ -1,7 +1,7 @@
 -- tenantscan.lua: look through one page of a bucket's records or idempotency records for
 -- anything belonging to one tenant (read-only).
 --
--- The keys (both carry the unit's hash tag, so they share one slot):
+-- Both keys carry the unit's hash tag, so they share one slot.
 -- KEYS[1]  rec  HASH records: field "<len(tenant)>:<tenant><key>" -> encoded record
 -- KEYS[2]  ops  HASH idempotency records: op ID -> "<fingerprint>:<outcome>:<version>:<field>"
 -- ARGV[1]  phase   "rec" or "ops": which hash to page through

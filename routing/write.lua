@@ -1,7 +1,7 @@
 -- write.lua: one guarded, idempotent write (Put or Delete, optionally conditional on the
 -- record's version) to the versioned record store of one placement unit.
 --
--- The keys: all six carry the unit's hash tag "{<prefix>:<unit>}", so they share one hash slot;
+-- All six keys carry the unit's hash tag "{<prefix>:<unit>}", so they share one hash slot;
 -- the ownership check, the idempotency record, the data change and the change-log entry are
 -- therefore one atomic step on one shard, and everything travels together when the unit moves.
 -- KEYS[1]  own   HASH   ownership record: gen, state, "x:<tenant>" for tenants moved out, and
