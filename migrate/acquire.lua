@@ -1,7 +1,7 @@
 -- acquire.lua: make the caller the driver of a migration: a new fencing epoch, durably in
 -- the journal record, before the caller acts on anything.
 --
--- The keys: both carry the journal hash tag "{<prefix>:table}", so they share one slot.
+-- Both keys carry the journal hash tag "{<prefix>:table}", so they share one slot.
 -- KEYS[1]  journal  HASH   the migration's journal record (fields epoch, holder, lease)
 -- KEYS[2]  epochs   STRING the unit's epoch counter: every driver of every migration of the unit
 --                          takes its epoch from it, so epochs of one unit never repeat

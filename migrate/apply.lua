@@ -1,7 +1,7 @@
 -- apply.lua: apply a batch of copied records and idempotency records to the unit being
 -- imported on the target shard, order-insensitively.
 --
--- The keys: all carry the unit's hash tag (routing's layout), so they share one slot on the
+-- All keys carry the unit's hash tag (routing's layout), so they share one slot on the
 -- target shard; the ownership check and every change of the batch are one atomic step.
 -- KEYS[1]  own   HASH   ownership record (must be importing at ARGV[1] for migration ARGV[2]; its
 --                       fence must not be newer than ARGV[4])

@@ -2,7 +2,7 @@
 -- shard of a carve-out (the tenant's records leave the bucket for an override unit of the
 -- tenant on another shard). The bucket itself stays open for its other tenants throughout.
 --
--- The keys: all carry the bucket's hash tag (routing's layout), so they share one slot on the
+-- All keys carry the bucket's hash tag (routing's layout), so they share one slot on the
 -- source shard; the fence, the ownership check and the change are one atomic step.
 -- KEYS[1]  own   HASH   the bucket's ownership record: gen, state, x:<tenant> (routing's moved-out
 --                       mark), xm:<tenant> (the carve-out that set it), xf:<tenant> (the highest

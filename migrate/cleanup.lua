@@ -1,7 +1,7 @@
 -- cleanup.lua: delete the source shard's copy of a unit after a finished migration's grace
 -- period.
 --
--- The keys: all carry the unit's hash tag (routing's layout), so they share one slot on the
+-- All keys carry the unit's hash tag (routing's layout), so they share one slot on the
 -- source shard; the ownership check and the deletion are one atomic step.
 -- KEYS[1]  own   HASH   ownership record
 -- KEYS[2]  rec   HASH   records

@@ -1,6 +1,6 @@
 -- create.lua: create a migration's journal record and take the unit's migration lock.
 --
--- The keys: all carry the journal hash tag "{<prefix>:migrate}", so they share one slot in the
+-- All keys carry the journal hash tag "{<prefix>:migrate}", so they share one slot in the
 -- control Redis and the lock and the record are created in one atomic step.
 -- KEYS[1]  journal  HASH  the migration's journal record
 -- KEYS[2]  lock     STRING the unit's lock: ID of the migration that holds it

@@ -3,7 +3,7 @@
 -- stays open for its other tenants throughout; the tenant stays marked as moved out of it
 -- (routing refuses its routed reads and writes here) until the fold-back opens it.
 --
--- The keys: all carry the bucket's hash tag (routing's layout), so they share one slot on the
+-- All keys carry the bucket's hash tag (routing's layout), so they share one slot on the
 -- target shard; the fence, the ownership check and the change are one atomic step.
 -- KEYS[1]  own   HASH   the bucket's ownership record: gen, state, x:<tenant> (routing's moved-out
 --                       mark), xm:<tenant> (the migration that set or took over the mark), xf:<tenant>

@@ -1,7 +1,7 @@
 -- prepare.lua: make the target shard ready to import one unit for one migration, or wipe
 -- what an import left there.
 --
--- The keys: all carry the unit's hash tag "{<prefix>:<unit>}" (routing's layout), so they share
+-- All keys carry the unit's hash tag "{<prefix>:<unit>}" (routing's layout), so they share
 -- one slot on the target shard and the fence, the ownership check and the wipe are one
 -- atomic step.
 -- KEYS[1]  own   HASH   ownership record: gen, state, mig (the migration importing here), fence

@@ -1,7 +1,7 @@
 -- probe.lua: read a unit's ownership record and a range of its change log on the source
 -- shard in one atomic step, with what the log has lost to trimming.
 --
--- The keys (both carry the unit's hash tag, so they share one slot):
+-- Both keys carry the unit's hash tag, so they share one slot.
 -- KEYS[1]  own  HASH   ownership record
 -- KEYS[2]  log  STREAM change log
 -- ARGV[1]  after  read entries strictly after this ID ("0-0" for all)

@@ -2,7 +2,7 @@
 -- if the caller still is the migration's driver (fencing epoch) and the current state is one
 -- it expects.
 --
--- The keys: both carry the journal hash tag "{<prefix>:table}", so they share one slot.
+-- Both keys carry the journal hash tag "{<prefix>:table}", so they share one slot.
 -- KEYS[1]  journal  HASH   the migration's journal record
 -- KEYS[2]  lock     STRING the unit's migration lock
 -- KEYS[3..] STRING optional: further unit locks the migration holds (released with it)
