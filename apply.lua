@@ -6,7 +6,9 @@
 -- KEYS[4]  the demotions hash: key -> "<rate>|<ms>", the rate that decided the last demotion
 -- ARGV[1]  the leader's instance ID, or "" for a manual change (no fence, ops m+ and m-)
 -- ARGV[2]  the leader's epoch (ignored for a manual change)
--- ARGV[3]  now, milliseconds; ARGV[4] the most members allowed; ARGV[5] demotions TTL, ms
+-- ARGV[3]  now, milliseconds
+-- ARGV[4]  the most members allowed
+-- ARGV[5]  demotions TTL, ms
 -- ARGV[6]  the hot-set channel, on which a change is announced
 -- ARGV[7..] triples: op ("+", "-", "m+", "m-"), key, rate
 --

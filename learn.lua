@@ -3,7 +3,7 @@
 -- KEYS[1]  the hot set's meta hash (field version)          }
 -- KEYS[2]  the members hash (see apply.lua)                  } one slot: {<prefix>hot}
 -- KEYS[3]  the demotions hash (see apply.lua)                }
--- ARGV     none
+-- ARGV  none
 --
 -- Reply: {"ok", version, members as field/value pairs, demotions as field/value pairs}
 -- Invariant: read-only; the three reads are one atomic snapshot, so the members are those of

@@ -7,7 +7,8 @@
 -- ARGV[2]  TTL of the summary hash, milliseconds (>= 1)
 -- ARGV[3]  nudge level: PromoteRate divided by the number of shards (a non-negative number;
 --          0: no nudge)
--- ARGV[4]  the hot-set channel; ARGV[5] the nudge message ("n<interval>")
+-- ARGV[4]  the hot-set channel
+-- ARGV[5]  the nudge message ("n<interval>")
 -- ARGV[6]  how many of the pairs, from the first, may nudge (the keys the reporter does not
 --          apply as hot: a hot key needs no promotion, so its sum nudges nobody)
 -- ARGV[7..] pairs: key, rate (reads per second, a non-negative number)

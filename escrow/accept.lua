@@ -1,9 +1,19 @@
 -- accept.lua: step 2 of a transfer, at the target: accept T exactly once.
 --
--- KEYS: the eight keys of the target ledger (meta, free, jobs, held, out, in, log,
---       leases), one slot.
--- ARGV: 1 transfer ID T, 2 source owner, 3 source sequence at the freeze, 4 minimum sequence
---       (the target's witness), 5.. the permit numbers.
+-- KEYS[1]  meta of the target ledger; the eight keys share one hash tag, so one slot (layout:
+--          step.lua)
+-- KEYS[2]  free
+-- KEYS[3]  jobs
+-- KEYS[4]  held
+-- KEYS[5]  out
+-- KEYS[6]  in
+-- KEYS[7]  log
+-- KEYS[8]  leases
+-- ARGV[1]  transfer ID T
+-- ARGV[2]  source owner
+-- ARGV[3]  source sequence at the freeze
+-- ARGV[4]  minimum sequence (the target's witness)
+-- ARGV[5..] the permit numbers
 -- Reply: {'ok', 'new'|'dup', seq, segment} | {'refused', seq, segment} (segment: see step.lua) | {'conflict', permit} | {'fenced', seq} |
 --        {'missing', 0}.
 --        Bad arguments: an error 'ERR escrow: <what>', before any write.

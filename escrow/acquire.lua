@@ -1,11 +1,20 @@
 -- acquire.lua: grant the lowest free permit to a job, once per job ID.
 --
--- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log, leases), same hash tag,
---       one slot.
--- ARGV: 1 job ID (non-empty), 2 minimum sequence (the witness; 0 for a Central limiter),
---       3 lease in milliseconds (0: the grant has no lease), 4 clock-skew margin in
---       milliseconds, 5 '1' to log the step and return the segment (a Pool, whose witness
---       confirms it), '0' not to (a Central, which has no witness chain).
+-- KEYS[1]  meta of one ledger; the eight keys share one hash tag, so one slot (layout:
+--          step.lua)
+-- KEYS[2]  free
+-- KEYS[3]  jobs
+-- KEYS[4]  held
+-- KEYS[5]  out
+-- KEYS[6]  in
+-- KEYS[7]  log
+-- KEYS[8]  leases
+-- ARGV[1]  job ID (non-empty)
+-- ARGV[2]  minimum sequence (the witness; 0 for a Central limiter)
+-- ARGV[3]  lease in milliseconds (0: the grant has no lease)
+-- ARGV[4]  clock-skew margin in milliseconds
+-- ARGV[5]  '1' to log the step and return the segment (a Pool, whose witness confirms it),
+--          '0' not to (a Central, which has no witness chain)
 -- Reply: {'ok', permit, token, 'new'|'dup', segment, lease expiry (server ms, 0 if none)}
 --        (segment: see step.lua) | {'exhausted', seq} | {'fenced', seq} | {'missing', 0}.
 --        Bad arguments: an error 'ERR escrow: <what>', before any write.

@@ -1,7 +1,16 @@
 -- activate.lua: activate, or drop, a Central ledger created pending by init.lua.
 --
--- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log, leases), one slot.
--- ARGV: 1 mode 'activate' | 'drop', 2 creation ID (activate: the ID the marker names).
+-- KEYS[1]  meta of one ledger; the eight keys share one hash tag, so one slot (layout:
+--          step.lua)
+-- KEYS[2]  free
+-- KEYS[3]  jobs
+-- KEYS[4]  held
+-- KEYS[5]  out
+-- KEYS[6]  in
+-- KEYS[7]  log
+-- KEYS[8]  leases
+-- ARGV[1]  mode 'activate' | 'drop'
+-- ARGV[2]  creation ID (activate: the ID the marker names)
 -- Reply: activate: {'ok'} (active: this call activated it, or it was active already) |
 --        {'other', ID} (a pending ledger of another creation: it stays pending) | {'missing', 0};
 --        drop: {'dropped'} | {'active'} (an active ledger is never dropped) | {'missing', 0};

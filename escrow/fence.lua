@@ -1,7 +1,7 @@
 -- fence.lua: mark a ledger fenced.
 --
--- KEYS: 1 meta of one ledger.
--- ARGV: none.
+-- KEYS[1]  meta of one ledger
+-- ARGV  none
 -- Reply: {'ok', seq} | {'missing', 0}.
 -- Invariant: a fenced ledger refuses every change until Pool.Reconcile. The caller runs this
 -- when the witness showed that the ledger's history is not the one the witness confirmed

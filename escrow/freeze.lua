@@ -1,8 +1,18 @@
 -- freeze.lua: step 1 of a transfer, at the source: freeze k free permits under transfer T.
 --
--- KEYS: the eight keys of the source ledger (meta, free, jobs, held, out, in, log,
---       leases), one slot.
--- ARGV: 1 transfer ID T, 2 target owner, 3 k (1..cap), 4 minimum sequence (the witness).
+-- KEYS[1]  meta of the source ledger; the eight keys share one hash tag, so one slot (layout:
+--          step.lua)
+-- KEYS[2]  free
+-- KEYS[3]  jobs
+-- KEYS[4]  held
+-- KEYS[5]  out
+-- KEYS[6]  in
+-- KEYS[7]  log
+-- KEYS[8]  leases
+-- ARGV[1]  transfer ID T
+-- ARGV[2]  target owner
+-- ARGV[3]  k (1..cap)
+-- ARGV[4]  minimum sequence (the witness)
 -- Reply: {'ok', state, seq, json record, segment, 'new'|'dup'} (state frozen|done|aborted; a
 --        repeat of T returns the stored record; segment: see step.lua) | {'insufficient', free} | {'conflict', json} | {'fenced', seq} |
 --        {'missing', 0}.

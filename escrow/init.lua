@@ -1,15 +1,22 @@
 -- init.lua: create a ledger holding permits First..Last, unless it exists or was lost.
 --
--- KEYS (one ledger, all with the same hash tag, so one slot):
---   1 meta (hash: seq, fenced, first, last, cap)   2 free (zset permit->permit)
---   3 jobs (hash job->"permit:token")              4 held (hash permit->job)
---   5 out  (hash transfer->json)                   6 in   (hash transfer->json)
---   7 log  (zset step ID->sequence, see step.lua)
---   8 leases (zset job->lease expiry in server milliseconds, for jobs granted with a lease)
--- ARGV: 1 first, 2 last, 3 capacity, 4 witness sequence (0 when there is no witness yet),
---       5 starting sequence (optional, default 1: Central.RestoreLost starts above the lost
---       ledger's tokens), 6 creation ID (optional; a Central's): the new ledger is created
---       pending (fenced, grants nothing) until activate.lua finds its marker recording this ID.
+-- KEYS[1]  meta (hash: seq, fenced, first, last, cap); the eight keys of the ledger share
+--          one hash tag, so one slot
+-- KEYS[2]  free (zset permit->permit)
+-- KEYS[3]  jobs (hash job->"permit:token")
+-- KEYS[4]  held (hash permit->job)
+-- KEYS[5]  out  (hash transfer->json)
+-- KEYS[6]  in   (hash transfer->json)
+-- KEYS[7]  log  (zset step ID->sequence, see step.lua)
+-- KEYS[8]  leases (zset job->lease expiry in server milliseconds, for jobs granted with a lease)
+-- ARGV[1]  first
+-- ARGV[2]  last
+-- ARGV[3]  capacity
+-- ARGV[4]  witness sequence (0 when there is no witness yet)
+-- ARGV[5]  starting sequence (optional, default 1: Central.RestoreLost starts above the lost
+--          ledger's tokens)
+-- ARGV[6]  creation ID (optional; a Central's): the new ledger is created pending (fenced,
+--          grants nothing) until activate.lua finds its marker recording this ID
 -- Reply: {'created', seq, segment} | {'exists', first, last, cap, segment, creation ID ('' if
 --        none), pending (0|1)} | {'missing', 0}.
 --        Bad arguments: an error 'ERR escrow: <what>', before any write.

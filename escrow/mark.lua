@@ -1,8 +1,9 @@
 -- mark.lua: the marker of a Central's ledger, on the witness client.
 --
--- KEYS: 1 the marker (a string: the creation ID of the ledger that was activated).
--- ARGV: 1 mode 'claim' (set the marker to the ID if it is absent) | 'force' (set it: RestoreLost
---       only), 2 creation ID (non-empty).
+-- KEYS[1]  the marker (a string: the creation ID of the ledger that was activated)
+-- ARGV[1]  mode 'claim' (set the marker to the ID if it is absent) | 'force' (set it:
+--          RestoreLost only)
+-- ARGV[2]  creation ID (non-empty)
 -- Reply: {'ok', marker} (the marker after the call).
 --        Bad arguments: an error 'ERR escrow: <what>', before any write.
 -- Invariant: a marker, once set, names one creation of the ledger; only an operator's

@@ -1,13 +1,23 @@
 -- reconcile.lua: bring a fenced (or lost) ledger back in line with the rest of the pool.
 --
--- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log,
---       leases), one slot.
--- ARGV: 1 sequence floor (the highest witness of the pool), 2 capacity, 3 first, 4 last (the
---       owner's initial range, kept as metadata), 5 JSON plan:
---       {"drop": [permits], "release": [jobs], "add": [{"t": T, "from": owner, "p": [permits]}],
---        "refuse": [{"t": T, "from": owner}], "trim": [{"t": T, "p": [permits kept]}]},
---       6 the state the plan was computed from: 'missing', a sequence (the ledger was fenced
---       at it), or '' (RestoreLost: no check, its own claim orders it).
+-- KEYS[1]  meta of one ledger; the eight keys share one hash tag, so one slot (layout:
+--          step.lua)
+-- KEYS[2]  free
+-- KEYS[3]  jobs
+-- KEYS[4]  held
+-- KEYS[5]  out
+-- KEYS[6]  in
+-- KEYS[7]  log
+-- KEYS[8]  leases
+-- ARGV[1]  sequence floor (the highest witness of the pool)
+-- ARGV[2]  capacity
+-- ARGV[3]  first
+-- ARGV[4]  last (the owner's initial range, kept as metadata)
+-- ARGV[5]  JSON plan:
+--          {"drop": [permits], "release": [jobs], "add": [{"t": T, "from": owner, "p": [permits]}],
+--           "refuse": [{"t": T, "from": owner}], "trim": [{"t": T, "p": [permits kept]}]}
+-- ARGV[6]  the state the plan was computed from: 'missing', a sequence (the ledger was fenced
+--          at it), or '' (RestoreLost: no check, its own claim orders it)
 -- Reply: {'ok', seq, segment} | {'moved', seq} (the ledger is not in the state the plan was
 --        computed from; nothing written).
 --        Bad arguments: an error 'ERR escrow: <what>', before any write. The log starts anew with the reconcile

@@ -1,8 +1,17 @@
 -- refuse.lua: record at the target that T will never be accepted (unless it already was).
 --
--- KEYS: the eight keys of the target ledger (meta, free, jobs, held, out, in, log,
---       leases), one slot.
--- ARGV: 1 transfer ID T, 2 source owner, 3 minimum sequence (the target's witness).
+-- KEYS[1]  meta of the target ledger; the eight keys share one hash tag, so one slot (layout:
+--          step.lua)
+-- KEYS[2]  free
+-- KEYS[3]  jobs
+-- KEYS[4]  held
+-- KEYS[5]  out
+-- KEYS[6]  in
+-- KEYS[7]  log
+-- KEYS[8]  leases
+-- ARGV[1]  transfer ID T
+-- ARGV[2]  source owner
+-- ARGV[3]  minimum sequence (the target's witness)
 -- Reply: {'refused', seq, segment} | {'accepted', seq, segment} (T was accepted before: it
 --        cannot be refused; segment: see step.lua) |
 --        {'fenced', seq} | {'missing', 0}.

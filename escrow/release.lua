@@ -1,8 +1,15 @@
 -- release.lua: free the permit held by a job, once.
 --
--- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log, leases), same
---       hash tag, one slot.
--- ARGV: 1 job ID (non-empty).
+-- KEYS[1]  meta of one ledger; the eight keys share one hash tag, so one slot (layout:
+--          step.lua)
+-- KEYS[2]  free
+-- KEYS[3]  jobs
+-- KEYS[4]  held
+-- KEYS[5]  out
+-- KEYS[6]  in
+-- KEYS[7]  log
+-- KEYS[8]  leases
+-- ARGV[1]  job ID (non-empty)
 -- Reply: {'ok', permit} | {'none', 0} (the job holds nothing: already released, taken back
 --        after its lease, or never granted) | {'fenced', seq} | {'missing', 0}.
 --        Bad arguments: an error 'ERR escrow: <what>', before any write.

@@ -1,8 +1,16 @@
 -- renew.lua: extend the lease of a job's grant.
 --
--- KEYS: the eight keys of one ledger (meta, free, jobs, held, out, in, log,
---       leases), one slot.
--- ARGV: 1 job ID (non-empty), 2 lease in milliseconds (>= 1).
+-- KEYS[1]  meta of one ledger; the eight keys share one hash tag, so one slot (layout:
+--          step.lua)
+-- KEYS[2]  free
+-- KEYS[3]  jobs
+-- KEYS[4]  held
+-- KEYS[5]  out
+-- KEYS[6]  in
+-- KEYS[7]  log
+-- KEYS[8]  leases
+-- ARGV[1]  job ID (non-empty)
+-- ARGV[2]  lease in milliseconds (>= 1)
 -- Reply: {'ok', expiry (server ms), segment} (segment: the ledger's last steps, see step.lua;
 --        a Pool has the witness confirm them before it acknowledges the renewal) | {'none', 0} (the job holds nothing here: released,
 --        reclaimed after its lease, or never granted) | {'fenced', seq} | {'missing', 0}.

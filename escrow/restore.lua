@@ -1,10 +1,13 @@
 -- restore.lua: the pool-wide register that lets one RestoreLost at a time put lost permits back.
 --
--- KEYS: 1 the register of one pool (a hash: n = number of restores claimed, busy = ID of the
---       restore claimed and not yet done ('' if none), owner and permits of that restore), on
---       the witness client.
--- ARGV: 1 mode 'read' | 'claim' | 'done', 2 restore ID (non-empty), 3 (claim) the n the caller read
---       before it read the pool, 4 (claim) owner, 5 (claim) the permits, as text.
+-- KEYS[1]  the register of one pool (a hash: n = number of restores claimed, busy = ID of the
+--          restore claimed and not yet done ('' if none), owner and permits of that restore),
+--          on the witness client
+-- ARGV[1]  mode 'read' | 'claim' | 'done'
+-- ARGV[2]  restore ID (non-empty)
+-- ARGV[3]  (claim) the n the caller read before it read the pool
+-- ARGV[4]  (claim) owner
+-- ARGV[5]  (claim) the permits, as text
 -- Reply: read: {'ok', n, busy, owner, permits} ('' where unset); claim: {'ok'} (claimed) | {'resume', owner, permits} (this ID holds the claim: a retry
 --        puts back what the claim recorded) | {'busy', id} (another restore holds the claim) |
 --        {'moved', n} (a restore was claimed after the caller read n: its reading of the pool

@@ -1,8 +1,17 @@
 -- settle.lua: step 3 of a transfer, at the source: complete T, or abort it.
 --
--- KEYS: the eight keys of the source ledger (meta, free, jobs, held, out, in, log,
---       leases), one slot.
--- ARGV: 1 transfer ID T, 2 'complete' | 'abort', 3 minimum sequence (the source's witness).
+-- KEYS[1]  meta of the source ledger; the eight keys share one hash tag, so one slot (layout:
+--          step.lua)
+-- KEYS[2]  free
+-- KEYS[3]  jobs
+-- KEYS[4]  held
+-- KEYS[5]  out
+-- KEYS[6]  in
+-- KEYS[7]  log
+-- KEYS[8]  leases
+-- ARGV[1]  transfer ID T
+-- ARGV[2]  'complete' | 'abort'
+-- ARGV[3]  minimum sequence (the source's witness)
 -- Reply: {'ok', state, seq, 'new'|'dup', segment} (state done|aborted, also for a repeat;
 --        segment: see step.lua) | {'unknown', 0} |
 --        {'done', seq} (abort of a completed T) | {'aborted', seq} (complete of an aborted

@@ -1,7 +1,15 @@
 -- snapshot.lua: read one ledger atomically (read-only).
 --
--- KEYS: the eight keys of one ledger (named in step.lua), one slot.
--- ARGV: none.
+-- KEYS[1]  meta of one ledger; the eight keys share one hash tag, so one slot (layout:
+--          step.lua)
+-- KEYS[2]  free
+-- KEYS[3]  jobs
+-- KEYS[4]  held
+-- KEYS[5]  out
+-- KEYS[6]  in
+-- KEYS[7]  log
+-- KEYS[8]  leases
+-- ARGV  none
 -- Reply: {exists (0|1), seq, fenced, free permits, held (permit, job, ...), jobs (job,
 --        "permit:token", ...), out (T, json, ...), in (T, json, ...), leases (job, expiry in
 --        server ms, ...)}.

@@ -1,14 +1,16 @@
 -- step.lua: the names of a ledger's keys and the functions shared by the scripts that work on
 -- a ledger. Lua has no include: scripts.go prepends this file to each of them at init.
 --
--- KEYS (one ledger, all with the same hash tag, so one slot):
---   1 meta (hash: seq, fenced, first, last, cap; a Central's also cid, pending)
---   2 free (zset permit->permit)              3 jobs (hash job->"permit:token")
---   4 held (hash permit->job)                 5 out  (hash transfer->json)
---   6 in, named inbox (in is a Lua keyword) (hash in_key(source, T)->json)
---   7 log  (zset step ID->sequence)
---   8 leases (zset job->lease expiry in server milliseconds, for jobs granted with a lease)
--- ARGV: none of its own.
+-- KEYS[1]  meta (hash: seq, fenced, first, last, cap; a Central's also cid, pending); the
+--          eight keys of one ledger share one hash tag, so one slot
+-- KEYS[2]  free (zset permit->permit)
+-- KEYS[3]  jobs (hash job->"permit:token")
+-- KEYS[4]  held (hash permit->job)
+-- KEYS[5]  out  (hash transfer->json)
+-- KEYS[6]  in, named inbox (in is a Lua keyword) (hash in_key(source, T)->json)
+-- KEYS[7]  log  (zset step ID->sequence)
+-- KEYS[8]  leases (zset job->lease expiry in server milliseconds, for jobs granted with a lease)
+-- ARGV  none of its own.
 -- Reply: none; it defines names only.
 -- Invariant: a ledger keeps a log of its steps in log (score = the sequence after the step,
 -- member = the step ID). A step ID is a SHA1 over the previous step's ID, the new sequence,

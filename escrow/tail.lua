@@ -1,8 +1,9 @@
 -- tail.lua: read the part of a ledger's log the witness needs (read-only).
 --
--- KEYS: 1 meta, 2 log of one ledger (same hash tag, one slot).
--- ARGV: 1 top (the witness's highest confirmed sequence), 2 mine (the sequence of the step
---       the caller wants confirmed).
+-- KEYS[1]  meta of one ledger
+-- KEYS[2]  log of the same ledger (same hash tag, one slot)
+-- ARGV[1]  top (the witness's highest confirmed sequence)
+-- ARGV[2]  mine (the sequence of the step the caller wants confirmed)
 -- Reply: {seq, fenced (0|1), id of the step at mine ('' if the log has none), lowest
 --        sequence in the log (0 if empty), {seq, id, ...}: the last step at or below top and
 --        every step above it (at most 1024)}.

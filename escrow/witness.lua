@@ -1,9 +1,10 @@
 -- witness.lua: extend the witness chain of one ledger with steps of the ledger's log.
 --
--- KEYS: 1 the witness chain of one owner (a sorted set: score = ledger sequence, member =
---       step ID), in a slot chosen to be on another master than the ledger.
--- ARGV: 1 mode 'confirm' | 'rebase', 2.. pairs of sequence and step ID, ascending: a run of
---       consecutive steps of the ledger's log (see step.lua).
+-- KEYS[1]  the witness chain of one owner (a sorted set: score = ledger sequence, member =
+--          step ID), in a slot chosen to be on another master than the ledger
+-- ARGV[1]  mode 'confirm' | 'rebase'
+-- ARGV[2..] pairs of sequence and step ID, ascending: a run of consecutive steps of the
+--          ledger's log (see step.lua)
 -- Reply: {'ok', top} (the chain passes through the last step given) | {'gap', top, topID}
 --        (the run starts above the chain's top: the caller must read more of the log) |
 --        {'behind', top, topID} (the run ends below the chain's top: the caller checks that

@@ -1,24 +1,23 @@
 -- acquire.lua: make the caller the driver of a migration: a new fencing epoch, durably in
 -- the journal record, before the caller acts on anything.
 --
--- KEYS: both carry the journal hash tag "{<prefix>:table}", so they share one slot.
---   1 journal  HASH   the migration's journal record (fields epoch, holder, lease)
---   2 epochs   STRING the unit's epoch counter: every driver of every migration of the unit
---                     takes its epoch from it, so epochs of one unit never repeat
---   3..        STRING optional: the epoch counters of further units the migration acts on
---                     (a split's sub-buckets); the new epoch is above every counter and all
---                     of them are raised to it, so the migrations of each of those units
---                     are fenced against this one and this one against theirs
--- ARGV:
---   1 holder   the caller's token (non-empty, random per drive)
---   2 lease    lease length, ms (integer >= 1), from the server's clock
---   3 force    "1": take over even from a live driver (Cancel); "0": only when the lease is
---              free or expired
---   4 states   states in which the migration may be taken over, comma-separated (non-empty)
---   5 to       optional: the state the record moves to with the takeover ("" or absent:
---              unchanged), e.g. Cancelling for a Cancel, so no other reader sees the new
---              epoch without the new state
---   6..        with `to`: field/value pairs set with it (only when the state changes)
+-- All keys carry the journal hash tag "{<prefix>:table}", so they share one slot.
+-- KEYS[1]  journal  HASH   the migration's journal record (fields epoch, holder, lease)
+-- KEYS[2]  epochs   STRING the unit's epoch counter: every driver of every migration of the unit
+--                          takes its epoch from it, so epochs of one unit never repeat
+-- KEYS[3..] epochs  STRING optional: the epoch counters of further units the migration acts on
+--                          (a split's sub-buckets); the new epoch is above every counter and
+--                          all of them are raised to it, so the migrations of each of those
+--                          units are fenced against this one and this one against theirs
+-- ARGV[1]  holder   the caller's token (non-empty, random per drive)
+-- ARGV[2]  lease    lease length, ms (integer >= 1), from the server's clock
+-- ARGV[3]  force    "1": take over even from a live driver (Cancel); "0": only when the lease is
+--                   free or expired
+-- ARGV[4]  states   states in which the migration may be taken over, comma-separated (non-empty)
+-- ARGV[5]  to       optional: the state the record moves to with the takeover ("" or absent:
+--                   unchanged), e.g. Cancelling for a Cancel, so no other reader sees the new
+--                   epoch without the new state
+-- ARGV[6..] with `to`: field/value pairs set with it (only when the state changes)
 -- Reply: {"ok", epoch} when the caller is the driver now (a retry with the same holder token,
 --   after a lost reply, finds its own takeover and gets the same epoch, its lease renewed); {"held", holder, ms} when another
 --   driver's lease runs for ms more (nothing written); {"state", state} when the migration

@@ -1,20 +1,19 @@
 -- apply.lua: apply a batch of copied records and idempotency records to the unit being
 -- imported on the target shard, order-insensitively.
 --
--- KEYS: all carry the unit's hash tag (routing's layout), so they share one slot on the
+-- All keys carry the unit's hash tag (routing's layout), so they share one slot on the
 -- target shard; the ownership check and every change of the batch are one atomic step.
---   1 own   HASH   ownership record (must be importing at ARGV[1] for migration ARGV[2]; its
---                  fence must not be newer than ARGV[4])
---   2 rec   HASH   records: field -> "<version>:l:<value>" | "<version>:t:"
---   3 ops   HASH   idempotency records: op ID -> "<fingerprint>:<outcome>:<version>[:<field>]"
---   4 opx   ZSET   op ID scored by expiry (unix ms)
---   5 tomb  ZSET   tombstone field scored by expiry (unix ms)
--- ARGV:
---   1 gen   import generation (integer >= 1)
---   2 mig   migration ID (non-empty)
---   3 now   current time, unix ms (integer)
---   4 epoch the driver's fencing epoch (integer >= 1)
---   5..     items, four arguments each: kind ("r" record | "o" op record), field or op ID
+-- KEYS[1]  own   HASH   ownership record (must be importing at ARGV[1] for migration ARGV[2]; its
+--                       fence must not be newer than ARGV[4])
+-- KEYS[2]  rec   HASH   records: field -> "<version>:l:<value>" | "<version>:t:"
+-- KEYS[3]  ops   HASH   idempotency records: op ID -> "<fingerprint>:<outcome>:<version>[:<field>]"
+-- KEYS[4]  opx   ZSET   op ID scored by expiry (unix ms)
+-- KEYS[5]  tomb  ZSET   tombstone field scored by expiry (unix ms)
+-- ARGV[1]  gen   import generation (integer >= 1)
+-- ARGV[2]  mig   migration ID (non-empty)
+-- ARGV[3]  now   current time, unix ms (integer)
+-- ARGV[4]  epoch the driver's fencing epoch (integer >= 1)
+-- ARGV[5..] items, four arguments each: kind ("r" record | "o" op record), field or op ID
 --           (non-empty), encoded value (non-empty), expiry unix ms (integer; for a record,
 --           the tombstone's expiry, ignored for a live record)
 -- Reply:

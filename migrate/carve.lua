@@ -2,31 +2,30 @@
 -- shard of a carve-out (the tenant's records leave the bucket for an override unit of the
 -- tenant on another shard). The bucket itself stays open for its other tenants throughout.
 --
--- KEYS: all carry the bucket's hash tag (routing's layout), so they share one slot on the
+-- All keys carry the bucket's hash tag (routing's layout), so they share one slot on the
 -- source shard; the fence, the ownership check and the change are one atomic step.
---   1 own   HASH   the bucket's ownership record: gen, state, x:<tenant> (routing's moved-out
---                  mark), xm:<tenant> (the carve-out that set it), xf:<tenant> (the highest
---                  driver epoch of a carve-out of that tenant that acted here)
---   2 log   STREAM the bucket's change log
---   3 rec   HASH   records
---   4 ops   HASH   idempotency records
---   5 opx   ZSET   idempotency-record expiry
---   6 tomb  ZSET   tombstone expiry
--- ARGV:
---   1 mode    "close":  mark the tenant as moved out of the bucket (routing then refuses its
---                       reads and writes here with a stale route) for carve-out ARGV[3], if
---                       the bucket is open at ARGV[5] and the tenant unmarked;
---             "reopen": clear the mark, only if carve-out ARGV[3] set it (an abort or cancel
---                       before the flip);
---             "purge":  delete the tenant's records, tombstones and idempotency records
---                       named in ARGV[7..], only while carve-out ARGV[3]'s mark is set (the
---                       cleanup of the closed copy after the flip)
---   2 tenant  the tenant (non-empty)
---   3 mig     carve-out (migration) ID (non-empty)
---   4 epoch   the driver's fencing epoch (integer >= 1; "0" for purge, which has no driver)
---   5 gen     the bucket's generation the carve-out started from (integer >= 1)
---   6 markgen the generation stored in the mark (integer >= 1)
---   7..       purge only: pairs kind ("r" record field | "o" op ID), name
+-- KEYS[1]  own   HASH   the bucket's ownership record: gen, state, x:<tenant> (routing's moved-out
+--                       mark), xm:<tenant> (the carve-out that set it), xf:<tenant> (the highest
+--                       driver epoch of a carve-out of that tenant that acted here)
+-- KEYS[2]  log   STREAM the bucket's change log
+-- KEYS[3]  rec   HASH   records
+-- KEYS[4]  ops   HASH   idempotency records
+-- KEYS[5]  opx   ZSET   idempotency-record expiry
+-- KEYS[6]  tomb  ZSET   tombstone expiry
+-- ARGV[1]  mode    "close":  mark the tenant as moved out of the bucket (routing then refuses its
+--                            reads and writes here with a stale route) for carve-out ARGV[3], if
+--                            the bucket is open at ARGV[5] and the tenant unmarked;
+--                  "reopen": clear the mark, only if carve-out ARGV[3] set it (an abort or cancel
+--                            before the flip);
+--                  "purge":  delete the tenant's records, tombstones and idempotency records
+--                            named in ARGV[7..], only while carve-out ARGV[3]'s mark is set (the
+--                            cleanup of the closed copy after the flip)
+-- ARGV[2]  tenant  the tenant (non-empty)
+-- ARGV[3]  mig     carve-out (migration) ID (non-empty)
+-- ARGV[4]  epoch   the driver's fencing epoch (integer >= 1; "0" for purge, which has no driver)
+-- ARGV[5]  gen     the bucket's generation the carve-out started from (integer >= 1)
+-- ARGV[6]  markgen the generation stored in the mark (integer >= 1)
+-- ARGV[7..] purge only: pairs kind ("r" record field | "o" op ID), name
 -- Reply: {"ok", lastid} when done (a retry of a close or reopen already made included;
 --   lastid is the bucket's last change-log ID: with the mark set, every write of the tenant
 --   is at or before it and none can follow); {"ok", n} for purge (items deleted, "-1" when

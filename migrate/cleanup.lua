@@ -1,17 +1,16 @@
 -- cleanup.lua: delete the source shard's copy of a unit after a finished migration's grace
 -- period.
 --
--- KEYS: all carry the unit's hash tag (routing's layout), so they share one slot on the
+-- All keys carry the unit's hash tag (routing's layout), so they share one slot on the
 -- source shard; the ownership check and the deletion are one atomic step.
---   1 own   HASH   ownership record
---   2 rec   HASH   records
---   3 ops   HASH   idempotency records
---   4 opx   ZSET   idempotency-record expiry
---   5 tomb  ZSET   tombstone expiry
---   6 log   STREAM change log
--- ARGV:
---   1 gen   the generation at which the migration closed the unit here (integer >= 1)
---   2 epoch the cleaning caller's fencing epoch, from the unit's epoch counter (integer >= 1)
+-- KEYS[1]  own   HASH   ownership record
+-- KEYS[2]  rec   HASH   records
+-- KEYS[3]  ops   HASH   idempotency records
+-- KEYS[4]  opx   ZSET   idempotency-record expiry
+-- KEYS[5]  tomb  ZSET   tombstone expiry
+-- KEYS[6]  log   STREAM change log
+-- ARGV[1]  gen   the generation at which the migration closed the unit here (integer >= 1)
+-- ARGV[2]  epoch the cleaning caller's fencing epoch, from the unit's epoch counter (integer >= 1)
 -- Reply: {"ok", "1"} when the copy was deleted (or was already gone), {"ok", "0"} when the
 --   record is no longer the closed record the migration left (the unit was owned or
 --   imported here again since): nothing deleted; {"fenced", fence} when a caller with a

@@ -1,16 +1,15 @@
 -- create.lua: create a migration's journal record and take the unit's migration lock.
 --
--- KEYS: all carry the journal hash tag "{<prefix>:migrate}", so they share one slot in the
+-- All keys carry the journal hash tag "{<prefix>:migrate}", so they share one slot in the
 -- control Redis and the lock and the record are created in one atomic step.
---   1 journal  HASH  the migration's journal record
---   2 lock     STRING the unit's lock: ID of the migration that holds it
---   3 index    ZSET  every migration ID, scored by creation time (unix ms)
---   4..        STRING optional: further unit locks the migration takes with the first (a
---                     fold-back's bucket), all or none
--- ARGV:
---   1 id       migration ID (non-empty)
---   2 created  creation time, unix ms (integer)
---   3..        field/value pairs of the new record (must include "state")
+-- KEYS[1]  journal  HASH  the migration's journal record
+-- KEYS[2]  lock     STRING the unit's lock: ID of the migration that holds it
+-- KEYS[3]  index    ZSET  every migration ID, scored by creation time (unix ms)
+-- KEYS[4..] STRING optional: further unit locks the migration takes with the first (a
+--                  fold-back's bucket), all or none
+-- ARGV[1]  id       migration ID (non-empty)
+-- ARGV[2]  created  creation time, unix ms (integer)
+-- ARGV[3..] field/value pairs of the new record (must include "state")
 -- Reply: {"ok"} when created (or a retry of this creation: the record exists with the same
 --   unit lock); {"busy", otherid} when another migration holds the unit; {"exists"} when the
 --   ID is taken by a different record. Nothing is written unless the reply is "ok".

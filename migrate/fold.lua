@@ -3,37 +3,36 @@
 -- stays open for its other tenants throughout; the tenant stays marked as moved out of it
 -- (routing refuses its routed reads and writes here) until the fold-back opens it.
 --
--- KEYS: all carry the bucket's hash tag (routing's layout), so they share one slot on the
+-- All keys carry the bucket's hash tag (routing's layout), so they share one slot on the
 -- target shard; the fence, the ownership check and the change are one atomic step.
---   1 own   HASH   the bucket's ownership record: gen, state, x:<tenant> (routing's moved-out
---                  mark), xm:<tenant> (the migration that set or took over the mark), xf:<tenant>
---                  (the highest driver epoch of a migration of that tenant that acted here),
---                  vfloor (routing's version floor)
---   2 rec   HASH   records
---   3 ops   HASH   idempotency records
---   4 opx   ZSET   idempotency-record expiry
---   5 tomb  ZSET   tombstone expiry
--- ARGV:
---   1 mode    "claim": mark the tenant as moved out of the bucket for fold-back ARGV[3] (set
---                      the mark if missing, take it over if another migration set it), if
---                      the bucket is open at ARGV[5];
---             "wipe":  delete the tenant's records, tombstones and idempotency records named
---                      in ARGV[7..] (what an earlier era left, or this fold-back's copy when
---                      it is cancelled), only while this fold-back holds the mark;
---             "apply": write the items in ARGV[7..] (four arguments each, as apply.lua),
---                      order-insensitively, only while this fold-back holds the mark; every
---                      record must be the tenant's;
---             "floor": raise the bucket's version floor to ARGV[6], only while this
---                      fold-back holds the mark;
---             "open":  the flip: remove the tenant's mark, only if this fold-back holds it
---                      (done already when the tenant is not marked)
---   2 tenant  the tenant (non-empty)
---   3 mig     fold-back (migration) ID (non-empty)
---   4 epoch   the driver's fencing epoch (integer >= 1)
---   5 gen     the bucket's generation, open throughout the fold-back (integer >= 1)
---   6 arg     "apply": current time, unix ms; "floor": the floor (integer >= 0); else "-"
---   7..       "wipe": pairs kind ("r" record field | "o" op ID), name; "apply": fours kind,
---             field or op ID, encoded value, expiry unix ms (as apply.lua)
+-- KEYS[1]  own   HASH   the bucket's ownership record: gen, state, x:<tenant> (routing's moved-out
+--                       mark), xm:<tenant> (the migration that set or took over the mark), xf:<tenant>
+--                       (the highest driver epoch of a migration of that tenant that acted here),
+--                       vfloor (routing's version floor)
+-- KEYS[2]  rec   HASH   records
+-- KEYS[3]  ops   HASH   idempotency records
+-- KEYS[4]  opx   ZSET   idempotency-record expiry
+-- KEYS[5]  tomb  ZSET   tombstone expiry
+-- ARGV[1]  mode    "claim": mark the tenant as moved out of the bucket for fold-back ARGV[3] (set
+--                           the mark if missing, take it over if another migration set it), if
+--                           the bucket is open at ARGV[5];
+--                  "wipe":  delete the tenant's records, tombstones and idempotency records named
+--                           in ARGV[7..] (what an earlier era left, or this fold-back's copy when
+--                           it is cancelled), only while this fold-back holds the mark;
+--                  "apply": write the items in ARGV[7..] (four arguments each, as apply.lua),
+--                           order-insensitively, only while this fold-back holds the mark; every
+--                           record must be the tenant's;
+--                  "floor": raise the bucket's version floor to ARGV[6], only while this
+--                           fold-back holds the mark;
+--                  "open":  the flip: remove the tenant's mark, only if this fold-back holds it
+--                           (done already when the tenant is not marked)
+-- ARGV[2]  tenant  the tenant (non-empty)
+-- ARGV[3]  mig     fold-back (migration) ID (non-empty)
+-- ARGV[4]  epoch   the driver's fencing epoch (integer >= 1)
+-- ARGV[5]  gen     the bucket's generation, open throughout the fold-back (integer >= 1)
+-- ARGV[6]  arg     "apply": current time, unix ms; "floor": the floor (integer >= 0); else "-"
+-- ARGV[7..] "wipe": pairs kind ("r" record field | "o" op ID), name; "apply": fours kind,
+--           field or op ID, encoded value, expiry unix ms (as apply.lua)
 -- Reply: {"ok", n} when done (n: items written by apply, deleted by wipe, "0" otherwise; a
 --   retry of a step already made included; "-1" from wipe when the mark is not this
 --   fold-back's: nothing deleted); {"conflict", kind, field, stored, incoming} from apply

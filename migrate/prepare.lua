@@ -1,36 +1,36 @@
 -- prepare.lua: make the target shard ready to import one unit for one migration, or wipe
 -- what an import left there.
 --
--- KEYS: all carry the unit's hash tag "{<prefix>:<unit>}" (routing's layout), so they share
+-- All keys carry the unit's hash tag "{<prefix>:<unit>}" (routing's layout), so they share
 -- one slot on the target shard and the fence, the ownership check and the wipe are one
 -- atomic step.
---   1 own   HASH   ownership record: gen, state, mig (the migration importing here), fence
---                  (the highest driver epoch that acted on the unit here)
---   2 rec   HASH   records
---   3 ops   HASH   idempotency records
---   4 opx   ZSET   idempotency-record expiry
---   5 tomb  ZSET   tombstone expiry
---   6 log   STREAM change log
--- ARGV:
---   1 gen   import generation (integer >= 1)
---   2 mig   migration ID (non-empty)
---   3 mode  "prepare": claim the unit for import (record becomes importing@gen, mig set) and
---                      delete every data key, unless already claimed by this migration;
---           "reset":   delete every data key, only if claimed by this migration (a restart
---                      of the copy from a fresh snapshot);
---           "abandon": the migration was cancelled: state "cancelled", mig removed, data keys
---                      deleted, only if claimed by this migration (a claim of another
---                      migration holds nothing of this one: done);
---           "clear":   an operator clears the stuck claim of finished migration mig at gen:
---                      like "abandon", but refused unless the claim is there;
---           "floor":   raise the unit's version floor (routing's vfloor: the highest version
---                      of a tombstone purged) to ARGV[5], only if claimed by this migration;
---           "ready":   mark the import as complete and verified (own field "ready" = mig),
---                      only if claimed by this migration. A split opens only a marked
---                      target: a shard restored to a point before the mark (an older
---                      backup, which may lack copied records) is never opened.
---   4 epoch the caller's fencing epoch (integer >= 1)
---   5 floor with mode "floor": the source's version floor (integer >= 0)
+-- KEYS[1]  own   HASH   ownership record: gen, state, mig (the migration importing here), fence
+--                       (the highest driver epoch that acted on the unit here), ready (the
+--                       migration whose verified copy this is)
+-- KEYS[2]  rec   HASH   records
+-- KEYS[3]  ops   HASH   idempotency records
+-- KEYS[4]  opx   ZSET   idempotency-record expiry
+-- KEYS[5]  tomb  ZSET   tombstone expiry
+-- KEYS[6]  log   STREAM change log
+-- ARGV[1]  gen   import generation (integer >= 1)
+-- ARGV[2]  mig   migration ID (non-empty)
+-- ARGV[3]  mode  "prepare": claim the unit for import (record becomes importing@gen, mig set) and
+--                           delete every data key, unless already claimed by this migration;
+--                "reset":   delete every data key, only if claimed by this migration (a restart
+--                           of the copy from a fresh snapshot);
+--                "abandon": the migration was cancelled: state "cancelled", mig removed, data keys
+--                           deleted, only if claimed by this migration (a claim of another
+--                           migration holds nothing of this one: done);
+--                "clear":   an operator clears the stuck claim of finished migration mig at gen:
+--                           like "abandon", but refused unless the claim is there;
+--                "floor":   raise the unit's version floor (routing's vfloor: the highest version
+--                           of a tombstone purged) to ARGV[5], only if claimed by this migration;
+--                "ready":   mark the import as complete and verified (own field "ready" = mig),
+--                           only if claimed by this migration. A move opens only a marked
+--                           target: a shard restored to a point before the mark (an older
+--                           backup, which may lack copied records) is never opened.
+-- ARGV[4]  epoch the caller's fencing epoch (integer >= 1)
+-- ARGV[5]  floor with mode "floor": the source's version floor (integer >= 0)
 -- Reply: {"ok", gen, state} when done (including a retry of a step already made);
 --        {"refused", gen, state, mig} when the record is open, newer than gen, closed at or
 --        after gen, or claimed by another migration: nothing written but the fence;

@@ -1,15 +1,14 @@
 -- probe.lua: read a unit's ownership record and a range of its change log on the source
 -- shard in one atomic step, with what the log has lost to trimming.
 --
--- KEYS (both carry the unit's hash tag, so they share one slot):
---   1 own  HASH   ownership record
---   2 log  STREAM change log
--- ARGV:
---   1 after  read entries strictly after this ID ("0-0" for all)
---   2 last   read entries up to this ID, inclusive ("+" for the end)
---   3 count  maximum entries to read (integer >= 0; 0 reads none)
---   4 tenant optional, for a carve-out out of a bucket: the tenant whose moved-out mark to
---            report
+-- Both keys carry the unit's hash tag, so they share one slot.
+-- KEYS[1]  own  HASH   ownership record
+-- KEYS[2]  log  STREAM change log
+-- ARGV[1]  after  read entries strictly after this ID ("0-0" for all)
+-- ARGV[2]  last   read entries up to this ID, inclusive ("+" for the end)
+-- ARGV[3]  count  maximum entries to read (integer >= 0; 0 reads none)
+-- ARGV[4]  tenant optional, for a carve-out out of a bucket: the tenant whose moved-out mark to
+--                 report
 -- Reply: {gen, state, lastid, maxdeleted, added, length, entries[, mark]}: the ownership record
 --   ("0", "" when missing), the last change-log ID ever generated, the largest ID ever
 --   removed by XDEL ("0-0" when none), the number of entries ever added, the number present

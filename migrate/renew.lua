@@ -1,11 +1,9 @@
 -- renew.lua: extend a driver's lease on its migration, if it still is the driver.
 --
--- KEYS:
---   1 journal  HASH the migration's journal record (one key, one slot)
--- ARGV:
---   1 epoch    the driver's fencing epoch (integer >= 1)
---   2 lease    lease length, ms (integer >= 0), from the server's clock; 0 releases the
---              lease (a driver that stops on its own lets the next one take over at once)
+-- KEYS[1]  journal  HASH the migration's journal record (one key, one slot)
+-- ARGV[1]  epoch    the driver's fencing epoch (integer >= 1)
+-- ARGV[2]  lease    lease length, ms (integer >= 0), from the server's clock; 0 releases the
+--                   lease (a driver that stops on its own lets the next one take over at once)
 -- Reply: {"ok"} when renewed (or released); {"fenced", epoch} when another driver holds the migration (or
 --   the record is gone, epoch "0"): nothing written.
 -- Invariant: a driver that lost the migration never extends the lease of the one that took it.

@@ -2,20 +2,19 @@
 -- if the caller still is the migration's driver (fencing epoch) and the current state is one
 -- it expects.
 --
--- KEYS: both carry the journal hash tag "{<prefix>:table}", so they share one slot.
---   1 journal  HASH   the migration's journal record
---   2 lock     STRING the unit's migration lock
---   3..        STRING optional: further unit locks the migration holds (released with it)
--- ARGV:
---   1 expect   expected states, comma-separated (non-empty)
---   2 state    new state (non-empty)
---   3 release  "1": release the unit's locks this migration holds; "0": keep them
---   4 id       migration ID (the lock's value)
---   5 epoch    the driver's fencing epoch (integer >= 1), or "-" for a step that needs no
---              driver (bookkeeping of a finished migration, cache mode)
---   6 lease    with an epoch: the driver's lease, ms (integer >= 1), renewed from the
---              server's clock by every step
---   7..        field/value pairs to set with the state
+-- Both keys carry the journal hash tag "{<prefix>:table}", so they share one slot.
+-- KEYS[1]  journal  HASH   the migration's journal record
+-- KEYS[2]  lock     STRING the unit's migration lock
+-- KEYS[3..] STRING optional: further unit locks the migration holds (released with it)
+-- ARGV[1]  expect   expected states, comma-separated (non-empty)
+-- ARGV[2]  state    new state (non-empty)
+-- ARGV[3]  release  "1": release the unit's locks this migration holds; "0": keep them
+-- ARGV[4]  id       migration ID (the lock's value)
+-- ARGV[5]  epoch    the driver's fencing epoch (integer >= 1), or "-" for a step that needs no
+--                   driver (bookkeeping of a finished migration, cache mode)
+-- ARGV[6]  lease    with an epoch: the driver's lease, ms (integer >= 1), renewed from the
+--                   server's clock by every step
+-- ARGV[7..] field/value pairs to set with the state
 -- Reply: {"ok", state, field1, value1, ...} when written, with the whole record as it now
 --   is (saving the caller a read); {"fenced", epoch} when another driver took the migration
 --   over (its epoch is newer); {"changed", state} when the record's state is not expected

@@ -1,11 +1,11 @@
 -- gcra.lua: admit cost requests of one key by the generic cell rate algorithm, atomically.
 --
--- KEYS: 1 "<prefix>{<hash>}:g:<key>": the key's theoretical arrival time (TAT), a string
---         of microseconds on this server's clock. One key, so one slot.
--- ARGV: 1 burst: cells admitted at once from idle, 1..2^40
---       2 rate: cells per period, 1..2^40
---       3 period, microseconds, 1..8.64e10
---       4 cost: cells asked for, 1..2^40
+-- KEYS[1]  "<prefix>{<hash>}:g:<key>": the key's theoretical arrival time (TAT), a string
+--          of microseconds on this server's clock. One key, so one slot.
+-- ARGV[1]  burst: cells admitted at once from idle, 1..2^40
+-- ARGV[2]  rate: cells per period, 1..2^40
+-- ARGV[3]  period, microseconds, 1..8.64e10
+-- ARGV[4]  cost: cells asked for, 1..2^40
 -- Reply: {status, remaining, retry_after_us, reset_after_us, now_us}
 --   {'ok', ...}      admitted; TAT advanced by cost emission intervals
 --   {'denied', ...}  not admitted; nothing written; retry_after_us is -1 when cost > burst

@@ -1,11 +1,11 @@
 -- peek_gcra.lua: read a GCRA key's state as gcra.lua would judge it now. Read-only: it
 -- writes nothing.
 --
--- KEYS: 1 "<prefix>{<hash>}:g:<key>": the key's theoretical arrival time (TAT), microseconds
---         on this server's clock. One key, so one slot.
--- ARGV: 1 burst: cells admitted at once from idle, 1..2^40
---       2 rate: cells per period, 1..2^40
---       3 period, microseconds, 1..8.64e10
+-- KEYS[1]  "<prefix>{<hash>}:g:<key>": the key's theoretical arrival time (TAT),
+--          microseconds on this server's clock. One key, so one slot.
+-- ARGV[1]  burst: cells admitted at once from idle, 1..2^40
+-- ARGV[2]  rate: cells per period, 1..2^40
+-- ARGV[3]  period, microseconds, 1..8.64e10
 -- Reply: {remaining, reset_after_us, now_us}: the cells a request could take at once now and
 --   how long until the key is back at burst, with gcra.lua's arithmetic; bad arguments or a
 --   TAT that is not a number: an error 'ERR ratelimit: <what>'

@@ -2,11 +2,11 @@
 -- the sub-windows ending at the server's current one, as take.lua and sync.lua sum them.
 -- Read-only: it writes nothing.
 --
--- KEYS: 1 the base "<prefix>{<tag>}:<m>:<key>[:<slot>]"; the sub-window hashes
---         "<KEYS[1]>:<index>" (index = server milliseconds / sub) share its hash tag, hence
---         its slot. They are derived here because their names depend on the server's clock.
--- ARGV: 1 sub: sub-window length, milliseconds, 1..8.64e7
---       2 k: sub-windows summed, 1..1001
+-- KEYS[1]  the base "<prefix>{<tag>}:<m>:<key>[:<slot>]"; the sub-window hashes
+--          "<KEYS[1]>:<index>" (index = server milliseconds / sub) share its hash tag, hence
+--          its slot. They are derived here because their names depend on the server's clock.
+-- ARGV[1]  sub: sub-window length, milliseconds, 1..8.64e7
+-- ARGV[2]  k: sub-windows summed, 1..1001
 -- Reply: {now_ms, n_1, ..., n_k}: the server's clock and field n of each sub-window hash,
 --   oldest first (0 where the hash is gone); bad arguments: an error 'ERR ratelimit: <what>'
 -- Invariant: none to protect; the script never writes.

@@ -1,15 +1,15 @@
 -- sync.lua: add one instance's unsynced counts of a key to the shared per-sub-window
 -- counts, once per sequence number, and return the shared count of the current window.
 --
--- KEYS: 1 the key's base "<prefix>{<hash>}:a:<key>". Sub-window hashes are
---         "<KEYS[1]>:<index>" (field n); "<KEYS[1]>:s" maps instance -> last applied
---         sequence number. Both are derived from KEYS[1] and share its hash tag, hence
---         its slot.
--- ARGV: 1 sub: sub-window length, milliseconds, 1..8.64e7
---       2 k: sub-windows summed, 1..1001 (SubWindows+1 for Sliding, 1 for Fixed)
---       3 instance ID, 1..64 bytes
---       4 seq: this sync's sequence number, 1..2^53, increasing per instance
---       5.. pairs of (sub-window index, count >= 1), at most k+2 pairs
+-- KEYS[1]  the key's base "<prefix>{<hash>}:a:<key>". Sub-window hashes are
+--          "<KEYS[1]>:<index>" (field n); "<KEYS[1]>:s" maps instance -> last applied
+--          sequence number. Both are derived from KEYS[1] and share its hash tag, hence
+--          its slot.
+-- ARGV[1]  sub: sub-window length, milliseconds, 1..8.64e7
+-- ARGV[2]  k: sub-windows summed, 1..1001 (SubWindows+1 for Sliding, 1 for Fixed)
+-- ARGV[3]  instance ID, 1..64 bytes
+-- ARGV[4]  seq: this sync's sequence number, 1..2^53, increasing per instance
+-- ARGV[5..] pairs of (sub-window index, count >= 1), at most k+2 pairs
 -- Reply: {'ok', count, now_ms, applied}: count = cells counted in the k sub-windows ending
 -- at the server's current one; applied = 1 if the counts were added now, 0 if seq was
 -- already applied (a retry) or older.

@@ -1,17 +1,17 @@
 -- take.lua: take up to want cells from one budget slot of one key for the current
 -- sub-window, exactly once per request ID.
 --
--- KEYS: 1 the slot's base "<prefix>{<tag>}:<m>:<key>:<slot>". The slot's sub-window hashes
---         are "<KEYS[1]>:<index>" (index = server milliseconds / sub), with fields n (cells
---         granted in that sub-window) and r:<id> (the grant of request id). They are
---         derived here because their names depend on the server's clock; they share
---         KEYS[1]'s hash tag, hence its slot.
--- ARGV: 1 budget: the slot's share of the limit, 1..2^40
---       2 want: cells asked for, 1..budget
---       3 least: the fewest cells worth granting, 1..want (want for all-or-nothing)
---       4 sub: sub-window length, milliseconds, 1..8.64e7
---       5 k: sub-windows summed, 1..1001 (SubWindows+1 for Sliding, 1 for Fixed)
---       6 id: request ID, 1..64 bytes
+-- KEYS[1]  the slot's base "<prefix>{<tag>}:<m>:<key>:<slot>". The slot's sub-window hashes
+--          are "<KEYS[1]>:<index>" (index = server milliseconds / sub), with fields n (cells
+--          granted in that sub-window) and r:<id> (the grant of request id). They are
+--          derived here because their names depend on the server's clock; they share
+--          KEYS[1]'s hash tag, hence its slot.
+-- ARGV[1]  budget: the slot's share of the limit, 1..2^40
+-- ARGV[2]  want: cells asked for, 1..budget
+-- ARGV[3]  least: the fewest cells worth granting, 1..want (want for all-or-nothing)
+-- ARGV[4]  sub: sub-window length, milliseconds, 1..8.64e7
+-- ARGV[5]  k: sub-windows summed, 1..1001 (SubWindows+1 for Sliding, 1 for Fixed)
+-- ARGV[6]  id: request ID, 1..64 bytes
 -- Reply: {status, granted, remaining, ms, reset_ms, now_ms}
 --   {'ok', g, rem, ms, reset, now}   g cells granted in the current sub-window, which
 --                                   ends in ms; rem cells left in the slot's window

@@ -13,8 +13,8 @@
 --   * the added slots come first, in the order of add, then the other live entries in their
 --     order, up to 64 entries.
 --
--- KEYS: none of its own; merge reads and writes no key.
--- ARGV: none of its own.
+-- KEYS  none of its own; merge reads and writes no key.
+-- ARGV  none of its own.
 -- Reply: none; it defines merge only.
 -- Invariant: merge never shortens a live entry: an added slot ends no sooner than expiry,
 -- and a live entry keeps a later end it already has.

@@ -1,12 +1,11 @@
 -- get.lua: guarded read of one record of one placement unit.
 --
--- KEYS (both carry the unit's hash tag, so they share one slot):
---   1 own  HASH ownership record: gen, state, "x:<tenant>"
---   2 rec  HASH record field -> encoded record
--- ARGV:
---   1 gen     route generation the caller routed with (integer >= 1)
---   2 tenant  tenant (non-empty)
---   3 field   record field (non-empty)
+-- Both keys carry the unit's hash tag, so they share one slot.
+-- KEYS[1]  own  HASH ownership record: gen, state, "x:<tenant>"
+-- KEYS[2]  rec  HASH record field -> encoded record
+-- ARGV[1]  gen     route generation the caller routed with (integer >= 1)
+-- ARGV[2]  tenant  tenant (non-empty)
+-- ARGV[3]  field   record field (non-empty)
 -- Reply:
 --   {"stale", gen, state, moved}  this shard may not serve the read for that generation
 --   {"ok"}                        no record

@@ -1,21 +1,20 @@
 -- load.lua: add one Router's per-tenant operation counts of one interval to the fleet's
 -- load summary in the control Redis.
 --
--- KEYS (both under the hash tag "{<prefix>:load}", so they share one slot):
---   1 interval  HASH of one interval: t:<tenant> = operations, e:<tenant> = their error bound,
---               ops = every operation counted, r:<instance> = 1 per report added,
---               from / to = the interval's bounds (unix ms)
---   2 index     ZSET of the intervals published: member = KEYS[1]'s suffix, score = to
--- ARGV:
---   1 instance  the reporting Router's instance ID (non-empty); the report ID is
---               instance + the interval, so a retried report counts once
---   2 from      start of the interval, unix ms (integer >= 0)
---   3 to        end of the interval, unix ms (integer > from)
---   4 ttl       lifetime of both keys, ms (integer >= 1); index members older than to - ttl
---               are trimmed
---   5 ops       every operation the Router counted in the interval (integer >= 0)
---   6 member    KEYS[1]'s suffix, the index member (non-empty)
---   7..         triplets: tenant (non-empty), count (integer >= 1), error (integer >= 0)
+-- Both keys are under the hash tag "{<prefix>:load}", so they share one slot.
+-- KEYS[1]  interval  HASH of one interval: t:<tenant> = operations, e:<tenant> = their error bound,
+--                    ops = every operation counted, r:<instance> = 1 per report added,
+--                    from / to = the interval's bounds (unix ms)
+-- KEYS[2]  index     ZSET of the intervals published: member = KEYS[1]'s suffix, score = to
+-- ARGV[1]  instance  the reporting Router's instance ID (non-empty); the report ID is
+--                    instance + the interval, so a retried report counts once
+-- ARGV[2]  from      start of the interval, unix ms (integer >= 0)
+-- ARGV[3]  to        end of the interval, unix ms (integer > from)
+-- ARGV[4]  ttl       lifetime of both keys, ms (integer >= 1); index members older than to - ttl
+--                    are trimmed
+-- ARGV[5]  ops       every operation the Router counted in the interval (integer >= 0)
+-- ARGV[6]  member    KEYS[1]'s suffix, the index member (non-empty)
+-- ARGV[7..] triplets: tenant (non-empty), count (integer >= 1), error (integer >= 0)
 -- Reply: {"ok"} when the report was added, {"dup"} when this instance's report of this
 --   interval was added before (nothing changed).
 -- Invariant: each Router's counts of an interval are added at most once, whatever the

@@ -1,18 +1,17 @@
 -- own.lua: compare-and-set of one unit's ownership record; returns the change log's last ID.
 --
--- KEYS (both carry the unit's hash tag, so they share one slot with the unit's data):
---   1 own  HASH ownership record: gen, state, "x:<tenant>"
---   2 log  STREAM change log of the unit
--- ARGV:
---   1 fromgen    expected generation ("0" with fromstate "" = no record)
---   2 fromstate  expected state ("" = no record)
---   3 togen      new generation (integer >= fromgen)
---   4 tostate    new state (letters only, non-empty)
---   5 tenant     "" to change gen/state; otherwise the tenant whose moved-out mark to change
---   6 mark       with a tenant: "1" marks the tenant moved out, "0" clears the mark
---   7 fence      optional: "" (or absent) for none, else the caller's fencing epoch (integer
---                >= 1); refused when the record's "fence" field is higher, and raised to it
---                when lower (in the same step as the change)
+-- Both keys carry the unit's hash tag, so they share one slot with the unit's data.
+-- KEYS[1]  own  HASH ownership record: gen, state, "x:<tenant>"
+-- KEYS[2]  log  STREAM change log of the unit
+-- ARGV[1]  fromgen    expected generation ("0" with fromstate "" = no record)
+-- ARGV[2]  fromstate  expected state ("" = no record)
+-- ARGV[3]  togen      new generation (integer >= fromgen)
+-- ARGV[4]  tostate    new state (letters only, non-empty)
+-- ARGV[5]  tenant     "" to change gen/state; otherwise the tenant whose moved-out mark to change
+-- ARGV[6]  mark       with a tenant: "1" marks the tenant moved out, "0" clears the mark
+-- ARGV[7]  fence      optional: "" (or absent) for none, else the caller's fencing epoch (integer
+--                     >= 1); refused when the record's "fence" field is higher, and raised to it
+--                     when lower (in the same step as the change)
 -- Reply: {"ok"|"changed"|"fenced", gen, state, lastid}: "ok" when the record now equals the
 --   target (including a retry of a transition already made), "changed" when the record was
 --   neither the expected one nor the target, "fenced" when a later epoch acted on the record

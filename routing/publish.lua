@@ -1,14 +1,12 @@
 -- publish.lua: compare-and-set publication of a route table in the control Redis.
 --
--- KEYS:
---   1 table  HASH {gen, table}: the current generation and its JSON (one key, one slot)
---   2 guard  optional HASH under the hash tag "{<table key>}" (so it shares the table's slot):
---            the table is published only if its fields hold the values ARGV[4..] name
--- ARGV:
---   1 gen      generation of the new table (integer >= 1)
---   2 table    the table's JSON
---   3 channel  pub/sub channel on which the generation is announced
---   4..        with a guard: field/value pairs the guard must hold (at least one pair)
+-- KEYS[1]  table  HASH {gen, table}: the current generation and its JSON (one key, one slot)
+-- KEYS[2]  guard  optional HASH under the hash tag "{<table key>}" (so it shares the table's slot):
+--                 the table is published only if its fields hold the values ARGV[4..] name
+-- ARGV[1]  gen      generation of the new table (integer >= 1)
+-- ARGV[2]  table    the table's JSON
+-- ARGV[3]  channel  pub/sub channel on which the generation is announced
+-- ARGV[4..] with a guard: field/value pairs the guard must hold (at least one pair)
 -- Reply: {"ok", gen} when the table is now current (including the retry of a publication
 --   whose reply was lost), {"conflict", current} when gen is not exactly current + 1,
 --   {"guard", field} when the guard does not hold the value of that field. Nothing is

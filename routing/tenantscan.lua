@@ -1,14 +1,13 @@
 -- tenantscan.lua: look through one page of a bucket's records or idempotency records for
 -- anything belonging to one tenant (read-only).
 --
--- KEYS (both carry the unit's hash tag, so they share one slot):
---   1 rec  HASH records: field "<len(tenant)>:<tenant><key>" -> encoded record
---   2 ops  HASH idempotency records: op ID -> "<fingerprint>:<outcome>:<version>:<field>"
--- ARGV:
---   1 phase   "rec" or "ops": which hash to page through
---   2 cursor  HSCAN cursor (integer >= 0)
---   3 prefix  the tenant's record-field prefix, "<len(tenant)>:<tenant>" (non-empty)
---   4 count   HSCAN COUNT hint (integer 1..10000)
+-- Both keys carry the unit's hash tag, so they share one slot.
+-- KEYS[1]  rec  HASH records: field "<len(tenant)>:<tenant><key>" -> encoded record
+-- KEYS[2]  ops  HASH idempotency records: op ID -> "<fingerprint>:<outcome>:<version>:<field>"
+-- ARGV[1]  phase   "rec" or "ops": which hash to page through
+-- ARGV[2]  cursor  HSCAN cursor (integer >= 0)
+-- ARGV[3]  prefix  the tenant's record-field prefix, "<len(tenant)>:<tenant>" (non-empty)
+-- ARGV[4]  count   HSCAN COUNT hint (integer 1..10000)
 -- Reply: {next, found}: the next cursor ("0" when the hash was fully seen) and the first
 --   record field or op ID of the tenant on this page ("" for none).
 -- Invariant: read-only; one page per call, so a large bucket never blocks the shard.

@@ -1,30 +1,29 @@
 -- write.lua: one guarded, idempotent write (Put or Delete, optionally conditional on the
 -- record's version) to the versioned record store of one placement unit.
 --
--- KEYS: all six carry the unit's hash tag "{<prefix>:<unit>}", so they share one hash slot;
+-- All six keys carry the unit's hash tag "{<prefix>:<unit>}", so they share one hash slot;
 -- the ownership check, the idempotency record, the data change and the change-log entry are
 -- therefore one atomic step on one shard, and everything travels together when the unit moves.
---   1 own   HASH   ownership record: gen, state, "x:<tenant>" for tenants moved out, and
---                  "vfloor": the highest version of a tombstone purged here
---   2 rec   HASH   record field -> "<version>:l:<value>" or "<version>:t:" (tombstone)
---   3 ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>:<field>"
---   4 opx   ZSET   op ID scored by its expiry, unix ms
---   5 tomb  ZSET   record field scored by the tombstone's expiry, unix ms
---   6 log   STREAM change log, one entry per recorded operation
--- ARGV:
---   1 gen      route generation the caller routed with (integer >= 1)
---   2 tenant   tenant (non-empty); refused if marked as moved out of this unit
---   3 opid     operation ID (non-empty)
---   4 fp       fingerprint of the operation (non-empty, no ':')
---   5 kind     "put" or "del"
---   6 field    record field (non-empty)
---   7 check    "1": the current version must equal ARGV[8] (0 = absent or deleted); "0": no check
---   8 expect   expected version (integer >= 0)
---   9 value    value to store (put only)
---  10 now      current time, unix ms (integer)
---  11 opttl    idempotency-record retention, ms (integer >= 1)
---  12 tombttl  tombstone retention, ms (integer >= 1)
---  13 logmax   approximate change-log length cap (integer, 0 = no cap)
+-- KEYS[1]  own   HASH   ownership record: gen, state, "x:<tenant>" for tenants moved out, and
+--                       "vfloor": the highest version of a tombstone purged here
+-- KEYS[2]  rec   HASH   record field -> "<version>:l:<value>" or "<version>:t:" (tombstone)
+-- KEYS[3]  ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>:<field>"
+-- KEYS[4]  opx   ZSET   op ID scored by its expiry, unix ms
+-- KEYS[5]  tomb  ZSET   record field scored by the tombstone's expiry, unix ms
+-- KEYS[6]  log   STREAM change log, one entry per recorded operation
+-- ARGV[1]  gen      route generation the caller routed with (integer >= 1)
+-- ARGV[2]  tenant   tenant (non-empty); refused if marked as moved out of this unit
+-- ARGV[3]  opid     operation ID (non-empty)
+-- ARGV[4]  fp       fingerprint of the operation (non-empty, no ':')
+-- ARGV[5]  kind     "put" or "del"
+-- ARGV[6]  field    record field (non-empty)
+-- ARGV[7]  check    "1": the current version must equal ARGV[8] (0 = absent or deleted); "0": no check
+-- ARGV[8]  expect   expected version (integer >= 0)
+-- ARGV[9]  value    value to store (put only)
+-- ARGV[10] now      current time, unix ms (integer)
+-- ARGV[11] opttl    idempotency-record retention, ms (integer >= 1)
+-- ARGV[12] tombttl  tombstone retention, ms (integer >= 1)
+-- ARGV[13] logmax   approximate change-log length cap (integer, 0 = no cap)
 -- Reply (all strings):
 --   {"stale", gen, state, moved}  the ownership record does not admit this generation; nothing written
 --   {"conflict", fingerprint}     the op ID is recorded for a different operation (fingerprint or
