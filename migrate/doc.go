@@ -45,12 +45,15 @@
 //   - ClosedA: one script closes the source for the old generation and returns the log's
 //     final position. A write racing it is either in the log before that position or refused
 //     with routing.ErrStaleRoute. No "requests seem to be over" heuristic is involved. The
-//     target applies up to the barrier and the verification is completed. Writes to the unit
-//     pause from here.
+//     target applies up to the barrier and the verification is completed; then the target's
+//     record is marked as holding this migration's verified copy. Writes to the unit pause
+//     from here.
 //   - ReadyB: the target's record opens at the new generation, then the new table is
 //     published by compare-and-set (generation = current + 1, retried if another table was
 //     published meanwhile). The source is closed before the target opens, so at most one
-//     owner is open at any instant.
+//     owner is open at any instant. A target without the mark (its shard restored to a
+//     backup older than the mark, which may lack copied records) is never opened: the move
+//     aborts and reopens the source.
 //   - OwnedB: done. Stale clients get ErrStaleRoute from the source, learn the new table and
 //     retry on the target with the same op ID. The idempotency records came along, so an op
 //     applied before the barrier replays its first result. [Coordinator.Cleanup] deletes the

@@ -624,6 +624,9 @@ func (c *Coordinator) splitFlip(ctx context.Context, r *run) error {
 		if published {
 			gen = t.Generation
 		}
+		if err := c.splitMarked(ctx, r); err != nil {
+			return err
+		}
 		for j := range r.SplitTo {
 			if err := c.openSplitTarget(ctx, r.targetRun(j), t, gen); err != nil {
 				return err
@@ -660,6 +663,35 @@ func (c *Coordinator) splitFlip(ctx context.Context, r *run) error {
 		return c.step(ctx, r, []State{ReadyB}, OwnedB, true,
 			"flipgen", u64(gen), "flipped", ms(now), "pauseus", i64(pause.Microseconds()))
 	}
+}
+
+// splitMarked checks, before the flip opens any target, that every target still importing
+// carries the mark of its verified copy (set before ReadyB; only a wipe removes it). A
+// target without it was restored to an earlier backup and may lack copied records: while
+// no target is open yet, the split aborts, reopening its sources; once one is open (a
+// resumed flip), openSplitTarget stops the flip instead, since an abort would leave that
+// target open.
+func (c *Coordinator) splitMarked(ctx context.Context, r *run) error {
+	var unmarked *run
+	for j := range r.SplitTo {
+		tr := r.targetRun(j)
+		b := c.shards[tr.Target]
+		f, err := b.c.HMGet(ctx, c.keys.Unit(tr.Unit).Own, "state", "ready").Result()
+		if err != nil {
+			return fmt.Errorf("migrate: flip: %w", err)
+		}
+		if st, _ := f[0].(string); st == string(routing.StateOpen) {
+			return nil
+		}
+		if m, _ := f[1].(string); m != tr.ID && unmarked == nil {
+			unmarked = tr
+		}
+	}
+	if unmarked == nil {
+		return nil
+	}
+	return abortf(true, fmt.Errorf("%w: target %q holds %s importing without the mark of its verified copy (restored to an earlier point?); the split stops before opening any target",
+		ErrOwnershipChanged, unmarked.Target, unmarked.Unit))
 }
 
 // openSplitTarget opens target run tr's unit at generation gen if it is still importing for

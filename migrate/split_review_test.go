@@ -382,7 +382,8 @@ func TestSplitReviewCancelRacingTheFlip(t *testing.T) {
 // A target shard restored to an earlier snapshot (taken while the copy was running) after
 // the barrier and the verification, before the flip: its import claim is still there, but
 // records copied after the snapshot are gone. The driver must stop with an error rather than
-// open that target and publish a table under which acknowledged writes are missing.
+// open that target and publish a table under which acknowledged writes are missing; with no
+// target open yet, it aborts and reopens the source.
 func TestSplitReviewTargetRestoredBeforeTheFlipStopsTheSplit(t *testing.T) {
 	srv := celebritytest.Shards(t, 4)
 	tgt := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
@@ -409,16 +410,18 @@ func TestSplitReviewTargetRestoredBeforeTheFlipStopsTheSplit(t *testing.T) {
 	}})
 	_, err := co.Split(ctx, migrate.SplitSpec{ID: "restore", Tenant: tenant, Targets: []string{"b", "c", "d", "a"}})
 	require.True(t, restored)
-	require.ErrorIs(t, err, migrate.ErrOwnershipChanged, "the split stops")
+	require.ErrorIs(t, err, migrate.ErrAborted, "the split stops")
+	require.ErrorIs(t, err, migrate.ErrOwnershipChanged)
 	require.ErrorContains(t, err, `target "b"`)
 	require.Equal(t, "a", e.table().Overrides[tenant], "no table with the spread")
 	require.NotContains(t, e.table().Spreads, tenant)
 	for j, s := range []string{"b", "c", "d", "a"} {
 		require.NotEqual(t, routing.StateOpen, e.own(s, routing.SpreadUnit(tenant, uint32(j))).State, "sub-bucket %d", j)
 	}
-	// A later driver stops the same way; the source keeps the tenant's data, closed.
+	// No target was opened: the abort reopened the source, which keeps the tenant's data.
+	require.Equal(t, routing.StateOpen, e.own("a", routing.TenantUnit(tenant)).State)
 	_, err = e.coordinator(migrate.Options{}).Resume(ctx, "restore")
-	require.ErrorIs(t, err, migrate.ErrOwnershipChanged)
+	require.ErrorIs(t, err, migrate.ErrAborted)
 	require.Equal(t, "a", e.table().Overrides[tenant])
 	m.check(t, e, "a", routing.TenantUnit(tenant), tenant)
 }
