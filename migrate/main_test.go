@@ -34,8 +34,16 @@ const testBuckets = 16
 // binary: the helpers' contexts of that test end at the same moment).
 var dumped atomic.Bool
 
+// testBound is the bound of a whole test's context (ctxT). A test spends most of it on
+// moves under writers, and several on driver processes whose every wait has 30 s or more;
+// on a loaded 2-core machine a test that takes 15 s alone has run past a minute (a
+// takeover, a finish and a move back beside another test binary), so the bound is minutes:
+// it only turns a hang into a failure with the goroutines shown, and the run's -timeout
+// (20 m) stays above it.
+const testBound = 5 * time.Minute
+
 func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testBound)
 	stop := context.AfterFunc(ctx, func() {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !dumped.Swap(true) {
 			// A test that ran into its bound: show where every goroutine waits.
