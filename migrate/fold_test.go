@@ -177,7 +177,10 @@ func TestFoldBackReturnsATenantIntoItsBucketWhileItKeepsWriting(t *testing.T) {
 
 			require.Eventually(t, func() bool { return fatStale.Load() > before }, 30*time.Second, time.Millisecond,
 				"the tenant's writers met the fold-back's barrier")
-			time.Sleep(20 * time.Millisecond)
+			// Let the writers acknowledge more writes on the new table, then stop.
+			after := m.acked()
+			require.Eventually(t, func() bool { return m.acked() >= after+20 }, 30*time.Second, time.Millisecond,
+				"writes go on after the fold-back")
 			close(stop)
 			wg.Wait()
 			close(errs)
