@@ -238,6 +238,7 @@ func (c *client) refresh(ctx context.Context, gen uint64) error {
 // model is the expected state of one unit: per record field, the last acknowledged write.
 type model struct {
 	id   int64
+	pace time.Duration // pause between a writer's writes (0: none)
 	mu   sync.Mutex
 	recs map[string]routing.Record
 	ops  map[string]routing.Result
@@ -250,7 +251,8 @@ func newModel() *model {
 }
 
 // writer writes random puts and deletes to its own keys of unit u (so the model of each key
-// is exact) until stop is closed, recording every acknowledged result.
+// is exact) until stop is closed, recording every acknowledged result, pausing m.pace
+// between writes.
 func (m *model) writer(ctx context.Context, c *client, u routing.Unit, name string, keys int, stop <-chan struct{}, seq *atomic.Int64) error {
 	for i := 0; ; i++ {
 		select {
@@ -269,6 +271,9 @@ func (m *model) writer(ctx context.Context, c *client, u routing.Unit, name stri
 			return fmt.Errorf("writer %s op %s: %w", name, opID, err)
 		}
 		m.ack(key, op, opID, res)
+		if m.pace > 0 {
+			time.Sleep(m.pace)
+		}
 	}
 }
 
