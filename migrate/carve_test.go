@@ -557,6 +557,10 @@ func TestCarveOutCancelAndAbortGiveTheTenantBack(t *testing.T) {
 	stopW := make(chan struct{})
 	var stale atomic.Int64
 	done := make(chan error, 1)
+	// A paced writer: the catch-up (batches of 20) must outrun it on a loaded machine too;
+	// flat out it writes about as fast as the catch-up applies and the source stays open
+	// for hundreds of rounds.
+	m.pace = 5 * time.Millisecond
 	go func() { done <- m.writer(ctx, e.client(), tenant, "w", 10, stopW, &stale) }()
 	_, err = co2.Carve(dctx, migrate.CarveSpec{ID: "c2", Tenant: tenant, Target: dst})
 	require.ErrorIs(t, err, context.Canceled)

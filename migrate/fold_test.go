@@ -177,7 +177,10 @@ func TestFoldBackReturnsATenantIntoItsBucketWhileItKeepsWriting(t *testing.T) {
 
 			require.Eventually(t, func() bool { return fatStale.Load() > before }, 30*time.Second, time.Millisecond,
 				"the tenant's writers met the fold-back's barrier")
-			time.Sleep(20 * time.Millisecond)
+			// Let the writers acknowledge more writes on the new table, then stop.
+			after := m.acked()
+			require.Eventually(t, func() bool { return m.acked() >= after+20 }, 30*time.Second, time.Millisecond,
+				"writes go on after the fold-back")
 			close(stop)
 			wg.Wait()
 			close(errs)
@@ -440,6 +443,10 @@ func TestFoldBackCancelAndAbortKeepTheTenantOnItsUnit(t *testing.T) {
 	stopW := make(chan struct{})
 	var stale atomic.Int64
 	done := make(chan error, 1)
+	// A paced writer: the catch-up (batches of 20) must outrun it on a loaded machine too;
+	// flat out it writes about as fast as the catch-up applies and the source stays open
+	// for hundreds of rounds.
+	m.pace = 5 * time.Millisecond
 	go func() { done <- m.writer(ctx, e.client(), tenant, "w", 10, stopW, &stale) }()
 	_, err = co2.Fold(dctx, migrate.FoldSpec{ID: "f2", Tenant: tenant})
 	require.ErrorIs(t, err, context.Canceled)

@@ -34,8 +34,16 @@ const testBuckets = 16
 // binary: the helpers' contexts of that test end at the same moment).
 var dumped atomic.Bool
 
+// testBound is the bound of a whole test's context (ctxT). A test spends most of it on
+// moves under writers, and several on driver processes whose every wait has 30 s or more;
+// on a loaded 2-core machine a test that takes 15 s alone has run past a minute (a
+// takeover, a finish and a move back beside another test binary), so the bound is minutes:
+// it only turns a hang into a failure with the goroutines shown, and the run's -timeout
+// (20 m) stays above it.
+const testBound = 5 * time.Minute
+
 func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), testBound)
 	stop := context.AfterFunc(ctx, func() {
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !dumped.Swap(true) {
 			// A test that ran into its bound: show where every goroutine waits.
@@ -230,6 +238,7 @@ func (c *client) refresh(ctx context.Context, gen uint64) error {
 // model is the expected state of one unit: per record field, the last acknowledged write.
 type model struct {
 	id   int64
+	pace time.Duration // pause between a writer's writes (0: none)
 	mu   sync.Mutex
 	recs map[string]routing.Record
 	ops  map[string]routing.Result
@@ -242,7 +251,8 @@ func newModel() *model {
 }
 
 // writer writes random puts and deletes to its own keys of unit u (so the model of each key
-// is exact) until stop is closed, recording every acknowledged result.
+// is exact) until stop is closed, recording every acknowledged result, pausing m.pace
+// between writes.
 func (m *model) writer(ctx context.Context, c *client, u routing.Unit, name string, keys int, stop <-chan struct{}, seq *atomic.Int64) error {
 	for i := 0; ; i++ {
 		select {
@@ -261,6 +271,9 @@ func (m *model) writer(ctx context.Context, c *client, u routing.Unit, name stri
 			return fmt.Errorf("writer %s op %s: %w", name, opID, err)
 		}
 		m.ack(key, op, opID, res)
+		if m.pace > 0 {
+			time.Sleep(m.pace)
+		}
 	}
 }
 

@@ -47,6 +47,10 @@ func TestMoveBackAndForthUnderLoad(t *testing.T) {
 	e.openOwner(u)
 	cl := e.client()
 	m := newModel()
+	// Three writers paced at 1 ms load every move; flat out they write about as fast as the
+	// catch-up applies, and a move's catch-up runs for hundreds of rounds (four moves took
+	// 3.5 to 15 s at load 16-24, past a minute at load 27).
+	m.pace = time.Millisecond
 	m.seed(t, cl, u, 500)
 	obs := e.observe(u, "a", "b")
 	stop := writeLoad(ctx, m, cl, u, 3)

@@ -97,6 +97,11 @@ func TestReviewDriverStoppedAfterTakeoverWokenAfterAMoveBack(t *testing.T) {
 				src := e.openOwner(u)
 				dst := other(src)
 				m := newModel()
+				// A paced writer: the catch-ups (batches of 20) must outrun it on a loaded
+				// machine too. Flat out it writes about as fast as they apply, the lag
+				// shrinks by a little most rounds and the source stays open for hundreds of
+				// rounds (a move back of 0.3 s took 8 to 50 s under load).
+				m.pace = 5 * time.Millisecond
 				m.seed(t, e.client(), u, 100)
 				stop := make(chan struct{})
 				var seq atomic.Int64

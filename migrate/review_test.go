@@ -191,6 +191,9 @@ func TestReviewConcurrentResumesWithLostTakeoverReplies(t *testing.T) {
 			src := e.openOwner(u)
 			dst := other(src)
 			m := newModel()
+			// Paced writers: the catch-up (batches of 20) must outrun them on a loaded
+			// machine too (see TestReviewDriverStoppedAfterTakeoverWokenAfterAMoveBack).
+			m.pace = 5 * time.Millisecond
 			m.seed(t, e.client(), u, 150)
 
 			g := newGrants()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,23 @@ import (
 // maxResumesUnderLoss bounds the Resumes a move may need while the coordinator loses a
 // control reply every ~45 ms.
 const maxResumesUnderLoss = 40
+
+// lossGap is the fewest control commands the coordinator sends between two lost replies.
+const lossGap = 12
+
+// commandCount counts the commands a client sends.
+type commandCount struct{ n atomic.Int64 }
+
+func (c *commandCount) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *commandCount) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (c *commandCount) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
 
 // With one lost coordinator reply every ~45 ms (control Redis, no go-redis retries), a move
 // under writes finishes within a bounded number of Resumes: a takeover whose reply was lost
@@ -54,16 +72,21 @@ func moveUnderSteadyLoss(t *testing.T, e *env, control *celebritytest.Server, u 
 
 	inj := faults.New()
 	lossy := control.Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil); o.MaxRetries = -1 })
+	cmds := &commandCount{}
+	lossy.AddHook(cmds)
 	co, err := migrate.New(lossy, migrate.Options{Prefix: e.prefix, BatchSize: 100, Shards: e.clients,
 		LeaseTTL: 2 * time.Second})
 	require.NoError(t, err)
 
-	// Arm one drop every ~45 ms, once the previous one was consumed.
+	// Arm one drop every ~45 ms, once the previous one was consumed and the coordinator sent
+	// at least lossGap control commands since the last was armed: on a loaded machine, where
+	// a step takes longer than 45 ms, a drop every 45 ms would take the reply of nearly every
+	// command, and the Resumes a move needs would count the machine's speed.
 	lctx, lstop := context.WithCancel(ctx)
 	lossDone := make(chan struct{})
 	go func() {
 		defer close(lossDone)
-		armed := int64(0)
+		armed, armedAt := int64(0), int64(0)
 		tick := time.NewTicker(45 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -72,9 +95,9 @@ func moveUnderSteadyLoss(t *testing.T, e *env, control *celebritytest.Server, u 
 				return
 			case <-tick.C:
 			}
-			if inj.Dropped() >= armed {
+			if n := cmds.n.Load(); inj.Dropped() >= armed && (armed == 0 || n-armedAt >= lossGap) {
 				inj.DropReply(faults.Match{}, 1)
-				armed++
+				armed, armedAt = armed+1, n
 			}
 		}
 	}()
@@ -96,7 +119,7 @@ func moveUnderSteadyLoss(t *testing.T, e *env, control *celebritytest.Server, u 
 	}
 	lstop()
 	<-lossDone
-	t.Logf("%d resumes, %d replies lost", resumes, inj.Dropped())
+	t.Logf("%d resumes, %d replies lost, %d control commands", resumes, inj.Dropped(), cmds.n.Load())
 	require.Positive(t, inj.Dropped())
 	require.NoError(t, stop())
 	require.Equal(t, dst, e.table().Owner(u))
