@@ -23,7 +23,7 @@ import (
 // outside them in the same run (the reference: target ratio 1, their writes never wait on
 // the barrier).
 func BenchmarkSplit(b *testing.B) {
-	for _, n := range []int{10_000} {
+	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("records=%d", n), func(b *testing.B) {
 			srv := celebritytest.Shards(b, 5)
 			e := newEnvOver(b, srv[0].Client(b), map[string]migrate.ShardClient{"a": srv[1].Client(b), "b": srv[2].Client(b),
