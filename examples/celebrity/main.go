@@ -129,7 +129,8 @@ func main() {
 	}
 	fmt.Printf("the loop's own commands: %d of the run's %d (%.2f%%)\n", s.loopCommands, s.total,
 		100*float64(s.loopCommands)/float64(max(s.total, 1)))
-	fmt.Printf("database loads: %d for the viral post, %d in all for %d distinct posts\n\n", s.viralLoads, s.loads, s.distinct)
+	fmt.Printf("database loads: %d for the viral post, %d in all for %d distinct posts\n", s.viralLoads, s.loads, s.distinct)
+	fmt.Printf("fill leases: %d won, %d after waiting for another holder, %d fills refused\n\n", s.leaseWins, s.takeovers, s.fillsRefused)
 	if len(t.embedded) > 0 {
 		fmt.Println("note: on the embedded default the skew figures are not those of a real cluster: the three")
 		fmt.Println("  miniredis servers share this process and its CPU, count every command (connection")
@@ -201,6 +202,8 @@ type summary struct {
 	viralLoads, loads   int64
 	distinct            int
 	loopCommands, total uint64
+	// leaseWins, takeovers and fillsRefused are the fleet's replicas fill-lease counters.
+	leaseWins, takeovers, fillsRefused uint64
 }
 
 func runProtected(ctx context.Context, t *target, n int, d time.Duration, pick func(*rand.Rand) string,
@@ -327,7 +330,11 @@ func runProtected(ctx context.Context, t *target, n int, d time.Duration, pick f
 	s.viralLoads, s.loads = db.loadsOf(viral), db.total.Load()
 	db.loads.Range(func(any, any) bool { s.distinct++; return true })
 	for _, cache := range caches {
-		s.loopCommands += cache.Stats().LoopCommands
+		st := cache.Stats()
+		s.loopCommands += st.LoopCommands
+		s.leaseWins += st.Replicas.LeaseWins
+		s.takeovers += st.Replicas.LeaseTakeovers
+		s.fillsRefused += st.Replicas.FillsRefused
 	}
 
 	var le error
