@@ -69,11 +69,16 @@
 // command; one that missed a version (a lost message, a subscription that was down) reads the
 // whole set, at once on the next announcement or heartbeat. An instance that hears the
 // channel polls the version only once per PollInterval (default 60 intervals); one that has
-// heard nothing for 3 intervals (its subscription is down, or the leader is gone) polls every
-// interval, which is also how a new leader takes over. So a subscribed instance applies a
-// change as soon as the announcement arrives: it warms the key's copies before its reads use
-// them (replicas.Promote) and refreshes the key ahead of its L1 expiry while it is read, so a
-// hot key never misses. Cache.Promote and Cache.Demote change the hot set by hand (a launch
+// heard nothing for 3 intervals (its subscription is down, the leader's heartbeat is late, or
+// the leader is gone) polls, which is also how a new leader takes over: every interval while
+// a poll finds no live leader or a version it had not applied, and otherwise (another
+// instance's live lease, the version unchanged: the heartbeat is only late) not again before
+// that lease would expire, 3 intervals at most, so a slow leader does not make the whole
+// fleet poll every interval. The poll reads the version, so a change the channel did not
+// deliver is read by the next poll. So a subscribed instance applies a change as soon as the
+// announcement arrives: it warms the key's copies before its reads use them
+// (replicas.Promote) and refreshes the key ahead of its L1 expiry while it is read, so a hot
+// key never misses. Cache.Promote and Cache.Demote change the hot set by hand (a launch
 // known in advance); a manual member is never demoted by the fleet. Options.OnEvent receives
 // each change as this instance applies it, with the fleet-wide rate that decided it.
 //
@@ -102,11 +107,16 @@
 // A cache: nothing durable. Redis 7 (replicas' scripts). Pub/sub is at most once; a lost
 // invalidation is bounded by Fresh+Stale; a lost hot-set announcement is repaired by the next
 // heartbeat (one interval), and an instance whose subscription is down learns a change within
-// 4 intervals (3 without a heartbeat, then a poll every interval). The summary assumes the
+// 4 intervals (its first poll comes at most 4 intervals after the last message it heard, the
+// next ones at most 3 intervals apart; a loaded machine's delays add to this). A lost leader
+// is replaced within one interval after its lease expires (at most 4 after its last renewal).
+// The summary assumes the
 // instances' clocks agree within a fraction of ReportInterval (an interval is named by
 // wall-clock time). The loop's own commands per interval: at most one report (two with an
 // early one) per instance that has a key at or above ReportMinRate, one poll per instance per
-// PollInterval (per interval while it hears no heartbeat), SummaryShards reads (up to
+// PollInterval (while it hears no heartbeat: one per 3 intervals while a live leader's
+// heartbeat is late, one per interval while there is no leader or its polls find changes it
+// missed), SummaryShards reads (up to
 // 4×SummaryShards more in an interval with a nudge), one lease renewal and one heartbeat by
 // the leader, and, per hot-set change, one by the instance that makes it (the announcement is
 // published by the same script) and one (the hot set read in one script) by each instance

@@ -29,6 +29,7 @@ type fleet struct {
 	lastEval  int64            // the last interval this instance evaluated as leader
 	nodes     nodeLoad         // leader only: the masters' commands per second (PromoteShare)
 	ticks     int64            // the report loop's ticks
+	quietTill int64            // the first tick at which a silent channel makes this instance poll again
 	warnAlone sync.Once
 
 	heard     atomic.Int64  // when this instance last heard the hot-set channel, Unix nanoseconds
@@ -149,11 +150,14 @@ func (c *Cache[V]) tick(ctx context.Context) {
 	every := int64(max(1, reportTicks*c.o.PollInterval/c.o.ReportInterval))
 	poll := c.pollFast() && f.ticks%reportTicks == 0 || f.ticks%every == 0
 	retry := f.ticks%reportTicks == 0
+	at := f.ticks
 	f.ticks++
 	if poll {
-		if err := c.poll(cctx); err != nil {
+		quiet, err := c.poll(cctx)
+		if err != nil {
 			c.loopError("poll", err)
 		}
+		f.quietTill = at + min(heartbeatsMissed*reportTicks, ceilDiv(quiet, c.o.ReportInterval/reportTicks))
 	}
 	if retry {
 		// Once per interval, not only at a poll: with a live channel polls come once per
@@ -177,15 +181,26 @@ func (c *Cache[V]) pubSubLive() bool {
 
 // pollFast reports whether this instance polls every interval: as the leader (to renew its
 // lease), or when it has heard nothing on the hot-set channel for heartbeatsMissed intervals.
-// A new instance gives the channel that long after its first poll before it polls again.
+// A new instance gives the channel that long after its first poll before it polls again. A
+// poll that found another instance's live lease and the version applied here (the leader's
+// heartbeat is late, no change was missed) is as good as a heartbeat until that lease would
+// expire, heartbeatsMissed intervals at most: a slow leader does not make the whole fleet
+// poll every interval, a missed change is read by the next poll, and a lost leader's lease is
+// taken over as soon as it expires.
 func (c *Cache[V]) pollFast() bool {
 	f := &c.fleet
 	if f.leader.Load() {
 		return true
 	}
+	if f.ticks < f.quietTill {
+		return false
+	}
 	last := max(f.heard.Load(), f.firstPoll.Load())
 	return last == 0 || c.o.Clock().UnixNano()-last >= int64(heartbeatsMissed*c.o.ReportInterval)
 }
+
+// ceilDiv returns d/unit rounded up; unit is positive.
+func ceilDiv(d, unit time.Duration) int64 { return int64((d + unit - 1) / unit) }
 
 func (c *Cache[V]) loopError(step string, err error) {
 	if err == nil || c.closed.Load() {

@@ -155,29 +155,35 @@ func (c *Cache[V]) earlyPairs(top []hotkeys.KeyLoad) []any {
 }
 
 // poll reads the hot set's version (learning the set when it changed) and takes or renews the
-// leader lease.
-func (c *Cache[V]) poll(ctx context.Context) error {
+// leader lease. quiet is how long the poll shows the channel need not be polled again: the
+// remaining time of another instance's live lease when the version was the one applied here
+// (a leader whose heartbeat is late, not a change missed); zero otherwise.
+func (c *Cache[V]) poll(ctx context.Context) (quiet time.Duration, err error) {
 	ks := c.keys()
 	lease := (3 * c.o.ReportInterval).Milliseconds() + 1
 	c.fleet.loopCommands.Add(1)
 	c.fleet.polls.Add(1)
 	res, err := pollScript.Run(ctx, c.client, []string{ks.meta, ks.lease}, c.o.InstanceID, lease).Slice()
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if len(res) != 4 {
-		return fmt.Errorf("celebrity: poll: unexpected reply %v", res)
+	if len(res) != 5 {
+		return 0, fmt.Errorf("celebrity: poll: unexpected reply %v", res)
 	}
 	version, _ := res[1].(int64)
 	lead, _ := res[2].(int64)
 	epoch, _ := res[3].(int64)
+	left, _ := res[4].(int64)
 	c.fleet.leader.Store(lead == 1)
 	c.fleet.epoch.Store(epoch)
 	c.fleet.firstPoll.CompareAndSwap(0, c.o.Clock().UnixNano())
 	if uint64(version) != c.fleet.version.Load() {
-		return c.learn(ctx)
+		return 0, c.learn(ctx)
 	}
-	return nil
+	if lead == 1 {
+		return 0, nil
+	}
+	return time.Duration(left) * time.Millisecond, nil
 }
 
 // retryPromotions warms the copies of hot keys whose promotion failed on this instance

@@ -87,9 +87,11 @@ type Options[V any] struct {
 	// in Redis while the hot-set channel is live. The leader announces every change on
 	// pub/sub and publishes the version once per ReportInterval as a heartbeat, so a
 	// subscribed instance learns a change at once and needs no poll; an instance that has
-	// heard nothing on the channel for 3 ReportIntervals (its subscription is down, or there
-	// is no leader) polls every ReportInterval until it hears the channel again, and that
-	// poll is also how a new leader takes over. It is rounded to whole ReportIntervals.
+	// heard nothing on the channel for 3 ReportIntervals (its subscription is down, the
+	// leader's heartbeat is late, or there is no leader) polls until it hears the channel
+	// again: every ReportInterval while a poll finds no live leader or a version it had not
+	// applied, otherwise once per lease of the live leader (3 ReportIntervals at most), and
+	// that poll is also how a new leader takes over. It is rounded to whole ReportIntervals.
 	// Default: 60×ReportInterval (at most 1h). Range ReportInterval..1h.
 	PollInterval time.Duration
 	// PubSub chooses the invalidation channel's kind (see l1cache.InvalidatorOptions.PubSub):

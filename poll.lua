@@ -5,7 +5,8 @@
 -- ARGV[1]  this instance's ID
 -- ARGV[2]  lease, milliseconds (>= 1)
 --
--- Reply: {"ok", version, leader (1 if this instance leads), epoch}
+-- Reply: {"ok", version, leader (1 if this instance leads), epoch, the lease's remaining
+--        milliseconds (another leader's; 0 when this instance leads)}
 -- Invariant: at most one leader at a time; every new leadership gets a new epoch, in the same
 -- step as the lease, so a deposed leader's decisions are refused (apply.lua checks both).
 -- A retried poll renews the lease it took: idempotent.
@@ -18,7 +19,7 @@ if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
   return redis.error_reply('ERR celebrity: poll: lease must be a positive integer')
 end
 local cur = redis.call('GET', lease)
-local lead = 0
+local lead, left = 0, 0
 if not cur then
   redis.call('SET', lease, id, 'PX', ttl)
   redis.call('HINCRBY', meta, 'epoch', 1)
@@ -26,7 +27,9 @@ if not cur then
 elseif cur == id then
   redis.call('PEXPIRE', lease, ttl)
   lead = 1
+else
+  left = math.max(redis.call('PTTL', lease), 0)
 end
 local version = tonumber(redis.call('HGET', meta, 'version') or '0')
 local epoch = tonumber(redis.call('HGET', meta, 'epoch') or '0')
-return {'ok', version, lead, epoch}
+return {'ok', version, lead, epoch, left}

@@ -1,6 +1,9 @@
 package celebrity_test
 
 import (
+	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,8 +18,9 @@ import (
 // TestPollsFastOnlyWhilePubSubIsDown: an instance that hears the leader's heartbeat polls the
 // hot set only every PollInterval (here an hour: not at all during the test) and learns
 // changes from the channel; once its subscription to the hot-set channel is lost (every
-// resubscription's reply dropped) while its other commands work, it polls every interval and
-// learns a change by polling; when the subscription is back it polls slowly again.
+// resubscription's reply dropped) while its other commands work, it polls (every 3 intervals
+// while the leader is live) and learns a change by polling; when the subscription is back it
+// polls slowly again.
 func TestPollsFastOnlyWhilePubSubIsDown(t *testing.T) {
 	srv := celebritytest.Standalone(t)
 	p := celebritytest.Prefix(t)
@@ -49,7 +53,7 @@ func TestPollsFastOnlyWhilePubSubIsDown(t *testing.T) {
 	inj.ResetAll()
 	require.Eventually(t, func() bool { return !x.Stats().PubSubLive }, 30*time.Second, 10*time.Millisecond)
 	polls := x.Stats().Polls
-	require.Eventually(t, func() bool { return x.Stats().Polls >= polls+5 }, 30*time.Second, 10*time.Millisecond, "polls every interval")
+	require.Eventually(t, func() bool { return x.Stats().Polls >= polls+5 }, 30*time.Second, 10*time.Millisecond, "polls")
 	require.NoError(t, leader.Promote(t.Context(), p+"second"))
 	require.Eventually(t, func() bool { return hotEverywhere([]*celebrity.Cache[string]{x}, p+"second", true) }, 30*time.Second, 10*time.Millisecond,
 		"learned by polling")
@@ -120,4 +124,126 @@ func TestNudgesDoNotHideALostLeader(t *testing.T) {
 	require.NoError(t, leader.Close())
 	readers(t, others, key)
 	require.Eventually(t, func() bool { return hotEverywhere(others, key, true) }, 30*time.Second, 10*time.Millisecond)
+}
+
+// refuseHeartbeat is a go-redis hook that fails every PUBLISH on one channel before it is
+// sent: a leader whose heartbeats never arrive (its scripts' announcements still do).
+type refuseHeartbeat struct{ channel string }
+
+func (h refuseHeartbeat) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h refuseHeartbeat) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); cmd.Name() == "publish" && len(args) > 1 && args[1] == h.channel {
+			err := errors.New("refused by the test")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h refuseHeartbeat) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestLateHeartbeatsDoNotMakeTheFleetPollEveryInterval: the leader is alive (it renews its
+// lease every interval) but none of its heartbeats arrives (every instance's heartbeat
+// PUBLISH fails, so this holds whoever leads), and no instance hears the hot-set channel. A
+// poll that finds another instance's live lease and an unchanged version counts as a
+// heartbeat until that lease would expire, so an instance that does not lead polls about once
+// per 3 intervals, not every interval: the fleet's polls stay under one per interval for the
+// leader and one per 2 intervals for each other instance (counted in wall-clock intervals,
+// which a loaded machine's loop can only fall behind). A change is still learned everywhere.
+func TestLateHeartbeatsDoNotMakeTheFleetPollEveryInterval(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	p := celebritytest.Prefix(t)
+	src := newSource()
+	o := loopOptions()
+	o.PollInterval = time.Hour
+	instance := func() *celebrity.Cache[string] {
+		c := srv.Client(t)
+		c.AddHook(refuseHeartbeat{channel: p + "hot"})
+		return newCache(t, c, src, p, o)
+	}
+	caches := []*celebrity.Cache[string]{instance()}
+	require.Eventually(t, func() bool { return caches[0].Stats().Leader }, 30*time.Second, 10*time.Millisecond)
+	for range 6 {
+		caches = append(caches, instance())
+	}
+	polls := func() (n uint64) {
+		for _, c := range caches {
+			n += c.Stats().Polls
+		}
+		return n
+	}
+	// Past every instance's first polls and the 3 silent intervals that follow them.
+	from := fullEvaluations(caches)
+	require.Eventually(t, func() bool { return fullEvaluations(caches) >= from+10 }, 30*time.Second, 10*time.Millisecond)
+
+	iv := o.ReportInterval
+	polls0, start := polls(), time.Now()
+	from = fullEvaluations(caches)
+	require.Eventually(t, func() bool { return fullEvaluations(caches) >= from+60 }, 60*time.Second, 10*time.Millisecond)
+	polls1, intervals := polls(), uint64(time.Since(start)/iv)+1
+	for _, c := range caches {
+		require.False(t, c.Stats().PubSubLive, "no heartbeat arrives")
+	}
+	others := uint64(len(caches) - 1)
+	require.LessOrEqual(t, polls1-polls0, intervals+others*(intervals/2+2),
+		"%d instances polled %d times in %d intervals", len(caches), polls1-polls0, intervals)
+
+	require.NoError(t, caches[len(caches)-1].Promote(t.Context(), p+"launch"))
+	require.Eventually(t, func() bool { return hotEverywhere(caches, p+"launch", true) }, 30*time.Second, 10*time.Millisecond)
+}
+
+// TestCutSubscriptionLearnsByPolling: an instance whose subscription to the hot-set channel
+// is down (every resubscription's reply dropped) while the leader's heartbeats go on still
+// polls about once per 3 intervals (never less than a ninth of the leader's every-interval
+// polls in the same run), and applies a promotion made elsewhere by its first poll after it:
+// within 4 intervals, the bound the package documents.
+func TestCutSubscriptionLearnsByPolling(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	p := celebritytest.Prefix(t)
+	src := newSource()
+	o := loopOptions()
+	o.PollInterval = time.Hour
+	leader := newCache(t, srv.Client(t), src, p, o)
+	require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)
+
+	inj := faults.New()
+	client := srv.Client(t, func(ro *redis.Options) { ro.Dialer = inj.Dialer(nil) })
+	key := p + "launch"
+	var x atomic.Pointer[celebrity.Cache[string]]
+	applied := make(chan uint64, 1) // x's polls when it applied the promotion
+	xo := o
+	xo.OnEvent = func(ev celebrity.Event) {
+		if ev.Kind == celebrity.EventPromoted && ev.Key == key {
+			select {
+			case applied <- x.Load().Stats().Polls:
+			default:
+			}
+		}
+	}
+	x.Store(newCache(t, client, src, p, xo))
+	require.Eventually(t, func() bool { return x.Load().Stats().PubSubLive }, 30*time.Second, 10*time.Millisecond)
+
+	inj.DropReply(faults.Match{Command: "SUBSCRIBE", Arg: p + "hot"}, 1<<30)
+	inj.ResetAll()
+	require.Eventually(t, func() bool { return !x.Load().Stats().PubSubLive }, 30*time.Second, 10*time.Millisecond)
+
+	lead0, x0 := leader.Stats().Polls, x.Load().Stats().Polls
+	require.Eventually(t, func() bool { return leader.Stats().Polls >= lead0+45 }, 60*time.Second, 10*time.Millisecond)
+	lead1, x1 := leader.Stats().Polls, x.Load().Stats().Polls
+	require.GreaterOrEqual(t, x1-x0, (lead1-lead0)/9, "a cut instance keeps polling")
+
+	require.NoError(t, leader.Promote(t.Context(), key))
+	polls := x.Load().Stats().Polls
+	select {
+	case at := <-applied:
+		require.LessOrEqual(t, at, polls+1, "applied by the first poll after the promotion")
+	case <-time.After(30 * time.Second):
+		t.Fatal("the promotion was not applied")
+	}
+	require.False(t, x.Load().Stats().PubSubLive, "learned by polling, not from the channel")
 }
