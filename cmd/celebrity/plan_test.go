@@ -15,8 +15,9 @@ import (
 
 // TestPlanProposesRunnableCommandsForAFatTenant writes through the real Router to three
 // shards, one tenant taking most of the writes, and checks that plan measures each shard's
-// load and the tenant's share, proposes a spread and a carve-out, changes nothing, and that
-// the carve-out it prints runs as printed and puts the tenant alone on the least-loaded shard.
+// load and the tenant's share, proposes a carve-out then a split, changes nothing, and that
+// both commands it prints run as printed: the carve-out puts the tenant alone on the
+// least-loaded other shard, the split spreads it over the shards it named.
 func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	control := celebritytest.Standalone(t)
 	shards := celebritytest.Shards(t, 3)
@@ -66,20 +67,29 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	require.InDelta(t, 360.0/60, total, 0.5, "every routed write counted once over the window")
 	require.Greater(t, rep.RoutedSkew, 1.5)
 	require.Len(t, rep.Proposals, 2, "%+v", rep.Proposals)
-	spread, move := rep.Proposals[0], rep.Proposals[1]
-	require.Equal(t, "spread", spread.Action, "fatshop alone writes more than a shard's fair share")
-	require.Empty(t, spread.Command, "durable data: migrate cannot make a spread of a tenant with records")
-	require.NotEmpty(t, spread.Note)
-	require.Equal(t, "carve-out", move.Action)
+	move, split := rep.Proposals[0], rep.Proposals[1]
+	require.Equal(t, "carve-out", move.Action, "a bucketed tenant is carved out before it is split")
 	require.Equal(t, source, move.Source)
 	require.NotEqual(t, source, move.Targets[0])
-	require.Contains(t, move.Command, "celebrity migrate start --carve --tenant fatshop --target "+move.Targets[0]+" ")
+	require.Equal(t, "celebrity migrate start --carve --tenant fatshop --target "+move.Targets[0]+" --shard "+shardFlag+" "+strings.Join(ctl, " "), move.Command)
+	require.Equal(t, "split", split.Action, "fatshop alone writes more than a shard's mean")
+	require.Equal(t, move.Targets[0], split.Source, "the split starts from the carve-out's override")
+	require.Greater(t, split.RoutedPerS, split.MeanPerShard)
+	require.Equal(t, 3, split.Width, "5/s against a target of 1/s per shard, bounded by the 3 shards")
+	require.Equal(t, []string{"a", "b", "c"}, split.Targets)
+	require.Equal(t, "celebrity migrate start --split --tenant fatshop --target a,b,c --shard "+shardFlag+" "+strings.Join(ctl, " "), split.Command)
+	require.NotEmpty(t, split.Reason)
+	require.Empty(t, split.Note)
 	require.Equal(t, uint64(1), rt.Table().Generation, "plan changed nothing")
 
-	// The text form prints the same commands for the operator to copy.
+	// The text form prints the same commands, in order, with their reasons.
 	r = cli(t, "", nil, append([]string{"plan", "--shard", shardFlag, "--interval", "100ms"}, ctl...)...)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, move.Command)
+	require.Contains(t, r.stdout, split.Command)
+	require.Less(t, strings.Index(r.stdout, move.Command), strings.Index(r.stdout, split.Command))
+	require.Contains(t, r.stdout, "-> split 3 sub-buckets onto a, b, c")
+	require.Contains(t, r.stdout, "why: step 2 of 2")
 	require.Contains(t, r.stdout, "nothing was changed")
 
 	// A pure cache gets route changes that re-load: the spread is then runnable.
@@ -131,15 +141,17 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok, "the tenant's records came back with it")
 
-	// It grows again: the operator carves it out once more and splits it over the three
-	// shards; every record reads back from the sub-bucket of its key.
-	r = cli(t, "", nil, append([]string{"migrate", "start", "--carve", "--tenant", "fatshop", "--target", move.Targets[0], "--shard", shardFlag}, ctl...)...)
-	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
-	r = cli(t, "", nil, append([]string{"migrate", "start", "--split", "--tenant", "fatshop", "--target", "a,b,c", "--shard", shardFlag}, ctl...)...)
-	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
+	// It is still too hot: the operator runs both printed commands, in order, as printed;
+	// every record reads back from the sub-bucket of its key.
+	for _, cmd := range []string{move.Command, split.Command} {
+		fields := strings.Fields(cmd)
+		require.Equal(t, "celebrity", fields[0])
+		r = cli(t, "", nil, fields[1:]...)
+		require.Equal(t, 0, r.code, "%s: %s\n%s", cmd, r.stdout, r.stderr)
+	}
 	_, err = rt.Await(t.Context(), 5)
 	require.NoError(t, err)
-	require.Equal(t, []string{"a", "b", "c"}, rt.Table().Spreads["fatshop"])
+	require.Equal(t, split.Targets, rt.Table().Spreads["fatshop"])
 	require.NotContains(t, rt.Table().Overrides, "fatshop")
 	for _, key := range []string{"order:7", "order:1", "order:3"} {
 		_, ok, err = rt.Get(t.Context(), "fatshop", key)
@@ -231,10 +243,12 @@ func runPlanFromSummary(t *testing.T, tc planFromSummary) {
 	require.InDelta(t, 360, total*rep.To.Sub(*rep.From).Seconds(), 0.01, "every call counted once over the summary's span")
 	require.Empty(t, rep.Truncated, "no change log was read")
 	require.GreaterOrEqual(t, len(rep.Proposals), 2, "%+v", rep.Proposals)
-	move := rep.Proposals[1]
-	require.Equal(t, "fatshop", rep.Proposals[0].Tenant, "the busiest tenant is proposed first")
-	require.Equal(t, "spread", rep.Proposals[0].Action)
-	require.Equal(t, "fatshop", move.Tenant)
+	move, split := rep.Proposals[0], rep.Proposals[1]
+	require.Equal(t, "fatshop", move.Tenant, "the busiest tenant is proposed first")
+	require.Equal(t, "fatshop", split.Tenant)
+	require.Equal(t, "split", split.Action)
+	require.Equal(t, []string{"a", "b", "c"}, split.Targets)
+	require.Equal(t, "celebrity migrate start --split --tenant fatshop --target a,b,c --shard "+tc.shardFlag+" "+strings.Join(ctl, " "), split.Command)
 	require.Equal(t, "carve-out", move.Action)
 	require.Equal(t, source, move.Source)
 	require.Contains(t, move.Command, "celebrity migrate start --carve --tenant fatshop --target "+move.Targets[0]+" --shard "+tc.shardFlag+" ")
@@ -244,6 +258,7 @@ func runPlanFromSummary(t *testing.T, tc planFromSummary) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "the Routers counted")
 	require.Contains(t, r.stdout, move.Command)
+	require.Contains(t, r.stdout, split.Command)
 
 	// --source change-logs reads the logs even though a summary exists.
 	r = cli(t, "", nil, append([]string{"plan", "--json", "--source", "change-logs", "--shard", tc.shardFlag, "--interval", "100ms"}, ctl...)...)
@@ -261,6 +276,20 @@ func runPlanFromSummary(t *testing.T, tc planFromSummary) {
 	_, ok, err := rt.Get(t.Context(), "fatshop", "order:7")
 	require.NoError(t, err)
 	require.True(t, ok, "the tenant's records moved with it")
+
+	// The printed split runs as printed after it and spreads the tenant where plan said.
+	fields = strings.Fields(split.Command)
+	r = cli(t, "", nil, fields[1:]...)
+	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
+	_, err = rt.Await(t.Context(), 3)
+	require.NoError(t, err)
+	require.Equal(t, split.Targets, rt.Table().Spreads["fatshop"])
+	require.NotContains(t, rt.Table().Overrides, "fatshop")
+	for i := range 50 {
+		_, ok, err := rt.Get(t.Context(), "fatshop", "order:"+strconv.Itoa(i))
+		require.NoError(t, err)
+		require.True(t, ok, "order:%d moved to its sub-bucket", i)
+	}
 }
 
 func TestPlanBadInputExitsTwo(t *testing.T) {
