@@ -45,9 +45,9 @@ type tenantLoad struct {
 // proposal is one change plan suggests; it is never run by plan.
 type proposal struct {
 	Tenant string `json:"tenant"`
-	// Source is the shard the proposal moves the tenant from: its bucket's or override's
-	// shard, the shard a carve-out proposed before it puts the override on, or (a spread
-	// tenant) the shard where its share is highest.
+	// Source is the shard whose routed operations Share is measured on: where the tenant's
+	// bucket or override is, or (a spread tenant) where its share is highest. A split
+	// proposed after a carve-out starts from the carve-out's target (its Reason says so).
 	Source string `json:"source"`
 	// Share is the tenant's part of Source's routed operations.
 	Share float64 `json:"share"`

@@ -154,8 +154,8 @@ func (p proposer) proposeFor(h *hotTenant, mean float64, projected map[string]fl
 		cv.Action, cv.Targets = "carve-out", []string{carveTo}
 		cv.Command = fmt.Sprintf("celebrity migrate start --carve --tenant %s --target %s %s %s", shellQuote(h.Tenant), carveTo, p.shardArg, p.ctl)
 		cv.Reason = fmt.Sprintf("%s; migrate splits only an overridden tenant, so it first leaves its shared bucket for %s (step 1 of 2; run the split below once this move is done)", tooBig, carveTo)
-		sp.Action, sp.Source, sp.Command = "split", carveTo, p.splitCommand(h.Tenant, targets)
-		sp.Reason = "step 2 of 2, after the carve-out above: " + sp.Reason
+		sp.Action, sp.Command = "split", p.splitCommand(h.Tenant, targets)
+		sp.Reason = fmt.Sprintf("step 2 of 2, after the carve-out above, from its override on %s: %s", carveTo, sp.Reason)
 		moveTo(targets)
 		return []proposal{cv, sp}
 	}

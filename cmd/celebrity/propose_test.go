@@ -91,7 +91,7 @@ func TestProposeTable(t *testing.T) {
 				"d": {"*": 11}, "e": {"*": 11}, "f": {"*": 10}},
 			want: []want{
 				{"carve-out", "a", []string{"f"}, 0, "celebrity migrate start --carve --tenant fat --target f --shard S --addr C"},
-				{"split", "f", []string{"a", "b", "c", "d", "f"}, 5, "celebrity migrate start --split --tenant fat --target a,b,c,d,f --shard S --addr C"},
+				{"split", "a", []string{"a", "b", "c", "d", "f"}, 5, "celebrity migrate start --split --tenant fat --target a,b,c,d,f --shard S --addr C"},
 			},
 		},
 		"a split is as wide as the shards allow": {
@@ -99,7 +99,7 @@ func TestProposeTable(t *testing.T) {
 			rates:  map[string]map[string]float64{"a": {"fat": 50, "*": 10}, "b": {"*": 20}, "c": {"*": 10}},
 			want: []want{
 				{"carve-out", "a", []string{"c"}, 0, "celebrity migrate start --carve --tenant fat --target c --shard S --addr C"},
-				{"split", "c", []string{"a", "b", "c"}, 3, "celebrity migrate start --split --tenant fat --target a,b,c --shard S --addr C"},
+				{"split", "a", []string{"a", "b", "c"}, 3, "celebrity migrate start --split --tenant fat --target a,b,c --shard S --addr C"},
 			},
 		},
 		"an overridden tenant too big for one shard is split": {
