@@ -323,3 +323,77 @@ func TestPlanBadInputExitsTwo(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanReSplitsASpreadTenantStillTooHot spreads a new tenant over two of four shards,
+// writes through a Router that publishes its load summary until each sub-bucket alone is
+// above the target per-shard load, and checks that plan proposes a re-split to every shard
+// whose order keeps each new sub-bucket off its old sub-bucket's shard, and that the command
+// runs as printed and lands where plan said.
+func TestPlanReSplitsASpreadTenantStillTooHot(t *testing.T) {
+	control := celebritytest.Standalone(t)
+	servers := celebritytest.Shards(t, 4)
+	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.Prefix(t)) + "routing"
+	ctl := []string{"--addr", control.Addr(), "--prefix", prefix}
+	shards := map[string]routing.Scripter{}
+	var flag []string
+	for i, s := range servers {
+		name := string(rune('a' + i))
+		shards[name] = s.Client(t)
+		flag = append(flag, name+"="+s.Addr())
+	}
+	shardFlag := strings.Join(flag, ",")
+	r := cli(t, "", nil, append([]string{"routes", "init", "--buckets", "8", "--yes", "a", "b", "c", "d"}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = cli(t, "", nil, append([]string{"routes", "spread", "fatshop", "a,b", "--yes", "--shard", shardFlag}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	rt, err := routing.New(control.Client(t), routing.Options{Prefix: prefix, Shards: shards,
+		Load: routing.LoadOptions{Enabled: true, Interval: 100 * time.Millisecond}})
+	require.NoError(t, err)
+	defer rt.Close()
+	_, err = rt.Await(t.Context(), 2)
+	require.NoError(t, err)
+	_, err = rt.Provision(t.Context())
+	require.NoError(t, err)
+	for i := range 300 {
+		_, err := rt.Do(t.Context(), "fatshop", "op-fat-"+strconv.Itoa(i), routing.Put("order:"+strconv.Itoa(i%50), "v"))
+		require.NoError(t, err)
+	}
+	for i := range 12 {
+		tenant := "shop" + strconv.Itoa(i)
+		for k := range 5 {
+			_, err := rt.Do(t.Context(), tenant, fmt.Sprintf("op-%d-%d", i, k), routing.Put("k"+strconv.Itoa(k), "v"))
+			require.NoError(t, err)
+		}
+	}
+	require.Eventually(t, func() bool {
+		l, err := routing.ReadTenantLoad(t.Context(), control.Client(t), prefix, time.Hour)
+		require.NoError(t, err)
+		return l.Ops == 360
+	}, 30*time.Second, 20*time.Millisecond, "the Router published every call")
+
+	r = cli(t, "", nil, append([]string{"plan", "--json", "--shard", shardFlag, "--interval", "100ms", "--window", "1h"}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	rep := decodeJSON[planReport](t, r.stdout)
+	require.Equal(t, "routers", rep.Source)
+	require.NotEmpty(t, rep.Proposals)
+	rs := rep.Proposals[0]
+	require.Equal(t, "fatshop", rs.Tenant, "the busiest tenant is proposed first: %+v", rep.Proposals)
+	require.Equal(t, "re-split", rs.Action)
+	require.Equal(t, []string{"a", "b"}, rs.From)
+	require.Equal(t, 4, rs.Width, "150 of the 360 calls per sub-bucket against a target of 45 (half the mean of 90), bounded by the 4 shards")
+	require.Equal(t, []string{"b", "c", "d", "a"}, rs.Targets, "sub-buckets 0 and 1 leave a and b")
+	require.Greater(t, rs.RoutedPerS/2, rs.TargetPerShard)
+	require.Equal(t, "celebrity migrate start --split --tenant fatshop --target b,c,d,a --shard "+shardFlag+" "+strings.Join(ctl, " "), rs.Command)
+
+	fields := strings.Fields(rs.Command)
+	r = cli(t, "", nil, fields[1:]...)
+	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
+	_, err = rt.Await(t.Context(), 3)
+	require.NoError(t, err)
+	require.Equal(t, rs.Targets, rt.Table().Spreads["fatshop"])
+	for i := range 50 {
+		_, ok, err := rt.Get(t.Context(), "fatshop", "order:"+strconv.Itoa(i))
+		require.NoError(t, err)
+		require.True(t, ok, "order:%d moved to its sub-bucket", i)
+	}
+}
