@@ -44,14 +44,35 @@ type tenantLoad struct {
 
 // proposal is one change plan suggests; it is never run by plan.
 type proposal struct {
-	Tenant     string   `json:"tenant"`
-	Source     string   `json:"source"`
-	Share      float64  `json:"share"`
-	RoutedPerS float64  `json:"routed_per_sec"`
-	Action     string   `json:"action"` // "move", "carve-out" or "spread"
-	Targets    []string `json:"targets"`
+	Tenant string `json:"tenant"`
+	// Source is the shard whose routed operations Share is measured on: where the tenant's
+	// bucket or override is, or (a spread tenant) where its share is highest. A split
+	// proposed after a carve-out starts from the carve-out's target (its Reason says so).
+	Source string `json:"source"`
+	// Share is the tenant's part of Source's routed operations.
+	Share float64 `json:"share"`
+	// RoutedPerS is the tenant's routed operations per second, over every shard it is on.
+	RoutedPerS float64 `json:"routed_per_sec"`
+	// Action is "move" (an override to another shard), "carve-out" (out of its shared
+	// bucket onto one shard), "split" (an override into a spread of Width sub-buckets),
+	// "re-split" (a spread to another width) or "spread" (a route change, --cache only).
+	Action  string   `json:"action"`
+	Targets []string `json:"targets"`
+	// Width is the number of sub-buckets of a split, re-split or spread (0 otherwise).
+	Width int `json:"width,omitempty"`
+	// From is a spread tenant's current sub-buckets' shards (a re-split).
+	From []string `json:"from,omitempty"`
+	// MeanPerShard is the mean routed operations per second of a shard; TargetPerShard is
+	// the part of a shard one tenant should take, --threshold times MeanPerShard. A split
+	// or re-split picks the width that brings the tenant's rate per sub-bucket (PerSub) to
+	// TargetPerShard or under, bounded by the number of shards and routing.MaxSpread.
+	MeanPerShard   float64 `json:"mean_per_shard"`
+	TargetPerShard float64 `json:"target_per_shard"`
+	PerSub         float64 `json:"per_sub_bucket,omitempty"`
+	// Reason says why the proposal is made, with its numbers.
+	Reason string `json:"reason"`
 	// Command is the exact command that carries the proposal out, or empty when the tool has
-	// none for it (see Note).
+	// none for it (see Note). Commands of one tenant run in the order listed.
 	Command string `json:"command,omitempty"`
 	Note    string `json:"note,omitempty"`
 }
@@ -200,7 +221,8 @@ func runPlan(e *env, args []string) error {
 		return err
 	}
 	loads := p.shardLoads(&rep, ops, tr)
-	rep.Proposals = p.propose(loads, meanRouted(loads))
+	rep.Proposals = proposer{table: p.table, names: p.names, threshold: pf.threshold, minRate: pf.minRate,
+		cache: pf.cache, shardArg: "--shard " + pf.shards, ctl: pf.cf.flagsFor(pf.prefix)}.propose(loads)
 	for _, l := range loads {
 		if len(l.Tenants) > 5 {
 			l.Tenants = l.Tenants[:5]
@@ -411,77 +433,6 @@ func meanRouted(loads []*shardLoad) float64 {
 	return sum / float64(len(loads))
 }
 
-// propose turns every tenant whose share of its shard crosses --threshold into a proposal,
-// busiest first; each one's load counts on its targets for the next.
-func (p *planner) propose(loads []*shardLoad, mean float64) []proposal {
-	projected := map[string]float64{}
-	var hot []tenantLoad
-	source := map[string]string{}
-	for _, l := range loads {
-		projected[l.Name] = l.RoutedPerS
-		for _, tl := range l.Tenants {
-			if _, spread := p.table.Spreads[tl.Tenant]; !spread && tl.RoutedPerS >= p.pf.minRate && tl.Share >= p.pf.threshold && len(loads) > 1 {
-				hot = append(hot, tl)
-				source[tl.Tenant] = l.Name
-			}
-		}
-	}
-	sort.Slice(hot, func(i, j int) bool { return hot[i].RoutedPerS > hot[j].RoutedPerS })
-	out := []proposal{}
-	for _, tl := range hot {
-		out = append(out, p.proposeFor(tl, source[tl.Tenant], mean, projected)...)
-	}
-	return out
-}
-
-// proposeFor proposes what to do with one hot tenant on shard src and adds its load to the
-// projection of its targets.
-func (p *planner) proposeFor(tl tenantLoad, src string, mean float64, projected map[string]float64) []proposal {
-	shardArg := "--shard " + p.pf.shards
-	ctl := p.pf.cf.flagsFor(p.pf.prefix)
-	byLoad := append([]string(nil), p.names...)
-	sort.SliceStable(byLoad, func(i, j int) bool { return projected[byLoad[i]] < projected[byLoad[j]] })
-	base := proposal{Tenant: tl.Tenant, Source: src, Share: tl.Share, RoutedPerS: tl.RoutedPerS}
-	var out []proposal
-	if tl.RoutedPerS > mean {
-		// The tenant alone is busier than a shard's fair share: moving it whole only moves
-		// the hot spot. Spread it over the least-loaded shards.
-		k := min(len(p.names), max(2, int(math.Ceil(tl.RoutedPerS/mean))+1))
-		sp := base
-		sp.Action, sp.Targets = "spread", sortedCopy(byLoad[:k])
-		if p.pf.cache {
-			sp.Command = fmt.Sprintf("celebrity routes spread %s %s --cache %s %s", shellQuote(tl.Tenant), strings.Join(sp.Targets, ","), shardArg, ctl)
-			for _, s := range sp.Targets {
-				projected[s] += tl.RoutedPerS / float64(len(sp.Targets))
-			}
-			projected[src] -= tl.RoutedPerS
-			return []proposal{sp}
-		}
-		sp.Note = "migrate cannot split a tenant that has records into a spread yet; until it can, the move below is the runnable step"
-		out = append(out, sp)
-	}
-	target := byLoad[0]
-	if target == src {
-		target = byLoad[1]
-	}
-	mv := base
-	mv.Targets = []string{target}
-	switch {
-	case p.table.Overrides[tl.Tenant] != "":
-		mv.Action = "move"
-		mv.Command = fmt.Sprintf("celebrity migrate start --tenant %s --target %s %s %s", shellQuote(tl.Tenant), target, shardArg, ctl)
-	case p.pf.cache:
-		mv.Action = "carve-out"
-		mv.Command = fmt.Sprintf("celebrity routes override %s %s --cache %s %s", shellQuote(tl.Tenant), target, shardArg, ctl)
-	default:
-		mv.Action = "carve-out"
-		mv.Command = fmt.Sprintf("celebrity migrate start --carve --tenant %s --target %s %s %s", shellQuote(tl.Tenant), target, shardArg, ctl)
-	}
-	projected[target] += tl.RoutedPerS
-	projected[src] -= tl.RoutedPerS
-	return append(out, mv)
-}
-
 // logRates counts, for each of one shard's unit change logs, the entries newer than window
 // per tenant, as writes per second, reading every log in one pipeline. When a log holds more
 // than maxEntries entries in the window, only the newest maxEntries are read and the rate is
@@ -549,7 +500,15 @@ func renderPlan(r planReport) string {
 	}
 	b.WriteString("\nproposals (nothing was changed; run a command to carry one out):\n")
 	for i, p := range r.Proposals {
-		fmt.Fprintf(&b, "\n%d. %s: %s of shard %s's routed operations (%.1f/s) -> %s onto %s\n", i+1, p.Tenant, pct(p.Share), p.Source, p.RoutedPerS, p.Action, strings.Join(p.Targets, ", "))
+		onto := "onto " + strings.Join(p.Targets, ", ")
+		if len(p.Targets) == 0 {
+			onto = "(no runnable step)"
+		}
+		if p.Width > 0 {
+			onto = fmt.Sprintf("%d sub-buckets %s", p.Width, onto)
+		}
+		fmt.Fprintf(&b, "\n%d. %s: %s of shard %s's routed operations (%.1f/s) -> %s %s\n", i+1, p.Tenant, pct(p.Share), p.Source, p.RoutedPerS, p.Action, onto)
+		fmt.Fprintf(&b, "   why: %s\n", p.Reason)
 		if p.Note != "" {
 			fmt.Fprintf(&b, "   note: %s\n", p.Note)
 		}

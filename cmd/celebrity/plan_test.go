@@ -15,8 +15,9 @@ import (
 
 // TestPlanProposesRunnableCommandsForAFatTenant writes through the real Router to three
 // shards, one tenant taking most of the writes, and checks that plan measures each shard's
-// load and the tenant's share, proposes a spread and a carve-out, changes nothing, and that
-// the carve-out it prints runs as printed and puts the tenant alone on the least-loaded shard.
+// load and the tenant's share, proposes a carve-out then a split, changes nothing, and that
+// both commands it prints run as printed: the carve-out puts the tenant alone on the
+// least-loaded other shard, the split spreads it over the shards it named.
 func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	control := celebritytest.Standalone(t)
 	shards := celebritytest.Shards(t, 3)
@@ -66,20 +67,30 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	require.InDelta(t, 360.0/60, total, 0.5, "every routed write counted once over the window")
 	require.Greater(t, rep.RoutedSkew, 1.5)
 	require.Len(t, rep.Proposals, 2, "%+v", rep.Proposals)
-	spread, move := rep.Proposals[0], rep.Proposals[1]
-	require.Equal(t, "spread", spread.Action, "fatshop alone writes more than a shard's fair share")
-	require.Empty(t, spread.Command, "durable data: migrate cannot make a spread of a tenant with records")
-	require.NotEmpty(t, spread.Note)
-	require.Equal(t, "carve-out", move.Action)
+	move, split := rep.Proposals[0], rep.Proposals[1]
+	require.Equal(t, "carve-out", move.Action, "a bucketed tenant is carved out before it is split")
 	require.Equal(t, source, move.Source)
 	require.NotEqual(t, source, move.Targets[0])
-	require.Contains(t, move.Command, "celebrity migrate start --carve --tenant fatshop --target "+move.Targets[0]+" ")
+	require.Equal(t, "celebrity migrate start --carve --tenant fatshop --target "+move.Targets[0]+" --shard "+shardFlag+" "+strings.Join(ctl, " "), move.Command)
+	require.Equal(t, "split", split.Action, "fatshop alone writes more than a shard's mean")
+	require.Equal(t, source, split.Source)
+	require.Contains(t, split.Reason, "from its override on "+move.Targets[0])
+	require.Greater(t, split.RoutedPerS, split.MeanPerShard)
+	require.Equal(t, 3, split.Width, "5/s against a target of 1/s per shard, bounded by the 3 shards")
+	require.Equal(t, []string{"a", "b", "c"}, split.Targets)
+	require.Equal(t, "celebrity migrate start --split --tenant fatshop --target a,b,c --shard "+shardFlag+" "+strings.Join(ctl, " "), split.Command)
+	require.NotEmpty(t, split.Reason)
+	require.Empty(t, split.Note)
 	require.Equal(t, uint64(1), rt.Table().Generation, "plan changed nothing")
 
-	// The text form prints the same commands for the operator to copy.
+	// The text form prints the same commands, in order, with their reasons.
 	r = cli(t, "", nil, append([]string{"plan", "--shard", shardFlag, "--interval", "100ms"}, ctl...)...)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, move.Command)
+	require.Contains(t, r.stdout, split.Command)
+	require.Less(t, strings.Index(r.stdout, move.Command), strings.Index(r.stdout, split.Command))
+	require.Contains(t, r.stdout, "-> split 3 sub-buckets onto a, b, c")
+	require.Contains(t, r.stdout, "why: step 2 of 2")
 	require.Contains(t, r.stdout, "nothing was changed")
 
 	// A pure cache gets route changes that re-load: the spread is then runnable.
@@ -131,15 +142,17 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ok, "the tenant's records came back with it")
 
-	// It grows again: the operator carves it out once more and splits it over the three
-	// shards; every record reads back from the sub-bucket of its key.
-	r = cli(t, "", nil, append([]string{"migrate", "start", "--carve", "--tenant", "fatshop", "--target", move.Targets[0], "--shard", shardFlag}, ctl...)...)
-	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
-	r = cli(t, "", nil, append([]string{"migrate", "start", "--split", "--tenant", "fatshop", "--target", "a,b,c", "--shard", shardFlag}, ctl...)...)
-	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
+	// It is still too hot: the operator runs both printed commands, in order, as printed;
+	// every record reads back from the sub-bucket of its key.
+	for _, cmd := range []string{move.Command, split.Command} {
+		fields := strings.Fields(cmd)
+		require.Equal(t, "celebrity", fields[0])
+		r = cli(t, "", nil, fields[1:]...)
+		require.Equal(t, 0, r.code, "%s: %s\n%s", cmd, r.stdout, r.stderr)
+	}
 	_, err = rt.Await(t.Context(), 5)
 	require.NoError(t, err)
-	require.Equal(t, []string{"a", "b", "c"}, rt.Table().Spreads["fatshop"])
+	require.Equal(t, split.Targets, rt.Table().Spreads["fatshop"])
 	require.NotContains(t, rt.Table().Overrides, "fatshop")
 	for _, key := range []string{"order:7", "order:1", "order:3"} {
 		_, ok, err = rt.Get(t.Context(), "fatshop", key)
@@ -231,10 +244,12 @@ func runPlanFromSummary(t *testing.T, tc planFromSummary) {
 	require.InDelta(t, 360, total*rep.To.Sub(*rep.From).Seconds(), 0.01, "every call counted once over the summary's span")
 	require.Empty(t, rep.Truncated, "no change log was read")
 	require.GreaterOrEqual(t, len(rep.Proposals), 2, "%+v", rep.Proposals)
-	move := rep.Proposals[1]
-	require.Equal(t, "fatshop", rep.Proposals[0].Tenant, "the busiest tenant is proposed first")
-	require.Equal(t, "spread", rep.Proposals[0].Action)
-	require.Equal(t, "fatshop", move.Tenant)
+	move, split := rep.Proposals[0], rep.Proposals[1]
+	require.Equal(t, "fatshop", move.Tenant, "the busiest tenant is proposed first")
+	require.Equal(t, "fatshop", split.Tenant)
+	require.Equal(t, "split", split.Action)
+	require.Equal(t, []string{"a", "b", "c"}, split.Targets)
+	require.Equal(t, "celebrity migrate start --split --tenant fatshop --target a,b,c --shard "+tc.shardFlag+" "+strings.Join(ctl, " "), split.Command)
 	require.Equal(t, "carve-out", move.Action)
 	require.Equal(t, source, move.Source)
 	require.Contains(t, move.Command, "celebrity migrate start --carve --tenant fatshop --target "+move.Targets[0]+" --shard "+tc.shardFlag+" ")
@@ -244,6 +259,7 @@ func runPlanFromSummary(t *testing.T, tc planFromSummary) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, "the Routers counted")
 	require.Contains(t, r.stdout, move.Command)
+	require.Contains(t, r.stdout, split.Command)
 
 	// --source change-logs reads the logs even though a summary exists.
 	r = cli(t, "", nil, append([]string{"plan", "--json", "--source", "change-logs", "--shard", tc.shardFlag, "--interval", "100ms"}, ctl...)...)
@@ -261,6 +277,20 @@ func runPlanFromSummary(t *testing.T, tc planFromSummary) {
 	_, ok, err := rt.Get(t.Context(), "fatshop", "order:7")
 	require.NoError(t, err)
 	require.True(t, ok, "the tenant's records moved with it")
+
+	// The printed split runs as printed after it and spreads the tenant where plan said.
+	fields = strings.Fields(split.Command)
+	r = cli(t, "", nil, fields[1:]...)
+	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
+	_, err = rt.Await(t.Context(), 3)
+	require.NoError(t, err)
+	require.Equal(t, split.Targets, rt.Table().Spreads["fatshop"])
+	require.NotContains(t, rt.Table().Overrides, "fatshop")
+	for i := range 50 {
+		_, ok, err := rt.Get(t.Context(), "fatshop", "order:"+strconv.Itoa(i))
+		require.NoError(t, err)
+		require.True(t, ok, "order:%d moved to its sub-bucket", i)
+	}
 }
 
 func TestPlanBadInputExitsTwo(t *testing.T) {
@@ -291,5 +321,79 @@ func TestPlanBadInputExitsTwo(t *testing.T) {
 			require.Equal(t, 2, r.code, "stdout %s stderr %s", r.stdout, r.stderr)
 			require.Contains(t, r.stderr, tc.want)
 		})
+	}
+}
+
+// TestPlanReSplitsASpreadTenantStillTooHot spreads a new tenant over two of four shards,
+// writes through a Router that publishes its load summary until each sub-bucket alone is
+// above the target per-shard load, and checks that plan proposes a re-split to every shard
+// whose order keeps each new sub-bucket off its old sub-bucket's shard, and that the command
+// runs as printed and lands where plan said.
+func TestPlanReSplitsASpreadTenantStillTooHot(t *testing.T) {
+	control := celebritytest.Standalone(t)
+	servers := celebritytest.Shards(t, 4)
+	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.Prefix(t)) + "routing"
+	ctl := []string{"--addr", control.Addr(), "--prefix", prefix}
+	shards := map[string]routing.Scripter{}
+	var flag []string
+	for i, s := range servers {
+		name := string(rune('a' + i))
+		shards[name] = s.Client(t)
+		flag = append(flag, name+"="+s.Addr())
+	}
+	shardFlag := strings.Join(flag, ",")
+	r := cli(t, "", nil, append([]string{"routes", "init", "--buckets", "8", "--yes", "a", "b", "c", "d"}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = cli(t, "", nil, append([]string{"routes", "spread", "fatshop", "a,b", "--yes", "--shard", shardFlag}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	rt, err := routing.New(control.Client(t), routing.Options{Prefix: prefix, Shards: shards,
+		Load: routing.LoadOptions{Enabled: true, Interval: 100 * time.Millisecond}})
+	require.NoError(t, err)
+	defer rt.Close()
+	_, err = rt.Await(t.Context(), 2)
+	require.NoError(t, err)
+	_, err = rt.Provision(t.Context())
+	require.NoError(t, err)
+	for i := range 300 {
+		_, err := rt.Do(t.Context(), "fatshop", "op-fat-"+strconv.Itoa(i), routing.Put("order:"+strconv.Itoa(i%50), "v"))
+		require.NoError(t, err)
+	}
+	for i := range 12 {
+		tenant := "shop" + strconv.Itoa(i)
+		for k := range 5 {
+			_, err := rt.Do(t.Context(), tenant, fmt.Sprintf("op-%d-%d", i, k), routing.Put("k"+strconv.Itoa(k), "v"))
+			require.NoError(t, err)
+		}
+	}
+	require.Eventually(t, func() bool {
+		l, err := routing.ReadTenantLoad(t.Context(), control.Client(t), prefix, time.Hour)
+		require.NoError(t, err)
+		return l.Ops == 360
+	}, 30*time.Second, 20*time.Millisecond, "the Router published every call")
+
+	r = cli(t, "", nil, append([]string{"plan", "--json", "--shard", shardFlag, "--interval", "100ms", "--window", "1h"}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	rep := decodeJSON[planReport](t, r.stdout)
+	require.Equal(t, "routers", rep.Source)
+	require.NotEmpty(t, rep.Proposals)
+	rs := rep.Proposals[0]
+	require.Equal(t, "fatshop", rs.Tenant, "the busiest tenant is proposed first: %+v", rep.Proposals)
+	require.Equal(t, "re-split", rs.Action)
+	require.Equal(t, []string{"a", "b"}, rs.From)
+	require.Equal(t, 4, rs.Width, "150 of the 360 calls per sub-bucket against a target of 45 (half the mean of 90), bounded by the 4 shards")
+	require.Equal(t, []string{"b", "c", "d", "a"}, rs.Targets, "sub-buckets 0 and 1 leave a and b")
+	require.Greater(t, rs.RoutedPerS/2, rs.TargetPerShard)
+	require.Equal(t, "celebrity migrate start --split --tenant fatshop --target b,c,d,a --shard "+shardFlag+" "+strings.Join(ctl, " "), rs.Command)
+
+	fields := strings.Fields(rs.Command)
+	r = cli(t, "", nil, fields[1:]...)
+	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
+	_, err = rt.Await(t.Context(), 3)
+	require.NoError(t, err)
+	require.Equal(t, rs.Targets, rt.Table().Spreads["fatshop"])
+	for i := range 50 {
+		_, ok, err := rt.Get(t.Context(), "fatshop", "order:"+strconv.Itoa(i))
+		require.NoError(t, err)
+		require.True(t, ok, "order:%d moved to its sub-bucket", i)
 	}
 }
