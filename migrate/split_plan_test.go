@@ -95,3 +95,41 @@ func TestPlanSplitSettle(t *testing.T) {
 		t.Fatalf("groups %+v, want %+v", got, want)
 	}
 }
+
+func TestSplitPassGroup(t *testing.T) {
+	f0, f1 := subField(t, "ten", 2, 0), subField(t, "ten", 2, 1)
+	op := routing.EncodeOpRecord(routing.OpRecord{Fingerprint: "fp", Outcome: routing.OutcomeApplied, Version: 1, Field: f1})
+	mine := newSide()
+	mine.set("r"+f0+"seen", "1:l:x")
+	src := splitPass{from: make([]holder, 1), to: make([]holder, 2), mine: mine, theirs: newSide()}
+	kv := []string{
+		f0, "1:l:a",
+		routing.RecordField("else", "k"), "1:l:b", // another tenant's: not this split's
+		"op1", op, // goes with the field it names
+		"op2", routing.EncodeOpRecord(routing.OpRecord{Fingerprint: "fp", Outcome: routing.OutcomeApplied, Version: 1}), // names no field: does not travel
+		f0 + "seen", "1:l:c", // seen before: kept as it was
+	}
+	groups, _, ok := src.group("ten", "r", 0, kv[:6])
+	if !ok || !reflect.DeepEqual(groups, map[int][]string{0: {f0}}) {
+		t.Fatalf("records: groups %v, ok %v", groups, ok)
+	}
+	groups, _, ok = src.group("ten", "o", 0, kv[4:8])
+	if !ok || !reflect.DeepEqual(groups, map[int][]string{1: {"op1"}}) {
+		t.Fatalf("ops: groups %v, ok %v", groups, ok)
+	}
+	if groups, _, _ = src.group("ten", "r", 0, kv[8:]); len(groups) != 0 || mine.get("r"+f0+"seen") != "1:l:x" {
+		t.Fatalf("a seen item was grouped (%v) or overwritten (%q)", groups, mine.get("r"+f0+"seen"))
+	}
+	if mine.get("r"+f0) != "1:l:a" || mine.get("oop1") != op {
+		t.Fatalf("new items not recorded on mine: %v", mine.m)
+	}
+	dst := splitPass{from: make([]holder, 2), to: make([]holder, 1), mine: newSide(), theirs: newSide(), target: true}
+	if groups, _, ok := dst.group("ten", "r", 1, []string{f1, "1:l:a"}); !ok || !reflect.DeepEqual(groups, map[int][]string{0: {f1}}) {
+		t.Fatalf("target's own item: groups %v, ok %v", groups, ok)
+	}
+	for _, f := range []string{f0, routing.RecordField("else", "k"), ""} {
+		if _, bad, ok := dst.group("ten", "r", 1, []string{f1, "1:l:a", f, "1:l:b"}); ok || bad != f {
+			t.Fatalf("target item %q of another sub-bucket: misplaced %q, ok %v", f, bad, ok)
+		}
+	}
+}

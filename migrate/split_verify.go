@@ -57,66 +57,85 @@ func (c *Coordinator) splitVerifyPass(ctx context.Context, r *run) (*verifier, e
 	c.stats.verifyPasses.Add(1)
 	v := &verifier{id: r.ID, pos: "0-0", seen: "0-0", snaps: r.Snapshots, a: newSide(), b: newSide(), dirty: map[string]bool{}}
 	src, dst := c.splitHolders(r)
-	tenant := r.Unit.Tenant
-	for _, pass := range []struct {
-		from, to     []holder
-		mine, theirs *side
-		target       bool
-	}{{src, dst, v.a, v.b, false}, {dst, src, v.b, v.a, true}} {
-		for fi, from := range pass.from {
+	for _, p := range []splitPass{{src, dst, v.a, v.b, false}, {dst, src, v.b, v.a, true}} {
+		for fi := range p.from {
 			for _, kind := range []string{"r", "o"} {
-				var cur uint64
-				for {
-					if err := ctx.Err(); err != nil {
-						return nil, err
-					}
-					kv, next, err := from.sh.c.HScan(ctx, from.hashOf(kind), cur, "", int64(c.o.BatchSize)).Result()
-					if err != nil {
-						return nil, fmt.Errorf("migrate: verify scan on %q: %w", from.sh.name, err)
-					}
-					groups := map[int][]string{}
-					for i := 0; i+1 < len(kv); i += 2 {
-						f, val := kv[i], kv[i+1]
-						sub, ok := itemSub(tenant, kind[0], f, val, len(pass.to))
-						if pass.target {
-							if own, ok2 := itemSub(tenant, kind[0], f, val, len(dst)); !ok2 || own != fi {
-								return nil, misplaced(v, f)
-							}
-						}
-						if !ok {
-							// An op record naming no field does not travel; a record of
-							// another tenant in a source is not this split's.
-							continue
-						}
-						if _, seen := pass.mine.m[kind+f]; seen {
-							continue
-						}
-						pass.mine.set(kind+f, val)
-						groups[sub] = append(groups[sub], f)
-					}
-					for _, sub := range slices.Sorted(maps.Keys(groups)) {
-						fields := groups[sub]
-						to := pass.to[sub]
-						vals, err := to.sh.c.HMGet(ctx, to.hashOf(kind), fields...).Result()
-						if err != nil {
-							return nil, fmt.Errorf("migrate: verify read on %q: %w", to.sh.name, err)
-						}
-						for i, f := range fields {
-							s, _ := vals[i].(string)
-							pass.theirs.set(kind+f, s)
-							if s != pass.mine.get(kind+f) {
-								v.dirty[kind+f] = true
-							}
-						}
-					}
-					if cur = next; cur == 0 {
-						break
-					}
+				if err := c.splitScan(ctx, r.Unit.Tenant, v, p, fi, kind); err != nil {
+					return nil, err
 				}
 			}
 		}
 	}
 	return v, nil
+}
+
+// splitPass is one direction of a split's verification pass: the items of the holders
+// from (on side mine) against the holders to (on side theirs). On the targets' pass
+// (target), from are the targets, by sub-bucket.
+type splitPass struct {
+	from, to     []holder
+	mine, theirs *side
+	target       bool
+}
+
+// splitScan scans the items of kind ("r" or "o") of holder p.from[fi] in batches: each
+// batch's new items are recorded on p.mine (see group), then read from the holder of p.to
+// each goes to and compared (an item that differs becomes dirty on v).
+func (c *Coordinator) splitScan(ctx context.Context, tenant string, v *verifier, p splitPass, fi int, kind string) error {
+	from := p.from[fi]
+	var cur uint64
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		kv, next, err := from.sh.c.HScan(ctx, from.hashOf(kind), cur, "", int64(c.o.BatchSize)).Result()
+		if err != nil {
+			return fmt.Errorf("migrate: verify scan on %q: %w", from.sh.name, err)
+		}
+		groups, bad, ok := p.group(tenant, kind, fi, kv)
+		if !ok {
+			return misplaced(v, bad)
+		}
+		for _, sub := range slices.Sorted(maps.Keys(groups)) {
+			to := p.to[sub]
+			vals, err := to.sh.c.HMGet(ctx, to.hashOf(kind), groups[sub]...).Result()
+			if err != nil {
+				return fmt.Errorf("migrate: verify read on %q: %w", to.sh.name, err)
+			}
+			v.compare(kind, groups[sub], vals, p.mine, p.theirs)
+		}
+		if cur = next; cur == 0 {
+			return nil
+		}
+	}
+}
+
+// group is the pure planning step of one scanned batch kv (field, value pairs of kind) of
+// holder p.from[fi]: it records every item not seen before on p.mine and groups its field
+// by the sub-bucket of p.to it goes to. An op record naming no field does not travel, and
+// a record of another tenant in a source is not this split's: both are skipped. On the
+// targets' pass, an item that belongs to another sub-bucket than fi (or to none) stops
+// the step: its field is returned as misplaced, with ok false.
+func (p splitPass) group(tenant, kind string, fi int, kv []string) (groups map[int][]string, misplaced string, ok bool) {
+	groups = map[int][]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		f, val := kv[i], kv[i+1]
+		sub, travels := itemSub(tenant, kind[0], f, val, len(p.to))
+		if p.target {
+			if own, mine := itemSub(tenant, kind[0], f, val, len(p.from)); !mine || own != fi {
+				return nil, f, false
+			}
+		}
+		if !travels {
+			continue
+		}
+		if _, seen := p.mine.m[kind+f]; seen {
+			continue
+		}
+		p.mine.set(kind+f, val)
+		groups[sub] = append(groups[sub], f)
+	}
+	return groups, "", true
 }
 
 // splitFinish is finish for a split: re-read every dirty item on both sides (the sources
