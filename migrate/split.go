@@ -8,9 +8,9 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
-	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -108,19 +108,11 @@ func (c *Coordinator) Split(ctx context.Context, spec SplitSpec) (Status, error)
 // SplitTo = spec.Targets. Bad input fails with ErrInvalid naming the problem, and changes
 // nothing.
 func (c *Coordinator) StartSplit(ctx context.Context, spec SplitSpec) (Status, error) {
-	u := routing.TenantUnit(spec.Tenant)
-	if err := u.Validate(); err != nil {
-		return Status{}, invalidf("tenant: %v", err)
+	u, id, err := checkSplitSpec(spec, c.o.NewID)
+	if err != nil {
+		return Status{}, err
 	}
-	if spec.ID == "" {
-		spec.ID = c.o.NewID()
-	}
-	if len(spec.ID) > 200 || slot.HasBraces(spec.ID) {
-		return Status{}, invalidf("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
-	}
-	if n := len(spec.Targets); n < 2 || n > routing.MaxSpread {
-		return Status{}, invalidf("Targets must name 2..%d shards (one per sub-bucket of the new spread), got %d", routing.MaxSpread, n)
-	}
+	spec.ID = id
 	if prev, err := c.load(ctx, spec.ID); err == nil {
 		if prev.splitting() && prev.Unit == u && slices.Equal(prev.SplitTo, spec.Targets) {
 			return prev, nil
@@ -133,52 +125,18 @@ func (c *Coordinator) StartSplit(ctx context.Context, spec SplitSpec) (Status, e
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start split: %w", err)
 	}
-	for i, name := range spec.Targets {
-		switch {
-		case c.shards[name] == nil:
-			return Status{}, invalidf("Targets[%d]: unknown shard %q", i, name)
-		case !containsShard(t, name):
-			return Status{}, invalidf("Targets[%d]: shard %q is not named in the table (generation %d)", i, name, t.Generation)
-		}
-	}
-	lanes, err := c.splitLanes(t, spec)
+	lanes, err := planSplit(t, spec, c.hasShard)
 	if err != nil {
 		return Status{}, err
 	}
-	for i := range lanes {
-		own, _, err := c.shards[lanes[i].shard].r.Ownership(ctx, lanes[i].unit)
-		if err != nil {
-			return Status{}, fmt.Errorf("migrate: start split: %w", err)
-		}
-		if own.State != routing.StateOpen || own.Generation > t.Generation {
-			return Status{}, fmt.Errorf("%w: source %q holds %s as %v, table generation %d",
-				ErrOwnershipChanged, lanes[i].shard, lanes[i].unit, own, t.Generation)
-		}
-		lanes[i].gen = own.Generation
+	if err := c.splitSourceGens(ctx, t, lanes); err != nil {
+		return Status{}, err
 	}
-	imp := t.Generation + 1
-	for j, name := range spec.Targets {
-		tu := routing.SpreadUnit(spec.Tenant, uint32(j))
-		tgt, _, err := c.shards[name].r.Ownership(ctx, tu)
-		if err != nil {
-			return Status{}, fmt.Errorf("migrate: start split: %w", err)
-		}
-		if tgt.State == routing.StateOpen {
-			return Status{}, fmt.Errorf("%w: target %q holds %s open (%v)", ErrOwnershipChanged, name, tu, tgt)
-		}
-		if tgt.State == routing.StateImporting && !c.claimedBy(ctx, name, tu, spec.ID) {
-			return Status{}, fmt.Errorf("%w: target %q holds an import claim on %s (%v); see Claims, and ClearClaim if its migration is finished",
-				ErrOwnershipChanged, name, tu, tgt)
-		}
-		imp = max(imp, tgt.Generation)
+	imp, err := c.splitImportGen(ctx, t, spec)
+	if err != nil {
+		return Status{}, err
 	}
-	s := Status{ID: spec.ID, Unit: u, State: OwnedA, ImportGen: imp, Created: c.o.Clock(),
-		SplitTo: slices.Clone(spec.Targets), lanes: lanes}
-	if old := t.Spreads[spec.Tenant]; old != nil {
-		s.SplitFrom = slices.Clone(old)
-	} else {
-		s.Source, s.SourceGen = lanes[0].shard, lanes[0].gen
-	}
+	s := newSplitStatus(spec, u, t, lanes, imp, c.o.Clock())
 	if err := c.create(ctx, s); err != nil {
 		return Status{}, err
 	}
@@ -186,10 +144,95 @@ func (c *Coordinator) StartSplit(ctx context.Context, spec SplitSpec) (Status, e
 	return c.load(ctx, s.ID)
 }
 
-// splitLanes checks spec's tenant against table t and returns the split's sources.
-func (c *Coordinator) splitLanes(t *routing.Table, spec SplitSpec) ([]lane, error) {
+// checkSplitSpec is the check StartSplit makes before it reads anything: the tenant and
+// the migration ID as checkTenantSpec checks them (newID fills an empty ID), and 2 to
+// routing.MaxSpread targets. It returns the tenant's unit and the ID; it is pure apart
+// from newID.
+func checkSplitSpec(spec SplitSpec, newID func() string) (routing.Unit, string, error) {
+	u, id, err := checkTenantSpec(spec.Tenant, spec.ID, newID)
+	if err != nil {
+		return routing.Unit{}, "", err
+	}
+	if n := len(spec.Targets); n < 2 || n > routing.MaxSpread {
+		return routing.Unit{}, "", invalidf("Targets must name 2..%d shards (one per sub-bucket of the new spread), got %d", routing.MaxSpread, n)
+	}
+	return u, id, nil
+}
+
+// planSplit is StartSplit's pure planning step: it checks spec's targets against table t
+// and the shards the coordinator has clients for (has), and returns the split's sources
+// (see splitLanes), their generations not read yet.
+func planSplit(t *routing.Table, spec SplitSpec, has func(shard string) bool) ([]lane, error) {
+	for i, name := range spec.Targets {
+		switch {
+		case !has(name):
+			return nil, invalidf("Targets[%d]: unknown shard %q", i, name)
+		case !containsShard(t, name):
+			return nil, invalidf("Targets[%d]: shard %q is not named in the table (generation %d)", i, name, t.Generation)
+		}
+	}
+	return splitLanes(t, spec, has)
+}
+
+// splitSourceGens reads the ownership of every source of lanes: each must be open at a
+// generation no newer than table t's, which it notes on its lane.
+func (c *Coordinator) splitSourceGens(ctx context.Context, t *routing.Table, lanes []lane) error {
+	for i := range lanes {
+		own, _, err := c.shards[lanes[i].shard].r.Ownership(ctx, lanes[i].unit)
+		if err != nil {
+			return fmt.Errorf("migrate: start split: %w", err)
+		}
+		if own.State != routing.StateOpen || own.Generation > t.Generation {
+			return fmt.Errorf("%w: source %q holds %s as %v, table generation %d",
+				ErrOwnershipChanged, lanes[i].shard, lanes[i].unit, own, t.Generation)
+		}
+		lanes[i].gen = own.Generation
+	}
+	return nil
+}
+
+// splitImportGen reads the ownership of every target sub-bucket of spec: none may be
+// open, nor claimed for import by another migration. It returns the import generation:
+// the highest of table t's next one and the targets' generations.
+func (c *Coordinator) splitImportGen(ctx context.Context, t *routing.Table, spec SplitSpec) (uint64, error) {
+	imp := t.Generation + 1
+	for j, name := range spec.Targets {
+		tu := routing.SpreadUnit(spec.Tenant, uint32(j))
+		tgt, _, err := c.shards[name].r.Ownership(ctx, tu)
+		if err != nil {
+			return 0, fmt.Errorf("migrate: start split: %w", err)
+		}
+		if tgt.State == routing.StateOpen {
+			return 0, fmt.Errorf("%w: target %q holds %s open (%v)", ErrOwnershipChanged, name, tu, tgt)
+		}
+		if tgt.State == routing.StateImporting && !c.claimedBy(ctx, name, tu, spec.ID) {
+			return 0, fmt.Errorf("%w: target %q holds an import claim on %s (%v); see Claims, and ClearClaim if its migration is finished",
+				ErrOwnershipChanged, name, tu, tgt)
+		}
+		imp = max(imp, tgt.Generation)
+	}
+	return imp, nil
+}
+
+// newSplitStatus is the journal record a split starts with (state OwnedA), created at
+// now: from the old spread of table t (a re-split) or from the override on lanes[0]'s
+// shard. It is pure.
+func newSplitStatus(spec SplitSpec, u routing.Unit, t *routing.Table, lanes []lane, imp uint64, now time.Time) Status {
+	s := Status{ID: spec.ID, Unit: u, State: OwnedA, ImportGen: imp, Created: now,
+		SplitTo: slices.Clone(spec.Targets), lanes: lanes}
+	if old := t.Spreads[spec.Tenant]; old != nil {
+		s.SplitFrom = slices.Clone(old)
+	} else {
+		s.Source, s.SourceGen = lanes[0].shard, lanes[0].gen
+	}
+	return s
+}
+
+// splitLanes checks spec's tenant against table t and the shards the coordinator has
+// clients for (has), and returns the split's sources. It is pure.
+func splitLanes(t *routing.Table, spec SplitSpec, has func(shard string) bool) ([]lane, error) {
 	if o := t.Overrides[spec.Tenant]; o != "" {
-		if c.shards[o] == nil {
+		if !has(o) {
 			return nil, invalidf("no client for source shard %q", o)
 		}
 		return []lane{{unit: routing.TenantUnit(spec.Tenant), shard: o}}, nil
@@ -209,7 +252,7 @@ func (c *Coordinator) splitLanes(t *routing.Table, spec SplitSpec) ([]lane, erro
 			return nil, invalidf("Targets[%d] is %q, the shard of the old sub-bucket %d: a re-split fills every new sub-bucket from empty, so sub-bucket %d must move to another shard",
 				i, name, i, i)
 		}
-		if c.shards[name] == nil {
+		if !has(name) {
 			return nil, invalidf("no client for source shard %q (sub-bucket %d)", name, i)
 		}
 		lanes[i] = lane{unit: routing.SpreadUnit(spec.Tenant, uint32(i)), shard: name}

@@ -2,7 +2,10 @@ package migrate
 
 import (
 	"reflect"
+	"slices"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -131,5 +134,86 @@ func TestSplitPassGroup(t *testing.T) {
 		if _, bad, ok := dst.group("ten", "r", 1, []string{f1, "1:l:a", f, "1:l:b"}); ok || bad != f {
 			t.Fatalf("target item %q of another sub-bucket: misplaced %q, ok %v", f, bad, ok)
 		}
+	}
+}
+
+func TestCheckSplitSpecRefusesBadInput(t *testing.T) {
+	newID := func() string { return "fresh" }
+	two := []string{"a", "b"}
+	for _, tc := range []struct {
+		name string
+		spec SplitSpec
+		want string
+	}{
+		{"empty tenant", SplitSpec{ID: "m1", Targets: two}, "tenant:"},
+		{"ID with braces", SplitSpec{Tenant: "t", ID: "m{1}", Targets: two}, "without braces"},
+		{"one target", SplitSpec{Tenant: "t", ID: "m1", Targets: two[:1]}, "Targets must name 2.."},
+		{"too many targets", SplitSpec{Tenant: "t", ID: "m1", Targets: make([]string, routing.MaxSpread+1)}, "shards (one per sub-bucket of the new spread), got " + strconv.Itoa(routing.MaxSpread+1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := checkSplitSpec(tc.spec, newID)
+			requireInvalid(t, err, tc.want)
+		})
+	}
+	u, id, err := checkSplitSpec(SplitSpec{Tenant: "t:{1}", Targets: two}, newID)
+	if err != nil || id != "fresh" || u != routing.TenantUnit("t:{1}") {
+		t.Fatalf("checkSplitSpec = %v, %q, %v; want the tenant unit, the fresh ID, no error", u, id, err)
+	}
+}
+
+func TestPlanSplit(t *testing.T) {
+	tab := routing.EvenTable(7, 16, "a", "b", "c", "d")
+	tab.Overrides = map[string]string{"over": "a"}
+	tab.Spreads = map[string][]string{"wide": {"a", "b"}}
+	all := knownShards("a", "b", "c", "d", "x")
+	for _, tc := range []struct {
+		name string
+		spec SplitSpec
+		has  func(string) bool
+		want string
+	}{
+		{"unknown target", SplitSpec{Tenant: "over", Targets: []string{"b", "y"}}, all, `Targets[1]: unknown shard "y"`},
+		{"target not in table", SplitSpec{Tenant: "over", Targets: []string{"x", "b"}}, all, `Targets[0]: shard "x" is not named in the table`},
+		{"no client for override", SplitSpec{Tenant: "over", Targets: []string{"b", "c"}}, knownShards("b", "c"), `no client for source shard "a"`},
+		{"bucket tenant", SplitSpec{Tenant: "plain", Targets: []string{"b", "c"}}, all, "carve it out first"},
+		{"same width", SplitSpec{Tenant: "wide", Targets: []string{"c", "d"}}, all, "a re-split must change the width"},
+		{"sub-bucket stays", SplitSpec{Tenant: "wide", Targets: []string{"c", "b", "d"}}, all, `Targets[1] is "b"`},
+		{"no client for sub-bucket", SplitSpec{Tenant: "wide", Targets: []string{"c", "d", "a"}}, knownShards("a", "c", "d"), `no client for source shard "b" (sub-bucket 1)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := planSplit(tab, tc.spec, tc.has)
+			requireInvalid(t, err, tc.want)
+		})
+	}
+	lanes, err := planSplit(tab, SplitSpec{Tenant: "over", Targets: []string{"b", "c"}}, all)
+	if want := []lane{{unit: routing.TenantUnit("over"), shard: "a"}}; err != nil || !reflect.DeepEqual(lanes, want) {
+		t.Fatalf("split of an override: %v, %v; want %v", lanes, err, want)
+	}
+	lanes, err = planSplit(tab, SplitSpec{Tenant: "wide", Targets: []string{"c", "d", "a"}}, all)
+	want := []lane{{unit: routing.SpreadUnit("wide", 0), shard: "a"}, {unit: routing.SpreadUnit("wide", 1), shard: "b"}}
+	if err != nil || !reflect.DeepEqual(lanes, want) {
+		t.Fatalf("re-split: %v, %v; want %v", lanes, err, want)
+	}
+}
+
+func TestNewSplitStatus(t *testing.T) {
+	tab := routing.EvenTable(7, 16, "a", "b", "c")
+	tab.Spreads = map[string][]string{"wide": {"a", "b"}}
+	now := time.UnixMilli(1000)
+	targets := []string{"b", "c"}
+	s := newSplitStatus(SplitSpec{ID: "m", Tenant: "over", Targets: targets},
+		routing.TenantUnit("over"), tab, []lane{{unit: routing.TenantUnit("over"), shard: "a", gen: 4}}, 9, now)
+	if s.ID != "m" || s.State != OwnedA || s.ImportGen != 9 || !s.Created.Equal(now) || s.Source != "a" || s.SourceGen != 4 ||
+		s.SplitFrom != nil || !slices.Equal(s.SplitTo, targets) {
+		t.Fatalf("split of an override: %+v", s)
+	}
+	targets[0] = "changed"
+	if s.SplitTo[0] != "b" {
+		t.Fatal("SplitTo shares the spec's slice")
+	}
+	s = newSplitStatus(SplitSpec{ID: "m", Tenant: "wide", Targets: []string{"c", "a", "b"}},
+		routing.TenantUnit("wide"), tab, make([]lane, 2), 9, now)
+	if s.Source != "" || !slices.Equal(s.SplitFrom, []string{"a", "b"}) || len(s.lanes) != 2 {
+		t.Fatalf("re-split: %+v", s)
 	}
 }
