@@ -551,6 +551,41 @@ func (c *Coordinator) splitCatchUp(ctx context.Context, r *run) error {
 // log position is final), apply each source's log up to its barrier, verify, carry the
 // highest version floor over to every target.
 func (c *Coordinator) splitClose(ctx context.Context, r *run) error {
+	if err := c.closeSplitSources(ctx, r); err != nil {
+		return err
+	}
+	if err := c.refresh(ctx, r); err != nil {
+		return err
+	}
+	floor, restarted, err := c.splitDrain(ctx, r)
+	if err != nil || restarted {
+		return err
+	}
+	if err := c.refresh(ctx, r); err != nil {
+		return err
+	}
+	v := r.sver
+	if v == nil || v.id != r.ID {
+		// Resumed without this process's pass: the sources are closed, so a full pass is exact.
+		if v, err = c.splitVerifyPass(ctx, r); err != nil {
+			return err
+		}
+	}
+	d, err := c.splitFinish(ctx, r, v)
+	if err != nil {
+		return err
+	}
+	if err := c.markSplitTargets(ctx, r, floor); err != nil {
+		return err
+	}
+	return c.step(ctx, r, []State{ClosedA}, ReadyB, false,
+		"drecords", i64(d.Records), "dtombs", i64(d.Tombstones), "dops", i64(d.Ops), "dsum", u64(d.Sum))
+}
+
+// closeSplitSources closes every source of r whose barrier is not recorded yet and
+// records the barrier (its log's last position) on its lane. Every source's snapshot must
+// be done.
+func (c *Coordinator) closeSplitSources(ctx context.Context, r *run) error {
 	for i := range r.lanes {
 		lr := r.laneRun(i)
 		if lr.Cursor != "done" {
@@ -575,44 +610,38 @@ func (c *Coordinator) splitClose(ctx context.Context, r *run) error {
 			return err
 		}
 	}
-	if err := c.refresh(ctx, r); err != nil {
-		return err
-	}
-	var floor uint64
+	return nil
+}
+
+// splitDrain applies every closed source's log up to its barrier and returns the highest
+// version floor of the sources. It reports restarted when a lane's copy restarted (the
+// drive goes on from the journal record).
+func (c *Coordinator) splitDrain(ctx context.Context, r *run) (floor uint64, restarted bool, err error) {
 	for i := range r.lanes {
 		lr := r.laneRun(i)
 		closed := routing.Ownership{Generation: lr.SourceGen, State: routing.StateClosed}
 		if _, restarted, err := c.applyLog(ctx, lr, lr.Barrier, closed); err != nil || restarted {
-			return err
+			return 0, restarted, err
 		}
 		if lr.Applied != lr.Barrier {
 			if after, err := idAfter(lr.Barrier, lr.Applied); err != nil || after {
-				return fmt.Errorf("migrate: target applied %s of %s on %q, short of the barrier %s", lr.Applied, lr.Unit, lr.Source, lr.Barrier)
+				return 0, false, fmt.Errorf("migrate: target applied %s of %s on %q, short of the barrier %s", lr.Applied, lr.Unit, lr.Source, lr.Barrier)
 			}
 		}
 		f, err := c.shards[lr.Source].c.HMGet(ctx, c.keys.Unit(lr.Unit).Own, "vfloor").Result()
 		if err != nil {
-			return fmt.Errorf("migrate: read source version floor: %w", err)
+			return 0, false, fmt.Errorf("migrate: read source version floor: %w", err)
 		}
 		s, _ := f[0].(string)
 		n, _ := strconv.ParseUint(s, 10, 64)
 		floor = max(floor, n)
 	}
-	if err := c.refresh(ctx, r); err != nil {
-		return err
-	}
-	v := r.sver
-	if v == nil || v.id != r.ID {
-		// Resumed without this process's pass: the sources are closed, so a full pass is exact.
-		var err error
-		if v, err = c.splitVerifyPass(ctx, r); err != nil {
-			return err
-		}
-	}
-	d, err := c.splitFinish(ctx, r, v)
-	if err != nil {
-		return err
-	}
+	return floor, false, nil
+}
+
+// markSplitTargets carries the version floor (if any) over to every target, then marks
+// each target's copy as complete and verified.
+func (c *Coordinator) markSplitTargets(ctx context.Context, r *run, floor uint64) error {
 	for j := range r.SplitTo {
 		if floor > 0 {
 			if err := c.prepare(ctx, r.targetRun(j), "floor", u64(floor)); err != nil {
@@ -626,8 +655,7 @@ func (c *Coordinator) splitClose(ctx context.Context, r *run) error {
 			return err
 		}
 	}
-	return c.step(ctx, r, []State{ClosedA}, ReadyB, false,
-		"drecords", i64(d.Records), "dtombs", i64(d.Tombstones), "dops", i64(d.Ops), "dsum", u64(d.Sum))
+	return nil
 }
 
 // splitTable reports where table t is in r's split: published (the new spread is there),
