@@ -280,8 +280,18 @@ func (c *Coordinator) publishFlip(ctx context.Context, r *run, t *routing.Table,
 // r's drive still holds the migration in ReadyB, checked in the same script. again is true
 // when another table came first.
 func (c *Coordinator) publishGuarded(ctx context.Context, r *run, nt *routing.Table) (again bool, err error) {
-	err = c.store.PublishGuarded(ctx, nt, c.journalKey(r.ID),
-		map[string]string{"epoch": u64(r.epoch), "state": string(ReadyB)})
+	return c.published(r, c.store.PublishGuarded(ctx, nt, c.journalKey(r.ID), flipGuard(r)))
+}
+
+// flipGuard is the journal guard of r's publication: r's drive holds the migration (its
+// epoch) in ReadyB.
+func flipGuard(r *run) map[string]string {
+	return map[string]string{"epoch": u64(r.epoch), "state": string(ReadyB)}
+}
+
+// published classifies err, the result of a guarded publication of r's table: again is
+// true when another table came first; a lost guard is r's FencedError.
+func (c *Coordinator) published(r *run, err error) (again bool, _ error) {
 	switch {
 	case errors.Is(err, routing.ErrGenerationConflict):
 		return true, nil

@@ -704,36 +704,40 @@ func (c *Coordinator) splitFlip(ctx context.Context, r *run) error {
 			}
 		}
 		if !published {
-			nt := t.Next()
-			nt.SetOverride(r.Unit.Tenant, "")
-			nt.SetSpread(r.Unit.Tenant, r.SplitTo)
-			guard := map[string]string{"epoch": u64(r.epoch), "state": string(ReadyB)}
-			if r.SplitFrom != nil {
-				err = c.store.PublishReshaped(ctx, nt, c.journalKey(r.ID), guard, r.Unit.Tenant)
-			} else {
-				err = c.store.PublishGuarded(ctx, nt, c.journalKey(r.ID), guard)
+			var again bool
+			if gen, again, err = c.publishSplit(ctx, r, t); err != nil {
+				return err
 			}
-			switch {
-			case errors.Is(err, routing.ErrGenerationConflict):
+			if again {
 				continue
-			case errors.Is(err, routing.ErrFenced):
-				c.stats.fenced.Add(1)
-				return &FencedError{ID: r.ID, Epoch: r.epoch, Where: "table"}
-			case err != nil:
-				return fmt.Errorf("migrate: publish: %w", err)
 			}
-			gen = nt.Generation
 		}
-		now := c.o.Clock()
-		pause := now.Sub(r.ClosedAt)
-		if r.ClosedAt.IsZero() {
-			pause = 0
-		}
-		c.stats.done.Add(1)
-		c.stats.lastPause.Store(int64(pause))
-		return c.step(ctx, r, []State{ReadyB}, OwnedB, true,
-			"flipgen", u64(gen), "flipped", ms(now), "pauseus", i64(pause.Microseconds()))
+		return c.flipped(ctx, r, gen)
 	}
+}
+
+// splitNext is the pure plan of a split's publication: the table after t with tenant's
+// override removed and its spread set to to.
+func splitNext(t *routing.Table, tenant string, to []string) *routing.Table {
+	nt := t.Next()
+	nt.SetOverride(tenant, "")
+	nt.SetSpread(tenant, to)
+	return nt
+}
+
+// publishSplit publishes splitNext of t by compare-and-set (with PublishReshaped for a
+// re-split) while r's drive still holds the split in ReadyB, checked in the same script.
+// It returns the published table's generation; again is true when another table came
+// first.
+func (c *Coordinator) publishSplit(ctx context.Context, r *run, t *routing.Table) (gen uint64, again bool, err error) {
+	nt := splitNext(t, r.Unit.Tenant, r.SplitTo)
+	if r.SplitFrom == nil {
+		again, err = c.publishGuarded(ctx, r, nt)
+		return nt.Generation, again, err
+	}
+	err = c.store.PublishReshaped(ctx, nt, c.journalKey(r.ID), flipGuard(r), r.Unit.Tenant)
+	again, err = c.published(r, err)
+	return nt.Generation, again, err
 }
 
 // splitMarked checks, before the flip opens any target, that every target still importing

@@ -217,3 +217,21 @@ func TestNewSplitStatus(t *testing.T) {
 		t.Fatalf("re-split: %+v", s)
 	}
 }
+
+func TestSplitNext(t *testing.T) {
+	tab := routing.EvenTable(7, 16, "a", "b", "c")
+	tab.Overrides = map[string]string{"over": "a", "keep": "b"}
+	tab.Spreads = map[string][]string{"wide": {"a", "b"}}
+	nt := splitNext(tab, "over", []string{"b", "c"})
+	if nt.Generation != tab.Generation+1 || nt.Overrides["over"] != "" || nt.Overrides["keep"] != "b" ||
+		!slices.Equal(nt.Spreads["over"], []string{"b", "c"}) || !slices.Equal(nt.Spreads["wide"], []string{"a", "b"}) {
+		t.Fatalf("split of an override: generation %d, overrides %v, spreads %v", nt.Generation, nt.Overrides, nt.Spreads)
+	}
+	if tab.Overrides["over"] != "a" || tab.Spreads["over"] != nil {
+		t.Fatal("splitNext changed the table it started from")
+	}
+	nt = splitNext(tab, "wide", []string{"c", "a", "b"})
+	if !slices.Equal(nt.Spreads["wide"], []string{"c", "a", "b"}) || nt.Overrides["over"] != "a" {
+		t.Fatalf("re-split: overrides %v, spreads %v", nt.Overrides, nt.Spreads)
+	}
+}
