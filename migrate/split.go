@@ -330,20 +330,29 @@ func (s *Status) parseSplit(m map[string]string) error {
 		} else {
 			l.unit, l.shard = s.Unit, s.Source
 		}
-		num := func(f string) uint64 {
-			n, _ := strconv.ParseUint(m[laneKey(i, f)], 10, 64)
-			return n
-		}
-		l.gen, l.appliedN, l.snapshots = num("srcgen"), num("appliedn"), int(num("snapshots"))
-		l.copied, l.logApply = int64(num("copied")), int64(num("logapplied"))
-		l.snapPos, l.cursor = m[laneKey(i, "snappos")], m[laneKey(i, "cursor")]
-		l.applied, l.barrier = m[laneKey(i, "applied")], m[laneKey(i, "barrier")]
-		if l.gen == 0 {
-			return fmt.Errorf("%s", laneKey(i, "srcgen"))
+		if err := l.parse(m, i); err != nil {
+			return err
 		}
 		// The migration's counts are the sums of its lanes'.
 		s.Copied += l.copied
 		s.LogApplied += l.logApply
+	}
+	return nil
+}
+
+// parse reads lane i's progress from journal record m into l; an error names the field
+// that is missing (the lane's source generation).
+func (l *lane) parse(m map[string]string, i int) error {
+	num := func(f string) uint64 {
+		n, _ := strconv.ParseUint(m[laneKey(i, f)], 10, 64)
+		return n
+	}
+	l.gen, l.appliedN, l.snapshots = num("srcgen"), num("appliedn"), int(num("snapshots"))
+	l.copied, l.logApply = int64(num("copied")), int64(num("logapplied"))
+	l.snapPos, l.cursor = m[laneKey(i, "snappos")], m[laneKey(i, "cursor")]
+	l.applied, l.barrier = m[laneKey(i, "applied")], m[laneKey(i, "barrier")]
+	if l.gen == 0 {
+		return fmt.Errorf("%s", laneKey(i, "srcgen"))
 	}
 	return nil
 }

@@ -235,3 +235,24 @@ func TestSplitNext(t *testing.T) {
 		t.Fatalf("re-split: overrides %v, spreads %v", nt.Overrides, nt.Spreads)
 	}
 }
+
+func TestParseSplitLanes(t *testing.T) {
+	m := map[string]string{"splitto": `["b","c","d"]`, "splitfrom": `["a","b"]`,
+		"l0:srcgen": "4", "l0:copied": "10", "l0:logapplied": "2", "l0:cursor": "done", "l0:barrier": "5-0",
+		"l1:srcgen": "6", "l1:copied": "7", "l1:logapplied": "1", "l1:applied": "3-0", "l1:snapshots": "2", "l1:appliedn": "9"}
+	s := Status{Unit: routing.TenantUnit("wide")}
+	if err := s.parseSplit(m); err != nil {
+		t.Fatal(err)
+	}
+	want := []lane{
+		{unit: routing.SpreadUnit("wide", 0), shard: "a", gen: 4, copied: 10, logApply: 2, cursor: "done", barrier: "5-0"},
+		{unit: routing.SpreadUnit("wide", 1), shard: "b", gen: 6, copied: 7, logApply: 1, applied: "3-0", snapshots: 2, appliedN: 9},
+	}
+	if !reflect.DeepEqual(s.lanes, want) || s.Copied != 17 || s.LogApplied != 3 {
+		t.Fatalf("lanes %+v, copied %d, log applied %d; want %+v, 17, 3", s.lanes, s.Copied, s.LogApplied, want)
+	}
+	delete(m, "l1:srcgen")
+	if err := (&Status{Unit: routing.TenantUnit("wide")}).parseSplit(m); err == nil || err.Error() != "l1:srcgen" {
+		t.Fatalf("a lane without its source generation: %v, want the error naming l1:srcgen", err)
+	}
+}
