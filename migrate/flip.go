@@ -18,25 +18,8 @@ func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
 	if r.splitting() {
 		return c.splitClose(ctx, r)
 	}
-	if r.Cursor != "done" {
-		// A snapshot restarted while the source was closed; finish it first.
-		if err := c.snapshot(ctx, r, ClosedA); err != nil {
-			return err
-		}
-	}
-	if r.Barrier == "" {
-		if err := c.takeBarrier(ctx, r); err != nil {
-			return err
-		}
-	}
-	closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
-	if _, restarted, err := c.applyLog(ctx, r, r.Barrier, closed); err != nil || restarted {
+	if restarted, err := c.drainSource(ctx, r); err != nil || restarted {
 		return err
-	}
-	if r.Applied != r.Barrier {
-		if after, err := idAfter(r.Barrier, r.Applied); err != nil || after {
-			return fmt.Errorf("migrate: target applied %s, short of the barrier %s", r.Applied, r.Barrier)
-		}
 	}
 	v := r.ver
 	if v == nil || v.id != r.ID {
@@ -63,6 +46,41 @@ func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
 	}
 	return c.step(ctx, r, []State{ClosedA}, ReadyB, false,
 		"drecords", i64(d.Records), "dtombs", i64(d.Tombstones), "dops", i64(d.Ops), "dsum", u64(d.Sum))
+}
+
+// drainSource finishes a snapshot that restarted while the source was closed, closes the
+// source (the barrier) if it is not yet, and applies the source's log up to the barrier.
+// It reports restarted when the copy restarted (the drive goes on from the journal record).
+func (c *Coordinator) drainSource(ctx context.Context, r *run) (restarted bool, err error) {
+	if r.Cursor != "done" {
+		// A snapshot restarted while the source was closed; finish it first.
+		if err := c.snapshot(ctx, r, ClosedA); err != nil {
+			return false, err
+		}
+	}
+	if r.Barrier == "" {
+		if err := c.takeBarrier(ctx, r); err != nil {
+			return false, err
+		}
+	}
+	closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
+	if _, restarted, err := c.applyLog(ctx, r, r.Barrier, closed); err != nil || restarted {
+		return restarted, err
+	}
+	if shortOf(r.Barrier, r.Applied) {
+		return false, fmt.Errorf("migrate: target applied %s, short of the barrier %s", r.Applied, r.Barrier)
+	}
+	return false, nil
+}
+
+// shortOf reports whether the log position applied is short of barrier, or either is not
+// a log position. It is pure.
+func shortOf(barrier, applied string) bool {
+	if applied == barrier {
+		return false
+	}
+	after, err := idAfter(barrier, applied)
+	return err != nil || after
 }
 
 // carryMarks copies what the source's ownership record says about the unit's data to the

@@ -632,10 +632,8 @@ func (c *Coordinator) splitDrain(ctx context.Context, r *run) (floor uint64, res
 		if _, restarted, err := c.applyLog(ctx, lr, lr.Barrier, closed); err != nil || restarted {
 			return 0, restarted, err
 		}
-		if lr.Applied != lr.Barrier {
-			if after, err := idAfter(lr.Barrier, lr.Applied); err != nil || after {
-				return 0, false, fmt.Errorf("migrate: target applied %s of %s on %q, short of the barrier %s", lr.Applied, lr.Unit, lr.Source, lr.Barrier)
-			}
+		if shortOf(lr.Barrier, lr.Applied) {
+			return 0, false, fmt.Errorf("migrate: target applied %s of %s on %q, short of the barrier %s", lr.Applied, lr.Unit, lr.Source, lr.Barrier)
 		}
 		f, err := c.shards[lr.Source].c.HMGet(ctx, c.keys.Unit(lr.Unit).Own, "vfloor").Result()
 		if err != nil {

@@ -256,3 +256,22 @@ func TestParseSplitLanes(t *testing.T) {
 		t.Fatalf("a lane without its source generation: %v, want the error naming l1:srcgen", err)
 	}
 }
+
+func TestShortOf(t *testing.T) {
+	for _, tc := range []struct {
+		barrier, applied string
+		want             bool
+	}{
+		{"5-0", "5-0", false},
+		{"5-3", "5-2", true},
+		{"5-0", "3-9", true},
+		{"5-0", "6-0", false},
+		{"5-0", "", true},
+		{"", "", false},
+		{"5-0", "x", true},
+	} {
+		if got := shortOf(tc.barrier, tc.applied); got != tc.want {
+			t.Errorf("shortOf(%q, %q) = %v, want %v", tc.barrier, tc.applied, got, tc.want)
+		}
+	}
+}
