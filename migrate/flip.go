@@ -377,6 +377,13 @@ func (c *Coordinator) Cleanup(ctx context.Context, id string) (Status, error) {
 		// A carve-out deletes only while the bucket's mark is still its own (carve.lua).
 		return c.carveCleanup(ctx, s)
 	}
+	return c.cleanupSource(ctx, s)
+}
+
+// cleanupSource is Cleanup for a moved unit: it takes a new epoch and deletes the source's
+// closed copy with one script fenced by it, then marks the journal record cleaned.
+func (c *Coordinator) cleanupSource(ctx context.Context, s Status) (Status, error) {
+	id := s.ID
 	// A new epoch first: a Cleanup paused past this point is refused by the source's
 	// script and by the journal once a later caller (a driver of the unit, another
 	// Cleanup) took a newer one.
