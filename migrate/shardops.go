@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -66,16 +67,28 @@ func (c *Coordinator) apply(ctx context.Context, r *run, items []item) (written,
 		return c.foldApply(ctx, r, items)
 	}
 	k := c.keys.Unit(r.Unit)
-	args := make([]any, 0, 4+4*len(items))
-	args = append(args, u64(r.ImportGen), r.ID, ms(c.o.Clock()), u64(r.epoch))
-	for _, it := range items {
-		args = append(args, string(it.kind), it.field, it.value, i64(max(it.exp, 0)))
-	}
 	reply, err := applyScript.Run(ctx, c.shards[r.Target].c,
-		[]string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones}, args...).StringSlice()
+		[]string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones}, applyArgs(r, items, c.o.Clock())...).StringSlice()
 	if err != nil {
 		return 0, 0, fmt.Errorf("migrate: apply on target %q: %w", r.Target, err)
 	}
+	return c.applied(ctx, r, reply)
+}
+
+// applyArgs is the pure plan of an apply.lua call: the ARGV that writes items into r's
+// target under r's import generation, ID and epoch, at now.
+func applyArgs(r *run, items []item, now time.Time) []any {
+	args := make([]any, 0, 4+4*len(items))
+	args = append(args, u64(r.ImportGen), r.ID, ms(now), u64(r.epoch))
+	for _, it := range items {
+		args = append(args, string(it.kind), it.field, it.value, i64(max(it.exp, 0)))
+	}
+	return args
+}
+
+// applied reads apply.lua's reply to r's call: the counts written and skipped (refused),
+// or the error of a conflict, a fenced call or a target that is no longer r's import.
+func (c *Coordinator) applied(ctx context.Context, r *run, reply []string) (written, skipped int64, err error) {
 	switch {
 	case len(reply) == 3 && reply[0] == "ok":
 		w, _ := strconv.ParseInt(reply[1], 10, 64)

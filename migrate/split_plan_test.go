@@ -275,3 +275,13 @@ func TestShortOf(t *testing.T) {
 		}
 	}
 }
+
+func TestApplyArgs(t *testing.T) {
+	r := &run{Status: Status{ID: "m1", ImportGen: 7}, epoch: 3}
+	items := []item{{kind: 'r', field: "f", value: "1:l:v", exp: -5}, {kind: 'o', field: "op", value: "x", exp: 1200}}
+	got := applyArgs(r, items, time.UnixMilli(1500))
+	want := []any{"7", "m1", "1500", "3", "r", "f", "1:l:v", "0", "o", "op", "x", "1200"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("applyArgs = %q, want %q", got, want)
+	}
+}
