@@ -140,12 +140,21 @@ func (c *Coordinator) probe(ctx context.Context, r *run, after, upto string, cou
 	if err != nil {
 		return probeResult{}, fmt.Errorf("migrate: probe source %q: %w", r.Source, err)
 	}
+	if p, err = parseProbe(v); err != nil {
+		return probeResult{}, fmt.Errorf("migrate: probe source %q: %v", r.Source, err)
+	}
+	return p, nil
+}
+
+// parseProbe reads probe.lua's reply v (seven values, and the carve mark as an eighth).
+// It is pure.
+func parseProbe(v []any) (p probeResult, err error) {
 	if len(v) == 8 {
 		p.mark, _ = v[7].(string)
 		v = v[:7]
 	}
 	if len(v) != 7 {
-		return probeResult{}, fmt.Errorf("migrate: probe source %q: malformed reply", r.Source)
+		return probeResult{}, errors.New("malformed reply")
 	}
 	gen, _ := v[0].(string)
 	state, _ := v[1].(string)
@@ -158,10 +167,20 @@ func (c *Coordinator) probe(ctx context.Context, r *run, after, upto string, cou
 	p.added, _ = strconv.ParseUint(added, 10, 64)
 	p.length, _ = strconv.ParseUint(length, 10, 64)
 	raw, _ := v[6].([]any)
+	if p.entries, err = parseEntries(raw); err != nil {
+		return probeResult{}, err
+	}
+	return p, nil
+}
+
+// parseEntries reads the log entries of a probe.lua reply (each an ID and its field,
+// value list). It is pure.
+func parseEntries(raw []any) ([]redis.XMessage, error) {
+	var out []redis.XMessage
 	for _, e := range raw {
 		pair, ok := e.([]any)
 		if !ok || len(pair) != 2 {
-			return probeResult{}, fmt.Errorf("migrate: probe source %q: malformed entry", r.Source)
+			return nil, errors.New("malformed entry")
 		}
 		id, _ := pair[0].(string)
 		kv, _ := pair[1].([]any)
@@ -170,9 +189,9 @@ func (c *Coordinator) probe(ctx context.Context, r *run, after, upto string, cou
 			key, _ := kv[i].(string)
 			vals[key] = kv[i+1]
 		}
-		p.entries = append(p.entries, redis.XMessage{ID: id, Values: vals})
+		out = append(out, redis.XMessage{ID: id, Values: vals})
 	}
-	return p, nil
+	return out, nil
 }
 
 // lost reports whether entries after the reader's position (appliedPos, which was the

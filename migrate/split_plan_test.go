@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -283,5 +285,27 @@ func TestApplyArgs(t *testing.T) {
 	want := []any{"7", "m1", "1500", "3", "r", "f", "1:l:v", "0", "o", "op", "x", "1200"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("applyArgs = %q, want %q", got, want)
+	}
+}
+
+func TestParseProbe(t *testing.T) {
+	entries := []any{[]any{"5-0", []any{"k", "r", "f", "x"}}}
+	p, err := parseProbe([]any{"4", "open", "5-0", "2-0", "9", "3", entries, "moved"})
+	want := probeResult{own: routing.Ownership{Generation: 4, State: routing.StateOpen}, last: "5-0", maxDel: "2-0",
+		added: 9, length: 3, mark: "moved", entries: []redis.XMessage{{ID: "5-0", Values: map[string]any{"k": "r", "f": "x"}}}}
+	if err != nil || !reflect.DeepEqual(p, want) {
+		t.Fatalf("parseProbe = %+v, %v; want %+v", p, err, want)
+	}
+	if p, err = parseProbe([]any{"4", "open", "5-0", "2-0", "9", "3", []any{}}); err != nil || p.mark != "" || p.entries != nil {
+		t.Fatalf("parseProbe without mark or entries = %+v, %v", p, err)
+	}
+	for _, bad := range [][]any{
+		{"4", "open"},
+		{"4", "open", "5-0", "2-0", "9", "3", []any{"5-0"}},
+		{"4", "open", "5-0", "2-0", "9", "3", []any{[]any{"5-0"}}},
+	} {
+		if _, err := parseProbe(bad); err == nil {
+			t.Errorf("parseProbe(%v) took a malformed reply", bad)
+		}
 	}
 }
