@@ -309,3 +309,38 @@ func TestParseProbe(t *testing.T) {
 		}
 	}
 }
+
+func TestNextCursor(t *testing.T) {
+	for _, tc := range []struct {
+		phase string
+		next  uint64
+		want  string
+	}{{"records", 12, "records:12"}, {"records", 0, "ops:0"}, {"ops", 7, "ops:7"}, {"ops", 0, "done"}} {
+		if got := nextCursor(tc.phase, tc.next); got != tc.want {
+			t.Errorf("nextCursor(%q, %d) = %q, want %q", tc.phase, tc.next, got, tc.want)
+		}
+	}
+}
+
+func TestPageItemsAndKeepItems(t *testing.T) {
+	tomb := routing.EncodeRecord(routing.Record{Version: 2, Deleted: true})
+	items, need, idx := pageItems("records", []string{"a", "1:l:x", "b", tomb, "c", tomb})
+	if len(items) != 3 || items[0].kind != 'r' || !reflect.DeepEqual(need, []string{"b", "c"}) || !reflect.DeepEqual(idx, []int{1, 2}) {
+		t.Fatalf("records page: %+v, need %v, idx %v", items, need, idx)
+	}
+	// c left the expiry set since the page was read: not copied.
+	kept := keepItems(items, idx, []float64{900, 0}, 100)
+	want := []item{{kind: 'r', field: "a", value: "1:l:x"}, {kind: 'r', field: "b", value: tomb, exp: 900}}
+	if !reflect.DeepEqual(kept, want) {
+		t.Fatalf("kept records %+v, want %+v", kept, want)
+	}
+	items, need, idx = pageItems("ops", []string{"o1", "v1", "o2", "v2", "o3", "v3"})
+	if !reflect.DeepEqual(need, []string{"o1", "o2", "o3"}) || !reflect.DeepEqual(idx, []int{0, 1, 2}) || items[2].kind != 'o' {
+		t.Fatalf("ops page: %+v, need %v, idx %v", items, need, idx)
+	}
+	// o1 is older than the retry window's cutoff, o3's score is missing: only o2 travels.
+	kept = keepItems(items, idx, []float64{100, 101}, 100)
+	if want := []item{{kind: 'o', field: "o2", value: "v2", exp: 101}}; !reflect.DeepEqual(kept, want) {
+		t.Fatalf("kept ops %+v, want %+v", kept, want)
+	}
+}
