@@ -273,25 +273,33 @@ func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, want ro
 		if len(p.entries) == 0 {
 			return n, false, nil
 		}
-		items, kept, err := c.logBatch(r, p.entries)
-		if err != nil {
-			return n, false, err
-		}
-		if _, _, err := c.apply(ctx, r, items); err != nil {
-			return n, false, err
-		}
+		kept, err := c.applyEntries(ctx, r, p.entries)
 		n += kept
-		c.stats.logApplied.Add(int64(len(p.entries)))
-		last := p.entries[len(p.entries)-1].ID
-		if err := c.step(ctx, r, []State{r.State}, r.State, false,
-			"applied", last, "appliedn", u64(r.appliedN+uint64(len(p.entries))),
-			"logapplied", i64(r.LogApplied+int64(len(p.entries)))); err != nil {
+		if err != nil {
 			return n, false, err
 		}
 		if len(p.entries) < c.o.BatchSize {
 			return n, false, nil
 		}
 	}
+}
+
+// applyEntries applies one batch of log entries (at least one) to r's target and records
+// the last one as applied. It returns how many entries logBatch kept; it counts them
+// only once the batch is applied.
+func (c *Coordinator) applyEntries(ctx context.Context, r *run, entries []redis.XMessage) (kept int, err error) {
+	items, kept, err := c.logBatch(r, entries)
+	if err != nil {
+		return 0, err
+	}
+	if _, _, err := c.apply(ctx, r, items); err != nil {
+		return 0, err
+	}
+	c.stats.logApplied.Add(int64(len(entries)))
+	last := entries[len(entries)-1].ID
+	return kept, c.step(ctx, r, []State{r.State}, r.State, false,
+		"applied", last, "appliedn", u64(r.appliedN+uint64(len(entries))),
+		"logapplied", i64(r.LogApplied+int64(len(entries))))
 }
 
 // checkSource aborts the migration (without reopening the source) unless the source's
