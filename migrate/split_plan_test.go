@@ -344,3 +344,17 @@ func TestPageItemsAndKeepItems(t *testing.T) {
 		t.Fatalf("kept ops %+v, want %+v", kept, want)
 	}
 }
+
+func TestCheckCacheSpec(t *testing.T) {
+	newID := func() string { return "fresh" }
+	_, err := checkCacheSpec(CacheSpec{ID: "m"}, newID)
+	requireInvalid(t, err, "tenant:")
+	_, err = checkCacheSpec(CacheSpec{Tenant: "t", ID: "m{1}"}, newID)
+	requireInvalid(t, err, "migration ID must not contain braces")
+	if id, err := checkCacheSpec(CacheSpec{Tenant: "t:{1}"}, newID); err != nil || id != "fresh" {
+		t.Fatalf("checkCacheSpec = %q, %v; want the fresh ID", id, err)
+	}
+	if id, err := checkCacheSpec(CacheSpec{Tenant: "t", ID: "m1"}, newID); err != nil || id != "m1" {
+		t.Fatalf("checkCacheSpec = %q, %v; want m1", id, err)
+	}
+}
