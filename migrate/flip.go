@@ -162,20 +162,8 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 		if err != nil {
 			return err
 		}
-		if !opened {
-			if own, _, err = b.r.Ownership(ctx, r.Unit); err != nil {
-				return err
-			}
-		}
-		p, err := planFlip(t, owner, r.Status, own, opened)
-		if err != nil {
+		if own, opened, err = c.flipTarget(ctx, r, b, t, owner, own, opened); err != nil {
 			return err
-		}
-		if err := c.applyFlip(ctx, r, b, p, own); err != nil {
-			return err
-		}
-		if p.open {
-			own, opened = p.to, true
 		}
 		again, err := c.publishFlip(ctx, r, t, owner)
 		if err != nil {
@@ -189,6 +177,31 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 		}
 		return c.flipped(ctx, r, own.Generation)
 	}
+}
+
+// flipTarget brings r's target b to what the flip against table t (which assigns the unit
+// to owner) needs: it reads the target's record (unless this drive opened it already: own,
+// opened), plans the step with planFlip and applies it. It returns the target's record and
+// whether this drive opened it.
+func (c *Coordinator) flipTarget(ctx context.Context, r *run, b *shard, t *routing.Table, owner string,
+	own routing.Ownership, opened bool) (routing.Ownership, bool, error) {
+	if !opened {
+		var err error
+		if own, _, err = b.r.Ownership(ctx, r.Unit); err != nil {
+			return own, opened, err
+		}
+	}
+	p, err := planFlip(t, owner, r.Status, own, opened)
+	if err != nil {
+		return own, opened, err
+	}
+	if err := c.applyFlip(ctx, r, b, p, own); err != nil {
+		return own, opened, err
+	}
+	if p.open {
+		return p.to, true, nil
+	}
+	return own, opened, nil
 }
 
 // flipOwner returns the shard table t assigns s's unit to, which must be its source or its
