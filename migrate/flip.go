@@ -148,8 +148,6 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 		return c.splitFlip(ctx, r)
 	}
 	b := c.shards[r.Target]
-	var own routing.Ownership
-	opened := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -162,7 +160,8 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 		if err != nil {
 			return err
 		}
-		if own, opened, err = c.flipTarget(ctx, r, b, t, owner, own, opened); err != nil {
+		own, err := c.flipTarget(ctx, r, b, t, owner)
+		if err != nil {
 			return err
 		}
 		again, err := c.publishFlip(ctx, r, t, owner)
@@ -172,7 +171,6 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 		if again {
 			// Another table came first: re-check everything against it, the target's
 			// record included.
-			opened = false
 			continue
 		}
 		return c.flipped(ctx, r, own.Generation)
@@ -180,28 +178,25 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 }
 
 // flipTarget brings r's target b to what the flip against table t (which assigns the unit
-// to owner) needs: it reads the target's record (unless this drive opened it already: own,
-// opened), plans the step with planFlip and applies it. It returns the target's record and
-// whether this drive opened it.
-func (c *Coordinator) flipTarget(ctx context.Context, r *run, b *shard, t *routing.Table, owner string,
-	own routing.Ownership, opened bool) (routing.Ownership, bool, error) {
-	if !opened {
-		var err error
-		if own, _, err = b.r.Ownership(ctx, r.Unit); err != nil {
-			return own, opened, err
-		}
-	}
-	p, err := planFlip(t, owner, r.Status, own, opened)
+// to owner) needs: it reads the target's record, plans the step with planFlip and applies
+// it. It returns the target's record after the step. Every attempt of the flip re-reads
+// the record, so the plan is made as for a target this drive has not opened yet.
+func (c *Coordinator) flipTarget(ctx context.Context, r *run, b *shard, t *routing.Table, owner string) (routing.Ownership, error) {
+	own, _, err := b.r.Ownership(ctx, r.Unit)
 	if err != nil {
-		return own, opened, err
+		return own, err
+	}
+	p, err := planFlip(t, owner, r.Status, own, false)
+	if err != nil {
+		return own, err
 	}
 	if err := c.applyFlip(ctx, r, b, p, own); err != nil {
-		return own, opened, err
+		return own, err
 	}
 	if p.open {
-		return p.to, true, nil
+		return p.to, nil
 	}
-	return own, opened, nil
+	return own, nil
 }
 
 // flipOwner returns the shard table t assigns s's unit to, which must be its source or its
