@@ -154,15 +154,11 @@ func (c *Cache) jkey(id string) string { return journalTag(c.o.Prefix) + ":j:" +
 // spread tenant, unknown or equal shards) fails with ErrInvalid; a tenant already being
 // moved fails with ErrBusy.
 func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
-	if err := routing.TenantUnit(spec.Tenant).Validate(); err != nil {
-		return CacheStatus{}, invalidf("tenant: %v", err)
+	id, err := checkCacheSpec(spec, c.o.NewID)
+	if err != nil {
+		return CacheStatus{}, err
 	}
-	if spec.ID == "" {
-		spec.ID = c.o.NewID()
-	}
-	if slot.HasBraces(spec.ID) {
-		return CacheStatus{}, invalidf("migration ID must not contain braces, got %q", spec.ID)
-	}
+	spec.ID = id
 	t, err := c.store.Load(ctx)
 	if err != nil {
 		return CacheStatus{}, fmt.Errorf("migrate: cache move: %w", err)
@@ -195,6 +191,23 @@ func (c *Cache) Move(ctx context.Context, spec CacheSpec) (CacheStatus, error) {
 		return CacheStatus{}, err
 	}
 	return c.Status(ctx, spec.ID)
+}
+
+// checkCacheSpec is the check Move makes before it reads anything: the tenant must name a
+// valid tenant unit, and the move's ID (newID fills an empty one) must not contain braces.
+// It returns the ID; it is pure apart from newID.
+func checkCacheSpec(spec CacheSpec, newID func() string) (string, error) {
+	if err := routing.TenantUnit(spec.Tenant).Validate(); err != nil {
+		return "", invalidf("tenant: %v", err)
+	}
+	id := spec.ID
+	if id == "" {
+		id = newID()
+	}
+	if slot.HasBraces(id) {
+		return "", invalidf("migration ID must not contain braces, got %q", id)
+	}
+	return id, nil
 }
 
 // planCacheMove is Move's pure planning step: it checks spec against table t and the

@@ -87,19 +87,25 @@ func (c *Coordinator) snapshot(ctx context.Context, r *run, in State) error {
 			return err
 		}
 		c.stats.copied.Add(w)
-		cursor := phase + ":" + u64(next)
-		if next == 0 {
-			cursor = "ops:0"
-			if phase == "ops" {
-				cursor = "done"
-			}
-		}
 		if err := c.step(ctx, r, []State{in}, in, false,
-			"cursor", cursor, "copied", i64(r.Copied+w)); err != nil {
+			"cursor", nextCursor(phase, next), "copied", i64(r.Copied+w)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// nextCursor is the snapshot cursor after a page of phase ("records" or "ops") whose scan
+// returned next: the phase's next page, the ops phase's first page after the records, or
+// "done" after the ops. It is pure.
+func nextCursor(phase string, next uint64) string {
+	switch {
+	case next != 0:
+		return phase + ":" + u64(next)
+	case phase == "ops":
+		return "done"
+	}
+	return "ops:0"
 }
 
 func parseCursor(s string) (string, uint64, error) {
@@ -114,9 +120,22 @@ func parseCursor(s string) (string, uint64, error) {
 // snapshotItems turns one HSCAN page into items, with the expiries of tombstones and op
 // records read from the source's expiry sets.
 func (c *Coordinator) snapshotItems(ctx context.Context, a *shard, phase, zkey string, kv []string) ([]item, error) {
-	items := make([]item, 0, len(kv)/2)
-	var need []string
-	var idx []int
+	items, need, idx := pageItems(phase, kv)
+	if len(need) == 0 {
+		return items, nil
+	}
+	scores, err := a.c.ZMScore(ctx, zkey, need...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("migrate: snapshot expiries on source %q: %w", a.name, err)
+	}
+	return keepItems(items, idx, scores, c.opCutoff()), nil
+}
+
+// pageItems is the pure plan of a snapshot page kv (field, value pairs of phase "records"
+// or "ops"): its items, and the fields (need) and item indexes (idx) of those whose expiry
+// must be read: every op record and every tombstone.
+func pageItems(phase string, kv []string) (items []item, need []string, idx []int) {
+	items = make([]item, 0, len(kv)/2)
 	for i := 0; i+1 < len(kv); i += 2 {
 		it := item{kind: 'r', field: kv[i], value: kv[i+1]}
 		if phase == "ops" {
@@ -128,33 +147,31 @@ func (c *Coordinator) snapshotItems(ctx context.Context, a *shard, phase, zkey s
 		}
 		items = append(items, it)
 	}
-	if len(need) > 0 {
-		scores, err := a.c.ZMScore(ctx, zkey, need...).Result()
-		if err != nil {
-			return nil, fmt.Errorf("migrate: snapshot expiries on source %q: %w", a.name, err)
+	return items, need, idx
+}
+
+// keepItems sets the expiry of items[idx[j]] to scores[j] and returns the items to copy
+// (in place of items). It is pure.
+func keepItems(items []item, idx []int, scores []float64, cutoff int64) []item {
+	for j, i := range idx {
+		if j < len(scores) && scores[j] > 0 {
+			items[i].exp = int64(scores[j])
+		} else {
+			// Gone from the expiry set since the page was read: retention removed the
+			// item (expired; not copied), or a later put superseded the tombstone (the
+			// put is in the log).
+			items[i].kind = 0
 		}
-		for j, i := range idx {
-			if j < len(scores) && scores[j] > 0 {
-				items[i].exp = int64(scores[j])
-			} else {
-				// Gone from the expiry set since the page was read: retention removed the
-				// item (expired; not copied), or a later put superseded the tombstone (the
-				// put is in the log).
-				items[i].kind = 0
-			}
-		}
-		// Idempotency records written before the retry window are left behind: no retry
-		// can need them on the target (Options.OpRetryWindow).
-		cutoff := c.opCutoff()
-		kept := items[:0]
-		for _, it := range items {
-			if it.kind != 0 && (it.kind != 'o' || it.exp > cutoff) {
-				kept = append(kept, it)
-			}
-		}
-		items = kept
 	}
-	return items, nil
+	// Idempotency records written before the retry window (cutoff) are left behind: no
+	// retry can need them on the target (Options.OpRetryWindow).
+	kept := items[:0]
+	for _, it := range items {
+		if it.kind != 0 && (it.kind != 'o' || it.exp > cutoff) {
+			kept = append(kept, it)
+		}
+	}
+	return kept
 }
 
 func isTombstone(rec string) bool {
@@ -256,25 +273,33 @@ func (c *Coordinator) applyLog(ctx context.Context, r *run, upto string, want ro
 		if len(p.entries) == 0 {
 			return n, false, nil
 		}
-		items, kept, err := c.logBatch(r, p.entries)
-		if err != nil {
-			return n, false, err
-		}
-		if _, _, err := c.apply(ctx, r, items); err != nil {
-			return n, false, err
-		}
+		kept, err := c.applyEntries(ctx, r, p.entries)
 		n += kept
-		c.stats.logApplied.Add(int64(len(p.entries)))
-		last := p.entries[len(p.entries)-1].ID
-		if err := c.step(ctx, r, []State{r.State}, r.State, false,
-			"applied", last, "appliedn", u64(r.appliedN+uint64(len(p.entries))),
-			"logapplied", i64(r.LogApplied+int64(len(p.entries)))); err != nil {
+		if err != nil {
 			return n, false, err
 		}
 		if len(p.entries) < c.o.BatchSize {
 			return n, false, nil
 		}
 	}
+}
+
+// applyEntries applies one batch of log entries (at least one) to r's target and records
+// the last one as applied. It returns how many entries logBatch kept; it counts them
+// only once the batch is applied.
+func (c *Coordinator) applyEntries(ctx context.Context, r *run, entries []redis.XMessage) (kept int, err error) {
+	items, kept, err := c.logBatch(r, entries)
+	if err != nil {
+		return 0, err
+	}
+	if _, _, err := c.apply(ctx, r, items); err != nil {
+		return 0, err
+	}
+	c.stats.logApplied.Add(int64(len(entries)))
+	last := entries[len(entries)-1].ID
+	return kept, c.step(ctx, r, []State{r.State}, r.State, false,
+		"applied", last, "appliedn", u64(r.appliedN+uint64(len(entries))),
+		"logapplied", i64(r.LogApplied+int64(len(entries))))
 }
 
 // checkSource aborts the migration (without reopening the source) unless the source's

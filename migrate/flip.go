@@ -18,25 +18,8 @@ func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
 	if r.splitting() {
 		return c.splitClose(ctx, r)
 	}
-	if r.Cursor != "done" {
-		// A snapshot restarted while the source was closed; finish it first.
-		if err := c.snapshot(ctx, r, ClosedA); err != nil {
-			return err
-		}
-	}
-	if r.Barrier == "" {
-		if err := c.takeBarrier(ctx, r); err != nil {
-			return err
-		}
-	}
-	closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
-	if _, restarted, err := c.applyLog(ctx, r, r.Barrier, closed); err != nil || restarted {
+	if restarted, err := c.drainSource(ctx, r); err != nil || restarted {
 		return err
-	}
-	if r.Applied != r.Barrier {
-		if after, err := idAfter(r.Barrier, r.Applied); err != nil || after {
-			return fmt.Errorf("migrate: target applied %s, short of the barrier %s", r.Applied, r.Barrier)
-		}
 	}
 	v := r.ver
 	if v == nil || v.id != r.ID {
@@ -63,6 +46,41 @@ func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
 	}
 	return c.step(ctx, r, []State{ClosedA}, ReadyB, false,
 		"drecords", i64(d.Records), "dtombs", i64(d.Tombstones), "dops", i64(d.Ops), "dsum", u64(d.Sum))
+}
+
+// drainSource finishes a snapshot that restarted while the source was closed, closes the
+// source (the barrier) if it is not yet, and applies the source's log up to the barrier.
+// It reports restarted when the copy restarted (the drive goes on from the journal record).
+func (c *Coordinator) drainSource(ctx context.Context, r *run) (restarted bool, err error) {
+	if r.Cursor != "done" {
+		// A snapshot restarted while the source was closed; finish it first.
+		if err := c.snapshot(ctx, r, ClosedA); err != nil {
+			return false, err
+		}
+	}
+	if r.Barrier == "" {
+		if err := c.takeBarrier(ctx, r); err != nil {
+			return false, err
+		}
+	}
+	closed := routing.Ownership{Generation: r.SourceGen, State: routing.StateClosed}
+	if _, restarted, err := c.applyLog(ctx, r, r.Barrier, closed); err != nil || restarted {
+		return restarted, err
+	}
+	if shortOf(r.Barrier, r.Applied) {
+		return false, fmt.Errorf("migrate: target applied %s, short of the barrier %s", r.Applied, r.Barrier)
+	}
+	return false, nil
+}
+
+// shortOf reports whether the log position applied is short of barrier, or either is not
+// a log position. It is pure.
+func shortOf(barrier, applied string) bool {
+	if applied == barrier {
+		return false
+	}
+	after, err := idAfter(barrier, applied)
+	return err != nil || after
 }
 
 // carryMarks copies what the source's ownership record says about the unit's data to the
@@ -130,8 +148,6 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 		return c.splitFlip(ctx, r)
 	}
 	b := c.shards[r.Target]
-	var own routing.Ownership
-	opened := false
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -144,20 +160,9 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 		if err != nil {
 			return err
 		}
-		if !opened {
-			if own, _, err = b.r.Ownership(ctx, r.Unit); err != nil {
-				return err
-			}
-		}
-		p, err := planFlip(t, owner, r.Status, own, opened)
+		own, err := c.flipTarget(ctx, r, b, t, owner)
 		if err != nil {
 			return err
-		}
-		if err := c.applyFlip(ctx, r, b, p, own); err != nil {
-			return err
-		}
-		if p.open {
-			own, opened = p.to, true
 		}
 		again, err := c.publishFlip(ctx, r, t, owner)
 		if err != nil {
@@ -166,11 +171,32 @@ func (c *Coordinator) flip(ctx context.Context, r *run) error {
 		if again {
 			// Another table came first: re-check everything against it, the target's
 			// record included.
-			opened = false
 			continue
 		}
 		return c.flipped(ctx, r, own.Generation)
 	}
+}
+
+// flipTarget brings r's target b to what the flip against table t (which assigns the unit
+// to owner) needs: it reads the target's record, plans the step with planFlip and applies
+// it. It returns the target's record after the step. Every attempt of the flip re-reads
+// the record, so the plan is made as for a target this drive has not opened yet.
+func (c *Coordinator) flipTarget(ctx context.Context, r *run, b *shard, t *routing.Table, owner string) (routing.Ownership, error) {
+	own, _, err := b.r.Ownership(ctx, r.Unit)
+	if err != nil {
+		return own, err
+	}
+	p, err := planFlip(t, owner, r.Status, own, false)
+	if err != nil {
+		return own, err
+	}
+	if err := c.applyFlip(ctx, r, b, p, own); err != nil {
+		return own, err
+	}
+	if p.open {
+		return p.to, nil
+	}
+	return own, nil
 }
 
 // flipOwner returns the shard table t assigns s's unit to, which must be its source or its
@@ -280,8 +306,18 @@ func (c *Coordinator) publishFlip(ctx context.Context, r *run, t *routing.Table,
 // r's drive still holds the migration in ReadyB, checked in the same script. again is true
 // when another table came first.
 func (c *Coordinator) publishGuarded(ctx context.Context, r *run, nt *routing.Table) (again bool, err error) {
-	err = c.store.PublishGuarded(ctx, nt, c.journalKey(r.ID),
-		map[string]string{"epoch": u64(r.epoch), "state": string(ReadyB)})
+	return c.published(r, c.store.PublishGuarded(ctx, nt, c.journalKey(r.ID), flipGuard(r)))
+}
+
+// flipGuard is the journal guard of r's publication: r's drive holds the migration (its
+// epoch) in ReadyB.
+func flipGuard(r *run) map[string]string {
+	return map[string]string{"epoch": u64(r.epoch), "state": string(ReadyB)}
+}
+
+// published classifies err, the result of a guarded publication of r's table: again is
+// true when another table came first; a lost guard is r's FencedError.
+func (c *Coordinator) published(r *run, err error) (again bool, _ error) {
 	switch {
 	case errors.Is(err, routing.ErrGenerationConflict):
 		return true, nil
@@ -349,6 +385,13 @@ func (c *Coordinator) Cleanup(ctx context.Context, id string) (Status, error) {
 		// A carve-out deletes only while the bucket's mark is still its own (carve.lua).
 		return c.carveCleanup(ctx, s)
 	}
+	return c.cleanupSource(ctx, s)
+}
+
+// cleanupSource is Cleanup for a moved unit: it takes a new epoch and deletes the source's
+// closed copy with one script fenced by it, then marks the journal record cleaned.
+func (c *Coordinator) cleanupSource(ctx context.Context, s Status) (Status, error) {
+	id := s.ID
 	// A new epoch first: a Cleanup paused past this point is refused by the source's
 	// script and by the journal once a later caller (a driver of the unit, another
 	// Cleanup) took a newer one.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -66,16 +67,28 @@ func (c *Coordinator) apply(ctx context.Context, r *run, items []item) (written,
 		return c.foldApply(ctx, r, items)
 	}
 	k := c.keys.Unit(r.Unit)
-	args := make([]any, 0, 4+4*len(items))
-	args = append(args, u64(r.ImportGen), r.ID, ms(c.o.Clock()), u64(r.epoch))
-	for _, it := range items {
-		args = append(args, string(it.kind), it.field, it.value, i64(max(it.exp, 0)))
-	}
 	reply, err := applyScript.Run(ctx, c.shards[r.Target].c,
-		[]string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones}, args...).StringSlice()
+		[]string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones}, applyArgs(r, items, c.o.Clock())...).StringSlice()
 	if err != nil {
 		return 0, 0, fmt.Errorf("migrate: apply on target %q: %w", r.Target, err)
 	}
+	return c.applied(ctx, r, reply)
+}
+
+// applyArgs is the pure plan of an apply.lua call: the ARGV that writes items into r's
+// target under r's import generation, ID and epoch, at now.
+func applyArgs(r *run, items []item, now time.Time) []any {
+	args := make([]any, 0, 4+4*len(items))
+	args = append(args, u64(r.ImportGen), r.ID, ms(now), u64(r.epoch))
+	for _, it := range items {
+		args = append(args, string(it.kind), it.field, it.value, i64(max(it.exp, 0)))
+	}
+	return args
+}
+
+// applied reads apply.lua's reply to r's call: the counts written and skipped (refused),
+// or the error of a conflict, a fenced call or a target that is no longer r's import.
+func (c *Coordinator) applied(ctx context.Context, r *run, reply []string) (written, skipped int64, err error) {
 	switch {
 	case len(reply) == 3 && reply[0] == "ok":
 		w, _ := strconv.ParseInt(reply[1], 10, 64)
@@ -127,12 +140,21 @@ func (c *Coordinator) probe(ctx context.Context, r *run, after, upto string, cou
 	if err != nil {
 		return probeResult{}, fmt.Errorf("migrate: probe source %q: %w", r.Source, err)
 	}
+	if p, err = parseProbe(v); err != nil {
+		return probeResult{}, fmt.Errorf("migrate: probe source %q: %v", r.Source, err)
+	}
+	return p, nil
+}
+
+// parseProbe reads probe.lua's reply v (seven values, and the carve mark as an eighth).
+// It is pure.
+func parseProbe(v []any) (p probeResult, err error) {
 	if len(v) == 8 {
 		p.mark, _ = v[7].(string)
 		v = v[:7]
 	}
 	if len(v) != 7 {
-		return probeResult{}, fmt.Errorf("migrate: probe source %q: malformed reply", r.Source)
+		return probeResult{}, errors.New("malformed reply")
 	}
 	gen, _ := v[0].(string)
 	state, _ := v[1].(string)
@@ -145,10 +167,20 @@ func (c *Coordinator) probe(ctx context.Context, r *run, after, upto string, cou
 	p.added, _ = strconv.ParseUint(added, 10, 64)
 	p.length, _ = strconv.ParseUint(length, 10, 64)
 	raw, _ := v[6].([]any)
+	if p.entries, err = parseEntries(raw); err != nil {
+		return probeResult{}, err
+	}
+	return p, nil
+}
+
+// parseEntries reads the log entries of a probe.lua reply (each an ID and its field,
+// value list). It is pure.
+func parseEntries(raw []any) ([]redis.XMessage, error) {
+	var out []redis.XMessage
 	for _, e := range raw {
 		pair, ok := e.([]any)
 		if !ok || len(pair) != 2 {
-			return probeResult{}, fmt.Errorf("migrate: probe source %q: malformed entry", r.Source)
+			return nil, errors.New("malformed entry")
 		}
 		id, _ := pair[0].(string)
 		kv, _ := pair[1].([]any)
@@ -157,9 +189,9 @@ func (c *Coordinator) probe(ctx context.Context, r *run, after, upto string, cou
 			key, _ := kv[i].(string)
 			vals[key] = kv[i+1]
 		}
-		p.entries = append(p.entries, redis.XMessage{ID: id, Values: vals})
+		out = append(out, redis.XMessage{ID: id, Values: vals})
 	}
-	return p, nil
+	return out, nil
 }
 
 // lost reports whether entries after the reader's position (appliedPos, which was the

@@ -8,9 +8,9 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
-	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -108,19 +108,11 @@ func (c *Coordinator) Split(ctx context.Context, spec SplitSpec) (Status, error)
 // SplitTo = spec.Targets. Bad input fails with ErrInvalid naming the problem, and changes
 // nothing.
 func (c *Coordinator) StartSplit(ctx context.Context, spec SplitSpec) (Status, error) {
-	u := routing.TenantUnit(spec.Tenant)
-	if err := u.Validate(); err != nil {
-		return Status{}, invalidf("tenant: %v", err)
+	u, id, err := checkSplitSpec(spec, c.o.NewID)
+	if err != nil {
+		return Status{}, err
 	}
-	if spec.ID == "" {
-		spec.ID = c.o.NewID()
-	}
-	if len(spec.ID) > 200 || slot.HasBraces(spec.ID) {
-		return Status{}, invalidf("migration ID must be 1..200 bytes without braces, got %q", spec.ID)
-	}
-	if n := len(spec.Targets); n < 2 || n > routing.MaxSpread {
-		return Status{}, invalidf("Targets must name 2..%d shards (one per sub-bucket of the new spread), got %d", routing.MaxSpread, n)
-	}
+	spec.ID = id
 	if prev, err := c.load(ctx, spec.ID); err == nil {
 		if prev.splitting() && prev.Unit == u && slices.Equal(prev.SplitTo, spec.Targets) {
 			return prev, nil
@@ -133,52 +125,18 @@ func (c *Coordinator) StartSplit(ctx context.Context, spec SplitSpec) (Status, e
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start split: %w", err)
 	}
-	for i, name := range spec.Targets {
-		switch {
-		case c.shards[name] == nil:
-			return Status{}, invalidf("Targets[%d]: unknown shard %q", i, name)
-		case !containsShard(t, name):
-			return Status{}, invalidf("Targets[%d]: shard %q is not named in the table (generation %d)", i, name, t.Generation)
-		}
-	}
-	lanes, err := c.splitLanes(t, spec)
+	lanes, err := planSplit(t, spec, c.hasShard)
 	if err != nil {
 		return Status{}, err
 	}
-	for i := range lanes {
-		own, _, err := c.shards[lanes[i].shard].r.Ownership(ctx, lanes[i].unit)
-		if err != nil {
-			return Status{}, fmt.Errorf("migrate: start split: %w", err)
-		}
-		if own.State != routing.StateOpen || own.Generation > t.Generation {
-			return Status{}, fmt.Errorf("%w: source %q holds %s as %v, table generation %d",
-				ErrOwnershipChanged, lanes[i].shard, lanes[i].unit, own, t.Generation)
-		}
-		lanes[i].gen = own.Generation
+	if err := c.splitSourceGens(ctx, t, lanes); err != nil {
+		return Status{}, err
 	}
-	imp := t.Generation + 1
-	for j, name := range spec.Targets {
-		tu := routing.SpreadUnit(spec.Tenant, uint32(j))
-		tgt, _, err := c.shards[name].r.Ownership(ctx, tu)
-		if err != nil {
-			return Status{}, fmt.Errorf("migrate: start split: %w", err)
-		}
-		if tgt.State == routing.StateOpen {
-			return Status{}, fmt.Errorf("%w: target %q holds %s open (%v)", ErrOwnershipChanged, name, tu, tgt)
-		}
-		if tgt.State == routing.StateImporting && !c.claimedBy(ctx, name, tu, spec.ID) {
-			return Status{}, fmt.Errorf("%w: target %q holds an import claim on %s (%v); see Claims, and ClearClaim if its migration is finished",
-				ErrOwnershipChanged, name, tu, tgt)
-		}
-		imp = max(imp, tgt.Generation)
+	imp, err := c.splitImportGen(ctx, t, spec)
+	if err != nil {
+		return Status{}, err
 	}
-	s := Status{ID: spec.ID, Unit: u, State: OwnedA, ImportGen: imp, Created: c.o.Clock(),
-		SplitTo: slices.Clone(spec.Targets), lanes: lanes}
-	if old := t.Spreads[spec.Tenant]; old != nil {
-		s.SplitFrom = slices.Clone(old)
-	} else {
-		s.Source, s.SourceGen = lanes[0].shard, lanes[0].gen
-	}
+	s := newSplitStatus(spec, u, t, lanes, imp, c.o.Clock())
 	if err := c.create(ctx, s); err != nil {
 		return Status{}, err
 	}
@@ -186,10 +144,95 @@ func (c *Coordinator) StartSplit(ctx context.Context, spec SplitSpec) (Status, e
 	return c.load(ctx, s.ID)
 }
 
-// splitLanes checks spec's tenant against table t and returns the split's sources.
-func (c *Coordinator) splitLanes(t *routing.Table, spec SplitSpec) ([]lane, error) {
+// checkSplitSpec is the check StartSplit makes before it reads anything: the tenant and
+// the migration ID as checkTenantSpec checks them (newID fills an empty ID), and 2 to
+// routing.MaxSpread targets. It returns the tenant's unit and the ID; it is pure apart
+// from newID.
+func checkSplitSpec(spec SplitSpec, newID func() string) (routing.Unit, string, error) {
+	u, id, err := checkTenantSpec(spec.Tenant, spec.ID, newID)
+	if err != nil {
+		return routing.Unit{}, "", err
+	}
+	if n := len(spec.Targets); n < 2 || n > routing.MaxSpread {
+		return routing.Unit{}, "", invalidf("Targets must name 2..%d shards (one per sub-bucket of the new spread), got %d", routing.MaxSpread, n)
+	}
+	return u, id, nil
+}
+
+// planSplit is StartSplit's pure planning step: it checks spec's targets against table t
+// and the shards the coordinator has clients for (has), and returns the split's sources
+// (see splitLanes), their generations not read yet.
+func planSplit(t *routing.Table, spec SplitSpec, has func(shard string) bool) ([]lane, error) {
+	for i, name := range spec.Targets {
+		switch {
+		case !has(name):
+			return nil, invalidf("Targets[%d]: unknown shard %q", i, name)
+		case !containsShard(t, name):
+			return nil, invalidf("Targets[%d]: shard %q is not named in the table (generation %d)", i, name, t.Generation)
+		}
+	}
+	return splitLanes(t, spec, has)
+}
+
+// splitSourceGens reads the ownership of every source of lanes: each must be open at a
+// generation no newer than table t's, which it notes on its lane.
+func (c *Coordinator) splitSourceGens(ctx context.Context, t *routing.Table, lanes []lane) error {
+	for i := range lanes {
+		own, _, err := c.shards[lanes[i].shard].r.Ownership(ctx, lanes[i].unit)
+		if err != nil {
+			return fmt.Errorf("migrate: start split: %w", err)
+		}
+		if own.State != routing.StateOpen || own.Generation > t.Generation {
+			return fmt.Errorf("%w: source %q holds %s as %v, table generation %d",
+				ErrOwnershipChanged, lanes[i].shard, lanes[i].unit, own, t.Generation)
+		}
+		lanes[i].gen = own.Generation
+	}
+	return nil
+}
+
+// splitImportGen reads the ownership of every target sub-bucket of spec: none may be
+// open, nor claimed for import by another migration. It returns the import generation:
+// the highest of table t's next one and the targets' generations.
+func (c *Coordinator) splitImportGen(ctx context.Context, t *routing.Table, spec SplitSpec) (uint64, error) {
+	imp := t.Generation + 1
+	for j, name := range spec.Targets {
+		tu := routing.SpreadUnit(spec.Tenant, uint32(j))
+		tgt, _, err := c.shards[name].r.Ownership(ctx, tu)
+		if err != nil {
+			return 0, fmt.Errorf("migrate: start split: %w", err)
+		}
+		if tgt.State == routing.StateOpen {
+			return 0, fmt.Errorf("%w: target %q holds %s open (%v)", ErrOwnershipChanged, name, tu, tgt)
+		}
+		if tgt.State == routing.StateImporting && !c.claimedBy(ctx, name, tu, spec.ID) {
+			return 0, fmt.Errorf("%w: target %q holds an import claim on %s (%v); see Claims, and ClearClaim if its migration is finished",
+				ErrOwnershipChanged, name, tu, tgt)
+		}
+		imp = max(imp, tgt.Generation)
+	}
+	return imp, nil
+}
+
+// newSplitStatus is the journal record a split starts with (state OwnedA), created at
+// now: from the old spread of table t (a re-split) or from the override on lanes[0]'s
+// shard. It is pure.
+func newSplitStatus(spec SplitSpec, u routing.Unit, t *routing.Table, lanes []lane, imp uint64, now time.Time) Status {
+	s := Status{ID: spec.ID, Unit: u, State: OwnedA, ImportGen: imp, Created: now,
+		SplitTo: slices.Clone(spec.Targets), lanes: lanes}
+	if old := t.Spreads[spec.Tenant]; old != nil {
+		s.SplitFrom = slices.Clone(old)
+	} else {
+		s.Source, s.SourceGen = lanes[0].shard, lanes[0].gen
+	}
+	return s
+}
+
+// splitLanes checks spec's tenant against table t and the shards the coordinator has
+// clients for (has), and returns the split's sources. It is pure.
+func splitLanes(t *routing.Table, spec SplitSpec, has func(shard string) bool) ([]lane, error) {
 	if o := t.Overrides[spec.Tenant]; o != "" {
-		if c.shards[o] == nil {
+		if !has(o) {
 			return nil, invalidf("no client for source shard %q", o)
 		}
 		return []lane{{unit: routing.TenantUnit(spec.Tenant), shard: o}}, nil
@@ -209,7 +252,7 @@ func (c *Coordinator) splitLanes(t *routing.Table, spec SplitSpec) ([]lane, erro
 			return nil, invalidf("Targets[%d] is %q, the shard of the old sub-bucket %d: a re-split fills every new sub-bucket from empty, so sub-bucket %d must move to another shard",
 				i, name, i, i)
 		}
-		if c.shards[name] == nil {
+		if !has(name) {
 			return nil, invalidf("no client for source shard %q (sub-bucket %d)", name, i)
 		}
 		lanes[i] = lane{unit: routing.SpreadUnit(spec.Tenant, uint32(i)), shard: name}
@@ -287,20 +330,29 @@ func (s *Status) parseSplit(m map[string]string) error {
 		} else {
 			l.unit, l.shard = s.Unit, s.Source
 		}
-		num := func(f string) uint64 {
-			n, _ := strconv.ParseUint(m[laneKey(i, f)], 10, 64)
-			return n
-		}
-		l.gen, l.appliedN, l.snapshots = num("srcgen"), num("appliedn"), int(num("snapshots"))
-		l.copied, l.logApply = int64(num("copied")), int64(num("logapplied"))
-		l.snapPos, l.cursor = m[laneKey(i, "snappos")], m[laneKey(i, "cursor")]
-		l.applied, l.barrier = m[laneKey(i, "applied")], m[laneKey(i, "barrier")]
-		if l.gen == 0 {
-			return fmt.Errorf("%s", laneKey(i, "srcgen"))
+		if err := l.parse(m, i); err != nil {
+			return err
 		}
 		// The migration's counts are the sums of its lanes'.
 		s.Copied += l.copied
 		s.LogApplied += l.logApply
+	}
+	return nil
+}
+
+// parse reads lane i's progress from journal record m into l; an error names the field
+// that is missing (the lane's source generation).
+func (l *lane) parse(m map[string]string, i int) error {
+	num := func(f string) uint64 {
+		n, _ := strconv.ParseUint(m[laneKey(i, f)], 10, 64)
+		return n
+	}
+	l.gen, l.appliedN, l.snapshots = num("srcgen"), num("appliedn"), int(num("snapshots"))
+	l.copied, l.logApply = int64(num("copied")), int64(num("logapplied"))
+	l.snapPos, l.cursor = m[laneKey(i, "snappos")], m[laneKey(i, "cursor")]
+	l.applied, l.barrier = m[laneKey(i, "applied")], m[laneKey(i, "barrier")]
+	if l.gen == 0 {
+		return fmt.Errorf("%s", laneKey(i, "srcgen"))
 	}
 	return nil
 }
@@ -508,6 +560,41 @@ func (c *Coordinator) splitCatchUp(ctx context.Context, r *run) error {
 // log position is final), apply each source's log up to its barrier, verify, carry the
 // highest version floor over to every target.
 func (c *Coordinator) splitClose(ctx context.Context, r *run) error {
+	if err := c.closeSplitSources(ctx, r); err != nil {
+		return err
+	}
+	if err := c.refresh(ctx, r); err != nil {
+		return err
+	}
+	floor, restarted, err := c.splitDrain(ctx, r)
+	if err != nil || restarted {
+		return err
+	}
+	if err := c.refresh(ctx, r); err != nil {
+		return err
+	}
+	v := r.sver
+	if v == nil || v.id != r.ID {
+		// Resumed without this process's pass: the sources are closed, so a full pass is exact.
+		if v, err = c.splitVerifyPass(ctx, r); err != nil {
+			return err
+		}
+	}
+	d, err := c.splitFinish(ctx, r, v)
+	if err != nil {
+		return err
+	}
+	if err := c.markSplitTargets(ctx, r, floor); err != nil {
+		return err
+	}
+	return c.step(ctx, r, []State{ClosedA}, ReadyB, false,
+		"drecords", i64(d.Records), "dtombs", i64(d.Tombstones), "dops", i64(d.Ops), "dsum", u64(d.Sum))
+}
+
+// closeSplitSources closes every source of r whose barrier is not recorded yet and
+// records the barrier (its log's last position) on its lane. Every source's snapshot must
+// be done.
+func (c *Coordinator) closeSplitSources(ctx context.Context, r *run) error {
 	for i := range r.lanes {
 		lr := r.laneRun(i)
 		if lr.Cursor != "done" {
@@ -532,44 +619,36 @@ func (c *Coordinator) splitClose(ctx context.Context, r *run) error {
 			return err
 		}
 	}
-	if err := c.refresh(ctx, r); err != nil {
-		return err
-	}
-	var floor uint64
+	return nil
+}
+
+// splitDrain applies every closed source's log up to its barrier and returns the highest
+// version floor of the sources. It reports restarted when a lane's copy restarted (the
+// drive goes on from the journal record).
+func (c *Coordinator) splitDrain(ctx context.Context, r *run) (floor uint64, restarted bool, err error) {
 	for i := range r.lanes {
 		lr := r.laneRun(i)
 		closed := routing.Ownership{Generation: lr.SourceGen, State: routing.StateClosed}
 		if _, restarted, err := c.applyLog(ctx, lr, lr.Barrier, closed); err != nil || restarted {
-			return err
+			return 0, restarted, err
 		}
-		if lr.Applied != lr.Barrier {
-			if after, err := idAfter(lr.Barrier, lr.Applied); err != nil || after {
-				return fmt.Errorf("migrate: target applied %s of %s on %q, short of the barrier %s", lr.Applied, lr.Unit, lr.Source, lr.Barrier)
-			}
+		if shortOf(lr.Barrier, lr.Applied) {
+			return 0, false, fmt.Errorf("migrate: target applied %s of %s on %q, short of the barrier %s", lr.Applied, lr.Unit, lr.Source, lr.Barrier)
 		}
 		f, err := c.shards[lr.Source].c.HMGet(ctx, c.keys.Unit(lr.Unit).Own, "vfloor").Result()
 		if err != nil {
-			return fmt.Errorf("migrate: read source version floor: %w", err)
+			return 0, false, fmt.Errorf("migrate: read source version floor: %w", err)
 		}
 		s, _ := f[0].(string)
 		n, _ := strconv.ParseUint(s, 10, 64)
 		floor = max(floor, n)
 	}
-	if err := c.refresh(ctx, r); err != nil {
-		return err
-	}
-	v := r.sver
-	if v == nil || v.id != r.ID {
-		// Resumed without this process's pass: the sources are closed, so a full pass is exact.
-		var err error
-		if v, err = c.splitVerifyPass(ctx, r); err != nil {
-			return err
-		}
-	}
-	d, err := c.splitFinish(ctx, r, v)
-	if err != nil {
-		return err
-	}
+	return floor, false, nil
+}
+
+// markSplitTargets carries the version floor (if any) over to every target, then marks
+// each target's copy as complete and verified.
+func (c *Coordinator) markSplitTargets(ctx context.Context, r *run, floor uint64) error {
 	for j := range r.SplitTo {
 		if floor > 0 {
 			if err := c.prepare(ctx, r.targetRun(j), "floor", u64(floor)); err != nil {
@@ -583,8 +662,7 @@ func (c *Coordinator) splitClose(ctx context.Context, r *run) error {
 			return err
 		}
 	}
-	return c.step(ctx, r, []State{ClosedA}, ReadyB, false,
-		"drecords", i64(d.Records), "dtombs", i64(d.Tombstones), "dops", i64(d.Ops), "dsum", u64(d.Sum))
+	return nil
 }
 
 // splitTable reports where table t is in r's split: published (the new spread is there),
@@ -633,36 +711,40 @@ func (c *Coordinator) splitFlip(ctx context.Context, r *run) error {
 			}
 		}
 		if !published {
-			nt := t.Next()
-			nt.SetOverride(r.Unit.Tenant, "")
-			nt.SetSpread(r.Unit.Tenant, r.SplitTo)
-			guard := map[string]string{"epoch": u64(r.epoch), "state": string(ReadyB)}
-			if r.SplitFrom != nil {
-				err = c.store.PublishReshaped(ctx, nt, c.journalKey(r.ID), guard, r.Unit.Tenant)
-			} else {
-				err = c.store.PublishGuarded(ctx, nt, c.journalKey(r.ID), guard)
+			var again bool
+			if gen, again, err = c.publishSplit(ctx, r, t); err != nil {
+				return err
 			}
-			switch {
-			case errors.Is(err, routing.ErrGenerationConflict):
+			if again {
 				continue
-			case errors.Is(err, routing.ErrFenced):
-				c.stats.fenced.Add(1)
-				return &FencedError{ID: r.ID, Epoch: r.epoch, Where: "table"}
-			case err != nil:
-				return fmt.Errorf("migrate: publish: %w", err)
 			}
-			gen = nt.Generation
 		}
-		now := c.o.Clock()
-		pause := now.Sub(r.ClosedAt)
-		if r.ClosedAt.IsZero() {
-			pause = 0
-		}
-		c.stats.done.Add(1)
-		c.stats.lastPause.Store(int64(pause))
-		return c.step(ctx, r, []State{ReadyB}, OwnedB, true,
-			"flipgen", u64(gen), "flipped", ms(now), "pauseus", i64(pause.Microseconds()))
+		return c.flipped(ctx, r, gen)
 	}
+}
+
+// splitNext is the pure plan of a split's publication: the table after t with tenant's
+// override removed and its spread set to to.
+func splitNext(t *routing.Table, tenant string, to []string) *routing.Table {
+	nt := t.Next()
+	nt.SetOverride(tenant, "")
+	nt.SetSpread(tenant, to)
+	return nt
+}
+
+// publishSplit publishes splitNext of t by compare-and-set (with PublishReshaped for a
+// re-split) while r's drive still holds the split in ReadyB, checked in the same script.
+// It returns the published table's generation; again is true when another table came
+// first.
+func (c *Coordinator) publishSplit(ctx context.Context, r *run, t *routing.Table) (gen uint64, again bool, err error) {
+	nt := splitNext(t, r.Unit.Tenant, r.SplitTo)
+	if r.SplitFrom == nil {
+		again, err = c.publishGuarded(ctx, r, nt)
+		return nt.Generation, again, err
+	}
+	err = c.store.PublishReshaped(ctx, nt, c.journalKey(r.ID), flipGuard(r), r.Unit.Tenant)
+	again, err = c.published(r, err)
+	return nt.Generation, again, err
 }
 
 // splitMarked checks, before the flip opens any target, that every target still importing
