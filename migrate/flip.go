@@ -255,22 +255,17 @@ func (c *Coordinator) applyFlip(ctx context.Context, r *run, b *shard, p flipPla
 
 // openTarget moves the target's record of the unit from importing at ImportGen to `to`.
 func (c *Coordinator) openTarget(ctx context.Context, r *run, b *shard, to routing.Ownership) error {
-	ready, err := b.c.HMGet(ctx, c.keys.Unit(r.Unit).Own, "ready").Result()
-	if err != nil {
-		return fmt.Errorf("migrate: flip: %w", err)
-	}
-	if m, _ := ready[0].(string); m != r.ID {
+	err := c.openVerified(ctx, r, b, to)
+	switch {
+	case errors.Is(err, errNotVerified):
 		// The verified copy was marked before ReadyB, and only a wipe removes the mark: the
 		// target lost it (restored from an earlier backup). Opening it would lose
-		// acknowledged records; the move aborts instead, reopening the source.
-		return abortf(true, fmt.Errorf("%w: target %q holds %s importing without the mark of its verified copy (restored to an earlier point?); the move stops before opening it",
-			ErrOwnershipChanged, r.Target, r.Unit))
-	}
-	imp := routing.Ownership{Generation: r.ImportGen, State: routing.StateImporting}
-	if _, err := c.transition(ctx, r, b, imp, to); err != nil {
-		if errors.Is(err, ErrFenced) {
-			return err
-		}
+		// acknowledged records; the move aborts instead, reopening the source (no table
+		// names the target yet).
+		return abortf(true, fmt.Errorf("%w; the move stops before opening it", err))
+	case errors.Is(err, ErrFenced):
+		return err
+	case err != nil:
 		return fmt.Errorf("migrate: open target: %w", err)
 	}
 	return nil

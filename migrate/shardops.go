@@ -244,9 +244,33 @@ func (c *Coordinator) fenced(r *run, current, where string) error {
 // transition changes the unit's ownership record on shard sh, fenced by r's epoch.
 func (c *Coordinator) transition(ctx context.Context, r *run, sh *shard, from, to routing.Ownership) (string, error) {
 	id, err := sh.r.TransitionFenced(ctx, r.Unit, from, to, r.epoch)
+	return id, c.shardFenced(r, sh, err)
+}
+
+// openVerified moves r's unit on target sh from importing to open at `to`, only while the
+// record carries the mark of r's verified copy (prepare.lua mode "ready"), checked in the
+// same script as the change: a target restored to a point before the mark (whose copy may
+// lack records) is never opened, even if the restore lands between a read and this call.
+// errNotVerified describes that refusal; other errors are as transition's.
+func (c *Coordinator) openVerified(ctx context.Context, r *run, sh *shard, to routing.Ownership) error {
+	imp := routing.Ownership{Generation: r.ImportGen, State: routing.StateImporting}
+	_, err := sh.r.TransitionFencedIfReady(ctx, r.Unit, imp, to, r.epoch, r.ID)
+	if err = c.shardFenced(r, sh, err); errors.Is(err, routing.ErrNotReady) {
+		return fmt.Errorf("%w: target %q holds %s importing without the mark of its verified copy (restored to an earlier point?)",
+			errNotVerified, r.Target, r.Unit)
+	}
+	return err
+}
+
+// errNotVerified: the target lacks the mark of the migration's verified copy.
+var errNotVerified = fmt.Errorf("%w: target not verified", ErrOwnershipChanged)
+
+// shardFenced turns a routing.FencedError of a transition on sh into the migration's
+// fenced error (and counts it); other errors pass through.
+func (c *Coordinator) shardFenced(r *run, sh *shard, err error) error {
 	var fe *routing.FencedError
 	if errors.As(err, &fe) {
-		return id, c.fenced(r, u64(fe.Fence), "shard "+sh.name)
+		return c.fenced(r, u64(fe.Fence), "shard "+sh.name)
 	}
-	return id, err
+	return err
 }

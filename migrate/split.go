@@ -788,21 +788,13 @@ func (c *Coordinator) openSplitTarget(ctx context.Context, tr *run, t *routing.T
 	imp := routing.Ownership{Generation: tr.ImportGen, State: routing.StateImporting}
 	switch {
 	case own == imp:
-		ready, err := b.c.HMGet(ctx, c.keys.Unit(tr.Unit).Own, "ready").Result()
-		if err != nil {
-			return fmt.Errorf("migrate: flip: %w", err)
-		}
-		if m, _ := ready[0].(string); m != tr.ID {
-			// The verified copy was marked before ReadyB: the target lost it (restored
-			// from an earlier backup). Opening it would lose acknowledged records.
-			return fmt.Errorf("%w: target %q holds %s importing without the mark of its verified copy (restored to an earlier point?); the split stops before opening it, the sources stay closed with the tenant's data",
-				ErrOwnershipChanged, tr.Target, tr.Unit)
-		}
 		to := routing.Ownership{Generation: gen, State: routing.StateOpen}
-		if _, err := c.transition(ctx, tr, b, imp, to); err != nil {
+		if err := c.openVerified(ctx, tr, b, to); err != nil {
 			if errors.Is(err, ErrFenced) {
 				return err
 			}
+			// errNotVerified after splitMarked passed: a restore landed between the two, or
+			// another target is open already; the split stops with the sources closed.
 			return fmt.Errorf("migrate: open target %s on %q: %w", tr.Unit, tr.Target, err)
 		}
 		return nil

@@ -74,6 +74,11 @@ var ErrInvalid = errors.New("routing: invalid input")
 // Deprecated: use ErrInvalid.
 var ErrInvalidInput = ErrInvalid
 
+// ErrNotReady reports that [Shard.TransitionFencedIfReady] found the unit's record as
+// expected but without the required ready mark; nothing was changed. It also matches
+// ErrOwnershipChanged.
+var ErrNotReady = fmt.Errorf("%w: the record lacks its ready mark", ErrOwnershipChanged)
+
 // ErrClosed reports a call on a closed Router.
 var ErrClosed = errors.New("routing: router closed")
 

@@ -204,3 +204,46 @@ func TestTenantNamesThatAreNotUTF8AreRefusedEverywhere(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, routing.KindBucket, route.Unit.Kind)
 }
+
+// TransitionFencedIfReady changes the record only while its "ready" field holds the given
+// mark, checked in the same script: a record restored to a point before the mark (or one
+// whose mark names another migration) is refused with ErrNotReady and left as it was; a
+// retry of a transition already made succeeds.
+func TestTransitionIfReadyRefusesARecordWithoutItsMark(t *testing.T) {
+	f := newFleet(t)
+	ctx := ctxT(t)
+	for _, name := range []string{"a", "k"} {
+		t.Run(name, func(t *testing.T) {
+			s := f.shard(t, name)
+			u := routing.TenantUnit("ready-" + name)
+			own := s.Keys().Unit(u).Own
+			admin := celebritytest.AdminOf(t, f.clients[name])
+			imp := routing.Ownership{Generation: 3, State: routing.StateImporting}
+			open := routing.Ownership{Generation: 4, State: routing.StateOpen}
+			_, err := s.TransitionFenced(ctx, u, routing.Ownership{}, imp, 1)
+			require.NoError(t, err)
+
+			_, err = s.TransitionFencedIfReady(ctx, u, imp, open, 1, "m1")
+			require.ErrorIs(t, err, routing.ErrNotReady, "no mark")
+			require.ErrorIs(t, err, routing.ErrOwnershipChanged)
+			require.NoError(t, admin.HSet(ctx, own, "ready", "m0").Err())
+			_, err = s.TransitionFencedIfReady(ctx, u, imp, open, 1, "m1")
+			require.ErrorIs(t, err, routing.ErrNotReady, "another migration's mark")
+			o, _, err := s.Ownership(ctx, u)
+			require.NoError(t, err)
+			require.Equal(t, imp, o, "nothing changed")
+
+			require.NoError(t, admin.HSet(ctx, own, "ready", "m1").Err())
+			_, err = s.TransitionFencedIfReady(ctx, u, imp, open, 1, "m1")
+			require.NoError(t, err)
+			_, err = s.TransitionFencedIfReady(ctx, u, imp, open, 1, "m1")
+			require.NoError(t, err, "a retry of the transition made")
+			o, _, err = s.Ownership(ctx, u)
+			require.NoError(t, err)
+			require.Equal(t, open, o)
+
+			_, err = s.TransitionFencedIfReady(ctx, u, open, imp, 1, "")
+			require.ErrorIs(t, err, routing.ErrInvalid)
+		})
+	}
+}

@@ -12,18 +12,22 @@
 -- ARGV[7]  fence      optional: "" (or absent) for none, else the caller's fencing epoch (integer
 --                     >= 1); refused when the record's "fence" field is higher, and raised to it
 --                     when lower (in the same step as the change)
--- Reply: {"ok"|"changed"|"fenced", gen, state, lastid}: "ok" when the record now equals the
---   target (including a retry of a transition already made), "changed" when the record was
---   neither the expected one nor the target, "fenced" when a later epoch acted on the record
---   (for "fenced", gen is the record's fence); nothing is written unless "ok". lastid is the
+-- ARGV[8]  ready      optional: "" (or absent) for none, else the value the record's "ready"
+--                     field must hold for the change to be made (a migration's mark of its
+--                     verified copy, set by migrate): a record without it is "unready"
+-- Reply: {"ok"|"changed"|"fenced"|"unready", gen, state, lastid}: "ok" when the record now
+--   equals the target (including a retry of a transition already made), "changed" when the
+--   record was neither the expected one nor the target, "fenced" when a later epoch acted on
+--   the record (for "fenced", gen is the record's fence), "unready" when the record is the
+--   expected one but lacks the required "ready" value; nothing is written unless "ok". lastid is the
 --   last change-log entry ID ("0-0" for none), final when the new state admits no writes: no
 --   write can land between the transition and the reply.
 -- Invariant: generations on a shard never go backwards; the record is only changed from the
 --   state the caller observed; a fenced actor changes nothing once a later epoch has acted.
 
 local own_key, log_key = KEYS[1], KEYS[2]
-if #KEYS ~= 2 or (#ARGV ~= 6 and #ARGV ~= 7) then
-  return redis.error_reply("ERR routing own: want 2 keys and 6 or 7 arguments")
+if #KEYS ~= 2 or #ARGV < 6 or #ARGV > 8 then
+  return redis.error_reply("ERR routing own: want 2 keys and 6 to 8 arguments")
 end
 local function digits(s) return type(s) == "string" and string.match(s, "^%d+$") ~= nil end
 if not digits(ARGV[1]) or not digits(ARGV[3]) then
@@ -41,6 +45,7 @@ if tenant ~= "" and mark ~= "0" and mark ~= "1" then
   return redis.error_reply("ERR routing own: mark must be 0 or 1")
 end
 local fence = ARGV[7] or ""
+local ready = ARGV[8] or ""
 if fence ~= "" and (not digits(fence) or tonumber(fence) < 1) then
   return redis.error_reply("ERR routing own: fence must be an integer >= 1")
 end
@@ -74,6 +79,9 @@ if tonumber(cgen) == togen and cstate == tostate and marked() then
 end
 if tonumber(cgen) ~= fromgen or cstate ~= ARGV[2] then
   return {"changed", cgen, cstate, lastid()}
+end
+if ready ~= "" and redis.call("HGET", own_key, "ready") ~= ready then
+  return {"unready", cgen, cstate, lastid()}
 end
 redis.call("HSET", own_key, "gen", ARGV[3], "state", tostate)
 if tenant ~= "" then

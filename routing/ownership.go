@@ -82,7 +82,7 @@ func (s *Shard) Ownership(ctx context.Context, u Unit) (Ownership, map[string]ui
 // was admitted before the transition is at or before it, and none can follow. This is the
 // write barrier migrate builds on.
 func (s *Shard) Transition(ctx context.Context, u Unit, from, to Ownership) (string, error) {
-	return s.transition(ctx, u, from, to, "", false, 0)
+	return s.transition(ctx, u, from, to, "", false, 0, "")
 }
 
 // TransitionFenced is [Shard.Transition] for an actor that carries a fencing epoch (a
@@ -95,7 +95,21 @@ func (s *Shard) TransitionFenced(ctx context.Context, u Unit, from, to Ownership
 	if epoch == 0 {
 		return "", errInput("fencing epoch must be >= 1")
 	}
-	return s.transition(ctx, u, from, to, "", false, epoch)
+	return s.transition(ctx, u, from, to, "", false, epoch, "")
+}
+
+// TransitionFencedIfReady is [Shard.TransitionFenced] made only while the record's "ready"
+// field holds ready (the mark migrate sets on a target once its copy is verified), checked
+// in the same script: a record without it (a shard restored to a point before the mark)
+// is not changed and the error matches ErrNotReady.
+func (s *Shard) TransitionFencedIfReady(ctx context.Context, u Unit, from, to Ownership, epoch uint64, ready string) (string, error) {
+	if epoch == 0 {
+		return "", errInput("fencing epoch must be >= 1")
+	}
+	if ready == "" {
+		return "", errInput("ready must not be empty")
+	}
+	return s.transition(ctx, u, from, to, "", false, epoch, ready)
 }
 
 // MarkMoved marks tenant as moved out of bucket unit u (or clears the mark when moved is
@@ -110,7 +124,7 @@ func (s *Shard) MarkMoved(ctx context.Context, u Unit, tenant string, moved bool
 	if err := checkTenant(tenant); err != nil {
 		return "", err
 	}
-	return s.transition(ctx, u, from, to, tenant, moved, 0)
+	return s.transition(ctx, u, from, to, tenant, moved, 0, "")
 }
 
 // MarkMovedFenced is [Shard.MarkMoved] fenced by epoch, as [Shard.TransitionFenced] is.
@@ -124,10 +138,10 @@ func (s *Shard) MarkMovedFenced(ctx context.Context, u Unit, tenant string, move
 	if epoch == 0 {
 		return "", errInput("fencing epoch must be >= 1")
 	}
-	return s.transition(ctx, u, from, to, tenant, moved, epoch)
+	return s.transition(ctx, u, from, to, tenant, moved, epoch, "")
 }
 
-func (s *Shard) transition(ctx context.Context, u Unit, from, to Ownership, tenant string, moved bool, epoch uint64) (string, error) {
+func (s *Shard) transition(ctx context.Context, u Unit, from, to Ownership, tenant string, moved bool, epoch uint64, ready string) (string, error) {
 	if err := checkTransition(u, from, to); err != nil {
 		return "", err
 	}
@@ -142,7 +156,7 @@ func (s *Shard) transition(ctx context.Context, u Unit, from, to Ownership, tena
 	k := s.keys.Unit(u)
 	reply, err := ownScript.Run(ctx, s.client, []string{k.Own, k.Log},
 		strconv.FormatUint(from.Generation, 10), string(from.State),
-		strconv.FormatUint(to.Generation, 10), string(to.State), tenant, mark, fence).StringSlice()
+		strconv.FormatUint(to.Generation, 10), string(to.State), tenant, mark, fence, ready).StringSlice()
 	if err != nil {
 		return "", fmt.Errorf("routing: transition of %s on shard %q: %w", u, s.name, err)
 	}
@@ -152,6 +166,9 @@ func (s *Shard) transition(ctx context.Context, u Unit, from, to Ownership, tena
 	if reply[0] == "fenced" {
 		f, _ := strconv.ParseUint(reply[1], 10, 64)
 		return reply[3], &FencedError{Unit: u, Shard: s.name, Epoch: epoch, Fence: f}
+	}
+	if reply[0] == "unready" {
+		return reply[3], fmt.Errorf("%w: %s on shard %q lacks the ready mark %q", ErrNotReady, u, s.name, ready)
 	}
 	if reply[0] != "ok" {
 		g, _ := strconv.ParseUint(reply[1], 10, 64)
