@@ -200,12 +200,15 @@ func (c *Cluster) waitFor(ctx context.Context, what string, cond func(*redis.Cli
 }
 
 // waitStable waits until every node reports cluster_state:ok and the same slot map, with
-// each master's replica linked.
+// each master's replica linked. On timeout the error names the last node that disagreed and
+// what it reported.
 func (c *Cluster) waitStable(ctx context.Context) error {
 	want := c.expectedSlots()
-	return c.waitFor(ctx, "cluster_state:ok and an agreed slot map", func(cl *redis.Client) (bool, error) {
+	var last string
+	err := c.waitFor(ctx, "cluster_state:ok and an agreed slot map", func(cl *redis.Client) (bool, error) {
 		info, err := cl.ClusterInfo(ctx).Result()
 		if err != nil || !strings.Contains(info, "cluster_state:ok") {
+			last = cl.Options().Addr + " does not report cluster_state:ok"
 			return false, err
 		}
 		//lint:ignore SA1019 CLUSTER SLOTS lists replicas per range, which is what is compared.
@@ -213,8 +216,14 @@ func (c *Cluster) waitStable(ctx context.Context) error {
 		if err != nil {
 			return false, err
 		}
-		return describeSlots(slots) == want, nil
+		got := describeSlots(slots)
+		last = fmt.Sprintf("%s sees %q", cl.Options().Addr, got)
+		return got == want, nil
 	})
+	if err != nil {
+		return fmt.Errorf("%w; want %q, last seen: %s", err, want, last)
+	}
+	return nil
 }
 
 // expectedSlots describes the slot map the cluster should converge to.
@@ -330,21 +339,44 @@ func (c *Cluster) failover(t testing.TB, i int, mode string) {
 	if i < 0 || i >= len(reps) {
 		t.Fatalf("celebritytest: Failover(%d): the cluster has %d replicas", i, len(reps))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), formTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*formTimeout)
 	defer cancel()
-	rc := redis.NewClient(&redis.Options{Addr: reps[i].Addr(), MaxRetries: -1})
-	defer rc.Close()
-	args := []any{"CLUSTER", "FAILOVER"}
-	if mode != "" {
-		args = append(args, mode)
-	}
-	if err := rc.Do(ctx, args...).Err(); err != nil {
-		t.Fatalf("celebritytest: CLUSTER FAILOVER on %s: %v", reps[i].Addr(), err)
+	if err := promote(ctx, reps[i].Addr(), mode); err != nil {
+		t.Fatalf("celebritytest: failover of master %d: %v", i, err)
 	}
 	c.mu.Lock()
 	c.masters[i], c.replicas[i] = c.replicas[i], c.masters[i]
 	c.mu.Unlock()
 	if err := c.waitStable(ctx); err != nil {
 		t.Fatalf("celebritytest: after failover of master %d: %v", i, err)
+	}
+}
+
+// promote sends CLUSTER FAILOVER [mode] to the replica at addr until it reports the master
+// role. A coordinated failover the master does not complete in time (a busy machine) is
+// abandoned by the replica, so it is asked again.
+func promote(ctx context.Context, addr, mode string) error {
+	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rc.Close()
+	args := []any{"CLUSTER", "FAILOVER"}
+	if mode != "" {
+		args = append(args, mode)
+	}
+	for {
+		if err := rc.Do(ctx, args...).Err(); err != nil {
+			return fmt.Errorf("CLUSTER FAILOVER on %s: %w", addr, err)
+		}
+		asked := time.Now()
+		for time.Since(asked) < 10*time.Second {
+			role, err := rc.Do(ctx, "ROLE").Slice()
+			if err == nil && len(role) > 0 && role[0] == "master" {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s did not become a master: %w (last error: %v)", addr, ctx.Err(), err)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
 	}
 }
