@@ -101,8 +101,19 @@ func nodeAdmin(s *Server) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: s.Addr(), MaxRetries: -1})
 }
 
-// assignSlots gives each master its range of the hash slots (see slotRange).
+// assignSlots gives every node its own config epoch, as redis-cli --cluster create does (a
+// cluster formed with every epoch 0 resolves the collisions by bumping epochs after it
+// formed, and a replica that has not heard of its master's bump yet takes over with an epoch
+// the others refuse), and each master its range of the hash slots (see slotRange).
 func (c *Cluster) assignSlots(ctx context.Context) error {
+	for i, s := range c.nodes() {
+		cl := nodeAdmin(s)
+		err := cl.Do(ctx, "CLUSTER", "SET-CONFIG-EPOCH", i+1).Err()
+		_ = cl.Close()
+		if err != nil {
+			return fmt.Errorf("celebritytest: CLUSTER SET-CONFIG-EPOCH on %s: %w", s.Addr(), err)
+		}
+	}
 	for i, m := range c.masters {
 		cl := nodeAdmin(m)
 		lo, hi := slotRange(i, len(c.masters))
@@ -339,22 +350,33 @@ func (c *Cluster) failover(t testing.TB, i int, mode string) {
 	if i < 0 || i >= len(reps) {
 		t.Fatalf("celebritytest: Failover(%d): the cluster has %d replicas", i, len(reps))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*formTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*formTimeout)
 	defer cancel()
-	if err := promote(ctx, reps[i].Addr(), mode); err != nil {
-		t.Fatalf("celebritytest: failover of master %d: %v", i, err)
-	}
 	c.mu.Lock()
 	c.masters[i], c.replicas[i] = c.replicas[i], c.masters[i]
 	c.mu.Unlock()
-	if err := c.waitStable(ctx); err != nil {
-		t.Fatalf("celebritytest: after failover of master %d: %v", i, err)
+	for {
+		if err := promote(ctx, reps[i].Addr(), mode); err != nil {
+			t.Fatalf("celebritytest: failover of master %d: %v", i, err)
+		}
+		// The other nodes may refuse the promoted node's claim (an epoch they know to be
+		// higher) and turn it back into a replica: then it is asked again, with the epoch it
+		// has learnt meanwhile.
+		attempt, cancelAttempt := context.WithTimeout(ctx, formTimeout/2)
+		err := c.waitStable(attempt)
+		cancelAttempt()
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("celebritytest: after failover of master %d: %v", i, err)
+		}
 	}
 }
 
 // promote sends CLUSTER FAILOVER [mode] to the replica at addr until it reports the master
-// role. A coordinated failover the master does not complete in time (a busy machine) is
-// abandoned by the replica, so it is asked again.
+// role (at once if it does already). A coordinated failover the master does not complete in
+// time (a busy machine) is abandoned by the replica, so it is asked again.
 func promote(ctx context.Context, addr, mode string) error {
 	rc := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer rc.Close()
@@ -362,14 +384,20 @@ func promote(ctx context.Context, addr, mode string) error {
 	if mode != "" {
 		args = append(args, mode)
 	}
+	isMaster := func() (bool, error) {
+		role, err := rc.Do(ctx, "ROLE").Slice()
+		return err == nil && len(role) > 0 && role[0] == "master", err
+	}
 	for {
+		if ok, _ := isMaster(); ok {
+			return nil
+		}
 		if err := rc.Do(ctx, args...).Err(); err != nil {
 			return fmt.Errorf("CLUSTER FAILOVER on %s: %w", addr, err)
 		}
-		asked := time.Now()
-		for time.Since(asked) < 10*time.Second {
-			role, err := rc.Do(ctx, "ROLE").Slice()
-			if err == nil && len(role) > 0 && role[0] == "master" {
+		for asked := time.Now(); time.Since(asked) < 10*time.Second; {
+			ok, err := isMaster()
+			if ok {
 				return nil
 			}
 			select {
