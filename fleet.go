@@ -119,7 +119,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // quarter interval; the hot set is polled once per PollInterval.
 func (c *Cache[V]) reportLoop(ctx context.Context) {
 	iv := c.o.ReportInterval
-	c.fleet.phase = time.Duration(c.o.Rand() % uint64(iv))
+	// The phase leaves the interval's last tick free: a phase in the last tick of the interval
+	// could fall between two ticks in every interval, and the instance would never report.
+	c.fleet.phase = time.Duration(c.o.Rand() % uint64(iv-iv/reportTicks))
 	if !sleep(ctx, time.Duration(c.o.Rand()%uint64(iv/reportTicks))) {
 		return
 	}

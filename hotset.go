@@ -68,7 +68,10 @@ func (c *Cache[V]) report(ctx context.Context) error {
 	if f.sentSlot != slot {
 		f.sent, f.sentSlot = map[string]bool{}, slot
 	}
-	regular := f.lastSlot != slot && time.Duration(now%iv) >= f.phase
+	// An instance whose ticks came late and passed its moment of the last interval reports
+	// at once.
+	missed := f.lastSlot != 0 && f.lastSlot < slot-1
+	regular := f.lastSlot != slot && (time.Duration(now%iv) >= f.phase || missed)
 	early := c.o.EarlyReportRate > 0 && f.earlySlot != slot && f.lastSlot != slot
 	if !regular && !early {
 		return nil
