@@ -58,8 +58,9 @@
 // its report; the leader adds to each key's rate the slow reports of the last
 // SlowReportEvery intervals, one per instance, so a key that each of 1,000 instances reads
 // once a second counts 1,000 reads a second (a moving average over that window: a lukewarm
-// key is promoted and demoted up to SlowReportEvery intervals late). One instance, holding a leader lease, sums the summary of each interval
-// once it ended (promotions and demotions), and sums the interval under way (promotions only:
+// key is promoted and demoted up to SlowReportEvery intervals late). One instance, holding a
+// leader lease, sums the summary of each interval once it ended (promotions and demotions),
+// and sums the interval under way (promotions only:
 // a partial sum never overstates a rate) as soon as a report nudges it — the report whose
 // addition takes a key's sum on its shard across PromoteRate/SummaryShards publishes the nudge
 // in the same script (only for a key the reporter does not apply as hot: a hot key needs no
@@ -128,8 +129,8 @@
 // missed), SummaryShards reads (up to 4×SummaryShards more in an interval with a nudge, and
 // with SlowReportEvery up to (SlowReportEvery-1)×SummaryShards more once when the leader
 // takes over or skipped an interval), with PromoteShare one INFO per master every 5
-// intervals, one lease renewal and one heartbeat by the leader, and, per hot-set change, one by the instance that makes it (the announcement is
-// published by the same script) and one (the hot set read in one script) by each instance
+// intervals, one lease renewal and one heartbeat by the leader, and, per hot-set change,
+// one by the instance that makes it (the announcement is published by the same script) and one (the hot set read in one script) by each instance
 // that missed the version before.
 //
 // # ACL
