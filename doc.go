@@ -54,7 +54,7 @@
 // share of the fleet. With SlowReportEvery, a slow lane adds what the regular reports leave
 // out: once per interval each instance adds up its reads over the last interval of the keys
 // it reads under ReportMinRate (lukewarm), and once every SlowReportEvery intervals, on its
-// turn, adds the average rates of the ReportTop heaviest of them (read at least twice) to
+// turn, adds the average rates of the ReportTop/4 heaviest of them (read at least twice) to
 // its report; the leader adds to each key's rate the slow reports of the last
 // SlowReportEvery intervals, one per instance, so a key that each of 1,000 instances reads
 // once a second counts 1,000 reads a second (a moving average over that window: a lukewarm

@@ -153,9 +153,10 @@ type Options[V any] struct {
 	// Once per interval, at its regular report's moment, each instance adds up the reads of
 	// its lukewarm keys over the last interval (a key at or above ReportMinRate then, or
 	// reported early, is not counted: the regular lane has it); once every SlowReportEvery
-	// intervals (the instances take turns by their ID) it adds its ReportTop heaviest of
-	// them, read at least twice since its previous slow report, to its regular report (a
-	// report of its own when it makes none), with their average rate over those intervals.
+	// intervals (the instances take turns by their ID) it adds its ReportTop/4 heaviest of
+	// them (at least one), read at least twice since its previous slow report, to its
+	// regular report (a report of its own when it makes none), with their average rate over
+	// those intervals.
 	// The leader adds to a key's fleet-wide rate the slow reports of the last
 	// SlowReportEvery intervals, in which each instance made exactly one: a lukewarm key's
 	// rate is a moving average over that many intervals, so it is promoted and demoted up to

@@ -20,6 +20,10 @@ const (
 	// slowTop is how many times ReportTop keys an instance takes from the last interval's
 	// reads into its slow lane each interval.
 	slowTop = 4
+	// slowShare is the share of ReportTop an instance reports in the slow lane (at least one
+	// key): a lukewarm key that matters in the fleet's sum is among each instance's heaviest,
+	// and every pair is one more call inside Redis on the summary's node.
+	slowShare = 4
 	// slowMinReads is the least number of reads since its previous slow report for which an
 	// instance reports a lukewarm key: a key read once is noise, not a trend.
 	slowMinReads = 2
@@ -38,9 +42,10 @@ func (c *Cache[V]) observe(key string) {
 // slowLane is the slow lane's part of the regular report of interval slot: it adds the last
 // interval's reads of the keys the regular lane leaves out (top is the regular lane's
 // reading; a key at or above ReportMinRate there or over the last interval, or sent early
-// in the interval, is the regular lane's) to this instance's running sums, and on this instance's turn returns the
-// key/rate pairs to report (the heaviest ReportTop keys read at least slowMinReads times,
-// with their average rate over the intervals summed) and starts the sums again.
+// in the interval, is the regular lane's) to this instance's running sums, and on this
+// instance's turn returns the key/rate pairs to report (the heaviest ReportTop/slowShare
+// keys read at least slowMinReads times, with their average rate over the intervals summed)
+// and starts the sums again.
 func (c *Cache[V]) slowLane(top []hotkeys.KeyLoad, slot int64) []any {
 	if c.slow == nil {
 		return nil
@@ -78,7 +83,7 @@ func (c *Cache[V]) slowLane(top []hotkeys.KeyLoad, slot int64) []any {
 	}
 	sort.Slice(keys, func(i, j int) bool { return f.slowReads[keys[i]] > f.slowReads[keys[j]] })
 	var pairs []any
-	for _, k := range keys[:min(len(keys), c.o.ReportTop)] {
+	for _, k := range keys[:min(len(keys), max(1, c.o.ReportTop/slowShare))] {
 		pairs = append(pairs, k, fmtRate(f.slowReads[k]/(float64(f.slowN)*secs)))
 	}
 	f.slowReads, f.slowN = map[string]float64{}, 0
