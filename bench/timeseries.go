@@ -485,6 +485,22 @@ func printTS(cfg config, ts tsConfig, r *tsResult) {
 	fmt.Printf("%-58s %12s\n", "  the same on the commands sent per node", fmtSettled(settledAt(r, ts, sent, never)))
 	fmt.Printf("%-58s %12s (%d of the %d seconds onset..fade stalled)\n", "  the same on the commands sent, stalled seconds left out",
 		fmtSettled(settledAt(r, ts, sent, stalled)), nStalled, int((ts.fade-ts.onset)/time.Second))
+	// Every window that breaks the target after onset+5s, with what the harness did then: a
+	// reader can tell the loop's misses from the machine's.
+	var over []string
+	for i, s := range r.samples {
+		if s.at > ts.onset+5*time.Second && s.at <= ts.fade && serverSkew(i) >= 1.2 {
+			note := ""
+			if stalled(i) {
+				note = ", stalled"
+			}
+			over = append(over, fmt.Sprintf("t=%.1fs %.2f (sent %.2f, %.0f reads/s%s)", s.at.Seconds(), serverSkew(i), sent(i),
+				(s.reads+r.samples[max(i-1, 0)].reads)/2, note))
+		}
+	}
+	if len(over) > 0 {
+		fmt.Printf("%-58s %12d %s\n", "  windows at or over 1.2 after onset+5s", len(over), strings.Join(over[:min(len(over), 8)], "; "))
+	}
 	fmt.Printf("%-58s %12s %s\n", fmt.Sprintf("demoted (decided) after fade, ≤ Hold + window = %v", ts.hold+ts.interval),
 		(demoDecided - ts.fade).Round(time.Millisecond), verdict(demoDecided > ts.fade && demoDecided-ts.fade <= ts.hold+ts.interval)+
 			fmt.Sprintf(" (fleet rate %.1f/s; applied on the last instance %v after fade)", demoRate, (lastDemo-ts.fade).Round(time.Millisecond)))
