@@ -39,6 +39,9 @@ type Cache[V any] struct {
 	inv *l1cache.Invalidator
 	rep *replicas.Replicator
 	det *hotkeys.Detector
+	// slow is the slow lane's detector (SlowReportEvery): the last interval's Redis-level
+	// reads, sampled once per interval; nil when the lane is off.
+	slow *hotkeys.Detector
 
 	cluster bool
 	stripes [64]stripe
@@ -52,11 +55,14 @@ type Cache[V any] struct {
 
 // entry is what the L1 holds: the value, its version, and whether the key was hot when it was
 // stored (then Get marks it touched, which tells refresh-ahead the key is still read here).
+// An entry a read loaded (loaded) is not touched by its first Get, the read that loaded it:
+// a hot key read less often than Fresh would otherwise cost a refresh on top of every miss.
 type entry[V any] struct {
 	v       V
 	version uint64
 	hot     bool
 	touched atomic.Bool
+	loaded  atomic.Bool
 }
 
 // stripe orders this instance's local changes of the keys hashed to it: every invalidation
@@ -118,6 +124,15 @@ func (c *Cache[V]) compose() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if o.SlowReportEvery > 0 && o.ReportInterval > 0 {
+		c.slow, err = hotkeys.New(hotkeys.Options{
+			SampleRate: 1, Capacity: slowCapacity, Window: o.ReportInterval, Buckets: 10, EvalInterval: -1,
+			MinSamples: 1, TopK: min(slowTop*o.ReportTop, slowCapacity), Clock: o.Clock,
+		})
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
+	}
 	c.inv, err = l1cache.NewInvalidator(c.client, target[V]{c}, l1cache.InvalidatorOptions{
 		Channel: o.invalidationChannel(), InstanceID: o.InstanceID, Logger: o.Logger, PubSub: o.PubSub,
 	})
@@ -174,7 +189,11 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 		return zero, err
 	}
 	if e.hot && !e.touched.Load() {
-		e.touched.Store(true)
+		if e.loaded.Load() {
+			e.loaded.Store(false)
+		} else {
+			e.touched.Store(true)
+		}
 	}
 	return e.v, nil
 }
@@ -182,7 +201,7 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 // load is the L1's loader: one Redis-level read (observed by the detector), through the fill
 // lease to the source when Redis holds nothing.
 func (c *Cache[V]) load(ctx context.Context, key string) (*entry[V], error) {
-	c.det.Observe(key)
+	c.observe(key)
 	item, err := c.rep.GetOrLoad(ctx, key, c.o.TTL, func(ctx context.Context) (replicas.Item, error) {
 		return c.loadSource(ctx, key)
 	})
@@ -195,6 +214,7 @@ func (c *Cache[V]) load(ctx context.Context, key string) (*entry[V], error) {
 	}
 	e := &entry[V]{v: v, version: item.Version, hot: c.fleet.isHot(key)}
 	if e.hot {
+		e.loaded.Store(true)
 		c.fleet.hotEntries.Store(key, e)
 	}
 	return e, nil
@@ -370,6 +390,9 @@ func (c *Cache[V]) closeParts() {
 	}
 	if c.l1 != nil {
 		_ = c.l1.Close()
+	}
+	if c.slow != nil {
+		_ = c.slow.Close()
 	}
 	if c.det != nil {
 		_ = c.det.Close()

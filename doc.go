@@ -51,15 +51,23 @@
 // its ID), so the summary is never a hot key itself. A key not yet hot that reaches
 // EarlyReportRate locally is reported at once instead, in at most one early report per
 // interval; no key counts twice. With HotReportEvery, hot keys are reported by a rotating
-// share of the fleet. One instance, holding a leader lease, sums the summary of each interval
-// once it ended (promotions and demotions), and sums the interval under way (promotions only:
+// share of the fleet. With SlowReportEvery, a slow lane adds what the regular reports leave
+// out: once per interval each instance adds up its reads over the last interval of the keys
+// it reads under ReportMinRate (lukewarm), and once every SlowReportEvery intervals, on its
+// turn, adds the average rates of the ReportTop/4 heaviest of them (read at least twice) to
+// its report; the leader adds to each key's rate the slow reports of the last
+// SlowReportEvery intervals, one per instance, so a key that each of 1,000 instances reads
+// once a second counts 1,000 reads a second (a moving average over that window: a lukewarm
+// key is promoted and demoted up to SlowReportEvery intervals late). One instance, holding a
+// leader lease, sums the summary of each interval once it ended (promotions and demotions),
+// and sums the interval under way (promotions only:
 // a partial sum never overstates a rate) as soon as a report nudges it — the report whose
 // addition takes a key's sum on its shard across PromoteRate/SummaryShards publishes the nudge
 // in the same script (only for a key the reporter does not apply as hot: a hot key needs no
 // promotion) — and then every quarter interval until that interval ends. It changes
 // the hot set in one fenced script: a key whose fleet-wide rate reaches PromoteRate is
 // promoted, and so is, with PromoteShare, a key whose rate reaches that share of its master's
-// commands per second (the leader reads each master's INFO stats once per interval) and at
+// commands per second (the leader reads each master's INFO stats once every 5 intervals) and at
 // least ShareMinRate; a fleet-decided member whose rate stays under DemoteRate for Hold is
 // demoted (two thresholds and a hold: no flapping). The hot set is versioned; the script
 // that changes it announces the change on the hot-set channel in the same step (the new
@@ -98,6 +106,7 @@
 //	<prefix>{<prefix>hot}members           hash: key -> "a|<rate>|<ms>" (fleet) or "m|…" (manual)
 //	<prefix>{<prefix>hot}demoted           hash: key -> "<rate>|<ms>" of the last demotions
 //	<prefix>{<prefix>sum<s>}:<interval>    one shard of one interval's summary, 3 intervals
+//	                                       (SlowReportEvery+2 with the slow lane)
 //	channels <prefix>inv (invalidations) and <prefix>hot (hot set versions)
 //
 // prefix is Options.Prefix (default "celebrity:cache:").
@@ -113,13 +122,15 @@
 // The summary assumes the
 // instances' clocks agree within a fraction of ReportInterval (an interval is named by
 // wall-clock time). The loop's own commands per interval: at most one report (two with an
-// early one) per instance that has a key at or above ReportMinRate, one poll per instance per
+// early one) per instance that has a key at or above ReportMinRate or, with SlowReportEvery,
+// whose slow-lane turn it is (once every SlowReportEvery intervals), one poll per instance per
 // PollInterval (while it hears no heartbeat: one per 3 intervals while a live leader's
 // heartbeat is late, one per interval while there is no leader or its polls find changes it
-// missed), SummaryShards reads (up to
-// 4×SummaryShards more in an interval with a nudge), one lease renewal and one heartbeat by
-// the leader, and, per hot-set change, one by the instance that makes it (the announcement is
-// published by the same script) and one (the hot set read in one script) by each instance
+// missed), SummaryShards reads (up to 4×SummaryShards more in an interval with a nudge, and
+// with SlowReportEvery up to (SlowReportEvery-1)×SummaryShards more once when the leader
+// takes over or skipped an interval), with PromoteShare one INFO per master every 5
+// intervals, one lease renewal and one heartbeat by the leader, and, per hot-set change,
+// one by the instance that makes it (the announcement is published by the same script) and one (the hot set read in one script) by each instance
 // that missed the version before.
 //
 // # ACL

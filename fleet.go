@@ -20,16 +20,19 @@ type fleet struct {
 
 	leader    atomic.Bool
 	epoch     atomic.Int64
-	lowSince  map[string]int64 // leader only: the first interval of a member's run under DemoteRate
-	lastSlot  int64            // the last interval this instance made its regular report for
-	earlySlot int64            // the last interval this instance made an early report for
-	sent      map[string]bool  // the keys this instance reported for the interval lastSlot/earlySlot
-	sentSlot  int64            // the interval sent describes
-	phase     time.Duration    // when in each interval this instance reports, unless early
-	lastEval  int64            // the last interval this instance evaluated as leader
-	nodes     nodeLoad         // leader only: the masters' commands per second (PromoteShare)
-	ticks     int64            // the report loop's ticks
-	quietTill int64            // the first tick at which a silent channel makes this instance poll again
+	lowSince  map[string]int64             // leader only: the first interval of a member's run under DemoteRate
+	lastSlot  int64                        // the last interval this instance made its regular report for
+	earlySlot int64                        // the last interval this instance made an early report for
+	sent      map[string]bool              // the keys this instance reported for the interval lastSlot/earlySlot
+	sentSlot  int64                        // the interval sent describes
+	phase     time.Duration                // when in each interval this instance reports, unless early
+	slowReads map[string]float64           // the slow lane: lukewarm keys' reads since the last slow report
+	slowN     int                          // the intervals slowReads covers
+	slowRing  map[int64]map[string]float64 // leader only: each interval's slow-lane sums
+	lastEval  int64                        // the last interval this instance evaluated as leader
+	nodes     nodeLoad                     // leader only: the masters' commands per second (PromoteShare)
+	ticks     int64                        // the report loop's ticks
+	quietTill int64                        // the first tick at which a silent channel makes this instance poll again
 	warnAlone sync.Once
 
 	heard     atomic.Int64  // when this instance last heard the hot-set channel, Unix nanoseconds
@@ -116,7 +119,9 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // quarter interval; the hot set is polled once per PollInterval.
 func (c *Cache[V]) reportLoop(ctx context.Context) {
 	iv := c.o.ReportInterval
-	c.fleet.phase = time.Duration(c.o.Rand() % uint64(iv))
+	// The phase leaves the interval's last tick free: a phase in the last tick of the interval
+	// could fall between two ticks in every interval, and the instance would never report.
+	c.fleet.phase = time.Duration(c.o.Rand() % uint64(iv-iv/reportTicks))
 	if !sleep(ctx, time.Duration(c.o.Rand()%uint64(iv/reportTicks))) {
 		return
 	}
@@ -274,7 +279,8 @@ func (f *fleet) evalTarget(nudged bool, cur int64) (slot int64, partial, ok bool
 func (c *Cache[V]) evalStep(ctx context.Context, slot int64, partial bool) {
 	cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
 	defer cancel()
-	if !partial && c.o.PromoteShare > 0 {
+	f := &c.fleet
+	if !partial && c.o.PromoteShare > 0 && (len(f.nodes.prev) == 0 || f.fullEvaluations.Load()%nodeLoadEvery == 0) {
 		if err := c.measureNodes(cctx); err != nil {
 			c.loopError("node load", err)
 		}
@@ -282,7 +288,7 @@ func (c *Cache[V]) evalStep(ctx context.Context, slot int64, partial bool) {
 	if err := c.evaluate(cctx, slot, partial); err != nil {
 		c.loopError("evaluate", err)
 	}
-	if !partial && c.fleet.leader.Load() {
+	if !partial && f.leader.Load() {
 		c.heartbeat(cctx)
 	}
 }

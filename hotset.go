@@ -68,7 +68,10 @@ func (c *Cache[V]) report(ctx context.Context) error {
 	if f.sentSlot != slot {
 		f.sent, f.sentSlot = map[string]bool{}, slot
 	}
-	regular := f.lastSlot != slot && time.Duration(now%iv) >= f.phase
+	// An instance whose ticks came late and passed its moment of the last interval reports
+	// at once.
+	missed := f.lastSlot != 0 && f.lastSlot < slot-1
+	regular := f.lastSlot != slot && (time.Duration(now%iv) >= f.phase || missed)
 	early := c.o.EarlyReportRate > 0 && f.earlySlot != slot && f.lastSlot != slot
 	if !regular && !early {
 		return nil
@@ -78,23 +81,25 @@ func (c *Cache[V]) report(ctx context.Context) error {
 		return err
 	}
 	id := c.o.InstanceID
-	var pairs []any
+	var pairs, slow []any
 	if regular {
 		f.lastSlot = slot
 		pairs = c.regularPairs(top, slot)
+		slow = c.slowLane(top, slot)
 	} else if pairs = c.earlyPairs(top); len(pairs) > 0 {
 		f.earlySlot = slot
 		id += ":early"
 	}
-	if len(pairs) == 0 {
+	if len(pairs) == 0 && len(slow) == 0 {
 		return nil
 	}
 	for i := 0; i < len(pairs); i += 2 {
 		f.sent[pairs[i].(string)] = true
 	}
 	pairs, nudging := nudgingFirst(pairs, f.isHot)
-	args := append([]any{id, (3 * c.o.ReportInterval).Milliseconds() + 1,
-		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().channel, "n" + strconv.FormatInt(slot, 10), nudging}, pairs...)
+	args := append([]any{id, (time.Duration(c.o.summaryIntervals()) * c.o.ReportInterval).Milliseconds() + 1,
+		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().channel, "n" + strconv.FormatInt(slot, 10), nudging, len(slow) / 2}, pairs...)
+	args = append(args, slow...)
 	shard := int(xxhash.Sum64String(c.o.InstanceID) % uint64(c.o.SummaryShards))
 	f.loopCommands.Add(1)
 	f.reports.Add(1)
@@ -213,21 +218,45 @@ func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error
 		f.fullEvaluations.Add(1)
 	}
 	pipe := c.client.Pipeline()
-	sums := make([]*redis.MapStringStringCmd, c.o.SummaryShards)
-	for i := range sums {
-		sums[i] = pipe.HGetAll(ctx, c.summaryKey(i, slot))
+	read := func(s int64) []*redis.MapStringStringCmd {
+		cmds := make([]*redis.MapStringStringCmd, c.o.SummaryShards)
+		for i := range cmds {
+			cmds[i] = pipe.HGetAll(ctx, c.summaryKey(i, s))
+		}
+		f.loopCommands.Add(uint64(len(cmds)))
+		return cmds
 	}
-	f.loopCommands.Add(uint64(len(sums)))
+	sums := read(slot)
+	// A leader that just took over (or skipped an interval) reads back the slow reports of
+	// the slow lane's window once.
+	var back []int64
+	var backSums [][]*redis.MapStringStringCmd
+	if c.slow != nil && !partial {
+		back = f.missingSlow(slot, c.o.SlowReportEvery)
+		for _, s := range back {
+			backSums = append(backSums, read(s))
+		}
+	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return err
 	}
-	rates := map[string]float64{}
+	rates, slow := map[string]float64{}, map[string]float64{}
 	for _, s := range sums {
-		for field, v := range s.Val() {
-			if k, ok := strings.CutPrefix(field, "k:"); ok {
-				r, _ := strconv.ParseFloat(v, 64)
-				rates[k] += r
+		parseSummary(s.Val(), rates, slow)
+	}
+	if c.slow != nil {
+		for i, s := range back {
+			old := map[string]float64{}
+			for _, cmd := range backSums[i] {
+				parseSummary(cmd.Val(), map[string]float64{}, old)
 			}
+			f.keepSlow(s, c.o.SlowReportEvery, old)
+		}
+		for k, r := range f.slowWindow(slot, c.o.SlowReportEvery, slow) {
+			rates[k] += r
+		}
+		if !partial {
+			f.keepSlow(slot, c.o.SlowReportEvery, slow)
 		}
 	}
 	// The members as this instance applies them: it learns every change it applies at once,

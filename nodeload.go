@@ -10,9 +10,15 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// nodeLoadEvery is how many full evaluations apart the leader measures the masters' load
+// (PromoteShare): a node's load moves slowly, and one INFO per master per interval would be
+// most of the loop's own commands in a small fleet.
+const nodeLoadEvery = 5
+
 // nodeLoad is the leader's measure of each master's commands per second, for PromoteShare:
-// the growth of INFO stats' total_commands_processed between two full evaluations. It is used
-// only by the evaluation goroutine.
+// the growth of INFO stats' total_commands_processed between two measurements, nodeLoadEvery
+// full evaluations apart (the first one, by a new leader, at once). It is used only by the
+// evaluation goroutine.
 type nodeLoad struct {
 	prev   map[string]uint64  // master address -> total_commands_processed at prevAt
 	prevAt time.Time          // when prev was read

@@ -106,7 +106,8 @@ type Options[V any] struct {
 	// fleet-wide rate of Redis-level reads reaches PromoteShare times the commands per second
 	// of the master that holds it (and at least ShareMinRate) is promoted even under
 	// PromoteRate. The leader measures each master's commands per second from INFO stats
-	// (total_commands_processed) once per ReportInterval: one command per master. Demotion is
+	// (total_commands_processed) once every 5 ReportIntervals (at once when it takes over):
+	// one command per master. Demotion is
 	// unchanged (DemoteRate for Hold). Range 0 (off) or (0, 1]. Default: 0 (off): PromoteRate
 	// alone decides, and the leader sends no INFO.
 	PromoteShare float64
@@ -130,8 +131,9 @@ type Options[V any] struct {
 	// loop's own commands. A key is then promoted only if enough instances each see it at
 	// this rate, and a promoted key read under it everywhere counts as 0 towards DemoteRate:
 	// set it under DemoteRate divided by the fleet's size for exact hysteresis, or under
-	// PromoteRate divided by it to trade some of that for fewer commands. Default: 0 (every
-	// key among ReportTop is reported).
+	// PromoteRate divided by it to trade some of that for fewer commands, or turn on
+	// SlowReportEvery, which counts the keys under it at a fraction of the commands.
+	// Default: 0 (every key among ReportTop is reported).
 	ReportMinRate float64
 	// EarlyReportRate is the local rate of Redis-level reads per second of a key not yet hot
 	// at which an instance reports at once, rather than at its own moment of the interval,
@@ -145,6 +147,23 @@ type Options[V any] struct {
 	// enough that each interval's share reads the key (with few instances an interval can see
 	// none of them and count as cool). Default: 1 (every interval). Range 1..60.
 	HotReportEvery int
+	// SlowReportEvery turns on the slow lane for lukewarm keys: the keys an instance reads
+	// under ReportMinRate, which its regular reports leave out, but which many instances
+	// together may read at PromoteRate (a key each of 1,000 instances reads once a second).
+	// Once per interval, at its regular report's moment, each instance adds up the reads of
+	// its lukewarm keys over the last interval (a key at or above ReportMinRate then, or
+	// reported early, is not counted: the regular lane has it); once every SlowReportEvery
+	// intervals (the instances take turns by their ID) it adds its ReportTop/4 heaviest of
+	// them (at least one), read at least twice since its previous slow report, to its
+	// regular report (a report of its own when it makes none), with their average rate over
+	// those intervals.
+	// The leader adds to a key's fleet-wide rate the slow reports of the last
+	// SlowReportEvery intervals, in which each instance made exactly one: a lukewarm key's
+	// rate is a moving average over that many intervals, so it is promoted and demoted up to
+	// that much later than a key the regular lane sees. An instance with no key at or above
+	// ReportMinRate sends one report per SlowReportEvery intervals instead of none.
+	// Default: 0 (off). Range 0 or 2..60.
+	SlowReportEvery int
 	// SummaryShards is the number of Redis keys (each in its own slot) the fleet summary of
 	// one interval is spread over; instances are assigned to shards by their ID, so each key
 	// takes fleet/SummaryShards writes per interval. Default: 16. Range 1..1024.
@@ -302,6 +321,9 @@ func (o Options[V]) reportDefaults() (Options[V], error) {
 	o.HotReportEvery = cmp.Or(o.HotReportEvery, 1)
 	if o.HotReportEvery < 1 || o.HotReportEvery > 60 {
 		return o, invalidf("Options.HotReportEvery must be 1..60, got %d", o.HotReportEvery)
+	}
+	if o.SlowReportEvery != 0 && (o.SlowReportEvery < 2 || o.SlowReportEvery > 60) {
+		return o, invalidf("Options.SlowReportEvery must be 0 (off) or 2..60, got %d", o.SlowReportEvery)
 	}
 	o.SummaryShards = cmp.Or(o.SummaryShards, DefaultSummaryShards)
 	if o.SummaryShards < 1 || o.SummaryShards > 1024 {

@@ -38,7 +38,7 @@ func (c *Cache[V]) refreshLoop(ctx context.Context) {
 func (c *Cache[V]) refresh(ctx context.Context, key string) {
 	st, ep := c.stripe(key), c.epoch.Load()
 	g := st.gen.Load()
-	c.det.Observe(key)
+	c.observe(key)
 	c.fleet.refreshes.Add(1)
 	lctx, cancel := context.WithTimeout(ctx, c.o.Fresh)
 	defer cancel()

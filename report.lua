@@ -11,7 +11,9 @@
 -- ARGV[5]  the nudge message ("n<interval>")
 -- ARGV[6]  how many of the pairs, from the first, may nudge (the keys the reporter does not
 --          apply as hot: a hot key needs no promotion, so its sum nudges nobody)
--- ARGV[7..] pairs: key, rate (reads per second, a non-negative number)
+-- ARGV[7]  how many of the pairs, from the last, are the slow lane's (lukewarm keys' average
+--          rates, added to the fields "s:<key>"; the others to "k:<key>"); they never nudge
+-- ARGV[8..] pairs: key, rate (reads per second, a non-negative number)
 --
 -- Reply: {"ok", nudged (1 if this report published the nudge)}, or {"dup", 0} when this
 -- report ID was already added.
@@ -34,14 +36,18 @@ end
 if channel == nil or channel == '' or message == nil or message == '' then
   return redis.error_reply('ERR celebrity: report: empty channel or nudge message')
 end
-if (#ARGV - 6) % 2 ~= 0 then
+if #ARGV < 7 or (#ARGV - 7) % 2 ~= 0 then
   return redis.error_reply('ERR celebrity: report: key/rate pairs expected')
 end
-local nudging = tonumber(ARGV[6])
-if not nudging or nudging < 0 or nudging ~= math.floor(nudging) or nudging > (#ARGV - 6) / 2 then
-  return redis.error_reply('ERR celebrity: report: the nudging pairs must be 0..pairs')
+local npairs = (#ARGV - 7) / 2
+local nudging, slow = tonumber(ARGV[6]), tonumber(ARGV[7])
+if not slow or slow < 0 or slow ~= math.floor(slow) or slow > npairs then
+  return redis.error_reply('ERR celebrity: report: the slow pairs must be 0..pairs')
 end
-for i = 7, #ARGV, 2 do
+if not nudging or nudging < 0 or nudging ~= math.floor(nudging) or nudging > npairs - slow then
+  return redis.error_reply('ERR celebrity: report: the nudging pairs must be 0..pairs-slow')
+end
+for i = 8, #ARGV, 2 do
   local r = tonumber(ARGV[i + 1])
   if ARGV[i] == '' or not r or r < 0 or r ~= r or r == math.huge then
     return redis.error_reply('ERR celebrity: report: bad pair at ' .. i)
@@ -51,11 +57,16 @@ if redis.call('HSETNX', sum, 'r:' .. id, 1) == 0 then
   return {'dup', 0}
 end
 local cross = false
-for i = 7, #ARGV, 2 do
-  local r = tonumber(ARGV[i + 1])
-  local now = tonumber(redis.call('HINCRBYFLOAT', sum, 'k:' .. ARGV[i], ARGV[i + 1]))
-  if level > 0 and (i - 7) / 2 < nudging and now >= level and now - r < level then
-    cross = true
+for i = 8, #ARGV, 2 do
+  local n = (i - 8) / 2
+  if n >= npairs - slow then
+    redis.call('HINCRBYFLOAT', sum, 's:' .. ARGV[i], ARGV[i + 1])
+  else
+    local r = tonumber(ARGV[i + 1])
+    local now = tonumber(redis.call('HINCRBYFLOAT', sum, 'k:' .. ARGV[i], ARGV[i + 1]))
+    if level > 0 and n < nudging and now >= level and now - r < level then
+      cross = true
+    end
   end
 end
 redis.call('PEXPIRE', sum, ttl)

@@ -31,6 +31,8 @@ type tsConfig struct {
 	// minShare and earlyShare set ReportMinRate and EarlyReportRate as multiples of an
 	// instance's fair share of PromoteRate (PromoteRate divided by the instances).
 	minShare, earlyShare float64
+	slowEvery            int     // Options.SlowReportEvery
+	promoteShare         float64 // Options.PromoteShare
 }
 
 func defaultTS(cfg config) tsConfig {
@@ -38,7 +40,7 @@ func defaultTS(cfg config) tsConfig {
 		duration: 60 * time.Second, onset: 10 * time.Second, fade: 40 * time.Second,
 		rate: 6000, fresh: 100 * time.Millisecond, interval: time.Second, hold: 5 * time.Second,
 		promote: 300, demote: 75, sample: 500 * time.Millisecond, shards: 2,
-		hotEvery: 10, minShare: 2, earlyShare: 2,
+		hotEvery: 10, minShare: 2, earlyShare: 2, slowEvery: 10, promoteShare: 0.05,
 	}
 }
 
@@ -106,6 +108,7 @@ type tsResult struct {
 	byCommand              map[string]uint64 // server-side calls per command (scripts' inner calls included)
 	celebLoads, celebFills int64
 	flaps, falseHot        int
+	otherFlaps, otherDemos int // the tail keys' promotions after the first (per instance and key) and demotions
 	others                 map[string]bool
 	celeb                  string
 	cnt                    *counter
@@ -121,10 +124,11 @@ func runTimeseries(ctx context.Context, c *redis.ClusterClient, nodes []string, 
 	celeb := prefix + "celebrity"
 	fmt.Printf("closed loop: %d instances, %d reads/s, Zipf(%.2f) over %d keys; a celebrity at %.0f%% of reads from t=%v to t=%v; "+
 		"L1 fresh %v, report interval %v, PromoteRate %.0f/s, DemoteRate %.0f/s, Hold %v, ReportMinRate %.1f/s, EarlyReportRate %.1f/s, HotReportEvery %d, "+
-		"poll every %v while the leader's heartbeat is heard\n",
+		"SlowReportEvery %d, PromoteShare %.2f (ShareMinRate %.0f/s), poll every %v while the leader's heartbeat is heard\n",
 		cfg.instances, ts.rate, cfg.alpha, cfg.keys, cfg.share*100, ts.onset, ts.fade, ts.fresh, ts.interval,
 		ts.promote, ts.demote, ts.hold, ts.minShare*ts.promote/float64(cfg.instances),
-		ts.earlyShare*ts.promote/float64(cfg.instances), ts.hotEvery, celebrity.DefaultPollIntervals*ts.interval)
+		ts.earlyShare*ts.promote/float64(cfg.instances), ts.hotEvery, ts.slowEvery, ts.promoteShare, min(2*ts.demote, ts.promote),
+		celebrity.DefaultPollIntervals*ts.interval)
 
 	naive, err := tsNaive(ctx, c, nodes, z, cfg, ts, prefix, celeb)
 	if err != nil {
@@ -233,6 +237,8 @@ func tsLoop(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf
 			ReportMinRate:   ts.minShare * ts.promote / float64(cfg.instances),
 			EarlyReportRate: ts.earlyShare * ts.promote / float64(cfg.instances),
 			HotReportEvery:  ts.hotEvery,
+			SlowReportEvery: ts.slowEvery,
+			PromoteShare:    ts.promoteShare,
 			Logger:          slog.New(steps),
 			OnEvent: func(ev celebrity.Event) {
 				mu.Lock()
@@ -319,6 +325,23 @@ func tsLoop(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf
 	}
 	for _, n := range promos {
 		res.flaps += n - 1
+	}
+	type keyInstance struct {
+		key string
+		i   int
+	}
+	others := map[keyInstance]int{}
+	for _, ev := range res.events {
+		switch {
+		case ev.key == celeb:
+		case ev.kind == celebrity.EventPromoted:
+			others[keyInstance{ev.key, ev.instance}]++
+		case ev.kind == celebrity.EventDemoted:
+			res.otherDemos++
+		}
+	}
+	for _, n := range others {
+		res.otherFlaps += n - 1
 	}
 	return res, nil
 }
@@ -462,11 +485,28 @@ func printTS(cfg config, ts tsConfig, r *tsResult) {
 	fmt.Printf("%-58s %12s\n", "  the same on the commands sent per node", fmtSettled(settledAt(r, ts, sent, never)))
 	fmt.Printf("%-58s %12s (%d of the %d seconds onset..fade stalled)\n", "  the same on the commands sent, stalled seconds left out",
 		fmtSettled(settledAt(r, ts, sent, stalled)), nStalled, int((ts.fade-ts.onset)/time.Second))
+	// Every window that breaks the target after onset+5s, with what the harness did then: a
+	// reader can tell the loop's misses from the machine's.
+	var over []string
+	for i, s := range r.samples {
+		if s.at > ts.onset+5*time.Second && s.at <= ts.fade && serverSkew(i) >= 1.2 {
+			note := ""
+			if stalled(i) {
+				note = ", stalled"
+			}
+			over = append(over, fmt.Sprintf("t=%.1fs %.2f (sent %.2f, %.0f reads/s%s)", s.at.Seconds(), serverSkew(i), sent(i),
+				(s.reads+r.samples[max(i-1, 0)].reads)/2, note))
+		}
+	}
+	if len(over) > 0 {
+		fmt.Printf("%-58s %12d %s\n", "  windows at or over 1.2 after onset+5s", len(over), strings.Join(over[:min(len(over), 8)], "; "))
+	}
 	fmt.Printf("%-58s %12s %s\n", fmt.Sprintf("demoted (decided) after fade, ≤ Hold + window = %v", ts.hold+ts.interval),
 		(demoDecided - ts.fade).Round(time.Millisecond), verdict(demoDecided > ts.fade && demoDecided-ts.fade <= ts.hold+ts.interval)+
 			fmt.Sprintf(" (fleet rate %.1f/s; applied on the last instance %v after fade)", demoRate, (lastDemo-ts.fade).Round(time.Millisecond)))
 	fmt.Printf("%-58s %12d %s\n", "flaps of the celebrity (promotions after the first, per instance)", r.flaps, verdict(r.flaps == 0))
-	fmt.Printf("%-58s %12d %s\n", "other keys promoted (tail keys whose Redis-level rate crossed PromoteRate)", r.falseHot, "")
+	fmt.Printf("%-58s %12d (by PromoteRate or PromoteShare; demotions applied %d, promotions after the first per instance %d)\n",
+		"tail keys promoted", r.falseHot, r.otherDemos, r.otherFlaps)
 	// The target compares like with like: the loop's commands as its instances sent them
 	// against every command the instances sent (client side). The server-side count also
 	// holds the commands scripts run inside Redis, which the loop's count does not.
