@@ -74,6 +74,8 @@ type counters struct {
 	// GOMAXPROCS and the number of CPUs); a P beyond them counts its hits in overflow.
 	stripes  []hitStripe
 	overflow *hitStripe
+	// The hits read the fields above; the counters below are written by misses and loads.
+	_ [128]byte
 
 	misses, loads, loadErrors, panics, coalesced                 atomic.Uint64
 	refreshes, early, skipped, discarded, evictions, expirations atomic.Uint64
