@@ -89,7 +89,12 @@ func benchParallel(b *testing.B, keys []string, get func(string) bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	cpu := processCPU(b)
-	b.RunParallel(func(pb *testing.PB) {
+	b.RunParallel(func(shared *testing.PB) {
+		// Each goroutine counts its iterations in a copy of its PB on its own stack: the PB
+		// itself is a small heap object, written by every Next, that can share a cache line
+		// with the other goroutines' PBs, which would make every iteration pay for a line
+		// bouncing between cores whatever the cache measured.
+		pb := *shared
 		i := rand.IntN(len(keys))
 		for pb.Next() {
 			if !get(keys[i&(len(keys)-1)]) {
