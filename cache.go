@@ -44,6 +44,10 @@ type Cache[V any] struct {
 	slow *hotkeys.Detector
 
 	cluster bool
+	// The fields above are read by every Get and written only by New; the stripes below are
+	// written by every local change. The padding keeps them off the lines (and line pairs)
+	// the Gets read.
+	_       [128]byte
 	stripes [64]stripe
 	epoch   atomic.Uint64 // bumped by InvalidateAll and MarkAllStale
 

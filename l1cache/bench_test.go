@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,10 +98,21 @@ func benchOtter(b *testing.B, raw *otter.Cache[string, string], keys []string) {
 	})
 }
 
+// benchParallel calls get on keys in parallel, b.N times in all. Besides the wall time per
+// call it reports the process's CPU time per call (cpu-ns/op, summed over the cores): on a
+// machine shared with other processes, a core taken away lengthens the wall time of a
+// parallel run but not the CPU time its calls cost, while cache lines bouncing between cores
+// lengthen both.
 func benchParallel(b *testing.B, keys []string, get func(string) bool) {
 	b.ReportAllocs()
 	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
+	cpu := processCPU(b)
+	b.RunParallel(func(shared *testing.PB) {
+		// Each goroutine counts its iterations in a copy of its PB on its own stack: the PB
+		// itself is a small heap object, written by every Next, that can share a cache line
+		// with the other goroutines' PBs, which would make every iteration pay for a line
+		// bouncing between cores whatever the cache measured.
+		pb := *shared
 		i := rand.IntN(len(keys))
 		for pb.Next() {
 			if !get(keys[i&(len(keys)-1)]) {
@@ -109,6 +121,17 @@ func benchParallel(b *testing.B, keys []string, get func(string) bool) {
 			i++
 		}
 	})
+	b.StopTimer()
+	b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU returns the CPU time the process has used, user and system, in nanoseconds.
+func processCPU(b *testing.B) int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkHitVersusGoRedisCSC compares a hit of one hot key in the cache with a hit in

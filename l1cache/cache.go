@@ -37,6 +37,11 @@ type Cache[V any] struct {
 	stats *counters
 	// epoch is raised by MarkAllStale; entries loaded in an older epoch are not fresh.
 	epoch atomic.Uint64
+	// The fields above are read by every hit and written only by New and MarkAllStale; the
+	// ones below are written by loads and refreshes. The padding keeps them off the lines
+	// (and line pairs) the hits read, so that a load on one core does not make the hits on
+	// the others miss.
+	_ [128]byte
 	// refreshes counts background refreshes running, against MaxRefreshes.
 	refreshes atomic.Int64
 	shards    [numShards]shard[V]

@@ -2,6 +2,8 @@ package l1cache
 
 import (
 	"context"
+	"runtime"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -34,4 +36,36 @@ func TestEntryOfAStringIsOneCacheLine(t *testing.T) {
 		t.Skip("the layout is computed for 64-bit platforms")
 	}
 	require.Equal(t, uintptr(64), unsafe.Sizeof(entry[string]{}))
+}
+
+// TestConcurrentHitsAreCountedExactly has many goroutines hit the cache at once, on more Ps
+// than the cache had counters for when it was created, and checks that every hit is counted
+// once: the hit counters are per P, written without a locked instruction while the goroutine
+// is pinned to its P, and a P created later shares an overflow counter.
+func TestConcurrentHitsAreCountedExactly(t *testing.T) {
+	clock := &fakeClock{}
+	c := newCache(t, func(ctx context.Context, key string) (string, error) { return "v", nil },
+		Options[string]{MaxEntries: 10, Fresh: time.Hour, Clock: clock.Time})
+	require.Equal(t, "v", get(t, c, "k"))
+	before := c.Stats()
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(len(c.stats.stripes) + 3))
+
+	const goroutines, perGoroutine = 16, 2000
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range perGoroutine {
+				if _, err := c.Get(ctx, "k"); err != nil {
+					t.Error(err)
+					return
+				}
+				runtime.Gosched() // move between Ps
+			}
+		})
+	}
+	wg.Wait()
+	after := c.Stats()
+	require.Equal(t, uint64(goroutines*perGoroutine), after.Hits-before.Hits)
+	require.Equal(t, before.Loads, after.Loads, "every Get was a hit")
 }

@@ -4,7 +4,7 @@ import (
 	"runtime"
 	"sync/atomic"
 	"time"
-	"unsafe"
+	_ "unsafe" // for go:linkname
 )
 
 // Stats is a snapshot of a cache's counters since it was created.
@@ -60,8 +60,9 @@ const (
 	hitKinds
 )
 
-// hitStripe holds the counters of the hit path, padded to its own cache lines so that
-// concurrent hits do not share a line.
+// hitStripe holds the counters of the hit path of one P (a scheduler's processor), padded to
+// its own pair of cache lines so that hits on different cores never write the same line (the
+// adjacent-line prefetcher fetches lines in pairs).
 type hitStripe struct {
 	n [hitKinds]atomic.Uint64
 	_ [128 - hitKinds*8]byte
@@ -69,8 +70,12 @@ type hitStripe struct {
 
 // counters holds the cache's statistics.
 type counters struct {
-	stripes []hitStripe
-	mask    uint32
+	// stripes has one stripe per P that existed when the cache was created (at least
+	// GOMAXPROCS and the number of CPUs); a P beyond them counts its hits in overflow.
+	stripes  []hitStripe
+	overflow *hitStripe
+	// The hits read the fields above; the counters below are written by misses and loads.
+	_ [128]byte
 
 	misses, loads, loadErrors, panics, coalesced                 atomic.Uint64
 	refreshes, early, skipped, discarded, evictions, expirations atomic.Uint64
@@ -78,33 +83,47 @@ type counters struct {
 }
 
 func newCounters() *counters {
-	n := 1
-	for n < 4*runtime.GOMAXPROCS(0) && n < 64 {
-		n <<= 1
-	}
-	return &counters{stripes: make([]hitStripe, n), mask: uint32(n - 1)}
+	return &counters{stripes: make([]hitStripe, max(runtime.GOMAXPROCS(0), runtime.NumCPU())), overflow: new(hitStripe)}
 }
 
-// hit counts one hit of the given kind on the stripe of the calling goroutine, chosen by a
-// hash of its stack address: goroutines running at the same time have different stacks, so
-// they usually write different cache lines, and the choice costs no pool, lock or random
-// number. A goroutine whose stack moves (it grew) simply moves to another stripe.
+// hit counts one hit of the given kind on the stripe of the P running the calling goroutine.
+// The goroutine is pinned to its P meanwhile (it cannot be preempted, and no other goroutine
+// runs on that P), so the stripe has one writer at a time and is incremented by a load and a
+// store, without a locked instruction; Stats reads it with atomic loads. Hits on different
+// cores thus never write the same cache line, whatever the goroutines, and the counts stay
+// exact. A P created after the cache (GOMAXPROCS raised beyond the number of CPUs) counts
+// with an atomic add in the shared overflow stripe.
 func (c *counters) hit(kind int) {
-	var x byte
-	c.stripes[stackStripe(uintptr(unsafe.Pointer(&x)))&c.mask].n[kind].Add(1)
+	p := procPin()
+	if p < len(c.stripes) {
+		n := &c.stripes[p].n[kind]
+		n.Store(n.Load() + 1)
+		procUnpin()
+		return
+	}
+	procUnpin()
+	c.overflow.n[kind].Add(1)
 }
 
-// stackStripe hashes a stack address. The bits below the smallest stack size (2 KiB) depend
-// on the call depth rather than on the goroutine, so they are dropped; stacks are aligned to
-// their size, so the upper bits are mixed into the low bits that pick a stripe.
-func stackStripe(addr uintptr) uint32 {
-	return uint32((uint64(addr) >> 11) * 0x9e3779b97f4a7c15 >> 32)
-}
+// procPin pins the calling goroutine to its P, disabling preemption, and returns the P's id,
+// in [0, GOMAXPROCS). The runtime keeps it reachable by linkname for sync and for packages
+// outside the standard library (see go.dev/issue/67401).
+//
+//go:linkname procPin runtime.procPin
+func procPin() int
+
+// procUnpin undoes procPin.
+//
+//go:linkname procUnpin runtime.procUnpin
+func procUnpin()
 
 func (c *counters) snapshot() Stats {
 	var s Stats
-	for i := range c.stripes {
-		st := &c.stripes[i]
+	for i := range len(c.stripes) + 1 {
+		st := c.overflow
+		if i < len(c.stripes) {
+			st = &c.stripes[i]
+		}
 		s.Hits += st.n[hitFresh].Load()
 		s.StaleHits += st.n[hitStale].Load()
 		s.StaleIfErrorHits += st.n[hitStaleIfError].Load()
