@@ -151,11 +151,115 @@ type runResult struct {
 	sourceLoads int64
 	celebLoads  int64
 	perCommand  map[string]uint64 // commands over all masters, by name
+	// lagMean and lagMax are how late reads started after their scheduled moment (open
+	// loop: a harness that keeps up starts each read on time).
+	lagMean, lagMax time.Duration
+	// sent counts, per class of read (classCold: the first read of a key in the sequence;
+	// classWarm: every other read), the reads, the commands they sent and their round
+	// trips (a pipeline is one), counted by the client hook; unattributed counts commands
+	// sent outside any read (none expected).
+	sent         [2]tally
+	unattributed int64
 }
 
-// runStrategy drives cfg.workers goroutines spread over cfg.instances instances for
-// cfg.duration and measures the cluster's per-node work.
-func runStrategy(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf, cfg config, strategy string) (runResult, error) {
+// The classes of reads the harness tells apart.
+const (
+	classCold = iota // the first read of a key in the sequence (warm-up included)
+	classWarm        // a key read before
+)
+
+// tally counts one class's reads and what they sent to Redis.
+type tally struct{ reads, cmds, trips, scripts int64 }
+
+// sequence is the reads every strategy makes, in order: key ranks (-1: the celebrity) drawn
+// from one seeded Zipf, the first warm reads unmeasured, and for each read whether it is the
+// first read of its key.
+type sequence struct {
+	ranks []int32
+	first []bool
+	warm  int
+}
+
+func newSequence(z *zipf, cfg config) *sequence {
+	warm := int(float64(cfg.rate) * cfg.warmup.Seconds())
+	n := warm + int(float64(cfg.rate)*cfg.duration.Seconds())
+	r := rand.New(rand.NewPCG(cfg.seed, 0x5eed))
+	s := &sequence{ranks: make([]int32, n), first: make([]bool, n), warm: warm}
+	seen := make([]bool, len(z.cdf))
+	seenCeleb := false
+	for i := range n {
+		if r.Float64() < cfg.share {
+			s.ranks[i] = -1
+			s.first[i] = !seenCeleb
+			seenCeleb = true
+			continue
+		}
+		k := z.sample(r)
+		s.ranks[i] = int32(k)
+		s.first[i] = !seen[k]
+		seen[k] = true
+	}
+	return s
+}
+
+// readTally is the per-read record the readCounter hook adds to.
+type readTally struct{ cmds, trips, scripts atomic.Int64 }
+
+type tallyKey struct{}
+
+// readCounter is a go-redis hook that adds every command to the readTally in its context
+// (carried through l1cache's and replicas' detached loads, which keep the context's values),
+// or to unattributed when there is none.
+type readCounter struct{ unattributed atomic.Int64 }
+
+func (c *readCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *readCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.add(ctx, cmd.Name(), 1, isScript(cmd.Name()))
+		return next(ctx, cmd)
+	}
+}
+
+func (c *readCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 {
+			scripts := 0
+			for _, cmd := range cmds {
+				scripts += isScript(cmd.Name())
+			}
+			c.add(ctx, cmds[0].Name(), len(cmds), scripts)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (c *readCounter) add(ctx context.Context, name string, n, scripts int) {
+	if adminCommands[name] {
+		return
+	}
+	if t, ok := ctx.Value(tallyKey{}).(*readTally); ok {
+		t.cmds.Add(int64(n))
+		t.trips.Add(1)
+		t.scripts.Add(int64(scripts))
+		return
+	}
+	c.unattributed.Add(int64(n))
+}
+
+// isScript is 1 for a script call (whose own commands INFO commandstats counts too), else 0.
+func isScript(name string) int {
+	switch name {
+	case "evalsha", "eval", "evalsha_ro", "eval_ro", "fcall", "fcall_ro":
+		return 1
+	}
+	return 0
+}
+
+// runStrategy makes the reads of seq through cfg.instances instances of strategy, paced at
+// cfg.rate reads per second (open loop, at most cfg.workers in flight), and measures the
+// cluster's per-node work over the measured part.
+func runStrategy(ctx context.Context, c *redis.ClusterClient, nodes []string, seq *sequence, rc *readCounter, cfg config, strategy string) (runResult, error) {
 	res := runResult{strategy: strategy}
 	prefix := fmt.Sprintf("bench:%d:%s:", time.Now().UnixNano(), strategy)
 	celeb := prefix + "celebrity"
@@ -166,31 +270,38 @@ func runStrategy(ctx context.Context, c *redis.ClusterClient, nodes []string, z 
 	}
 	defer closeAll()
 
-	if cfg.warmup > 0 {
+	if seq.warm > 0 {
 		// Unmeasured: fills Redis (and the caches) with the popular keys, as in a service
 		// that has been running; the far tail stays cold, as it would.
-		var warm atomic.Int64
-		drive(ctx, insts, cfg, z, prefix, celeb, cfg.warmup, strategy+" warm-up", &warm, nil, nil, nil)
+		drive(ctx, insts, cfg, seq, 0, seq.warm, prefix, celeb, strategy+" warm-up", nil)
 	}
 	before, cmds0, err := nodeOps(ctx, c)
 	if err != nil {
 		return res, err
 	}
 	loads0, celeb0 := src.loads.Load(), src.celebLoads.Load()
-	var reads, errs, wrong atomic.Int64
-	lat := make([][]int64, cfg.workers)
+	un0 := rc.unattributed.Load()
+	m := &measure{lat: make([][]int64, cfg.workers)}
 	start := time.Now()
-	drive(ctx, insts, cfg, z, prefix, celeb, cfg.duration, strategy, &reads, &errs, &wrong, lat)
+	drive(ctx, insts, cfg, seq, seq.warm, len(seq.ranks), prefix, celeb, strategy, m)
 	res.elapsed = time.Since(start)
 	after, cmds1, err := nodeOps(ctx, c)
 	if err != nil {
 		return res, err
 	}
-	all := slices.Concat(lat...)
+	res.unattributed = rc.unattributed.Load() - un0
+	all := slices.Concat(m.lat...)
 	slices.Sort(all)
 	res.p50 = time.Duration(percentile(all, 0.50))
 	res.p99 = time.Duration(percentile(all, 0.99))
-	res.reads, res.errs, res.wrong = reads.Load(), errs.Load(), wrong.Load()
+	res.reads, res.errs, res.wrong = m.reads.Load(), m.errs.Load(), m.wrong.Load()
+	for k := range res.sent {
+		res.sent[k] = tally{m.sent[k][0].Load(), m.sent[k][1].Load(), m.sent[k][2].Load(), m.sent[k][3].Load()}
+	}
+	if res.reads > 0 {
+		res.lagMean = time.Duration(m.lagSum.Load() / res.reads)
+	}
+	res.lagMax = time.Duration(m.lagMax.Load())
 	res.perNode = deltas(nodes, before, after)
 	res.perCommand = map[string]uint64{}
 	for k, v := range cmds1 {
@@ -203,53 +314,86 @@ func runStrategy(ctx context.Context, c *redis.ClusterClient, nodes []string, z 
 	return res, nil
 }
 
-// drive runs cfg.workers readers over insts for d. With lat nil it records nothing but the
-// read count; otherwise it counts errors and wrong values and keeps every latency.
-func drive(ctx context.Context, insts []*instance, cfg config, z *zipf, prefix, celeb string, d time.Duration,
-	label string, reads, errs, wrong *atomic.Int64, lat [][]int64) {
-	runCtx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	seed := uint64(time.Now().UnixNano())
+// measure collects what the measured reads saw.
+type measure struct {
+	reads, errs, wrong atomic.Int64
+	lagSum, lagMax     atomic.Int64
+	sent               [2][4]atomic.Int64 // per class: reads, commands, round trips, script calls
+	lat                [][]int64
+}
+
+// drive makes reads from..to-1 of seq, read i scheduled at (i-from)/cfg.rate seconds after
+// the start and made by instance i mod cfg.instances, with cfg.workers readers taking the
+// reads in order; a read whose readers are all busy starts late (the lag, reported). With m
+// nil it records nothing.
+func drive(ctx context.Context, insts []*instance, cfg config, seq *sequence, from, to int, prefix, celeb, label string, m *measure) {
+	every := float64(time.Second) / float64(cfg.rate)
+	var next, done atomic.Int64
+	next.Store(int64(from))
+	start := time.Now()
 	var wg sync.WaitGroup
 	for w := range cfg.workers {
 		wg.Go(func() {
-			rng := rand.New(rand.NewPCG(uint64(w), seed))
-			in := insts[w%len(insts)]
 			keyBuf := make([]byte, 0, len(prefix)+16)
 			var samples []int64
-			if lat != nil {
-				samples = make([]int64, 0, 1<<16)
+			if m != nil {
+				samples = make([]int64, 0, 1<<12)
 			}
-			for runCtx.Err() == nil {
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= to {
+					break
+				}
+				due := start.Add(time.Duration(float64(i-from) * every))
+				if d := time.Until(due); d > 0 {
+					time.Sleep(d)
+				}
 				key := celeb
-				if rng.Float64() >= cfg.share {
-					keyBuf = fmt.Appendf(keyBuf[:0], "%sk:%d", prefix, z.sample(rng))
+				if k := seq.ranks[i]; k >= 0 {
+					keyBuf = fmt.Appendf(keyBuf[:0], "%sk:%d", prefix, k)
 					key = string(keyBuf)
 				}
+				t := &readTally{}
+				rctx := context.WithValue(ctx, tallyKey{}, t)
 				t0 := time.Now()
-				v, err := in.get(runCtx, key)
+				lag := int64(t0.Sub(due))
+				v, err := insts[i%len(insts)].get(rctx, key)
 				el := time.Since(t0)
-				if runCtx.Err() != nil {
-					break // the run ended during this read: not counted
-				}
-				reads.Add(1)
-				if lat == nil {
+				done.Add(1)
+				if m == nil {
 					continue
 				}
+				m.reads.Add(1)
+				m.lagSum.Add(lag)
+				for {
+					old := m.lagMax.Load()
+					if lag <= old || m.lagMax.CompareAndSwap(old, lag) {
+						break
+					}
+				}
+				cl := classWarm
+				if seq.first[i] {
+					cl = classCold
+				}
+				m.sent[cl][0].Add(1)
+				m.sent[cl][1].Add(t.cmds.Load())
+				m.sent[cl][2].Add(t.trips.Load())
+				m.sent[cl][3].Add(t.scripts.Load())
 				samples = append(samples, int64(el))
 				switch {
 				case err != nil:
-					errs.Add(1)
+					m.errs.Add(1)
 				case !bytes.Equal(v, value(key)):
-					wrong.Add(1)
+					m.wrong.Add(1)
 				}
 			}
-			if lat != nil {
-				lat[w] = samples
+			if m != nil {
+				m.lat[w] = samples
 			}
 		})
 	}
-	stop := progress(runCtx, label, d, reads)
+	total := time.Duration(float64(to-from) * every)
+	stop := progress(ctx, label, total, &done)
 	wg.Wait()
 	stop()
 }

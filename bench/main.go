@@ -5,9 +5,14 @@
 // reads (default 50%). Simulated service instances (each with its own l1cache and
 // replicas.Replicator over one cluster client) read through four paths — naive (Redis, then
 // the source on a miss), L1 (l1cache in front), replicas (three copies of the celebrity on
-// distinct masters, fleet-wide fill lease) and both — for -duration each. For every run it
-// prints throughput, p50/p99 read latency, the commands each master executed (INFO
-// commandstats deltas), the skew factor (busiest master / mean) and the source loads. A
+// distinct masters, fleet-wide fill lease) and both. Every strategy makes the same reads: one
+// key sequence drawn from a seeded Zipf (-seed), paced open loop at -rate reads per second
+// (-warmup of unmeasured reads, then -duration measured), read i made by instance i mod
+// -instances. For every run it prints throughput, p50/p99 read latency, how late reads
+// started against their schedule, the commands each master executed (INFO commandstats
+// deltas), the skew factor (busiest master / mean), the source loads, and the Redis commands
+// and round trips per read, counted on the servers and by a client hook, split into cold
+// reads (the first read of a key) and warm ones, with their ratios to naive. A
 // mass-expiry run then reads a set of hot keys, all missing at the same instant, from every
 // instance at once, and counts the source loads with and without singleflight and lease.
 // The chart of per-node load per strategy is written as a PNG.
@@ -61,6 +66,8 @@ type config struct {
 	out             string
 	only            string
 	timeseries      bool
+	rate            int
+	seed            uint64
 }
 
 func main() {
@@ -73,7 +80,9 @@ func main() {
 	flag.Float64Var(&cfg.share, "share", 0.5, "share of reads that go to the celebrity key, 0..1")
 	flag.IntVar(&cfg.keys, "keys", 1_000_000, "number of ordinary keys")
 	flag.IntVar(&cfg.instances, "instances", 100, "simulated service instances")
-	flag.IntVar(&cfg.workers, "workers", 64, "concurrent readers, spread over the instances")
+	flag.IntVar(&cfg.workers, "workers", 64, "most reads in flight at once (a read due while all are busy starts late)")
+	flag.IntVar(&cfg.rate, "rate", 6000, "reads per second every strategy is offered (open loop, paced)")
+	flag.Uint64Var(&cfg.seed, "seed", 1, "seed of the key sequence every strategy reads")
 	flag.DurationVar(&cfg.sourceLatency, "source-latency", time.Millisecond, "time one source load takes")
 	flag.DurationVar(&cfg.ttl, "ttl", 10*time.Minute, "TTL of the values written to Redis")
 	flag.DurationVar(&cfg.l1Fresh, "l1-fresh", time.Second, "l1cache fresh window")
@@ -107,6 +116,8 @@ func validate(cfg config) error {
 	case cfg.keys < 1 || cfg.instances < 1 || cfg.workers < 1 || cfg.expiryKeys < 1 || cfg.expiryReads < 1 ||
 		cfg.expiryInstances < 1 || cfg.expiryReaders < 1:
 		return fmt.Errorf("-keys, -instances, -workers and the -expiry-* counts must be >= 1")
+	case cfg.rate < 1:
+		return fmt.Errorf("-rate must be >= 1, got %d", cfg.rate)
 	case cfg.duration <= 0:
 		return fmt.Errorf("-duration must be > 0, got %v", cfg.duration)
 	}
@@ -128,6 +139,10 @@ func run(ctx context.Context, cfg config) error {
 	}
 	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds, PoolSize: cfg.workers + 16})
 	defer c.Close()
+	rc := &readCounter{}
+	if !cfg.timeseries {
+		c.AddHook(rc) // before any command: hooks are not added while commands run
+	}
 	nodes, err := masters(ctx, c)
 	if err != nil {
 		return err
@@ -143,12 +158,21 @@ func run(ctx context.Context, cfg config) error {
 	if cfg.timeseries {
 		return runTimeseries(ctx, c, nodes, cfg)
 	}
-	fmt.Printf("traffic: Zipf(%.2f) over %d keys + 1 celebrity key at %.0f%% of reads; %d instances, %d readers, "+
-		"source load %v, l1cache fresh %v, replicas 3 copies; %v warm-up then %v measured per strategy\n\n",
-		cfg.alpha, cfg.keys, cfg.share*100, cfg.instances, cfg.workers, cfg.sourceLatency, cfg.l1Fresh,
-		cfg.warmup, cfg.duration)
-
 	z := newZipf(cfg.keys, cfg.alpha)
+	seq := newSequence(z, cfg)
+	cold := 0
+	for _, f := range seq.first[seq.warm:] {
+		if f {
+			cold++
+		}
+	}
+	fmt.Printf("traffic: Zipf(%.2f) over %d keys + 1 celebrity key at %.0f%% of reads; %d instances, at most %d reads in flight, "+
+		"source load %v, l1cache fresh %v, replicas 3 copies; every strategy makes the same sequence (seed %d) paced at %d reads/s: "+
+		"%d warm-up reads (%v) then %d measured (%v), %d of them (%.1f%%) the first read of their key\n\n",
+		cfg.alpha, cfg.keys, cfg.share*100, cfg.instances, cfg.workers, cfg.sourceLatency, cfg.l1Fresh,
+		cfg.seed, cfg.rate, seq.warm, cfg.warmup, len(seq.ranks)-seq.warm, cfg.duration, cold,
+		100*float64(cold)/float64(max(len(seq.ranks)-seq.warm, 1)))
+
 	var runs []runResult
 	for _, s := range strings.Split(cfg.only, ",") {
 		if !slices.Contains(strategies, s) {
@@ -157,7 +181,7 @@ func run(ctx context.Context, cfg config) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		r, err := runStrategy(ctx, c, nodes, z, cfg, s)
+		r, err := runStrategy(ctx, c, nodes, seq, rc, cfg, s)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s, err)
 		}
@@ -236,6 +260,7 @@ func printRuns(nodes []string, runs []runResult) {
 		}
 		fmt.Printf("commands per read, %-8s: %s\n", r.strategy, strings.Join(parts, ", "))
 	}
+	printPerRead(runs)
 	fmt.Println("node N/s: data commands per second on that master (INFO commandstats delta); skew: busiest master / mean;")
 	fmt.Println("source loads: loads of the simulated database (all keys / the celebrity); errors and wrong values: none, or the run fails.")
 	fmt.Println()
@@ -252,4 +277,67 @@ func printExpiry(cfg config, exps []expiryResult) {
 		fmt.Printf("| %-12s | %-47s | %6d | %13d | %12d | %15d | %8s |\n", e.mode, e.guard, e.reads, e.distinct,
 			e.sourceLoads, e.celebLoads, e.elapsed.Round(time.Millisecond))
 	}
+}
+
+// printPerRead prints, per strategy, the Redis commands per read counted on the servers and
+// those the reads sent, all and split into cold reads (the first read of a key) and warm
+// ones, with the ratios to naive and how far the run fell behind its paced target. The
+// servers' count split by class gives each class the commands its reads sent plus the
+// commands run inside their script calls (server total less all sent, shared out by script
+// calls; exact when only one class calls scripts).
+func printPerRead(runs []runResult) {
+	var naive *runResult
+	for i := range runs {
+		if runs[i].strategy == "naive" {
+			naive = &runs[i]
+		}
+	}
+	per := func(n, d int64) float64 { return float64(n) / float64(max(d, 1)) }
+	type row struct{ srv, sent, srvCold, sentCold, tripsCold, srvWarm, sentWarm, tripsWarm float64 }
+	rowOf := func(r runResult) row {
+		var total int64
+		for _, v := range r.perNode {
+			total += int64(v)
+		}
+		co, wa := r.sent[classCold], r.sent[classWarm]
+		inner := float64(total - co.cmds - wa.cmds - r.unattributed)
+		innerCold, innerWarm := 0.0, 0.0
+		if sc := co.scripts + wa.scripts; sc > 0 {
+			innerCold = inner * float64(co.scripts) / float64(sc)
+			innerWarm = inner - innerCold
+		}
+		return row{
+			srv: per(total, r.reads), sent: per(co.cmds+wa.cmds, r.reads),
+			srvCold: (float64(co.cmds) + innerCold) / float64(max(co.reads, 1)), sentCold: per(co.cmds, co.reads),
+			tripsCold: per(co.trips, co.reads),
+			srvWarm:   (float64(wa.cmds) + innerWarm) / float64(max(wa.reads, 1)), sentWarm: per(wa.cmds, wa.reads),
+			tripsWarm: per(wa.trips, wa.reads),
+		}
+	}
+	var ref row
+	if naive != nil {
+		ref = rowOf(*naive)
+	}
+	x := func(v, r float64) string {
+		if naive == nil || r == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.2f×", v/r)
+	}
+	fmt.Println()
+	fmt.Println("| strategy | reads | late mean / max | server cmds/read | ×naive | sent cmds/read | ×naive | " +
+		"cold reads | cold server | ×naive | cold sent | ×naive | cold trips | warm server | ×naive | warm sent | ×naive | warm trips | unattributed |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range runs {
+		w := rowOf(r)
+		fmt.Printf("| %s | %d | %v / %v | %.3f | %s | %.3f | %s | %d | %.3f | %s | %.3f | %s | %.3f | %.3f | %s | %.3f | %s | %.3f | %d |\n",
+			r.strategy, r.reads, r.lagMean.Round(time.Microsecond), r.lagMax.Round(time.Millisecond),
+			w.srv, x(w.srv, ref.srv), w.sent, x(w.sent, ref.sent),
+			r.sent[classCold].reads, w.srvCold, x(w.srvCold, ref.srvCold), w.sentCold, x(w.sentCold, ref.sentCold), w.tripsCold,
+			w.srvWarm, x(w.srvWarm, ref.srvWarm), w.sentWarm, x(w.sentWarm, ref.sentWarm), w.tripsWarm, r.unattributed)
+	}
+	fmt.Println("per read: server = INFO commandstats deltas over all masters (a script call and each command it runs count); " +
+		"sent = commands the reads sent (client hook; a script call is one); trips = round trips (a pipeline is one); " +
+		"cold = the first read of a key in the sequence, warm = the rest; late = how long after its scheduled moment " +
+		"a read started (small: the run kept its pace)")
 }
