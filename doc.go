@@ -71,13 +71,14 @@
 // least ShareMinRate; a fleet-decided member whose rate stays under DemoteRate for Hold is
 // demoted (two thresholds and a hold: no flapping). A member's reported rate counts only its
 // reads inside the interval reported (over at least half an interval), not the local
-// window's look-back into the previous one, so the intervals under DemoteRate are whole
-// intervals after the member's last Redis-level read (the last request's, or the one
-// refresh-ahead after it, within RefreshAhead): the demotion is decided by the evaluation
-// of the interval Hold (rounded up to whole intervals) after the one that held the last read,
-// that is at most Hold + ReportInterval + ReportInterval/20 (when the evaluation starts) plus
-// the evaluation's own time after that read. The hot set is versioned; the script
-// that changes it announces the change on the hot-set channel in the same step (the new
+// window's look-back into the previous one. So a member that stops being read is demoted by
+// the evaluation of the interval ⌈Hold/ReportInterval⌉ intervals after the one that held its
+// last Redis-level read (the last request's, or the one refresh-ahead after it, within
+// RefreshAhead): at most Hold (rounded up to whole intervals) + ReportInterval +
+// ReportInterval/20 (when that evaluation starts) plus the evaluation's own time after that
+// read (with SlowReportEvery, a lukewarm tail may add up to SlowReportEvery intervals). The
+// hot set is versioned; the script that changes it announces the change on the hot-set
+// channel in the same step (the new
 // version and every key it changed, with the record that decided it), and the leader
 // publishes the version again once per interval as a heartbeat. An instance that applied the
 // version before an announcement applies the change from the announcement itself, without a
