@@ -13,3 +13,20 @@ func DemotedIn[V any](c *Cache[V], key string) (int64, bool) {
 	}
 	return d.slot, true
 }
+
+// LastHotRead returns the latest interval in which this instance counted a read of key as a
+// hot key's, or 0.
+func LastHotRead[V any](c *Cache[V], key string) int64 {
+	v, ok := c.fleet.hotReads.Load(key)
+	if !ok {
+		return 0
+	}
+	h := v.(*hotCount)
+	var last int64
+	for i := range h.slot {
+		if h.n[i].Load() > 0 {
+			last = max(last, h.slot[i].Load())
+		}
+	}
+	return last
+}
