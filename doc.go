@@ -69,8 +69,16 @@
 // promoted, and so is, with PromoteShare, a key whose rate reaches that share of its master's
 // commands per second (the leader reads each master's INFO stats once every 5 intervals) and at
 // least ShareMinRate; a fleet-decided member whose rate stays under DemoteRate for Hold is
-// demoted (two thresholds and a hold: no flapping). The hot set is versioned; the script
-// that changes it announces the change on the hot-set channel in the same step (the new
+// demoted (two thresholds and a hold: no flapping). A member's reported rate counts only its
+// reads inside the interval reported (over at least half an interval), not the local
+// window's look-back into the previous one. So a member that stops being read is demoted by
+// the evaluation of the interval ⌈Hold/ReportInterval⌉ intervals after the one that held its
+// last Redis-level read (the last request's, or the one refresh-ahead after it, within
+// RefreshAhead): at most Hold (rounded up to whole intervals) + ReportInterval +
+// ReportInterval/20 (when that evaluation starts) plus the evaluation's own time after that
+// read (with SlowReportEvery, a lukewarm tail may add up to SlowReportEvery intervals). The
+// hot set is versioned; the script that changes it announces the change on the hot-set
+// channel in the same step (the new
 // version and every key it changed, with the record that decided it), and the leader
 // publishes the version again once per interval as a heartbeat. An instance that applied the
 // version before an announcement applies the change from the announcement itself, without a

@@ -16,23 +16,25 @@ type fleet struct {
 	hot        atomic.Pointer[map[string]member] // the hot set as this instance applies it
 	version    atomic.Uint64                     // the hot set version applied
 	hotEntries sync.Map                          // key -> *entry[V] last installed for a hot key
+	hotReads   sync.Map                          // key -> *hotCount: a hot key's reads per interval
 	learnMu    sync.Mutex
 
 	leader    atomic.Bool
 	epoch     atomic.Int64
-	lowSince  map[string]int64             // leader only: the first interval of a member's run under DemoteRate
-	lastSlot  int64                        // the last interval this instance made its regular report for
-	earlySlot int64                        // the last interval this instance made an early report for
-	sent      map[string]bool              // the keys this instance reported for the interval lastSlot/earlySlot
-	sentSlot  int64                        // the interval sent describes
-	phase     time.Duration                // when in each interval this instance reports, unless early
-	slowReads map[string]float64           // the slow lane: lukewarm keys' reads since the last slow report
-	slowN     int                          // the intervals slowReads covers
-	slowRing  map[int64]map[string]float64 // leader only: each interval's slow-lane sums
-	lastEval  int64                        // the last interval this instance evaluated as leader
-	nodes     nodeLoad                     // leader only: the masters' commands per second (PromoteShare)
-	ticks     int64                        // the report loop's ticks
-	quietTill int64                        // the first tick at which a silent channel makes this instance poll again
+	lowSince  map[string]int64               // leader only: the first interval of a member's run under DemoteRate
+	lastSlot  int64                          // the last interval this instance made its regular report for
+	earlySlot int64                          // the last interval this instance made an early report for
+	sent      map[string]bool                // the keys this instance reported for the interval lastSlot/earlySlot
+	sentSlot  int64                          // the interval sent describes
+	phase     time.Duration                  // when in each interval this instance reports, unless early
+	slowReads map[string]float64             // the slow lane: lukewarm keys' reads since the last slow report
+	slowN     int                            // the intervals slowReads covers
+	slowRing  map[int64]map[string]float64   // leader only: each interval's slow-lane sums
+	lastEval  int64                          // the last interval this instance evaluated as leader
+	lastDemo  atomic.Pointer[demoteDecision] // leader only: the last demotion this instance decided
+	nodes     nodeLoad                       // leader only: the masters' commands per second (PromoteShare)
+	ticks     int64                          // the report loop's ticks
+	quietTill int64                          // the first tick at which a silent channel makes this instance poll again
 	warnAlone sync.Once
 
 	heard     atomic.Int64  // when this instance last heard the hot-set channel, Unix nanoseconds
@@ -51,11 +53,64 @@ type fleet struct {
 	heartbeats, fullEvaluations                              atomic.Uint64
 }
 
+// demoteDecision is a demotion the leader decided: the key and the interval whose evaluation
+// decided it.
+type demoteDecision struct {
+	key  string
+	slot int64
+}
+
 // member is one key of the hot set.
 type member struct {
 	Manual bool
 	Rate   float64
 	Since  time.Time
+}
+
+// hotCount counts a hot key's reads in the current and the previous interval (by the
+// interval's parity): a hot key's report counts only the reads inside the interval it reports.
+type hotCount struct {
+	slot [2]atomic.Int64
+	n    [2]atomic.Int64
+}
+
+// countHot counts one read of the hot key key in interval slot. A read racing with the first
+// read of a new interval may be lost; a count is an estimate, never an overstatement.
+func (f *fleet) countHot(key string, slot int64) {
+	v, ok := f.hotReads.Load(key)
+	if !ok {
+		v, _ = f.hotReads.LoadOrStore(key, new(hotCount))
+	}
+	h := v.(*hotCount)
+	i := slot & 1
+	if s := h.slot[i].Load(); s != slot && h.slot[i].CompareAndSwap(s, slot) {
+		h.n[i].Store(0)
+	}
+	h.n[i].Add(1)
+}
+
+// hotReadsIn returns how many reads of key countHot counted in interval slot.
+func (f *fleet) hotReadsIn(key string, slot int64) int64 {
+	v, ok := f.hotReads.Load(key)
+	if !ok {
+		return 0
+	}
+	h := v.(*hotCount)
+	i := slot & 1
+	if h.slot[i].Load() != slot {
+		return 0
+	}
+	return h.n[i].Load()
+}
+
+// dropCold forgets the counts of keys that left the hot set.
+func (f *fleet) dropCold() {
+	f.hotReads.Range(func(k, _ any) bool {
+		if !f.isHot(k.(string)) {
+			f.hotReads.Delete(k)
+		}
+		return true
+	})
 }
 
 func (f *fleet) isHot(key string) bool {

@@ -84,7 +84,8 @@ func (c *Cache[V]) report(ctx context.Context) error {
 	var pairs, slow []any
 	if regular {
 		f.lastSlot = slot
-		pairs = c.regularPairs(top, slot)
+		pairs = c.regularPairs(top, slot, time.Duration(now%iv))
+		f.dropCold()
 		slow = c.slowLane(top, slot)
 	} else if pairs = c.earlyPairs(top); len(pairs) > 0 {
 		f.earlySlot = slot
@@ -124,26 +125,47 @@ func nudgingFirst(pairs []any, hot func(string) bool) ([]any, int) {
 	return out, n
 }
 
-// regularPairs returns the key/rate pairs of the regular report of interval slot: every key
-// of top at or above ReportMinRate not sent yet in the interval; with HotReportEvery, a hot
-// key only on this instance's turn, its rate scaled by HotReportEvery.
-func (c *Cache[V]) regularPairs(top []hotkeys.KeyLoad, slot int64) []any {
+// regularPairs returns the key/rate pairs of the regular report of interval slot, made
+// elapsed into it: every key of top at or above ReportMinRate not sent yet in the interval;
+// with HotReportEvery, a hot key only on this instance's turn, its rate scaled by
+// HotReportEvery. A hot key's rate counts only its reads inside the interval (hotRate), not
+// the detector's look-back into the previous one: a key that faded late in one interval
+// counts nothing in the next, and its hold starts there.
+func (c *Cache[V]) regularPairs(top []hotkeys.KeyLoad, slot int64, elapsed time.Duration) []any {
 	f := &c.fleet
 	every := int64(c.o.HotReportEvery)
 	turn := (slot+int64(xxhash.Sum64String(c.o.InstanceID)%uint64(every)))%every == 0
 	var pairs []any
 	for _, k := range top {
-		if k.Rate <= 0 || k.Rate < c.o.ReportMinRate || f.sent[k.Key] {
+		if k.Rate <= 0 || f.sent[k.Key] {
+			continue
+		}
+		hot := f.isHot(k.Key)
+		rate := k.Rate
+		if hot {
+			rate = c.hotRate(k.Key, slot, elapsed)
+		}
+		if rate <= 0 || rate < c.o.ReportMinRate {
 			continue
 		}
 		switch {
-		case every == 1 || !f.isHot(k.Key):
-			pairs = append(pairs, k.Key, fmtRate(k.Rate))
+		case every == 1 || !hot:
+			pairs = append(pairs, k.Key, fmtRate(rate))
 		case turn:
-			pairs = append(pairs, k.Key, fmtRate(k.Rate*float64(every)))
+			pairs = append(pairs, k.Key, fmtRate(rate*float64(every)))
 		}
 	}
 	return pairs
+}
+
+// hotRate is a hot key's rate of reads inside interval slot, elapsed into it: its reads since
+// the interval began over the time elapsed, but over no less than half an interval (the
+// detector's window), so that a report early in the interval weighs a read no more than the
+// detector would. An early report understates a live key's rate then; it never counts a
+// faded key's reads from before the interval, so it cannot keep a faded key from its hold.
+func (c *Cache[V]) hotRate(key string, slot int64, elapsed time.Duration) float64 {
+	span := max(elapsed, c.o.ReportInterval/2)
+	return float64(c.fleet.hotReadsIn(key, slot)) / span.Seconds()
 }
 
 // earlyPairs returns the key/rate pairs of an early report: the keys of top not hot and not
@@ -298,6 +320,7 @@ func (c *Cache[V]) decide(ctx context.Context, slot int64, rates map[string]floa
 		if time.Duration(slot-first+1)*c.o.ReportInterval >= c.o.Hold {
 			args = append(args, "-", k, fmtRate(rates[k]))
 			delete(f.lowSince, k)
+			f.lastDemo.Store(&demoteDecision{key: k, slot: slot})
 		}
 	}
 	for k := range f.lowSince {

@@ -34,6 +34,9 @@ const (
 // observe records one Redis-level read of key for the reports.
 func (c *Cache[V]) observe(key string) {
 	c.det.Observe(key)
+	if c.o.ReportInterval > 0 && c.fleet.isHot(key) {
+		c.fleet.countHot(key, c.o.Clock().UnixNano()/int64(c.o.ReportInterval))
+	}
 	if c.slow != nil {
 		c.slow.Observe(key)
 	}

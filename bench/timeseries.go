@@ -94,6 +94,7 @@ type crossing struct {
 }
 
 type tsResult struct {
+	start                  time.Time // the run's t=0
 	samples                []tsSample
 	events                 []tsEvent
 	naiveSkew              float64
@@ -268,6 +269,7 @@ func tsLoop(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf
 	defer stopSampler()
 	samples := make(chan []tsSample, 1)
 	start = time.Now()
+	res.start = start
 	cnt.start.Store(start.UnixNano())
 	go func() {
 		samples <- tsSampler(sctx, c, nodes, ts, start, func() (int64, loopCounts) { return reads.Load(), sumLoop(caches) })
@@ -503,7 +505,8 @@ func printTS(cfg config, ts tsConfig, r *tsResult) {
 	}
 	fmt.Printf("%-58s %12s %s\n", fmt.Sprintf("demoted (decided) after fade, ≤ Hold + window = %v", ts.hold+ts.interval),
 		(demoDecided - ts.fade).Round(time.Millisecond), verdict(demoDecided > ts.fade && demoDecided-ts.fade <= ts.hold+ts.interval)+
-			fmt.Sprintf(" (fleet rate %.1f/s; applied on the last instance %v after fade)", demoRate, (lastDemo-ts.fade).Round(time.Millisecond)))
+			fmt.Sprintf(" (fleet rate %.1f/s; applied on the last instance %v after fade; the fade fell %v into its report interval)",
+				demoRate, (lastDemo-ts.fade).Round(time.Millisecond), time.Duration(r.start.Add(ts.fade).UnixNano()%int64(ts.interval)).Round(time.Millisecond)))
 	fmt.Printf("%-58s %12d %s\n", "flaps of the celebrity (promotions after the first, per instance)", r.flaps, verdict(r.flaps == 0))
 	fmt.Printf("%-58s %12d (by PromoteRate or PromoteShare; demotions applied %d, promotions after the first per instance %d)\n",
 		"tail keys promoted", r.falseHot, r.otherDemos, r.otherFlaps)
