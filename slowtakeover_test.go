@@ -52,8 +52,37 @@ func slowInjector(t *testing.T, rdb redis.UniversalClient, prefix, key string, n
 	return stop
 }
 
+// gate holds back every command of a client while it is shut (a paused process).
+type gate struct {
+	mu   sync.RWMutex
+	shut bool
+}
+
+func (g *gate) pause() { g.mu.Lock(); g.shut = true }
+func (g *gate) resume() {
+	if g.shut {
+		g.shut = false
+		g.mu.Unlock()
+	}
+}
+func (g *gate) wait() {
+	g.mu.RLock()
+	shut := g.shut // always false here: a shut gate holds the write lock
+	g.mu.RUnlock()
+	_ = shut
+}
+
+func (g *gate) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (g *gate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { g.wait(); return next(ctx, cmd) }
+}
+func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { g.wait(); return next(ctx, cmds) }
+}
+
 // TestSlowLaneLeaderTakeover: the fleet's slow reports of a key add up to just under or
-// just over PromoteRate, and the leader is closed before the window fills, so that the
+// just over PromoteRate, and the leader is closed (or paused until another instance took
+// its lease, then resumed: two leaders for a moment) before the window fills, so that the
 // instance that takes over decides from the reports it reads back. Just under, the key is
 // never promoted (a report counted twice, from the read-back and from memory, would take
 // it over); just over, it is promoted at the fleet's true rate, not more; when the reports
@@ -65,10 +94,11 @@ func TestSlowLaneLeaderTakeover(t *testing.T) {
 		iv    = 100 * time.Millisecond
 	)
 	for _, tc := range []struct {
-		name  string
-		sum   float64 // the fleet's slow-lane rate, against PromoteRate 100
-		promo bool
-	}{{"under", 92, false}, {"over", 108, true}} {
+		name   string
+		sum    float64 // the fleet's slow-lane rate, against PromoteRate 100
+		promo  bool
+		paused bool
+	}{{"under", 92, false, false}, {"over", 108, true, false}, {"under-paused", 92, false, true}, {"over-paused", 108, true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			deployments(t, func(t *testing.T, d deployment) {
 				p := celebritytest.Prefix(t)
@@ -77,12 +107,16 @@ func TestSlowLaneLeaderTakeover(t *testing.T) {
 				src.bump(key)
 				var caches []*celebrity.Cache[string]
 				recs := make([]*recorder, 3)
+				gates := make([]*gate, 3)
 				for i := range recs {
-					recs[i] = &recorder{}
+					recs[i], gates[i] = &recorder{}, &gate{}
 					o := loopOptions()
 					o.SlowReportEvery = every
 					o.OnEvent = recs[i].add
-					caches = append(caches, newCache(t, d.client(t), src, p, o))
+					rdb := d.client(t)
+					rdb.AddHook(gates[i])
+					caches = append(caches, newCache(t, rdb, src, p, o))
+					t.Cleanup(gates[i].resume)
 				}
 				leaderOf := func(cs []*celebrity.Cache[string]) *celebrity.Cache[string] {
 					for _, c := range cs {
@@ -100,7 +134,12 @@ func TestSlowLaneLeaderTakeover(t *testing.T) {
 				// The leader goes before the window fills (one interval of reports: a quarter
 				// of the sum); the window fills while the lease runs out.
 				time.Sleep(iv)
-				require.NoError(t, first.Close())
+				g := gates[indexOf(caches, first)]
+				if tc.paused {
+					g.pause()
+				} else {
+					require.NoError(t, first.Close())
+				}
 				var rest []*celebrity.Cache[string]
 				for _, c := range caches {
 					if c != first {
@@ -109,6 +148,11 @@ func TestSlowLaneLeaderTakeover(t *testing.T) {
 				}
 				var next *celebrity.Cache[string]
 				require.Eventually(t, func() bool { next = leaderOf(rest); return next != nil }, 30*time.Second, 10*time.Millisecond)
+				if tc.paused {
+					// The old leader resumes believing it leads until its next poll.
+					g.resume()
+					rest = caches
+				}
 				if !tc.promo {
 					waitHeartbeats(t, next, 4*every)
 					for i, r := range recs {
