@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,7 +19,9 @@ import (
 // would on its turn (instance i in the intervals s with (s+i)%every == 0, on shard i%shards):
 // every window of every intervals then holds exactly one report per instance, rate each,
 // so the fleet's sum the leader must see is exactly n×rate.
-func slowInjector(t *testing.T, rdb redis.UniversalClient, prefix, key string, n, every, shards int, rate float64, iv time.Duration) (stop func()) {
+// injected counts the intervals written.
+func slowInjector(t *testing.T, rdb redis.UniversalClient, prefix, key string, n, every, shards int, rate float64, iv time.Duration) (injected *atomic.Int64, stop func()) {
+	injected = new(atomic.Int64)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -42,6 +45,7 @@ func slowInjector(t *testing.T, rdb redis.UniversalClient, prefix, key string, n
 						t.Errorf("inject: %v", err)
 					}
 				}
+				injected.Add(1)
 			}
 			time.Sleep(iv / 20)
 		}
@@ -49,7 +53,7 @@ func slowInjector(t *testing.T, rdb redis.UniversalClient, prefix, key string, n
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); wg.Wait() }) }
 	t.Cleanup(stop)
-	return stop
+	return injected, stop
 }
 
 // gate holds back every command of a client while it is shut (a paused process).
@@ -130,10 +134,10 @@ func TestSlowLaneLeaderTakeover(t *testing.T) {
 				require.Eventually(t, func() bool { first = leaderOf(caches); return first != nil }, 30*time.Second, 10*time.Millisecond)
 				waitHeartbeats(t, first, 2)
 
-				stop := slowInjector(t, d.client(t), p, key, n, every, 4, tc.sum/n, iv)
-				// The leader goes before the window fills (one interval of reports: a quarter
-				// of the sum); the window fills while the lease runs out.
-				time.Sleep(iv)
+				injected, stop := slowInjector(t, d.client(t), p, key, n, every, 4, tc.sum/n, iv)
+				// The leader goes before the window fills (every-1 intervals of reports: under
+				// PromoteRate); the window fills while its lease runs out.
+				require.Eventually(t, func() bool { return injected.Load() >= every-1 }, 30*time.Second, time.Millisecond)
 				g := gates[indexOf(caches, first)]
 				if tc.paused {
 					g.pause()
@@ -162,6 +166,9 @@ func TestSlowLaneLeaderTakeover(t *testing.T) {
 					require.True(t, hotEverywhere(rest, key, false))
 					return
 				}
+				// The reports stop as the new leader takes over: it promotes the key only if it
+				// reads back the window's earlier intervals.
+				stop()
 				require.Eventually(t, func() bool { return hotEverywhere(rest, key, true) }, 30*time.Second, 10*time.Millisecond)
 				for _, c := range rest {
 					r := recs[indexOf(caches, c)]
@@ -170,7 +177,6 @@ func TestSlowLaneLeaderTakeover(t *testing.T) {
 					require.GreaterOrEqual(t, ev.Rate, 100.0)
 					require.LessOrEqual(t, ev.Rate, tc.sum+0.01, "no slow report counted twice")
 				}
-				stop()
 				require.Eventually(t, func() bool { return hotEverywhere(rest, key, false) }, 30*time.Second, 10*time.Millisecond)
 				for _, c := range rest {
 					r := recs[indexOf(caches, c)]
