@@ -57,8 +57,9 @@
 // turn, adds the average rates of the ReportTop/4 heaviest of them (read at least twice) to
 // its report; the leader adds to each key's rate the slow reports of the last
 // SlowReportEvery intervals, one per instance, so a key that each of 1,000 instances reads
-// once a second counts 1,000 reads a second (a moving average over that window: a lukewarm
-// key is promoted and demoted up to SlowReportEvery intervals late). One instance, holding a
+// once a second counts 1,000 reads a second (a moving average: each report averages the
+// SlowReportEvery intervals before it, so a lukewarm key is promoted and demoted up to
+// 2×SlowReportEvery-1 intervals late). One instance, holding a
 // leader lease, sums the summary of each interval once it ended (promotions and demotions),
 // and sums the interval under way (promotions only:
 // a partial sum never overstates a rate) as soon as a report nudges it — the report whose

@@ -159,8 +159,10 @@ type Options[V any] struct {
 	// those intervals.
 	// The leader adds to a key's fleet-wide rate the slow reports of the last
 	// SlowReportEvery intervals, in which each instance made exactly one: a lukewarm key's
-	// rate is a moving average over that many intervals, so it is promoted and demoted up to
-	// that much later than a key the regular lane sees. An instance with no key at or above
+	// rate is a moving average, and since each report averages the SlowReportEvery intervals
+	// before it, the reports summed for one interval cover the reads of the
+	// 2×SlowReportEvery-1 intervals before it (the older ones at a lower weight), so it is
+	// promoted and demoted up to that much later than a key the regular lane sees. An instance with no key at or above
 	// ReportMinRate sends one report per SlowReportEvery intervals instead of none.
 	// Default: 0 (off). Range 0 or 2..60.
 	SlowReportEvery int

@@ -69,8 +69,11 @@ func (c *Cache[V]) slowLane(top []hotkeys.KeyLoad, slot int64) []any {
 	}
 	secs := c.o.ReportInterval.Seconds()
 	for _, k := range last {
+		// The reads counted, not Rate × the interval: the rate divides by the history the
+		// detector covers, less than the interval (a tenth of it while the detector is young),
+		// and would overstate the reads.
 		if k.Rate > 0 && k.Rate < c.o.ReportMinRate && !warm[k.Key] && !f.sent[k.Key] {
-			f.slowReads[k.Key] += k.Rate * secs
+			f.slowReads[k.Key] += k.Count
 		}
 	}
 	f.slowN++

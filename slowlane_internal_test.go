@@ -1,0 +1,84 @@
+package celebrity
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/hotkeys"
+)
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// slowLaneCache is a Cache with only what slowLane uses: its options and its slow detector,
+// as New builds them, on a settable clock.
+func slowLaneCache(t *testing.T, every int) (*Cache[string], *fakeClock) {
+	clk := &fakeClock{now: time.Unix(1_000_000, 0)}
+	o := Options[string]{ReportInterval: time.Second, ReportMinRate: 40, ReportTop: 8, SlowReportEvery: every, InstanceID: "inst", Clock: clk.Now}
+	det, err := hotkeys.New(hotkeys.Options{
+		SampleRate: 1, Capacity: slowCapacity, Window: o.ReportInterval, Buckets: 10, EvalInterval: -1,
+		MinSamples: 1, TopK: min(slowTop*o.ReportTop, slowCapacity), Clock: o.Clock,
+	})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = det.Close() })
+	return &Cache[string]{o: o, slow: det}, clk
+}
+
+// turn returns the first interval from slot on that is the instance's slow-lane turn.
+func turn(c *Cache[string], slot int64) int64 {
+	every := int64(c.o.SlowReportEvery)
+	for (slot+int64(xxhash.Sum64String(c.o.InstanceID+"/slow")%uint64(every)))%every != 0 {
+		slot++
+	}
+	return slot
+}
+
+// TestSlowLaneRateIsTheReadsCounted: the slow lane reports a key's reads averaged over the
+// intervals they were counted in, never more. A young detector's rate divides by the little
+// history it has (at least one sub-window), so rate × interval would turn two reads 50 ms
+// after a start into twenty: every new or restarted instance would overstate its lukewarm
+// keys in its first slow report. In steady state, reads spread evenly report their rate.
+func TestSlowLaneRateIsTheReadsCounted(t *testing.T) {
+	t.Run("young", func(t *testing.T) {
+		c, clk := slowLaneCache(t, 2)
+		clk.Add(50 * time.Millisecond)
+		c.slow.Observe("k")
+		c.slow.Observe("k")
+		pairs := c.slowLane(nil, turn(c, 0))
+		require.Equal(t, []any{"k", "2.000"}, pairs, "two reads in one interval: 2 a second")
+	})
+	t.Run("steady", func(t *testing.T) {
+		const every = 4
+		c, clk := slowLaneCache(t, every)
+		start := clk.Now().UnixNano() / int64(time.Second)
+		first := turn(c, start+2) // the detector's window is full by then
+		var pairs []any
+		for slot := start + 1; slot <= first; slot++ {
+			for range 10 { // ten reads a second, evenly spread
+				clk.Add(100 * time.Millisecond)
+				c.slow.Observe("k")
+			}
+			pairs = c.slowLane(nil, slot)
+		}
+		require.Len(t, pairs, 2, "turn %d", first)
+		r, err := strconv.ParseFloat(pairs[1].(string), 64)
+		require.NoError(t, err)
+		require.LessOrEqual(t, r, 10.0, "never over the reads made")
+		require.GreaterOrEqual(t, r, 8.0)
+	})
+}
