@@ -121,6 +121,7 @@ func (c *Cache[V]) compose() error {
 	if window <= 0 {
 		window = DefaultReportInterval / 2
 	}
+	c.fleet.born = o.Clock().UnixNano()
 	c.det, err = hotkeys.New(hotkeys.Options{
 		SampleRate: 1, Capacity: 256, Window: window, Buckets: 4, EvalInterval: -1,
 		MinSamples: 1, TopK: o.ReportTop, Clock: o.Clock,

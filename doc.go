@@ -44,7 +44,9 @@
 //
 // Each instance observes its Redis-level reads (L1 misses and refreshes, which read copies of
 // hot keys), not its requests: that is the load that hurts a node. Its local rates cover the
-// last half ReportInterval (the promote decision's window; demotion is governed by Hold). Once
+// last half ReportInterval (the promote decision's window; demotion is governed by Hold); an
+// instance younger than that divides its reads by the whole half interval, not by the little
+// history it has, so a fleet started at once does not report a few reads as a hot key. Once
 // per ReportInterval, at its own random moment of the interval, it adds the rates of its
 // ReportTop heaviest keys (those at or above ReportMinRate) to a summary of that interval in
 // Redis, spread over SummaryShards keys in distinct slots (each instance writes one, chosen by

@@ -27,6 +27,7 @@ type fleet struct {
 	sent      map[string]bool                // the keys this instance reported for the interval lastSlot/earlySlot
 	sentSlot  int64                          // the interval sent describes
 	phase     time.Duration                  // when in each interval this instance reports, unless early
+	born      int64                          // when the local detector began counting, Unix nanoseconds
 	slowReads map[string]float64             // the slow lane: lukewarm keys' reads since the last slow report
 	slowN     int                            // the intervals slowReads covers
 	slowRing  map[int64]map[string]float64   // leader only: each interval's slow-lane sums

@@ -80,6 +80,7 @@ func (c *Cache[V]) report(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	top = settled(top, time.Duration(now-f.born), c.o.ReportInterval/2)
 	id := c.o.InstanceID
 	var pairs, slow []any
 	if regular {
@@ -105,6 +106,21 @@ func (c *Cache[V]) report(ctx context.Context) error {
 	f.loopCommands.Add(1)
 	f.reports.Add(1)
 	return reportScript.Run(ctx, c.client, []string{c.summaryKey(shard, slot)}, args...).Err()
+}
+
+// settled returns top with every rate taken over the local detector's whole window while
+// the instance is younger than that window. A young detector divides its first reads by the
+// little history it has (one sub-window at least), so a fleet that starts at once (a deploy)
+// would report a key each instance read a few times as many times hotter than it is, and
+// promote it. A young instance understates instead, for its first half interval.
+func settled(top []hotkeys.KeyLoad, age, window time.Duration) []hotkeys.KeyLoad {
+	if age >= window {
+		return top
+	}
+	for i := range top {
+		top[i].Rate = top[i].Count / window.Seconds()
+	}
+	return top
 }
 
 // nudgingFirst orders key/rate pairs with the keys that are not hot first, and returns how
