@@ -117,6 +117,24 @@ func (c *Cache[V]) compose() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	if err := c.detectors(); err != nil {
+		return err
+	}
+	c.inv, err = l1cache.NewInvalidator(c.client, target[V]{c}, l1cache.InvalidatorOptions{
+		Channel: o.invalidationChannel(), InstanceID: o.InstanceID, Logger: o.Logger, PubSub: o.PubSub,
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// detectors builds the local detector of Redis-level reads (its window is half an interval,
+// the promote decision's; Hold governs demotion) and, with SlowReportEvery, the slow lane's
+// (one interval, sampled once per interval).
+func (c *Cache[V]) detectors() error {
+	o := c.o
+	var err error
 	window := o.ReportInterval / 2 // the promote decision's window; Hold governs demotion
 	if window <= 0 {
 		window = DefaultReportInterval / 2
@@ -137,12 +155,6 @@ func (c *Cache[V]) compose() error {
 		if err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalid, err)
 		}
-	}
-	c.inv, err = l1cache.NewInvalidator(c.client, target[V]{c}, l1cache.InvalidatorOptions{
-		Channel: o.invalidationChannel(), InstanceID: o.InstanceID, Logger: o.Logger, PubSub: o.PubSub,
-	})
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }

@@ -95,6 +95,14 @@ func (c *Cache[V]) report(ctx context.Context) error {
 	if len(pairs) == 0 && len(slow) == 0 {
 		return nil
 	}
+	return c.sendReport(ctx, id, slot, pairs, slow)
+}
+
+// sendReport adds the key/rate pairs (those that may nudge the leader first) and the slow
+// lane's pairs to interval slot's summary, on the shard this instance's ID hashes to, as
+// the report id (idempotent: a retried report adds nothing).
+func (c *Cache[V]) sendReport(ctx context.Context, id string, slot int64, pairs, slow []any) error {
+	f := &c.fleet
 	for i := 0; i < len(pairs); i += 2 {
 		f.sent[pairs[i].(string)] = true
 	}
@@ -255,47 +263,9 @@ func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error
 	if !partial {
 		f.fullEvaluations.Add(1)
 	}
-	pipe := c.client.Pipeline()
-	read := func(s int64) []*redis.MapStringStringCmd {
-		cmds := make([]*redis.MapStringStringCmd, c.o.SummaryShards)
-		for i := range cmds {
-			cmds[i] = pipe.HGetAll(ctx, c.summaryKey(i, s))
-		}
-		f.loopCommands.Add(uint64(len(cmds)))
-		return cmds
-	}
-	sums := read(slot)
-	// A leader that just took over (or skipped an interval) reads back the slow reports of
-	// the slow lane's window once.
-	var back []int64
-	var backSums [][]*redis.MapStringStringCmd
-	if c.slow != nil && !partial {
-		back = f.missingSlow(slot, c.o.SlowReportEvery)
-		for _, s := range back {
-			backSums = append(backSums, read(s))
-		}
-	}
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	rates, err := c.fleetRates(ctx, slot, partial)
+	if err != nil {
 		return err
-	}
-	rates, slow := map[string]float64{}, map[string]float64{}
-	for _, s := range sums {
-		parseSummary(s.Val(), rates, slow)
-	}
-	if c.slow != nil {
-		for i, s := range back {
-			old := map[string]float64{}
-			for _, cmd := range backSums[i] {
-				parseSummary(cmd.Val(), map[string]float64{}, old)
-			}
-			f.keepSlow(s, c.o.SlowReportEvery, old)
-		}
-		for k, r := range f.slowWindow(slot, c.o.SlowReportEvery, slow) {
-			rates[k] += r
-		}
-		if !partial {
-			f.keepSlow(slot, c.o.SlowReportEvery, slow)
-		}
 	}
 	// The members as this instance applies them: it learns every change it applies at once,
 	// and the others' (manual) changes by pub/sub or its next poll; a decision made on a
@@ -312,6 +282,63 @@ func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error
 		return nil
 	}
 	return c.apply(ctx, c.o.InstanceID, f.epoch.Load(), args)
+}
+
+// fleetRates reads the summary of interval slot in one pipeline and returns each key's
+// fleet-wide rate: the sum of the regular reports plus the slow lane's. A leader that just
+// took over (or skipped an interval) reads back the slow reports of the slow lane's window
+// once, in the same pipeline.
+func (c *Cache[V]) fleetRates(ctx context.Context, slot int64, partial bool) (map[string]float64, error) {
+	pipe := c.client.Pipeline()
+	sums := c.readSummary(ctx, pipe, slot)
+	var back []int64
+	var backSums [][]*redis.MapStringStringCmd
+	if c.slow != nil && !partial {
+		back = c.fleet.missingSlow(slot, c.o.SlowReportEvery)
+		for _, s := range back {
+			backSums = append(backSums, c.readSummary(ctx, pipe, s))
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	rates, slow := map[string]float64{}, map[string]float64{}
+	for _, s := range sums {
+		parseSummary(s.Val(), rates, slow)
+	}
+	if c.slow != nil {
+		c.addSlow(slot, partial, rates, slow, back, backSums)
+	}
+	return rates, nil
+}
+
+// readSummary queues the reads of every shard of interval slot's summary on pipe.
+func (c *Cache[V]) readSummary(ctx context.Context, pipe redis.Pipeliner, slot int64) []*redis.MapStringStringCmd {
+	cmds := make([]*redis.MapStringStringCmd, c.o.SummaryShards)
+	for i := range cmds {
+		cmds[i] = pipe.HGetAll(ctx, c.summaryKey(i, slot))
+	}
+	c.fleet.loopCommands.Add(uint64(len(cmds)))
+	return cmds
+}
+
+// addSlow keeps the slow sums read back (back, backSums) and, after a full interval, this
+// interval's (slow), and adds the slow lane's window ending at slot to rates.
+func (c *Cache[V]) addSlow(slot int64, partial bool, rates, slow map[string]float64, back []int64, backSums [][]*redis.MapStringStringCmd) {
+	f := &c.fleet
+	for i, s := range back {
+		old := map[string]float64{}
+		for _, cmd := range backSums[i] {
+			parseSummary(cmd.Val(), map[string]float64{}, old)
+		}
+		f.keepSlow(s, c.o.SlowReportEvery, old)
+	}
+	for k, r := range f.slowWindow(slot, c.o.SlowReportEvery, slow) {
+		rates[k] += r
+	}
+	if !partial {
+		f.keepSlow(slot, c.o.SlowReportEvery, slow)
+	}
 }
 
 // decide turns the fleet's rates of one interval (slot) into apply.lua's triples: promote the

@@ -53,6 +53,17 @@ func (c *Cache[V]) slowLane(top []hotkeys.KeyLoad, slot int64) []any {
 	if c.slow == nil {
 		return nil
 	}
+	c.countSlow(top)
+	every := int64(c.o.SlowReportEvery)
+	if (slot+int64(xxhash.Sum64String(c.o.InstanceID+"/slow")%uint64(every)))%every != 0 {
+		return nil
+	}
+	return c.slowPairs()
+}
+
+// countSlow adds the last interval's reads of the lukewarm keys (under ReportMinRate, not in
+// the regular lane's top and not sent in this interval) to the slow lane's counts.
+func (c *Cache[V]) countSlow(top []hotkeys.KeyLoad) {
 	f := &c.fleet
 	warm := make(map[string]bool, len(top))
 	for _, k := range top {
@@ -62,12 +73,11 @@ func (c *Cache[V]) slowLane(top []hotkeys.KeyLoad, slot int64) []any {
 	}
 	last, err := c.slow.Top(min(slowTop*c.o.ReportTop, slowCapacity))
 	if err != nil {
-		return nil
+		return
 	}
 	if f.slowReads == nil {
 		f.slowReads = map[string]float64{}
 	}
-	secs := c.o.ReportInterval.Seconds()
 	for _, k := range last {
 		// The reads counted, not Rate × the interval: the rate divides by the history the
 		// detector covers, less than the interval (a tenth of it while the detector is young),
@@ -77,10 +87,13 @@ func (c *Cache[V]) slowLane(top []hotkeys.KeyLoad, slot int64) []any {
 		}
 	}
 	f.slowN++
-	every := int64(c.o.SlowReportEvery)
-	if (slot+int64(xxhash.Sum64String(c.o.InstanceID+"/slow")%uint64(every)))%every != 0 {
-		return nil
-	}
+}
+
+// slowPairs returns the key/rate pairs of a slow report, the heaviest ReportTop/slowShare
+// keys read at least slowMinReads times, at their average rates over the intervals counted,
+// and starts the next count.
+func (c *Cache[V]) slowPairs() []any {
+	f := &c.fleet
 	keys := make([]string, 0, len(f.slowReads))
 	for k, n := range f.slowReads {
 		if n >= slowMinReads {
@@ -88,6 +101,7 @@ func (c *Cache[V]) slowLane(top []hotkeys.KeyLoad, slot int64) []any {
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool { return f.slowReads[keys[i]] > f.slowReads[keys[j]] })
+	secs := c.o.ReportInterval.Seconds()
 	var pairs []any
 	for _, k := range keys[:min(len(keys), max(1, c.o.ReportTop/slowShare))] {
 		pairs = append(pairs, k, fmtRate(f.slowReads[k]/(float64(f.slowN)*secs)))

@@ -111,34 +111,9 @@ func register(m metric.Meter, comp statsmap.Component, read func() any, ok bool,
 		return nil, fmt.Errorf("%w: %s: the meter and the component must not be nil", ErrInvalid, comp.Pkg)
 	}
 	infos := comp.Metrics(read())
-	ints := map[string]metric.Int64Observable{}
-	floats := map[string]metric.Float64Observable{}
-	var all []metric.Observable
-	for _, mi := range infos {
-		name := Namespace + "." + comp.Pkg + "." + mi.Name
-		desc := fmt.Sprintf("%s.%s (see that field's documentation)", comp.Type, mi.Field)
-		var err error
-		if mi.Seconds {
-			var g metric.Float64ObservableGauge
-			g, err = m.Float64ObservableGauge(name, metric.WithUnit(mi.Unit), metric.WithDescription(desc))
-			floats[mi.Name] = g
-			all = append(all, g)
-		} else {
-			var inst metric.Int64Observable
-			switch mi.Kind {
-			case statsmap.Counter:
-				inst, err = m.Int64ObservableCounter(name, metric.WithUnit(mi.Unit), metric.WithDescription(desc))
-			case statsmap.UpDown:
-				inst, err = m.Int64ObservableUpDownCounter(name, metric.WithUnit(mi.Unit), metric.WithDescription(desc))
-			default:
-				inst, err = m.Int64ObservableGauge(name, metric.WithUnit(mi.Unit), metric.WithDescription(desc))
-			}
-			ints[mi.Name] = inst
-			all = append(all, inst)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("celebrityotel: %s: %w", name, err)
-		}
+	ints, floats, all, err := instruments(m, comp, infos)
+	if err != nil {
+		return nil, err
 	}
 	labels := map[string]string{}
 	for _, mi := range infos {
@@ -200,4 +175,39 @@ func LoadDurations(m metric.Meter, o Options) (func(l1cache.Event), error) {
 		}
 		h.Record(context.Background(), e.Duration.Seconds(), opts[outcome])
 	}, nil
+}
+
+// instruments creates one observable instrument per metric of comp: a float gauge for a
+// duration in seconds, otherwise an int counter, up-down counter or gauge by its kind.
+func instruments(m metric.Meter, comp statsmap.Component, infos []statsmap.Metric) (map[string]metric.Int64Observable, map[string]metric.Float64Observable, []metric.Observable, error) {
+	ints := map[string]metric.Int64Observable{}
+	floats := map[string]metric.Float64Observable{}
+	var all []metric.Observable
+	for _, mi := range infos {
+		name := Namespace + "." + comp.Pkg + "." + mi.Name
+		desc := fmt.Sprintf("%s.%s (see that field's documentation)", comp.Type, mi.Field)
+		var err error
+		if mi.Seconds {
+			var g metric.Float64ObservableGauge
+			g, err = m.Float64ObservableGauge(name, metric.WithUnit(mi.Unit), metric.WithDescription(desc))
+			floats[mi.Name] = g
+			all = append(all, g)
+		} else {
+			var inst metric.Int64Observable
+			switch mi.Kind {
+			case statsmap.Counter:
+				inst, err = m.Int64ObservableCounter(name, metric.WithUnit(mi.Unit), metric.WithDescription(desc))
+			case statsmap.UpDown:
+				inst, err = m.Int64ObservableUpDownCounter(name, metric.WithUnit(mi.Unit), metric.WithDescription(desc))
+			default:
+				inst, err = m.Int64ObservableGauge(name, metric.WithUnit(mi.Unit), metric.WithDescription(desc))
+			}
+			ints[mi.Name] = inst
+			all = append(all, inst)
+		}
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("celebrityotel: %s: %w", name, err)
+		}
+	}
+	return ints, floats, all, nil
 }
