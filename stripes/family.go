@@ -204,6 +204,9 @@ func (f *Family) Close() error {
 
 // member returns the in-memory member of name, creating it (no I/O) if needed.
 func (f *Family) member(name string) (*familyMember, error) {
+	if err := checkName("counter name", name); err != nil {
+		return nil, err
+	}
 	now := f.copts.Clock()
 	f.mu.Lock()
 	defer f.mu.Unlock()

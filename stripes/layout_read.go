@@ -117,14 +117,13 @@ func (c *Counter) Layout(ctx context.Context) (Layout, error) {
 // Sum's. A name without a layout record gives an error wrapping ErrNoCounter; a bad name or
 // prefix one wrapping ErrInvalid; a record that cannot be decoded one wrapping ErrLayout.
 func ReadLayout(ctx context.Context, client Client, prefix, name string) (Layout, error) {
-	switch {
-	case client == nil:
+	if client == nil {
 		return Layout{}, invalidf("client must not be nil")
-	case name == "" || len(name) > maxNameBytes:
-		return Layout{}, invalidf("counter name must be 1..%d bytes, got %d", maxNameBytes, len(name))
-	case slot.HasBraces(name):
-		return Layout{}, invalidf("counter name must not contain '{' or '}', got %q", name)
-	case slot.HasBraces(prefix):
+	}
+	if err := checkName("counter name", name); err != nil {
+		return Layout{}, err
+	}
+	if slot.HasBraces(prefix) {
 		return Layout{}, invalidf("prefix must not contain '{' or '}', got %q", prefix)
 	}
 	if prefix == "" {

@@ -118,13 +118,23 @@ func (o Options) withDefaults() (Options, error) {
 	return o.withLoopDefaults()
 }
 
+// checkName validates a counter name; what names it in the error ("Options.Name").
+func checkName(what, name string) error {
+	switch {
+	case name == "" || len(name) > maxNameBytes:
+		return invalidf("%s must be 1..%d bytes, got %d", what, maxNameBytes, len(name))
+	case slot.HasBraces(name):
+		return invalidf("%s must not contain '{' or '}', got %q", what, name)
+	}
+	return nil
+}
+
 // checkNames validates Name, Prefix and Stripes, which have no defaults to fill.
 func (o Options) checkNames() error {
+	if err := checkName("Options.Name", o.Name); err != nil {
+		return err
+	}
 	switch {
-	case o.Name == "" || len(o.Name) > maxNameBytes:
-		return invalidf("Options.Name must be 1..%d bytes, got %d", maxNameBytes, len(o.Name))
-	case slot.HasBraces(o.Name):
-		return invalidf("Options.Name must not contain '{' or '}', got %q", o.Name)
 	case slot.HasBraces(o.Prefix):
 		return invalidf("Options.Prefix must not contain '{' or '}', got %q", o.Prefix)
 	case o.Stripes < 1 || o.Stripes > MaxStripes:
