@@ -107,3 +107,29 @@ func TestFamilyNamesRoundTripOrAreRefused(t *testing.T) {
 		}
 	})
 }
+
+// TestEventIDsStayDistinctOrAreRefused: IDs a mangling encoder would merge each count once,
+// and an empty or 1 MiB ID is refused by Add and Stamp naming Event.ID, writing nothing.
+func TestEventIDsStayDistinctOrAreRefused(t *testing.T) {
+	rc := celebritytest.Standalone(t).Client(t)
+	ctx := context.Background()
+	c := newCounter(t, rc, Options{})
+	now := time.Now()
+	for _, id := range []string{"", strings.Repeat("i", 1<<20)} {
+		_, err := c.Add(ctx, Event{ID: id, Time: now}, 1)
+		require.ErrorIs(t, err, ErrInvalid)
+		require.ErrorContains(t, err, "Event.ID must be 1..")
+		_, err = c.Stamp(ctx, id)
+		require.ErrorIs(t, err, ErrInvalid)
+		require.ErrorContains(t, err, "Event.ID must be 1..")
+	}
+	require.Zero(t, prefixKeys(t, rc, c.opts.Prefix), "a refused ID writes nothing")
+	ids := []string{"\xff\xfe", "\ufffd", "a\x00b", "a", "a:b", "a_b", ":", "{", "}", "{x}", "x"}
+	for range 2 {
+		for _, id := range ids {
+			_, err := c.Add(ctx, Event{ID: id, Time: now}, 1)
+			require.NoError(t, err, "ID %q", id)
+		}
+	}
+	require.Equal(t, int64(len(ids)), mustSum(t, c))
+}
