@@ -3,6 +3,7 @@ package routing
 import (
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/celebrity-go/celebrity/internal/slot"
 )
@@ -24,7 +25,7 @@ const (
 // Options configure a Router. Shards is required; zero values elsewhere mean the defaults.
 type Options struct {
 	// Shards maps every shard name a table may use to its client (a standalone client or a
-	// cluster client). Required.
+	// cluster client). Required; names are non-empty valid UTF-8, as in a table.
 	Shards map[string]Scripter
 	// Prefix is the key prefix, in the control Redis and on the shards. Default: DefaultPrefix.
 	Prefix string
@@ -101,8 +102,8 @@ func (o Options) withDefaults() (Options, error) {
 	if err := validPrefix(o.Prefix); err != nil {
 		return o, err
 	}
-	if len(o.Shards) == 0 {
-		return o, invalidf("Options.Shards must name at least one shard")
+	if err := checkShards(o.Shards); err != nil {
+		return o, err
 	}
 	o.PollInterval = orDefault(o.PollInterval, DefaultPollInterval)
 	o.RetryInterval = orDefault(o.RetryInterval, DefaultRetryInterval)
@@ -171,6 +172,31 @@ func (o StoreOptions) withDefaults() (StoreOptions, error) {
 }
 
 // validPrefix refuses a key prefix with braces: it would move every key's hash tag.
+// checkShards refuses an empty Options.Shards and names no table can hold.
+func checkShards(shards map[string]Scripter) error {
+	if len(shards) == 0 {
+		return invalidf("Options.Shards must name at least one shard")
+	}
+	for name := range shards {
+		if err := checkShardName("Options.Shards: shard name", name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkShardName refuses a shard name that no table can hold: empty, or not valid UTF-8
+// (a table is stored as JSON text). what names the argument in the error.
+func checkShardName(what, name string) error {
+	if name == "" {
+		return invalidf("%s must not be empty", what)
+	}
+	if !utf8.ValidString(name) {
+		return invalidf("%s %q is not valid UTF-8 (a table is stored as JSON text)", what, name)
+	}
+	return nil
+}
+
 func validPrefix(p string) error {
 	if slot.HasBraces(p) {
 		return invalidf("Options.Prefix must not contain braces, got %q", p)

@@ -35,11 +35,12 @@ type Shard struct {
 	now     func() time.Time
 }
 
-// NewShard returns the shard named name served by client. Bad options give an error
-// wrapping ErrInvalid that names the field.
+// NewShard returns the shard named name served by client. name must be non-empty valid
+// UTF-8, as a table's shard names are. Bad arguments and options give an error wrapping
+// ErrInvalid that names the field.
 func NewShard(name string, client Scripter, o ShardOptions) (*Shard, error) {
-	if name == "" {
-		return nil, invalidf("shard name must not be empty")
+	if err := checkShardName("shard name", name); err != nil {
+		return nil, err
 	}
 	if client == nil {
 		return nil, invalidf("shard %q: client must not be nil", name)

@@ -194,9 +194,10 @@ func (t *Table) SetSpread(tenant string, shards []string) {
 }
 
 // Validate reports whether the table is usable: generation >= 1, B within
-// MinBuckets..MaxBuckets, known and unique non-empty shard names, every bucket owned by
-// exactly one range (no gap, no overlap), overrides and spreads on known shards with
-// non-empty tenants, spreads of 1..MaxSpread sub-buckets, and no tenant both overridden and
+// MinBuckets..MaxBuckets, known and unique non-empty shard names of valid UTF-8 (a table is
+// stored as JSON text, which cannot carry other bytes), every bucket owned by exactly one
+// range (no gap, no overlap), overrides and spreads on known shards with non-empty tenants
+// of valid UTF-8, spreads of 1..MaxSpread sub-buckets, and no tenant both overridden and
 // spread. The error wraps ErrInvalidTable.
 func (t *Table) Validate() error {
 	if t == nil {
@@ -235,6 +236,9 @@ func (t *Table) validateShards() (map[string]bool, error) {
 	for _, s := range t.Shards {
 		if s == "" {
 			return nil, badTable("Shards holds an empty name")
+		}
+		if !utf8.ValidString(s) {
+			return nil, badTable("shard %q is not valid UTF-8 (a table is stored as JSON text)", s)
 		}
 		if known[s] {
 			return nil, badTable("shard %q is listed twice", s)
