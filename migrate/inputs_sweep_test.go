@@ -1,0 +1,48 @@
+package migrate_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/migrate"
+	"github.com/celebrity-go/celebrity/routing"
+)
+
+// TestMigrationIDsRoundTripOrAreRefused: Start journals a move under each ID that a mangling
+// encoder would break or merge ("a:b" and "a_b", "a\x00b" and "a") and Status reads that
+// move back under exactly that ID; an ID with braces or over 200 bytes is refused with
+// ErrInvalid naming the migration ID, and nothing is journaled.
+func TestMigrationIDsRoundTripOrAreRefused(t *testing.T) {
+	e := newEnv(t, routing.ShardOptions{})
+	ctx := ctxT(t)
+	co := e.coordinator(migrate.Options{})
+	ok := []string{"\xff\xfe", "\ufffd", "a\x00b", "a", "a:b", "a_b", ":", "x:j:y"}
+	for i, id := range ok {
+		u := routing.BucketUnit(uint32(i))
+		e.openOwner(u)
+		target := map[string]string{"a": "b", "b": "a"}[e.table().Owner(u)]
+		_, err := co.Start(ctx, migrate.Spec{ID: id, Unit: u, Target: target})
+		require.NoError(t, err, "ID %q", id)
+	}
+	for i, id := range ok {
+		s, err := co.Status(ctx, id)
+		require.NoError(t, err, "ID %q", id)
+		require.Equal(t, id, s.ID)
+		require.Equal(t, routing.BucketUnit(uint32(i)), s.Unit, "ID %q", id)
+	}
+	admin := celebritytest.AdminOf(t, e.control.(redis.UniversalClient))
+	before, err := admin.DBSize(ctx).Result()
+	require.NoError(t, err)
+	for _, id := range []string{"{", "}", "{tag}", strings.Repeat("m", 1<<20)} {
+		_, err := co.Start(ctx, migrate.Spec{ID: id, Unit: routing.BucketUnit(15), Target: "a"})
+		require.ErrorIs(t, err, migrate.ErrInvalid, "ID %.20q", id)
+		require.ErrorContains(t, err, "migration ID must be 1..200 bytes without braces", "ID %.20q", id)
+	}
+	after, err := admin.DBSize(ctx).Result()
+	require.NoError(t, err)
+	require.Equal(t, before, after, "a refused Start journals nothing")
+}
