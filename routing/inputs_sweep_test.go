@@ -91,3 +91,26 @@ func TestOddTenantsKeysAndOpIDsRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, n, after, "a refused call writes nothing")
 }
+
+// TestRecordFieldsAndOpRecordsRoundTrip: the public encodings give back exactly what they
+// were given for tenants, keys and fields holding the separators and odd bytes.
+func TestRecordFieldsAndOpRecordsRoundTrip(t *testing.T) {
+	odd := []string{"\xff\xfe", "a\x00b", "a", "a:b", ":", "1:", "12:x", "{x}", strings.Repeat("t", 1<<20)}
+	for _, tenant := range odd {
+		for _, key := range append(odd, "") {
+			f := routing.RecordField(tenant, key)
+			gt, gk, ok := routing.SplitRecordField(f)
+			require.True(t, ok, "tenant %.20q key %.20q", tenant, key)
+			require.Equal(t, tenant, gt)
+			require.Equal(t, key, gk)
+			r := routing.OpRecord{Fingerprint: "fp", Outcome: routing.OutcomeApplied, Version: 7, Field: f}
+			got, err := routing.DecodeOpRecord(routing.EncodeOpRecord(r))
+			require.NoError(t, err)
+			require.Equal(t, r, got, "tenant %.20q key %.20q", tenant, key)
+		}
+		rec := routing.Record{Version: 3, Value: tenant}
+		got, err := routing.DecodeRecord(routing.EncodeRecord(rec))
+		require.NoError(t, err)
+		require.Equal(t, rec, got, "value %.20q", tenant)
+	}
+}
