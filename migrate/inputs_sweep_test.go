@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/hashing"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -45,4 +46,34 @@ func TestMigrationIDsRoundTripOrAreRefused(t *testing.T) {
 	after, err := admin.DBSize(ctx).Result()
 	require.NoError(t, err)
 	require.Equal(t, before, after, "a refused Start journals nothing")
+}
+
+// TestCacheMoveIDsRoundTripOrAreRefused: a cache move takes IDs of any length (unlike the
+// Coordinator's 200 bytes) and bytes, and Status and Finish find the move under exactly that
+// ID; an ID with braces is refused with ErrInvalid naming the migration ID.
+func TestCacheMoveIDsRoundTripOrAreRefused(t *testing.T) {
+	e := newEnv(t, routing.ShardOptions{})
+	ctx := ctxT(t)
+	mv, err := migrate.NewCache(e.control, migrate.CacheOptions{Shards: cacheShards(e), Prefix: e.prefix})
+	require.NoError(t, err)
+	for i, id := range []string{strings.Repeat("m", 1<<20), "\xff\xfe", "a\x00b", "a:b", "{x}"} {
+		tenant := e.prefix + "-t" + string(rune('a'+i))
+		src := e.table().BucketOwner(uint32(hashing.Bucket(tenant, testBuckets)))
+		dst := map[string]string{"a": "b", "b": "a"}[src]
+		st, err := mv.Move(ctx, migrate.CacheSpec{ID: id, Tenant: tenant, Target: dst})
+		if id == "{x}" {
+			require.ErrorIs(t, err, migrate.ErrInvalid)
+			require.ErrorContains(t, err, "migration ID must not contain braces")
+			require.Empty(t, e.table().Overrides[tenant], "a refused move flips nothing")
+			continue
+		}
+		require.NoError(t, err, "ID %.20q", id)
+		require.Equal(t, id, st.ID)
+		got, err := mv.Status(ctx, id)
+		require.NoError(t, err, "ID %.20q", id)
+		require.Equal(t, id, got.ID)
+		require.Equal(t, dst, e.table().Overrides[tenant], "ID %.20q", id)
+		_, err = mv.Finish(ctx, id)
+		require.NoError(t, err, "ID %.20q", id)
+	}
 }
