@@ -17,6 +17,36 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 )
 
+// A family that has read a name's layout and then dropped the name from memory (MaxNames,
+// IdleAfter) must not count it again from zero after every key of the counter is lost
+// (FLUSHALL): the process has seen the layout.
+//
+// Open defect (review): a dropped name's next use builds a fresh Counter, which cannot tell
+// a lost layout from a new name once the birth record is lost too, so the Add below
+// recreates the counter from zero and returns nil. Fixing it needs a decision on what a
+// family remembers of dropped names (the package doc says a dropped name costs nothing in
+// memory); remove the Skip with the fix.
+func TestReviewFamilyDroppedNameAfterFlushIsReported(t *testing.T) {
+	t.Skip("open defect: a family recreates a dropped name after FLUSHALL (see the comment)")
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		ctx := context.Background()
+		prefix := celebritytest.Prefix(t)
+		f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: prefix}, Interval: -1, MaxStaleness: -1, MaxNames: 1})
+		for i := range 5 {
+			_, err := f.Add(ctx, "a", Event{ID: id(i), Time: time.Now()}, 1)
+			require.NoError(t, err)
+		}
+		require.Equal(t, int64(5), mustFamilySum(t, f, "a"))
+		_, err := f.Add(ctx, "b", Event{ID: "x", Time: time.Now()}, 1) // drops "a"
+		require.NoError(t, err)
+		deleteKeys(t, rc, prefix)
+		_, err = f.Add(ctx, "a", Event{ID: "after-flush", Time: time.Now()}, 1)
+		require.ErrorIs(t, err, ErrVanished, "Add of a name this process has seen")
+		_, err = f.Sum(ctx, "a")
+		require.ErrorIs(t, err, ErrVanished, "Sum of a name this process has seen")
+	})
+}
+
 // A resizer that stopped after closing the old generation (the new one still pending)
 // leaves events counted in the pending generation's stripes. If such a stripe is lost, the
 // next Seal or Resize finishing the resize must not create it again from zero: the events
@@ -384,4 +414,128 @@ func raceSeals(t *testing.T, sealers map[string]*Counter, done *atomic.Bool, fol
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// Family.Sum and SumMany may serve a value up to MaxStaleness old, and no older: a Sum
+// called at T counts every event acknowledged before T - MaxStaleness, and none that was
+// not yet sent when it returned, while another family promotes and demotes the name.
+func TestReviewFamilySumCacheBoundsAcrossResizes(t *testing.T) {
+	both(t, func(t *testing.T, rc redis.UniversalClient) {
+		const stale = 30 * time.Millisecond
+		o := FamilyOptions{Counter: Options{DedupWindow: 30 * time.Second}, Interval: -1, MaxStaleness: stale, HotStripes: 6}
+		fams, _ := familyPair(t, false, 3, o)
+		if _, ok := rc.(*redis.ClusterClient); ok {
+			fams, _ = familyPair(t, true, 3, o)
+		}
+		var mu sync.Mutex
+		var sent []time.Time  // when each event's first attempt started
+		var acked []time.Time // when each event was acknowledged
+		var done atomic.Bool
+		var wg sync.WaitGroup
+		wg.Go(func() { // the writer
+			for k := 0; k < 400 && !t.Failed(); k++ {
+				mu.Lock()
+				sent = append(sent, time.Now())
+				mu.Unlock()
+				_, err := fams[0].Add(context.Background(), "n", Event{ID: id(k), Time: time.Now()}, 1)
+				if !assertNoError(t, err) {
+					break
+				}
+				mu.Lock()
+				acked = append(acked, time.Now())
+				mu.Unlock()
+			}
+			done.Store(true)
+		})
+		wg.Go(func() { // the other process promotes and demotes
+			for k := 0; !done.Load(); k++ {
+				_, err := fams[1].Resize(context.Background(), "n", 1+5*(k%2))
+				if err != nil && !errors.Is(err, ErrConflict) {
+					t.Errorf("resize: %v", err)
+					return
+				}
+			}
+		})
+		var reads, cached atomic.Int64
+		for r := range 2 {
+			wg.Go(func() { checkSums(t, fams[r], &mu, &sent, &acked, &done, stale, &reads, &cached) })
+		}
+		wg.Wait()
+		t.Logf("%d Sums checked, %d served within MaxStaleness of an earlier read", reads.Load(), cached.Load())
+		require.Positive(t, reads.Load())
+	})
+}
+
+// checkSums calls Sum (or SumMany) on f until done and checks each value against the events
+// acknowledged and sent around the call.
+func checkSums(t *testing.T, f *Family, mu *sync.Mutex, sent, acked *[]time.Time, done *atomic.Bool, stale time.Duration, reads, cached *atomic.Int64) {
+	count := func(ts *[]time.Time, before time.Time) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		n := int64(0)
+		for _, at := range *ts {
+			if at.Before(before) {
+				n++
+			}
+		}
+		return n
+	}
+	for k := 0; !done.Load() && !t.Failed(); k++ {
+		start := time.Now()
+		var v int64
+		var err error
+		if k%2 == 0 {
+			v, err = f.Sum(context.Background(), "n")
+		} else {
+			vs, errs := f.SumMany(context.Background(), []string{"n", "n"})
+			v, err = vs[k%2], errs[k%2]
+		}
+		end := time.Now()
+		if !assertNoError(t, err) {
+			return
+		}
+		low, high := count(acked, start.Add(-stale)), count(sent, end)
+		if v < low || v > high {
+			t.Errorf("Sum = %d at %v; %d events acknowledged %v before, %d sent by its end", v, start, low, stale, high)
+			return
+		}
+		reads.Add(1)
+		if v < count(acked, start) {
+			cached.Add(1)
+		}
+	}
+}
+
+// One caller's successive Family.Sums of a name, with positive deltas only, should never
+// decrease, as Counter.Sum's do. A Sum whose reads were overtaken by a concurrent Sum that
+// started later keeps its (newer) value to itself, and the cache keeps the other one.
+//
+// Open defect (review): the caller below reads 2 and then, within MaxStaleness, 1. A
+// single refresh per name shared by concurrent callers (as Reader does) would fix it;
+// remove the Skip with the fix.
+func TestReviewFamilySumBySameCallerNeverDecreases(t *testing.T) {
+	t.Skip("open defect: concurrent Family.Sums can make one caller's values decrease (see the comment)")
+	rc := celebritytest.Standalone(t).Client(t)
+	h := &holdHook{armed: make(chan struct{}), release: make(chan struct{})}
+	rc.AddHook(h)
+	ctx := context.Background()
+	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t)}, Interval: -1, MaxStaleness: time.Minute})
+	_, err := f.Add(ctx, "n", Event{ID: "e0", Time: time.Now()}, 1)
+	require.NoError(t, err)
+	h.on.Store(true)
+	first := make(chan int64, 1)
+	go func() {
+		v, err := f.Sum(ctx, "n")
+		assertNoError(t, err)
+		first <- v
+	}()
+	<-h.armed // the caller's Sum read the layout; its stripe reads wait
+	require.Equal(t, int64(1), mustFamilySum(t, f, "n"), "another caller's Sum, cached")
+	_, err = f.Add(ctx, "n", Event{ID: "e1", Time: time.Now()}, 1)
+	require.NoError(t, err)
+	close(h.release)
+	v1 := <-first
+	v2 := mustFamilySum(t, f, "n")
+	require.Equal(t, int64(2), v1, "the caller's first Sum")
+	require.GreaterOrEqual(t, v2, v1, "the same caller's next Sum")
 }
