@@ -67,10 +67,7 @@ func (c *Counter) finishResize(ctx context.Context, l *layout) error {
 	gens := l.doc.Gens
 	next := gens[len(gens)-1]
 	prev := gens[len(gens)-2]
-	if lost, err := c.lostPending(ctx, &prev, &next); err != nil || lost {
-		if err == nil {
-			err = vanishedf("a stripe of pending generation %d is missing after generation %d was closed", next.Gen, prev.Gen)
-		}
+	if ok, err := c.mayCreate(ctx, l, &prev, &next); !ok {
 		return err
 	}
 	if err := c.createStripes(ctx, &next); err != nil {
@@ -96,6 +93,32 @@ func (c *Counter) finishResize(ctx context.Context, l *layout) error {
 	doc.Gens[len(gens)-1].Pending = false
 	_, err = c.casLayout(ctx, l.ver, doc)
 	return err
+}
+
+// mayCreate reports whether finishResize may create (again) the stripes of next, the
+// pending generation of l, which follows prev. It may not when a stripe of prev is missing:
+// prev's stripes live until prev is sealed, which needs next open, so l is out of date (a
+// finisher paused for long: creating would bring back expired stripes of a sealed
+// generation, with no TTL, which a writer holding a layout as old would count in and Sum
+// never read), and the caller reads the layout again; or prev was lost (ErrVanished). Nor
+// when a stripe of next was lost (see lostPending).
+func (c *Counter) mayCreate(ctx context.Context, l *layout, prev, next *genDoc) (bool, error) {
+	missing, err := c.someStripe(ctx, prev, "g", false)
+	if err != nil {
+		return false, err
+	}
+	if missing {
+		cur, err := c.loadLayout(ctx)
+		if err != nil || cur != nil && cur.ver != l.ver {
+			return false, err
+		}
+		return false, vanishedf("a stripe of generation %d is missing while generation %d is pending", prev.Gen, next.Gen)
+	}
+	lost, err := c.lostPending(ctx, prev, next)
+	if err == nil && lost {
+		err = vanishedf("a stripe of pending generation %d is missing after generation %d was closed", next.Gen, prev.Gen)
+	}
+	return err == nil && !lost, err
 }
 
 // lostPending reports whether a stripe of the pending generation next is missing although

@@ -539,3 +539,59 @@ func TestReviewFamilySumBySameCallerNeverDecreases(t *testing.T) {
 	require.Equal(t, int64(2), v1, "the caller's first Sum")
 	require.GreaterOrEqual(t, v2, v1, "the same caller's next Sum")
 }
+
+// A resizer that announced a generation (2) and then stalled, while other processes
+// finished that resize, opened generation 3, and sealed generation 2 until its stripes
+// expired, resumes with its layout: it must not create generation 2's stripes again. Such a
+// stripe (no TTL, no boundary, not sealed) took the new event of a writer whose layout was
+// read while generation 2 was the newest, acknowledged Applied, and Sum never read it
+// (found in review: Applied in generation 2, Sum 5 before and after).
+func TestReviewStalledResizerDoesNotRecreateSealedStripes(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+		ctx := context.Background()
+		const window = 500 * time.Millisecond
+		o := Options{Stripes: 1, DedupWindow: window}
+		a := newCounter(t, rc, o)
+		o.Prefix = a.opts.Prefix
+		addEvents(t, a, "e", 3)
+		announce(t, a, 3)
+		stalled := mustLayout(t, a) // the resizer stalls here, generation 2 pending
+		b := newCounter(t, rc, o)
+		_, err := b.Seal(ctx) // another process finishes the resize
+		require.NoError(t, err)
+		ahead := o
+		ahead.Clock = func() time.Time { return time.Now().Add(4 * window) }
+		sealer := newCounter(t, rc, ahead)
+		require.Eventually(t, func() bool {
+			_, err := sealer.Seal(ctx)
+			require.NoError(t, err)
+			return mustLayout(t, b).doc.Gens[0].Gen == 2
+		}, 10*time.Second, 50*time.Millisecond, "generation 1 pruned")
+		w := newCounter(t, rc, o) // reads the layout now: generation 2 only, open
+		addEvents(t, w, "w", 2)
+		_, err = b.Resize(ctx, 1) // generation 3
+		require.NoError(t, err)
+		key := b.keys.stripe(stalled.doc.Gens[1].Tags[0], 2, 0)
+		require.Eventually(t, func() bool {
+			_, err := sealer.Seal(ctx)
+			require.NoError(t, err)
+			n, err := nodeFor(t, rc, key).Exists(ctx, key).Result()
+			require.NoError(t, err)
+			return n == 0
+		}, 10*time.Second, 50*time.Millisecond, "generation 2 sealed and expired")
+
+		require.NoError(t, a.finishResize(ctx, stalled), "the stalled resizer resumes")
+		n, err := nodeFor(t, rc, key).Exists(ctx, key).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "the expired stripe of generation 2 was not created again")
+		require.Equal(t, int64(5), mustSum(t, b))
+		ev := Event{ID: "late-writer", Time: time.Now()}
+		res, err := w.Add(ctx, ev, 1)
+		require.NoError(t, err)
+		require.True(t, res.Applied)
+		require.Equal(t, uint64(3), res.Gen)
+		require.Equal(t, int64(6), mustSum(t, b), "the acknowledged event is counted")
+		retryNeverCounts(t, w, ev, "retry")
+		require.Equal(t, int64(6), mustSum(t, b))
+	})
+}
