@@ -595,3 +595,90 @@ func TestReviewStalledResizerDoesNotRecreateSealedStripes(t *testing.T) {
 		require.Equal(t, int64(6), mustSum(t, b))
 	})
 }
+
+// Every key of the counters is lost (FLUSHALL of the standalone server, of each master of a
+// cluster in turn) while two families promote, demote, seal and write the names they hold
+// in memory. Afterwards every operation of either family on those names reports
+// ErrVanished, and no layout record was written again.
+func TestReviewFamilyFlushDuringPromotionIsReported(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {
+			var clients [2]redis.UniversalClient
+			var servers []*celebritytest.Server
+			if cluster {
+				cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{})
+				clients = [2]redis.UniversalClient{cl.Client(t), cl.Client(t)}
+				servers = cl.Masters()
+			} else {
+				srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
+				clients = [2]redis.UniversalClient{srv.Client(t), srv.Client(t)}
+				servers = []*celebritytest.Server{srv}
+			}
+			reviewFlushRace(t, clients, servers)
+		})
+	}
+}
+
+func reviewFlushRace(t *testing.T, clients [2]redis.UniversalClient, servers []*celebritytest.Server) {
+	ctx := context.Background()
+	names := []string{"hot:0", "hot:1", "hot:2"}
+	o := FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t), DedupWindow: 30 * time.Second, SealInterval: time.Nanosecond},
+		Interval: -1, MaxStaleness: -1, HotStripes: 6, Detector: flipDetector{}, CoolAfter: time.Nanosecond}
+	var fams [2]*Family
+	for i := range fams {
+		fams[i] = newFamily(t, clients[i], o)
+		for _, n := range names {
+			_, err := fams[i].Add(ctx, n, Event{ID: "first", Time: time.Now()}, 1)
+			require.NoError(t, err)
+		}
+	}
+	var done atomic.Bool
+	var rg sync.WaitGroup
+	for i := range fams {
+		rg.Go(func() { flushRaceWriter(fams[i], names, &done) })
+	}
+	time.Sleep(200 * time.Millisecond)
+	for _, s := range servers {
+		require.NoError(t, s.AdminClient(t).FlushAll(ctx).Err())
+	}
+	time.Sleep(200 * time.Millisecond)
+	done.Store(true)
+	rg.Wait()
+	for _, f := range fams {
+		for _, n := range names {
+			_, err := f.Add(ctx, n, Event{ID: "after-flush", Time: time.Now()}, 1)
+			require.ErrorIs(t, err, ErrVanished, "Add %s", n)
+			_, errs := f.AddBatch(ctx, []FamilyAddition{{Name: n, Event: Event{ID: "after-flush-batch", Time: time.Now()}, Delta: 1}})
+			require.ErrorIs(t, errs[0], ErrVanished, "AddBatch %s", n)
+			_, err = f.Sum(ctx, n)
+			require.ErrorIs(t, err, ErrVanished, "Sum %s", n)
+			_, err = f.Resize(ctx, n, 6)
+			require.ErrorIs(t, err, ErrVanished, "Resize %s", n)
+		}
+		require.Error(t, f.Tick(ctx))
+	}
+	for _, n := range names {
+		k := keys{prefix: o.Counter.Prefix, name: n}
+		e, err := celebritytest.AdminOf(t, clients[0]).Exists(ctx, k.layout()).Result()
+		require.NoError(t, err)
+		require.Zero(t, e, "the layout record of %s was not written again", n)
+	}
+}
+
+// flushRaceWriter adds new events, resizes and ticks f over names until done, ignoring
+// errors (the keys vanish under it).
+func flushRaceWriter(f *Family, names []string, done *atomic.Bool) {
+	ctx := context.Background()
+	for k := 0; !done.Load(); k++ {
+		n := names[k%len(names)]
+		_, _ = f.Add(ctx, n, Event{ID: fmt.Sprintf("r%d", k), Time: time.Now()}, 1)
+		switch k % 4 {
+		case 0:
+			_, _ = f.Resize(ctx, n, 6)
+		case 1:
+			_, _ = f.Resize(ctx, n, 1)
+		case 2:
+			_ = f.Tick(ctx)
+		}
+	}
+}
