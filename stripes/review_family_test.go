@@ -682,3 +682,56 @@ func flushRaceWriter(f *Family, names []string, done *atomic.Bool) {
 		}
 	}
 }
+
+// A family whose client is slow (every command delayed 150 ms before it reaches the server)
+// writes through layouts that the other family changes under it: its adds run after
+// promotions, demotions and seals (by a sealer half a window ahead) that happened while they
+// were on the way, and each event is then retried through the fast family. No event counts
+// twice or goes missing.
+func TestReviewFamilySlowClientAcrossResizes(t *testing.T) {
+	for _, cluster := range []bool{false, true} {
+		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {
+			const window = time.Second
+			names := []string{"hot:0", "hot:1"}
+			o := FamilyOptions{Counter: Options{DedupWindow: window}, Interval: -1, MaxStaleness: -1, HotStripes: 5}
+			fams, injs := familyPair(t, cluster, 3, o)
+			log := newEventLog()
+			log.tooOldOK = true
+			sealers := map[string]*Counter{}
+			for _, n := range names {
+				require.True(t, addUntilDone(t, fams[0], log, n, Event{ID: "pre", Time: time.Now()}, false))
+				sealers[n] = newCounter(t, fams[1].client, Options{Prefix: fams[0].copts.Prefix, Name: n, Stripes: 1, DedupWindow: window,
+					Clock: func() time.Time { return time.Now().Add(window / 2) }})
+			}
+			injs[0].SetLatency(150 * time.Millisecond)
+			var done atomic.Bool
+			var resizes, errs, folded atomic.Int64
+			var rg sync.WaitGroup
+			rg.Go(func() { raceResizes(t, fams[1], nil, names, &done, &resizes, &errs) })
+			rg.Go(func() { raceSeals(t, sealers, &done, &folded) })
+			var wg sync.WaitGroup
+			for w := range 4 {
+				wg.Go(func() {
+					for k := range 12 {
+						n, ev := names[(w+k)%len(names)], Event{ID: fmt.Sprintf("w%d-%d", w, k), Time: time.Now()}
+						if !addUntilDone(t, fams[0], log, n, ev, k%2 == 0) || !addUntilDone(t, fams[1], log, n, ev, false) {
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			done.Store(true)
+			rg.Wait()
+			injs[0].SetLatency(0)
+			for _, n := range names {
+				for _, f := range fams {
+					require.Equal(t, log.acked[n], mustFamilySum(t, f, n), "Sum of %s", n)
+				}
+			}
+			t.Logf("%d resizes, %d generations folded, %d events acknowledged, %d attempts too old", resizes.Load(), folded.Load(), len(log.gen), log.tooOld.Load())
+			require.Positive(t, folded.Load())
+			require.Greater(t, len(log.gen), 25, "most events acknowledged")
+		})
+	}
+}
