@@ -67,6 +67,9 @@ func (c *Counter) finishResize(ctx context.Context, l *layout) error {
 	gens := l.doc.Gens
 	next := gens[len(gens)-1]
 	prev := gens[len(gens)-2]
+	if ok, err := c.mayCreate(ctx, l, &prev, &next); !ok {
+		return err
+	}
 	if err := c.createStripes(ctx, &next); err != nil {
 		return err
 	}
@@ -90,6 +93,71 @@ func (c *Counter) finishResize(ctx context.Context, l *layout) error {
 	doc.Gens[len(gens)-1].Pending = false
 	_, err = c.casLayout(ctx, l.ver, doc)
 	return err
+}
+
+// mayCreate reports whether finishResize may create (again) the stripes of next, the
+// pending generation of l, which follows prev. It may not when a stripe of prev is missing:
+// prev's stripes live until prev is sealed, which needs next open, so l is out of date (a
+// finisher paused for long: creating would bring back expired stripes of a sealed
+// generation, with no TTL, which a writer holding a layout as old would count in and Sum
+// never read), and the caller reads the layout again; or prev was lost (ErrVanished). Nor
+// when a stripe of next was lost (see lostPending).
+func (c *Counter) mayCreate(ctx context.Context, l *layout, prev, next *genDoc) (bool, error) {
+	missing, err := c.someStripe(ctx, prev, "g", false)
+	if err != nil {
+		return false, err
+	}
+	if missing {
+		cur, err := c.loadLayout(ctx)
+		if err != nil || cur != nil && cur.ver != l.ver {
+			return false, err
+		}
+		return false, vanishedf("a stripe of generation %d is missing while generation %d is pending", prev.Gen, next.Gen)
+	}
+	lost, err := c.lostPending(ctx, prev, next)
+	if err == nil && lost {
+		err = vanishedf("a stripe of pending generation %d is missing after generation %d was closed", next.Gen, prev.Gen)
+	}
+	return err == nil && !lost, err
+}
+
+// lostPending reports whether a stripe of the pending generation next is missing although
+// a stripe of prev, the generation it follows, is closed. Every resizer creates all the
+// stripes of the new generation before it closes any stripe of the old one, and events
+// reach the new stripes from the first close on: a new stripe missing after a close was
+// lost with the events it held, and creating it again would count their retries a second
+// time. The two reads are made one after the other, so a close seen by the first proves
+// the creation finished before the second.
+func (c *Counter) lostPending(ctx context.Context, prev, next *genDoc) (bool, error) {
+	closed, err := c.someStripe(ctx, prev, "end", true)
+	if err != nil || !closed {
+		return false, err
+	}
+	return c.someStripe(ctx, next, "g", false)
+}
+
+// someStripe reports whether some stripe of g has field set (set true) or lacks it, the
+// stripe itself included (set false).
+func (c *Counter) someStripe(ctx context.Context, g *genDoc, field string, set bool) (bool, error) {
+	cmds := make([]*redis.StringCmd, g.Stripes)
+	_, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range cmds {
+			cmds[i] = p.HGet(ctx, c.keys.stripe(g.Tags[i], g.Gen, i), field)
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil {
+		return false, fmt.Errorf("stripes: read generation %d: %w", g.Gen, err)
+	}
+	for i, cmd := range cmds {
+		switch err := cmd.Err(); {
+		case err != nil && err != redis.Nil:
+			return false, fmt.Errorf("stripes: read generation %d stripe %d: %w", g.Gen, i, err)
+		case (err == nil) == set:
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // createStripes creates every stripe of g (idempotent).

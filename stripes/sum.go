@@ -18,7 +18,8 @@ import (
 // when the layout read says it is not folded). With negative deltas, a concurrent reader may
 // see any partial combination of in-flight events, including values the counter never held
 // at any single instant (an increment in one stripe missed, a decrement in another seen).
-// It returns ErrLayout if a stripe of an open generation is missing.
+// It returns ErrVanished (an ErrLayout) if a stripe of an open generation is missing, or one
+// of a pending generation once the generation before it is closed (see lostPending).
 func (c *Counter) Sum(ctx context.Context) (int64, error) {
 	l, err := c.ensureLayout(ctx)
 	if err != nil {
@@ -30,6 +31,9 @@ func (c *Counter) Sum(ctx context.Context) (int64, error) {
 	}
 	total, err := addUp(l.base, reads)
 	if err != nil {
+		return 0, err
+	}
+	if err := c.checkPending(ctx, l, reads); err != nil {
 		return 0, err
 	}
 	c.stats.sums.Add(1)
@@ -63,6 +67,23 @@ func (c *Counter) readStripes(ctx context.Context, l *layout) ([]stripeRead, err
 		return nil, fmt.Errorf("stripes: sum: %w", err)
 	}
 	return reads, nil
+}
+
+// checkPending returns ErrVanished if a stripe of the pending generation was read missing
+// and lost, not yet created (see lostPending).
+func (c *Counter) checkPending(ctx context.Context, l *layout, reads []stripeRead) error {
+	gens := l.doc.Gens
+	for _, r := range reads {
+		if !r.g.Pending || r.cmd.Err() != redis.Nil {
+			continue
+		}
+		lost, err := c.lostPending(ctx, &gens[len(gens)-2], &gens[len(gens)-1])
+		if err == nil && lost {
+			err = vanishedf("a stripe of pending generation %d is missing after generation %d was closed", r.g.Gen, r.g.Gen-1)
+		}
+		return err
+	}
+	return nil
 }
 
 // addUp adds the stripe values read to base. A missing stripe of a pending generation
