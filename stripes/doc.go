@@ -205,6 +205,10 @@
 //     birth record is lost too: a FLUSHALL of a standalone server or of every master, or
 //     both masters losing their data. A fresh Counter detects a lost stripe of a live
 //     generation through the layout that names it.
+//   - A [Family] detects as a Counter does for the names it holds in memory. A name it
+//     dropped (MaxNames, IdleAfter) keeps nothing in memory, so its next use detects as a
+//     fresh Counter does: when the birth record was lost too, the name starts again from
+//     zero (TestFamilyDroppedNameDetectsAsAFreshCounter).
 //   - A stripe or layout restored to an older value (a stale backup) with the same keys
 //     present is not detected unless this process saw a later layout version.
 package stripes

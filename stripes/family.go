@@ -103,8 +103,9 @@ type familyMember struct {
 	writes atomic.Int64
 	// The fields below are under Family.mu.
 	sum       int64
-	sumAt     time.Time
+	sumAt     time.Time // when the read that gave sum began
 	sumOK     bool
+	servedAt  time.Time // when sum was last returned to a caller
 	coolSince time.Time
 	lastSeal  time.Time
 	sawHot    bool // this family measured (or was told) the name hot while it held it
@@ -299,7 +300,9 @@ func (f *Family) AddBatch(ctx context.Context, adds []FamilyAddition) ([]Result,
 }
 
 // Sum returns the value of the counter name, as [Counter.Sum], or a cached value no older
-// than MaxStaleness.
+// than MaxStaleness (measured from the start of the read that gave it). As with
+// [Counter.Sum], with positive deltas only the sums one caller reads one after the other
+// never decrease, cached or not.
 func (f *Family) Sum(ctx context.Context, name string) (int64, error) {
 	m, err := f.member(name)
 	if err != nil {
@@ -309,6 +312,9 @@ func (f *Family) Sum(ctx context.Context, name string) (int64, error) {
 	if f.opts.MaxStaleness > 0 {
 		f.mu.Lock()
 		v, ok := m.sum, m.sumOK && now.Sub(m.sumAt) < f.opts.MaxStaleness
+		if ok {
+			m.servedAt = f.copts.Clock()
+		}
 		f.mu.Unlock()
 		if ok {
 			return v, nil
@@ -319,11 +325,21 @@ func (f *Family) Sum(ctx context.Context, name string) (int64, error) {
 		return 0, err
 	}
 	f.mu.Lock()
-	if !m.sumOK || !m.sumAt.After(now) {
-		m.sum, m.sumAt, m.sumOK = v, now, true
-	}
+	m.cacheSum(v, now, f.copts.Clock())
 	f.mu.Unlock()
 	return v, nil
+}
+
+// cacheSum offers the cache the sum v of a read begun at start and returned at done. It
+// replaces the cached sum when that one was never returned to a caller, when v is not
+// smaller, or when the read began after the cached sum was last returned: a read begun
+// earlier may have counted less than a caller was already given (a concurrent Sum
+// overtook it), and caching it would make that caller's next Sum go back. Under Family.mu.
+func (m *familyMember) cacheSum(v int64, start, done time.Time) {
+	if !m.sumOK || v >= m.sum || start.After(m.servedAt) {
+		m.sum, m.sumAt, m.sumOK = v, start, true
+		m.servedAt = done
+	}
 }
 
 // SumMany returns the values of many counters, as Sum each (cached values served from

