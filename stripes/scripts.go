@@ -27,14 +27,17 @@ var (
 	casLua string
 	//go:embed prune.lua
 	pruneLua string
+	//go:embed expiring.lua
+	expiringLua string
 
-	addScript    = script.New(addLua)
-	createScript = script.New(createLua)
-	closeScript  = script.New(closeLua)
-	sealScript   = script.New(sealLua)
-	foldScript   = script.New(foldLua)
-	casScript    = script.New(casLua)
-	pruneScript  = script.New(pruneLua)
+	addScript      = script.New(addLua)
+	createScript   = script.New(createLua)
+	closeScript    = script.New(closeLua)
+	sealScript     = script.New(sealLua)
+	foldScript     = script.New(foldLua)
+	casScript      = script.New(casLua)
+	pruneScript    = script.New(pruneLua)
+	expiringScript = script.New(expiringLua)
 )
 
 // Reply codes of add.lua.

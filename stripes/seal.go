@@ -187,14 +187,15 @@ func (c *Counter) expireSealed(ctx context.Context, g genDoc) error {
 		}
 		return nil
 	})
+	var marked int64
 	if err == nil {
-		_, err = c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			p.HSet(ctx, c.keys.layout(), "expiring:"+strconv.FormatUint(g.Gen, 10), c.opts.Clock().UnixMilli())
-			return nil
-		})
+		marked, err = expiringScript.Run(ctx, c.client, []string{c.keys.layout()}, g.Gen, c.opts.Clock().UnixMilli()).Int64()
 	}
 	if err != nil {
 		return fmt.Errorf("stripes: expire generation %d: %w", g.Gen, err)
+	}
+	if marked == 0 {
+		return vanishedf("layout record %s is gone (sealing generation %d)", c.keys.layout(), g.Gen)
 	}
 	return nil
 }
