@@ -95,6 +95,7 @@ func TestRefusedNamesAndIDsNameTheFieldAndWriteNothing(t *testing.T) {
 	for _, owner := range []string{"", "c", "\xff\xfe", "a:b", "{a}", huge} {
 		_, err = p.Acquire(ctx, owner, "j")
 		require.ErrorIs(t, err, ErrUnknownOwner, "owner %.20q", owner)
+		require.Less(t, len(err.Error()), 200, "the error quotes at most the owner's first bytes")
 		_, err = p.Holders(ctx, owner)
 		require.ErrorIs(t, err, ErrUnknownOwner, "owner %.20q", owner)
 		require.ErrorIs(t, p.Transfer(ctx, "a", owner, 1, "t"), ErrUnknownOwner, "owner %.20q", owner)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/internal/errs"
 	"github.com/celebrity-go/celebrity/internal/script"
 )
 
@@ -120,7 +121,7 @@ func (p *Pool) Init(ctx context.Context) error {
 func (p *Pool) ledger(owner string) (ledger, error) {
 	l, ok := p.ledgers[owner]
 	if !ok {
-		return ledger{}, fmt.Errorf("%w: %q", ErrUnknownOwner, owner)
+		return ledger{}, fmt.Errorf("%w: %q", ErrUnknownOwner, errs.Short(owner))
 	}
 	return l, nil
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/errs"
 )
 
 // Compile-time checks: the probe accepts both client kinds.
@@ -119,7 +121,7 @@ func freqs(ctx context.Context, c redis.Cmdable, node string, keys []string) ([]
 			}
 			return nil, &UnsupportedError{Node: where, Reason: "OBJECT FREQ needs an LFU maxmemory-policy: " + err.Error()}
 		case err != nil:
-			return nil, fmt.Errorf("hotkeys: OBJECT FREQ %s: %w", keys[i], err)
+			return nil, fmt.Errorf("hotkeys: OBJECT FREQ %q: %w", errs.Short(keys[i]), err)
 		}
 		out = append(out, ServerKey{Key: keys[i], Node: node, Freq: f})
 	}

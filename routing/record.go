@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/celebrity-go/celebrity/internal/errs"
 )
 
 // Record is one versioned record as stored in a unit's Records hash, encoded as
@@ -30,11 +32,11 @@ func EncodeRecord(r Record) string {
 func DecodeRecord(s string) (Record, error) {
 	i := strings.IndexByte(s, ':')
 	if i <= 0 || len(s) < i+3 || s[i+2] != ':' {
-		return Record{}, fmt.Errorf("routing: malformed record %q", truncate(s))
+		return Record{}, fmt.Errorf("routing: malformed record %q", errs.Short(s))
 	}
 	v, err := strconv.ParseUint(s[:i], 10, 64)
 	if err != nil || v == 0 {
-		return Record{}, fmt.Errorf("routing: malformed record version in %q", truncate(s))
+		return Record{}, fmt.Errorf("routing: malformed record version in %q", errs.Short(s))
 	}
 	switch s[i+1] {
 	case 'l':
@@ -42,7 +44,7 @@ func DecodeRecord(s string) (Record, error) {
 	case 't':
 		return Record{Version: v, Deleted: true}, nil
 	}
-	return Record{}, fmt.Errorf("routing: malformed record flag in %q", truncate(s))
+	return Record{}, fmt.Errorf("routing: malformed record flag in %q", errs.Short(s))
 }
 
 // Outcome is the recorded outcome of a write operation.
@@ -76,22 +78,15 @@ func EncodeOpRecord(r OpRecord) string {
 func DecodeOpRecord(s string) (OpRecord, error) {
 	parts := strings.SplitN(s, ":", 4)
 	if len(parts) != 4 || parts[0] == "" {
-		return OpRecord{}, fmt.Errorf("routing: malformed op record %q", truncate(s))
+		return OpRecord{}, fmt.Errorf("routing: malformed op record %q", errs.Short(s))
 	}
 	v, err := strconv.ParseUint(parts[2], 10, 64)
 	if err != nil {
-		return OpRecord{}, fmt.Errorf("routing: malformed op record version in %q", truncate(s))
+		return OpRecord{}, fmt.Errorf("routing: malformed op record version in %q", errs.Short(s))
 	}
 	switch o := Outcome(parts[1]); o {
 	case OutcomeApplied, OutcomeMismatch, OutcomeAbsent:
 		return OpRecord{Fingerprint: parts[0], Outcome: o, Version: v, Field: parts[3]}, nil
 	}
-	return OpRecord{}, fmt.Errorf("routing: malformed op record outcome in %q", truncate(s))
-}
-
-func truncate(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "..."
-	}
-	return s
+	return OpRecord{}, fmt.Errorf("routing: malformed op record outcome in %q", errs.Short(s))
 }

@@ -8,3 +8,15 @@ import "errors"
 // under their own names, so a caller's errors.Is(err, celebrity.ErrNotFound) holds for a
 // miss reported by any layer.
 var ErrNotFound = errors.New("celebrity: not found")
+
+// shortLen is how many bytes of a caller's input Short keeps.
+const shortLen = 64
+
+// Short returns s for an error message: whole up to 64 bytes, else its first 64 bytes and
+// "...", so that a huge bad input does not make a huge error. Quote the result (%q).
+func Short(s string) string {
+	if len(s) > shortLen {
+		return s[:shortLen] + "..."
+	}
+	return s
+}
