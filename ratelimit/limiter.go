@@ -77,6 +77,10 @@ func New(client Client, o Options) (*Limiter, error) {
 		l.maxCost = o.Limit.Burst
 	case o.Mode == Leased:
 		l.maxCost = o.budget(o.Slots - 1)
+	case o.Mode == Approximate:
+		// An instance holds at most MaxUnsynced admissions unsynced: a larger cost could
+		// never be admitted.
+		l.maxCost = o.MaxUnsynced
 	default:
 		l.maxCost = o.Limit.Rate
 	}
@@ -98,7 +102,7 @@ func (l *Limiter) Allow(ctx context.Context, key string) (Result, error) {
 }
 
 // AllowN admits a request of cost n for key, or not. n must be 1..Burst with GCRA,
-// 1..Rate/Slots in Leased mode and 1..Rate otherwise. On a Redis error the request is not
+// 1..Rate/Slots in Leased mode, 1..MaxUnsynced in Approximate mode and 1..Rate otherwise. On a Redis error the request is not
 // admitted and the error is returned (wrapped); whether to fail open is the caller's
 // choice. In Leased mode a request served from a chunk this instance holds needs no Redis
 // call, so it succeeds while Redis is unreachable.

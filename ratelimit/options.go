@@ -149,8 +149,8 @@ type Options struct {
 	// Approximate mode. Default: Period/10 (at least 1ms); range 1ms..Period.
 	SyncInterval time.Duration
 	// MaxUnsynced is how many admissions of a key an instance makes between two syncs at
-	// most in Approximate mode; reaching it forces a sync. Default: max(1, Rate/100);
-	// range 1..Rate.
+	// most in Approximate mode; reaching it forces a sync. It is also the largest cost one
+	// request may have in Approximate mode. Default: max(1, Rate/100); range 1..Rate.
 	MaxUnsynced int64
 	// HotKeys, when set (Leased mode only), decides which keys lease: keys it does not
 	// report hot take exactly their cost from one budget slot per request, as Exact does,

@@ -1,0 +1,268 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+)
+
+// watchReal makes l report its admissions to a at this process's real clock, whatever
+// l's Options.Clock says: the instant the decision returned to the caller.
+func (a *admissions) watchReal(l *Limiter) {
+	SetAdmitHook(l, func(_ string, _ time.Time, n int64) {
+		at := time.Now()
+		a.mu.Lock()
+		for range n {
+			a.times = append(a.times, at)
+		}
+		a.mu.Unlock()
+	})
+}
+
+// An Approximate instance whose host clock is off (ahead by two sub-windows, or behind by
+// two windows) shares a key with an honest one. The doc aligns Approximate accounting to
+// the Redis server's clock and bounds admissions by Rate + (N-1)·U in any window; only the
+// rate of the instances' clocks is assumed, not their offset.
+func TestReviewApproximateSkewedInstanceClockKeepsTheBound(t *testing.T) {
+	sub := fleetPeriod / DefaultSubWindows
+	for _, skew := range []time.Duration{2 * sub, -2 * fleetPeriod} {
+		t.Run("skew "+skew.String(), func(t *testing.T) {
+			celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+				var a admissions
+				o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Approximate, Prefix: celebritytest.Prefix(t)}
+				mk := clients(t, c)
+				honest := newLimiter(t, mk(), o)
+				o.Clock = func() time.Time { return time.Now().Add(skew) }
+				skewed := newLimiter(t, mk(), o)
+				a.watchReal(honest)
+				a.watchReal(skewed)
+				errs := hammer(t.Context(), []*Limiter{honest, skewed}, "merchant:skew", fleetWorkers, fleetRun, nil)
+				require.Zero(t, errs)
+				bound := int64(fleetRate) + honest.o.MaxUnsynced
+				worst := a.worstWindow(SubMs(honest), honest.o.span())
+				t.Logf("skew %v: %d admitted, worst window %d, bound %d", skew, a.total(), worst, bound)
+				require.LessOrEqual(t, worst, bound, "Rate + (N-1)·MaxUnsynced with N=2")
+			})
+		})
+	}
+}
+
+// untilDenied calls AllowN(key, n) on l until it is denied, and returns the cells admitted.
+func untilDenied(t *testing.T, l *Limiter, key string, n int64) int64 {
+	t.Helper()
+	var got int64
+	for range 100_000 {
+		r, err := l.AllowN(t.Context(), key, n)
+		require.NoError(t, err)
+		if !r.Allowed {
+			return got
+		}
+		got += n
+	}
+	t.Fatalf("never denied after %d cells", got)
+	return got
+}
+
+// waitWindowStart returns once the clock is in the first tenth of a window of length p, and
+// returns that window's index.
+func waitWindowStart(p time.Duration) int64 {
+	for {
+		ms := time.Now().UnixMilli()
+		if ms%p.Milliseconds() < p.Milliseconds()/10 {
+			return ms / p.Milliseconds()
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The server is restored to a snapshot taken at the start of a window (an operator's
+// backup, a host back with an old disk) after one instance spent the whole window's
+// budget: the grants made since the snapshot are forgotten. A second instance then gets
+// the budget again in the same window. The over-admission must be bounded by what the
+// server forgot: admitted in the window <= Rate + cells granted after the snapshot.
+func TestReviewRestoreOverAdmitsAtMostWhatItForgot(t *testing.T) {
+	const rate, period = 120, 4 * time.Second
+	for _, mode := range []Mode{Exact, Leased} {
+		t.Run(mode.String(), func(t *testing.T) {
+			s := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
+			mk := func() Client { return s.Client(t) }
+			o := Options{Limit: Limit{Rate: rate, Period: period}, Mode: mode, Window: Fixed, Prefix: celebritytest.Prefix(t)}
+			if mode == Leased {
+				o.Slots, o.MaxChunk = 2, rate/4
+			}
+			key := "merchant:restore"
+			first := newLimiter(t, mk(), o)
+			window := waitWindowStart(period)
+			snap := s.Snapshot(t)
+			before := untilDenied(t, first, key, 1)
+			forgotten, _ := grantedOnServer(t, s.Client(t), first, key)
+			s.RestoreSnapshot(t, snap)
+			second := newLimiter(t, mk(), o)
+			after := untilDenied(t, second, key, 1)
+			// The first instance may still hold cells of a chunk: spending them after the
+			// restore is part of what the server forgot.
+			late := untilDeniedOrErr(first, key)
+			require.Equal(t, window, time.Now().UnixMilli()/period.Milliseconds(), "the test ran within one window")
+			total := before + after + late
+			t.Logf("%v: %d admitted before the restore (%d granted, forgotten), %d after by a new instance, %d after by the first: %d in one window of %d",
+				mode, before, forgotten, after, late, total, rate)
+			require.Equal(t, int64(rate), before)
+			require.LessOrEqual(t, total, int64(rate)+forgotten, "over-admission beyond what the restore forgot")
+		})
+	}
+}
+
+// untilDeniedOrErr is untilDenied tolerating the errors of a client whose connections
+// died with the server.
+func untilDeniedOrErr(l *Limiter, key string) int64 {
+	var got int64
+	for range 100_000 {
+		r, err := l.Allow(context.Background(), key)
+		if err != nil || !r.Allowed {
+			return got
+		}
+		got++
+	}
+	return got
+}
+
+// The smallest limit, Rate 1 (GCRA with Burst 1), and the largest, Rate 2^40 spent by
+// requests of the largest cost, shared by several instances at once: never more than the
+// limit per window.
+func TestReviewLimitBoundaries(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		for _, tc := range []struct {
+			name string
+			o    Options
+		}{
+			{"gcra", Options{Limit: Limit{Rate: 1, Period: 200 * time.Millisecond, Burst: 1}}},
+			{"exact sliding", Options{Limit: Limit{Rate: 1, Period: 200 * time.Millisecond}, Window: Sliding}},
+			{"exact fixed", Options{Limit: Limit{Rate: 1, Period: 200 * time.Millisecond}, Window: Fixed}},
+			{"leased", Options{Limit: Limit{Rate: 1, Period: 200 * time.Millisecond}, Mode: Leased, Slots: 1}},
+			{"approximate", Options{Limit: Limit{Rate: 1, Period: 200 * time.Millisecond}, Mode: Approximate}},
+		} {
+			t.Run("rate 1 "+tc.name, func(t *testing.T) {
+				var a admissions
+				lims := instances(t, 5, clients(t, c), tc.o, &a)
+				require.Zero(t, hammer(t.Context(), lims, "merchant:one", 2, 1200*time.Millisecond, nil))
+				l := lims[0]
+				if l.o.Window == GCRA {
+					requireGCRABound(t, a.sorted(), l.o.Limit)
+				} else {
+					bound := int64(1)
+					if l.o.Mode == Approximate {
+						bound += int64(len(lims)-1) * l.o.MaxUnsynced
+					}
+					worst := a.worstWindow(SubMs(l), l.o.span())
+					require.LessOrEqual(t, worst, bound)
+					require.Positive(t, worst)
+				}
+				t.Logf("%d admitted", a.total())
+			})
+		}
+		for _, mode := range []Mode{Exact, Leased, Approximate} {
+			t.Run("rate 2^40 "+mode.String(), func(t *testing.T) {
+				requireHugeCostsWithinTheLimit(t, c, mode)
+			})
+		}
+	})
+}
+
+// requireHugeCostsWithinTheLimit runs three instances spending a 2^40 limit (Fixed window,
+// one minute) by requests of the largest cost, and checks the cells admitted in the window.
+func requireHugeCostsWithinTheLimit(t *testing.T, c redis.UniversalClient, mode Mode) {
+	o := Options{Limit: Limit{Rate: MaxRate, Period: time.Minute}, Mode: mode, Window: Fixed}
+	lims := instances(t, 3, clients(t, c), o, nil)
+	var (
+		mu    sync.Mutex
+		cells int64
+		wg    sync.WaitGroup
+	)
+	window := time.Now().UnixMilli() / time.Minute.Milliseconds()
+	for _, l := range lims {
+		SetAdmitHook(l, func(_ string, _ time.Time, n int64) {
+			mu.Lock()
+			cells += n
+			mu.Unlock()
+		})
+		for range 3 {
+			wg.Go(func() {
+				for range 20 {
+					_, err := l.AllowN(t.Context(), "merchant:huge", l.maxCost)
+					require.NoError(t, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if time.Now().UnixMilli()/time.Minute.Milliseconds() != window {
+		t.Skip("crossed a window boundary")
+	}
+	bound := int64(MaxRate)
+	if mode == Approximate {
+		bound += int64(len(lims)-1) * lims[0].o.MaxUnsynced
+	}
+	t.Logf("%v: cost %d, %d cells admitted, bound %d", mode, lims[0].maxCost, cells, bound)
+	require.LessOrEqual(t, cells, bound)
+	require.GreaterOrEqual(t, cells, int64(MaxRate)/2, "at least one full-cost request per slot admitted")
+}
+
+// An instance holding a live chunk stops (a GC pause, SIGSTOP) past its sub-window and
+// resumes spending while another instance, on its own client, spends the next windows to
+// the limit: the old chunk is never spent late.
+func TestReviewLeasedPausedHolderDoesNotSpendItsOldChunk(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		var a admissions
+		o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Slots: 1, MaxChunk: fleetRate, Prefix: celebritytest.Prefix(t)}
+		mk := clients(t, c)
+		holder, other := newLimiter(t, mk(), o), newLimiter(t, mk(), o)
+		a.watch(holder)
+		a.watch(other)
+		key := "merchant:holder"
+		// Requests in a quick row build demand, so the holder soon takes a chunk bigger than
+		// one request, and keeps its rest.
+		var r Result
+		for range 1000 {
+			var err error
+			r, err = holder.Allow(t.Context(), key)
+			require.NoError(t, err)
+			if r.Allowed && r.Remaining > 0 {
+				break
+			}
+		}
+		require.Positive(t, r.Remaining, "the holder keeps cells of its chunk")
+		time.Sleep(time.Duration(2*SubMs(holder)) * time.Millisecond) // paused past the chunk's sub-window
+		done := make(chan int64, 2)
+		go func() { done <- hammer(t.Context(), []*Limiter{other}, key, fleetWorkers, 2*fleetPeriod, nil) }()
+		go func() { done <- hammer(t.Context(), []*Limiter{holder}, key, fleetWorkers, 2*fleetPeriod, nil) }()
+		require.Zero(t, <-done+<-done)
+		worst := a.worstWindow(SubMs(holder), holder.o.span())
+		t.Logf("chunk left %d at the pause, %d admitted, worst window %d/%d", r.Remaining, a.total(), worst, fleetRate)
+		require.LessOrEqual(t, worst, int64(fleetRate))
+	})
+}
+
+// AllowN accepts costs up to Rate in Approximate mode, but an instance never holds more
+// than MaxUnsynced admissions unsynced, so a cost above MaxUnsynced can never be admitted:
+// it must be refused as invalid (as a GCRA cost above Burst is), not denied forever with
+// RetryAfter 0, which tells the caller to try again at once.
+func TestReviewApproximateCostAboveMaxUnsyncedIsRefused(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		l := newLimiter(t, c, Options{Limit: Limit{Rate: 100, Period: time.Minute}, Mode: Approximate})
+		require.Equal(t, int64(1), l.o.MaxUnsynced, "the default: max(1, Rate/100)")
+		for range 3 {
+			r, err := l.AllowN(t.Context(), "merchant:cost", 2)
+			require.ErrorIs(t, err, ErrInvalid, "cost 2 with MaxUnsynced 1: got %+v", r)
+			require.ErrorContains(t, err, "cost must be 1..1, got 2")
+			require.False(t, r.Allowed)
+		}
+		r, err := l.AllowN(t.Context(), "merchant:cost", 1)
+		require.NoError(t, err)
+		require.True(t, r.Allowed, "a cost of MaxUnsynced is admitted")
+	})
+}
