@@ -138,13 +138,24 @@
 //
 // Redis 5+ (scripts with TIME, effects replication). Instances and Redis servers keep
 // real time at the same rate (leases are measured on the instance's clock from the moment
-// of sending); Sliding and Approximate accounting is aligned to the Redis servers' clocks,
-// which should agree (NTP) when a key's slots live on several masters. All instances of a
-// limit use the same Options. Durability: budgets live in the masters' memory; a failover
-// that loses acknowledged writes (asynchronous replication) can forget grants of the
-// current window and so over-admit by at most what it forgot, for one window. A coordinated
-// failover (CLUSTER FAILOVER) loses nothing. A request admitted by a decision is served
-// after it: a process paused between decision and serving serves late, as with any limiter.
+// of sending); Sliding accounting is aligned to the Redis servers' clocks, which should
+// agree (NTP) when a key's slots live on several masters. Approximate mode is not: an
+// instance files its admissions under the sub-window of its own clock and sync.lua drops
+// counts more than one sub-window ahead of the server or older than the window, so the
+// bound below holds only while the instances' clocks agree with the server's well within
+// one sub-window. An instance off by one sub-window or more over-admits beyond it (2
+// instances, Rate 300 per 500ms, 50ms sub-windows, bound 303: about 400 admitted in a window
+// with one instance 50ms behind, about 630 with it 100ms ahead;
+// TestReviewApproximateSkewedInstanceClockKeepsTheBound). All instances of a
+// limit use the same Options. Durability: budgets live in the masters' memory; a server
+// that loses acknowledged writes (a failover under asynchronous replication, a restart
+// without AOF, a restore from an earlier snapshot or backup) can forget grants and counts
+// of the current window and so over-admit by at most what it forgot, for one window: a
+// restore to the start of a window after its whole budget was spent admits it again
+// (TestReviewRestoreOverAdmitsAtMostWhatItForgot: 2·Rate in that window, Exact and
+// Leased). A coordinated failover (CLUSTER FAILOVER) loses nothing. A request admitted by
+// a decision is served after it: a process paused between decision and serving serves
+// late, as with any limiter.
 //
 // # ACL
 //
