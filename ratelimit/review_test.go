@@ -2,12 +2,16 @@ package ratelimit
 
 import (
 	"context"
+	"io"
 	"os"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 )
@@ -275,4 +279,117 @@ func TestReviewApproximateCostAboveMaxUnsyncedIsRefused(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, r.Allowed, "a cost of MaxUnsynced is admitted")
 	})
+}
+
+// The same host clock offsets in Leased mode: a chunk's deadline is measured on the
+// instance's clock from the moment its request was sent, so an offset (not a rate error)
+// changes nothing; the limit holds in every window.
+func TestReviewLeasedSkewedInstanceClockKeepsTheLimit(t *testing.T) {
+	sub := fleetPeriod / DefaultSubWindows
+	for _, skew := range []time.Duration{-5 * sub, 2 * sub, -2 * fleetPeriod, fleetPeriod} {
+		t.Run("skew "+skew.String(), func(t *testing.T) {
+			celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+				var a admissions
+				o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Prefix: celebritytest.Prefix(t)}
+				mk := clients(t, c)
+				honest := newLimiter(t, mk(), o)
+				o.Clock = func() time.Time { return time.Now().Add(skew) }
+				skewed := newLimiter(t, mk(), o)
+				a.watchReal(honest)
+				a.watchReal(skewed)
+				require.Zero(t, hammer(t.Context(), []*Limiter{honest, skewed}, "merchant:skew", fleetWorkers, fleetRun, nil))
+				worst := a.worstWindow(SubMs(honest), honest.o.span())
+				t.Logf("skew %v: %d admitted, worst window %d/%d", skew, a.total(), worst, fleetRate)
+				require.LessOrEqual(t, worst, int64(fleetRate))
+				require.Greater(t, worst, int64(fleetRate)/2, "the two instances come near the limit")
+			})
+		})
+	}
+}
+
+// GCRA carries no request ID: a reply lost after gcra.lua ran is retried by go-redis and
+// counted twice. The doc promises under-admission by one per lost reply, never
+// over-admission: from a full burst on a slow refill, the admissions stay within GCRA's
+// bound and fall short of the burst by at most the replies lost.
+func TestReviewGCRALostRepliesOnlyUnderAdmit(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		const drops = 5
+		inj := faults.New()
+		lim := Limit{Rate: 40, Period: 40 * time.Second, Burst: 40} // one cell a second
+		l := instances(t, 1, faultyClients(t, c, inj, 3), Options{Limit: lim}, nil)[0]
+		key := "merchant:gcra-lost"
+		start := time.Now()
+		var admitted int64
+		for i := range drops { // one lost reply per request: go-redis's retry answers it
+			inj.DropReply(faults.Match{Command: "EVALSHA", Arg: ":g:" + key}, 1)
+			r, err := l.Allow(t.Context(), key)
+			require.NoError(t, err)
+			require.True(t, r.Allowed)
+			require.Equal(t, int64(i+1), inj.Dropped())
+			admitted++
+		}
+		admitted += untilDenied(t, l, key, 1)
+		elapsed := time.Since(start)
+		require.Equal(t, int64(drops), inj.Dropped(), "every drop hit a call, which go-redis retried")
+		refill := int64(elapsed / time.Second)
+		t.Logf("%d replies lost, %d admitted in %v from a burst of %d", inj.Dropped(), admitted, elapsed, lim.Burst)
+		require.LessOrEqual(t, admitted, lim.Burst+refill+1, "GCRA's bound")
+		require.GreaterOrEqual(t, admitted, lim.Burst-drops, "at most one cell lost per lost reply")
+	})
+}
+
+// lateReplyHook runs the first script call it is armed for, then holds its reply until
+// after the call's sub-window has ended and reports a broken connection in its place: the
+// limiter sends the same request ID again, late.
+type lateReplyHook struct {
+	armed atomic.Bool
+	wait  time.Duration
+}
+
+func (h *lateReplyHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *lateReplyHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *lateReplyHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		name := strings.ToLower(cmd.Name())
+		if (name == "evalsha" || name == "eval") && err == nil && h.armed.CompareAndSwap(true, false) {
+			time.Sleep(h.wait)
+			cmd.SetErr(io.ErrUnexpectedEOF)
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+}
+
+// A request whose reply is lost and whose retry (same request ID) is answered after the
+// original grant's sub-window ended is reported as not admitted (Exact Sliding: the doc's
+// promise) and never spent (Leased, one slot): its cells were counted in a sub-window
+// that is over.
+func TestReviewRetryAnsweredAfterItsSubWindowIsNotAdmitted(t *testing.T) {
+	for _, mode := range []Mode{Exact, Leased} {
+		t.Run(mode.String(), func(t *testing.T) {
+			celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+				o := Options{Limit: Limit{Rate: 100, Period: time.Second}, Mode: mode, Window: Sliding, Slots: 1, Prefix: celebritytest.Prefix(t)}
+				hook := &lateReplyHook{wait: 250 * time.Millisecond} // 2.5 sub-windows
+				rc := clients(t, c)()
+				rc.(redis.UniversalClient).AddHook(hook)
+				l := newLimiter(t, rc, o)
+				var a admissions
+				a.watch(l)
+				key := "merchant:late"
+				hook.armed.Store(true)
+				r, err := l.AllowN(t.Context(), key, 5)
+				require.NoError(t, err)
+				require.False(t, hook.armed.Load(), "the hook held a reply")
+				granted, byID := grantedOnServer(t, c, l, key)
+				t.Logf("%v: %+v; %d cells granted on the server to %d request IDs", mode, r, granted, len(byID))
+				require.False(t, r.Allowed, "a grant answered after its sub-window is not admitted")
+				require.Zero(t, a.total())
+				require.Equal(t, int64(5), granted, "the original grant, counted once")
+				require.Len(t, byID, 1)
+			})
+		})
+	}
 }
