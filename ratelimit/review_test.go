@@ -393,3 +393,48 @@ func TestReviewRetryAnsweredAfterItsSubWindowIsNotAdmitted(t *testing.T) {
 		})
 	}
 }
+
+// flippingHot reports its key hot and cold in turn, every period, from its own phase: an
+// instance whose detector changes its mind all the time.
+type flippingHot struct {
+	period time.Duration
+	phase  time.Duration
+	key    string
+}
+
+func (f flippingHot) Observe(string) {}
+func (f flippingHot) Hot() []string {
+	if (time.Now().Add(f.phase).UnixNano()/int64(f.period))%2 == 0 {
+		return []string{f.key}
+	}
+	return nil
+}
+
+// Instances whose hot-key detectors flip the key between hot (chunks) and cold (exact
+// takes from the same slots) every 20ms, out of phase with each other: the doc promises a
+// key can change between the two at any time without overshoot.
+func TestReviewLeasedHotColdFlipsKeepTheLimit(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		var a admissions
+		key := "merchant:flip"
+		o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, HotRefresh: 5 * time.Millisecond, Prefix: celebritytest.Prefix(t)}
+		mk := clients(t, c)
+		var lims []*Limiter
+		for i := range 6 {
+			o.HotKeys = flippingHot{period: 20 * time.Millisecond, phase: time.Duration(i) * 7 * time.Millisecond, key: key}
+			l := newLimiter(t, mk(), o)
+			a.watch(l)
+			lims = append(lims, l)
+		}
+		require.Zero(t, hammer(t.Context(), lims, key, fleetWorkers, fleetRun, nil))
+		var chunks uint64
+		for _, l := range lims {
+			chunks += l.Stats().Chunks
+		}
+		worst := a.worstWindow(SubMs(lims[0]), lims[0].o.span())
+		t.Logf("%d admitted, %d chunks, worst window %d/%d", a.total(), chunks, worst, fleetRate)
+		require.Positive(t, chunks, "the key was leased at times")
+		require.LessOrEqual(t, worst, int64(fleetRate))
+		require.Greater(t, worst, int64(fleetRate)/2)
+	})
+}
