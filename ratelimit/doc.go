@@ -152,8 +152,8 @@
 // without AOF, a restore from an earlier snapshot or backup) can forget grants and counts
 // of the current window and so over-admit by at most what it forgot, for one window: a
 // restore to the start of a window after its whole budget was spent admits it again
-// (TestReviewRestoreOverAdmitsAtMostWhatItForgot: 2·Rate in that window, Exact and
-// Leased). A coordinated failover (CLUSTER FAILOVER) loses nothing. A request admitted by
+// (TestReviewRestoreOverAdmitsAtMostWhatItForgot: 2·Rate in that Fixed window, Exact,
+// Leased and Approximate). A coordinated failover (CLUSTER FAILOVER) loses nothing. A request admitted by
 // a decision is served after it: a process paused between decision and serving serves
 // late, as with any limiter.
 //
