@@ -133,7 +133,8 @@ type Options struct {
 	// Window is the window semantics. Default: GCRA in Exact mode, Sliding otherwise.
 	Window Window
 	// SubWindows is the number of sub-windows of a Sliding window. Default: 10; range
-	// 2..1000; Period/SubWindows must be a whole number of milliseconds.
+	// 2..1000; Period/SubWindows must be a whole number of milliseconds, at least 2 in
+	// Leased mode (with a Fixed window, Period itself).
 	SubWindows int
 	// Slots is how many budget slots one key's budget is split into in Leased mode, each
 	// under its own hash tag; slot j's tag hashes to the middle of the j-th of Slots equal
@@ -259,6 +260,11 @@ func (o Options) windowDefaults() (Options, error) {
 		if ms%int64(o.SubWindows) != 0 {
 			return o, invalidf("Options.Limit.Period (%dms) must be divisible by Options.SubWindows (%d) into whole milliseconds", ms, o.SubWindows)
 		}
+	}
+	if o.Mode == Leased && o.subMs() < 2 {
+		// A chunk is usable until 1ms before its sub-window ends (the server counts whole
+		// milliseconds): with 1ms sub-windows no chunk would ever be usable.
+		return o, invalidf("Options.Limit.Period / Options.SubWindows must be at least 2ms in Leased mode, got %dms", o.subMs())
 	}
 	return o, nil
 }

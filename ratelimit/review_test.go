@@ -447,3 +447,34 @@ func TestReviewLeasedHotColdFlipsKeepTheLimit(t *testing.T) {
 		require.Greater(t, worst, int64(fleetRate)/2)
 	})
 }
+
+// The shortest sub-windows in Leased mode. A chunk is usable until sent + (sub-window end -
+// server now) - 1ms, the server counting whole milliseconds: with 1ms sub-windows that is
+// never, so every fetch took cells from the budget and dropped them (0 admitted, about 170
+// chunks granted in 200ms). Such options are refused; 2ms sub-windows admit.
+func TestReviewLeasedShortestSubWindows(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		for _, o := range []Options{
+			{Limit: Limit{Rate: 10, Period: time.Millisecond}, Window: Fixed},
+			{Limit: Limit{Rate: 100, Period: 10 * time.Millisecond}},
+		} {
+			o.Mode, o.Slots = Leased, 1
+			_, err := New(c, o)
+			require.ErrorIs(t, err, ErrInvalid, "%v", o.Limit)
+			require.ErrorContains(t, err, "Options.Limit.Period / Options.SubWindows must be at least 2ms in Leased mode, got 1ms")
+		}
+		for _, o := range []Options{
+			{Limit: Limit{Rate: 10, Period: 2 * time.Millisecond}, Window: Fixed},
+			{Limit: Limit{Rate: 100, Period: 20 * time.Millisecond}},
+		} {
+			o.Mode, o.Slots = Leased, 1
+			l := newLimiter(t, c, o)
+			var a admissions
+			a.watch(l)
+			require.Zero(t, hammer(t.Context(), []*Limiter{l}, "merchant:short", 2, 200*time.Millisecond, nil))
+			t.Logf("%v: %d admitted in 200ms, %d chunks of %d cells", o.Limit, a.total(), l.Stats().Chunks, l.Stats().Cells)
+			require.Positive(t, a.total(), "%v in Leased mode admits", o.Limit)
+			require.LessOrEqual(t, a.worstWindow(SubMs(l), l.o.span()), o.Limit.Rate)
+		}
+	})
+}
