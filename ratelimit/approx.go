@@ -15,6 +15,19 @@ type approx struct {
 	unsynced int64   // sum of counts
 	lastSync time.Time
 	pending  *syncReq // a sync whose outcome is unknown; sent again, unchanged, first
+	// offset is the server's clock minus this instance's, in milliseconds. A sync bounds it:
+	// the server read its clock after the sync was sent and before its reply came back, so
+	// the offset lies between (server time - local receive time) and (server time - local
+	// send time); each sync moves it by the least that puts it in those bounds (so clocks
+	// that agree keep offset 0 exactly).
+	offset int64
+}
+
+// index returns the server's sub-window index at local time nowMs, through the offset the
+// last sync measured: admissions are counted in the server's sub-windows, as sync.lua files
+// them, whatever this host's clock says. The caller holds st.mu.
+func (st *approx) index(nowMs, sub int64) int64 {
+	return (nowMs + st.offset) / sub
 }
 
 // count is a number of admissions in one sub-window.
@@ -36,26 +49,53 @@ func (l *Limiter) approximate(ctx context.Context, key string, n int64) (Result,
 	now := l.o.Clock()
 	st.mu.Lock()
 	due := now.Sub(st.lastSync) >= l.o.SyncInterval || st.unsynced+n > l.o.MaxUnsynced
+	first := st.lastSync.IsZero()
 	st.mu.Unlock()
 	if due {
-		select {
-		case st.busy <- struct{}{}:
-			err := l.sync(ctx, st, key)
-			st.leave()
-			if err != nil {
-				return Result{RetryAfter: -1}, err
-			}
+		synced, err := l.syncTurn(ctx, st, key, first)
+		if err != nil {
+			return Result{RetryAfter: -1}, err
+		}
+		if synced {
 			now = l.o.Clock()
-		default:
 		}
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	r := st.admit(now.UnixMilli()/l.sub, n, l.o)
+	r := st.admit(st.index(now.UnixMilli(), l.sub), n, l.o)
 	if r.Allowed {
 		l.admitted(key, now, n)
 	}
 	return r, nil
+}
+
+// syncTurn syncs key if no other goroutine of this instance is syncing it. Before the key's
+// first sync (first), it waits for its turn instead, and syncs unless the goroutine it
+// waited for did: the offset to the server's clock is not known before.
+func (l *Limiter) syncTurn(ctx context.Context, st *keyState, key string, first bool) (bool, error) {
+	if first {
+		select {
+		case st.busy <- struct{}{}:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+		st.mu.Lock()
+		done := !st.lastSync.IsZero()
+		st.mu.Unlock()
+		if done {
+			st.leave()
+			return false, nil
+		}
+	} else {
+		select {
+		case st.busy <- struct{}{}:
+		default:
+			return false, nil
+		}
+	}
+	err := l.sync(ctx, st, key)
+	st.leave()
+	return err == nil, err
 }
 
 // admit decides a request of cost n in sub-window cur on the estimate and the unsynced
@@ -75,7 +115,9 @@ func (st *approx) admit(cur, n int64, o Options) Result {
 		}
 		return Result{Remaining: max(0, o.Limit.Rate-used), RetryAfter: wait}
 	}
-	if k := len(st.counts); k > 0 && st.counts[k-1].idx == cur {
+	if k := len(st.counts); k > 0 && st.counts[k-1].idx >= cur {
+		// The same sub-window, or a later one the offset of the previous sync gave: counted
+		// there (later, never earlier: it stays in the window longer).
 		st.counts[k-1].n += n
 	} else {
 		st.counts = append(st.counts, count{cur, n})
@@ -101,16 +143,18 @@ func (st *approx) prune(cur, k int64) {
 func (l *Limiter) sync(ctx context.Context, st *keyState, key string) error {
 	sent := l.o.Clock()
 	st.mu.Lock()
-	req := st.nextSync(sent.UnixMilli()/l.sub, int64(l.o.span()), &l.ids)
+	req := st.nextSync(st.index(sent.UnixMilli(), l.sub), int64(l.o.span()), &l.ids)
 	st.mu.Unlock()
 
 	est, now, err := l.sendSync(ctx, key, req)
 	if err != nil {
 		return err
 	}
+	recv := l.o.Clock()
 	l.stats.syncs.Add(1)
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	st.offset = min(max(st.offset, now-recv.UnixMilli()), now-sent.UnixMilli())
 	st.applySync(req, est, now/l.sub, sent, int64(l.o.span()))
 	return nil
 }

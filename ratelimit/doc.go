@@ -139,15 +139,19 @@
 // Redis 5+ (scripts with TIME, effects replication). Instances and Redis servers keep
 // real time at the same rate (leases are measured on the instance's clock from the moment
 // of sending); Sliding accounting is aligned to the Redis servers' clocks, which should
-// agree (NTP) when a key's slots live on several masters. Approximate mode is not: an
-// instance files its admissions under the sub-window of its own clock and sync.lua drops
-// counts more than one sub-window ahead of the server or older than the window, so the
-// bound below holds only while the instances' clocks agree with the server's well within
-// one sub-window. An instance off by one sub-window or more over-admits beyond it (2
-// instances, Rate 300 per 500ms, 50ms sub-windows, bound 303: about 400 admitted in a window
-// with one instance 50ms behind, about 630 with it 100ms ahead;
-// TestReviewApproximateSkewedInstanceClockKeepsTheBound). All instances of a
-// limit use the same Options. Durability: budgets live in the masters' memory; a server
+// agree (NTP) when a key's slots live on several masters. Approximate mode is too, whatever
+// the instances' clocks say: an instance counts its admissions in the server's sub-windows
+// through an offset to the server's clock that each sync bounds (the server read its clock
+// between the sync's sending and its reply) and moves by the least that fits, so clocks
+// that agree keep offset 0; its first admission on a key waits for the key's first sync.
+// A sync bounds the offset to within its round trip, so an instance whose clock is off may
+// count an admission made within a round trip of a sub-window boundary in the neighbouring
+// sub-window, and exceed the bound below by those admissions (2 instances, Rate 300 per
+// 500ms, bound 303, one instance 50ms or 250ms behind, 100ms ahead or 1s behind: 303–304 in
+// the worst window, against 399–657 before the offset;
+// TestReviewApproximateSkewedInstanceClockKeepsTheBound). A host clock stepped between two
+// syncs can misfile the counts the instance makes until its next sync (at most MaxUnsynced).
+// All instances of a limit use the same Options. Durability: budgets live in the masters' memory; a server
 // that loses acknowledged writes (a failover under asynchronous replication, a restart
 // without AOF, a restore from an earlier snapshot or backup) can forget grants and counts
 // of the current window and so over-admit by at most what it forgot, for one window: a

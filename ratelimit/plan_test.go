@@ -104,3 +104,17 @@ func TestSlotUsageCountsTheWindowAndWhenItEmpties(t *testing.T) {
 	_, _, err := slotUsage(0, "base", 7, 100, 3, []int64{1050, 1, 2})
 	require.Error(t, err)
 }
+
+// TestApproxIndexFollowsTheServerAndCountsNeverMoveEarlier checks that admissions are
+// counted in the server's sub-windows through the instance's offset, and that an index the
+// offset moved back (a later sync measured it again) counts in the latest sub-window already
+// counted: later, never earlier, so the count stays in the window at least as long.
+func TestApproxIndexFollowsTheServerAndCountsNeverMoveEarlier(t *testing.T) {
+	o := approxOptions(t, 100, 10)
+	st := approx{offset: -250} // this host is 250 ms ahead of the server
+	require.Equal(t, int64(10), st.index(1250, 100), "local 1250 ms is server 1000 ms")
+	require.True(t, st.admit(st.index(1250, 100), 1, o).Allowed)
+	st.offset = -300 // measured again: the index goes back one sub-window
+	require.True(t, st.admit(st.index(1250, 100), 1, o).Allowed)
+	require.Equal(t, []count{{10, 2}}, st.counts)
+}
