@@ -1,0 +1,333 @@
+package celebrity_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity"
+	"github.com/celebrity-go/celebrity/celebritytest"
+)
+
+// writeLog is the history of one key's writes as the host made them: each Set or Delete with
+// its version, when it began and when it was acknowledged (Set or Delete returned nil).
+type writeLog struct {
+	mu  sync.Mutex
+	ops []writeOp
+	// lag is the longest time a read was served a state older than an acknowledged write,
+	// measured from that write's acknowledgement to the read's start.
+	lag time.Duration
+}
+
+type writeOp struct {
+	version uint64
+	del     bool
+	began   time.Time
+	acked   time.Time // zero until acknowledged
+}
+
+func (w *writeLog) begin(version uint64, del bool) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ops = append(w.ops, writeOp{version: version, del: del, began: time.Now()})
+	return len(w.ops) - 1
+}
+
+func (w *writeLog) ack(i int) {
+	w.mu.Lock()
+	w.ops[i].acked = time.Now()
+	w.mu.Unlock()
+}
+
+// check judges a read that began at start and returned version got (deleted: ErrNotFound).
+// It returns an error when the read served a state older than a write acknowledged more
+// than bound before start, and records the read's lag behind the acknowledged writes.
+func (w *writeLog) check(start time.Time, got uint64, deleted bool, bound time.Duration) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// A miss stands for the newest delete begun so far: a read may see a delete in flight.
+	if deleted {
+		for _, op := range w.ops {
+			if op.del && op.version > got {
+				got = op.version
+			}
+		}
+	}
+	// newest is the newest write acknowledged before the read began; lagged is when the
+	// first acknowledged write newer than what the read returned was acknowledged.
+	var newest writeOp
+	var lagged time.Time
+	for _, op := range w.ops {
+		if op.acked.IsZero() || !op.acked.Before(start) {
+			continue
+		}
+		if op.version > newest.version {
+			newest = op
+		}
+		if op.version > got && (lagged.IsZero() || op.acked.Before(lagged)) {
+			lagged = op.acked
+		}
+	}
+	if got >= newest.version && (deleted || !newest.del || got > newest.version) {
+		return nil
+	}
+	lag := start.Sub(lagged)
+	w.lag = max(w.lag, lag)
+	if lag <= bound {
+		return nil
+	}
+	return fmt.Errorf("read at %s served v%d (deleted %v), older than v%d (deleted %v) acknowledged %s before",
+		start.Format("15:04:05.000"), got, deleted, newest.version, newest.del, lag)
+}
+
+func (w *writeLog) maxLag() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lag
+}
+
+// final returns the last acknowledged state: the highest acknowledged version and whether it
+// is a delete.
+func (w *writeLog) final() (uint64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var last writeOp
+	for _, op := range w.ops {
+		if !op.acked.IsZero() && op.version > last.version {
+			last = op
+		}
+	}
+	return last.version, last.del
+}
+
+// readAndCheck reads key from c once and judges the answer against log.
+func readAndCheck(ctx context.Context, c *celebrity.Cache[string], key string, log *writeLog, bound time.Duration) error {
+	start := time.Now()
+	v, err := c.Get(ctx, key)
+	switch {
+	case errors.Is(err, celebrity.ErrNotFound):
+		return log.check(start, 0, true, bound)
+	case err != nil:
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("Get: %w", err)
+	}
+	var n uint64
+	if _, err := fmt.Sscanf(v, "v%d", &n); err != nil {
+		return fmt.Errorf("Get = %q", v)
+	}
+	return log.check(start, n, false, bound)
+}
+
+// writeKey makes one write of key through c: the host's database write (a new version, or a
+// delete with a new version), then Set or Delete. It logs it and reports unexpected errors.
+func writeKey(ctx context.Context, c *celebrity.Cache[string], src *source, key string, del bool, log *writeLog) error {
+	src.mu.Lock()
+	r := src.rows[key]
+	r.version++
+	r.v = ""
+	if !del {
+		r.v = "v" + strconvU(r.version)
+	}
+	src.rows[key] = r
+	src.mu.Unlock()
+	i := log.begin(r.version, del)
+	var err error
+	if del {
+		err = c.Delete(ctx, key, r.version)
+	} else {
+		err = c.Set(ctx, key, r.v, r.version)
+	}
+	switch {
+	case err == nil:
+		log.ack(i)
+	case errors.Is(err, celebrity.ErrStaleVersion), ctx.Err() != nil:
+	default:
+		return fmt.Errorf("write v%d (delete %v): %w", r.version, del, err)
+	}
+	return nil
+}
+
+// churn runs fn in n goroutines until ctx ends, and reports fn's first error through t.
+func churn(ctx context.Context, t *testing.T, wg *sync.WaitGroup, n int, pause time.Duration, fn func(r *rand.Rand) error) {
+	var failed atomic.Bool
+	for g := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := rand.New(rand.NewPCG(uint64(g), uint64(time.Now().UnixNano())))
+			for ctx.Err() == nil {
+				if err := fn(r); err != nil && failed.CompareAndSwap(false, true) {
+					t.Error(err)
+				}
+				time.Sleep(pause)
+			}
+		}()
+	}
+}
+
+// settledEverywhere waits bound, then reads key reads times from every instance: each must
+// serve the last acknowledged state.
+func settledEverywhere(t *testing.T, caches []*celebrity.Cache[string], key string, log *writeLog, bound time.Duration) {
+	t.Helper()
+	time.Sleep(bound)
+	want, del := log.final()
+	for i, c := range caches {
+		for range 20 {
+			v, err := c.Get(t.Context(), key)
+			if del {
+				require.ErrorIs(t, err, celebrity.ErrNotFound, "instance %d after the last write (delete v%d) got %q", i, want, v)
+				continue
+			}
+			require.NoError(t, err, "instance %d", i)
+			require.Equal(t, "v"+strconvU(want), v, "instance %d after the last write", i)
+		}
+	}
+}
+
+// TestReviewWritesRacePromoteAndDemote: while Sets and Deletes of one key flow through random
+// instances and every instance reads it, the key is promoted and demoted by hand over and
+// over from random instances (each change reaching the others by announcement), so writes
+// race promotions (the copies' registration and warm-up) and demotions on other instances.
+// With Fresh an hour long only the write order (Redis, then invalidation) brings a new
+// version: no read may serve a state older than a write acknowledged more than the
+// invalidation's delivery (1 s on this loaded machine) before it, and once the writes stop
+// every instance serves the last one, also from the copies.
+func TestReviewWritesRacePromoteAndDemote(t *testing.T) {
+	for _, fresh := range []time.Duration{time.Hour, 40 * time.Millisecond} {
+		t.Run(fresh.String(), func(t *testing.T) {
+			deployments(t, func(t *testing.T, d deployment) {
+				o := celebrity.Options[string]{Fresh: fresh, Stale: -1, ReportInterval: 100 * time.Millisecond,
+					PromoteRate: 1e9, DemoteRate: 1, ReportMinRate: 1e6}
+				bound := time.Second // the invalidation's delivery on a loaded machine
+				if fresh < time.Hour {
+					bound += fresh // the L1 entry's life, Stale being off
+				}
+				raceWritesWithHotSet(t, d, o, bound)
+			})
+		})
+	}
+}
+
+func raceWritesWithHotSet(t *testing.T, d deployment, o celebrity.Options[string], bound time.Duration) {
+	p := celebritytest.Prefix(t)
+	src := newSource()
+	key := p + "post"
+	log := &writeLog{}
+	var caches []*celebrity.Cache[string]
+	for range 4 {
+		caches = append(caches, newCache(t, d.client(t), src, p, o))
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	require.NoError(t, writeKey(ctx, caches[0], src, key, false, log))
+	var promotes atomic.Int64
+	churn(ctx, t, &wg, 1, 15*time.Millisecond, func(r *rand.Rand) error {
+		c := caches[r.IntN(len(caches))]
+		promotes.Add(1)
+		if promotes.Load()%2 == 1 {
+			return c.Promote(ctx, key)
+		}
+		return c.Demote(ctx, key)
+	})
+	churn(ctx, t, &wg, 2, 5*time.Millisecond, func(r *rand.Rand) error {
+		return writeKey(ctx, caches[r.IntN(len(caches))], src, key, r.IntN(5) == 0, log)
+	})
+	var reads atomic.Int64
+	for _, c := range caches {
+		churn(ctx, t, &wg, 1, 0, func(*rand.Rand) error {
+			reads.Add(1)
+			return readAndCheck(ctx, c, key, log, bound)
+		})
+	}
+	time.Sleep(8 * time.Second)
+	cancel()
+	wg.Wait()
+	last, _ := log.final()
+	t.Logf("%d writes (last acknowledged v%d), %d hot-set changes, %d reads; longest lag behind an acknowledged write %s",
+		len(log.ops), last, promotes.Load(), reads.Load(), log.maxLag())
+	require.Greater(t, promotes.Load(), int64(20))
+	require.Greater(t, reads.Load(), int64(1000))
+	// The key ends hot on some runs and not on others; both must serve the last write.
+	settledEverywhere(t, caches, key, log, bound)
+	require.NoError(t, caches[0].Promote(t.Context(), key))
+	require.Eventually(t, func() bool { return hotEverywhere(caches, key, true) }, 10*time.Second, 10*time.Millisecond)
+	settledEverywhere(t, caches, key, log, 0)
+}
+
+// pubsubKiller kills the pub/sub connections of the servers behind admin (CLIENT KILL TYPE
+// pubsub on every master): each instance's invalidation and hot-set subscriptions drop and
+// resubscribe.
+func pubsubKiller(t *testing.T, admin redis.UniversalClient) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		kill := func(ctx context.Context, c *redis.Client) error {
+			err := c.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
+			if err != nil && ctx.Err() == nil {
+				return err
+			}
+			return nil
+		}
+		if cl, ok := admin.(*redis.ClusterClient); ok {
+			return cl.ForEachShard(ctx, kill)
+		}
+		return kill(ctx, admin.(*redis.Client))
+	}
+}
+
+// TestReviewInvalidationSubscriptionKilledDuringWrites: the pub/sub connections of every
+// instance are killed (CLIENT KILL TYPE pubsub) over and over while writes flow and the key
+// is hot, so invalidations are lost while subscriptions are down. The promise: an instance
+// whose subscription was down marks its entries stale when it comes back, and never serves
+// an older version than an acknowledged write for longer than Fresh+Stale.
+func TestReviewInvalidationSubscriptionKilledDuringWrites(t *testing.T) {
+	deployments(t, func(t *testing.T, d deployment) {
+		o := celebrity.Options[string]{Fresh: 2 * time.Second, Stale: time.Second, ReportInterval: 100 * time.Millisecond,
+			PromoteRate: 1e9, DemoteRate: 1, ReportMinRate: 1e6}
+		p := celebritytest.Prefix(t)
+		src := newSource()
+		key := p + "post"
+		log := &writeLog{}
+		var caches []*celebrity.Cache[string]
+		for range 4 {
+			caches = append(caches, newCache(t, d.client(t), src, p, o))
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		var wg sync.WaitGroup
+		require.NoError(t, writeKey(ctx, caches[0], src, key, false, log))
+		require.NoError(t, caches[0].Promote(ctx, key))
+		bound := o.Fresh + o.Stale + 500*time.Millisecond
+		kill := pubsubKiller(t, celebritytest.AdminOf(t, d.client(t)))
+		var kills atomic.Int64
+		churn(ctx, t, &wg, 1, 30*time.Millisecond, func(*rand.Rand) error {
+			kills.Add(1)
+			return kill(ctx)
+		})
+		churn(ctx, t, &wg, 2, 10*time.Millisecond, func(r *rand.Rand) error {
+			return writeKey(ctx, caches[r.IntN(len(caches))], src, key, r.IntN(5) == 0, log)
+		})
+		var reads atomic.Int64
+		for _, c := range caches {
+			churn(ctx, t, &wg, 1, 0, func(*rand.Rand) error {
+				reads.Add(1)
+				return readAndCheck(ctx, c, key, log, bound)
+			})
+		}
+		time.Sleep(8 * time.Second)
+		cancel()
+		wg.Wait()
+		last, _ := log.final()
+		t.Logf("%d writes (last acknowledged v%d), %d kills, %d reads; longest lag behind an acknowledged write %s",
+			len(log.ops), last, kills.Load(), reads.Load(), log.maxLag())
+		require.Greater(t, kills.Load(), int64(20))
+		settledEverywhere(t, caches, key, log, bound)
+	})
+}
