@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -257,9 +258,19 @@ func raceWritesWithHotSet(t *testing.T, d deployment, o celebrity.Options[string
 		len(log.ops), last, promotes.Load(), reads.Load(), log.maxLag())
 	require.Greater(t, promotes.Load(), int64(20))
 	require.Greater(t, reads.Load(), int64(1000))
-	// The key ends hot on some runs and not on others; both must serve the last write.
+	// A write cancelled with the churn may have applied unacknowledged: one more write makes
+	// the last state certain. The key ends hot on some runs and not on others; both must
+	// serve the last write.
+	require.NoError(t, writeKey(t.Context(), caches[2], src, key, false, log))
 	settledEverywhere(t, caches, key, log, bound)
 	require.NoError(t, caches[0].Promote(t.Context(), key))
+	require.Eventually(t, func() bool { return hotEverywhere(caches, key, true) }, 10*time.Second, 10*time.Millisecond)
+	settledEverywhere(t, caches, key, log, 0)
+	// A delete of the hot key, then a demotion and a quick re-promotion: no copy serves it.
+	require.NoError(t, writeKey(t.Context(), caches[3], src, key, true, log))
+	settledEverywhere(t, caches, key, log, bound)
+	require.NoError(t, caches[1].Demote(t.Context(), key))
+	require.NoError(t, caches[2].Promote(t.Context(), key))
 	require.Eventually(t, func() bool { return hotEverywhere(caches, key, true) }, 10*time.Second, 10*time.Millisecond)
 	settledEverywhere(t, caches, key, log, 0)
 }
@@ -328,6 +339,66 @@ func TestReviewInvalidationSubscriptionKilledDuringWrites(t *testing.T) {
 		t.Logf("%d writes (last acknowledged v%d), %d kills, %d reads; longest lag behind an acknowledged write %s",
 			len(log.ops), last, kills.Load(), reads.Load(), log.maxLag())
 		require.Greater(t, kills.Load(), int64(20))
+		require.NoError(t, writeKey(t.Context(), caches[1], src, key, false, log))
 		settledEverywhere(t, caches, key, log, bound)
 	})
+}
+
+// TestReviewHotSetRestoredToAnEarlierVersionConverges: the server holding the hot set is
+// restored to an earlier snapshot (a backup, or a failover that lost the last writes): the
+// hot set's version goes back from 2 to 1 while the instances applied 2. The next change
+// makes version 2 again, with other members. Every instance must apply what the fleet's hot
+// set holds within the documented repair (the next heartbeat, one interval; 4 intervals for an
+// instance that missed the channel), not keep its own version 2 because the number matches.
+//
+// DEFECT (found in review, not fixed): it fails. The instances compare hot-set versions by
+// number only (applyAnnouncement takes a.version <= cur as applied; the heartbeat and the
+// poll learn only when the number differs), so after the restore the new version 2 is
+// taken for the lost one: instance 0 keeps {first, lost} at version 2 while the fleet's set
+// is {first, later} at version 2, 8 intervals later and for good; the next announcement
+// (version 3, cur+1) is applied on top of that wrong base, so the divergence outlives later
+// changes. Run it with CELEBRITY_REVIEW_DEFECTS=1.
+func TestReviewHotSetRestoredToAnEarlierVersionConverges(t *testing.T) {
+	if os.Getenv("CELEBRITY_REVIEW_DEFECTS") == "" {
+		t.Skip("known defect: a hot-set version number reused after a restore or a lossy failover is taken as applied (see the comment)")
+	}
+	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
+	p := celebritytest.Prefix(t)
+	src := newSource()
+	// An interval long enough that the change after the restore comes before any poll or
+	// heartbeat shows the instances the older version.
+	o := celebrity.Options[string]{Fresh: time.Hour, Stale: -1, ReportInterval: time.Second,
+		PromoteRate: 1e9, DemoteRate: 1, ReportMinRate: 1e6}
+	var caches []*celebrity.Cache[string]
+	for range 3 {
+		caches = append(caches, newCache(t, srv.Client(t), src, p, o))
+	}
+	ctx := t.Context()
+	first, lost, later := p+"first", p+"lost", p+"later"
+	require.NoError(t, caches[0].Promote(ctx, first)) // version 1
+	require.Eventually(t, func() bool { return hotEverywhere(caches, first, true) }, 10*time.Second, 10*time.Millisecond)
+	snap := srv.Snapshot(t)
+	require.NoError(t, caches[0].Promote(ctx, lost)) // version 2, lost by the restore
+	require.Eventually(t, func() bool { return hotEverywhere(caches, lost, true) }, 10*time.Second, 10*time.Millisecond)
+	srv.RestoreSnapshot(t, snap)
+	require.Eventually(t, func() bool { return caches[1].Promote(ctx, later) == nil }, 10*time.Second, time.Millisecond)
+	hs, err := celebrity.ReadHotSet(ctx, srv.AdminClient(t), p)
+	require.NoError(t, err)
+	require.Equal(t, uint64(2), hs.Version, "version 2 again, with other members")
+	// Documented: a missed change is repaired within 4 intervals; allow 8.
+	deadline := time.Now().Add(8 * o.ReportInterval)
+	for time.Now().Before(deadline) && !(hotEverywhere(caches, later, true) && hotEverywhere(caches, lost, false)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i, c := range caches {
+		require.Equal(t, []string{first, later}, c.Hot(), "instance %d: the fleet's hot set is %s v%d", i, members(hs), hs.Version)
+	}
+}
+
+func members(hs celebrity.HotSet) []string {
+	var out []string
+	for _, m := range hs.Members {
+		out = append(out, m.Key)
+	}
+	return out
 }
