@@ -17,6 +17,7 @@ import (
 
 	"github.com/celebrity-go/celebrity"
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 )
 
 // writeLog is the history of one key's writes as the host made them: each Set or Delete with
@@ -416,4 +417,59 @@ func members(hs celebrity.HotSet) []string {
 		out = append(out, m.Key)
 	}
 	return out
+}
+
+// TestReviewLeaderHeldPastItsLease: the leader's commands are held (each forwarded 6
+// intervals late, as a paused process or a stalled network would) just as its key's reads
+// stop, so its lease (3 intervals) expires while its renewal, evaluations, changes and
+// heartbeats are in flight. Another instance takes over with a new epoch and demotes the key;
+// the held commands then arrive: the old leader's changes are fenced, its stale heartbeats
+// make no instance apply an older set, and within 4 intervals after the hold every instance
+// applies the fleet's set, with the demotion made once.
+func TestReviewLeaderHeldPastItsLease(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	p := celebritytest.Prefix(t)
+	src := newSource()
+	key := p + "celebrity"
+	src.bump(key)
+	o := readerOptions()
+	inj := faults.New()
+	leader := newCache(t, srv.Client(t, func(ro *redis.Options) { ro.Dialer = inj.Dialer(nil) }), src, p, o)
+	require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)
+	all := []*celebrity.Cache[string]{leader}
+	for range 3 {
+		all = append(all, newCache(t, srv.Client(t), src, p, o))
+	}
+	stop := readers(t, all, key)
+	require.Eventually(t, func() bool { return hotEverywhere(all, key, true) }, 30*time.Second, 10*time.Millisecond)
+	admin := srv.AdminClient(t)
+	before, err := celebrity.ReadHotSet(t.Context(), admin, p)
+	require.NoError(t, err)
+	inj.SetLatency(6 * o.ReportInterval)
+	stop()
+	require.Eventually(t, func() bool { return hotEverywhere(all[1:], key, false) }, 30*time.Second, 10*time.Millisecond,
+		"another instance takes over and demotes the key")
+	// The old leader goes on evaluating through its held commands, long enough to decide the
+	// demotion too (Hold is 5 intervals): its change must be fenced.
+	time.Sleep(30 * o.ReportInterval)
+	inj.SetLatency(0)
+	time.Sleep(4*o.ReportInterval + 2*6*o.ReportInterval) // 4 intervals, after the last held command
+	hs, err := celebrity.ReadHotSet(t.Context(), admin, p)
+	require.NoError(t, err)
+	require.Greater(t, hs.Epoch, before.Epoch, "a new leader took over")
+	require.Equal(t, before.Version+1, hs.Version, "one change: the demotion, made once")
+	require.Empty(t, hs.Members)
+	for i, c := range all {
+		require.Empty(t, c.Hot(), "instance %d", i)
+		require.Equal(t, hs.Version, c.Stats().HotVersion, "instance %d", i)
+	}
+	leaders := 0
+	for _, c := range all {
+		if c.Stats().Leader {
+			leaders++
+		}
+	}
+	require.LessOrEqual(t, leaders, 1, "one leader")
+	t.Logf("epoch %d -> %d, version %d -> %d, old leader fenced %d times, leader now %q",
+		before.Epoch, hs.Epoch, before.Version, hs.Version, leader.Stats().Fenced, hs.Leader)
 }
