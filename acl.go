@@ -10,12 +10,12 @@ import (
 
 // aclCommands are the commands of the fleet loop: the hot-set scripts (report.lua, poll.lua,
 // apply.lua, learn.lua: GET, SET, HGET, HGETALL, HSET, HSETNX, HDEL, HINCRBY, HINCRBYFLOAT,
-// HLEN, PEXPIRE, PUBLISH), the leader's reads of the summary (HGETALL), the heartbeat
+// HLEN, PEXPIRE, PUBLISH, TIME), the leader's reads of the summary (HGETALL), the heartbeat
 // (PUBLISH), the subscription to the hot-set channel (SUBSCRIBE, UNSUBSCRIBE, PING on a
 // silent one) and ReadHotSet's MULTI/EXEC of HGET, GET, PTTL and HGETALL.
 var aclCommands = []string{"+evalsha", "+eval", "+get", "+set", "+pexpire", "+pttl", "+multi",
 	"+exec", "+hget", "+hgetall", "+hset", "+hsetnx", "+hdel", "+hincrby", "+hincrbyfloat",
-	"+hlen", "+publish", "+subscribe", "+unsubscribe", "+ping"}
+	"+hlen", "+publish", "+subscribe", "+unsubscribe", "+ping", "+time"}
 
 // ACLRule returns the ACL rule a host grants the Redis user of a Cache configured with o, as
 // ACL SETUSER arguments, without repeats: the Replicator's rule (replicas.ACLRule for the

@@ -1,6 +1,6 @@
 -- apply.lua: change the hot set (promotions and demotions), fenced and versioned.
 --
--- KEYS[1]  the hot set's meta hash (fields version, epoch)   }
+-- KEYS[1]  the hot set's meta hash (fields version, vid, epoch) }
 -- KEYS[2]  the leader lease                                   } one slot: {<prefix>hot}
 -- KEYS[3]  the members hash: key -> "a|<rate>|<ms>" (decided by the fleet) or "m|<rate>|<ms>" (manual)
 -- KEYS[4]  the demotions hash: key -> "<rate>|<ms>", the rate that decided the last demotion
@@ -14,10 +14,13 @@
 --
 -- Reply: {"ok", version, changed, announcement} or {"fenced", version, 0, ""}. When the set
 -- changed, the announcement (also published on the channel in this step) carries the change:
--- "d<version>\n" then, per key changed, "<kind>|<rate>|<now>|<length of key>:<key>", kind
+-- "d<version> <previous vid> <vid>\n" then, per key changed, "<kind>|<rate>|<now>|<length of key>:<key>", kind
 -- "a" or "m" for the member's new record (as in the members hash) and "-" for a removal. An
--- instance that applied version-1 applies it without reading the set. Over announceMax bytes
--- it is the version alone (the instances read the set). "" when nothing changed.
+-- instance that applied version-1 with the previous vid applies it without reading the set.
+-- Over announceMax bytes it is "<version> <vid>" alone (the instances read the set). "" when
+-- nothing changed. vid names this version of the set among all that ever had its number: a
+-- master that lost its last change (a restore, a lossy failover) makes that number again
+-- with another vid, so an instance that applied the lost one sees it is not the fleet's.
 -- Invariant: only the current leader (lease and epoch checked in this step) changes what the
 -- fleet decided; a manual member is never demoted by the fleet; the version grows by one per
 -- call that altered the set, and the announcement lists every change of that call, so
@@ -74,10 +77,14 @@ end
 if changed == 0 then
   return {'ok', version, 0, ''}
 end
+local prev = redis.call('HGET', meta, 'vid') or '-'
 version = redis.call('HINCRBY', meta, 'version', 1)
-local msg = 'd' .. version .. '\n' .. table.concat(parts)
+local tm = redis.call('TIME')
+local vid = version .. '.' .. tm[1] .. '.' .. tm[2]
+redis.call('HSET', meta, 'vid', vid)
+local msg = 'd' .. version .. ' ' .. prev .. ' ' .. vid .. '\n' .. table.concat(parts)
 if #msg > announceMax then
-  msg = tostring(version)
+  msg = version .. ' ' .. vid
 end
 redis.call('PUBLISH', channel, msg)
 return {'ok', version, changed, msg}

@@ -130,15 +130,12 @@
 // 4 intervals (its first poll comes at most 4 intervals after the last message it heard, the
 // next ones at most 3 intervals apart; a loaded machine's delays add to this). A lost leader
 // is replaced within one interval after its lease expires (at most 4 after its last renewal).
-// Known limitation: instances tell versions of the hot set apart by number only, so when the
-// master holding it loses its last change (a restore from an earlier backup, a failover
-// under asynchronous replication) and the next change reuses that version number, an
-// instance that applied the lost change keeps its set under that number (and builds the
-// changes after it on top of it) instead of the fleet's: its lost promotions stay hot and the
-// fleet's new one is not promoted there, until that instance restarts. Values stay correct
-// (writes reach copies through the registry); what goes wrong is which keys are spread. The
-// summary assumes the
-// instances' clocks agree within a fraction of ReportInterval (an interval is named by
+// A master that loses the hot set's last change (a restore from an earlier backup, a
+// failover under asynchronous replication) makes its version number again for another
+// change: every version carries a vid, which announcements, heartbeats and polls compare
+// with the number, so an instance that applied the lost change reads the fleet's set like
+// any missed change (TestReviewHotSetRestoredToAnEarlierVersionConverges). The summary
+// assumes the instances' clocks agree within a fraction of ReportInterval (an interval is named by
 // wall-clock time). The loop's own commands per interval: at most one report (two with an
 // early one) per instance that has a key at or above ReportMinRate or, with SlowReportEvery,
 // whose slow-lane turn it is (once every SlowReportEvery intervals), one poll per instance per

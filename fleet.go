@@ -15,6 +15,7 @@ import (
 type fleet struct {
 	hot        atomic.Pointer[map[string]member] // the hot set as this instance applies it
 	version    atomic.Uint64                     // the hot set version applied
+	vid        atomic.Pointer[string]            // which version of that number (apply.lua); nil: "-"
 	hotEntries sync.Map                          // key -> *entry[V] last installed for a hot key
 	hotReads   sync.Map                          // key -> *hotCount: a hot key's reads per interval
 	learnMu    sync.Mutex
@@ -369,7 +370,7 @@ func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 				continue
 			}
 			c.fleet.heard.Store(c.o.Clock().UnixNano())
-			if v, err := strconv.ParseUint(msg.Payload, 10, 64); err == nil && v == c.fleet.version.Load() {
+			if c.fleet.isApplied(msg.Payload) {
 				continue
 			}
 			cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
@@ -408,16 +409,39 @@ func (c *Cache[V]) heartbeat(ctx context.Context) {
 		return
 	}
 	f.heartbeats.Add(1)
-	if err := c.publish(ctx, f.version.Load()); err != nil {
+	if err := c.publish(ctx); err != nil {
 		c.loopError("heartbeat", err)
 	}
 }
 
-// publish announces version on the hot-set channel.
-func (c *Cache[V]) publish(ctx context.Context, version uint64) error {
+// publish announces the version this instance applies on the hot-set channel, as
+// "<version> <vid>".
+func (c *Cache[V]) publish(ctx context.Context) error {
 	c.fleet.loopCommands.Add(1)
 	c.fleet.published.Store(c.o.Clock().UnixNano())
-	return c.client.Publish(ctx, c.keys().channel, strconv.FormatUint(version, 10)).Err()
+	v, vid := c.fleet.applied()
+	return c.client.Publish(ctx, c.keys().channel, strconv.FormatUint(v, 10)+" "+vid).Err()
+}
+
+// applied returns the version of the hot set this instance applies and its vid.
+func (f *fleet) applied() (uint64, string) {
+	vid := "-"
+	if p := f.vid.Load(); p != nil {
+		vid = *p
+	}
+	return f.version.Load(), vid
+}
+
+// isApplied reports whether a heartbeat's payload "<version> <vid>" (or "<version>", from a
+// release before vids) names the version this instance applies.
+func (f *fleet) isApplied(payload string) bool {
+	head, vid, withVid := strings.Cut(payload, " ")
+	v, err := strconv.ParseUint(head, 10, 64)
+	if err != nil {
+		return false
+	}
+	cur, curVid := f.applied()
+	return v == cur && (!withVid || vid == curVid)
 }
 
 // stepTimeout bounds one step of the loop: an interval, but never under a second, so that a

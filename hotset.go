@@ -218,17 +218,18 @@ func (c *Cache[V]) poll(ctx context.Context) (quiet time.Duration, err error) {
 	if err != nil {
 		return 0, err
 	}
-	if len(res) != 5 {
+	if len(res) != 6 {
 		return 0, fmt.Errorf("celebrity: poll: unexpected reply %v", res)
 	}
 	version, _ := res[1].(int64)
 	lead, _ := res[2].(int64)
 	epoch, _ := res[3].(int64)
 	left, _ := res[4].(int64)
+	vid, _ := res[5].(string)
 	c.fleet.leader.Store(lead == 1)
 	c.fleet.epoch.Store(epoch)
 	c.fleet.firstPoll.CompareAndSwap(0, c.o.Clock().UnixNano())
-	if uint64(version) != c.fleet.version.Load() {
+	if cur, curVid := c.fleet.applied(); uint64(version) != cur || vid != curVid {
 		return 0, c.learn(ctx)
 	}
 	if lead == 1 {
@@ -420,6 +421,7 @@ func (c *Cache[V]) apply(ctx context.Context, id string, epoch int64, triples []
 		if msg, _ := res[3].(string); c.applyAnnouncement(ctx, msg) {
 			return nil
 		}
+		return c.learn(ctx)
 	}
 	if uint64(v) == c.fleet.version.Load() {
 		return nil
@@ -428,10 +430,12 @@ func (c *Cache[V]) apply(ctx context.Context, id string, epoch int64, triples []
 }
 
 // announcement is a change of the hot set as apply.lua announces it: the version it makes,
-// and the records of the keys it changed.
+// the vids of the version it changes and of the one it makes ("" from a release before
+// vids), and the records of the keys it changed.
 type announcement struct {
-	version uint64
-	changes []announced
+	version   uint64
+	prev, vid string
+	changes   []announced
 }
 
 // announced is one key changed by an announcement: its new member record, or its removal
@@ -442,8 +446,9 @@ type announced struct {
 	m       member
 }
 
-// parseAnnouncement parses "d<version>\n" followed by "<kind>|<rate>|<ms>|<len>:<key>"
-// records (apply.lua). ok is false for anything else (a version alone, a nudge, garbage).
+// parseAnnouncement parses "d<version> <previous vid> <vid>\n" (or "d<version>\n", from a
+// release before vids) followed by "<kind>|<rate>|<ms>|<len>:<key>" records (apply.lua). ok
+// is false for anything else (a version alone, a nudge, garbage).
 func parseAnnouncement(s string) (a announcement, ok bool) {
 	rest, ok := strings.CutPrefix(s, "d")
 	if !ok {
@@ -453,7 +458,13 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 	if !ok {
 		return a, false
 	}
-	v, err := strconv.ParseUint(head, 10, 64)
+	num, vids, withVids := strings.Cut(head, " ")
+	if withVids {
+		if a.prev, a.vid, ok = strings.Cut(vids, " "); !ok || a.prev == "" || a.vid == "" {
+			return a, false
+		}
+	}
+	v, err := strconv.ParseUint(num, 10, 64)
 	if err != nil || v == 0 {
 		return a, false
 	}
@@ -496,12 +507,12 @@ func (c *Cache[V]) applyAnnouncement(ctx context.Context, msg string) bool {
 	f := &c.fleet
 	f.learnMu.Lock()
 	defer f.learnMu.Unlock()
-	cur := f.version.Load()
-	if a.version <= cur {
-		return true
+	cur, curVid := f.applied()
+	if a.version < cur || a.version == cur && (a.vid == "" || a.vid == curVid) {
+		return true // an older change, or this one: applied
 	}
-	if a.version != cur+1 {
-		return false
+	if a.version != cur+1 || a.vid != "" && a.prev != curVid {
+		return false // versions missed, or another change under the number applied here
 	}
 	old := *f.hot.Load()
 	next := make(map[string]member, len(old)+len(a.changes))
@@ -517,7 +528,11 @@ func (c *Cache[V]) applyAnnouncement(ctx context.Context, msg string) bool {
 			next[ch.key] = ch.m
 		}
 	}
-	c.install(ctx, a.version, old, next, demoted)
+	vid := a.vid
+	if vid == "" {
+		vid = "-"
+	}
+	c.install(ctx, a.version, vid, old, next, demoted)
 	return true
 }
 
@@ -562,22 +577,23 @@ func (c *Cache[V]) learn(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(res) != 4 || res[0] != "ok" {
+	if len(res) != 5 || res[0] != "ok" {
 		return fmt.Errorf("celebrity: learn: unexpected reply %v", res)
 	}
 	v, _ := res[1].(int64)
+	vid, _ := res[4].(string)
 	version := uint64(v)
-	if version == f.version.Load() {
+	if cur, curVid := f.applied(); version == cur && vid == curVid {
 		return nil
 	}
-	c.install(ctx, version, *f.hot.Load(), parseMembers(pairs(res[2])), pairs(res[3]))
+	c.install(ctx, version, vid, *f.hot.Load(), parseMembers(pairs(res[2])), pairs(res[3]))
 	return nil
 }
 
 // install makes next (the members at version) the hot set this instance applies, coming from
 // old: promoted keys get their copies warmed first, demoted keys read the logical key again.
 // The caller holds learnMu.
-func (c *Cache[V]) install(ctx context.Context, version uint64, old, next map[string]member, demoted map[string]string) {
+func (c *Cache[V]) install(ctx context.Context, version uint64, vid string, old, next map[string]member, demoted map[string]string) {
 	f := &c.fleet
 	ch := planLearn(old, next, demoted)
 	for _, k := range ch.promoted {
@@ -587,6 +603,7 @@ func (c *Cache[V]) install(ctx context.Context, version uint64, old, next map[st
 		c.demoteLocal(ctx, d.key, d.rate, d.decided, version)
 	}
 	f.hot.Store(&next)
+	f.vid.Store(&vid)
 	f.version.Store(version)
 }
 

@@ -1,12 +1,13 @@
 -- poll.lua: read the hot set's version and take or renew the fleet's leader lease.
 --
--- KEYS[1]  the hot set's meta hash (fields version, epoch)     } one slot:
+-- KEYS[1]  the hot set's meta hash (fields version, vid, epoch) } one slot:
 -- KEYS[2]  the leader lease (a string: the leader's instance ID) } {<prefix>hot}
 -- ARGV[1]  this instance's ID
 -- ARGV[2]  lease, milliseconds (>= 1)
 --
 -- Reply: {"ok", version, leader (1 if this instance leads), epoch, the lease's remaining
---        milliseconds (another leader's; 0 when this instance leads)}
+--        milliseconds (another leader's; 0 when this instance leads), vid (see apply.lua;
+--        "-" before the first change)}
 -- Invariant: at most one leader at a time; every new leadership gets a new epoch, in the same
 -- step as the lease, so a deposed leader's decisions are refused (apply.lua checks both).
 -- A retried poll renews the lease it took: idempotent.
@@ -32,4 +33,5 @@ else
 end
 local version = tonumber(redis.call('HGET', meta, 'version') or '0')
 local epoch = tonumber(redis.call('HGET', meta, 'epoch') or '0')
-return {'ok', version, lead, epoch, left}
+local vid = redis.call('HGET', meta, 'vid') or '-'
+return {'ok', version, lead, epoch, left, vid}
