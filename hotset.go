@@ -508,9 +508,11 @@ func (c *Cache[V]) applyAnnouncement(ctx context.Context, msg string) bool {
 	f.learnMu.Lock()
 	defer f.learnMu.Unlock()
 	cur, curVid := f.applied()
-	if a.version < cur || a.version == cur && (a.vid == "" || a.vid == curVid) {
-		return true // an older change, or this one: applied
+	if a.version == cur && (a.vid == "" || a.vid == curVid) || a.version < cur && a.vid == "" {
+		return true // this change, applied (or an older one, from a release before vids)
 	}
+	// An older number with a vid is a late message or a master that went back past the
+	// version applied here (it lost changes): reading the set tells them apart.
 	if a.version != cur+1 || a.vid != "" && a.prev != curVid {
 		return false // versions missed, or another change under the number applied here
 	}

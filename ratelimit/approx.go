@@ -21,6 +21,11 @@ type approx struct {
 	// send time); each sync moves it by the least that puts it in those bounds (so clocks
 	// that agree keep offset 0 exactly).
 	offset int64
+	// firstEnded counts the key's first syncs tried and ended (under mu); firstErr is the last
+	// one's error. A caller waiting for the first sync takes the outcome of the first attempt
+	// that ends after it came, rather than trying again itself.
+	firstEnded uint64
+	firstErr   error
 }
 
 // index returns the server's sub-window index at local time nowMs, through the offset the
@@ -52,13 +57,10 @@ func (l *Limiter) approximate(ctx context.Context, key string, n int64) (Result,
 	first := st.lastSync.IsZero()
 	st.mu.Unlock()
 	if due {
-		synced, err := l.syncTurn(ctx, st, key, first)
-		if err != nil {
+		if err := l.syncTurn(ctx, st, key, first); err != nil {
 			return Result{RetryAfter: -1}, err
 		}
-		if synced {
-			now = l.o.Clock()
-		}
+		now = l.o.Clock() // after a sync, or a wait for one
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -70,32 +72,44 @@ func (l *Limiter) approximate(ctx context.Context, key string, n int64) (Result,
 }
 
 // syncTurn syncs key if no other goroutine of this instance is syncing it. Before the key's
-// first sync (first), it waits for its turn instead, and syncs unless the goroutine it
-// waited for did: the offset to the server's clock is not known before.
-func (l *Limiter) syncTurn(ctx context.Context, st *keyState, key string, first bool) (bool, error) {
-	if first {
-		select {
-		case st.busy <- struct{}{}:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
-		st.mu.Lock()
-		done := !st.lastSync.IsZero()
-		st.mu.Unlock()
-		if done {
-			st.leave()
-			return false, nil
-		}
-	} else {
+// first sync (first), the offset to the server's clock is not known: it waits for its turn
+// instead, and takes the outcome of a first sync that ended meanwhile (so that while Redis
+// is down, callers of a new key fail together, not one sync timeout after another).
+func (l *Limiter) syncTurn(ctx context.Context, st *keyState, key string, first bool) error {
+	if !first {
 		select {
 		case st.busy <- struct{}{}:
 		default:
-			return false, nil
+			return nil
 		}
+		err := l.sync(ctx, st, key)
+		st.leave()
+		return err
 	}
-	err := l.sync(ctx, st, key)
-	st.leave()
-	return err == nil, err
+	st.mu.Lock()
+	came := st.firstEnded
+	st.mu.Unlock()
+	select {
+	case st.busy <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer st.leave()
+	st.mu.Lock()
+	synced, ended, err := !st.lastSync.IsZero(), st.firstEnded != came, st.firstErr
+	st.mu.Unlock()
+	if synced {
+		return nil
+	}
+	if ended {
+		return err // the attempt this caller waited for failed
+	}
+	err = l.sync(ctx, st, key)
+	st.mu.Lock()
+	st.firstEnded++
+	st.firstErr = err
+	st.mu.Unlock()
+	return err
 }
 
 // admit decides a request of cost n in sub-window cur on the estimate and the unsynced

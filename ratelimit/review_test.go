@@ -3,6 +3,7 @@ package ratelimit
 import (
 	"context"
 	"io"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -477,4 +478,45 @@ func TestReviewLeasedShortestSubWindows(t *testing.T) {
 			require.LessOrEqual(t, a.worstWindow(SubMs(l), l.o.span()), o.Limit.Rate)
 		}
 	})
+}
+
+// While Redis does not answer, the callers of an Approximate key this instance never synced
+// wait for its first sync, and each takes the outcome of the attempt under way when it came:
+// they fail together, one sync's time after the first came, instead of trying one after
+// another (found in review: the k-th caller waited k sync timeouts).
+func TestReviewApproximateFirstSyncFailsTogether(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() })
+		}
+	}()
+	const timeout = 300 * time.Millisecond
+	rc := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ReadTimeout: timeout, WriteTimeout: timeout,
+		MaxRetries: -1, PoolSize: 32, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rc.Close() })
+	l := newLimiter(t, rc, Options{Limit: Limit{Rate: 100, Period: time.Second}, Mode: Approximate, Attempts: 1})
+	const callers = 16
+	start := time.Now()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for range callers {
+		wg.Go(func() {
+			if _, err := l.Allow(t.Context(), "new-key"); err != nil {
+				failed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	t.Logf("%d callers failed in %v, %d script calls", failed.Load(), took, l.Stats().Calls)
+	require.Equal(t, int64(callers), failed.Load(), "no admission without the server's clock")
+	require.LessOrEqual(t, l.Stats().Calls, uint64(2), "one first sync for the callers (two if one came after it ended)")
+	require.Less(t, took, 4*timeout)
 }
