@@ -133,16 +133,24 @@ func (c *Counter) Add(ctx context.Context, ev Event, delta int64) (Result, error
 		fresh = true
 	}
 	r := newRoute(ev.ID, c.opts.DedupBits)
-	for {
+	for tries := 0; ; tries++ {
 		res, stale, err := c.addIn(ctx, l, ev, r, delta, fresh)
-		if !stale || fresh {
+		if !stale || fresh && tries >= casAttempts {
 			c.count(res, err)
 			return res, err
 		}
-		if l, err = c.ensureLayout(ctx); err != nil {
-			return Result{}, err
+		next, lerr := c.ensureLayout(ctx)
+		if lerr != nil {
+			return Result{}, lerr
 		}
-		fresh = true
+		if fresh && next.ver == l.ver {
+			// The layout just read has not moved: what the stripes said contradicts it.
+			c.count(res, err)
+			return res, err
+		}
+		// A resize moved the layout on between the read and the add (resizes in quick
+		// succession): try again with the newer one.
+		l, fresh = next, true
 	}
 }
 
