@@ -455,20 +455,9 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 		return a, false
 	}
 	head, rest, ok := strings.Cut(rest, "\n")
-	if !ok {
+	if !ok || !a.parseHead(head) {
 		return a, false
 	}
-	num, vids, withVids := strings.Cut(head, " ")
-	if withVids {
-		if a.prev, a.vid, ok = strings.Cut(vids, " "); !ok || a.prev == "" || a.vid == "" {
-			return a, false
-		}
-	}
-	v, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || v == 0 {
-		return a, false
-	}
-	a.version = v
 	for rest != "" {
 		var kind, rate, ms, n string
 		var ok1, ok2, ok3, ok4 bool
@@ -493,6 +482,21 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 		rest = rest[l:]
 	}
 	return a, len(a.changes) > 0
+}
+
+// parseHead parses an announcement's first line without its "d": "<version> <previous
+// vid> <vid>", or "<version>" from a release before vids.
+func (a *announcement) parseHead(head string) bool {
+	num, vids, withVids := strings.Cut(head, " ")
+	if withVids {
+		var ok bool
+		if a.prev, a.vid, ok = strings.Cut(vids, " "); !ok || a.prev == "" || a.vid == "" {
+			return false
+		}
+	}
+	v, err := strconv.ParseUint(num, 10, 64)
+	a.version = v
+	return err == nil && v > 0
 }
 
 // applyAnnouncement applies an announced change of the hot set to this instance without
