@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"strconv"
 	"strings"
 	"time"
@@ -137,7 +138,7 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 	// Only a version seen before this read was sent must be matched: a concurrent read may
 	// see a newer one first.
 	seen := c.maxVer.Load()
-	m, err := c.client.HGetAll(ctx, c.keys.layout()).Result()
+	m, err := bound.Do(ctx, func() (map[string]string, error) { return c.client.HGetAll(ctx, c.keys.layout()).Result() })
 	if err != nil {
 		return nil, fmt.Errorf("stripes: read layout: %w", err)
 	}
@@ -169,14 +170,14 @@ func (c *Counter) checkUnborn(ctx context.Context, seen uint64) (map[string]stri
 	if seen > 0 {
 		return nil, vanishedf("the layout record of counter %q (version %d) is gone", c.opts.Name, seen)
 	}
-	born, err := c.client.HGet(ctx, c.keys.births(), c.opts.Name).Result()
+	born, err := bound.Do(ctx, func() (string, error) { return c.client.HGet(ctx, c.keys.births(), c.opts.Name).Result() })
 	switch {
 	case err == redis.Nil:
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("stripes: read birth record: %w", err)
 	}
-	m, err := c.client.HGetAll(ctx, c.keys.layout()).Result()
+	m, err := bound.Do(ctx, func() (map[string]string, error) { return c.client.HGetAll(ctx, c.keys.layout()).Result() })
 	switch {
 	case err != nil:
 		return nil, fmt.Errorf("stripes: read layout: %w", err)
@@ -210,7 +211,7 @@ func (c *Counter) checkIncarnation(ctx context.Context, l *layout, seen uint64) 
 		token = "-"
 	}
 	var got *redis.StringCmd
-	_, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := bound.Pipelined(ctx, c.client, func(p redis.Pipeliner) error {
 		p.HSetNX(ctx, c.keys.births(), c.opts.Name, token)
 		got = p.HGet(ctx, c.keys.births(), c.opts.Name)
 		return nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"strconv"
 	"time"
 
@@ -130,7 +131,7 @@ func ReadLayout(ctx context.Context, client Client, prefix, name string) (Layout
 		prefix = DefaultPrefix
 	}
 	ks := keys{prefix: prefix, name: name}
-	m, err := client.HGetAll(ctx, ks.layout()).Result()
+	m, err := bound.Do(ctx, func() (map[string]string, error) { return client.HGetAll(ctx, ks.layout()).Result() })
 	if err != nil {
 		return Layout{}, fmt.Errorf("stripes: read the layout of %q: %w", name, err)
 	}
@@ -211,7 +212,7 @@ func describeGen(ks keys, gens []genDoc, gi int, m map[string]string, window tim
 // pipeline, and adds each generation's values up.
 func readStripeValues(ctx context.Context, client Client, lo *Layout) error {
 	var cmds []*redis.SliceCmd
-	_, err := client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := bound.Pipelined(ctx, client, func(p redis.Pipeliner) error {
 		for _, g := range lo.Generations {
 			for _, s := range g.Values {
 				cmds = append(cmds, p.HMGet(ctx, s.Key, "v", "sealed", "end"))

@@ -3,6 +3,7 @@ package stripes
 import (
 	"context"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"slices"
 	"strconv"
 
@@ -140,7 +141,7 @@ func (c *Counter) lostPending(ctx context.Context, prev, next *genDoc) (bool, er
 // stripe itself included (set false).
 func (c *Counter) someStripe(ctx context.Context, g *genDoc, field string, set bool) (bool, error) {
 	cmds := make([]*redis.StringCmd, g.Stripes)
-	_, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := bound.Pipelined(ctx, c.client, func(p redis.Pipeliner) error {
 		for i := range cmds {
 			cmds[i] = p.HGet(ctx, c.keys.stripe(g.Tags[i], g.Gen, i), field)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"math/big"
 	"slices"
 	"strconv"
@@ -181,7 +182,7 @@ func sealedTotal(g genDoc, cmds []*redis.Cmd) (*big.Int, error) {
 // that late retries still find them sealed for a while, then marks g "expiring:<g>" in the
 // layout. Their dedup sets expire on their own.
 func (c *Counter) expireSealed(ctx context.Context, g genDoc) error {
-	_, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := bound.Pipelined(ctx, c.client, func(p redis.Pipeliner) error {
 		for i := range g.Stripes {
 			p.PExpire(ctx, c.keys.stripe(g.Tags[i], g.Gen, i), c.opts.DedupWindow)
 		}

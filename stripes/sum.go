@@ -3,6 +3,7 @@ package stripes
 import (
 	"context"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"math/big"
 
 	"github.com/redis/go-redis/v9"
@@ -51,7 +52,7 @@ type stripeRead struct {
 // folded, in one pipeline.
 func (c *Counter) readStripes(ctx context.Context, l *layout) ([]stripeRead, error) {
 	var reads []stripeRead
-	_, err := c.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := bound.Pipelined(ctx, c.client, func(p redis.Pipeliner) error {
 		for k := range l.doc.Gens {
 			g := &l.doc.Gens[k]
 			if l.isFolded(g.Gen) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -36,9 +37,31 @@ type Call struct {
 // answered NOSCRIPT did not run: Pipeline sends those calls once more, in a second pipeline,
 // with EVAL (or EVAL_RO) and the script's source, which also caches the script on that
 // server; so every call runs at most once, and no SCRIPT LOAD permission is needed. The
-// error is always nil; the calls' own errors are in their commands.
+// error is always nil; the calls' own errors are in their commands. Pipeline returns by ctx's
+// deadline or cancellation whatever the client's options (see package bound): each command
+// then holds ctx's error, and the calls may still run (lost replies).
 func Pipeline(ctx context.Context, c Client, calls []Call) ([]*redis.Cmd, error) {
-	return pipeline(ctx, c, calls, nil), nil
+	return boundedPipeline(ctx, calls, func() []*redis.Cmd { return pipeline(ctx, c, calls, nil) }), nil
+}
+
+// boundedPipeline runs one pipeline of calls through bound.Call: when the wait ctx ended,
+// every command holds ctx's error.
+func boundedPipeline(ctx context.Context, calls []Call, run func() []*redis.Cmd) []*redis.Cmd {
+	cmds, err := bound.Call(ctx, func() ([]*redis.Cmd, error) { return run(), nil }, nil)
+	if err != nil {
+		return failed(ctx, calls, err)
+	}
+	return cmds
+}
+
+// failed returns one command per call, each holding err.
+func failed(ctx context.Context, calls []Call, err error) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, call := range calls {
+		cmds[i] = redis.NewCmd(ctx, "evalsha", call.Script.Hash())
+		cmds[i].SetErr(err)
+	}
+	return cmds
 }
 
 // PipelineWait is Pipeline on the one server behind c (a client of one node, never a
@@ -46,12 +69,25 @@ func Pipeline(ctx context.Context, c Client, calls []Call) ([]*redis.Cmd, error)
 // timeout after the calls in the same pipeline; when calls are sent again with their
 // sources, a second WAIT follows them. It returns the calls' commands and the last WAIT's.
 func PipelineWait(ctx context.Context, c Client, calls []Call, numReplicas int, timeout time.Duration) ([]*redis.Cmd, *redis.IntCmd) {
-	var wait *redis.IntCmd
-	then := func(p redis.Pipeliner) {
-		wait = redis.NewIntCmd(ctx, "wait", numReplicas, timeout.Milliseconds())
-		_ = p.Process(ctx, wait)
+	type sent struct {
+		cmds []*redis.Cmd
+		wait *redis.IntCmd
 	}
-	return pipeline(ctx, c, calls, then), wait
+	r, err := bound.Call(ctx, func() (sent, error) {
+		var wait *redis.IntCmd
+		then := func(p redis.Pipeliner) {
+			wait = redis.NewIntCmd(ctx, "wait", numReplicas, timeout.Milliseconds())
+			_ = p.Process(ctx, wait)
+		}
+		cmds := pipeline(ctx, c, calls, then)
+		return sent{cmds, wait}, nil
+	}, nil)
+	if err != nil {
+		r.cmds = failed(ctx, calls, err)
+		r.wait = redis.NewIntCmd(ctx, "wait", numReplicas, timeout.Milliseconds())
+		r.wait.SetErr(err)
+	}
+	return r.cmds, r.wait
 }
 
 // pipeline sends calls, then (when not nil) queues its commands after them in each pipeline

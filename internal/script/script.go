@@ -15,6 +15,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -35,15 +36,28 @@ func (s *Script) Source() string { return s.src }
 // Hash returns the script's SHA1, the name EVALSHA runs it by.
 func (s *Script) Hash() string { return s.rs.Hash() }
 
-// Run runs the script with EVALSHA, and with EVAL when the server answers NOSCRIPT.
+// Run runs the script with EVALSHA, and with EVAL when the server answers NOSCRIPT. It
+// returns by ctx's deadline or cancellation whatever the client's options (see package
+// bound): the command then holds ctx's error, and the script may still run (a lost reply).
 func (s *Script) Run(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
-	return s.rs.Run(ctx, c, keys, args...)
+	return bounded(ctx, s, func() *redis.Cmd { return s.rs.Run(ctx, c, keys, args...) })
 }
 
 // RunRO is Run for a read-only script (EVALSHA_RO, EVAL_RO), which a cluster client may send
 // to a replica when it routes reads there.
 func (s *Script) RunRO(ctx context.Context, c redis.Scripter, keys []string, args ...any) *redis.Cmd {
-	return s.rs.RunRO(ctx, c, keys, args...)
+	return bounded(ctx, s, func() *redis.Cmd { return s.rs.RunRO(ctx, c, keys, args...) })
+}
+
+// bounded runs one call of s through bound.Call: a command whose wait ctx ended holds ctx's
+// error.
+func bounded(ctx context.Context, s *Script, run func() *redis.Cmd) *redis.Cmd {
+	cmd, err := bound.Call(ctx, func() (*redis.Cmd, error) { return run(), nil }, nil)
+	if err != nil {
+		cmd = redis.NewCmd(ctx, "evalsha", s.Hash())
+		cmd.SetErr(err)
+	}
+	return cmd
 }
 
 // Load loads scripts on every master behind c: each master of a *redis.ClusterClient, or the
