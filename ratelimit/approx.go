@@ -48,7 +48,8 @@ type syncReq struct {
 // current window, plus n, stays within Rate, and this instance has fewer than MaxUnsynced
 // admissions not yet synced. It syncs first when SyncInterval has passed since the last
 // sync or the unsynced admissions would pass MaxUnsynced; one goroutine per key syncs,
-// the others decide on the estimate they have.
+// the others decide on the estimate they have, and a request that only waits for the sync
+// in flight (too many unsynced admissions, within Rate) waits for it instead of being denied.
 func (l *Limiter) approximate(ctx context.Context, key string, n int64) (Result, error) {
 	st := l.state(key)
 	now := l.o.Clock()
@@ -60,15 +61,42 @@ func (l *Limiter) approximate(ctx context.Context, key string, n int64) (Result,
 		if err := l.syncTurn(ctx, st, key, first); err != nil {
 			return Result{RetryAfter: -1}, err
 		}
-		now = l.o.Clock() // after a sync, or a wait for one
+	}
+	r := l.admitApprox(st, key, n)
+	if r.Allowed || r.RetryAfter != 0 {
+		return r, nil
+	}
+	// Another goroutine's sync is in flight: wait for it, sync again if still needed.
+	if err := st.enter(ctx); err != nil {
+		return Result{RetryAfter: -1}, err
 	}
 	st.mu.Lock()
+	due = st.unsynced+n > l.o.MaxUnsynced
+	st.mu.Unlock()
+	var err error
+	if due {
+		err = l.sync(ctx, st, key)
+	}
+	st.leave()
+	if err != nil {
+		return Result{RetryAfter: -1}, err
+	}
+	if r = l.admitApprox(st, key, n); !r.Allowed && r.RetryAfter <= 0 {
+		r.RetryAfter = l.o.SyncInterval
+	}
+	return r, nil
+}
+
+// admitApprox decides a request on st as it is now (the clock read after any sync or wait).
+func (l *Limiter) admitApprox(st *keyState, key string, n int64) Result {
+	st.mu.Lock()
 	defer st.mu.Unlock()
+	now := l.o.Clock()
 	r := st.admit(st.index(now.UnixMilli(), l.sub), n, l.o)
 	if r.Allowed {
 		l.admitted(key, now, n)
 	}
-	return r, nil
+	return r
 }
 
 // syncTurn syncs key if no other goroutine of this instance is syncing it. Before the key's

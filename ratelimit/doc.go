@@ -79,9 +79,16 @@
 //     again before the reply said budget frees). At saturation that is about
 //     1/MaxChunk calls per admitted request.
 //
-// A slot whose master does not answer is skipped for one sub-window; the other slots keep
-// serving (TestLeasedRidesOutAStoppedMaster), and a request fails only when no slot asked
-// answered. A stopped master that resumes runs its queued take.lua calls late; their
+// A slot whose master does not answer within Options.SlotTimeout (default 250ms) is left:
+// the request asks the next slot, and this instance skips the silent slot until that
+// request ends (the master answers, or the client's own timeouts end it), so a stopped
+// master costs one instance one wait of SlotTimeout, not one per request; the other slots
+// keep serving (4 instances, 3 slots, one master stopped for 4s: 96–99% of the live slots'
+// capacity admitted, no request past its deadline; TestLeasedKeepsServingWhileAMasterIsPaused).
+// A request fails only when no slot answered. A grant that arrives after its sub-window
+// ended (a round trip longer than what was left of it) is never spent, and the slot is
+// asked again, in its next sub-window (Stats.LateGrants counts them). A denial always
+// carries a positive RetryAfter. A stopped master that resumes runs its queued take.lua calls late; their
 // grants count in the sub-window they ran in, and their replies find nobody, so they are
 // never spent (under-admission).
 // So is the grant of a chunk request that ran but lost the reply to every one of its
@@ -116,15 +123,19 @@
 // Limiter.Peek, not from these keys.
 //
 // Under Options.Prefix (default "celebrity:ratelimit:"), with <key> the caller's key
-// verbatim (any bytes, 1..MaxKeyBytes) and <t> a hash tag chosen by the package:
+// verbatim (any bytes, 1..MaxKeyBytes), <t> a hash tag chosen by the package and <lim> the
+// limit: "<Rate>/<Period in ms>" followed by "g<Burst>" (GCRA), "s<SubWindows>" (Sliding)
+// or "f" (Fixed), such as "600/60000s10":
 //
-//	<prefix>{<t>}:g:<key>                  GCRA: the theoretical arrival time (string, µs)
-//	<prefix>{<t>}:e:<key>:0:<index>        Exact Sliding/Fixed: hash of sub-window <index>:
-//	                                       n (cells granted), r:<request id> (its grant)
-//	<prefix>{<t_j>}:l:<key>:<j>:<index>    Leased: the same, for budget slot j
-//	<prefix>{<t>}:a:<key>:<index>          Approximate: hash, n = shared count
-//	<prefix>{<t>}:a:<key>:s                Approximate: instance -> last applied sequence
+//	<prefix>{<t>}:g:<lim>:<key>                  GCRA: the theoretical arrival time (string, µs)
+//	<prefix>{<t>}:e:<lim>:<key>:0:<index>        Exact Sliding/Fixed: hash of sub-window <index>:
+//	                                             n (cells granted), r:<request id> (its grant)
+//	<prefix>{<t_j>}:l:<lim>:<key>:<j>:<index>    Leased: the same, for budget slot j
+//	<prefix>{<t>}:a:<lim>:<key>:<index>          Approximate: hash, n = shared count
+//	<prefix>{<t>}:a:<lim>:<key>:s                Approximate: instance -> last applied sequence
 //
+// Because the limit is part of every key, two limits on one key (per second and per minute
+// on one merchant) count separately under one prefix.
 // <t> is a short tag whose hash slot is xxhash64(key) mod 16384; <t_j> lies in the j-th of
 // Slots equal ranges of the hash slots (offset by the key's hash), so with Slots equal to
 // the number of masters each slot of a key is on a distinct master of a cluster whose
@@ -160,6 +171,20 @@
 // Leased and Approximate). A coordinated failover (CLUSTER FAILOVER) loses nothing. A request admitted by
 // a decision is served after it: a process paused between decision and serving serves
 // late, as with any limiter.
+//
+// # Deadlines and client options
+//
+// Every call returns by its ctx's deadline or cancellation, whatever the client's options:
+// a stock go-redis client does not end a read when its context ends (ContextTimeoutEnabled
+// is off by default), so the package waits for each round trip itself and leaves a call
+// that outlives the caller's ctx to finish in the background; its outcome is then unknown,
+// as after a lost reply, which every script tolerates (TestAllowReturnsByItsDeadlineWithAPausedMaster).
+// A stock client (redis.Options{Addr: …} or redis.ClusterOptions{Addrs: …}) suits every
+// mode. The package resends chunk, take and sync requests itself (Options.Attempts, with
+// the same request ID), so go-redis's own retries (MaxRetries, 3 by default) add only their
+// backoff after a lost connection; set MaxRetries: -1 to leave retries to the package in
+// Leased, Approximate and Exact Sliding/Fixed modes. GCRA carries no request ID: a go-redis
+// retry after a lost reply counts the request twice (under-admission by one, never over).
 //
 // # ACL
 //

@@ -65,7 +65,7 @@ func decodeTake(v []any) (takeReply, error) {
 
 // exact takes n cells for key from one budget slot per attempt (the only slot in Exact
 // mode; in Leased mode for a key that is not hot, the slots in turn from a rotating start),
-// all or nothing, consuming them at once.
+// all or nothing, consuming them at once. A denial carries a positive RetryAfter.
 func (l *Limiter) exact(ctx context.Context, key string, n int64) (Result, error) {
 	id := l.requestID()
 	start := int(l.ids.Load() % uint64(l.o.Slots))
@@ -74,22 +74,26 @@ func (l *Limiter) exact(ctx context.Context, key string, n int64) (Result, error
 	for i := range l.o.Slots {
 		j := (start + i) % l.o.Slots
 		r, err := l.take(ctx, key, j, n, n, id+"/"+itoa(int64(j)))
+		if err == nil && r.status == "dup" && r.ms <= 0 {
+			// A retry answered after the grant's sub-window ended: the cells were counted
+			// there, and spending them now would count in a later window. They are left
+			// unspent (under-admission), and the request is asked again, as a new one.
+			r, err = l.take(ctx, key, j, n, n, l.requestID()+"/"+itoa(int64(j)))
+		}
 		if err != nil {
 			return Result{RetryAfter: -1}, err
 		}
 		reset = max(reset, ms(r.resetMs))
-		if r.status == "dup" && r.ms <= 0 {
-			// A retry answered after the grant's sub-window ended: the cells were counted
-			// there, and spending them now would count in a later window. Not admitted.
-			return Result{RetryAfter: 0, ResetAfter: ms(r.resetMs)}, nil
-		}
-		if r.status != "empty" {
+		if r.status == "ok" || (r.status == "dup" && r.ms > 0) {
 			l.admitted(key, time.UnixMilli(r.nowMs), n)
 			return Result{Allowed: true, Remaining: r.remaining, RetryAfter: -1, ResetAfter: ms(r.resetMs)}, nil
 		}
-		if r.ms >= 0 && (retry < 0 || ms(r.ms) < retry) {
+		if r.status == "empty" && r.ms >= 0 && (retry < 0 || ms(r.ms) < retry) {
 			retry = ms(r.ms)
 		}
+	}
+	if retry <= 0 {
+		retry = ms(l.sub) // no slot said when (a late reply twice): a sub-window
 	}
 	return Result{RetryAfter: retry, ResetAfter: reset}, nil
 }

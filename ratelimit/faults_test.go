@@ -155,7 +155,7 @@ func TestLeasedLostRepliesNeverGrantTwice(t *testing.T) {
 				}
 				const drops = 8
 				for i := range drops {
-					inj.DropReply(faults.Match{Command: "EVALSHA", Arg: ":l:" + key}, 1)
+					inj.DropReply(faults.Match{Command: "EVALSHA", Arg: ":" + key + ":"}, 1)
 					require.Eventually(t, func() bool { return inj.Dropped() == int64(i+1) }, 30*time.Second, time.Millisecond)
 					before := chunks()
 					require.Eventually(t, func() bool { return chunks() >= before+5 }, 30*time.Second, time.Millisecond)
@@ -182,7 +182,7 @@ func TestLeasedAbandonedGrantIsTheOnlyGap(t *testing.T) {
 		l := instances(t, 1, faultyClients(t, c, inj, -1), o, nil)[0]
 		ab.watch(l)
 		key := "merchant:abandoned"
-		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: ":l:" + key}, o.Attempts)
+		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: ":" + key + ":"}, o.Attempts)
 		r, err := l.Allow(context.Background(), key)
 		require.NoError(t, err, "the next slot answered")
 		require.True(t, r.Allowed)

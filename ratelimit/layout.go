@@ -37,9 +37,25 @@ func tagIn(key string, j, n int) string {
 	return slot.TagFor(uint16(lo + int(h%uint64(hi-lo))))
 }
 
+// limitID names a limit in its keys, so that limits on one key (10 per second and 600 per
+// minute on one merchant) never share state: "<rate>/<period ms>" followed by the window,
+// "g<burst>" (GCRA), "s<sub-windows>" (Sliding) or "f" (Fixed). Digits and letters only, so
+// the caller's key, which follows it, cannot make two limits' keys equal.
+func (o Options) limitID() string {
+	id := itoa(o.Limit.Rate) + "/" + itoa(o.Limit.Period.Milliseconds())
+	switch o.Window {
+	case GCRA:
+		return id + "g" + itoa(o.Limit.Burst)
+	case Sliding:
+		return id + "s" + strconv.Itoa(o.SubWindows)
+	default:
+		return id + "f"
+	}
+}
+
 // gcraKey returns the GCRA key of key.
 func (l *Limiter) gcraKey(key string) string {
-	return slot.Tagged(l.o.Prefix, tagIn(key, 0, 1)) + ":g:" + key
+	return slot.Tagged(l.o.Prefix, tagIn(key, 0, 1)) + ":g:" + l.limit + ":" + key
 }
 
 // slotKey returns the base of budget slot j of key (Exact windows and Leased mode).
@@ -48,10 +64,10 @@ func (l *Limiter) slotKey(key string, j int) string {
 	if l.o.Mode == Leased {
 		m = "l:"
 	}
-	return slot.Tagged(l.o.Prefix, tagIn(key, j, l.o.Slots)) + ":" + m + key + ":" + strconv.Itoa(j)
+	return slot.Tagged(l.o.Prefix, tagIn(key, j, l.o.Slots)) + ":" + m + l.limit + ":" + key + ":" + strconv.Itoa(j)
 }
 
 // syncKey returns the base of key's shared counts in Approximate mode.
 func (l *Limiter) syncKey(key string) string {
-	return slot.Tagged(l.o.Prefix, tagIn(key, 0, 1)) + ":a:" + key
+	return slot.Tagged(l.o.Prefix, tagIn(key, 0, 1)) + ":a:" + l.limit + ":" + key
 }

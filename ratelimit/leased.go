@@ -2,9 +2,11 @@ package ratelimit
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"github.com/celebrity-go/celebrity/internal/hashing"
 )
 
@@ -17,6 +19,8 @@ type lease struct {
 	fetchedAt time.Time
 	rate      float64     // admissions per second, smoothed
 	emptyTill []time.Time // per slot: no budget before this instant
+	probing   []bool      // per slot: a chunk request left after SlotTimeout still runs
+	down      []bool      // per slot: its last request failed (emptyTill is then a back-off)
 	next      int         // slot to ask first
 	starved   bool        // the last fetch found every slot empty
 }
@@ -70,7 +74,9 @@ func (l *Limiter) fromChunk(st *keyState, key string, n int64, ask bool) (Result
 // error only when no slot it asked answered. After a fetch that found every
 // slot empty, the next asks one slot only (the next in turn): at saturation each instance
 // then probes once per refill instead of once per slot, and the instances, starting at
-// different slots, still cover them all. The caller holds st's turn.
+// different slots, still cover them all. A grant that arrives after its sub-window ended
+// (asked in the last moment of one) is asked again, in the next. A denial always carries a
+// positive RetryAfter. The caller holds st's turn.
 func (l *Limiter) fetch(ctx context.Context, st *keyState, key string, n int64) (Result, error) {
 	now := l.o.Clock()
 	st.mu.Lock()
@@ -78,19 +84,42 @@ func (l *Limiter) fetch(ctx context.Context, st *keyState, key string, n int64) 
 	st.mu.Unlock()
 
 	f := fetchTry{retry: -1}
-	for i := range tries {
-		if res, ok := l.trySlot(ctx, st, key, (start+i)%l.o.Slots, now, want, n, &f); ok {
+	// Slots skipped without a call (known empty or unreachable) do not count as tries.
+	for i := 0; i < l.o.Slots && f.asked < tries; i++ {
+		j := (start + i) % l.o.Slots
+		res, ok := l.trySlot(ctx, st, key, j, want, n, &f)
+		if ok {
 			return res, nil
 		}
+		if f.late && f.again < maxLateAgain {
+			f.again++
+			f.asked--
+			i-- // the same slot, in its next sub-window
+		}
+		f.late = false
+		if err := ctx.Err(); err != nil {
+			return Result{RetryAfter: -1}, err
+		}
 	}
-	if f.lastErr != nil && !f.answered {
+	if f.lastErr != nil && !f.answered && !f.known {
 		return Result{RetryAfter: -1}, f.lastErr
 	}
 	st.mu.Lock()
 	st.starved = true
 	st.mu.Unlock()
+	if f.retry <= 0 {
+		f.retry = ms(l.sub) // no slot said when: its sub-window's length
+	}
 	return Result{RetryAfter: f.retry}, nil
 }
+
+// probeLimit is how many SlotTimeouts a chunk request left after SlotTimeout may still run
+// (with a client whose options end it sooner, it ends sooner).
+const probeLimit = 20
+
+// maxLateAgain bounds how many times one fetch asks a slot again after a grant that arrived
+// after its sub-window ended.
+const maxLateAgain = 8
 
 // planFetch sizes the next chunk and chooses the slots to ask: every slot from st.next, or,
 // after a fetch that found every slot empty, only the next one in turn. The caller holds
@@ -98,6 +127,8 @@ func (l *Limiter) fetch(ctx context.Context, st *keyState, key string, n int64) 
 func (l *Limiter) planFetch(st *keyState, now time.Time, n int64) (want int64, start, tries int) {
 	if st.emptyTill == nil {
 		st.emptyTill = make([]time.Time, l.o.Slots)
+		st.probing = make([]bool, l.o.Slots)
+		st.down = make([]bool, l.o.Slots)
 		st.next = int(hashing.Sum64(l.inst) % uint64(l.o.Slots)) // instances start apart
 	}
 	want = l.want(st, now, n)
@@ -114,6 +145,10 @@ type fetchTry struct {
 	retry    time.Duration // the earliest a slot has budget again (-1: unknown)
 	lastErr  error         // the last slot's error
 	answered bool          // some slot answered
+	known    bool          // some slot was skipped as known to be empty
+	asked    int           // slots asked
+	late     bool          // the last slot's grant arrived after its sub-window ended
+	again    int           // slots asked again after a late grant
 }
 
 // earlier lowers the retry hint to d.
@@ -124,32 +159,48 @@ func (f *fetchTry) earlier(d time.Duration) {
 }
 
 // trySlot asks slot j for a chunk of want cells (at least n), unless it is known to be empty
-// at now, and admits n from the chunk it grants. It records in f what it learned.
-func (l *Limiter) trySlot(ctx context.Context, st *keyState, key string, j int, now time.Time, want, n int64, f *fetchTry) (Result, bool) {
+// or a request to it left after SlotTimeout still runs, and admits n from the chunk it
+// grants. It records in f what it learned.
+func (l *Limiter) trySlot(ctx context.Context, st *keyState, key string, j int, want, n int64, f *fetchTry) (Result, bool) {
+	now := l.o.Clock()
 	st.mu.Lock()
 	skip := now.Before(st.emptyTill[j])
-	if skip {
+	if skip && !st.down[j] {
 		f.earlier(st.emptyTill[j].Sub(now))
+		f.known = true
 	}
+	probing, down := st.probing[j], skip && st.down[j]
 	st.mu.Unlock()
-	if skip {
+	if (probing || down) && f.lastErr == nil {
+		f.lastErr = fmt.Errorf("ratelimit: take %q slot %d: its master did not answer a recent request", key, j)
+	}
+	if skip || probing {
 		return Result{}, false
 	}
+	f.asked++
 	sent := l.o.Clock()
 	id := l.requestID()
-	r, err := l.take(ctx, key, j, min(want, l.o.budget(j)), n, id)
+	r, err := l.takeSlot(ctx, st, key, j, min(want, l.o.budget(j)), n, id)
 	if err != nil {
-		// A slot whose master is unreachable is skipped for one sub-window; the others
+		// A slot whose master is unreachable is skipped for one sub-window from now (or,
+		// when it did not answer within SlotTimeout, until its request ends); the others
 		// still serve. Its budget is lost meanwhile (under-admission only), and so is
 		// whatever this request was granted if it ran and every reply to it was lost.
 		if l.onAbandon != nil {
 			l.onAbandon(j, id)
 		}
 		f.lastErr = err
-		l.markEmpty(st, j, sent, l.sub, 0)
+		f.asked-- // an unreachable slot is not a try: the next one is asked
+		l.markEmpty(st, j, l.o.Clock(), l.sub, 0)
+		st.mu.Lock()
+		st.down[j] = true
+		st.mu.Unlock()
 		return Result{}, false
 	}
 	f.answered = true
+	st.mu.Lock()
+	st.down[j] = false
+	st.mu.Unlock()
 	if r.status == "empty" {
 		l.markEmpty(st, j, sent, r.ms, r.resetMs)
 		if r.ms >= 0 {
@@ -157,16 +208,53 @@ func (l *Limiter) trySlot(ctx context.Context, st *keyState, key string, j int, 
 		}
 		return Result{}, false
 	}
-	return l.install(st, key, j, sent, r, n)
+	res, ok := l.install(st, key, j, sent, r, n)
+	if f.late = !ok; f.late {
+		l.stats.lateGrants.Add(1)
+	}
+	return res, ok
 }
 
-// markEmpty records that slot j has no budget for at least wait ms after sent.
-func (l *Limiter) markEmpty(st *keyState, j int, sent time.Time, wait, reset int64) {
+// takeSlot runs take for slot j, waiting at most SlotTimeout for it (and never past ctx):
+// a request still running then is left to finish by itself, slot j is skipped until it
+// does, and its grant, if any, is never spent (under-admission only).
+func (l *Limiter) takeSlot(ctx context.Context, st *keyState, key string, j int, want, n int64, id string) (takeReply, error) {
+	if l.o.SlotTimeout < 0 {
+		return l.take(ctx, key, j, want, n, id)
+	}
+	wait, cancel := context.WithTimeout(ctx, l.o.SlotTimeout)
+	defer cancel()
+	st.mu.Lock()
+	st.probing[j] = true
+	st.mu.Unlock()
+	// The request outlives the caller's wait and its ctx (the caller moves on, and its
+	// cancel must not end the request early, or the next caller would wait for the same
+	// silent master again): it runs until the master answers or probeLimit passes.
+	probe, stop := context.WithTimeout(context.WithoutCancel(ctx), probeLimit*l.o.SlotTimeout)
+	r, err := bound.Call(wait, func() (takeReply, error) {
+		defer func() {
+			stop()
+			st.mu.Lock()
+			st.probing[j] = false
+			st.mu.Unlock()
+		}()
+		return l.take(probe, key, j, want, n, id)
+	}, nil)
+	if err == nil || ctx.Err() != nil || wait.Err() == nil {
+		return r, err
+	}
+	l.stats.slotTimeouts.Add(1)
+	return r, fmt.Errorf("ratelimit: take %q slot %d: no reply within Options.SlotTimeout (%v): %w",
+		key, j, l.o.SlotTimeout, err)
+}
+
+// markEmpty records that slot j has no budget for at least wait ms after from.
+func (l *Limiter) markEmpty(st *keyState, j int, from time.Time, wait, reset int64) {
 	if wait < 0 {
 		wait = max(reset, l.sub)
 	}
 	st.mu.Lock()
-	st.emptyTill[j] = sent.Add(ms(wait))
+	st.emptyTill[j] = from.Add(ms(wait))
 	st.mu.Unlock()
 }
 

@@ -20,7 +20,8 @@ import (
 type Limiter struct {
 	client    Client
 	o         Options
-	sub       int64 // sub-window length, ms
+	limit     string // the limit's part of every key: Options.limitID
+	sub       int64  // sub-window length, ms
 	maxCost   int64
 	inst      string // this instance's token, from crypto/rand
 	ids       atomic.Uint64
@@ -71,7 +72,7 @@ func New(client Client, o Options) (*Limiter, error) {
 	if _, err := rand.Read(tok[:]); err != nil {
 		return nil, fmt.Errorf("ratelimit: instance token: %w", err)
 	}
-	l := &Limiter{client: client, o: o, sub: o.subMs(), inst: hex.EncodeToString(tok[:])}
+	l := &Limiter{client: client, o: o, sub: o.subMs(), inst: hex.EncodeToString(tok[:]), limit: o.limitID()}
 	switch {
 	case o.Window == GCRA:
 		l.maxCost = o.Limit.Burst

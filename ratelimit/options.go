@@ -12,15 +12,23 @@ type Mode int
 
 const (
 	// Exact asks Redis on every request: one script call per Allow, decided atomically on
-	// the server. No overshoot; Redis load equals the request rate, on one master per key.
+	// the server, so what it admits is exactly what the window allows, whatever the number
+	// of instances: with the default GCRA window up to Burst + Rate in any interval of
+	// length Period (2·Rate with the default Burst = Rate: a full burst, then the steady
+	// rate), with Sliding at most Rate in any interval of length Period, with Fixed at most
+	// Rate per aligned Period (2·Rate across a boundary). Redis load equals the request
+	// rate, on one master per key.
 	Exact Mode = iota
 	// Leased takes chunks of the window's budget from Redis and admits locally until a chunk
-	// is spent. No overshoot; Redis load follows the number of chunks, not the request rate,
-	// and is spread over Options.Slots budget slots.
+	// is spent. It admits at most Rate in any interval of length Period (Sliding, its
+	// default) or per aligned Period (Fixed), never more than Exact would; Redis load
+	// follows the number of chunks, not the request rate, and is spread over Options.Slots
+	// budget slots.
 	Leased
-	// Approximate counts locally and syncs a shared estimate every SyncInterval. It may
-	// overshoot by a stated bound (see the package doc); Redis load is one call per
-	// instance per SyncInterval per active key.
+	// Approximate counts locally and syncs a shared estimate every SyncInterval. It admits
+	// at most Rate + (N-1)·MaxUnsynced in any interval of length Period for N instances
+	// (see the package doc); Redis load is one call per instance per SyncInterval per
+	// active key.
 	Approximate
 )
 
@@ -116,6 +124,9 @@ const (
 	MaxMaxKeyBytes = 64 << 10
 	// DefaultHotRefresh is how often the hot set is read when Options.HotRefresh is 0.
 	DefaultHotRefresh = time.Second
+	// DefaultSlotTimeout is how long a chunk request waits for one budget slot's master
+	// in Leased mode when Options.SlotTimeout is 0.
+	DefaultSlotTimeout = 250 * time.Millisecond
 	// DefaultAttempts is how many times one chunk or sync request is sent when
 	// Options.Attempts is 0.
 	DefaultAttempts = 3
@@ -124,7 +135,9 @@ const (
 
 // Options configure a [Limiter]. Zero fields take the documented defaults, except Limit,
 // which is required. Every instance sharing a limit must use the same Prefix, Limit, Mode,
-// Window, SubWindows and Slots: they decide the key layout and the budget.
+// Window, SubWindows and Slots: they decide the key layout and the budget. Limits that
+// differ in Limit, Window or SubWindows never share state, even on one key and Prefix (10
+// per second and 600 per minute on one user are two Limiters with their own counts).
 type Options struct {
 	// Limit is the rate every key of this Limiter gets. Required.
 	Limit Limit
@@ -153,6 +166,13 @@ type Options struct {
 	// most in Approximate mode; reaching it forces a sync. It is also the largest cost one
 	// request may have in Approximate mode. Default: max(1, Rate/100); range 1..Rate.
 	MaxUnsynced int64
+	// SlotTimeout is how long a chunk request waits for one budget slot's master in Leased
+	// mode before it asks the next slot. A slot that did not answer in time is skipped by
+	// this instance until that request ends (within the client's own timeouts), so a master
+	// that stopped answering costs one wait of SlotTimeout, not one per request, and the
+	// other slots keep serving. Whatever the client's options, no call waits past its ctx.
+	// Default: 250ms; negative: wait for the reply (or ctx).
+	SlotTimeout time.Duration
 	// HotKeys, when set (Leased mode only), decides which keys lease: keys it does not
 	// report hot take exactly their cost from one budget slot per request, as Exact does,
 	// on the same budget, so a key may turn hot or cold at any time without overshoot.
@@ -301,6 +321,9 @@ func (o Options) modeDefaults() (Options, error) {
 	}
 	if o.HotRefresh == 0 {
 		o.HotRefresh = DefaultHotRefresh
+	}
+	if o.SlotTimeout == 0 {
+		o.SlotTimeout = DefaultSlotTimeout
 	}
 	if o.HotRefresh < 0 {
 		return o, invalidf("Options.HotRefresh must not be negative, got %v", o.HotRefresh)

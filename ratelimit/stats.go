@@ -12,13 +12,18 @@ type Stats struct {
 	Chunks, Cells uint64
 	// Syncs counts completed syncs in Approximate mode.
 	Syncs uint64
+	// SlotTimeouts counts chunk requests left after Options.SlotTimeout in Leased mode.
+	SlotTimeouts uint64
+	// LateGrants counts chunk grants in Leased mode that arrived after their sub-window
+	// ended (a round trip longer than what was left of it): never spent, and asked again.
+	LateGrants uint64
 	// Keys is the number of keys with local state (an estimate).
 	Keys int
 }
 
 // counters holds the atomic counters behind Stats.
 type counters struct {
-	allowed, denied, errors, calls, chunks, cells, syncs atomic.Uint64
+	allowed, denied, errors, calls, chunks, cells, syncs, slotTimeouts, lateGrants atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters. Fields are read one by one, not atomically
@@ -32,6 +37,9 @@ func (l *Limiter) Stats() Stats {
 		Chunks:  l.stats.chunks.Load(),
 		Cells:   l.stats.cells.Load(),
 		Syncs:   l.stats.syncs.Load(),
+
+		SlotTimeouts: l.stats.slotTimeouts.Load(),
+		LateGrants:   l.stats.lateGrants.Load(),
 	}
 	if l.states != nil {
 		s.Keys = l.states.EstimatedSize()
