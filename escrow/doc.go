@@ -168,7 +168,9 @@
 //
 // By default a job holds its permit until Release. With a Lease option every grant carries a
 // lease: the holder renews it ([Pool.Renew], [Central.Renew]) before [Grant.Expires], which
-// is measured by the caller's clock from before the request. A permit whose lease ended more
+// is measured by the caller's clock from before the request: a new grant's lease, or, for a
+// replay, the time the ledger had left on the lease, so an offset between the holder's and
+// the server's clocks never lets the holder's expiry outlive the ledger's. A permit whose lease ended more
 // than LeaseSkew ago by the ledger server's clock is taken back by the next acquire at that
 // owner and granted again with a larger fencing token; the old holder's Renew and Release
 // then get [ErrNotHeld]. A lease is a liveness aid with a stated expiry condition (the holder

@@ -27,9 +27,13 @@ type Grant struct {
 	Token int64
 	// Replayed reports that the job already held this permit (a retry of the same acquire).
 	Replayed bool
-	// Expires is when the grant's lease ends by the caller's clock, measured from before the
-	// request was sent (so never later than the ledger's own view); zero without a lease.
-	// The holder must Renew before it, or stop working on the permit.
+	// Expires is when the grant's lease ends by the caller's clock (Options.Clock): the
+	// caller's clock read before the request was sent, plus the lease (a new grant) or plus
+	// the time the ledger had left on the lease when the script ran (a replay). It is never
+	// later than the ledger's own end of the lease, whatever the offset between the caller's
+	// and the server's clocks (only a difference in their rates, which LeaseSkew covers, can
+	// move it); zero without a lease. A replay of a lease that has ended has Expires in the
+	// past. The holder must Renew before it, or stop working on the permit.
 	Expires time.Time
 }
 
@@ -230,12 +234,11 @@ func (l ledger) acquire(ctx context.Context, c redis.Scripter, clock func() time
 	switch r.status {
 	case "ok":
 		g := Grant{Owner: l.owner, Permit: int(r.int(0)), Token: r.int(1), Replayed: r.str(2) == "dup"}
-		if lease > 0 && !g.Replayed {
-			g.Expires = start.Add(lease)
-		} else if r.int(4) > 0 {
-			// A replay: the lease runs from the first grant or the last renewal, whose local
-			// time is unknown here; report the ledger's expiry less the skew margin.
-			g.Expires = time.UnixMilli(r.int(4)).Add(-skew)
+		if r.int(5) == 1 {
+			// The lease left when the script ran (the ledger's expiry less its now), counted
+			// from this caller's clock before the request: never later than the ledger's end,
+			// whatever the offset between the clocks. A new grant has the whole lease.
+			g.Expires = start.Add(time.Duration(r.int(4)) * time.Microsecond)
 		}
 		return g, r.seg(3), nil
 	case "exhausted":

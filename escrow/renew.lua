@@ -25,7 +25,6 @@ if redis.call('EXISTS', meta) == 0 then return {'missing', 0} end
 local seq, fenced = fence_check(0)
 if fenced then return {'fenced', seq} end
 if redis.call('HEXISTS', jobs, job) == 0 then return {'none', 0} end
-local t = redis.call('TIME')
-local exp = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) + lease
+local exp = lease_end(now_us(), lease)
 redis.call('ZADD', leases, exp, job)
 return {'ok', exp, segment()}

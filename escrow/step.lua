@@ -57,6 +57,59 @@ local function log_step(seq, what)
   redis.call('ZREMRANGEBYRANK', log, 0, -(LOG_KEEP + 1))
 end
 
+-- now_us returns the server's clock in microseconds.
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- lease_end returns the expiry, in server milliseconds, of a lease of lease_ms starting at
+-- now (microseconds), rounded up: a holder counts its lease from a moment before the
+-- request, so the ledger's expiry is never earlier than the holder's.
+local function lease_end(now, lease_ms)
+  return math.floor((now + 999) / 1000) + lease_ms
+end
+
+-- take_back frees the permit of job j if it holds one, and forgets j's lease. It returns 1
+-- if a permit was freed.
+local function take_back(j)
+  local n = 0
+  local rec = redis.call('HGET', jobs, j)
+  if rec then
+    local p = string.sub(rec, 1, string.find(rec, ':', 1, true) - 1)
+    redis.call('HDEL', jobs, j)
+    redis.call('HDEL', held, p)
+    redis.call('ZADD', free, p, p)
+    n = 1
+  end
+  redis.call('ZREM', leases, j)
+  return n
+end
+
+-- lapsed_before returns the lease score below which a lease ended more than skew_ms before
+-- now (microseconds), by this server's clock, rounded down so that a lease is never taken
+-- back early.
+local function lapsed_before(now, skew_ms)
+  return math.floor(now / 1000) - skew_ms
+end
+
+-- reclaim takes back up to limit permits whose lease ended more than skew_ms before now
+-- (microseconds), and returns the number of permits freed.
+local function reclaim(now, skew_ms, limit)
+  local n = 0
+  local lapsed = redis.call('ZRANGEBYSCORE', leases, '-inf', '(' .. lapsed_before(now, skew_ms), 'LIMIT', 0, limit)
+  for _, j in ipairs(lapsed) do n = n + take_back(j) end
+  return n
+end
+
+-- reclaim_job takes back job j's permit if its lease ended more than skew_ms before now
+-- (microseconds); it returns 1 if a permit was freed.
+local function reclaim_job(j, now, skew_ms)
+  local exp = redis.call('ZSCORE', leases, j)
+  if exp and tonumber(exp) < lapsed_before(now, skew_ms) then return take_back(j) end
+  return 0
+end
+
 -- segment returns the ledger's last SEGMENT steps, {seq, id, ...}, oldest first.
 local function segment()
   local r = redis.call('ZRANGE', log, -SEGMENT, -1, 'WITHSCORES')
