@@ -172,9 +172,11 @@ func (c *Central) Release(ctx context.Context, jobID string) error {
 
 // Renew extends the lease of jobID's grant by CentralOptions.Lease from now and returns the new
 // expiry by the caller's clock. A job that holds nothing (its lease ended and the permit was
-// taken back, or it was released) gets ErrNotHeld and must stop working on the permit.
+// taken back, or it was released) gets ErrNotHeld and must stop working on the permit; so
+// does a job whose lease ended more than LeaseSkew ago by the ledger server's clock, whose
+// permit Renew takes back.
 func (c *Central) Renew(ctx context.Context, jobID string) (time.Time, error) {
-	exp, _, err := c.l.renew(ctx, c.c, c.opts.Clock, jobID, c.opts.Lease)
+	exp, _, err := c.l.renew(ctx, c.c, c.opts.Clock, jobID, c.opts.Lease, c.opts.LeaseSkew)
 	return exp, err
 }
 

@@ -173,7 +173,9 @@
 // the server's clocks never lets the holder's expiry outlive the ledger's. A permit whose lease ended more
 // than LeaseSkew ago by the ledger server's clock is taken back by the next acquire at that
 // owner and granted again with a larger fencing token; the old holder's Renew and Release
-// then get [ErrNotHeld]. A lease is a liveness aid with a stated expiry condition (the holder
+// then get [ErrNotHeld]. A Renew that comes more than LeaseSkew after the lease ended is
+// refused the same way even before anyone took the permit back (a restored ledger may have
+// forgotten that it did), and takes it back. A lease is a liveness aid with a stated expiry condition (the holder
 // stops by Expires; clocks drift by less than LeaseSkew over a lease); if a holder breaks it
 // (a long pause), safety rests on the downstream checking fencing tokens, which refuses the
 // old holder. [Pool.Holders] and [Central.Holders] list job, permit, token and expiry.

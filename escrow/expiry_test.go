@@ -144,3 +144,66 @@ func TestLeaseIsWholeMillisecondsRoundedSafely(t *testing.T) {
 		occ.check(ctx, kind)
 	}
 }
+
+// TestRenewAfterTheLeaseLapsedIsRefused: a holder whose lease ended more than LeaseSkew ago
+// renews. Its permit may be granted again at any moment, so the renewal is refused
+// (ErrNotHeld) and the permit taken back, even where nobody took it yet. The case the issue
+// found: job old's permit was taken back and granted to job new, the ledger was restored to a
+// point before that (it forgot new's grant), and Reconcile brought it back; before the fix
+// old's Renew then succeeded (renew.lua checked only that old was in the jobs hash), and old
+// believed it held the permit new holds.
+func TestRenewAfterTheLeaseLapsedIsRefused(t *testing.T) {
+	const lease, skew = 100 * time.Millisecond, 50 * time.Millisecond
+	for _, kind := range []string{"central", "pool"} {
+		t.Run(kind+"/lapsed", func(t *testing.T) {
+			ctx := testCtx(t)
+			c := celebritytest.Standalone(t).Client(t)
+			lim := leasedKinds[kind](t, c, 1, lease, skew, time.Now)
+			occ := newOccupancy(t, lim, 1)
+			g, err := lim.acquire(ctx, 0, "old")
+			require.NoError(t, err)
+			occ.hold("old", g, time.Now)
+			awaitServerTime(t, c, leaseExpiry(t, c, lim.ledgerOf(0), "old").Add(skew))
+			occ.check(ctx, "lapsed")
+			_, err = lim.renew(ctx, 0, "old")
+			require.ErrorIs(t, err, ErrNotHeld, "a lease that ended more than LeaseSkew ago is not renewed")
+			a, err := lim.Audit(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 1, a.Free, "the refused renewal took the permit back")
+			occ.check(ctx, "refused")
+		})
+	}
+	t.Run("pool/restored-and-reconciled", func(t *testing.T) {
+		ctx := testCtx(t)
+		c := celebritytest.Standalone(t).Client(t)
+		lim := leasedKinds["pool"](t, c, 1, lease, skew, time.Now).(poolLimiter)
+		occ := newOccupancy(t, lim, 1)
+		old, err := lim.acquire(ctx, 0, "old")
+		require.NoError(t, err)
+		occ.hold("old", old, time.Now)
+		backup := copyLedger(t, c, lim.ledgerOf(0))
+		awaitServerTime(t, c, leaseExpiry(t, c, lim.ledgerOf(0), "old").Add(skew))
+		next, err := lim.acquire(ctx, 0, "new")
+		require.NoError(t, err, "old's lease and the margin have run out")
+		require.Equal(t, old.Permit, next.Permit)
+		occ.check(ctx, "granted again")
+
+		backup.restore(t, c, lim.ledgerOf(0)) // the ledger forgets new's grant
+		_, err = lim.acquire(ctx, 0, "probe")
+		require.ErrorIs(t, err, ErrFenced)
+		require.NoError(t, lim.Reconcile(ctx, "a"))
+		hs, err := lim.Holders(ctx, "a")
+		require.NoError(t, err)
+		require.Len(t, hs, 1)
+		require.Equal(t, "old", hs[0].Job, "the restored ledger shows old's grant again")
+
+		exp, err := lim.renew(ctx, 0, "old")
+		require.ErrorIsf(t, err, ErrNotHeld, "old was told it holds permit %d until %v; new holds it with token %d > %d",
+			old.Permit, exp, next.Token, old.Token)
+		occ.drop("old")
+		occ.check(ctx, "renewal refused")
+		again, err := lim.acquire(ctx, 0, "after")
+		require.NoError(t, err, "the refused renewal took the permit back")
+		require.Greater(t, again.Token, next.Token, "above every token the restored ledger forgot")
+	})
+}

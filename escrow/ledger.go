@@ -252,7 +252,7 @@ func (l ledger) acquire(ctx context.Context, c redis.Scripter, clock func() time
 
 // renew extends job's lease; it returns the new expiry by the caller's clock and the
 // ledger's last steps right after the renewal (for the witness to confirm).
-func (l ledger) renew(ctx context.Context, c redis.Scripter, clock func() time.Time, job string, lease time.Duration) (time.Time, []step, error) {
+func (l ledger) renew(ctx context.Context, c redis.Scripter, clock func() time.Time, job string, lease, skew time.Duration) (time.Time, []step, error) {
 	if err := checkID("job ID", job); err != nil {
 		return time.Time{}, nil, err
 	}
@@ -260,7 +260,7 @@ func (l ledger) renew(ctx context.Context, c redis.Scripter, clock func() time.T
 		return time.Time{}, nil, fmt.Errorf("%w: Renew needs a lease: Lease must be > 0 in the options", ErrInvalid)
 	}
 	start := clock()
-	r, err := runScript(ctx, c, renewScript, l.keys, job, lease.Milliseconds())
+	r, err := runScript(ctx, c, renewScript, l.keys, job, lease.Milliseconds(), skew.Milliseconds())
 	if err != nil {
 		return time.Time{}, nil, fmt.Errorf("escrow: renew %q: %w", job, err)
 	}

@@ -180,7 +180,9 @@ func (p *Pool) Release(ctx context.Context, owner, jobID string) error {
 // Renew extends the lease of jobID's grant at owner by PoolOptions.Lease from now and returns
 // the new expiry by the caller's clock. A job that holds nothing there (its lease ended and
 // the permit was taken back, or it was released) gets ErrNotHeld and must stop working on
-// the permit. The renewal is acknowledged only after the witness confirmed the ledger's
+// the permit; so does a job whose lease ended more than LeaseSkew ago by the ledger server's
+// clock, whose permit Renew takes back (it may already be another job's: a restored ledger
+// can have forgotten that grant). The renewal is acknowledged only after the witness confirmed the ledger's
 // history right after it (see "Fencing against old state"): a ledger restored to a point
 // where the job still held a permit that has since been granted again is fenced (ErrFenced)
 // instead. Cost: two round trips (three when confirmations arrive out of order).
@@ -189,7 +191,7 @@ func (p *Pool) Renew(ctx context.Context, owner, jobID string) (time.Time, error
 	if err != nil {
 		return time.Time{}, err
 	}
-	exp, seg, err := l.renew(ctx, p.c, p.opts.Clock, jobID, p.opts.Lease)
+	exp, seg, err := l.renew(ctx, p.c, p.opts.Clock, jobID, p.opts.Lease, p.opts.LeaseSkew)
 	if err == nil {
 		err = p.confirm(ctx, owner, seg)
 	}
