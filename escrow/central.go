@@ -155,7 +155,7 @@ func (c *Central) RestoreLost(ctx context.Context) error {
 // never a second permit. The job holds the permit until Release. After an error other than
 // ErrExhausted the job may or may not hold a permit: retry with the same job ID, or Release.
 func (c *Central) Acquire(ctx context.Context, jobID string) (Grant, error) {
-	g, _, err := c.l.acquire(ctx, c.c, c.opts.Clock, jobID, 0, c.opts.Lease, c.opts.LeaseSkew, false)
+	g, _, err := c.l.acquire(ctx, c.c, &c.stats, c.opts.Clock, jobID, 0, c.opts.Lease, c.opts.LeaseSkew, false)
 	count(&c.stats, g, err)
 	return g, err
 }
@@ -176,18 +176,25 @@ func (c *Central) Release(ctx context.Context, jobID string) error {
 // does a job whose lease ended more than LeaseSkew ago by the ledger server's clock, whose
 // permit Renew takes back.
 func (c *Central) Renew(ctx context.Context, jobID string) (time.Time, error) {
-	exp, _, err := c.l.renew(ctx, c.c, c.opts.Clock, jobID, c.opts.Lease, c.opts.LeaseSkew)
+	exp, _, err := c.l.renew(ctx, c.c, &c.stats, c.opts.Clock, jobID, c.opts.Lease, c.opts.LeaseSkew)
 	return exp, err
 }
 
+// Sweep takes back the permits of jobs whose lease ended more than LeaseSkew ago by the
+// ledger server's clock, and returns how many it freed; see Pool.Sweep. Cost: one round
+// trip (more with over 1024 lapsed leases).
+func (c *Central) Sweep(ctx context.Context) (int, error) {
+	return c.l.sweep(ctx, c.c, &c.stats, c.opts.LeaseSkew)
+}
+
 // Holders lists the jobs holding a permit, with their tokens and lease expiries, read
-// atomically.
+// atomically, marking expired and lapsed leases as Pool.Holders does.
 func (c *Central) Holders(ctx context.Context) ([]Holder, error) {
 	snap, err := c.l.snapshot(ctx, c.c)
 	if err != nil {
 		return nil, err
 	}
-	return snap.holders(), nil
+	return snap.holders(c.opts.LeaseSkew), nil
 }
 
 // Audit reads the ledger atomically and checks that every permit 1..Capacity is in exactly
@@ -197,7 +204,7 @@ func (c *Central) Audit(ctx context.Context) (AuditReport, error) {
 	if err != nil {
 		return AuditReport{}, err
 	}
-	return buildReport(c.opts.Capacity, []ledgerSnapshot{snap}, nil), nil
+	return buildReport(c.opts.Capacity, []ledgerSnapshot{snap}, nil, c.opts.LeaseSkew), nil
 }
 
 // Stats returns a snapshot of the counters.

@@ -134,6 +134,13 @@
 //     TestStaleWitnessReadCannotFreezeAGrantedPermit);
 //   - holders that die without Release under leases, and renewals
 //     (TestLeasedPermitOfADeadHolderIsReissuedWithAHigherToken, TestRenewedLeaseKeepsThePermit),
+//     their permits taken back by a transfer, the Rebalancer and Sweep
+//     (TestDeadHoldersPermitsComeBackWithoutAnAcquire), holders whose clocks are off the
+//     server's by ±60 s and ±2×LeaseSkew whose grant is replayed by the caller or by go-redis
+//     after a lost reply (TestReplayedGrantNeverOutlivesTheLedgersLease), and a renewal after
+//     the lease lapsed, also on a restored and reconciled ledger
+//     (TestRenewAfterTheLeaseLapsedIsRefused); each of them checks after every step that no
+//     more permits are held than capacity, from Redis and from the holders' view;
 //     and an old holder renewing on a ledger restored to before its permit was reissued
 //     (TestRenewOnARestoredLedgerIsNotAcknowledged);
 //   - two RestoreLost calls, one paused between its reading of the pool and its claim or its
@@ -178,7 +185,14 @@
 // forgotten that it did), and takes it back. A lease is a liveness aid with a stated expiry condition (the holder
 // stops by Expires; clocks drift by less than LeaseSkew over a lease); if a holder breaks it
 // (a long pause), safety rests on the downstream checking fencing tokens, which refuses the
-// old holder. [Pool.Holders] and [Central.Holders] list job, permit, token and expiry.
+// old holder. [Pool.Holders] and [Central.Holders] list job, permit, token and expiry, and
+// mark a lease that has ended (Expired) and one that ended more than LeaseSkew ago (Lapsed).
+//
+// A lapsed lease's permit is still counted as held until something takes it back: every
+// Acquire, Renew and Freeze at its owner does, before it counts free permits, and
+// [Pool.Sweep] and [Central.Sweep] do at every owner without granting anything (the
+// [Rebalancer] sweeps at the start of each pass, so a dead holder's permits can move to a
+// busy owner). [AuditReport.Lapsed] counts the lapsed permits an audit found.
 //
 // # Cost
 //
@@ -188,7 +202,8 @@
 // confirmation costs one more round trip (a read of the ledger's log): with 32 callers on
 // one owner, an acquire+release pair averaged 4.2 round trips instead of 4. Leases add no
 // round trip to an acquire; a Pool's Renew is two (the renewal, then the witness's
-// confirmation), a Central's one. [Pool.Audit] is two pipelined round trips.
+// confirmation), a Central's one; a Sweep is one per owner. [Pool.Audit] is two pipelined
+// round trips.
 //
 // # Key layout
 //

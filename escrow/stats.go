@@ -18,12 +18,15 @@ type Stats struct {
 	Reconciled uint64
 	// Restored counts permits put back by RestoreLost.
 	Restored uint64
+	// Reclaimed counts permits this process took back from jobs whose lease ended more than
+	// LeaseSkew ago (in Acquire, Renew, Freeze and Sweep).
+	Reclaimed uint64
 }
 
 type counters struct {
 	acquired, replayed, exhausted, released, noop, fenced atomic.Uint64
 	frozen, accepted, completed, aborted, reconciled      atomic.Uint64
-	restored                                              atomic.Uint64
+	restored, reclaimed                                   atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -32,5 +35,6 @@ func (c *counters) snapshot() Stats {
 		Released: c.released.Load(), NoopReleases: c.noop.Load(), Fenced: c.fenced.Load(),
 		Frozen: c.frozen.Load(), Accepted: c.accepted.Load(), Completed: c.completed.Load(),
 		Aborted: c.aborted.Load(), Reconciled: c.reconciled.Load(), Restored: c.restored.Load(),
+		Reclaimed: c.reclaimed.Load(),
 	}
 }
