@@ -1,6 +1,6 @@
 -- acquire.lua: grant the lowest free permit to a job, once per job ID.
 --
--- KEYS[1]  meta of one ledger; the eight keys share one hash tag, so one slot (layout:
+-- KEYS[1]  meta of one ledger; the nine keys share one hash tag, so one slot (layout:
 --          step.lua)
 -- KEYS[2]  free
 -- KEYS[3]  jobs
@@ -9,6 +9,7 @@
 -- KEYS[6]  in
 -- KEYS[7]  log
 -- KEYS[8]  leases
+-- KEYS[9]  released
 -- ARGV[1]  job ID (non-empty)
 -- ARGV[2]  minimum sequence (the witness; 0 for a Central limiter)
 -- ARGV[3]  lease in milliseconds (0: the grant has no lease)
@@ -21,7 +22,8 @@
 --        taken back} | {'fenced', seq} | {'missing', 0}.
 --        Bad arguments: an error 'ERR escrow: <what>', before any write.
 -- Invariant: a permit moves from free to held by exactly one job; a retried acquire of the
--- same job returns the same permit and token; the token is the ledger sequence after the
+-- same job returns the same permit and token; a new grant forgets an earlier release of the
+-- job ID (released), so that the new grant's release is not taken for a replay; the token is the ledger sequence after the
 -- grant, so tokens only grow. A ledger behind its witness is marked fenced and grants nothing.
 -- A held permit whose lease expired more than the skew margin ago (by this server's clock)
 -- is taken back before the grant; it is granted again only with a larger token. That holds
@@ -61,6 +63,7 @@ redis.call('ZREM', free, p)
 seq = redis.call('HINCRBY', meta, 'seq', 1)
 redis.call('HSET', jobs, job, p .. ':' .. seq)
 redis.call('HSET', held, p, job)
+redis.call('ZREM', released, job)
 local leased = 0
 if lease > 0 then
   leased = 1

@@ -160,10 +160,12 @@ func (c *Central) Acquire(ctx context.Context, jobID string) (Grant, error) {
 	return g, err
 }
 
-// Release frees the permit held by jobID. Releasing a job that holds nothing (already
-// released, taken back after its lease, or never granted) changes nothing and returns
-// ErrNotHeld, so a retried release can never add capacity; after a lost reply, ErrNotHeld on
-// the retry means the first release freed the permit.
+// Release frees the permit held by jobID, and returns nil. It is idempotent per job ID: a
+// replay of a release (go-redis's own after a lost reply, or the caller's retry) changes
+// nothing and returns nil again, since the ledger remembers the last 1024 job IDs it
+// released. Releasing a job that holds nothing otherwise (taken back after its lease, never
+// granted, or released before those 1024) changes nothing and returns ErrNotHeld. No release
+// can add capacity.
 func (c *Central) Release(ctx context.Context, jobID string) error {
 	freed, err := c.l.release(ctx, c.c, jobID)
 	countRelease(&c.stats, freed, err)
@@ -227,7 +229,7 @@ func countRelease(s *counters, freed bool, err error) {
 	switch {
 	case err == nil && freed:
 		s.released.Add(1)
-	case errors.Is(err, ErrNotHeld):
+	case err == nil, errors.Is(err, ErrNotHeld):
 		s.noop.Add(1)
 	case errors.Is(err, ErrFenced):
 		s.fenced.Add(1)

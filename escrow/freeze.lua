@@ -9,6 +9,7 @@
 -- KEYS[6]  in
 -- KEYS[7]  log
 -- KEYS[8]  leases
+-- KEYS[9]  released
 -- ARGV[1]  transfer ID T
 -- ARGV[2]  target owner
 -- ARGV[3]  k (1..cap)

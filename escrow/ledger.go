@@ -56,7 +56,7 @@ type Holder struct {
 	Lapsed bool
 }
 
-// ledger addresses the eight keys of one ledger. They share one hash tag, so every script
+// ledger addresses the nine keys of one ledger. They share one hash tag, so every script
 // that touches a ledger touches one slot.
 type ledger struct {
 	owner       string
@@ -75,7 +75,7 @@ func newLedger(prefix, tag, owner string, first, last, capacity int) ledger {
 	base := slot.Tagged(prefix, tag) + ":"
 	return ledger{
 		owner:    owner,
-		keys:     []string{base + "meta", base + "free", base + "jobs", base + "held", base + "out", base + "in", base + "log", base + "leases"},
+		keys:     []string{base + "meta", base + "free", base + "jobs", base + "held", base + "out", base + "in", base + "log", base + "leases", base + "released"},
 		first:    first,
 		last:     last,
 		capacity: capacity,
@@ -306,6 +306,8 @@ func (s ledgerSnapshot) holders(skew time.Duration) []Holder {
 	return out
 }
 
+// release frees job's permit. It reports whether this run freed it; a replay of an earlier
+// release of job (found in the ledger's released record) returns false and no error.
 func (l ledger) release(ctx context.Context, c redis.Scripter, job string) (bool, error) {
 	if err := checkID("job ID", job); err != nil {
 		return false, err
@@ -317,6 +319,8 @@ func (l ledger) release(ctx context.Context, c redis.Scripter, job string) (bool
 	switch r.status {
 	case "ok":
 		return true, nil
+	case "dup":
+		return false, nil
 	case "none":
 		return false, fmt.Errorf("%w (owner %q, job %q)", ErrNotHeld, l.owner, job)
 	}

@@ -161,11 +161,13 @@ func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) 
 	return g, err
 }
 
-// Release frees the permit that jobID holds at owner. Releasing a job that holds nothing at
-// owner (released already, taken back after its lease, granted by another owner, or never
-// granted) changes nothing and returns ErrNotHeld, so a retried release never adds capacity;
-// after a lost reply, ErrNotHeld on the retry means the first release freed the permit. A
-// fenced ledger refuses with ErrFenced (the witness is not read: a release never creates
+// Release frees the permit that jobID holds at owner, and returns nil. It is idempotent per
+// job ID: a replay of a release (go-redis's own after a lost reply, or the caller's retry)
+// changes nothing and returns nil again, since each ledger remembers the last 1024 job IDs it
+// released. Releasing a job that holds nothing at owner otherwise (taken back after its
+// lease, granted by another owner, never granted, or released before those 1024) changes
+// nothing and returns ErrNotHeld. No release can add capacity. A fenced ledger refuses with
+// ErrFenced (the witness is not read: a release never creates
 // capacity).
 func (p *Pool) Release(ctx context.Context, owner, jobID string) error {
 	l, err := p.ledger(owner)

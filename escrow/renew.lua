@@ -1,6 +1,6 @@
 -- renew.lua: extend the lease of a job's grant.
 --
--- KEYS[1]  meta of one ledger; the eight keys share one hash tag, so one slot (layout:
+-- KEYS[1]  meta of one ledger; the nine keys share one hash tag, so one slot (layout:
 --          step.lua)
 -- KEYS[2]  free
 -- KEYS[3]  jobs
@@ -9,6 +9,7 @@
 -- KEYS[6]  in
 -- KEYS[7]  log
 -- KEYS[8]  leases
+-- KEYS[9]  released
 -- ARGV[1]  job ID (non-empty)
 -- ARGV[2]  lease in milliseconds (>= 1)
 -- ARGV[3]  clock-skew margin in milliseconds (>= 0)

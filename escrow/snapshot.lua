@@ -1,6 +1,6 @@
 -- snapshot.lua: read one ledger atomically (read-only).
 --
--- KEYS[1]  meta of one ledger; the eight keys share one hash tag, so one slot (layout:
+-- KEYS[1]  meta of one ledger; the nine keys share one hash tag, so one slot (layout:
 --          step.lua)
 -- KEYS[2]  free
 -- KEYS[3]  jobs
@@ -9,6 +9,7 @@
 -- KEYS[6]  in
 -- KEYS[7]  log
 -- KEYS[8]  leases
+-- KEYS[9]  released
 -- ARGV  none
 -- Reply: {exists (0|1), seq, fenced, free permits, held (permit, job, ...), jobs (job,
 --        "permit:token", ...), out (T, json, ...), in (T, json, ...), leases (job, expiry in

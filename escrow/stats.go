@@ -8,7 +8,8 @@ type Stats struct {
 	Acquired, Replayed uint64
 	// Exhausted counts acquires refused with ErrExhausted.
 	Exhausted uint64
-	// Released counts releases that freed a permit; NoopReleases those that found nothing.
+	// Released counts releases that freed a permit; NoopReleases those that freed nothing
+	// (a replay of an earlier release, or a job holding nothing).
 	Released, NoopReleases uint64
 	// Fenced counts operations refused with ErrFenced.
 	Fenced uint64

@@ -2,7 +2,7 @@
 -- a ledger. Lua has no include: scripts.go prepends this file to each of them at init.
 --
 -- KEYS[1]  meta (hash: seq, fenced, first, last, cap; a Central's also cid, pending); the
---          eight keys of one ledger share one hash tag, so one slot
+--          nine keys of one ledger share one hash tag, so one slot
 -- KEYS[2]  free (zset permit->permit)
 -- KEYS[3]  jobs (hash job->"permit:token")
 -- KEYS[4]  held (hash permit->job)
@@ -10,6 +10,8 @@
 -- KEYS[6]  in, named inbox (in is a Lua keyword) (hash in_key(source, T)->json)
 -- KEYS[7]  log  (zset step ID->sequence)
 -- KEYS[8]  leases (zset job->lease expiry in server milliseconds, for jobs granted with a lease)
+-- KEYS[9]  released (zset job->server microseconds at the release, the last RELEASED_KEEP
+--          released jobs, so a replayed release reports the permit released)
 -- ARGV  none of its own.
 -- Reply: none; it defines names only.
 -- Invariant: a ledger keeps a log of its steps in log (score = the sequence after the step,
@@ -21,8 +23,9 @@
 -- caller hands them to the witness (witness.lua), and acknowledges nothing the witness has
 -- not confirmed.
 local meta, free, jobs, held = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local out, inbox, log, leases = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
+local out, inbox, log, leases, released = KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local LOG_KEEP = 1024
+local RELEASED_KEEP = 1024
 local SEGMENT = 8
 
 -- invalid refuses a bad argument, before any write.

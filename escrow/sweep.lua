@@ -9,6 +9,7 @@
 -- KEYS[6]  in
 -- KEYS[7]  log
 -- KEYS[8]  leases
+-- KEYS[9]  released
 -- ARGV[1]  clock-skew margin in milliseconds (>= 0)
 -- ARGV[2]  the most permits to take back in this call (1..1024)
 -- Reply: {'ok', permits taken back, 1 if lapsed leases are left else 0} | {'fenced', seq} |
