@@ -36,7 +36,8 @@
 // Every permit is at every instant in exactly one place: free at one owner, held by one job,
 // or frozen in one pending transfer. Acquire is idempotent per job ID (a retry, including
 // go-redis's own retry after a lost reply, returns the same permit and token) and Release
-// frees a permit once. Every grant carries a fencing token; the tokens of one permit only grow,
+// frees a permit once (a replay of it, also go-redis's after a lost reply, reports the release
+// again instead of [ErrNotHeld]). Every grant carries a fencing token; the tokens of one permit only grow,
 // also across transfers (the target of a transfer moves its sequence above the source's), so
 // a downstream system that keeps the highest token per permit can reject a stale holder.
 // After a loss of acknowledged writes, Pool.Reconcile puts the repaired owner's tokens above
@@ -207,19 +208,24 @@
 //
 // # Key layout
 //
-// With prefix P (default "escrow:"), a Central named L uses P{L}:meta, P{L}:free, P{L}:jobs,
-// P{L}:held and P{L}:log (plus the unused P{L}:out and P{L}:in). A Pool named N gives each
-// owner O seven keys with the tag {N:O}: meta (hash: seq, fenced, first, last, cap), free
-// (sorted set of permit numbers), jobs (hash job -> "permit:token"), held (hash permit ->
-// job), out (hash T -> JSON record of an outgoing transfer: state, target, k, seq, permits),
-// in (hash "len(S):S:T" -> JSON record of the incoming transfer T from source S: accepted or
-// refused; a transfer ID is unique per source only) and log (sorted set: step ID scored by
-// the sequence after the step, the last 1024 steps). The witness chain of O is the sorted
-// set P{X}:witness:N:O (step ID scored by sequence, the last 1024 confirmed steps), where X
-// is a short tag of the slot half the slot space away from the ledger's. The register that
-// lets one Pool.RestoreLost at a time claim the missing permits is the hash P{N:}:restore on
-// the witness client. Transfer records
-// are kept forever, so that any late message about T finds its answer.
+// With prefix P (default "escrow:"), a Central named L uses P{L}:meta (also cid and pending),
+// P{L}:free, P{L}:jobs, P{L}:held, P{L}:log, P{L}:leases and P{L}:released (plus the unused
+// P{L}:out and P{L}:in), with the contents described below, and the marker of its creation,
+// the string P{X}:witness:L:created on the witness client. A Pool named N gives each owner
+// O nine keys with the tag {N:O}: meta (hash: seq, fenced, first, last, cap), free (sorted
+// set of permit numbers), jobs (hash job -> "permit:token"), held (hash permit -> job), out
+// (hash T -> JSON record of an outgoing transfer: state, target, k, seq, permits), in (hash
+// "len(S):S:T" -> JSON record of the incoming transfer T from source S: accepted or refused;
+// a transfer ID is unique per source only), log (sorted set: step ID scored by the sequence
+// after the step, the last 1024 steps), leases (sorted set: job scored by the end of its
+// lease in the server's milliseconds, for grants with a lease) and released (sorted set: job
+// scored by the server's microseconds at its release, the last 1024 releases, so that a
+// replayed release reports the release). The witness chain of O is the sorted set
+// P{X}:witness:N:O (step ID scored by sequence, the last 1024 confirmed steps), where X is a
+// short tag of the slot half the slot space away from the ledger's. The register that lets
+// one Pool.RestoreLost at a time claim the missing permits is the hash P{N:}:restore on the
+// witness client. Transfer records are kept forever, so that any late message about T finds
+// its answer.
 //
 // # ACL
 //
