@@ -152,7 +152,8 @@ func (c *Central) RestoreLost(ctx context.Context) error {
 
 // Acquire grants a permit to jobID, or returns ErrExhausted. It is idempotent per job ID: a
 // retry (also go-redis's own retry after a lost reply) returns the same permit and token,
-// never a second permit. The job holds the permit until Release. After an error other than
+// never a second permit, with Expires counted from the lease the ledger has left; a retry
+// that comes more than LeaseSkew after the job's lease ended is a new grant with a new token. The job holds the permit until Release. After an error other than
 // ErrExhausted the job may or may not hold a permit: retry with the same job ID, or Release.
 func (c *Central) Acquire(ctx context.Context, jobID string) (Grant, error) {
 	g, _, err := c.l.acquire(ctx, c.c, &c.stats, c.opts.Clock, jobID, 0, c.opts.Lease, c.opts.LeaseSkew, false)

@@ -128,7 +128,9 @@ func (p *Pool) ledger(owner string) (ledger, error) {
 
 // Acquire grants one of owner's free permits to jobID, or returns ErrExhausted when owner has
 // none free (free permits at other owners do not help until a transfer moves them). It is
-// idempotent per job ID: a retry returns the same permit and token.
+// idempotent per job ID: a retry returns the same permit and token, with Replayed set and
+// Expires counted from the lease the ledger has left. A retry that comes more than LeaseSkew
+// after the job's lease ended is a new grant (the old one was taken back), with a new token.
 //
 // Acquire reads owner's witness first and passes it to the script, which refuses (ErrFenced)
 // if the ledger is already behind; after the grant the witness must confirm the ledger's

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
@@ -22,44 +23,46 @@ func TestReleaseWhoseReplyWasLostSaysReleased(t *testing.T) {
 	const lease, skew = 100 * time.Millisecond, 50 * time.Millisecond
 	for _, kind := range []string{"central", "pool"} {
 		t.Run(kind, func(t *testing.T) {
-			ctx := testCtx(t)
-			inj := faults.New()
-			c := faultyClient(t, celebritytest.Standalone(t).Client(t), inj, 0)
-			lim := leasedKinds[kind](t, c, 2, lease, skew, time.Now)
-			occ := newOccupancy(t, lim, 2)
-			g, err := lim.acquire(ctx, 0, "job")
-			require.NoError(t, err)
-			occ.hold("job", g, time.Now)
-			occ.check(ctx, "granted")
+			celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
+				ctx := testCtx(t)
+				inj := faults.New()
+				c := faultyClient(t, rc, inj, 0)
+				lim := leasedKinds[kind](t, c, 2, lease, skew, time.Now)
+				occ := newOccupancy(t, lim, 2)
+				g, err := lim.acquire(ctx, 0, "job")
+				require.NoError(t, err)
+				occ.hold("job", g, time.Now)
+				occ.check(ctx, "granted")
 
-			occ.drop("job")
-			inj.DropReply(faults.Match{Command: "EVALSHA", Arg: releaseScript.Hash()}, 1)
-			require.NoError(t, lim.release(ctx, 0, "job"), "the re-sent release reports the permit released")
-			require.Equal(t, int64(1), inj.Dropped())
-			require.NoError(t, lim.release(ctx, 0, "job"), "so does the caller's own retry")
-			rep := requireClean(t, lim)
-			require.Equal(t, 2, rep.Free, "once: a replayed release adds nothing")
-			occ.check(ctx, "released")
-			require.ErrorIs(t, lim.release(ctx, 0, "never"), ErrNotHeld)
+				occ.drop("job")
+				inj.DropReply(faults.Match{Command: "EVALSHA", Arg: releaseScript.Hash()}, 1)
+				require.NoError(t, lim.release(ctx, 0, "job"), "the re-sent release reports the permit released")
+				require.Equal(t, int64(1), inj.Dropped())
+				require.NoError(t, lim.release(ctx, 0, "job"), "so does the caller's own retry")
+				rep := requireClean(t, lim)
+				require.Equal(t, 2, rep.Free, "once: a replayed release adds nothing")
+				occ.check(ctx, "released")
+				require.ErrorIs(t, lim.release(ctx, 0, "never"), ErrNotHeld)
 
-			// The same job ID acquires again, dies, and its permit is taken back: its release
-			// is not a replay of the earlier one.
-			g, err = lim.acquire(ctx, 0, "job")
-			require.NoError(t, err)
-			require.False(t, g.Replayed)
-			occ.hold("job", g, time.Now)
-			awaitServerTime(t, c, leaseExpiry(t, c, lim.ledgerOf(0), "job").Add(skew))
-			occ.check(ctx, "lapsed")
-			sweep := map[string]func() (int, error){
-				"central": func() (int, error) { return lim.(centralLimiter).Sweep(ctx) },
-				"pool":    func() (int, error) { return lim.(poolLimiter).Sweep(ctx) },
-			}[kind]
-			n, err := sweep()
-			require.NoError(t, err)
-			require.Equal(t, 1, n)
-			occ.drop("job")
-			require.ErrorIs(t, lim.release(ctx, 0, "job"), ErrNotHeld, "taken back, not released")
-			occ.check(ctx, "taken back")
+				// The same job ID acquires again, dies, and its permit is taken back: its release
+				// is not a replay of the earlier one.
+				g, err = lim.acquire(ctx, 0, "job")
+				require.NoError(t, err)
+				require.False(t, g.Replayed)
+				occ.hold("job", g, time.Now)
+				awaitServerTime(t, c, leaseExpiry(t, c, lim.ledgerOf(0), "job").Add(skew))
+				occ.check(ctx, "lapsed")
+				sweep := map[string]func() (int, error){
+					"central": func() (int, error) { return lim.(centralLimiter).Sweep(ctx) },
+					"pool":    func() (int, error) { return lim.(poolLimiter).Sweep(ctx) },
+				}[kind]
+				n, err := sweep()
+				require.NoError(t, err)
+				require.Equal(t, 1, n)
+				occ.drop("job")
+				require.ErrorIs(t, lim.release(ctx, 0, "job"), ErrNotHeld, "taken back, not released")
+				occ.check(ctx, "taken back")
+			})
 		})
 	}
 }
