@@ -1,6 +1,6 @@
 -- accept.lua: step 2 of a transfer, at the target: accept T exactly once.
 --
--- KEYS[1]  meta of the target ledger; the eight keys share one hash tag, so one slot (layout:
+-- KEYS[1]  meta of the target ledger; the nine keys share one hash tag, so one slot (layout:
 --          step.lua)
 -- KEYS[2]  free
 -- KEYS[3]  jobs
@@ -9,6 +9,7 @@
 -- KEYS[6]  in
 -- KEYS[7]  log
 -- KEYS[8]  leases
+-- KEYS[9]  released
 -- ARGV[1]  transfer ID T
 -- ARGV[2]  source owner
 -- ARGV[3]  source sequence at the freeze

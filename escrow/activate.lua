@@ -1,6 +1,6 @@
 -- activate.lua: activate, or drop, a Central ledger created pending by init.lua.
 --
--- KEYS[1]  meta of one ledger; the eight keys share one hash tag, so one slot (layout:
+-- KEYS[1]  meta of one ledger; the nine keys share one hash tag, so one slot (layout:
 --          step.lua)
 -- KEYS[2]  free
 -- KEYS[3]  jobs
@@ -9,6 +9,7 @@
 -- KEYS[6]  in
 -- KEYS[7]  log
 -- KEYS[8]  leases
+-- KEYS[9]  released
 -- ARGV[1]  mode 'activate' | 'drop'
 -- ARGV[2]  creation ID (activate: the ID the marker names)
 -- Reply: activate: {'ok'} (active: this call activated it, or it was active already) |

@@ -20,7 +20,10 @@ import (
 // permit is granted again (confirmed by the witness), and the ledger's server is then
 // restored from an AOF copy taken while the old holder still held the permit. The old holder
 // resumes and renews: it must not be told it holds the permit (another job does, with a
-// larger token); the restored ledger is fenced instead.
+// larger token). Its lease ended more than LeaseSkew ago by the server's clock (the permit
+// could not have been granted again otherwise), so the renewal is refused with ErrNotHeld
+// before the witness is asked; the next grant finds the restored ledger behind its witness
+// and fences it.
 func TestRenewOnARestoredLedgerIsNotAcknowledged(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
@@ -45,8 +48,11 @@ func TestRenewOnARestoredLedgerIsNotAcknowledged(t *testing.T) {
 	exp, err := p.Renew(ctx, "a", "old")
 	require.Error(t, err, "the old holder was told it holds permit %d until %v; job next holds it with token %d > %d",
 		old.Permit, exp, next.Token, old.Token)
-	require.ErrorIs(t, err, ErrFenced)
-	require.ErrorIs(t, p.Release(ctx, "a", "old"), ErrFenced, "the restored ledger stays fenced")
+	require.ErrorIs(t, err, ErrNotHeld, "old's lease ended more than LeaseSkew ago")
+	require.ErrorIs(t, p.Release(ctx, "a", "old"), ErrNotHeld, "the refused renewal took old's permit back")
+	_, err = p.Acquire(ctx, "a", "probe")
+	require.ErrorIs(t, err, ErrFenced, "the restored ledger is behind its witness")
+	require.ErrorIs(t, p.Release(ctx, "a", "probe"), ErrFenced, "the restored ledger stays fenced")
 	require.NoError(t, p.Reconcile(ctx, "a"))
 	requireClean(t, p)
 }

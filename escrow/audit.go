@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // AuditReport describes where every permit is. A clean report has every permit 1..Capacity
@@ -17,6 +18,10 @@ type AuditReport struct {
 	Capacity int
 	// Free, Held and InTransfer count the permits found in exactly one place of each kind.
 	Free, Held, InTransfer int
+	// Lapsed counts the held permits whose lease had ended more than LeaseSkew before the
+	// read, by the ledger server's clock: they are still counted in Held, and the next
+	// take-back at their owner (Acquire, Renew, Freeze, Sweep) frees them.
+	Lapsed int
 	// Owners describes each ledger.
 	Owners []OwnerAudit
 	// Duplicated lists permits found in more than one place.
@@ -37,6 +42,9 @@ type OwnerAudit struct {
 	Seq, Witness         int64
 	Free, Held, Frozen   int
 	TransfersIn, OutRecs int
+	// Lapsed counts the held permits whose lease had ended more than LeaseSkew before the
+	// read (see AuditReport.Lapsed).
+	Lapsed int
 }
 
 // PermitPlaces names every place a duplicated permit was found.
@@ -63,6 +71,9 @@ func (r AuditReport) Clean() bool {
 func (r AuditReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "capacity=%d free=%d held=%d in-transfer=%d pending=%d", r.Capacity, r.Free, r.Held, r.InTransfer, len(r.Pending))
+	if r.Lapsed > 0 {
+		fmt.Fprintf(&b, " lapsed=%d", r.Lapsed)
+	}
 	if len(r.Duplicated) > 0 {
 		fmt.Fprintf(&b, " duplicated=%v", r.Duplicated)
 	}
@@ -110,6 +121,14 @@ type ledgerSnapshot struct {
 	out     map[string]transferRecord
 	in      map[string]transferRecord // by inKey(source, T)
 	leases  map[string]int64          // job -> lease expiry in server milliseconds
+	now     int64                     // the server's clock at the read, in milliseconds
+}
+
+// lapsed reports whether job's lease had ended more than skew before the read (the same
+// test as lapsed_before in step.lua).
+func (s ledgerSnapshot) lapsed(job string, skew time.Duration) bool {
+	ms, ok := s.leases[job]
+	return ok && ms < s.now-skew.Milliseconds()
 }
 
 // inKey is the field of the in hash that holds the target's answer about transfer id from
@@ -127,7 +146,7 @@ func (l ledger) snapshot(ctx context.Context, c Client) (ledgerSnapshot, error) 
 }
 
 func (l ledger) parseSnapshot(res []any) (ledgerSnapshot, error) {
-	if len(res) != 9 {
+	if len(res) != 10 {
 		return ledgerSnapshot{}, fmt.Errorf("escrow: snapshot %q: unexpected reply", l.owner)
 	}
 	s := ledgerSnapshot{owner: l.owner, exists: toInt(res[0]) == 1, seq: toInt(res[1]), fenced: toInt(res[2]) == 1,
@@ -139,6 +158,7 @@ func (l ledger) parseSnapshot(res []any) (ledgerSnapshot, error) {
 	pairs(res[5], func(k, v string) { s.jobs[k] = v })
 	s.leases = map[string]int64{}
 	pairs(res[8], func(k, v string) { n, _ := strconv.ParseInt(v, 10, 64); s.leases[k] = n })
+	s.now = toInt(res[9])
 	for i, m := range []map[string]transferRecord{s.out, s.in} {
 		var perr error
 		pairs(res[6+i], func(k, v string) {
@@ -168,9 +188,10 @@ func pairs(v any, fn func(k, v string)) {
 
 // buildReport places every permit found in the snapshots. A transfer frozen at its source
 // and accepted by its target counts at the target only. witnessed maps each owner to the top
-// of its witness chain (nil for a Central limiter, which has no witness).
-func buildReport(capacity int, snaps []ledgerSnapshot, witnessed map[string]int64) AuditReport {
-	a := auditor{r: AuditReport{Capacity: capacity}, places: map[int][]string{}, kinds: map[int]int{},
+// of its witness chain (nil for a Central limiter, which has no witness); skew is the lease
+// skew margin.
+func buildReport(capacity int, snaps []ledgerSnapshot, witnessed map[string]int64, skew time.Duration) AuditReport {
+	a := auditor{r: AuditReport{Capacity: capacity}, skew: skew, places: map[int][]string{}, kinds: map[int]int{},
 		byOwner: make(map[string]*ledgerSnapshot, len(snaps))}
 	for i := range snaps {
 		a.byOwner[snaps[i].owner] = &snaps[i]
@@ -187,6 +208,7 @@ func buildReport(capacity int, snaps []ledgerSnapshot, witnessed map[string]int6
 // auditor collects the places of every permit while buildReport reads the ledgers.
 type auditor struct {
 	r       AuditReport
+	skew    time.Duration
 	byOwner map[string]*ledgerSnapshot
 	places  map[int][]string
 	kinds   map[int]int // 0 free, 1 held, 2 transfer (meaningful when placed once)
@@ -217,6 +239,10 @@ func (a *auditor) place(s ledgerSnapshot, witnessed map[string]int64) {
 	}
 	for p, job := range s.held {
 		a.put(p, 1, "held@"+s.owner+":"+job)
+		if s.lapsed(job, a.skew) {
+			oa.Lapsed++
+			a.r.Lapsed++
+		}
 		if rec, ok := s.jobs[job]; !ok || !strings.HasPrefix(rec, strconv.Itoa(p)+":") {
 			a.r.Problems = append(a.r.Problems, fmt.Sprintf("ledger %q: permit %d held by %q, job record %q", s.owner, p, job, rec))
 		}

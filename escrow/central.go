@@ -152,18 +152,21 @@ func (c *Central) RestoreLost(ctx context.Context) error {
 
 // Acquire grants a permit to jobID, or returns ErrExhausted. It is idempotent per job ID: a
 // retry (also go-redis's own retry after a lost reply) returns the same permit and token,
-// never a second permit. The job holds the permit until Release. After an error other than
+// never a second permit, with Expires counted from the lease the ledger has left; a retry
+// that comes more than LeaseSkew after the job's lease ended is a new grant with a new token. The job holds the permit until Release. After an error other than
 // ErrExhausted the job may or may not hold a permit: retry with the same job ID, or Release.
 func (c *Central) Acquire(ctx context.Context, jobID string) (Grant, error) {
-	g, _, err := c.l.acquire(ctx, c.c, c.opts.Clock, jobID, 0, c.opts.Lease, c.opts.LeaseSkew, false)
+	g, _, err := c.l.acquire(ctx, c.c, &c.stats, c.opts.Clock, jobID, 0, c.opts.Lease, c.opts.LeaseSkew, false)
 	count(&c.stats, g, err)
 	return g, err
 }
 
-// Release frees the permit held by jobID. Releasing a job that holds nothing (already
-// released, taken back after its lease, or never granted) changes nothing and returns
-// ErrNotHeld, so a retried release can never add capacity; after a lost reply, ErrNotHeld on
-// the retry means the first release freed the permit.
+// Release frees the permit held by jobID, and returns nil. It is idempotent per job ID: a
+// replay of a release (go-redis's own after a lost reply, or the caller's retry) changes
+// nothing and returns nil again, since the ledger remembers the last 1024 job IDs it
+// released. Releasing a job that holds nothing otherwise (taken back after its lease, never
+// granted, or released before those 1024) changes nothing and returns ErrNotHeld. No release
+// can add capacity.
 func (c *Central) Release(ctx context.Context, jobID string) error {
 	freed, err := c.l.release(ctx, c.c, jobID)
 	countRelease(&c.stats, freed, err)
@@ -172,20 +175,29 @@ func (c *Central) Release(ctx context.Context, jobID string) error {
 
 // Renew extends the lease of jobID's grant by CentralOptions.Lease from now and returns the new
 // expiry by the caller's clock. A job that holds nothing (its lease ended and the permit was
-// taken back, or it was released) gets ErrNotHeld and must stop working on the permit.
+// taken back, or it was released) gets ErrNotHeld and must stop working on the permit; so
+// does a job whose lease ended more than LeaseSkew ago by the ledger server's clock, whose
+// permit Renew takes back.
 func (c *Central) Renew(ctx context.Context, jobID string) (time.Time, error) {
-	exp, _, err := c.l.renew(ctx, c.c, c.opts.Clock, jobID, c.opts.Lease)
+	exp, _, err := c.l.renew(ctx, c.c, &c.stats, c.opts.Clock, jobID, c.opts.Lease, c.opts.LeaseSkew)
 	return exp, err
 }
 
+// Sweep takes back the permits of jobs whose lease ended more than LeaseSkew ago by the
+// ledger server's clock, and returns how many it freed; see Pool.Sweep. Cost: one round
+// trip (more with over 1024 lapsed leases).
+func (c *Central) Sweep(ctx context.Context) (int, error) {
+	return c.l.sweep(ctx, c.c, &c.stats, c.opts.LeaseSkew)
+}
+
 // Holders lists the jobs holding a permit, with their tokens and lease expiries, read
-// atomically.
+// atomically, marking expired and lapsed leases as Pool.Holders does.
 func (c *Central) Holders(ctx context.Context) ([]Holder, error) {
 	snap, err := c.l.snapshot(ctx, c.c)
 	if err != nil {
 		return nil, err
 	}
-	return snap.holders(), nil
+	return snap.holders(c.opts.LeaseSkew), nil
 }
 
 // Audit reads the ledger atomically and checks that every permit 1..Capacity is in exactly
@@ -195,7 +207,7 @@ func (c *Central) Audit(ctx context.Context) (AuditReport, error) {
 	if err != nil {
 		return AuditReport{}, err
 	}
-	return buildReport(c.opts.Capacity, []ledgerSnapshot{snap}, nil), nil
+	return buildReport(c.opts.Capacity, []ledgerSnapshot{snap}, nil, c.opts.LeaseSkew), nil
 }
 
 // Stats returns a snapshot of the counters.
@@ -218,7 +230,7 @@ func countRelease(s *counters, freed bool, err error) {
 	switch {
 	case err == nil && freed:
 		s.released.Add(1)
-	case errors.Is(err, ErrNotHeld):
+	case err == nil, errors.Is(err, ErrNotHeld):
 		s.noop.Add(1)
 	case errors.Is(err, ErrFenced):
 		s.fenced.Add(1)

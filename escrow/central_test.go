@@ -81,7 +81,7 @@ func TestCentralRetryAfterLostReplyGetsTheSamePermit(t *testing.T) {
 		require.Equal(t, 1, rep.Held, "a lost reply must not cost a second permit")
 
 		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: releaseScript.Hash()}, 1)
-		require.ErrorIs(t, cl.Release(ctx, "job"), ErrNotHeld, "go-redis's retry finds the permit freed by the first run")
+		require.NoError(t, cl.Release(ctx, "job"), "go-redis's retry finds the permit released by the first run, and says so")
 		require.Equal(t, int64(2), inj.Dropped())
 		rep = requireClean(t, cl)
 		require.Equal(t, 0, rep.Held)
@@ -96,7 +96,7 @@ func TestCentralRepeatedReleaseNeverAddsCapacity(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, cl.Release(ctx, "a"))
 	for range 2 {
-		require.ErrorIs(t, cl.Release(ctx, "a"), ErrNotHeld)
+		require.NoError(t, cl.Release(ctx, "a"), "a replayed release reports the release again")
 	}
 	require.ErrorIs(t, cl.Release(ctx, "never-granted"), ErrNotHeld)
 	rep := requireClean(t, cl)

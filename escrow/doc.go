@@ -36,7 +36,8 @@
 // Every permit is at every instant in exactly one place: free at one owner, held by one job,
 // or frozen in one pending transfer. Acquire is idempotent per job ID (a retry, including
 // go-redis's own retry after a lost reply, returns the same permit and token) and Release
-// frees a permit once. Every grant carries a fencing token; the tokens of one permit only grow,
+// frees a permit once (a replay of it, also go-redis's after a lost reply, reports the release
+// again instead of [ErrNotHeld]). Every grant carries a fencing token; the tokens of one permit only grow,
 // also across transfers (the target of a transfer moves its sequence above the source's), so
 // a downstream system that keeps the highest token per permit can reject a stale holder.
 // After a loss of acknowledged writes, Pool.Reconcile puts the repaired owner's tokens above
@@ -134,6 +135,13 @@
 //     TestStaleWitnessReadCannotFreezeAGrantedPermit);
 //   - holders that die without Release under leases, and renewals
 //     (TestLeasedPermitOfADeadHolderIsReissuedWithAHigherToken, TestRenewedLeaseKeepsThePermit),
+//     their permits taken back by a transfer, the Rebalancer and Sweep
+//     (TestDeadHoldersPermitsComeBackWithoutAnAcquire), holders whose clocks are off the
+//     server's by ±60 s and ±2×LeaseSkew whose grant is replayed by the caller or by go-redis
+//     after a lost reply (TestReplayedGrantNeverOutlivesTheLedgersLease), and a renewal after
+//     the lease lapsed, also on a restored and reconciled ledger
+//     (TestRenewAfterTheLeaseLapsedIsRefused); each of them checks after every step that no
+//     more permits are held than capacity, from Redis and from the holders' view;
 //     and an old holder renewing on a ledger restored to before its permit was reissued
 //     (TestRenewOnARestoredLedgerIsNotAcknowledged);
 //   - two RestoreLost calls, one paused between its reading of the pool and its claim or its
@@ -168,13 +176,24 @@
 //
 // By default a job holds its permit until Release. With a Lease option every grant carries a
 // lease: the holder renews it ([Pool.Renew], [Central.Renew]) before [Grant.Expires], which
-// is measured by the caller's clock from before the request. A permit whose lease ended more
+// is measured by the caller's clock from before the request: a new grant's lease, or, for a
+// replay, the time the ledger had left on the lease, so an offset between the holder's and
+// the server's clocks never lets the holder's expiry outlive the ledger's. A permit whose lease ended more
 // than LeaseSkew ago by the ledger server's clock is taken back by the next acquire at that
 // owner and granted again with a larger fencing token; the old holder's Renew and Release
-// then get [ErrNotHeld]. A lease is a liveness aid with a stated expiry condition (the holder
+// then get [ErrNotHeld]. A Renew that comes more than LeaseSkew after the lease ended is
+// refused the same way even before anyone took the permit back (a restored ledger may have
+// forgotten that it did), and takes it back. A lease is a liveness aid with a stated expiry condition (the holder
 // stops by Expires; clocks drift by less than LeaseSkew over a lease); if a holder breaks it
 // (a long pause), safety rests on the downstream checking fencing tokens, which refuses the
-// old holder. [Pool.Holders] and [Central.Holders] list job, permit, token and expiry.
+// old holder. [Pool.Holders] and [Central.Holders] list job, permit, token and expiry, and
+// mark a lease that has ended (Expired) and one that ended more than LeaseSkew ago (Lapsed).
+//
+// A lapsed lease's permit is still counted as held until something takes it back: every
+// Acquire, Renew and Freeze at its owner does, before it counts free permits, and
+// [Pool.Sweep] and [Central.Sweep] do at every owner without granting anything (the
+// [Rebalancer] sweeps at the start of each pass, so a dead holder's permits can move to a
+// busy owner). [AuditReport.Lapsed] counts the lapsed permits an audit found.
 //
 // # Cost
 //
@@ -184,23 +203,29 @@
 // confirmation costs one more round trip (a read of the ledger's log): with 32 callers on
 // one owner, an acquire+release pair averaged 4.2 round trips instead of 4. Leases add no
 // round trip to an acquire; a Pool's Renew is two (the renewal, then the witness's
-// confirmation), a Central's one. [Pool.Audit] is two pipelined round trips.
+// confirmation), a Central's one; a Sweep is one per owner. [Pool.Audit] is two pipelined
+// round trips.
 //
 // # Key layout
 //
-// With prefix P (default "escrow:"), a Central named L uses P{L}:meta, P{L}:free, P{L}:jobs,
-// P{L}:held and P{L}:log (plus the unused P{L}:out and P{L}:in). A Pool named N gives each
-// owner O seven keys with the tag {N:O}: meta (hash: seq, fenced, first, last, cap), free
-// (sorted set of permit numbers), jobs (hash job -> "permit:token"), held (hash permit ->
-// job), out (hash T -> JSON record of an outgoing transfer: state, target, k, seq, permits),
-// in (hash "len(S):S:T" -> JSON record of the incoming transfer T from source S: accepted or
-// refused; a transfer ID is unique per source only) and log (sorted set: step ID scored by
-// the sequence after the step, the last 1024 steps). The witness chain of O is the sorted
-// set P{X}:witness:N:O (step ID scored by sequence, the last 1024 confirmed steps), where X
-// is a short tag of the slot half the slot space away from the ledger's. The register that
-// lets one Pool.RestoreLost at a time claim the missing permits is the hash P{N:}:restore on
-// the witness client. Transfer records
-// are kept forever, so that any late message about T finds its answer.
+// With prefix P (default "escrow:"), a Central named L uses P{L}:meta (also cid and pending),
+// P{L}:free, P{L}:jobs, P{L}:held, P{L}:log, P{L}:leases and P{L}:released (plus the unused
+// P{L}:out and P{L}:in), with the contents described below, and the marker of its creation,
+// the string P{X}:witness:L:created on the witness client. A Pool named N gives each owner
+// O nine keys with the tag {N:O}: meta (hash: seq, fenced, first, last, cap), free (sorted
+// set of permit numbers), jobs (hash job -> "permit:token"), held (hash permit -> job), out
+// (hash T -> JSON record of an outgoing transfer: state, target, k, seq, permits), in (hash
+// "len(S):S:T" -> JSON record of the incoming transfer T from source S: accepted or refused;
+// a transfer ID is unique per source only), log (sorted set: step ID scored by the sequence
+// after the step, the last 1024 steps), leases (sorted set: job scored by the end of its
+// lease in the server's milliseconds, for grants with a lease) and released (sorted set: job
+// scored by the server's microseconds at its release, the last 1024 releases, so that a
+// replayed release reports the release). The witness chain of O is the sorted set
+// P{X}:witness:N:O (step ID scored by sequence, the last 1024 confirmed steps), where X is a
+// short tag of the slot half the slot space away from the ledger's. The register that lets
+// one Pool.RestoreLost at a time claim the missing permits is the hash P{N:}:restore on the
+// witness client. Transfer records are kept forever, so that any late message about T finds
+// its answer.
 //
 // # ACL
 //

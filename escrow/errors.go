@@ -45,8 +45,9 @@ var (
 	// ErrUnsafeEviction reports a maxmemory-policy that may evict ledger keys.
 	ErrUnsafeEviction = errors.New("escrow: maxmemory-policy may evict ledger keys")
 	// ErrNotHeld reports a Release or Renew of a job that holds no permit at that owner:
-	// released already (a retried release), taken back after its lease, granted by another
-	// owner, or never granted. Nothing changed.
+	// released already (for Renew; a replayed Release reports success again, within the
+	// last 1024 releases of the ledger), taken back after its lease (a Renew whose lease ended more than LeaseSkew ago takes it
+	// back itself), granted by another owner, or never granted.
 	ErrNotHeld = errors.New("escrow: the job holds no permit here")
 	// ErrUnconfirmed reports a step that ran on the ledger but that the witness could not
 	// confirm (the ledger's log no longer shows it, or the witness lags too far behind). The

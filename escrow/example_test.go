@@ -152,10 +152,12 @@ func ExampleCentral_Release() {
 		panic(err)
 	}
 	fmt.Println(limit.Release(ctx, "job-1"))
-	fmt.Println(errors.Is(limit.Release(ctx, "job-1"), escrow.ErrNotHeld))
+	fmt.Println(limit.Release(ctx, "job-1"), "(a replay: released already)")
+	fmt.Println(errors.Is(limit.Release(ctx, "job-2"), escrow.ErrNotHeld), "(never held)")
 	// Output:
 	// <nil>
-	// true
+	// <nil> (a replay: released already)
+	// true (never held)
 }
 
 // ExampleCentral_Renew gives grants a lease: a holder that stops renewing loses its permit.
@@ -342,11 +344,11 @@ func ExamplePool_Release() {
 	}
 	fmt.Println(errors.Is(pool.Release(ctx, "us", "job-1"), escrow.ErrNotHeld), "(granted by eu)")
 	fmt.Println(pool.Release(ctx, "eu", "job-1"))
-	fmt.Println(errors.Is(pool.Release(ctx, "eu", "job-1"), escrow.ErrNotHeld), "(released already)")
+	fmt.Println(pool.Release(ctx, "eu", "job-1"), "(a replay: released already)")
 	// Output:
 	// true (granted by eu)
 	// <nil>
-	// true (released already)
+	// <nil> (a replay: released already)
 }
 
 // ExamplePool_Renew extends a lease; the renewal is acknowledged only once the witness has

@@ -1,6 +1,6 @@
 -- init.lua: create a ledger holding permits First..Last, unless it exists or was lost.
 --
--- KEYS[1]  meta (hash: seq, fenced, first, last, cap); the eight keys of the ledger share
+-- KEYS[1]  meta (hash: seq, fenced, first, last, cap); the nine keys of the ledger share
 --          one hash tag, so one slot
 -- KEYS[2]  free (zset permit->permit)
 -- KEYS[3]  jobs (hash job->"permit:token")
@@ -9,6 +9,8 @@
 -- KEYS[6]  in   (hash transfer->json)
 -- KEYS[7]  log  (zset step ID->sequence, see step.lua)
 -- KEYS[8]  leases (zset job->lease expiry in server milliseconds, for jobs granted with a lease)
+-- KEYS[9]  released (zset job->server microseconds at the release, the last 1024
+--          released jobs, so a replayed release reports the permit released)
 -- ARGV[1]  first
 -- ARGV[2]  last
 -- ARGV[3]  capacity

@@ -27,9 +27,13 @@ type Grant struct {
 	Token int64
 	// Replayed reports that the job already held this permit (a retry of the same acquire).
 	Replayed bool
-	// Expires is when the grant's lease ends by the caller's clock, measured from before the
-	// request was sent (so never later than the ledger's own view); zero without a lease.
-	// The holder must Renew before it, or stop working on the permit.
+	// Expires is when the grant's lease ends by the caller's clock (Options.Clock): the
+	// caller's clock read before the request was sent, plus the lease (a new grant) or plus
+	// the time the ledger had left on the lease when the script ran (a replay). It is never
+	// later than the ledger's own end of the lease, whatever the offset between the caller's
+	// and the server's clocks (only a difference in their rates, which LeaseSkew covers, can
+	// move it); zero without a lease. A replay of a lease that has ended has Expires in the
+	// past. The holder must Renew before it, or stop working on the permit.
 	Expires time.Time
 }
 
@@ -43,9 +47,16 @@ type Holder struct {
 	// Expires is when the lease ends by the ledger server's clock (zero without a lease); the
 	// permit is taken back after Expires plus the skew margin.
 	Expires time.Time
+	// Expired reports that the lease had ended by the ledger server's clock when Holders
+	// read the ledger.
+	Expired bool
+	// Lapsed reports that the lease had ended more than LeaseSkew before the read: the
+	// permit is no longer the job's, and the next take-back at its owner (Acquire, Renew,
+	// Freeze, Sweep) frees it.
+	Lapsed bool
 }
 
-// ledger addresses the eight keys of one ledger. They share one hash tag, so every script
+// ledger addresses the nine keys of one ledger. They share one hash tag, so every script
 // that touches a ledger touches one slot.
 type ledger struct {
 	owner       string
@@ -64,7 +75,7 @@ func newLedger(prefix, tag, owner string, first, last, capacity int) ledger {
 	base := slot.Tagged(prefix, tag) + ":"
 	return ledger{
 		owner:    owner,
-		keys:     []string{base + "meta", base + "free", base + "jobs", base + "held", base + "out", base + "in", base + "log", base + "leases"},
+		keys:     []string{base + "meta", base + "free", base + "jobs", base + "held", base + "out", base + "in", base + "log", base + "leases", base + "released"},
 		first:    first,
 		last:     last,
 		capacity: capacity,
@@ -214,7 +225,7 @@ func (l ledger) runInit(ctx context.Context, c redis.Scripter, witness, start in
 
 // acquire runs the acquire script. On success it also returns the ledger's last steps, which
 // a Pool has the witness confirm before it acknowledges the grant.
-func (l ledger) acquire(ctx context.Context, c redis.Scripter, clock func() time.Time, job string, witness int64, lease, skew time.Duration, logged bool) (Grant, []step, error) {
+func (l ledger) acquire(ctx context.Context, c redis.Scripter, stats *counters, clock func() time.Time, job string, witness int64, lease, skew time.Duration, logged bool) (Grant, []step, error) {
 	if err := checkID("job ID", job); err != nil {
 		return Grant{}, nil, err
 	}
@@ -229,16 +240,17 @@ func (l ledger) acquire(ctx context.Context, c redis.Scripter, clock func() time
 	}
 	switch r.status {
 	case "ok":
+		stats.reclaimed.Add(uint64(r.int(6)))
 		g := Grant{Owner: l.owner, Permit: int(r.int(0)), Token: r.int(1), Replayed: r.str(2) == "dup"}
-		if lease > 0 && !g.Replayed {
-			g.Expires = start.Add(lease)
-		} else if r.int(4) > 0 {
-			// A replay: the lease runs from the first grant or the last renewal, whose local
-			// time is unknown here; report the ledger's expiry less the skew margin.
-			g.Expires = time.UnixMilli(r.int(4)).Add(-skew)
+		if r.int(5) == 1 {
+			// The lease left when the script ran (the ledger's expiry less its now), counted
+			// from this caller's clock before the request: never later than the ledger's end,
+			// whatever the offset between the clocks. A new grant has the whole lease.
+			g.Expires = start.Add(time.Duration(r.int(4)) * time.Microsecond)
 		}
 		return g, r.seg(3), nil
 	case "exhausted":
+		stats.reclaimed.Add(uint64(r.int(1)))
 		return Grant{}, nil, fmt.Errorf("%w (owner %q, job %q)", ErrExhausted, l.owner, job)
 	}
 	if err := l.common(r, witness); err != nil {
@@ -249,7 +261,7 @@ func (l ledger) acquire(ctx context.Context, c redis.Scripter, clock func() time
 
 // renew extends job's lease; it returns the new expiry by the caller's clock and the
 // ledger's last steps right after the renewal (for the witness to confirm).
-func (l ledger) renew(ctx context.Context, c redis.Scripter, clock func() time.Time, job string, lease time.Duration) (time.Time, []step, error) {
+func (l ledger) renew(ctx context.Context, c redis.Scripter, stats *counters, clock func() time.Time, job string, lease, skew time.Duration) (time.Time, []step, error) {
 	if err := checkID("job ID", job); err != nil {
 		return time.Time{}, nil, err
 	}
@@ -257,7 +269,7 @@ func (l ledger) renew(ctx context.Context, c redis.Scripter, clock func() time.T
 		return time.Time{}, nil, fmt.Errorf("%w: Renew needs a lease: Lease must be > 0 in the options", ErrInvalid)
 	}
 	start := clock()
-	r, err := runScript(ctx, c, renewScript, l.keys, job, lease.Milliseconds())
+	r, err := runScript(ctx, c, renewScript, l.keys, job, lease.Milliseconds(), skew.Milliseconds())
 	if err != nil {
 		return time.Time{}, nil, fmt.Errorf("escrow: renew %q: %w", job, err)
 	}
@@ -265,6 +277,7 @@ func (l ledger) renew(ctx context.Context, c redis.Scripter, clock func() time.T
 	case "ok":
 		return start.Add(lease), r.seg(1), nil
 	case "none":
+		stats.reclaimed.Add(uint64(r.int(1)))
 		return time.Time{}, nil, fmt.Errorf("%w (owner %q, job %q)", ErrNotHeld, l.owner, job)
 	}
 	if err := l.common(r, 0); err != nil {
@@ -273,8 +286,9 @@ func (l ledger) renew(ctx context.Context, c redis.Scripter, clock func() time.T
 	return time.Time{}, nil, fmt.Errorf("escrow: renew: unexpected reply %q", r.status)
 }
 
-// holders lists the jobs of a snapshot, by permit.
-func (s ledgerSnapshot) holders() []Holder {
+// holders lists the jobs of a snapshot, by permit, marking the leases that had ended, and
+// those that had ended more than skew before, by the server's clock at the read.
+func (s ledgerSnapshot) holders(skew time.Duration) []Holder {
 	out := make([]Holder, 0, len(s.jobs))
 	for job, rec := range s.jobs {
 		h := Holder{Job: job, Token: jobToken(rec)}
@@ -283,6 +297,8 @@ func (s ledgerSnapshot) holders() []Holder {
 		}
 		if ms, ok := s.leases[job]; ok {
 			h.Expires = time.UnixMilli(ms)
+			h.Expired = ms < s.now
+			h.Lapsed = s.lapsed(job, skew)
 		}
 		out = append(out, h)
 	}
@@ -290,6 +306,8 @@ func (s ledgerSnapshot) holders() []Holder {
 	return out
 }
 
+// release frees job's permit. It reports whether this run freed it; a replay of an earlier
+// release of job (found in the ledger's released record) returns false and no error.
 func (l ledger) release(ctx context.Context, c redis.Scripter, job string) (bool, error) {
 	if err := checkID("job ID", job); err != nil {
 		return false, err
@@ -301,6 +319,8 @@ func (l ledger) release(ctx context.Context, c redis.Scripter, job string) (bool
 	switch r.status {
 	case "ok":
 		return true, nil
+	case "dup":
+		return false, nil
 	case "none":
 		return false, fmt.Errorf("%w (owner %q, job %q)", ErrNotHeld, l.owner, job)
 	}
@@ -308,4 +328,31 @@ func (l ledger) release(ctx context.Context, c redis.Scripter, job string) (bool
 		return false, err
 	}
 	return false, fmt.Errorf("escrow: release: unexpected reply %q", r.status)
+}
+
+// sweepBatch is the most permits one run of sweep.lua takes back.
+const sweepBatch = 1024
+
+// sweep takes back every permit of the ledger whose lease ended more than skew ago by the
+// server's clock, in runs of sweep.lua of at most sweepBatch permits, and returns how many.
+func (l ledger) sweep(ctx context.Context, c redis.Scripter, stats *counters, skew time.Duration) (int, error) {
+	total := 0
+	for {
+		r, err := runScript(ctx, c, sweepScript, l.keys, skew.Milliseconds(), sweepBatch)
+		if err != nil {
+			return total, fmt.Errorf("escrow: sweep %q: %w", l.owner, err)
+		}
+		if r.status != "ok" {
+			if err := l.common(r, 0); err != nil {
+				return total, err
+			}
+			return total, fmt.Errorf("escrow: sweep: unexpected reply %q", r.status)
+		}
+		n := int(r.int(0))
+		total += n
+		stats.reclaimed.Add(uint64(n))
+		if r.int(1) == 0 {
+			return total, nil
+		}
+	}
 }

@@ -66,11 +66,16 @@ type CentralOptions struct {
 	// permit whose lease ended more than LeaseSkew ago by the ledger server's clock is taken
 	// back by the next acquire and granted again with a larger fencing token. A holder that
 	// outlives its lease may still run: a downstream that checks tokens refuses it. Default:
-	// 0, no lease (a job holds its permit until Release). Negative values are refused.
+	// 0, no lease (a job holds its permit until Release). Negative values, and values that
+	// are not whole milliseconds (the ledger counts in milliseconds), are refused.
 	Lease time.Duration
 	// LeaseSkew is the clock-skew margin added to a lease before its permit is taken back: it
 	// must cover the difference in clock rate between holders and the ledger's server over a
-	// lease (and a failover to a server with another clock). Default: DefaultLeaseSkew.
+	// lease (and a failover to a server with another clock). An offset between the clocks
+	// needs no margin: a holder counts its lease from its own clock. A Lease shorter than
+	// LeaseSkew is allowed: the holder still gets its whole lease (a replayed grant reports
+	// the time left), and a dead holder's permit comes back after Lease+LeaseSkew. Default:
+	// DefaultLeaseSkew. Values that are not whole milliseconds are refused.
 	LeaseSkew time.Duration
 	// Witness stores the marker that records that the ledger was created, so that Init does
 	// not silently re-create a lost ledger (FLUSHALL, a wrong restore) with every permit
@@ -121,11 +126,16 @@ type PoolOptions struct {
 	// permit whose lease ended more than LeaseSkew ago by the ledger server's clock is taken
 	// back by the next acquire and granted again with a larger fencing token. A holder that
 	// outlives its lease may still run: a downstream that checks tokens refuses it. Default:
-	// 0, no lease (a job holds its permit until Release). Negative values are refused.
+	// 0, no lease (a job holds its permit until Release). Negative values, and values that
+	// are not whole milliseconds (the ledger counts in milliseconds), are refused.
 	Lease time.Duration
 	// LeaseSkew is the clock-skew margin added to a lease before its permit is taken back: it
 	// must cover the difference in clock rate between holders and the ledger's server over a
-	// lease (and a failover to a server with another clock). Default: DefaultLeaseSkew.
+	// lease (and a failover to a server with another clock). An offset between the clocks
+	// needs no margin: a holder counts its lease from its own clock. A Lease shorter than
+	// LeaseSkew is allowed: the holder still gets its whole lease (a replayed grant reports
+	// the time left), and a dead holder's permit comes back after Lease+LeaseSkew. Default:
+	// DefaultLeaseSkew. Values that are not whole milliseconds are refused.
 	LeaseSkew time.Duration
 	// Witness stores the witness chains (the confirmed steps of every ledger). It should be a
 	// deployment that does not share fate with the ledgers: another Redis server or cluster.
@@ -195,10 +205,14 @@ func leaseDefaults(prefix string, lease, skew time.Duration) (time.Duration, err
 	switch {
 	case lease < 0:
 		return 0, fmt.Errorf("%w: %s.Lease must be >= 0 (0: no lease), got %s", ErrInvalid, prefix, lease)
-	case lease > 0 && lease < time.Millisecond:
-		return 0, fmt.Errorf("%w: %s.Lease must be at least 1ms, got %s", ErrInvalid, prefix, lease)
+	case lease%time.Millisecond != 0:
+		// The ledger counts in whole milliseconds; a truncated lease would end at the ledger
+		// before the holder's Expires.
+		return 0, fmt.Errorf("%w: %s.Lease must be a whole number of milliseconds >= 1ms (0: no lease), got %s", ErrInvalid, prefix, lease)
 	case skew < 0:
 		return 0, fmt.Errorf("%w: %s.LeaseSkew must be >= 0 (0: DefaultLeaseSkew), got %s", ErrInvalid, prefix, skew)
+	case skew%time.Millisecond != 0:
+		return 0, fmt.Errorf("%w: %s.LeaseSkew must be a whole number of milliseconds (0: DefaultLeaseSkew), got %s", ErrInvalid, prefix, skew)
 	case skew == 0:
 		return DefaultLeaseSkew, nil
 	}

@@ -156,7 +156,7 @@ func TestBuildReportPlacesEveryPermitOnce(t *testing.T) {
 	b.in[inKey("a", "T1")] = transferRecord{S: "accepted", From: "a", P: permitList{3}}
 	b.held[5] = "job"
 	b.jobs["job"] = "5:9"
-	rep := buildReport(6, []ledgerSnapshot{a, b}, map[string]int64{"a": 0, "b": 0})
+	rep := buildReport(6, []ledgerSnapshot{a, b}, map[string]int64{"a": 0, "b": 0}, DefaultLeaseSkew)
 	require.Equal(t, 2, rep.Free, "permits 1 and 3")
 	require.Equal(t, 1, rep.Held)
 	require.Equal(t, 1, rep.InTransfer, "permit 4 of T2")

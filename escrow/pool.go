@@ -128,7 +128,9 @@ func (p *Pool) ledger(owner string) (ledger, error) {
 
 // Acquire grants one of owner's free permits to jobID, or returns ErrExhausted when owner has
 // none free (free permits at other owners do not help until a transfer moves them). It is
-// idempotent per job ID: a retry returns the same permit and token.
+// idempotent per job ID: a retry returns the same permit and token, with Replayed set and
+// Expires counted from the lease the ledger has left. A retry that comes more than LeaseSkew
+// after the job's lease ended is a new grant (the old one was taken back), with a new token.
 //
 // Acquire reads owner's witness first and passes it to the script, which refuses (ErrFenced)
 // if the ledger is already behind; after the grant the witness must confirm the ledger's
@@ -149,7 +151,7 @@ func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) 
 	if err != nil {
 		return Grant{}, err
 	}
-	g, seg, err := l.acquire(ctx, p.c, p.opts.Clock, jobID, w, p.opts.Lease, p.opts.LeaseSkew, true)
+	g, seg, err := l.acquire(ctx, p.c, &p.stats, p.opts.Clock, jobID, w, p.opts.Lease, p.opts.LeaseSkew, true)
 	if err == nil {
 		err = p.confirm(ctx, owner, seg)
 	}
@@ -161,11 +163,13 @@ func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) 
 	return g, err
 }
 
-// Release frees the permit that jobID holds at owner. Releasing a job that holds nothing at
-// owner (released already, taken back after its lease, granted by another owner, or never
-// granted) changes nothing and returns ErrNotHeld, so a retried release never adds capacity;
-// after a lost reply, ErrNotHeld on the retry means the first release freed the permit. A
-// fenced ledger refuses with ErrFenced (the witness is not read: a release never creates
+// Release frees the permit that jobID holds at owner, and returns nil. It is idempotent per
+// job ID: a replay of a release (go-redis's own after a lost reply, or the caller's retry)
+// changes nothing and returns nil again, since each ledger remembers the last 1024 job IDs it
+// released. Releasing a job that holds nothing at owner otherwise (taken back after its
+// lease, granted by another owner, never granted, or released before those 1024) changes
+// nothing and returns ErrNotHeld. No release can add capacity. A fenced ledger refuses with
+// ErrFenced (the witness is not read: a release never creates
 // capacity).
 func (p *Pool) Release(ctx context.Context, owner, jobID string) error {
 	l, err := p.ledger(owner)
@@ -180,7 +184,9 @@ func (p *Pool) Release(ctx context.Context, owner, jobID string) error {
 // Renew extends the lease of jobID's grant at owner by PoolOptions.Lease from now and returns
 // the new expiry by the caller's clock. A job that holds nothing there (its lease ended and
 // the permit was taken back, or it was released) gets ErrNotHeld and must stop working on
-// the permit. The renewal is acknowledged only after the witness confirmed the ledger's
+// the permit; so does a job whose lease ended more than LeaseSkew ago by the ledger server's
+// clock, whose permit Renew takes back (it may already be another job's: a restored ledger
+// can have forgotten that grant). The renewal is acknowledged only after the witness confirmed the ledger's
 // history right after it (see "Fencing against old state"): a ledger restored to a point
 // where the job still held a permit that has since been granted again is fenced (ErrFenced)
 // instead. Cost: two round trips (three when confirmations arrive out of order).
@@ -189,7 +195,7 @@ func (p *Pool) Renew(ctx context.Context, owner, jobID string) (time.Time, error
 	if err != nil {
 		return time.Time{}, err
 	}
-	exp, seg, err := l.renew(ctx, p.c, p.opts.Clock, jobID, p.opts.Lease)
+	exp, seg, err := l.renew(ctx, p.c, &p.stats, p.opts.Clock, jobID, p.opts.Lease, p.opts.LeaseSkew)
 	if err == nil {
 		err = p.confirm(ctx, owner, seg)
 	}
@@ -200,8 +206,35 @@ func (p *Pool) Renew(ctx context.Context, owner, jobID string) (time.Time, error
 	return exp, nil
 }
 
+// Sweep takes back, at every owner, the permits of jobs whose lease ended more than LeaseSkew
+// ago by the ledger server's clock, and returns how many it freed. Acquire, Renew and Freeze
+// take such permits back at their owner as they go; Sweep frees them without waiting for
+// one of those, for example before reading free permits (Rebalancer.Step runs it). It writes
+// only what the next Acquire would, is not a witnessed step (like Release, it never creates
+// capacity), and is safe to run from every process at any time. A fenced or missing ledger
+// is skipped and reported in the joined error; the others are swept. Cost: one round trip
+// per owner (more with over 1024 lapsed leases at one owner). Without a Lease it finds
+// nothing.
+func (p *Pool) Sweep(ctx context.Context) (int, error) {
+	total := 0
+	var errs []error
+	for _, name := range p.order {
+		n, err := p.ledgers[name].sweep(ctx, p.c, &p.stats, p.opts.LeaseSkew)
+		total += n
+		if err != nil {
+			if ctx.Err() != nil {
+				return total, err
+			}
+			errs = append(errs, err)
+		}
+	}
+	return total, errors.Join(errs...)
+}
+
 // Holders lists the jobs holding a permit at owner, with their tokens and lease expiries,
-// read atomically.
+// read atomically. A lease that had ended by the server's clock at the read is marked
+// Expired, and one that had ended more than LeaseSkew before it Lapsed: its permit is
+// counted as held until a take-back (Acquire, Renew, Freeze, Sweep) frees it.
 func (p *Pool) Holders(ctx context.Context, owner string) ([]Holder, error) {
 	l, err := p.ledger(owner)
 	if err != nil {
@@ -211,7 +244,7 @@ func (p *Pool) Holders(ctx context.Context, owner string) ([]Holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return snap.holders(), nil
+	return snap.holders(p.opts.LeaseSkew), nil
 }
 
 // Audit reads every ledger (each atomically, one after the other) and every witness and
@@ -222,7 +255,7 @@ func (p *Pool) Audit(ctx context.Context) (AuditReport, error) {
 	if err != nil {
 		return AuditReport{}, err
 	}
-	return buildReport(p.opts.Capacity, snaps, wit), nil
+	return buildReport(p.opts.Capacity, snaps, wit, p.opts.LeaseSkew), nil
 }
 
 // snapshots reads every witness in one pipeline, then every ledger in another: two round

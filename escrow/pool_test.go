@@ -51,7 +51,7 @@ func TestPoolGrantIsWitnessedBeforeItIsReturned(t *testing.T) {
 	require.Equal(t, g.Permit, again.Permit)
 	require.True(t, again.Replayed)
 	require.NoError(t, p.Release(ctx, "a", "job"))
-	require.ErrorIs(t, p.Release(ctx, "a", "job"), ErrNotHeld)
+	require.NoError(t, p.Release(ctx, "a", "job"), "a replayed release reports the release again")
 	rep := requireClean(t, p)
 	require.Equal(t, 4, rep.Free)
 	require.Equal(t, Stats{Acquired: 1, Replayed: 1, Released: 1, NoopReleases: 1}, p.Stats())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -85,12 +86,20 @@ func (o RebalanceOptions) withDefaults(capacity, owners int) (RebalanceOptions, 
 	return o, nil
 }
 
-// Step runs one pass: it first settles pending transfers (Pool.Recover), then, if some owner
-// is busy and another idle, moves Batch permits from the idlest to the busiest. It returns the
-// number of permits moved (0 or Batch).
+// Step runs one pass: it first settles pending transfers (Pool.Recover) and takes back the
+// permits of dead holders (Pool.Sweep: leases that ended more than LeaseSkew ago), then, if
+// some owner is busy and another idle, moves Batch permits from the idlest to the busiest.
+// It returns the number of permits moved (0 or Batch). Fenced and missing ledgers are left
+// out of the pass.
 func (r *Rebalancer) Step(ctx context.Context) (int, error) {
 	if _, err := r.p.Recover(ctx); err != nil {
 		return 0, err
+	}
+	for _, name := range r.p.order {
+		_, err := r.p.ledgers[name].sweep(ctx, r.p.c, &r.p.stats, r.p.opts.LeaseSkew)
+		if err != nil && !errors.Is(err, ErrFenced) && !errors.Is(err, ErrLedgerMissing) {
+			return 0, err
+		}
 	}
 	rep, err := r.p.Audit(ctx)
 	if err != nil {

@@ -1,6 +1,6 @@
 -- reconcile.lua: bring a fenced (or lost) ledger back in line with the rest of the pool.
 --
--- KEYS[1]  meta of one ledger; the eight keys share one hash tag, so one slot (layout:
+-- KEYS[1]  meta of one ledger; the nine keys share one hash tag, so one slot (layout:
 --          step.lua)
 -- KEYS[2]  free
 -- KEYS[3]  jobs
@@ -9,6 +9,7 @@
 -- KEYS[6]  in
 -- KEYS[7]  log
 -- KEYS[8]  leases
+-- KEYS[9]  released
 -- ARGV[1]  sequence floor (the highest witness of the pool)
 -- ARGV[2]  capacity
 -- ARGV[3]  first

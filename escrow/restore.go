@@ -87,7 +87,7 @@ func (p *Pool) claimRestore(ctx context.Context, owner, id string) ([]int, error
 	if err != nil {
 		return nil, err
 	}
-	rep := buildReport(p.opts.Capacity, snaps, wit)
+	rep := buildReport(p.opts.Capacity, snaps, wit, p.opts.LeaseSkew)
 	if len(rep.Pending) > 0 || len(rep.Duplicated) > 0 || len(rep.Problems) > 0 {
 		return nil, fmt.Errorf("%w: RestoreLost needs a settled pool (run Recover and Reconcile first): %s", ErrConflict, rep)
 	}

@@ -49,6 +49,8 @@ var (
 	markLua string
 	//go:embed activate.lua
 	activateLua string
+	//go:embed sweep.lua
+	sweepLua string
 
 	initScript      = script.New(stepLua + initLua)
 	acquireScript   = script.New(stepLua + acquireLua)
@@ -66,9 +68,10 @@ var (
 	restoreScript   = script.New(restoreLua)
 	markScript      = script.New(markLua)
 	activateScript  = script.New(stepLua + activateLua)
+	sweepScript     = script.New(stepLua + sweepLua)
 )
 
 // allScripts lists every script, for loading them on every master ahead of use.
 var allScripts = []*script.Script{initScript, acquireScript, releaseScript, freezeScript, acceptScript,
 	refuseScript, settleScript, snapshotScript, reconcileScript, witnessScript, tailScript,
-	fenceScript, renewScript, restoreScript, markScript, activateScript}
+	fenceScript, renewScript, restoreScript, markScript, activateScript, sweepScript}

@@ -1,6 +1,6 @@
 -- settle.lua: step 3 of a transfer, at the source: complete T, or abort it.
 --
--- KEYS[1]  meta of the source ledger; the eight keys share one hash tag, so one slot (layout:
+-- KEYS[1]  meta of the source ledger; the nine keys share one hash tag, so one slot (layout:
 --          step.lua)
 -- KEYS[2]  free
 -- KEYS[3]  jobs
@@ -9,6 +9,7 @@
 -- KEYS[6]  in
 -- KEYS[7]  log
 -- KEYS[8]  leases
+-- KEYS[9]  released
 -- ARGV[1]  transfer ID T
 -- ARGV[2]  'complete' | 'abort'
 -- ARGV[3]  minimum sequence (the source's witness)

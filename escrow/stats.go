@@ -8,7 +8,8 @@ type Stats struct {
 	Acquired, Replayed uint64
 	// Exhausted counts acquires refused with ErrExhausted.
 	Exhausted uint64
-	// Released counts releases that freed a permit; NoopReleases those that found nothing.
+	// Released counts releases that freed a permit; NoopReleases those that freed nothing
+	// (a replay of an earlier release, or a job holding nothing).
 	Released, NoopReleases uint64
 	// Fenced counts operations refused with ErrFenced.
 	Fenced uint64
@@ -18,12 +19,15 @@ type Stats struct {
 	Reconciled uint64
 	// Restored counts permits put back by RestoreLost.
 	Restored uint64
+	// Reclaimed counts permits this process took back from jobs whose lease ended more than
+	// LeaseSkew ago (in Acquire, Renew, Freeze and Sweep).
+	Reclaimed uint64
 }
 
 type counters struct {
 	acquired, replayed, exhausted, released, noop, fenced atomic.Uint64
 	frozen, accepted, completed, aborted, reconciled      atomic.Uint64
-	restored                                              atomic.Uint64
+	restored, reclaimed                                   atomic.Uint64
 }
 
 func (c *counters) snapshot() Stats {
@@ -32,5 +36,6 @@ func (c *counters) snapshot() Stats {
 		Released: c.released.Load(), NoopReleases: c.noop.Load(), Fenced: c.fenced.Load(),
 		Frozen: c.frozen.Load(), Accepted: c.accepted.Load(), Completed: c.completed.Load(),
 		Aborted: c.aborted.Load(), Reconciled: c.reconciled.Load(), Restored: c.restored.Load(),
+		Reclaimed: c.reclaimed.Load(),
 	}
 }

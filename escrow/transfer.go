@@ -46,8 +46,10 @@ func (p *Pool) checkTransfer(from, to string, k int, id string) (ledger, ledger,
 // Freeze is step 1 of a transfer: it durably freezes k of from's free permits under transfer
 // ID id, to be delivered to to. From this commit on, from can no longer grant them. Freeze is
 // idempotent by id: a repeat returns the stored record (in whatever state it is now); reusing
-// id with another target or k is ErrConflict. Fewer than k free permits is ErrInsufficient and
-// changes nothing.
+// id with another target or k is ErrConflict. Before it counts from's free permits, a new
+// freeze takes back the permits whose lease ended more than LeaseSkew ago (as Acquire and
+// Sweep do), so a dead holder's permits can move. Fewer than k free permits then is
+// ErrInsufficient and freezes nothing.
 func (p *Pool) Freeze(ctx context.Context, from, to string, k int, id string) (Frozen, error) {
 	src, _, err := p.checkTransfer(from, to, k, id)
 	if err != nil {
@@ -57,12 +59,13 @@ func (p *Pool) Freeze(ctx context.Context, from, to string, k int, id string) (F
 	if err != nil {
 		return Frozen{}, err
 	}
-	r, err := runScript(ctx, p.c, freezeScript, src.keys, id, to, k, w)
+	r, err := runScript(ctx, p.c, freezeScript, src.keys, id, to, k, w, p.opts.LeaseSkew.Milliseconds())
 	if err != nil {
 		return Frozen{}, fmt.Errorf("escrow: freeze %q: %w", id, err)
 	}
 	switch r.status {
 	case "ok":
+		p.stats.reclaimed.Add(uint64(r.int(5)))
 		var rec transferRecord
 		if err := json.Unmarshal([]byte(r.str(2)), &rec); err != nil {
 			return Frozen{}, fmt.Errorf("escrow: freeze %q: bad record: %w", id, err)
@@ -75,6 +78,7 @@ func (p *Pool) Freeze(ctx context.Context, from, to string, k int, id string) (F
 		p.stats.frozen.Add(boolToUint(r.str(4) == "new"))
 		return f, nil
 	case "insufficient":
+		p.stats.reclaimed.Add(uint64(r.int(1)))
 		return Frozen{}, fmt.Errorf("%w: owner %q has %d free, transfer %q wants %d", ErrInsufficient, from, r.int(0), id, k)
 	case "conflict":
 		return Frozen{}, fmt.Errorf("%w: transfer %q exists with other parameters: %s", ErrConflict, id, r.str(0))

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -19,6 +20,7 @@ type escrowFlags struct {
 	connFlags
 	pool, owners, prefix, witness, owner string
 	capacity                             int
+	leaseSkew                            time.Duration
 	yes                                  bool
 }
 
@@ -30,6 +32,7 @@ func (ef *escrowFlags) flagSet(e *env, sub string) *flag.FlagSet {
 	fs.StringVar(&ef.prefix, "prefix", "", "key prefix (PoolOptions.Prefix; default the library's)")
 	fs.StringVar(&ef.witness, "witness", "", "witness Redis `host:port` when the service uses a separate one (PoolOptions.Witness)")
 	fs.StringVar(&ef.owner, "owner", "", "one `owner` (holders: all owners when empty; reconcile: required)")
+	fs.DurationVar(&ef.leaseSkew, "lease-skew", 0, "the pool's lease skew margin (PoolOptions.LeaseSkew; default the library's): holders marks a lease that ended more than this ago as lapsed")
 	fs.BoolVar(&ef.yes, "yes", false, "reconcile without asking for confirmation")
 	return fs
 }
@@ -92,7 +95,7 @@ func runEscrow(e *env, args []string) error {
 }
 
 func (ef *escrowFlags) poolOptions() (escrow.PoolOptions, error) {
-	o := escrow.PoolOptions{Name: ef.pool, Capacity: ef.capacity, Prefix: ef.prefix,
+	o := escrow.PoolOptions{Name: ef.pool, Capacity: ef.capacity, Prefix: ef.prefix, LeaseSkew: ef.leaseSkew,
 		// The tool reads and repairs what the service set up; Init's durability checks are
 		// the service's, not the operator's.
 		AllowWeakDurability: true, AllowSharedWitness: true}
@@ -147,14 +150,31 @@ func (ef *escrowFlags) holders(e *env, pool *escrow.Pool) error {
 			return err
 		}
 		all[o] = hs
-		fmt.Fprintf(&b, "%s: %d holder(s)\n", o, len(hs))
+		lapsed := 0
 		for _, h := range hs {
-			lease := "no lease"
-			if !h.Expires.IsZero() {
-				lease = "lease until " + h.Expires.UTC().Format("15:04:05.000")
+			if h.Lapsed {
+				lapsed++
 			}
-			fmt.Fprintf(&b, "  permit %-6d token %-8d %-12s job %q\n", h.Permit, h.Token, lease, h.Job)
+		}
+		fmt.Fprintf(&b, "%s: %d holder(s), %d lapsed\n", o, len(hs), lapsed)
+		for _, h := range hs {
+			fmt.Fprintf(&b, "  permit %-6d token %-8d %-48s job %q\n", h.Permit, h.Token, leaseState(h), h.Job)
 		}
 	}
 	return ef.print(e, all, b.String())
+}
+
+// leaseState describes a holder's lease: its end by the ledger server's clock, and whether it
+// had ended (expired) or ended more than the skew margin ago (lapsed: the permit is no longer
+// the job's and the next take-back at its owner frees it) when the ledger was read.
+func leaseState(h escrow.Holder) string {
+	switch {
+	case h.Expires.IsZero():
+		return "no lease"
+	case h.Lapsed:
+		return "lease ended " + h.Expires.UTC().Format("15:04:05.000") + " LAPSED (taken back next)"
+	case h.Expired:
+		return "lease ended " + h.Expires.UTC().Format("15:04:05.000") + " expired (in skew margin)"
+	}
+	return "lease until " + h.Expires.UTC().Format("15:04:05.000")
 }

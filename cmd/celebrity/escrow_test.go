@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -69,4 +70,64 @@ func TestEscrowBadFlagsChangeNothing(t *testing.T) {
 			require.NotEmpty(t, strings.TrimSpace(r.stderr))
 		})
 	}
+}
+
+// TestEscrowHoldersMarkLapsedLeases: a job dies holding a leased permit at eu. Until a
+// take-back frees it, holders lists it with its lease marked LAPSED (it ended more than the
+// skew margin ago), next to a live lease at us, in the text and in the JSON.
+func TestEscrowHoldersMarkLapsedLeases(t *testing.T) {
+	ctx := t.Context()
+	ledger := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
+	witness := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
+	opts := escrow.PoolOptions{Name: "video", Capacity: 4, Owners: []escrow.Owner{{Name: "eu", First: 1, Last: 2}, {Name: "us", First: 3, Last: 4}},
+		Witness: witness.Client(t), Lease: 100 * time.Millisecond, LeaseSkew: 50 * time.Millisecond}
+	pool, err := escrow.NewPool(ledger.Client(t), opts)
+	require.NoError(t, err)
+	require.NoError(t, pool.Init(ctx))
+	_, err = pool.Acquire(ctx, "eu", "dead")
+	require.NoError(t, err)
+	// Wait for the event, not a duration: the server's clock passes the lease's end plus
+	// the margin.
+	hs, err := pool.Holders(ctx, "eu")
+	require.NoError(t, err)
+	for {
+		now, err := ledger.Client(t).Time(ctx).Result()
+		require.NoError(t, err)
+		if now.After(hs[0].Expires.Add(opts.LeaseSkew)) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	long := opts
+	long.Lease = time.Hour
+	livePool, err := escrow.NewPool(ledger.Client(t), long)
+	require.NoError(t, err)
+	_, err = livePool.Acquire(ctx, "us", "live")
+	require.NoError(t, err)
+
+	flags := []string{"--addr", ledger.Addr(), "--witness", witness.Addr(), "--pool", "video", "--capacity", "4", "--owners", "eu=1-2,us=3-4", "--lease-skew", "50ms"}
+	r := cli(t, "", nil, append([]string{"escrow", "holders"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "eu: 1 holder(s), 1 lapsed")
+	require.Contains(t, r.stdout, "us: 1 holder(s), 0 lapsed")
+	var dead, live string
+	for _, line := range strings.Split(r.stdout, "\n") {
+		switch {
+		case strings.Contains(line, `"dead"`):
+			dead = line
+		case strings.Contains(line, `"live"`):
+			live = line
+		}
+	}
+	require.Contains(t, dead, "LAPSED")
+	require.Contains(t, live, "lease until")
+	require.NotContains(t, live, "LAPSED")
+
+	r = cli(t, "", nil, append([]string{"escrow", "holders", "--json"}, flags...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	got := decodeJSON[map[string][]escrow.Holder](t, r.stdout)
+	require.Len(t, got["eu"], 1)
+	require.True(t, got["eu"][0].Lapsed, "%+v", got["eu"][0])
+	require.Len(t, got["us"], 1)
+	require.False(t, got["us"][0].Lapsed || got["us"][0].Expired, "%+v", got["us"][0])
 }
