@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -61,7 +62,7 @@ func (c *Central) Init(ctx context.Context) error {
 			return fmt.Errorf("escrow: witness: %w", err)
 		}
 	}
-	existed, err := c.w.Get(ctx, c.marker).Result()
+	existed, err := bound.Do(ctx, func() (string, error) { return c.w.Get(ctx, c.marker).Result() })
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("escrow: read the ledger's marker: %w", err)
 	}
@@ -126,7 +127,7 @@ func newCreationID() string {
 // so a downstream that checks tokens still refuses an old holder. The call is logged to
 // Logger and counted in Stats.Restored. It returns ErrConflict when the ledger exists.
 func (c *Central) RestoreLost(ctx context.Context) error {
-	now, err := c.w.Time(ctx).Result()
+	now, err := bound.Do(ctx, func() (time.Time, error) { return c.w.Time(ctx).Result() })
 	if err != nil {
 		return fmt.Errorf("escrow: read the server clock: %w", err)
 	}

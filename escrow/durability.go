@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"log/slog"
 	"sync"
 
@@ -29,15 +30,17 @@ func checkDurability(ctx context.Context, c Client, logger *slog.Logger, allowEv
 	d := &durabilityCheck{logger: logger, allowEviction: allowEviction, allowWeak: allowWeak}
 	var err error
 	if cc, ok := c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
-			return d.node(ctx, node, node.Options().Addr)
+		_, err = bound.Do(ctx, func() (struct{}, error) {
+			return struct{}{}, cc.ForEachMaster(ctx, func(ctx context.Context, node *redis.Client) error {
+				return d.node(ctx, node, node.Options().Addr)
+			})
 		})
 	} else {
 		addr := "server"
 		if rc, ok := c.(*redis.Client); ok {
 			addr = rc.Options().Addr
 		}
-		err = d.node(ctx, c, addr)
+		_, err = bound.Do(ctx, func() (struct{}, error) { return struct{}{}, d.node(ctx, c, addr) })
 	}
 	if err != nil {
 		return err

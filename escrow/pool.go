@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -279,7 +280,7 @@ func (p *Pool) witnessTops(ctx context.Context) (map[string]int64, error) {
 	for i, name := range p.order {
 		wcmds[i] = wp.ZRangeWithScores(ctx, p.witness[name], -1, -1)
 	}
-	if _, err := wp.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+	if _, err := bound.Do(ctx, func() ([]redis.Cmder, error) { return wp.Exec(ctx) }); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("escrow: read witnesses: %w", err)
 	}
 	wit := make(map[string]int64, len(p.order))

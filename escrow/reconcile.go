@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"math"
 	"strconv"
 	"strings"
@@ -110,11 +111,11 @@ func expectedState(me ledgerSnapshot) string {
 // confirmedUpTo reads owner's witness chain and log and returns the sequence up to which the
 // ledger's history is the confirmed one (see divergence).
 func (p *Pool) confirmedUpTo(ctx context.Context, owner string) (int64, error) {
-	chain, err := p.w.ZRangeWithScores(ctx, p.witness[owner], 0, -1).Result()
+	chain, err := bound.Do(ctx, func() ([]redis.Z, error) { return p.w.ZRangeWithScores(ctx, p.witness[owner], 0, -1).Result() })
 	if err != nil {
 		return 0, fmt.Errorf("escrow: read witness chain of %q: %w", owner, err)
 	}
-	logged, err := p.c.ZRangeWithScores(ctx, p.ledgers[owner].log(), 0, -1).Result()
+	logged, err := bound.Do(ctx, func() ([]redis.Z, error) { return p.c.ZRangeWithScores(ctx, p.ledgers[owner].log(), 0, -1).Result() })
 	if err != nil {
 		return 0, fmt.Errorf("escrow: read log of %q: %w", owner, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -23,7 +24,7 @@ func witnessKey(prefix, tag, ledgerKey string) string {
 
 // readWitness returns the highest sequence the witness of owner has confirmed (0 if none).
 func (p *Pool) readWitness(ctx context.Context, owner string) (int64, error) {
-	zs, err := p.w.ZRangeWithScores(ctx, p.witness[owner], -1, -1).Result()
+	zs, err := bound.Do(ctx, func() ([]redis.Z, error) { return p.w.ZRangeWithScores(ctx, p.witness[owner], -1, -1).Result() })
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("escrow: read witness of %q: %w", owner, err)
 	}
