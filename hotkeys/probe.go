@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"slices"
 	"strings"
 	"sync"
@@ -102,12 +103,15 @@ func (p *Probe) Freq(ctx context.Context, keys []string) ([]ServerKey, error) {
 // freqs pipelines OBJECT FREQ for keys on c.
 func freqs(ctx context.Context, c redis.Cmdable, node string, keys []string) ([]ServerKey, error) {
 	cmds := make([]*redis.IntCmd, len(keys))
-	_, _ = c.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	_, err := bound.Pipelined(ctx, c, func(pipe redis.Pipeliner) error {
 		for i, k := range keys {
 			cmds[i] = pipe.ObjectFreq(ctx, k)
 		}
 		return nil
 	})
+	if ctx.Err() != nil && err == ctx.Err() {
+		return nil, fmt.Errorf("hotkeys: OBJECT FREQ: %w", err)
+	}
 	out := make([]ServerKey, 0, len(keys))
 	for i, cmd := range cmds {
 		f, err := cmd.Result()
@@ -140,8 +144,15 @@ func byFreq(a, b ServerKey) int {
 }
 
 // eachNode runs fn on every node: each master of a cluster, each shard of a ring, or the
-// client itself.
+// client itself. It returns by ctx's deadline or cancellation whatever the client's options
+// (see internal/bound); fn may then still run, and its results must not be read.
 func (p *Probe) eachNode(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
+	_, err := bound.Do(ctx, func() (struct{}, error) { return struct{}{}, p.forEachNode(ctx, fn) })
+	return err
+}
+
+// forEachNode is eachNode without the bound.
+func (p *Probe) forEachNode(ctx context.Context, fn func(context.Context, *redis.Client) error) error {
 	switch c := p.c.(type) {
 	case *redis.ClusterClient:
 		return c.ForEachMaster(ctx, fn)
