@@ -56,20 +56,5 @@ func TestCallsReturnByTheirDeadlineWithAPausedServer(t *testing.T) {
 	}
 	srv.Pause()
 	defer srv.Resume()
-	const wait = 300 * time.Millisecond
-	for name, call := range calls {
-		ctx, cancel := context.WithTimeout(t.Context(), wait)
-		start := time.Now()
-		err := call(ctx)
-		took := time.Since(start)
-		cancel()
-		require.Less(t, took, wait+50*time.Millisecond, "%s with a deadline: %v", name, err)
-
-		ctx, cancel = context.WithCancel(t.Context())
-		time.AfterFunc(wait, cancel)
-		start = time.Now()
-		err = call(ctx)
-		took = time.Since(start)
-		require.Less(t, took, wait+50*time.Millisecond, "%s cancelled: %v", name, err)
-	}
+	celebritytest.RequireReturnsByDeadline(t, 300*time.Millisecond, calls)
 }

@@ -23,21 +23,5 @@ func TestProbeReturnsByItsDeadlineWithAPausedServer(t *testing.T) {
 	}
 	srv.Pause()
 	defer srv.Resume()
-	const wait = 300 * time.Millisecond
-	for name, call := range calls {
-		ctx, cancel := context.WithTimeout(t.Context(), wait)
-		start := time.Now()
-		err := call(ctx)
-		took := time.Since(start)
-		cancel()
-		require.Error(t, err, name)
-		require.Less(t, took, wait+50*time.Millisecond, "%s with a deadline: %v", name, err)
-
-		ctx, cancel = context.WithCancel(t.Context())
-		time.AfterFunc(wait, cancel)
-		start = time.Now()
-		err = call(ctx)
-		require.Error(t, err, name)
-		require.Less(t, time.Since(start), wait+50*time.Millisecond, "%s cancelled: %v", name, err)
-	}
+	celebritytest.RequireReturnsByDeadline(t, 300*time.Millisecond, calls)
 }
