@@ -262,8 +262,15 @@ func (c *Coordinator) foldPrepare(ctx context.Context, r *run, mode string, floo
 }
 
 // foldWipe deletes the tenant's records, tombstones and idempotency records from the target
-// bucket, page by page, while this fold-back holds the tenant's mark there.
+// bucket, page by page, while this fold-back holds the tenant's mark there. It first runs
+// one wipe of nothing, which raises the bucket's fence for the tenant (xf) to r's epoch
+// whatever the scan then finds: a cancel fences a paused driver of the fold-back before it
+// looks, so that driver's next batch is refused even when the bucket holds nothing to
+// delete.
 func (c *Coordinator) foldWipe(ctx context.Context, r *run) error {
+	if reply, err := c.foldScript(ctx, r, "wipe", "-"); err != nil || reply[1] == "-1" {
+		return err
+	}
 	b := c.shards[r.Target]
 	k := c.keys.Unit(r.Into)
 	for _, phase := range []string{"rec", "ops"} {

@@ -18,7 +18,8 @@
 --                           the bucket is open at ARGV[5];
 --                  "wipe":  delete the tenant's records, tombstones and idempotency records named
 --                           in ARGV[7..] (what an earlier era left, or this fold-back's copy when
---                           it is cancelled), only while this fold-back holds the mark;
+--                           it is cancelled), only while this fold-back holds the mark; with no
+--                           items it only raises the fence (a cancel's first step);
 --                  "apply": write the items in ARGV[7..] (four arguments each, as apply.lua),
 --                           order-insensitively, only while this fold-back holds the mark; every
 --                           record must be the tenant's;
