@@ -89,6 +89,9 @@ func (c *Coordinator) StartCarve(ctx context.Context, spec CarveSpec) (Status, e
 	if err != nil {
 		return Status{}, err
 	}
+	if err := c.busy(ctx, Status{ID: id, Unit: u, From: p.bucket}); err != nil {
+		return Status{}, err
+	}
 	own, moved, err := c.shards[p.source].r.Ownership(ctx, p.bucket)
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)

@@ -88,6 +88,9 @@ func (c *Coordinator) StartFold(ctx context.Context, spec FoldSpec) (Status, err
 	if err != nil {
 		return Status{}, err
 	}
+	if err := c.busy(ctx, Status{ID: id, Unit: u, Into: p.bucket}); err != nil {
+		return Status{}, err
+	}
 	own, _, err := c.shards[p.source].r.Ownership(ctx, u)
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start fold-back: %w", err)

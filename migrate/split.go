@@ -129,6 +129,9 @@ func (c *Coordinator) StartSplit(ctx context.Context, spec SplitSpec) (Status, e
 	if err != nil {
 		return Status{}, err
 	}
+	if err := c.busy(ctx, Status{ID: id, Unit: u, SplitTo: spec.Targets, SplitFrom: t.Spreads[spec.Tenant]}); err != nil {
+		return Status{}, err
+	}
 	if err := c.splitSourceGens(ctx, t, lanes); err != nil {
 		return Status{}, err
 	}
