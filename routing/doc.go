@@ -137,8 +137,11 @@
 //     [Store.PublishGuarded] publishes only while a guard hash in the table's slot
 //     ([Keys.ControlTag]) holds given values (migrate: the driver's epoch in its journal).
 //
-// Tenant names must be valid UTF-8 everywhere they enter (Router calls, units, tables): a
-// table is stored as JSON text, which cannot carry other bytes losslessly.
+// Tenant names must be valid UTF-8 of 1..[MaxTenantLen] (256) bytes everywhere they enter
+// (Router calls, units, tables): a table is stored as JSON text, which cannot carry other
+// bytes losslessly, and an overridden or spread tenant rides in every table every Router
+// fetches. A longer name is refused with an error wrapping [ErrInvalid] (a table's with
+// [ErrInvalidTable]) that quotes only its first 64 bytes.
 //
 // Never delete an ownership record when cleaning up a source: a closed record keeps stale
 // clients out, and a missing one could be claimed again by Provision.

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/celebrity-go/celebrity/internal/slot"
 )
@@ -82,15 +81,15 @@ func (u Unit) Validate() error {
 		if u.Tenant == "" || u.Sub != 0 {
 			return fmt.Errorf("%w: tenant unit needs a tenant and no sub-bucket", ErrInvalid)
 		}
-		if !utf8.ValidString(u.Tenant) {
-			return fmt.Errorf("%w: tenant %q is not valid UTF-8", ErrInvalid, u.Tenant)
+		if p := tenantProblem(u.Tenant); p != "" {
+			return fmt.Errorf("%w: %s", ErrInvalid, p)
 		}
 	case KindSpread:
 		if u.Tenant == "" {
 			return fmt.Errorf("%w: spread unit needs a tenant", ErrInvalid)
 		}
-		if !utf8.ValidString(u.Tenant) {
-			return fmt.Errorf("%w: tenant %q is not valid UTF-8", ErrInvalid, u.Tenant)
+		if p := tenantProblem(u.Tenant); p != "" {
+			return fmt.Errorf("%w: %s", ErrInvalid, p)
 		}
 	default:
 		return fmt.Errorf("%w: unknown unit kind %d", ErrInvalid, u.Kind)
