@@ -109,7 +109,13 @@
 // a record on its own shard that is not open (closed, importing, cancelled, ...), because
 // moving an owned unit is a migration, not a table edit. It only creates missing records;
 // before opening a new override or spread unit it marks the tenant as moved out of its hash
-// bucket, so that clients on an older table cannot keep writing the tenant there. B and the
+// bucket, so that clients on an older table cannot keep writing the tenant there. A table
+// that newly places a tenant with data in its bucket would hide that data, so the Store a
+// Router gives ([Router.Store], or any Store built with StoreOptions.Shards) refuses to
+// publish it with [ErrTenantHasData]: it marks the tenant in its bucket first (from that
+// instant a client on the older table is refused there), then looks for the tenant's data,
+// and clears the mark if it refuses. Such a tenant moves with a tenant migration (package
+// migrate's Carve). B and the
 // width of a spread never change ([Store.Publish] refuses such a table): unit names depend
 // on them.
 //

@@ -85,6 +85,7 @@ func New(control Control, o Options) (*Router, error) {
 		}
 		r.shards[name] = s
 	}
+	store.shards = r.shards
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	go r.watch(ctx, control)
