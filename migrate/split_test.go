@@ -145,7 +145,7 @@ func (m *tmodel) checkSpread(t testing.TB, e *env, tenant string) {
 		if f := m.opf[id]; len(f) < len(prefix) || f[:len(prefix)] != prefix {
 			continue
 		}
-		rec, ok := ops[id]
+		rec, ok := ops[routing.OpKey(tenant, id)]
 		require.True(t, ok, "op %s of %q missing", id, tenant)
 		or, err := routing.DecodeOpRecord(rec)
 		require.NoError(t, err)

@@ -53,7 +53,9 @@
 //     is admitted only if the unit is open here at a generation <= the caller's, and the
 //     tenant was not moved out of the bucket; otherwise [ErrStaleRoute], nothing changed;
 //  2. check and record the operation ID: a retried operation returns its first result; the
-//     same ID with a different operation is [ErrConflict];
+//     same ID with a different operation is [ErrConflict]. Operation IDs are per tenant
+//     (counters such as "confirm-1" are normal): another tenant's use of the same ID, in the
+//     same bucket or after a carve-out or fold-back, is another operation;
 //  3. apply the versioned change (Put, Delete as a tombstone, optional compare-and-set on
 //     the version);
 //  4. append a change-log entry for the unit (a stream in the same slot).
@@ -92,10 +94,17 @@
 //	                   highest fencing epoch that acted on the unit here (see
 //	                   TransitionFenced); routing ignores fields it does not know
 //	<tag>:rec   HASH   RecordField(tenant, key) -> "<version>:l:<value>" | "<version>:t:"
-//	<tag>:ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>:<field>"
-//	<tag>:opx   ZSET   op ID, score = expiry (unix ms)
+//	<tag>:ops   HASH   op key -> "<fingerprint>:<outcome>:<version>:<field>"
+//	<tag>:opx   ZSET   op key, score = expiry (unix ms)
 //	<tag>:tomb  ZSET   record field of a tombstone, score = expiry (unix ms)
 //	<tag>:log   STREAM change log: k (put|del|noop), f, r, o, op, x, tx (see LogEntry)
+//
+// The op key is the operation ID scoped by its tenant, "<len(tenant)>:<tenant><op ID>"
+// ([OpKey], the form of [RecordField]). Op records written by versions before the scoping
+// are stored under the bare op ID: the write script still finds such a record, for the
+// tenant whose field it names only (or for any tenant, in the oldest form that names no
+// field), until it expires ([DefaultOpRetention]). Upgrade every writer of a unit together:
+// a writer of the older version does not look for scoped records.
 //
 // In the control Redis: P:table (HASH gen, table JSON) and the channel P:table:announce.
 // [Keys] computes all of them; [EncodeRecord], [DecodeRecord], [EncodeOpRecord],

@@ -198,6 +198,13 @@ func RecordField(tenant, key string) string {
 	return strconv.Itoa(len(tenant)) + ":" + tenant + key
 }
 
+// OpKey returns the field under which a tenant's operation opID is recorded in a unit's Ops
+// hash (and its member in OpExpiry): the op ID scoped by its tenant, in RecordField's form.
+// Operation IDs are per tenant: two tenants of a shared bucket may both use "confirm-1".
+// Op records written before op IDs were scoped are stored under the bare op ID; the write
+// script still finds them (for their own tenant only) until they expire.
+func OpKey(tenant, opID string) string { return RecordField(tenant, opID) }
+
 // SplitRecordField reverses RecordField.
 func SplitRecordField(field string) (tenant, key string, ok bool) {
 	i := strings.IndexByte(field, ':')
