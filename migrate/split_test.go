@@ -30,14 +30,19 @@ func routeKey(t *routing.Table, tenant, key string) (routing.Unit, string) {
 
 // splitEnvs returns a standalone env (control and shards a, b, c, d on five servers) and a
 // cluster env (control and shard a on the shared cluster, shards b, c, d standalone).
-func splitEnvs(t *testing.T) map[string]*env {
+// so, if given, are the shards' routing options.
+func splitEnvs(t *testing.T, so ...routing.ShardOptions) map[string]*env {
+	var o routing.ShardOptions
+	if len(so) > 0 {
+		o = so[0]
+	}
 	srv := celebritytest.Shards(t, 5)
 	std := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": srv[2].Client(t),
-		"c": srv[3].Client(t), "d": srv[4].Client(t)}, routing.ShardOptions{})
+		"c": srv[3].Client(t), "d": srv[4].Client(t)}, o)
 	cl := celebritytest.SharedCluster(t)
 	more := celebritytest.Shards(t, 3)
 	clu := newEnvOver(t, cl.Client(t), map[string]migrate.ShardClient{"a": cl.Client(t), "b": more[0].Client(t),
-		"c": more[1].Client(t), "d": more[2].Client(t)}, routing.ShardOptions{})
+		"c": more[1].Client(t), "d": more[2].Client(t)}, o)
 	return map[string]*env{"standalone": std, "cluster": clu}
 }
 
