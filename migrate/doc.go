@@ -178,7 +178,10 @@
 // spread (a re-split with routing.Store.PublishReshaped, the one publication that may change
 // a spread's width). A re-split moves every record: the old sub-buckets close as a whole and
 // the new ones fill from empty, so a new sub-bucket may not reuse the shard of the old
-// sub-bucket with its index. A tenant in a shared bucket is carved out first. The split
+// sub-bucket with its index. A tenant in a shared bucket is carved out first. The way back
+// is [Coordinator.Merge] (a split with one target): every sub-bucket is a source and the
+// tenant's override unit on one shard the target; the flip publishes the override and no
+// spread. The split
 // holds the locks of the tenant unit and of every old and new sub-bucket, and its epochs
 // are above every one of their counters (acquire raises them all), so a later move of one
 // sub-bucket is fenced against it.

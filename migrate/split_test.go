@@ -414,8 +414,8 @@ func TestSplitBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		spec migrate.SplitSpec
 		want string
 	}{
-		{migrate.SplitSpec{Tenant: "over"}, "Targets must name 2..1024 shards"},
-		{migrate.SplitSpec{Tenant: "over", Targets: []string{"b"}}, "got 1"},
+		{migrate.SplitSpec{Tenant: "over"}, "Targets must name 1..1024 shards"},
+		{migrate.SplitSpec{Tenant: "over", Targets: []string{"b"}}, "one unit already"},
 		{migrate.SplitSpec{Tenant: "over", Targets: tooMany}, "got 1025"},
 		{migrate.SplitSpec{Tenant: "over", Targets: []string{"b", "zz"}}, `Targets[1]: unknown shard "zz"`},
 		{migrate.SplitSpec{Tenant: "", Targets: []string{"b", "c"}}, "tenant"},
