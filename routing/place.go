@@ -105,6 +105,57 @@ func (s *Store) undoMarks(ctx context.Context, marks []markedTenant) {
 	}
 }
 
+// droppedPlacements returns the tenants cur places by an override or a spread that next
+// routes by their hash bucket again, sorted. It is pure.
+func droppedPlacements(cur, next *Table) []string {
+	if cur == nil {
+		return nil
+	}
+	return newPlacements(next, cur)
+}
+
+// unmarkUnopened clears, after next was published over cur, the bucket mark of every tenant
+// next no longer places whose units under cur were never opened (no ownership record on
+// their shards: the placement was published and reverted before Provision), so that the
+// tenant writes in its bucket again. A tenant whose unit has a record is left marked: it
+// returns to its bucket by a fold-back (package migrate). Best effort: a failure leaves the
+// mark, which a later publication retries.
+func (s *Store) unmarkUnopened(ctx context.Context, cur, next *Table) {
+	ctx = context.WithoutCancel(ctx)
+	for _, tenant := range droppedPlacements(cur, next) {
+		opened := false
+		for _, p := range cur.Units() {
+			if p.Unit.Kind == KindBucket || p.Unit.Tenant != tenant {
+				continue
+			}
+			sh := s.shards[p.Shard]
+			if sh == nil {
+				opened = true
+				break
+			}
+			own, _, err := sh.Ownership(ctx, p.Unit)
+			if err != nil || own.State != "" {
+				opened = true
+				break
+			}
+		}
+		if opened {
+			continue
+		}
+		b := BucketOf(tenant, next.Buckets)
+		sh := s.shards[next.BucketOwner(b)]
+		if sh == nil {
+			continue
+		}
+		u := BucketUnit(b)
+		if own, moved, err := sh.Ownership(ctx, u); err == nil && own.State == StateOpen {
+			if _, ok := moved[tenant]; ok {
+				_, _ = sh.MarkMoved(ctx, u, tenant, false, own, own)
+			}
+		}
+	}
+}
+
 // unpublished reports whether err proves that a publication did not happen (a refusal made
 // before or by the script), so that the marks it set can be cleared.
 func unpublished(err error) bool {

@@ -17,7 +17,8 @@ import (
 // writable where it was (the mark the check set is cleared). A tenant without data is
 // placed; from the publication on, a client still on the older table is refused in the
 // bucket (the mark was set before the check), so nothing of the tenant lands there between
-// the check and Provision, which then opens the new unit.
+// the check and Provision, which then opens the new unit. A placement published and
+// reverted before Provision gives the tenant back to its bucket.
 func TestPublishRefusesAPlacementThatWouldHideTheTenantsData(t *testing.T) {
 	for _, how := range []string{"router store", "store with shards"} {
 		t.Run(how, func(t *testing.T) {
@@ -69,16 +70,34 @@ func TestPublishRefusesAPlacementThatWouldHideTheTenantsData(t *testing.T) {
 			require.NoError(t, err, "the tenant still writes in its bucket")
 			require.True(t, res.Applied)
 
+			// A placement published and reverted before Provision opened its unit gives the
+			// tenant back to its bucket: the mark is cleared.
+			undo := "undone"
+			ub := uint32(hashing.Bucket(undo, uint64(t1.Buckets)))
+			t2 := t1.Next()
+			t2.SetOverride(undo, "c")
+			require.NoError(t, st.Publish(ctx, t2))
+			_, moved, err := f.shard(t, t1.BucketOwner(ub)).Ownership(ctx, routing.BucketUnit(ub))
+			require.NoError(t, err)
+			require.Contains(t, moved, undo, "marked by the placement")
+			t3 := t2.Next()
+			t3.SetOverride(undo, "")
+			require.NoError(t, st.Publish(ctx, t3))
+			awaitGen(t, r, 3)
+			res, err = r.Do(ctx, undo, "back", routing.Put("k", "v"))
+			require.NoError(t, err, "the tenant writes in its bucket again")
+			require.True(t, res.Applied)
+
 			// A tenant without data is placed; a client on the older table is refused in the
 			// bucket from the publication on, and Provision opens the new unit.
 			tenant := "fresh"
 			b := uint32(hashing.Bucket(tenant, uint64(t1.Buckets)))
-			t2 := t1.Next()
-			t2.SetOverride(tenant, "c")
-			require.NoError(t, st.Publish(ctx, t2))
-			_, err = f.shard(t, t1.BucketOwner(b)).Exec(ctx, routing.BucketUnit(b), 1, tenant, "late", routing.Put("k", "v"))
+			t4 := t3.Next()
+			t4.SetOverride(tenant, "c")
+			require.NoError(t, st.Publish(ctx, t4))
+			_, err = f.shard(t, t1.BucketOwner(b)).Exec(ctx, routing.BucketUnit(b), 3, tenant, "late", routing.Put("k", "v"))
 			require.ErrorIs(t, err, routing.ErrStaleRoute, "a client on the older table is refused in the bucket")
-			awaitGen(t, r, 2)
+			awaitGen(t, r, 4)
 			_, err = r.Provision(ctx)
 			require.NoError(t, err)
 			res, err = r.Do(ctx, tenant, "first", routing.Put("k", "v"))

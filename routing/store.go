@@ -98,7 +98,10 @@ func (e *GenerationConflictError) Is(target error) bool { return target == ErrGe
 // clearing its marks (such a tenant moves with a tenant migration, package migrate). The
 // marks of a table that was refused (a generation conflict, a guard) are cleared; after
 // another error (a lost reply) they stay, as the publication may have happened, and a
-// retry finds them. A Store built without shards does not check: it is the low-level path
+// retry finds them. A later table that drops such a placement before any of its units was
+// opened (a placement reverted before Provision) clears the tenant's mark once it is
+// published, so the tenant writes in its bucket again; a placement whose unit was opened
+// returns by a fold-back. A Store built without shards does not check: it is the low-level path
 // that package migrate, which moves the data first, publishes through.
 func (s *Store) Publish(ctx context.Context, t *Table) error {
 	return s.publish(ctx, t, "", nil, "")
@@ -137,6 +140,7 @@ func (s *Store) publish(ctx context.Context, t *Table, guardKey string, want map
 		return err
 	}
 	var marks []markedTenant
+	var prev *Table
 	if t.Generation > 1 {
 		cur, err := s.Load(ctx)
 		if err != nil && !errors.Is(err, ErrNoTable) {
@@ -151,11 +155,15 @@ func (s *Store) publish(ctx context.Context, t *Table, guardKey string, want map
 			if marks, err = s.guardPlacements(ctx, cur, t); err != nil {
 				return err
 			}
+			prev = cur
 		}
 	}
 	err := s.publishScripted(ctx, t, guardKey, want)
-	if err != nil && unpublished(err) {
+	switch {
+	case err != nil && unpublished(err):
 		s.undoMarks(ctx, marks)
+	case err == nil && prev != nil:
+		s.unmarkUnopened(ctx, prev, t)
 	}
 	return err
 }
