@@ -200,7 +200,7 @@ func fourthMove(b *testing.B, window time.Duration) {
 		seedRaw(b, e, "a", u, records)
 		c := e.clients["a"].(redis.Cmdable)
 		k := e.shards["a"].Keys().Unit(u)
-		rec, err := c.HGet(ctx, k.Ops, "hist-seed").Result()
+		rec, err := c.HGet(ctx, k.Ops, routing.OpKey("course", "hist-seed")).Result()
 		require.NoError(b, err)
 		now := time.Now()
 		for j := 0; j < ops; j += 1000 {

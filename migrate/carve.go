@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/celebrity-go/celebrity/internal/errs"
 	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -89,6 +90,9 @@ func (c *Coordinator) StartCarve(ctx context.Context, spec CarveSpec) (Status, e
 	if err != nil {
 		return Status{}, err
 	}
+	if err := c.busy(ctx, Status{ID: id, Unit: u, From: p.bucket}); err != nil {
+		return Status{}, err
+	}
 	own, moved, err := c.shards[p.source].r.Ownership(ctx, p.bucket)
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start carve-out: %w", err)
@@ -141,7 +145,7 @@ func checkTenantSpec(tenant, id string, newID func() string) (routing.Unit, stri
 // checkID refuses a migration ID that is longer than 200 bytes or contains braces.
 func checkID(id string) error {
 	if len(id) > 200 || slot.HasBraces(id) {
-		return invalidf("migration ID must be 1..200 bytes without braces, got %q", id)
+		return invalidf("migration ID must be 1..200 bytes without braces, got %d bytes (%q)", len(id), errs.Short(id))
 	}
 	return nil
 }

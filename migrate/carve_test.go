@@ -160,7 +160,7 @@ func (m *tmodel) check(t testing.TB, e *env, name string, u routing.Unit, tenant
 		if f := m.opf[id]; len(f) < len(prefix) || f[:len(prefix)] != prefix {
 			continue
 		}
-		rec, ok := ops[id]
+		rec, ok := ops[routing.OpKey(tenant, id)]
 		require.True(t, ok, "op %s of %q missing on %s", id, tenant, name)
 		or, err := routing.DecodeOpRecord(rec)
 		require.NoError(t, err)

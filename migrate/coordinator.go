@@ -133,6 +133,9 @@ func (c *Coordinator) start(ctx context.Context, spec Spec) (Status, error) {
 	if !containsShard(t, spec.Target) {
 		return Status{}, invalidf("target shard %q is not named in the table (generation %d)", spec.Target, t.Generation)
 	}
+	if err := c.busy(ctx, Status{ID: spec.ID, Unit: spec.Unit}); err != nil {
+		return Status{}, err
+	}
 	own, _, err := c.shards[source].r.Ownership(ctx, spec.Unit)
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start: %w", err)

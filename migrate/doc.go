@@ -151,9 +151,14 @@
 // an earlier era left in the bucket (a closed copy never cleaned up) are deleted page by
 // page, fenced, so a stale copy is never mistaken for data. Copy, change log and
 // verification then write and compare the tenant's items in the bucket only. The barrier
-// closes the override unit, as a move of the unit does; the flip removes the tenant's mark
-// from the bucket and publishes the table without the override, so the source is closed
-// before the bucket serves the tenant again. The fold-back holds the unit's and the
+// closes the override unit, as a move of the unit does; once the copy is verified, one
+// script notes it in the bucket (xr:<tenant>); the flip removes the tenant's mark from the
+// bucket, only with that note there, and publishes the table without the override, so the
+// source is closed before the bucket serves the tenant again. A bucket shard restored to a
+// point before the note (whose copy may lack records) is never opened for the tenant: the
+// fold-back aborts and the unit reopens. A cancel first raises the bucket's fence for the
+// tenant (xf), whatever it then finds to delete, so a paused driver of the fold-back writes
+// nothing into the bucket once the cancel began. The fold-back holds the unit's and the
 // bucket's locks (taken and released together), takes its epochs from the tenant unit's
 // counter and fences the bucket through the tenant's xf field, as a carve-out does. A
 // cancel or abort deletes its copy from the bucket and leaves the tenant marked there and
@@ -173,7 +178,10 @@
 // spread (a re-split with routing.Store.PublishReshaped, the one publication that may change
 // a spread's width). A re-split moves every record: the old sub-buckets close as a whole and
 // the new ones fill from empty, so a new sub-bucket may not reuse the shard of the old
-// sub-bucket with its index. A tenant in a shared bucket is carved out first. The split
+// sub-bucket with its index. A tenant in a shared bucket is carved out first. The way back
+// is [Coordinator.Merge] (a split with one target): every sub-bucket is a source and the
+// tenant's override unit on one shard the target; the flip publishes the override and no
+// spread. The split
 // holds the locks of the tenant unit and of every old and new sub-bucket, and its epochs
 // are above every one of their counters (acquire raises them all), so a later move of one
 // sub-bucket is fenced against it.
@@ -208,7 +216,9 @@
 // on that shard. A carve-out adds, in the bucket's ownership hash, xm:<tenant> = the ID
 // of the carve-out that marked the tenant as moved out, and xf:<tenant> = the highest epoch
 // of a carve-out driver of that tenant that acted there. A fold-back takes the tenant's mark
-// over (xm:<tenant> = its ID) while it copies, and uses the same xf:<tenant> fence.
+// over (xm:<tenant> = its ID) while it copies, uses the same xf:<tenant> fence, and notes
+// its verified copy in xr:<tenant> = its ID (left after the flip, removed by the next
+// fold-back's claim).
 //
 // In the control Redis, in the slot of routing's table key (hash tag
 // {P:table}, P is routing's prefix, so one script can touch a record, its lock, its epoch

@@ -15,8 +15,11 @@ var ErrInvalid = errors.New("migrate: invalid input")
 // Deprecated: use ErrInvalid.
 var ErrInvalidInput = ErrInvalid
 
-// ErrBusy reports that another unfinished migration already holds the unit. Nothing was
-// changed. The error carries a [*BusyError] naming the holder.
+// ErrBusy reports that another unfinished migration already holds the unit (or one of the
+// units a carve-out, fold-back or split locks). Nothing was changed. The error carries a
+// [*BusyError] naming the holder. Every Start reads the locks before the shards, so a
+// second move of a unit or tenant that is moving gets ErrBusy, not the
+// ErrOwnershipChanged of a target claimed by a migration that no longer runs.
 var ErrBusy = errors.New("migrate: unit already migrating")
 
 // ErrNotFound reports an unknown migration ID.

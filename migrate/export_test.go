@@ -41,7 +41,7 @@ func ScriptHashes() map[string]string {
 		"prepare": prepareScript.Hash(), "apply": applyScript.Hash(), "probe": probeScript.Hash(),
 		"create": createScript.Hash(), "step": stepScript.Hash(), "cleanup": cleanupScript.Hash(),
 		"acquire": acquireScript.Hash(), "renew": renewScript.Hash(), "carve": carveScript.Hash(),
-		"fold": foldScript.Hash(),
+		"fold": foldScript.Hash(), "holders": holdersScript.Hash(),
 	}
 }
 

@@ -36,13 +36,11 @@ func (c *Coordinator) closeSource(ctx context.Context, r *run) error {
 	if err := c.carryMarks(ctx, r); err != nil {
 		return err
 	}
-	if !r.folding() {
-		// The copy is complete and verified: mark it, last. The flip opens only a marked
-		// target, so a target shard restored to a point before this (an older backup,
-		// whose copy may lack records) is never opened.
-		if err := c.prepare(ctx, r, "ready"); err != nil {
-			return err
-		}
+	// The copy is complete and verified: mark it, last (a fold-back: its note in the
+	// bucket). The flip opens only a marked target, so a target shard restored to a point
+	// before this (an older backup, whose copy may lack records) is never opened.
+	if err := c.prepare(ctx, r, "ready"); err != nil {
+		return err
 	}
 	return c.step(ctx, r, []State{ClosedA}, ReadyB, false,
 		"drecords", i64(d.Records), "dtombs", i64(d.Tombstones), "dops", i64(d.Ops), "dsum", u64(d.Sum))

@@ -88,6 +88,9 @@ func (c *Coordinator) StartFold(ctx context.Context, spec FoldSpec) (Status, err
 	if err != nil {
 		return Status{}, err
 	}
+	if err := c.busy(ctx, Status{ID: id, Unit: u, Into: p.bucket}); err != nil {
+		return Status{}, err
+	}
 	own, _, err := c.shards[p.source].r.Ownership(ctx, u)
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: start fold-back: %w", err)
@@ -220,6 +223,9 @@ func (c *Coordinator) foldScript(ctx context.Context, r *run, mode, arg string, 
 	switch {
 	case len(reply) == 2 && reply[0] == "fenced":
 		return nil, c.fenced(r, reply[1], "target "+r.Target)
+	case len(reply) == 4 && reply[0] == "unready":
+		return reply, fmt.Errorf("%w: target %q holds tenant %q in %s without the note of this fold-back's verified copy (restored to an earlier point?)",
+			errNotVerified, r.Target, r.Unit.Tenant, r.Into)
 	case len(reply) == 4 && reply[0] == "changed":
 		return reply, fmt.Errorf("%w: target %q holds %s at generation %s state %q (tenant %q marked by %q), expected open at %d with the tenant marked by this fold-back",
 			ErrOwnershipChanged, r.Target, r.Into, reply[1], reply[2], r.Unit.Tenant, reply[3], r.ImportGen)
@@ -232,7 +238,8 @@ func (c *Coordinator) foldScript(ctx context.Context, r *run, mode, arg string, 
 // foldPrepare is prepare for a fold-back: "prepare" marks the tenant in the bucket for this
 // fold-back and deletes what an earlier era left of the tenant there; "reset" and "abandon"
 // delete the tenant's items from the bucket (the mark stays: the tenant is still
-// overridden); "floor" raises the bucket's version floor.
+// overridden); "floor" raises the bucket's version floor; "ready" notes the verified copy
+// (the flip opens the tenant in the bucket only with that note).
 func (c *Coordinator) foldPrepare(ctx context.Context, r *run, mode string, floor ...string) error {
 	var err error
 	switch mode {
@@ -247,6 +254,8 @@ func (c *Coordinator) foldPrepare(ctx context.Context, r *run, mode string, floo
 			return fmt.Errorf("migrate: fold-back floor needs one value")
 		}
 		_, err = c.foldScript(ctx, r, "floor", floor[0])
+	case "ready":
+		_, err = c.foldScript(ctx, r, "ready", "-")
 	default:
 		return fmt.Errorf("migrate: fold-back has no prepare mode %q", mode)
 	}
@@ -262,8 +271,15 @@ func (c *Coordinator) foldPrepare(ctx context.Context, r *run, mode string, floo
 }
 
 // foldWipe deletes the tenant's records, tombstones and idempotency records from the target
-// bucket, page by page, while this fold-back holds the tenant's mark there.
+// bucket, page by page, while this fold-back holds the tenant's mark there. It first runs
+// one wipe of nothing, which raises the bucket's fence for the tenant (xf) to r's epoch
+// whatever the scan then finds: a cancel fences a paused driver of the fold-back before it
+// looks, so that driver's next batch is refused even when the bucket holds nothing to
+// delete.
 func (c *Coordinator) foldWipe(ctx context.Context, r *run) error {
+	if reply, err := c.foldScript(ctx, r, "wipe", "-"); err != nil || reply[1] == "-1" {
+		return err
+	}
 	b := c.shards[r.Target]
 	k := c.keys.Unit(r.Into)
 	for _, phase := range []string{"rec", "ops"} {
@@ -360,7 +376,15 @@ func (c *Coordinator) foldFlip(ctx context.Context, r *run) error {
 		}
 		if !opened {
 			if _, err := c.foldScript(ctx, r, "open", "-"); err != nil {
-				if errors.Is(err, ErrFenced) {
+				switch {
+				case errors.Is(err, errNotVerified):
+					// The note of the verified copy was written before ReadyB and only a
+					// claim or a wipe removes it: the bucket lost it (restored from an
+					// earlier backup), and with it maybe copied records. The fold-back
+					// aborts instead of opening the tenant there (no table names the
+					// bucket for it yet), reopening the source.
+					return abortf(true, fmt.Errorf("%w; the fold-back stops before opening it", err))
+				case errors.Is(err, ErrFenced):
 					return err
 				}
 				return fmt.Errorf("migrate: open the tenant in its bucket: %w", err)

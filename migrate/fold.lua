@@ -8,7 +8,8 @@
 -- KEYS[1]  own   HASH   the bucket's ownership record: gen, state, x:<tenant> (routing's moved-out
 --                       mark), xm:<tenant> (the migration that set or took over the mark), xf:<tenant>
 --                       (the highest driver epoch of a migration of that tenant that acted here),
---                       vfloor (routing's version floor)
+--                       xr:<tenant> (the fold-back whose copy of the tenant here is complete and
+--                       verified), vfloor (routing's version floor)
 -- KEYS[2]  rec   HASH   records
 -- KEYS[3]  ops   HASH   idempotency records
 -- KEYS[4]  opx   ZSET   idempotency-record expiry
@@ -18,14 +19,20 @@
 --                           the bucket is open at ARGV[5];
 --                  "wipe":  delete the tenant's records, tombstones and idempotency records named
 --                           in ARGV[7..] (what an earlier era left, or this fold-back's copy when
---                           it is cancelled), only while this fold-back holds the mark;
+--                           it is cancelled), only while this fold-back holds the mark; with no
+--                           items it only raises the fence (a cancel's first step);
 --                  "apply": write the items in ARGV[7..] (four arguments each, as apply.lua),
 --                           order-insensitively, only while this fold-back holds the mark; every
 --                           record must be the tenant's;
 --                  "floor": raise the bucket's version floor to ARGV[6], only while this
 --                           fold-back holds the mark;
+--                  "ready": note that this fold-back's copy of the tenant here is complete and
+--                           verified (xr:<tenant>), only while this fold-back holds the mark; a
+--                           claim taken over and every wipe remove the note;
 --                  "open":  the flip: remove the tenant's mark, only if this fold-back holds it
---                           (done already when the tenant is not marked)
+--                           and its ready note (done already when the tenant is not marked; a
+--                           bucket restored to a point before the note, whose copy may lack
+--                           records, is "unready")
 -- ARGV[2]  tenant  the tenant (non-empty)
 -- ARGV[3]  mig     fold-back (migration) ID (non-empty)
 -- ARGV[4]  epoch   the driver's fencing epoch (integer >= 1)
@@ -35,7 +42,9 @@
 --           field or op ID, encoded value, expiry unix ms (as apply.lua)
 -- Reply: {"ok", n} when done (n: items written by apply, deleted by wipe, "0" otherwise; a
 --   retry of a step already made included; "-1" from wipe when the mark is not this
---   fold-back's: nothing deleted); {"conflict", kind, field, stored, incoming} from apply
+--   fold-back's: nothing deleted); {"unready", gen, state, mig} from open when this fold-back
+--   holds the mark without its ready note, or no mark and no note are there (nothing written
+--   but the fence); {"conflict", kind, field, stored, incoming} from apply
 --   (as apply.lua: nothing written); {"foreign", field} from apply when a record is not the
 --   tenant's (nothing written); {"changed", gen, state, mig} when the bucket is not open at
 --   gen, or (apply, floor, open) the mark is not this fold-back's: nothing written but the
@@ -51,7 +60,7 @@ if #KEYS ~= 5 or #ARGV < 6 then
   return redis.error_reply("ERR migrate fold: want 5 keys and at least 6 arguments")
 end
 local mode, tenant, mig, epoch, gen, arg = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-if mode ~= "claim" and mode ~= "wipe" and mode ~= "apply" and mode ~= "floor" and mode ~= "open" then
+if mode ~= "claim" and mode ~= "wipe" and mode ~= "apply" and mode ~= "floor" and mode ~= "ready" and mode ~= "open" then
   return redis.error_reply("ERR migrate fold: bad mode")
 end
 if tenant == "" then return redis.error_reply("ERR migrate fold: empty tenant") end
@@ -103,31 +112,42 @@ for i = 7, (width > 0 and #ARGV or 0), math.max(width, 1) do
   end
 end
 
-local o = redis.call("HMGET", own, "gen", "state", "x:" .. tenant, "xm:" .. tenant, "xf:" .. tenant)
+local o = redis.call("HMGET", own, "gen", "state", "x:" .. tenant, "xm:" .. tenant, "xf:" .. tenant, "xr:" .. tenant)
 local cgen, cstate, mark, who = o[1] or "0", o[2] or "", o[3], o[4] or ""
 if tonumber(o[5] or "0") > tonumber(epoch) then return {"fenced", o[5]} end
 if tonumber(o[5] or "0") < tonumber(epoch) then redis.call("HSET", own, "xf:" .. tenant, epoch) end
 if cstate ~= "open" or cgen ~= gen then return {"changed", cgen, cstate, who} end
 local ours = mark ~= false and who == mig
 
+local ready = o[6] == mig
+
 if mode == "claim" then
   if not ours then
     redis.call("HSET", own, "x:" .. tenant, mark or gen, "xm:" .. tenant, mig)
+    redis.call("HDEL", own, "xr:" .. tenant)
   end
   return {"ok", "0"}
 end
 
 if mode == "open" then
-  if ours then
+  if ours and ready then
+    -- The note stays, so that a retry of this open (a lost reply) finds it done.
     redis.call("HDEL", own, "x:" .. tenant, "xm:" .. tenant)
+  elseif ours then
+    return {"unready", cgen, cstate, who}
   elseif mark then
     return {"changed", cgen, cstate, who}
+  elseif not ready then
+    -- Neither the mark nor this fold-back's note: not opened by this fold-back (a bucket
+    -- restored to a point before its claim).
+    return {"unready", cgen, cstate, who}
   end
   return {"ok", "0"}
 end
 
 if mode == "wipe" then
   if not ours then return {"ok", "-1"} end
+  redis.call("HDEL", own, "xr:" .. tenant)
   local n = 0
   for i = 7, #ARGV, 2 do
     local name = ARGV[i + 1]
@@ -152,6 +172,11 @@ if not ours then return {"changed", cgen, cstate, who} end
 if mode == "floor" then
   local cur = tonumber(redis.call("HGET", own, "vfloor") or "0") or 0
   if tonumber(arg) > cur then redis.call("HSET", own, "vfloor", arg) end
+  return {"ok", "0"}
+end
+
+if mode == "ready" then
+  redis.call("HSET", own, "xr:" .. tenant, mig)
   return {"ok", "0"}
 end
 

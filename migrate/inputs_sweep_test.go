@@ -42,6 +42,22 @@ func TestMigrationIDsRoundTripOrAreRefused(t *testing.T) {
 		_, err := co.Start(ctx, migrate.Spec{ID: id, Unit: routing.BucketUnit(15), Target: "a"})
 		require.ErrorIs(t, err, migrate.ErrInvalid, "ID %.20q", id)
 		require.ErrorContains(t, err, "migration ID must be 1..200 bytes without braces", "ID %.20q", id)
+		require.Less(t, len(err.Error()), 300, "the error quotes a short prefix of the ID")
+	}
+	// A tenant over routing.MaxTenantLen bytes is refused by every tenant move, quoted short.
+	long := strings.Repeat("t", 1<<20)
+	for name, start := range map[string]func() error{
+		"carve": func() error { _, err := co.StartCarve(ctx, migrate.CarveSpec{Tenant: long, Target: "b"}); return err },
+		"fold":  func() error { _, err := co.StartFold(ctx, migrate.FoldSpec{Tenant: long}); return err },
+		"split": func() error {
+			_, err := co.StartSplit(ctx, migrate.SplitSpec{Tenant: long, Targets: []string{"a", "b"}})
+			return err
+		},
+	} {
+		err := start()
+		require.ErrorIs(t, err, migrate.ErrInvalid, name)
+		require.ErrorContains(t, err, "tenant must be 1..256 bytes", name)
+		require.Less(t, len(err.Error()), 300, "%s: the error quotes a short prefix of the tenant", name)
 	}
 	after, err := admin.DBSize(ctx).Result()
 	require.NoError(t, err)

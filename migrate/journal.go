@@ -60,6 +60,26 @@ func (c *Coordinator) create(ctx context.Context, s Status) error {
 	return fmt.Errorf("migrate: create journal record %q: malformed reply %q", s.ID, reply)
 }
 
+// busy returns a *BusyError when a migration other than s holds one of the locks s would
+// take, nil when none does. create.lua takes the locks in one atomic step and stays the
+// authority; this read only lets a Start name the holder before it reads the shards, where
+// a running migration's claim on the target would otherwise look like a stuck one.
+func (c *Coordinator) busy(ctx context.Context, s Status) error {
+	reply, err := holdersScript.Run(ctx, c.control, append([]string{c.lockKey(s)}, c.lockKeys(s)...)).StringSlice()
+	if err != nil {
+		return fmt.Errorf("migrate: read migration locks: %w", err)
+	}
+	if len(reply) < 1 || reply[0] != "ok" {
+		return fmt.Errorf("migrate: read migration locks: malformed reply %q", reply)
+	}
+	for _, holder := range reply[1:] {
+		if holder != "" && holder != s.ID {
+			return &BusyError{Unit: s.Unit.String(), Holder: holder}
+		}
+	}
+	return nil
+}
+
 // load reads a migration's journal record.
 func (c *Coordinator) load(ctx context.Context, id string) (Status, error) {
 	if id == "" {

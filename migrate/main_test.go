@@ -305,7 +305,7 @@ func (m *model) check(t testing.TB, e *env, name string, u routing.Unit) {
 	}
 	ops := e.ops(name, u)
 	for id, res := range m.ops {
-		rec, ok := ops[id]
+		rec, ok := ops[routing.OpKey("course", id)]
 		require.True(t, ok, "op %s missing on %s", id, name)
 		or, err := routing.DecodeOpRecord(rec)
 		require.NoError(t, err)

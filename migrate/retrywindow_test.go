@@ -30,7 +30,7 @@ func TestMoveCopiesIdempotencyRecordsOfTheRetryWindowOnly(t *testing.T) {
 			// from now, at the default 24 h retention).
 			c := e.clients["a"].(redis.Cmdable)
 			k := e.shards["a"].Keys().Unit(u)
-			rec, err := c.HGet(ctx, k.Ops, fmt.Sprintf("m%d-seed-op-0", m.id)).Result()
+			rec, err := c.HGet(ctx, k.Ops, routing.OpKey("course", fmt.Sprintf("m%d-seed-op-0", m.id))).Result()
 			require.NoError(t, err)
 			now := time.Now()
 			for i := 0; i < 500; i++ {

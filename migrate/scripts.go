@@ -29,6 +29,8 @@ var (
 	carveLua string
 	//go:embed fold.lua
 	foldLua string
+	//go:embed holders.lua
+	holdersLua string
 
 	prepareScript = script.New(prepareLua)
 	applyScript   = script.New(applyLua)
@@ -41,4 +43,5 @@ var (
 	epochScript   = script.New(epochLua)
 	carveScript   = script.New(carveLua)
 	foldScript    = script.New(foldLua)
+	holdersScript = script.New(holdersLua)
 )

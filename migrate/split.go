@@ -24,7 +24,8 @@ type SplitSpec struct {
 	Tenant string
 	// Targets names the shard of each sub-bucket of the new spread: sub-bucket i lives on
 	// Targets[i]. Its length is the new width, 2..routing.MaxSpread, and differs from the
-	// current width of a spread tenant. Every shard must be known to the Coordinator and
+	// current width of a spread tenant; one target merges a spread tenant back into its
+	// override unit on that shard (see [Coordinator.Merge]). Every shard must be known to the Coordinator and
 	// named in the table. Several sub-buckets may share a shard (their units have different
 	// names). For a re-split, sub-bucket i may not stay on the shard that holds the old
 	// sub-bucket i (see [Coordinator.Split]).
@@ -129,6 +130,9 @@ func (c *Coordinator) StartSplit(ctx context.Context, spec SplitSpec) (Status, e
 	if err != nil {
 		return Status{}, err
 	}
+	if err := c.busy(ctx, Status{ID: id, Unit: u, SplitTo: spec.Targets, SplitFrom: t.Spreads[spec.Tenant]}); err != nil {
+		return Status{}, err
+	}
 	if err := c.splitSourceGens(ctx, t, lanes); err != nil {
 		return Status{}, err
 	}
@@ -145,16 +149,16 @@ func (c *Coordinator) StartSplit(ctx context.Context, spec SplitSpec) (Status, e
 }
 
 // checkSplitSpec is the check StartSplit makes before it reads anything: the tenant and
-// the migration ID as checkTenantSpec checks them (newID fills an empty ID), and 2 to
-// routing.MaxSpread targets. It returns the tenant's unit and the ID; it is pure apart
+// the migration ID as checkTenantSpec checks them (newID fills an empty ID), and 1 (a
+// merge) to routing.MaxSpread targets. It returns the tenant's unit and the ID; it is pure apart
 // from newID.
 func checkSplitSpec(spec SplitSpec, newID func() string) (routing.Unit, string, error) {
 	u, id, err := checkTenantSpec(spec.Tenant, spec.ID, newID)
 	if err != nil {
 		return routing.Unit{}, "", err
 	}
-	if n := len(spec.Targets); n < 2 || n > routing.MaxSpread {
-		return routing.Unit{}, "", invalidf("Targets must name 2..%d shards (one per sub-bucket of the new spread), got %d", routing.MaxSpread, n)
+	if n := len(spec.Targets); n < 1 || n > routing.MaxSpread {
+		return routing.Unit{}, "", invalidf("Targets must name 1..%d shards (one per sub-bucket of the new spread; one for a merge), got %d", routing.MaxSpread, n)
 	}
 	return u, id, nil
 }
@@ -197,7 +201,7 @@ func (c *Coordinator) splitSourceGens(ctx context.Context, t *routing.Table, lan
 func (c *Coordinator) splitImportGen(ctx context.Context, t *routing.Table, spec SplitSpec) (uint64, error) {
 	imp := t.Generation + 1
 	for j, name := range spec.Targets {
-		tu := routing.SpreadUnit(spec.Tenant, uint32(j))
+		tu := targetUnit(spec.Tenant, len(spec.Targets), j)
 		tgt, _, err := c.shards[name].r.Ownership(ctx, tu)
 		if err != nil {
 			return 0, fmt.Errorf("migrate: start split: %w", err)
@@ -232,6 +236,10 @@ func newSplitStatus(spec SplitSpec, u routing.Unit, t *routing.Table, lanes []la
 // clients for (has), and returns the split's sources. It is pure.
 func splitLanes(t *routing.Table, spec SplitSpec, has func(shard string) bool) ([]lane, error) {
 	if o := t.Overrides[spec.Tenant]; o != "" {
+		if len(spec.Targets) == 1 {
+			return nil, invalidf("tenant %q is overridden onto %q, one unit already: a split needs 2 or more Targets (move the unit with Migrate)",
+				spec.Tenant, o)
+		}
 		if !has(o) {
 			return nil, invalidf("no client for source shard %q", o)
 		}
@@ -242,23 +250,46 @@ func splitLanes(t *routing.Table, spec SplitSpec, has func(shard string) bool) (
 		return nil, invalidf("tenant %q is neither overridden nor spread (table generation %d): it lives in its hash bucket; carve it out first (Carve), then split its override",
 			spec.Tenant, t.Generation)
 	}
+	if len(spec.Targets) == 1 {
+		// A merge: every sub-bucket returns into the override unit on Targets[0], a unit of
+		// another name than any sub-bucket's, so it may be on any shard.
+		return spreadLanes(spec.Tenant, old, nil, has)
+	}
 	if len(old) == len(spec.Targets) {
 		return nil, invalidf("tenant %q is spread over %d sub-buckets already: a re-split must change the width (move one sub-bucket with Migrate)",
 			spec.Tenant, len(old))
 	}
+	return spreadLanes(spec.Tenant, old, spec.Targets, has)
+}
+
+// spreadLanes returns the lanes of a re-split or a merge of tenant's spread old (one per
+// old sub-bucket) into the new sub-buckets on targets (nil for a merge). It is pure.
+func spreadLanes(tenant string, old, targets []string, has func(shard string) bool) ([]lane, error) {
 	lanes := make([]lane, len(old))
 	for i, name := range old {
-		if i < len(spec.Targets) && spec.Targets[i] == name {
+		if i < len(targets) && targets[i] == name {
 			return nil, invalidf("Targets[%d] is %q, the shard of the old sub-bucket %d: a re-split fills every new sub-bucket from empty, so sub-bucket %d must move to another shard",
 				i, name, i, i)
 		}
 		if !has(name) {
 			return nil, invalidf("no client for source shard %q (sub-bucket %d)", name, i)
 		}
-		lanes[i] = lane{unit: routing.SpreadUnit(spec.Tenant, uint32(i)), shard: name}
+		lanes[i] = lane{unit: routing.SpreadUnit(tenant, uint32(i)), shard: name}
 	}
 	return lanes, nil
 }
+
+// targetUnit is the unit of target j of a split of tenant to width targets: sub-bucket j of
+// the new spread, or the tenant's override unit for a merge (width 1).
+func targetUnit(tenant string, targets, j int) routing.Unit {
+	if targets == 1 {
+		return routing.TenantUnit(tenant)
+	}
+	return routing.SpreadUnit(tenant, uint32(j))
+}
+
+// merging reports whether s is a merge: a split of a spread back into one override unit.
+func (s Status) merging() bool { return len(s.SplitTo) == 1 }
 
 // splitting reports whether s is a split.
 func (s Status) splitting() bool { return len(s.SplitTo) > 0 }
@@ -401,7 +432,7 @@ func (r *run) laneRun(i int) *run {
 // alone onto its shard (what prepare and apply act on), driven with r's epoch.
 func (r *run) targetRun(j int) *run {
 	s := r.Status
-	s.Unit, s.Target = routing.SpreadUnit(r.Unit.Tenant, uint32(j)), r.SplitTo[j]
+	s.Unit, s.Target = targetUnit(r.Unit.Tenant, len(r.SplitTo), j), r.SplitTo[j]
 	s.SplitTo, s.SplitFrom, s.lanes = nil, nil, nil
 	return &run{Status: s, epoch: r.epoch}
 }
@@ -671,6 +702,8 @@ func (r *run) splitTable(t *routing.Table) (published bool, err error) {
 	tenant := r.Unit.Tenant
 	cur, spread := t.Spreads[tenant]
 	switch {
+	case r.merging() && !spread && t.Overrides[tenant] == r.SplitTo[0]:
+		return true, nil
 	case spread && slices.Equal(cur, r.SplitTo) && t.Overrides[tenant] == "":
 		return true, nil
 	case r.SplitFrom == nil && !spread && t.Overrides[tenant] == r.Source:
@@ -727,6 +760,12 @@ func (c *Coordinator) splitFlip(ctx context.Context, r *run) error {
 // override removed and its spread set to to.
 func splitNext(t *routing.Table, tenant string, to []string) *routing.Table {
 	nt := t.Next()
+	if len(to) == 1 {
+		// A merge: the spread is gone, the override names the one target.
+		nt.SetSpread(tenant, nil)
+		nt.SetOverride(tenant, to[0])
+		return nt
+	}
 	nt.SetOverride(tenant, "")
 	nt.SetSpread(tenant, to)
 	return nt

@@ -149,13 +149,17 @@ func TestCheckSplitSpecRefusesBadInput(t *testing.T) {
 	}{
 		{"empty tenant", SplitSpec{ID: "m1", Targets: two}, "tenant:"},
 		{"ID with braces", SplitSpec{Tenant: "t", ID: "m{1}", Targets: two}, "without braces"},
-		{"one target", SplitSpec{Tenant: "t", ID: "m1", Targets: two[:1]}, "Targets must name 2.."},
-		{"too many targets", SplitSpec{Tenant: "t", ID: "m1", Targets: make([]string, routing.MaxSpread+1)}, "shards (one per sub-bucket of the new spread), got " + strconv.Itoa(routing.MaxSpread+1)},
+		{"no target", SplitSpec{Tenant: "t", ID: "m1"}, "Targets must name 1.."},
+		{"too many targets", SplitSpec{Tenant: "t", ID: "m1", Targets: make([]string, routing.MaxSpread+1)}, "shards (one per sub-bucket of the new spread; one for a merge), got " + strconv.Itoa(routing.MaxSpread+1)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, _, err := checkSplitSpec(tc.spec, newID)
 			requireInvalid(t, err, tc.want)
 		})
+	}
+	// One target is a merge: checkSplitSpec takes it; planSplit refuses it for an override.
+	if _, _, err := checkSplitSpec(SplitSpec{Tenant: "t", ID: "m1", Targets: two[:1]}, newID); err != nil {
+		t.Fatalf("one target (a merge): %v", err)
 	}
 	u, id, err := checkSplitSpec(SplitSpec{Tenant: "t:{1}", Targets: two}, newID)
 	if err != nil || id != "fresh" || u != routing.TenantUnit("t:{1}") {
@@ -181,6 +185,8 @@ func TestPlanSplit(t *testing.T) {
 		{"same width", SplitSpec{Tenant: "wide", Targets: []string{"c", "d"}}, all, "a re-split must change the width"},
 		{"sub-bucket stays", SplitSpec{Tenant: "wide", Targets: []string{"c", "b", "d"}}, all, `Targets[1] is "b"`},
 		{"no client for sub-bucket", SplitSpec{Tenant: "wide", Targets: []string{"c", "d", "a"}}, knownShards("a", "c", "d"), `no client for source shard "b" (sub-bucket 1)`},
+		{"merge of an override", SplitSpec{Tenant: "over", Targets: []string{"b"}}, all, "one unit already"},
+		{"no client for a merged sub-bucket", SplitSpec{Tenant: "wide", Targets: []string{"c"}}, knownShards("a", "c"), `no client for source shard "b" (sub-bucket 1)`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := planSplit(tab, tc.spec, tc.has)
@@ -195,6 +201,11 @@ func TestPlanSplit(t *testing.T) {
 	want := []lane{{unit: routing.SpreadUnit("wide", 0), shard: "a"}, {unit: routing.SpreadUnit("wide", 1), shard: "b"}}
 	if err != nil || !reflect.DeepEqual(lanes, want) {
 		t.Fatalf("re-split: %v, %v; want %v", lanes, err, want)
+	}
+	// A merge may go to the shard of any sub-bucket: its unit is the override unit.
+	lanes, err = planSplit(tab, SplitSpec{Tenant: "wide", Targets: []string{"a"}}, all)
+	if err != nil || !reflect.DeepEqual(lanes, want) {
+		t.Fatalf("merge: %v, %v; want %v", lanes, err, want)
 	}
 }
 

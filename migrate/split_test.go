@@ -30,14 +30,19 @@ func routeKey(t *routing.Table, tenant, key string) (routing.Unit, string) {
 
 // splitEnvs returns a standalone env (control and shards a, b, c, d on five servers) and a
 // cluster env (control and shard a on the shared cluster, shards b, c, d standalone).
-func splitEnvs(t *testing.T) map[string]*env {
+// so, if given, are the shards' routing options.
+func splitEnvs(t *testing.T, so ...routing.ShardOptions) map[string]*env {
+	var o routing.ShardOptions
+	if len(so) > 0 {
+		o = so[0]
+	}
 	srv := celebritytest.Shards(t, 5)
 	std := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": srv[2].Client(t),
-		"c": srv[3].Client(t), "d": srv[4].Client(t)}, routing.ShardOptions{})
+		"c": srv[3].Client(t), "d": srv[4].Client(t)}, o)
 	cl := celebritytest.SharedCluster(t)
 	more := celebritytest.Shards(t, 3)
 	clu := newEnvOver(t, cl.Client(t), map[string]migrate.ShardClient{"a": cl.Client(t), "b": more[0].Client(t),
-		"c": more[1].Client(t), "d": more[2].Client(t)}, routing.ShardOptions{})
+		"c": more[1].Client(t), "d": more[2].Client(t)}, o)
 	return map[string]*env{"standalone": std, "cluster": clu}
 }
 
@@ -145,7 +150,7 @@ func (m *tmodel) checkSpread(t testing.TB, e *env, tenant string) {
 		if f := m.opf[id]; len(f) < len(prefix) || f[:len(prefix)] != prefix {
 			continue
 		}
-		rec, ok := ops[id]
+		rec, ok := ops[routing.OpKey(tenant, id)]
 		require.True(t, ok, "op %s of %q missing", id, tenant)
 		or, err := routing.DecodeOpRecord(rec)
 		require.NoError(t, err)
@@ -409,8 +414,8 @@ func TestSplitBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		spec migrate.SplitSpec
 		want string
 	}{
-		{migrate.SplitSpec{Tenant: "over"}, "Targets must name 2..1024 shards"},
-		{migrate.SplitSpec{Tenant: "over", Targets: []string{"b"}}, "got 1"},
+		{migrate.SplitSpec{Tenant: "over"}, "Targets must name 1..1024 shards"},
+		{migrate.SplitSpec{Tenant: "over", Targets: []string{"b"}}, "one unit already"},
 		{migrate.SplitSpec{Tenant: "over", Targets: tooMany}, "got 1025"},
 		{migrate.SplitSpec{Tenant: "over", Targets: []string{"b", "zz"}}, `Targets[1]: unknown shard "zz"`},
 		{migrate.SplitSpec{Tenant: "", Targets: []string{"b", "c"}}, "tenant"},

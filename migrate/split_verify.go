@@ -21,7 +21,7 @@ func (c *Coordinator) splitHolders(r *run) (src, dst []holder) {
 		src = append(src, holder{c.shards[l.shard], c.keys.Unit(l.unit)})
 	}
 	for j, name := range r.SplitTo {
-		dst = append(dst, holder{c.shards[name], c.keys.Unit(routing.SpreadUnit(r.Unit.Tenant, uint32(j)))})
+		dst = append(dst, holder{c.shards[name], c.keys.Unit(targetUnit(r.Unit.Tenant, len(r.SplitTo), j))})
 	}
 	return src, dst
 }

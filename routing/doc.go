@@ -53,7 +53,9 @@
 //     is admitted only if the unit is open here at a generation <= the caller's, and the
 //     tenant was not moved out of the bucket; otherwise [ErrStaleRoute], nothing changed;
 //  2. check and record the operation ID: a retried operation returns its first result; the
-//     same ID with a different operation is [ErrConflict];
+//     same ID with a different operation is [ErrConflict]. Operation IDs are per tenant
+//     (counters such as "confirm-1" are normal): another tenant's use of the same ID, in the
+//     same bucket or after a carve-out or fold-back, is another operation;
 //  3. apply the versioned change (Put, Delete as a tombstone, optional compare-and-set on
 //     the version);
 //  4. append a change-log entry for the unit (a stream in the same slot).
@@ -92,10 +94,17 @@
 //	                   highest fencing epoch that acted on the unit here (see
 //	                   TransitionFenced); routing ignores fields it does not know
 //	<tag>:rec   HASH   RecordField(tenant, key) -> "<version>:l:<value>" | "<version>:t:"
-//	<tag>:ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>:<field>"
-//	<tag>:opx   ZSET   op ID, score = expiry (unix ms)
+//	<tag>:ops   HASH   op key -> "<fingerprint>:<outcome>:<version>:<field>"
+//	<tag>:opx   ZSET   op key, score = expiry (unix ms)
 //	<tag>:tomb  ZSET   record field of a tombstone, score = expiry (unix ms)
 //	<tag>:log   STREAM change log: k (put|del|noop), f, r, o, op, x, tx (see LogEntry)
+//
+// The op key is the operation ID scoped by its tenant, "<len(tenant)>:<tenant><op ID>"
+// ([OpKey], the form of [RecordField]). Op records written by versions before the scoping
+// are stored under the bare op ID: the write script still finds such a record, for the
+// tenant whose field it names only (or for any tenant, in the oldest form that names no
+// field), until it expires ([DefaultOpRetention]). Upgrade every writer of a unit together:
+// a writer of the older version does not look for scoped records.
 //
 // In the control Redis: P:table (HASH gen, table JSON) and the channel P:table:announce.
 // [Keys] computes all of them; [EncodeRecord], [DecodeRecord], [EncodeOpRecord],
@@ -109,7 +118,13 @@
 // a record on its own shard that is not open (closed, importing, cancelled, ...), because
 // moving an owned unit is a migration, not a table edit. It only creates missing records;
 // before opening a new override or spread unit it marks the tenant as moved out of its hash
-// bucket, so that clients on an older table cannot keep writing the tenant there. B and the
+// bucket, so that clients on an older table cannot keep writing the tenant there. A table
+// that newly places a tenant with data in its bucket would hide that data, so the Store a
+// Router gives ([Router.Store], or any Store built with StoreOptions.Shards) refuses to
+// publish it with [ErrTenantHasData]: it marks the tenant in its bucket first (from that
+// instant a client on the older table is refused there), then looks for the tenant's data,
+// and clears the mark if it refuses. Such a tenant moves with a tenant migration (package
+// migrate's Carve). B and the
 // width of a spread never change ([Store.Publish] refuses such a table): unit names depend
 // on them.
 //
@@ -137,8 +152,11 @@
 //     [Store.PublishGuarded] publishes only while a guard hash in the table's slot
 //     ([Keys.ControlTag]) holds given values (migrate: the driver's epoch in its journal).
 //
-// Tenant names must be valid UTF-8 everywhere they enter (Router calls, units, tables): a
-// table is stored as JSON text, which cannot carry other bytes losslessly.
+// Tenant names must be valid UTF-8 of 1..[MaxTenantLen] (256) bytes everywhere they enter
+// (Router calls, units, tables): a table is stored as JSON text, which cannot carry other
+// bytes losslessly, and an overridden or spread tenant rides in every table every Router
+// fetches. A longer name is refused with an error wrapping [ErrInvalid] (a table's with
+// [ErrInvalidTable]) that quotes only its first 64 bytes.
 //
 // Never delete an ownership record when cleaning up a source: a closed record keeps stale
 // clients out, and a missing one could be claimed again by Provision.

@@ -53,7 +53,7 @@ func TestOddTenantsKeysAndOpIDsRoundTrip(t *testing.T) {
 	r, err := routing.New(c, routing.Options{Shards: map[string]routing.Scripter{"a": c, "b": c}, Prefix: prefix(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
-	odd := []string{"a\x00b", "a", "a:b", "a_b", ":", "{", "}", "{x}", "x", "\ufffd", strings.Repeat("t", 1<<20)}
+	odd := []string{"a\x00b", "a", "a:b", "a_b", ":", "{", "}", "{x}", "x", "\ufffd", strings.Repeat("t", routing.MaxTenantLen)}
 	tb := routing.EvenTable(1, 16, "a", "b")
 	tb.Overrides = map[string]string{"{x}": "b", "a:b": "a"} // tenant units with braces and ':'
 	require.NoError(t, r.Store().Publish(ctx, tb))
@@ -80,12 +80,15 @@ func TestOddTenantsKeysAndOpIDsRoundTrip(t *testing.T) {
 	for _, tc := range []struct{ tenant, opID, key, want string }{
 		{"", "op", "k", "empty tenant"},
 		{"\xff\xfe", "op", "k", "tenant must be valid UTF-8"},
+		{strings.Repeat("t", routing.MaxTenantLen+1), "op", "k", "tenant must be 1..256 bytes, got 257"},
+		{strings.Repeat("t", 1<<20), "op", "k", "tenant must be 1..256 bytes, got 1048576"},
 		{"t", "", "k", "empty operation ID"},
 		{"t", "op", "", "key"},
 	} {
 		_, err := r.Do(ctx, tc.tenant, tc.opID, routing.Put(tc.key, "v"))
-		require.ErrorIs(t, err, routing.ErrInvalid, "%+v", tc)
-		require.ErrorContains(t, err, tc.want, "%+v", tc)
+		require.ErrorIs(t, err, routing.ErrInvalid, "%.20q", tc.tenant)
+		require.ErrorContains(t, err, tc.want, "%.20q", tc.tenant)
+		require.Less(t, len(err.Error()), 300, "the error quotes a short prefix of the input")
 	}
 	after, err := celebritytest.AdminOf(t, c).DBSize(ctx).Result()
 	require.NoError(t, err)
@@ -113,4 +116,53 @@ func TestRecordFieldsAndOpRecordsRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, rec, got, "value %.20q", tenant)
 	}
+}
+
+// TestLongTenantsAreRefusedWithAShortQuote: a tenant over routing.MaxTenantLen bytes (257
+// bytes, 1 MiB) is refused everywhere it could enter a table or a unit (an override or a
+// spread in a published table, a tenant or spread unit, Route), with an error wrapping
+// ErrInvalid (ErrInvalidTable for a table) that names the tenant and quotes a short prefix
+// of it; nothing is stored. A tenant of exactly MaxTenantLen bytes is placed and loads back.
+func TestLongTenantsAreRefusedWithAShortQuote(t *testing.T) {
+	c := celebritytest.Standalone(t).Client(t)
+	ctx := ctxT(t)
+	r, err := routing.New(c, routing.Options{Shards: map[string]routing.Scripter{"a": c, "b": c}, Prefix: prefix(t)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = r.Close() })
+	require.NoError(t, r.Store().Publish(ctx, routing.EvenTable(1, 16, "a", "b")))
+	short := func(err error) {
+		t.Helper()
+		require.ErrorContains(t, err, "tenant must be 1..256 bytes")
+		require.Less(t, len(err.Error()), 300, "the error quotes a short prefix of the tenant")
+	}
+	for _, tenant := range []string{strings.Repeat("t", routing.MaxTenantLen+1), strings.Repeat("t", 1<<20)} {
+		for _, place := range []func(tb *routing.Table){
+			func(tb *routing.Table) { tb.SetOverride(tenant, "b") },
+			func(tb *routing.Table) { tb.SetSpread(tenant, []string{"a", "b"}) },
+		} {
+			tb := routing.EvenTable(2, 16, "a", "b")
+			place(tb)
+			err := r.Store().Publish(ctx, tb)
+			require.ErrorIs(t, err, routing.ErrInvalidTable)
+			short(err)
+			cur, err := r.Store().Load(ctx)
+			require.NoError(t, err)
+			require.Equal(t, uint64(1), cur.Generation, "a refused table is not stored")
+		}
+		for _, u := range []routing.Unit{routing.TenantUnit(tenant), routing.SpreadUnit(tenant, 1)} {
+			err := u.Validate()
+			require.ErrorIs(t, err, routing.ErrInvalid)
+			short(err)
+		}
+		_, err := r.Route(tenant, "k")
+		require.ErrorIs(t, err, routing.ErrInvalid)
+		short(err)
+	}
+	tenant := strings.Repeat("t", routing.MaxTenantLen)
+	tb := routing.EvenTable(2, 16, "a", "b")
+	tb.SetOverride(tenant, "b")
+	require.NoError(t, r.Store().Publish(ctx, tb))
+	got, err := r.Store().Load(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "b", got.Overrides[tenant])
 }

@@ -14,7 +14,8 @@ import (
 //	k  kind: "put", "del" (the record changed) or "noop" (only an op record was written)
 //	f  record field (see RecordField)
 //	r  the record after the write, encoded (see EncodeRecord); empty for "noop"
-//	o  operation ID
+//	o  the op record's key in Ops: OpKey(tenant, operation ID) (the bare operation ID in
+//	   entries written before op IDs were scoped per tenant)
 //	op the idempotency record, encoded (see EncodeOpRecord)
 //	x  expiry of the idempotency record, unix milliseconds
 //	tx expiry of the tombstone for "del" (unix milliseconds), "0" otherwise
@@ -28,7 +29,7 @@ type LogEntry struct {
 	Kind     string   // Kind is "put", "del" or "noop".
 	Field    string   // Field is the record field.
 	Record   Record   // Record is the record after the write (zero for "noop").
-	OpID     string   // OpID is the operation ID.
+	OpID     string   // OpID is the op record's key in Ops (see OpKey).
 	Op       OpRecord // Op is the idempotency record written.
 	OpExpiry int64    // OpExpiry is the op record's expiry, unix milliseconds.
 	// TombstoneExpiry is the tombstone's expiry for "del", unix milliseconds; 0 otherwise.

@@ -94,6 +94,10 @@ type ShardOptions struct {
 type StoreOptions struct {
 	// Prefix is the key prefix (no braces). Default: DefaultPrefix.
 	Prefix string
+	// Shards, if set, are the shards the tables name, by name: with them Publish checks
+	// that a tenant a table newly places has no data left in its bucket (see
+	// [Store.Publish]). Default: none (no check; [Router.Store] has the Router's shards).
+	Shards map[string]Scripter
 }
 
 // withDefaults fills the zero fields of o with the defaults and validates it; errors wrap
@@ -168,6 +172,11 @@ func (o ShardOptions) withDefaults() (ShardOptions, error) {
 
 // withDefaults validates o (the zero value is valid).
 func (o StoreOptions) withDefaults() (StoreOptions, error) {
+	for name := range o.Shards {
+		if err := checkShardName("StoreOptions.Shards: shard name", name); err != nil {
+			return o, err
+		}
+	}
 	return o, validPrefix(o.Prefix)
 }
 

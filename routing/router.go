@@ -85,6 +85,7 @@ func New(control Control, o Options) (*Router, error) {
 		}
 		r.shards[name] = s
 	}
+	store.shards = r.shards
 	ctx, cancel := context.WithCancel(context.Background())
 	r.stop = cancel
 	go r.watch(ctx, control)
@@ -137,10 +138,14 @@ var (
 	errInvalidTenant = fmt.Errorf("%w: tenant must be valid UTF-8 (a table stores it as JSON text, which cannot carry other bytes losslessly)", ErrInvalid)
 )
 
-// checkTenant refuses an empty tenant and one that is not valid UTF-8.
+// checkTenant refuses an empty tenant, one longer than MaxTenantLen bytes and one that is
+// not valid UTF-8. It does not allocate for a good tenant.
 func checkTenant(tenant string) error {
 	if tenant == "" {
 		return errEmptyTenant
+	}
+	if len(tenant) > MaxTenantLen {
+		return fmt.Errorf("%w: %s", ErrInvalid, tenantProblem(tenant))
 	}
 	if !utf8.ValidString(tenant) {
 		return errInvalidTenant

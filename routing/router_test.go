@@ -87,7 +87,7 @@ func TestDoRedirectsOnceAfterBucketMoved(t *testing.T) {
 	require.Equal(t, int64(1), n, "the refused attempt left no change-log entry on the old owner")
 	entries := logEntries(t, f.clients["b"], f.shard(t, "b"), u)
 	require.Len(t, entries, 1)
-	require.Equal(t, "op-2", entries[0].OpID)
+	require.Equal(t, routing.OpKey(tenant, "op-2"), entries[0].OpID)
 }
 
 func TestStaleClientAfterABAIsRejected(t *testing.T) {

@@ -116,9 +116,11 @@ func TestRetriedOperationReturnsItsFirstResult(t *testing.T) {
 			_, err = s.Exec(ctx, u, 1, "t", "op-1", other)
 			require.ErrorIs(t, err, routing.ErrConflict, "%+v", other)
 		}
-		_, err = s.Exec(ctx, u, 1, "other-tenant", "op-1", routing.Put("k", "v1"))
-		require.ErrorIs(t, err, routing.ErrConflict)
-		require.Len(t, logEntries(t, c, s, u), 2)
+		// Operation IDs are per tenant: another tenant's op-1 is its own operation.
+		res, err := s.Exec(ctx, u, 1, "other-tenant", "op-1", routing.Put("k", "v1"))
+		require.NoError(t, err)
+		require.Equal(t, routing.Result{Applied: true, Version: 1}, res)
+		require.Len(t, logEntries(t, c, s, u), 3)
 	})
 }
 
@@ -169,10 +171,10 @@ func TestVersionedRecordStore(t *testing.T) {
 		require.Equal(t, []string{"put", "noop", "del", "noop", "put"}, kinds)
 		require.Equal(t, routing.RecordField("big", "k"), entries[4].Field)
 		require.Equal(t, routing.Record{Version: 3, Value: "c"}, entries[4].Record)
-		require.Equal(t, "5", entries[4].OpID)
+		require.Equal(t, routing.OpKey("big", "5"), entries[4].OpID)
 		require.Equal(t, routing.OpRecord{Fingerprint: entries[4].Op.Fingerprint, Outcome: routing.OutcomeApplied,
 			Version: 3, Field: routing.RecordField("big", "k")}, entries[4].Op)
-		raw, err := c.HGet(ctx, s.Keys().Unit(u).Ops, "5").Result()
+		raw, err := c.HGet(ctx, s.Keys().Unit(u).Ops, routing.OpKey("big", "5")).Result()
 		require.NoError(t, err)
 		require.Equal(t, routing.EncodeOpRecord(entries[4].Op), raw, "the op record in Ops equals the logged one")
 		require.Zero(t, entries[4].TombstoneExpiry)
@@ -255,7 +257,7 @@ func TestExpiredOpRecordsAndTombstonesArePurged(t *testing.T) {
 		require.NoError(t, err)
 		ops, err := celebritytest.AdminOf(t, c).HKeys(ctx, k.Ops).Result()
 		require.NoError(t, err)
-		require.Equal(t, []string{"op-3"}, ops)
+		require.Equal(t, []string{routing.OpKey("t", "op-3")}, ops)
 		_, ok, err := s.Get(ctx, u, 1, "t", "k")
 		require.NoError(t, err)
 		require.True(t, ok, "the tombstone outlives the op records")
@@ -319,7 +321,7 @@ func TestReplayNeedsTheSameRecordFieldNotOnlyTheFingerprint(t *testing.T) {
 		_, err := s.Exec(ctx, u, 1, "alice", "op-1", routing.Put("k", "v"))
 		require.NoError(t, err)
 		k := s.Keys().Unit(u)
-		stored, err := c.HGet(ctx, k.Ops, "op-1").Result()
+		stored, err := c.HGet(ctx, k.Ops, routing.OpKey("alice", "op-1")).Result()
 		require.NoError(t, err)
 		rec, err := routing.DecodeOpRecord(stored)
 		require.NoError(t, err)
@@ -328,7 +330,7 @@ func TestReplayNeedsTheSameRecordFieldNotOnlyTheFingerprint(t *testing.T) {
 		// Stand-in for a collision: bob's record under op-2 carries the fingerprint of
 		// alice's op, with bob's field.
 		rec.Field = routing.RecordField("bob", "k")
-		require.NoError(t, c.HSet(ctx, k.Ops, "op-2", routing.EncodeOpRecord(rec)).Err())
+		require.NoError(t, c.HSet(ctx, k.Ops, routing.OpKey("alice", "op-2"), routing.EncodeOpRecord(rec)).Err())
 		_, err = s.Exec(ctx, u, 1, "alice", "op-2", routing.Put("k", "v"))
 		require.ErrorIs(t, err, routing.ErrConflict, "bob's result is not alice's")
 		again, err := s.Exec(ctx, u, 1, "alice", "op-1", routing.Put("k", "v"))

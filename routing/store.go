@@ -30,9 +30,11 @@ var (
 type Store struct {
 	client Control
 	keys   Keys
+	shards map[string]*Shard // the shards tables name, to check new placements; nil: none
 }
 
-// NewStore returns a store over the control Redis client.
+// NewStore returns a store over the control Redis client. With StoreOptions.Shards it
+// checks new placements before it publishes them (see [Store.Publish]).
 func NewStore(client Control, o StoreOptions) (*Store, error) {
 	if client == nil {
 		return nil, invalidf("control client must not be nil")
@@ -41,7 +43,18 @@ func NewStore(client Control, o StoreOptions) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{client: client, keys: Keys(o)}, nil
+	st := &Store{client: client, keys: Keys{Prefix: o.Prefix}}
+	if len(o.Shards) > 0 {
+		st.shards = make(map[string]*Shard, len(o.Shards))
+		for name, c := range o.Shards {
+			sh, err := NewShard(name, c, ShardOptions{Prefix: o.Prefix})
+			if err != nil {
+				return nil, err
+			}
+			st.shards[name] = sh
+		}
+	}
+	return st, nil
 }
 
 // GenerationConflictError is the typed form of ErrGenerationConflict.
@@ -73,6 +86,23 @@ func (e *GenerationConflictError) Is(target error) bool { return target == ErrGe
 // is the first table's for the store's life.) The table that ends a re-split, which closed
 // the old sub-buckets and opened the new ones at its generation, is published with
 // [Store.PublishReshaped].
+//
+// A table that newly places a tenant (an override or a spread for a tenant the current
+// table routes by its hash bucket) would hide whatever the tenant has in that bucket: the
+// new unit opens empty (Provision refuses it) and the tenant is unreadable until the table
+// is reverted. A Store that knows the shards (the one [Router.Store] returns, or one built
+// with StoreOptions.Shards) therefore first marks each such tenant as moved out of its
+// bucket (a client on an older table is refused there from that instant, see
+// [Shard.MarkMoved]), then looks for the tenant's records, tombstones and idempotency
+// records in the bucket, and refuses the table with ErrTenantHasData if it finds any,
+// clearing its marks (such a tenant moves with a tenant migration, package migrate). The
+// marks of a table that was refused (a generation conflict, a guard) are cleared; after
+// another error (a lost reply) they stay, as the publication may have happened, and a
+// retry finds them. A later table that drops such a placement before any of its units was
+// opened (a placement reverted before Provision) clears the tenant's mark once it is
+// published, so the tenant writes in its bucket again; a placement whose unit was opened
+// returns by a fold-back. A Store built without shards does not check: it is the low-level path
+// that package migrate, which moves the data first, publishes through.
 func (s *Store) Publish(ctx context.Context, t *Table) error {
 	return s.publish(ctx, t, "", nil, "")
 }
@@ -109,6 +139,8 @@ func (s *Store) publish(ctx context.Context, t *Table, guardKey string, want map
 	if err := t.Validate(); err != nil {
 		return err
 	}
+	var marks []markedTenant
+	var prev *Table
 	if t.Generation > 1 {
 		cur, err := s.Load(ctx)
 		if err != nil && !errors.Is(err, ErrNoTable) {
@@ -119,7 +151,25 @@ func (s *Store) publish(ctx context.Context, t *Table, guardKey string, want map
 				return err
 			}
 		}
+		if cur != nil && s.shards != nil && cur.Generation+1 == t.Generation {
+			if marks, err = s.guardPlacements(ctx, cur, t); err != nil {
+				return err
+			}
+			prev = cur
+		}
 	}
+	err := s.publishScripted(ctx, t, guardKey, want)
+	switch {
+	case err != nil && unpublished(err):
+		s.undoMarks(ctx, marks)
+	case err == nil && prev != nil:
+		s.unmarkUnopened(ctx, prev, t)
+	}
+	return err
+}
+
+// publishScripted runs publish.lua for t and the guard.
+func (s *Store) publishScripted(ctx context.Context, t *Table, guardKey string, want map[string]string) error {
 	keys, args, err := s.publishArgs(t, guardKey, want)
 	if err != nil {
 		return err

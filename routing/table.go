@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"unicode/utf8"
+
+	"github.com/celebrity-go/celebrity/internal/errs"
 )
 
 // The documented limits of a Table.
@@ -18,7 +20,25 @@ const (
 	MaxSpread = 1024
 	// MaxShards bounds the number of shards a table names.
 	MaxShards = 65535
+	// MaxTenantLen bounds a tenant's name, in bytes: an overridden or spread tenant rides
+	// in every table every Router fetches, and every tenant in its record fields.
+	MaxTenantLen = 256
 )
+
+// tenantProblem returns why tenant is not a usable tenant name ("" when it is): empty,
+// longer than MaxTenantLen bytes, or not valid UTF-8 (a table stores it as JSON text, which
+// cannot carry other bytes losslessly). It quotes at most a short prefix of the name.
+func tenantProblem(tenant string) string {
+	switch {
+	case tenant == "":
+		return "tenant is empty"
+	case len(tenant) > MaxTenantLen:
+		return fmt.Sprintf("tenant must be 1..%d bytes, got %d (%q)", MaxTenantLen, len(tenant), errs.Short(tenant))
+	case !utf8.ValidString(tenant):
+		return fmt.Sprintf("tenant %q is not valid UTF-8 (a table stores it as JSON text, which cannot carry other bytes losslessly)", errs.Short(tenant))
+	}
+	return ""
+}
 
 // Range assigns buckets First..Last (inclusive) to a shard.
 type Range struct {
@@ -278,8 +298,8 @@ func (t *Table) validateOverrides(known map[string]bool) error {
 		switch {
 		case tenant == "":
 			return badTable("override with an empty tenant")
-		case !utf8.ValidString(tenant):
-			return badTable("override of tenant %q: the tenant is not valid UTF-8", tenant)
+		case tenantProblem(tenant) != "":
+			return badTable("override: %s", tenantProblem(tenant))
 		case !known[s]:
 			return badTable("override of tenant %q names unknown shard %q", tenant, s)
 		}
@@ -296,8 +316,8 @@ func (t *Table) validateSpreads(known map[string]bool) error {
 		switch {
 		case tenant == "":
 			return badTable("spread with an empty tenant")
-		case !utf8.ValidString(tenant):
-			return badTable("spread of tenant %q: the tenant is not valid UTF-8", tenant)
+		case tenantProblem(tenant) != "":
+			return badTable("spread: %s", tenantProblem(tenant))
 		case len(ss) < 1 || len(ss) > MaxSpread:
 			return badTable("spread of tenant %q must have 1..%d sub-buckets, got %d", tenant, MaxSpread, len(ss))
 		}

@@ -101,9 +101,14 @@ func TestHashVectorsRoute(t *testing.T) {
 				h, err := strconv.ParseUint(v.Hash, 10, 64)
 				require.NoError(t, err)
 				require.Equal(t, h, hashing.Sum64(v.ID), "hash of %q", v.ID)
+				require.Equal(t, want, routing.BucketOf(v.ID, buckets), "bucket of %.20q with B=%d", v.ID, buckets)
 				rt, err := r.Route(v.ID, "")
 				if v.ID == "" {
 					require.ErrorIs(t, err, routing.ErrInvalidInput, "an empty tenant is refused, not routed")
+					continue
+				}
+				if len(v.ID) > routing.MaxTenantLen {
+					require.ErrorIs(t, err, routing.ErrInvalidInput, "a tenant over MaxTenantLen bytes is refused, not routed")
 					continue
 				}
 				require.NoError(t, err)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/celebrity-go/celebrity/internal/slot"
 )
@@ -82,15 +81,15 @@ func (u Unit) Validate() error {
 		if u.Tenant == "" || u.Sub != 0 {
 			return fmt.Errorf("%w: tenant unit needs a tenant and no sub-bucket", ErrInvalid)
 		}
-		if !utf8.ValidString(u.Tenant) {
-			return fmt.Errorf("%w: tenant %q is not valid UTF-8", ErrInvalid, u.Tenant)
+		if p := tenantProblem(u.Tenant); p != "" {
+			return fmt.Errorf("%w: %s", ErrInvalid, p)
 		}
 	case KindSpread:
 		if u.Tenant == "" {
 			return fmt.Errorf("%w: spread unit needs a tenant", ErrInvalid)
 		}
-		if !utf8.ValidString(u.Tenant) {
-			return fmt.Errorf("%w: tenant %q is not valid UTF-8", ErrInvalid, u.Tenant)
+		if p := tenantProblem(u.Tenant); p != "" {
+			return fmt.Errorf("%w: %s", ErrInvalid, p)
 		}
 	default:
 		return fmt.Errorf("%w: unknown unit kind %d", ErrInvalid, u.Kind)
@@ -198,6 +197,13 @@ func escapeTag(b *strings.Builder, s string) {
 func RecordField(tenant, key string) string {
 	return strconv.Itoa(len(tenant)) + ":" + tenant + key
 }
+
+// OpKey returns the field under which a tenant's operation opID is recorded in a unit's Ops
+// hash (and its member in OpExpiry): the op ID scoped by its tenant, in RecordField's form.
+// Operation IDs are per tenant: two tenants of a shared bucket may both use "confirm-1".
+// Op records written before op IDs were scoped are stored under the bare op ID; the write
+// script still finds them (for their own tenant only) until they expire.
+func OpKey(tenant, opID string) string { return RecordField(tenant, opID) }
 
 // SplitRecordField reverses RecordField.
 func SplitRecordField(field string) (tenant, key string, ok bool) {

@@ -7,8 +7,10 @@
 -- KEYS[1]  own   HASH   ownership record: gen, state, "x:<tenant>" for tenants moved out, and
 --                       "vfloor": the highest version of a tombstone purged here
 -- KEYS[2]  rec   HASH   record field -> "<version>:l:<value>" or "<version>:t:" (tombstone)
--- KEYS[3]  ops   HASH   op ID -> "<fingerprint>:<outcome>:<version>:<field>"
--- KEYS[4]  opx   ZSET   op ID scored by its expiry, unix ms
+-- KEYS[3]  ops   HASH   op key -> "<fingerprint>:<outcome>:<version>:<field>"; the op key is the
+--                       op ID scoped by its tenant, "<#tenant>:<tenant><opid>" (routing's OpKey),
+--                       or the bare op ID in records written before op IDs were scoped
+-- KEYS[4]  opx   ZSET   op key scored by its expiry, unix ms
 -- KEYS[5]  tomb  ZSET   record field scored by the tombstone's expiry, unix ms
 -- KEYS[6]  log   STREAM change log, one entry per recorded operation
 -- ARGV[1]  gen      route generation the caller routed with (integer >= 1)
@@ -32,7 +34,8 @@
 --   {"done", outcome, version}    recorded now; outcome "ok", "mismatch" or "absent"
 -- Invariant: a write lands only while the unit is open here at a generation <= the caller's;
 -- every recorded operation leaves exactly one op record and one change-log entry; an op ID
--- is applied at most once while its record lives; a record's version never goes backwards,
+-- is applied at most once per tenant while its record lives (another tenant's use of the same
+-- ID, in a shared bucket, is another operation); a record's version never goes backwards,
 -- not even after its tombstone was purged (a new record starts above "vfloor").
 
 local own_key, rec_key, ops_key, opx_key, tomb_key, log_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
@@ -87,8 +90,17 @@ if redis.call("HEXISTS", own_key, "x:" .. tenant) == 1 then
   return {"stale", ogen, ostate, "1"}
 end
 
--- 2. Idempotency.
-local prev = redis.call("HGET", ops_key, opid)
+-- 2. Idempotency, per tenant: the op record lives under the op key. A record stored under
+-- the bare op ID (written before op IDs were scoped) is this operation's only if it names
+-- one of this tenant's fields (or no field, as the oldest records do).
+local opkey = str(#tenant) .. ":" .. tenant .. opid
+local prev = redis.call("HGET", ops_key, opkey)
+if not prev then
+  local legacy = redis.call("HGET", ops_key, opid)
+  local lfield = legacy and (string.match(legacy, "^[^:]*:[^:]*:%d+:(.*)$") or "")
+  local mine = str(#tenant) .. ":" .. tenant
+  if legacy and (lfield == "" or string.sub(lfield, 1, #mine) == mine) then prev = legacy end
+end
 if prev then
   -- The stored field (absent in records written before it was added) must match as well:
   -- the fingerprint is a 64-bit hash, the field is exact.
@@ -130,14 +142,14 @@ end
 -- 4. Record the op and log it.
 local oprec = fp .. ":" .. outcome .. ":" .. str(ver) .. ":" .. field
 local opexp = str(now + opttl)
-redis.call("HSET", ops_key, opid, oprec)
-redis.call("ZADD", opx_key, opexp, opid)
+redis.call("HSET", ops_key, opkey, oprec)
+redis.call("ZADD", opx_key, opexp, opkey)
 if logmax > 0 then
   redis.call("XADD", log_key, "MAXLEN", "~", str(logmax), "*",
-    "k", logkind, "f", field, "r", rec, "o", opid, "op", oprec, "x", opexp, "tx", tombexp)
+    "k", logkind, "f", field, "r", rec, "o", opkey, "op", oprec, "x", opexp, "tx", tombexp)
 else
   redis.call("XADD", log_key, "*",
-    "k", logkind, "f", field, "r", rec, "o", opid, "op", oprec, "x", opexp, "tx", tombexp)
+    "k", logkind, "f", field, "r", rec, "o", opkey, "op", oprec, "x", opexp, "tx", tombexp)
 end
 
 -- 5. Amortised retention: drop a few expired op records and tombstones.

@@ -20,7 +20,7 @@ type migrateFlags struct {
 	connFlags
 	prefix, shards, id, target, tenant string
 	bucket, sub                        int
-	detach, carve, fold, split         bool
+	detach, carve, fold, split, merge  bool
 	lease, interval                    time.Duration
 	batch                              int
 }
@@ -37,6 +37,7 @@ func (mf *migrateFlags) flagSet(e *env, sub string) *flag.FlagSet {
 	fs.BoolVar(&mf.carve, "carve", false, "start, with --tenant: carve the tenant out of its shared bucket into an override of its own on --target")
 	fs.BoolVar(&mf.fold, "fold", false, "start, with --tenant: fold the tenant's override back into its shared bucket (--target, if given, must be the bucket's shard)")
 	fs.BoolVar(&mf.split, "split", false, "start, with --tenant: split the overridden (or spread) tenant into a spread over --target, one shard per sub-bucket, comma-separated (a,b,c,d: four sub-buckets)")
+	fs.BoolVar(&mf.merge, "merge", false, "start, with --tenant: merge the spread tenant back into one override unit on --target (one shard)")
 	fs.BoolVar(&mf.detach, "detach", false, "start: record the migration and exit; drive it later with 'migrate resume'")
 	fs.DurationVar(&mf.lease, "lease", migrate.DefaultLeaseTTL, "driver lease: a driver silent this long is taken over by 'resume'")
 	fs.DurationVar(&mf.interval, "interval", 500*time.Millisecond, "refresh `interval` of the progress display")
@@ -136,8 +137,12 @@ func (mf *migrateFlags) spec(sub string) (migrate.Spec, error) {
 	}
 	s := migrate.Spec{ID: mf.id, Target: mf.target}
 	switch {
-	case mf.carve && mf.fold, mf.split && (mf.carve || mf.fold):
-		return s, usagef("give one of --carve, --fold and --split")
+	case mf.carve && mf.fold, mf.split && (mf.carve || mf.fold), mf.merge && (mf.carve || mf.fold || mf.split):
+		return s, usagef("give one of --carve, --fold, --split and --merge")
+	case mf.merge && (mf.tenant == "" || mf.sub >= 0 || mf.bucket >= 0 || mf.target == "" || strings.Contains(mf.target, ",")):
+		return s, usagef("--merge needs --tenant and one --target shard (no --sub or --bucket)")
+	case mf.merge:
+		s.Unit = routing.TenantUnit(mf.tenant)
 	case mf.split && (mf.tenant == "" || mf.sub >= 0 || mf.bucket >= 0 || mf.target == ""):
 		return s, usagef("--split needs --tenant and --target a,b,... (one shard per sub-bucket; no --sub or --bucket)")
 	case mf.split:
@@ -195,6 +200,8 @@ func (m *migrator) start(spec migrate.Spec) error {
 	case m.mf.split:
 		st, err = m.co.StartSplit(m.e.ctx, migrate.SplitSpec{ID: spec.ID, Tenant: spec.Unit.Tenant,
 			Targets: strings.Split(spec.Target, ",")})
+	case m.mf.merge:
+		st, err = m.co.StartMerge(m.e.ctx, migrate.MergeSpec{ID: spec.ID, Tenant: spec.Unit.Tenant, Target: spec.Target})
 	default:
 		st, err = m.co.Start(m.e.ctx, spec)
 	}

@@ -120,9 +120,12 @@ func TestMigrateBadInputChangesNothing(t *testing.T) {
 		"carve, no tenant": {2, []string{"migrate", "start", "--carve", "--bucket", "1", "--target", "b", "--shard", f.shardFlag}, "--carve needs --tenant"},
 		"carve a sub":      {2, []string{"migrate", "start", "--carve", "--tenant", "x", "--sub", "1", "--target", "b", "--shard", f.shardFlag}, "--carve needs --tenant"},
 		"fold, no tenant":  {2, []string{"migrate", "start", "--fold", "--bucket", "1", "--shard", f.shardFlag}, "--fold needs --tenant"},
-		"carve and fold":   {2, []string{"migrate", "start", "--carve", "--fold", "--tenant", "x", "--target", "b", "--shard", f.shardFlag}, "one of --carve, --fold and --split"},
-		"split and fold":   {2, []string{"migrate", "start", "--split", "--fold", "--tenant", "x", "--target", "b,c", "--shard", f.shardFlag}, "one of --carve, --fold and --split"},
+		"carve and fold":   {2, []string{"migrate", "start", "--carve", "--fold", "--tenant", "x", "--target", "b", "--shard", f.shardFlag}, "one of --carve, --fold, --split and --merge"},
+		"split and fold":   {2, []string{"migrate", "start", "--split", "--fold", "--tenant", "x", "--target", "b,c", "--shard", f.shardFlag}, "one of --carve, --fold, --split and --merge"},
 		"split, no target": {2, []string{"migrate", "start", "--split", "--tenant", "x", "--shard", f.shardFlag}, "--split needs --tenant and --target"},
+		"merge and split":  {2, []string{"migrate", "start", "--merge", "--split", "--tenant", "x", "--target", "b", "--shard", f.shardFlag}, "one of --carve, --fold, --split and --merge"},
+		"merge, two":       {2, []string{"migrate", "start", "--merge", "--tenant", "x", "--target", "b,c", "--shard", f.shardFlag}, "--merge needs --tenant and one --target"},
+		"merge, no spread": {1, []string{"migrate", "start", "--merge", "--tenant", "x", "--target", "b", "--shard", f.shardFlag}, "neither overridden nor spread"},
 		"non-UTF-8 tenant": {2, []string{"migrate", "start", "--tenant", "shop\xff", "--target", "b", "--shard", f.shardFlag}, "UTF-8"},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -55,12 +55,13 @@ type proposal struct {
 	RoutedPerS float64 `json:"routed_per_sec"`
 	// Action is "move" (an override to another shard), "carve-out" (out of its shared
 	// bucket onto one shard), "split" (an override into a spread of Width sub-buckets),
-	// "re-split" (a spread to another width) or "spread" (a route change, --cache only).
+	// "re-split" (a spread to another width), "merge" (a spread that cooled back into one
+	// override unit on Targets[0]) or "spread" (a route change, --cache only).
 	Action  string   `json:"action"`
 	Targets []string `json:"targets"`
 	// Width is the number of sub-buckets of a split, re-split or spread (0 otherwise).
 	Width int `json:"width,omitempty"`
-	// From is a spread tenant's current sub-buckets' shards (a re-split).
+	// From is a spread tenant's current sub-buckets' shards (a re-split or a merge).
 	From []string `json:"from,omitempty"`
 	// MeanPerShard is the mean routed operations per second of a shard; TargetPerShard is
 	// the part of a shard one tenant should take, --threshold times MeanPerShard. A split

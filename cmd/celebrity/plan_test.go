@@ -397,3 +397,80 @@ func TestPlanReSplitsASpreadTenantStillTooHot(t *testing.T) {
 		require.True(t, ok, "order:%d moved to its sub-bucket", i)
 	}
 }
+
+// TestPlanMergesASpreadTenantThatCooled spreads a tenant over two of four shards for a
+// sale, writes a little of it and more of a dozen tenants in buckets through a Router that
+// publishes its load summary, and checks that plan proposes to merge the cooled spread
+// back into one unit on the least-loaded shard, and that the command runs as printed: the
+// tenant is overridden there, no longer spread, and every record reads back.
+func TestPlanMergesASpreadTenantThatCooled(t *testing.T) {
+	control := celebritytest.Standalone(t)
+	servers := celebritytest.Shards(t, 4)
+	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.Prefix(t)) + "routing"
+	ctl := []string{"--addr", control.Addr(), "--prefix", prefix}
+	shards := map[string]routing.Scripter{}
+	var flag []string
+	for i, s := range servers {
+		name := string(rune('a' + i))
+		shards[name] = s.Client(t)
+		flag = append(flag, name+"="+s.Addr())
+	}
+	shardFlag := strings.Join(flag, ",")
+	r := cli(t, "", nil, append([]string{"routes", "init", "--buckets", "8", "--yes", "a", "b", "c", "d"}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = cli(t, "", nil, append([]string{"routes", "spread", "sale", "a,b", "--yes", "--shard", shardFlag}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	rt, err := routing.New(control.Client(t), routing.Options{Prefix: prefix, Shards: shards,
+		Load: routing.LoadOptions{Enabled: true, Interval: 100 * time.Millisecond}})
+	require.NoError(t, err)
+	defer rt.Close()
+	_, err = rt.Await(t.Context(), 2)
+	require.NoError(t, err)
+	_, err = rt.Provision(t.Context())
+	require.NoError(t, err)
+	for i := range 20 {
+		_, err := rt.Do(t.Context(), "sale", "op-sale-"+strconv.Itoa(i), routing.Put("order:"+strconv.Itoa(i), "v"))
+		require.NoError(t, err)
+	}
+	for i := range 12 {
+		tenant := "shop" + strconv.Itoa(i)
+		for k := range 25 {
+			_, err := rt.Do(t.Context(), tenant, fmt.Sprintf("op-%d-%d", i, k), routing.Put("k"+strconv.Itoa(k), "v"))
+			require.NoError(t, err)
+		}
+	}
+	require.Eventually(t, func() bool {
+		l, err := routing.ReadTenantLoad(t.Context(), control.Client(t), prefix, time.Hour)
+		require.NoError(t, err)
+		return l.Ops == 320
+	}, 30*time.Second, 20*time.Millisecond, "the Router published every call")
+
+	r = cli(t, "", nil, append([]string{"plan", "--json", "--shard", shardFlag, "--interval", "100ms", "--window", "1h"}, ctl...)...)
+	require.Equal(t, 0, r.code, r.stderr)
+	rep := decodeJSON[planReport](t, r.stdout)
+	var mg *proposal
+	for i, p := range rep.Proposals {
+		if p.Tenant == "sale" {
+			mg = &rep.Proposals[i]
+		}
+	}
+	require.NotNil(t, mg, "a merge of the cooled spread is proposed: %+v", rep.Proposals)
+	require.Equal(t, "merge", mg.Action)
+	require.Equal(t, []string{"a", "b"}, mg.From)
+	require.Len(t, mg.Targets, 1)
+	require.LessOrEqual(t, mg.RoutedPerS, mg.TargetPerShard)
+	require.Equal(t, "celebrity migrate start --merge --tenant sale --target "+mg.Targets[0]+" --shard "+shardFlag+" "+strings.Join(ctl, " "), mg.Command)
+
+	fields := strings.Fields(mg.Command)
+	r = cli(t, "", nil, fields[1:]...)
+	require.Equal(t, 0, r.code, "%s\n%s", r.stdout, r.stderr)
+	_, err = rt.Await(t.Context(), 3)
+	require.NoError(t, err)
+	require.NotContains(t, rt.Table().Spreads, "sale")
+	require.Equal(t, mg.Targets[0], rt.Table().Overrides["sale"])
+	for i := range 20 {
+		_, ok, err := rt.Get(t.Context(), "sale", "order:"+strconv.Itoa(i))
+		require.NoError(t, err)
+		require.True(t, ok, "order:%d is in the unit", i)
+	}
+}

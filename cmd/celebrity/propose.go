@@ -76,8 +76,61 @@ func (p proposer) propose(loads []*shardLoad) []proposal {
 		}
 		return order[i].Tenant < order[j].Tenant
 	})
+	proposed := map[string]bool{}
 	for _, h := range order {
-		out = append(out, p.proposeFor(h, mean, projected)...)
+		for _, pr := range p.proposeFor(h, mean, projected) {
+			out, proposed[pr.Tenant] = append(out, pr), true
+		}
+	}
+	return append(out, p.merges(loads, proposed, perOn, mean, projected)...)
+}
+
+// merges proposes to merge back every spread tenant with no other proposal whose whole rate
+// (over every shard it is on; none measured counts as 0) fits within the target per-shard
+// load: one unit holds it without reaching the threshold, so the spread only costs its
+// sub-buckets. It goes to the least-loaded shard in the projection, tenants by name. A pure
+// cache (--cache) gets no merge: plan has no route change for it.
+func (p proposer) merges(loads []*shardLoad, proposed map[string]bool, perOn map[string]map[string]float64,
+	mean float64, projected map[string]float64) []proposal {
+	target := p.threshold * mean
+	if p.cache || mean <= 0 {
+		return nil
+	}
+	routed := map[string]float64{}
+	for _, l := range loads {
+		routed[l.Name] = l.RoutedPerS
+	}
+	var out []proposal
+	for _, tenant := range sortedKeys(p.table.Spreads) {
+		old := p.table.Spreads[tenant]
+		if proposed[tenant] {
+			continue
+		}
+		var total float64
+		source := old[0]
+		for _, s := range sortedCopy(old) {
+			total += perOn[tenant][s]
+			if perOn[tenant][s] > perOn[tenant][source] {
+				source = s
+			}
+		}
+		if total > target {
+			continue
+		}
+		dest := p.leastLoaded(projected, perOn[tenant])[0]
+		mg := proposal{Tenant: tenant, Source: source, RoutedPerS: total, MeanPerShard: mean, TargetPerShard: target,
+			Action: "merge", Targets: []string{dest}, From: append([]string(nil), old...)}
+		if routed[source] > 0 {
+			mg.Share = perOn[tenant][source] / routed[source]
+		}
+		mg.Reason = fmt.Sprintf("spread over %d sub-buckets but cooled: its whole rate (%.1f/s) fits within the target per-shard load %.1f/s (%s of the mean %.1f/s), so one unit on the least-loaded shard %s holds it",
+			len(old), total, target, pct(p.threshold), mean, dest)
+		mg.Command = fmt.Sprintf("celebrity migrate start --merge --tenant %s --target %s %s %s", shellQuote(tenant), dest, p.shardArg, p.ctl)
+		for s, r := range perOn[tenant] {
+			projected[s] -= r
+		}
+		projected[dest] += total
+		out = append(out, mg)
 	}
 	return out
 }

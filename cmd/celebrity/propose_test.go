@@ -130,6 +130,22 @@ func TestProposeTable(t *testing.T) {
 			rates: map[string]map[string]float64{"a": {"fat": 5}, "b": {"fat": 5},
 				"c": {"*": 30}, "d": {"*": 30}},
 		},
+		"a spread tenant that cooled is merged back onto the least-loaded shard": {
+			// mean 84/4 = 21, target 10.5/s; its whole 4/s fits: one unit on d (10/s).
+			shards: 4,
+			table:  routing.Table{Spreads: map[string][]string{"sale": {"a", "b"}}},
+			rates: map[string]map[string]float64{"a": {"sale": 2, "*": 20}, "b": {"sale": 2, "*": 20},
+				"c": {"*": 30}, "d": {"*": 10}},
+			want: []want{{"merge", "a", []string{"d"}, 0,
+				"celebrity migrate start --merge --tenant sale --target d --shard S --addr C"}},
+		},
+		"a spread tenant with no load measured is merged too": {
+			shards: 3,
+			table:  routing.Table{Spreads: map[string][]string{"sale": {"b", "c"}}},
+			rates:  map[string]map[string]float64{"a": {"*": 10}, "b": {"*": 20}, "c": {"*": 30}},
+			want: []want{{"merge", "b", []string{"a"}, 0,
+				"celebrity migrate start --merge --tenant sale --target a --shard S --addr C"}},
+		},
 		"a pure cache gets a route change that re-loads": {
 			shards: 3,
 			cache:  true,
