@@ -50,6 +50,9 @@ type Replicator struct {
 	flightMu sync.Mutex
 	flights  map[string]*flight
 
+	wakeMu sync.Mutex
+	wakes  map[string]*wakeWait // the blocking read of each wake list under way here
+
 	// lifetime is cancelled by Close; it is the parent of detached GetOrLoad fetches, not a
 	// request context.
 	lifetime  context.Context
@@ -84,6 +87,7 @@ func New(client redis.UniversalClient, opts Options) (*Replicator, error) {
 		override:  map[string]bool{},
 		layouts:   map[string]*layout{},
 		flights:   map[string]*flight{},
+		wakes:     map[string]*wakeWait{},
 		refreshCh: make(chan struct{}, 1),
 		aff:       o.Rand(),
 	}
