@@ -263,8 +263,10 @@ func (c *Cache[V]) loadSource(ctx context.Context, key string) (it replicas.Item
 // carries out the safe order: the logical key and the copies in Redis (set-if-newer by
 // version), then the fleet invalidation, then this instance's L1. Each step is idempotent,
 // so retrying a failed Set with the same version completes it. A step that fails returns a
-// *WriteError naming it and bounding what the fleet may serve meanwhile; a version older
-// than the stored one returns an error matching ErrStaleVersion and changes nothing. Bad
+// *WriteError naming it and bounding what the fleet may serve meanwhile (a failed store
+// step's outcome is unknown: Redis may hold v already; see StepStore); a version older than
+// the stored one returns an error matching ErrStaleVersion and changes nothing, and other
+// content stored under this version one matching ErrConflict (a retry can never succeed). Bad
 // input (empty key, version 0, a value the codec refuses) fails with ErrInvalid or ErrCodec
 // before anything is written.
 func (c *Cache[V]) Set(ctx context.Context, key string, v V, version uint64) error {
@@ -290,6 +292,11 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V, version uint64) err
 	if err := c.inv.Invalidate(ctx, key); err != nil && werr == nil {
 		werr = &WriteError{Op: "Set", Key: key, Version: version, Step: StepInvalidate,
 			MayServeOlderFor: c.o.Fresh + c.o.Stale, Err: err}
+	}
+	if werr != nil && werr.Step == StepStore {
+		// Redis may or may not hold v: the invalidation dropped this instance's entry too,
+		// and the next Get reads what Redis holds.
+		return werr
 	}
 	// The local entry: installed only if nothing but this Set's own drop changed the stripe
 	// since before the write (another write's invalidation may carry a newer version).
@@ -335,8 +342,10 @@ func (c *Cache[V]) Delete(ctx context.Context, key string, version uint64) error
 	return nil
 }
 
-// writeStep classifies the Redis write's result: nil, a partial write (the later steps still
-// run), a stale version or a failure at the logical key (both stop the write).
+// writeStep classifies the Redis write's result: nil; a partial write or a failure at the
+// logical key, whose outcome is unknown (the later steps still run: the invalidation is
+// harmless when the write did not apply and needed when it did); or a stale version or a
+// conflict (the write was refused: nothing was written, and the write stops).
 func (c *Cache[V]) writeStep(op, key string, version uint64, err error) (*WriteError, error) {
 	var pw *replicas.PartialWriteError
 	switch {
@@ -347,9 +356,12 @@ func (c *Cache[V]) writeStep(op, key string, version uint64, err error) (*WriteE
 			MayServeOlderFor: c.o.TTL + c.o.Fresh + c.o.Stale, Err: err}, nil
 	case errors.Is(err, replicas.ErrStaleVersion):
 		return nil, fmt.Errorf("celebrity: %s %q version %d: %w", op, key, version, err)
+	case errors.Is(err, replicas.ErrConflict):
+		return nil, fmt.Errorf("celebrity: %s %q version %d: Redis holds other content under this version; nothing was written, "+
+			"and a retry with this version can never succeed (the fleet serves the stored content; write a newer version): %w", op, key, version, err)
 	default:
-		return nil, &WriteError{Op: op, Key: key, Version: version, Step: StepStore,
-			MayServeOlderFor: c.o.TTL + c.o.Fresh + c.o.Stale, Err: err}
+		return &WriteError{Op: op, Key: key, Version: version, Step: StepStore,
+			MayServeOlderFor: c.o.TTL + c.o.Fresh + c.o.Stale, Err: err}, nil
 	}
 }
 
