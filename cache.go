@@ -192,6 +192,10 @@ func (c *Cache[V]) Ready(ctx context.Context) error {
 // Fresh+Stale (+StaleIfError while loads fail) after it was read from Redis, and a Set or
 // Delete through any instance reaches this one as soon as its invalidation arrives. After
 // Close, Get still serves values present in the L1; one that needs a load returns ErrClosed.
+//
+// The value returned is shared: every Get of key on this instance returns the same value
+// until it is replaced, so a caller must not modify it (a slice's elements, a map, a
+// pointed-to struct) unless Options.Clone is set, which makes Get return a copy.
 func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 	if key == "" || len(key) > MaxKeyLen {
 		var zero V
@@ -211,6 +215,9 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 		} else {
 			e.touched.Store(true)
 		}
+	}
+	if c.o.Clone != nil {
+		return c.o.Clone(e.v), nil
 	}
 	return e.v, nil
 }
@@ -302,6 +309,9 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V, version uint64) err
 	// since before the write (another write's invalidation may carry a newer version).
 	st.mu.Lock()
 	if st.gen.Load() == g0+1 && c.epoch.Load() == ep {
+		if c.o.Clone != nil {
+			v = c.o.Clone(v)
+		}
 		e := &entry[V]{v: v, version: version, hot: c.fleet.isHot(key)}
 		c.l1.Set(key, e)
 		if e.hot {

@@ -48,6 +48,13 @@ const (
 type Options[V any] struct {
 	// Codec encodes values for Redis. Default: Bytes when V is []byte, JSON otherwise.
 	Codec Codec[V]
+	// Clone, when set, copies every value Get returns and every value Set keeps in this
+	// instance's L1, so a caller may modify what it got or what it stored (slices.Clone or
+	// maps.Clone for a V that is a slice or a map; a deep copy for a struct holding them).
+	// Default: nil: the value is the L1's own, shared by every caller of Get of that key on
+	// this instance until it is replaced; a caller that modifies it changes what the next
+	// Get returns. Treat it as read-only, or set Clone.
+	Clone func(V) V
 
 	// MaxEntries bounds the in-process cache (L1) of each instance. Default: 100,000.
 	MaxEntries int
