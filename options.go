@@ -83,6 +83,9 @@ type Options[V any] struct {
 	// be 1..128 bytes of UTF-8 without '{' or '}'. Default: "celebrity:cache:".
 	Prefix string
 	// InstanceID names this instance in the fleet (leader lease, invalidation messages).
+	// Every instance needs its own: one that finds another live instance using its ID
+	// counts it (Stats.DuplicateInstanceIDs) and logs a warning; the two still never share
+	// a leadership (the lease holds the ID with a nonce drawn by New).
 	// Default: 16 random hex digits. 1..64 characters of [A-Za-z0-9._-].
 	InstanceID string
 
@@ -125,8 +128,13 @@ type Options[V any] struct {
 	// DemoteRate is the fleet-wide rate under which a promoted key starts to cool; it is
 	// demoted after staying under it for Hold. Range (0, PromoteRate). Default: PromoteRate/4.
 	DemoteRate float64
-	// Hold is how long a promoted key must stay under DemoteRate before it is demoted.
-	// Default: 10s.
+	// Hold is how long a promoted key's fleet-wide rate stays under DemoteRate before it is
+	// demoted, counted in whole ReportIntervals: the key is demoted by the evaluation of the
+	// ⌈Hold/ReportInterval⌉-th interval in a row under DemoteRate. The interval that holds
+	// the last reads counts when its rate is under DemoteRate, so a key whose reads stop is
+	// demoted no sooner than Hold − ReportInterval after its last Redis-level read and no
+	// later than Hold (rounded up to whole intervals) + ReportInterval + the evaluation's
+	// delay after it (see the package doc). Default: 10s.
 	Hold time.Duration
 	// MaxHot bounds the hot set; the fleet promotes the fastest keys first. Default: 64.
 	MaxHot int
