@@ -44,6 +44,10 @@ type Cache[V any] struct {
 	slow *hotkeys.Detector
 
 	cluster bool
+	// fleetID is this instance's ID in the fleet loop (leader lease, fencing, report IDs):
+	// "<InstanceID>/<nonce>", so two instances given one InstanceID never share a leadership
+	// or drop each other's reports as retries.
+	fleetID string
 	// The fields above are read by every Get and written only by New; the stripes below are
 	// written by every local change. The padding keeps them off the lines (and line pairs)
 	// the Gets read.
@@ -92,7 +96,7 @@ func New[V any](client redis.UniversalClient, loader Loader[V], opts Options[V])
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache[V]{o: o, client: client, loader: loader}
+	c := &Cache[V]{o: o, client: client, loader: loader, fleetID: o.InstanceID + "/" + randomID()}
 	_, c.cluster = client.(*redis.ClusterClient)
 	if err := c.compose(); err != nil {
 		c.closeParts()
