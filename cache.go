@@ -57,6 +57,11 @@ type Cache[V any] struct {
 
 	fleet fleet
 
+	// many holds the keys GetMany calls are fetching (manyMu), manyWG their fetches.
+	manyMu sync.Mutex
+	many   map[string]*manyFlight[V]
+	manyWG sync.WaitGroup
+
 	closeOnce sync.Once
 	closed    atomic.Bool
 }
@@ -213,6 +218,12 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 		}
 		return zero, err
 	}
+	return c.served(e), nil
+}
+
+// served returns the value of an entry a Get answers with: it marks a hot entry touched
+// (refresh-ahead keeps it while it is read) and copies the value with Options.Clone.
+func (c *Cache[V]) served(e *entry[V]) V {
 	if e.hot && !e.touched.Load() {
 		if e.loaded.Load() {
 			e.loaded.Store(false)
@@ -221,9 +232,9 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 		}
 	}
 	if c.o.Clone != nil {
-		return c.o.Clone(e.v), nil
+		return c.o.Clone(e.v)
 	}
-	return e.v, nil
+	return e.v
 }
 
 // load is the L1's loader: one Redis-level read (observed by the detector), through the fill
@@ -417,9 +428,12 @@ func (t target[V]) MarkAllStale() {
 // their goroutines. It does not close the client. Close is idempotent and returns nil.
 func (c *Cache[V]) Close() error {
 	c.closeOnce.Do(func() {
+		c.manyMu.Lock() // no GetMany starts a fetch after this
 		c.closed.Store(true)
+		c.manyMu.Unlock()
 		c.fleet.stop()
 		c.closeParts()
+		c.manyWG.Wait()
 	})
 	return nil
 }

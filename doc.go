@@ -27,6 +27,10 @@
 //     key, else the logical key) and, when Redis holds nothing, the Loader, once for the whole
 //     fleet (the replicas lease). A value is never older than Fresh+Stale (+StaleIfError while
 //     loads fail) after it was read from Redis.
+//   - Cache.GetMany reads a page of keys with the same guarantees per key: the L1 first,
+//     then Redis in one pipeline (one round trip per master), then the source for what Redis
+//     lacks, once per key for the fleet, in one call of Options.BatchLoader; a key another
+//     GetMany on the instance is fetching is waited for, not fetched again.
 //   - Cache.Set and Cache.Delete, called after the host's database write, carry out the safe
 //     order: the logical key and the copies in Redis (set-if-newer by version; a tombstone for
 //     Delete), then the fleet invalidation (pub/sub), then this instance's entry. Every step

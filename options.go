@@ -48,6 +48,10 @@ const (
 type Options[V any] struct {
 	// Codec encodes values for Redis. Default: Bytes when V is []byte, JSON otherwise.
 	Codec Codec[V]
+	// BatchLoader, when set, loads the keys a GetMany finds in neither the L1 nor Redis with
+	// one call (one source query), once for the whole fleet per key. Default: nil: GetMany
+	// calls the Loader once per such key, concurrently.
+	BatchLoader BatchLoader[V]
 	// Clone, when set, copies every value Get returns and every value Set keeps in this
 	// instance's L1, so a caller may modify what it got or what it stored (slices.Clone or
 	// maps.Clone for a V that is a slice or a map; a deep copy for a struct holding them).

@@ -137,6 +137,13 @@
 // answered with meanwhile. A load of an older version than a live tombstone (a source
 // lagging behind a Delete) counts as absent: it is neither filled nor served.
 //
+// [Replicator.GetOrLoadMany] does the same for several keys at once: the plain commands of
+// the keys that are not hot go in one pipeline (one round trip per master), the keys whose
+// leases it takes are loaded with one call of a [BatchLoader] and filled, and the others go
+// the way of GetOrLoad. A waiting instance blocks at most half its client's pool on wake
+// lists (one connection per key), so its own holders always find connections to renew, fill
+// and release their leases.
+//
 // # What is assumed of Redis
 //
 // Redis 7 (scripts use TIME, SET PXAT, KEEPTTL). The clocks of the masters agree within a

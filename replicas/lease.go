@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -129,6 +130,12 @@ func (r *Replicator) readOrLease(ctx context.Context, key string, ttl time.Durat
 	token := r.newToken()
 	life, _ := r.leaseLife(ttl)
 	raw, err := r.client.SetArgs(ctx, r.primaryKey(key), "l2,"+token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: life}).Result()
+	return r.settleRead(raw, err, token)
+}
+
+// settleRead is the plan step of readOrLease: from the reply (raw, err) of the command sent
+// with token it returns what readOrLease returns.
+func (r *Replicator) settleRead(raw string, err error, token string) (Item, bool, *leaseRead, error) {
 	switch {
 	case errors.Is(err, redis.Nil):
 		return Item{}, false, &leaseRead{token: token, won: true, sure: true}, nil
@@ -436,6 +443,26 @@ func (r *Replicator) keepLease(ctx context.Context, key, token string) (stop fun
 	}
 }
 
+// pollWait is how long a waiting fetch that finds no connection free to block on waits
+// before it looks at the lease again.
+const pollWait = 20 * time.Millisecond
+
+// blockingLimit is how many BLPOPs a Replicator over client runs at once: half the pool of
+// its client (of each node's, on a cluster), at least 1.
+func blockingLimit(client redis.UniversalClient) int {
+	size := 0
+	switch c := client.(type) {
+	case *redis.Client:
+		size = c.Options().PoolSize
+	case *redis.ClusterClient:
+		size = c.Options().PoolSize
+	}
+	if size <= 0 {
+		size = 10 * runtime.GOMAXPROCS(0)
+	}
+	return max(size/2, 1)
+}
+
 // maxBlock bounds one BLPOP of a waiting fetch, so that Close and LoadTimeout are never held
 // up longer by a blocked connection.
 const maxBlock = time.Second
@@ -449,10 +476,11 @@ type wakeWait struct{ done chan struct{} }
 // fatal: the caller looks at the lease again.
 //
 // An instance blocks one connection per wake list, however many of its fetches wait on it:
-// the first sends BLPOP and the others wait for it to return. So waiters never hold the
-// pool's connections that the holder, on this instance, needs to renew and fill its lease
-// (a BLPOP holds its connection for up to maxBlock), and a stampede of one key costs each
-// instance one connection while it waits. The filler pushes one element per waiter it
+// the first sends BLPOP and the others wait for it to return; and at most half its client's
+// pool (blockingLimit) in all, however many keys it waits for (a GetOrLoadMany): a wait
+// that finds them taken looks at the lease again after pollWait. So waiters never hold the
+// pool's connections that a holder on this instance needs to renew, fill and release its
+// lease (a BLPOP holds its connection for up to maxBlock). The filler pushes one element per waiter it
 // counted, so the elements left over wake a later wait on that list (within the list's
 // life, max(LeaseTTL, 1s)) at once: that wait looks at the lease again and waits again.
 func (r *Replicator) awaitWake(ctx context.Context, wake string, d time.Duration) error {
@@ -479,6 +507,20 @@ func (r *Replicator) awaitWake(ctx context.Context, wake string, d time.Duration
 		r.wakeMu.Unlock()
 		close(w.done)
 	}()
+	select {
+	case r.blocking <- struct{}{}:
+		defer func() { <-r.blocking }()
+	default:
+		// Half the pool already blocks on other keys' wake lists: look again soon.
+		t := time.NewTimer(min(d, pollWait))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		return nil
+	}
 	var err error
 	if d == maxBlock {
 		err = r.client.BLPop(ctx, maxBlock, wake).Err()

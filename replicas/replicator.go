@@ -52,6 +52,8 @@ type Replicator struct {
 
 	wakeMu sync.Mutex
 	wakes  map[string]*wakeWait // the blocking read of each wake list under way here
+	// blocking holds a token per BLPOP under way (blockingLimit of them at most).
+	blocking chan struct{}
 
 	// lifetime is cancelled by Close; it is the parent of detached GetOrLoad fetches, not a
 	// request context.
@@ -88,6 +90,7 @@ func New(client redis.UniversalClient, opts Options) (*Replicator, error) {
 		layouts:   map[string]*layout{},
 		flights:   map[string]*flight{},
 		wakes:     map[string]*wakeWait{},
+		blocking:  make(chan struct{}, blockingLimit(client)),
 		refreshCh: make(chan struct{}, 1),
 		aff:       o.Rand(),
 	}
