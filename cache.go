@@ -44,6 +44,10 @@ type Cache[V any] struct {
 	slow *hotkeys.Detector
 
 	cluster bool
+	// fleetID is this instance's ID in the fleet loop (leader lease, fencing, report IDs):
+	// "<InstanceID>/<nonce>", so two instances given one InstanceID never share a leadership
+	// or drop each other's reports as retries.
+	fleetID string
 	// The fields above are read by every Get and written only by New; the stripes below are
 	// written by every local change. The padding keeps them off the lines (and line pairs)
 	// the Gets read.
@@ -52,6 +56,11 @@ type Cache[V any] struct {
 	epoch   atomic.Uint64 // bumped by InvalidateAll and MarkAllStale
 
 	fleet fleet
+
+	// many holds the keys GetMany calls are fetching (manyMu), manyWG their fetches.
+	manyMu sync.Mutex
+	many   map[string]*manyFlight[V]
+	manyWG sync.WaitGroup
 
 	closeOnce sync.Once
 	closed    atomic.Bool
@@ -92,7 +101,7 @@ func New[V any](client redis.UniversalClient, loader Loader[V], opts Options[V])
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache[V]{o: o, client: client, loader: loader}
+	c := &Cache[V]{o: o, client: client, loader: loader, fleetID: o.InstanceID + "/" + randomID()}
 	_, c.cluster = client.(*redis.ClusterClient)
 	if err := c.compose(); err != nil {
 		c.closeParts()
@@ -192,6 +201,10 @@ func (c *Cache[V]) Ready(ctx context.Context) error {
 // Fresh+Stale (+StaleIfError while loads fail) after it was read from Redis, and a Set or
 // Delete through any instance reaches this one as soon as its invalidation arrives. After
 // Close, Get still serves values present in the L1; one that needs a load returns ErrClosed.
+//
+// The value returned is shared: every Get of key on this instance returns the same value
+// until it is replaced, so a caller must not modify it (a slice's elements, a map, a
+// pointed-to struct) unless Options.Clone is set, which makes Get return a copy.
 func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 	if key == "" || len(key) > MaxKeyLen {
 		var zero V
@@ -205,6 +218,12 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 		}
 		return zero, err
 	}
+	return c.served(e), nil
+}
+
+// served returns the value of an entry a Get answers with: it marks a hot entry touched
+// (refresh-ahead keeps it while it is read) and copies the value with Options.Clone.
+func (c *Cache[V]) served(e *entry[V]) V {
 	if e.hot && !e.touched.Load() {
 		if e.loaded.Load() {
 			e.loaded.Store(false)
@@ -212,7 +231,10 @@ func (c *Cache[V]) Get(ctx context.Context, key string) (V, error) {
 			e.touched.Store(true)
 		}
 	}
-	return e.v, nil
+	if c.o.Clone != nil {
+		return c.o.Clone(e.v)
+	}
+	return e.v
 }
 
 // load is the L1's loader: one Redis-level read (observed by the detector), through the fill
@@ -263,8 +285,10 @@ func (c *Cache[V]) loadSource(ctx context.Context, key string) (it replicas.Item
 // carries out the safe order: the logical key and the copies in Redis (set-if-newer by
 // version), then the fleet invalidation, then this instance's L1. Each step is idempotent,
 // so retrying a failed Set with the same version completes it. A step that fails returns a
-// *WriteError naming it and bounding what the fleet may serve meanwhile; a version older
-// than the stored one returns an error matching ErrStaleVersion and changes nothing. Bad
+// *WriteError naming it and bounding what the fleet may serve meanwhile (a failed store
+// step's outcome is unknown: Redis may hold v already; see StepStore); a version older than
+// the stored one returns an error matching ErrStaleVersion and changes nothing, and other
+// content stored under this version one matching ErrConflict (a retry can never succeed). Bad
 // input (empty key, version 0, a value the codec refuses) fails with ErrInvalid or ErrCodec
 // before anything is written.
 func (c *Cache[V]) Set(ctx context.Context, key string, v V, version uint64) error {
@@ -291,10 +315,18 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V, version uint64) err
 		werr = &WriteError{Op: "Set", Key: key, Version: version, Step: StepInvalidate,
 			MayServeOlderFor: c.o.Fresh + c.o.Stale, Err: err}
 	}
+	if werr != nil && werr.Step == StepStore {
+		// Redis may or may not hold v: the invalidation dropped this instance's entry too,
+		// and the next Get reads what Redis holds.
+		return werr
+	}
 	// The local entry: installed only if nothing but this Set's own drop changed the stripe
 	// since before the write (another write's invalidation may carry a newer version).
 	st.mu.Lock()
 	if st.gen.Load() == g0+1 && c.epoch.Load() == ep {
+		if c.o.Clone != nil {
+			v = c.o.Clone(v)
+		}
 		e := &entry[V]{v: v, version: version, hot: c.fleet.isHot(key)}
 		c.l1.Set(key, e)
 		if e.hot {
@@ -335,8 +367,10 @@ func (c *Cache[V]) Delete(ctx context.Context, key string, version uint64) error
 	return nil
 }
 
-// writeStep classifies the Redis write's result: nil, a partial write (the later steps still
-// run), a stale version or a failure at the logical key (both stop the write).
+// writeStep classifies the Redis write's result: nil; a partial write or a failure at the
+// logical key, whose outcome is unknown (the later steps still run: the invalidation is
+// harmless when the write did not apply and needed when it did); or a stale version or a
+// conflict (the write was refused: nothing was written, and the write stops).
 func (c *Cache[V]) writeStep(op, key string, version uint64, err error) (*WriteError, error) {
 	var pw *replicas.PartialWriteError
 	switch {
@@ -347,9 +381,12 @@ func (c *Cache[V]) writeStep(op, key string, version uint64, err error) (*WriteE
 			MayServeOlderFor: c.o.TTL + c.o.Fresh + c.o.Stale, Err: err}, nil
 	case errors.Is(err, replicas.ErrStaleVersion):
 		return nil, fmt.Errorf("celebrity: %s %q version %d: %w", op, key, version, err)
+	case errors.Is(err, replicas.ErrConflict):
+		return nil, fmt.Errorf("celebrity: %s %q version %d: Redis holds other content under this version; nothing was written, "+
+			"and a retry with this version can never succeed (the fleet serves the stored content; write a newer version): %w", op, key, version, err)
 	default:
-		return nil, &WriteError{Op: op, Key: key, Version: version, Step: StepStore,
-			MayServeOlderFor: c.o.TTL + c.o.Fresh + c.o.Stale, Err: err}
+		return &WriteError{Op: op, Key: key, Version: version, Step: StepStore,
+			MayServeOlderFor: c.o.TTL + c.o.Fresh + c.o.Stale, Err: err}, nil
 	}
 }
 
@@ -391,9 +428,12 @@ func (t target[V]) MarkAllStale() {
 // their goroutines. It does not close the client. Close is idempotent and returns nil.
 func (c *Cache[V]) Close() error {
 	c.closeOnce.Do(func() {
+		c.manyMu.Lock() // no GetMany starts a fetch after this
 		c.closed.Store(true)
+		c.manyMu.Unlock()
 		c.fleet.stop()
 		c.closeParts()
+		c.manyWG.Wait()
 	})
 	return nil
 }

@@ -27,6 +27,10 @@
 //     key, else the logical key) and, when Redis holds nothing, the Loader, once for the whole
 //     fleet (the replicas lease). A value is never older than Fresh+Stale (+StaleIfError while
 //     loads fail) after it was read from Redis.
+//   - Cache.GetMany reads a page of keys with the same guarantees per key: the L1 first,
+//     then Redis in one pipeline (one round trip per master), then the source for what Redis
+//     lacks, once per key for the fleet, in one call of Options.BatchLoader; a key another
+//     GetMany on the instance is fetching is waited for, not fetched again.
 //   - Cache.Set and Cache.Delete, called after the host's database write, carry out the safe
 //     order: the logical key and the copies in Redis (set-if-newer by version; a tombstone for
 //     Delete), then the fleet invalidation (pub/sub), then this instance's entry. Every step
@@ -79,7 +83,12 @@
 // last Redis-level read (the last request's, or the one refresh-ahead after it, within
 // RefreshAhead): at most Hold (rounded up to whole intervals) + ReportInterval +
 // ReportInterval/20 (when that evaluation starts) plus the evaluation's own time after that
-// read (with SlowReportEvery, a lukewarm tail may add up to SlowReportEvery intervals). The
+// read (with SlowReportEvery, a lukewarm tail may add up to SlowReportEvery intervals). And
+// Hold is not a minimum after the last read: it counts whole intervals under DemoteRate, and
+// the interval that holds the last reads counts when its rate is under DemoteRate (a key
+// read at a fading rate, or one that stopped early in it), so the demotion may come as soon
+// as Hold − ReportInterval after the last read (2 s after it with Hold 3 s and 1 s
+// intervals), never sooner than that after the fleet's rate fell under DemoteRate. The
 // hot set is versioned; the script that changes it announces the change on the hot-set
 // channel in the same step (the new
 // version and every key it changed, with the record that decided it), and the leader
@@ -113,7 +122,7 @@
 //	<prefix>r:{<tag>}k:<key>               the key's record (replicas' primary: version, value)
 //	<prefix>r:{<tag_i>}c:<key>             copies of hot keys; replicas' leases and lists too
 //	<prefix>{<prefix>hot}meta              hash: version (of the hot set), epoch (of the leader)
-//	<prefix>{<prefix>hot}leader            the leader lease: its instance ID, 3 intervals
+//	<prefix>{<prefix>hot}leader            the leader lease: "<instance ID>/<nonce>", 3 intervals
 //	<prefix>{<prefix>hot}members           hash: key -> "a|<rate>|<ms>" (fleet) or "m|…" (manual)
 //	<prefix>{<prefix>hot}demoted           hash: key -> "<rate>|<ms>" of the last demotions
 //	<prefix>{<prefix>sum<s>}:<interval>    one shard of one interval's summary, 3 intervals

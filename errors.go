@@ -24,6 +24,12 @@ var (
 	// ErrStaleVersion is returned (wrapped) by Set and Delete when Redis already holds a newer
 	// version of the key; nothing was written. It is replicas.ErrStaleVersion.
 	ErrStaleVersion = replicas.ErrStaleVersion
+	// ErrConflict is returned (wrapped) by Set and Delete when Redis holds other content
+	// (other bytes, or a value where a tombstone is, or the reverse) under the same version:
+	// nothing was written, and a retry with that version can never succeed; the fleet serves
+	// the content stored. Two writers gave one version to two contents: write a newer one.
+	// It is replicas.ErrConflict.
+	ErrConflict = replicas.ErrConflict
 	// ErrIncomplete matches every *WriteError: a Set or Delete that did not carry out every
 	// step of the safe order.
 	ErrIncomplete = errors.New("celebrity: write incomplete")
@@ -43,8 +49,11 @@ type Step int
 
 const (
 	// StepStore is the write of the logical key in Redis, the commit point. When it fails
-	// nothing was changed: the fleet goes on serving the version stored before (which is
-	// still the newest Redis holds), and a retry with the same version completes the write.
+	// its outcome is unknown: the command may have run with its reply lost (Redis then holds
+	// the new version, and a fresh read returns it) or not (Redis holds the version stored
+	// before, which the fleet serves until that expires). The invalidation is still sent, so
+	// instances drop their entries and read what Redis holds; this instance's entry is not
+	// replaced. A retry with the same version completes the write either way.
 	StepStore Step = iota + 1
 	// StepCopies is the write of the copies of a hot key. The logical key holds the new
 	// version; the copies named in the cause may serve the older one until the next write
@@ -72,8 +81,10 @@ func (s Step) String() string {
 
 // WriteError is returned by Set and Delete when a step of the safe order did not complete.
 // Step says which one; MayServeOlderFor bounds how long the fleet may still serve an older
-// version (0 for StepStore: nothing changed, retry). Retrying the same call with the same
-// version is safe and completes the write: every step is idempotent.
+// version (TTL+Fresh+Stale for StepStore and StepCopies: an older version stored in Redis
+// lives until its TTL ends, and instances keep it for Fresh+Stale more; Fresh+Stale for
+// StepInvalidate). Retrying the same call with the same version is safe and completes the
+// write: every step is idempotent.
 type WriteError struct {
 	// Op is "Set" or "Delete".
 	Op string
@@ -94,7 +105,8 @@ func (e *WriteError) Error() string {
 	var meanwhile string
 	switch e.Step {
 	case StepStore:
-		meanwhile = "nothing was written; the fleet serves the previously stored version until a retry succeeds"
+		meanwhile = fmt.Sprintf("outcome unknown: Redis may hold this version already (the write ran, its reply was lost) "+
+			"or still the one before, which instances may serve for up to %s; a retry with the same version completes the write", e.MayServeOlderFor)
 	default:
 		meanwhile = fmt.Sprintf("other instances may serve an older version for up to %s", e.MayServeOlderFor)
 	}

@@ -52,7 +52,10 @@ type fleet struct {
 
 	sourceLoads, reports, evaluations, promotions, demotions atomic.Uint64
 	refreshes, loopCommands, loopErrors, fenced, polls       atomic.Uint64
-	heartbeats, fullEvaluations                              atomic.Uint64
+	heartbeats, fullEvaluations, duplicates                  atomic.Uint64
+
+	twinMu sync.Mutex
+	twins  map[string]int64 // leader IDs with this InstanceID and another nonce: first seen (Unix ns), -1 once counted
 }
 
 // demoteDecision is a demotion the leader decided: the key and the interval whose evaluation

@@ -81,7 +81,7 @@ func (c *Cache[V]) report(ctx context.Context) error {
 		return err
 	}
 	top = settled(top, time.Duration(now-f.born), c.o.ReportInterval/2)
-	id := c.o.InstanceID
+	id := c.fleetID
 	var pairs, slow []any
 	if regular {
 		f.lastSlot = slot
@@ -214,11 +214,11 @@ func (c *Cache[V]) poll(ctx context.Context) (quiet time.Duration, err error) {
 	lease := (3 * c.o.ReportInterval).Milliseconds() + 1
 	c.fleet.loopCommands.Add(1)
 	c.fleet.polls.Add(1)
-	res, err := pollScript.Run(ctx, c.client, []string{ks.meta, ks.lease}, c.o.InstanceID, lease).Slice()
+	res, err := pollScript.Run(ctx, c.client, []string{ks.meta, ks.lease}, c.fleetID, lease).Slice()
 	if err != nil {
 		return 0, err
 	}
-	if len(res) != 6 {
+	if len(res) != 7 {
 		return 0, fmt.Errorf("celebrity: poll: unexpected reply %v", res)
 	}
 	version, _ := res[1].(int64)
@@ -226,6 +226,8 @@ func (c *Cache[V]) poll(ctx context.Context) (quiet time.Duration, err error) {
 	epoch, _ := res[3].(int64)
 	left, _ := res[4].(int64)
 	vid, _ := res[5].(string)
+	other, _ := res[6].(string)
+	c.sawLeader(other, time.Duration(lease)*time.Millisecond)
 	c.fleet.leader.Store(lead == 1)
 	c.fleet.epoch.Store(epoch)
 	c.fleet.firstPoll.CompareAndSwap(0, c.o.Clock().UnixNano())
@@ -236,6 +238,39 @@ func (c *Cache[V]) poll(ctx context.Context) (quiet time.Duration, err error) {
 		return 0, nil
 	}
 	return time.Duration(left) * time.Millisecond, nil
+}
+
+// sawLeader notes the leader's ID a poll found (other; "" when this instance leads): one
+// with this instance's InstanceID and another nonce is another process given the same
+// InstanceID, or an earlier run of this one whose lease has not expired yet. Seen again
+// after more than the lease's life, it renewed its lease, so it is live: the clash is
+// counted (Stats.DuplicateInstanceIDs, once per twin) and logged.
+func (c *Cache[V]) sawLeader(other string, lease time.Duration) {
+	id, _, _ := strings.Cut(other, "/")
+	if other == "" || other == c.fleetID || id != c.o.InstanceID {
+		return
+	}
+	f := &c.fleet
+	now := time.Now().UnixNano()
+	f.twinMu.Lock()
+	defer f.twinMu.Unlock()
+	first, seen := f.twins[other]
+	if !seen {
+		if f.twins == nil {
+			f.twins = map[string]int64{}
+		}
+		f.twins[other] = now
+		return
+	}
+	if first < 0 || time.Duration(now-first) <= lease {
+		return
+	}
+	f.twins[other] = -1
+	f.duplicates.Add(1)
+	if c.o.Logger != nil {
+		c.o.Logger.Warn("celebrity: another live instance uses this InstanceID; give every instance its own",
+			"instance_id", c.o.InstanceID)
+	}
 }
 
 // retryPromotions warms the copies of hot keys whose promotion failed on this instance
@@ -282,7 +317,7 @@ func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error
 	if len(args) == 0 {
 		return nil
 	}
-	return c.apply(ctx, c.o.InstanceID, f.epoch.Load(), args)
+	return c.apply(ctx, c.fleetID, f.epoch.Load(), args)
 }
 
 // fleetRates reads the summary of interval slot in one pipeline and returns each key's

@@ -115,7 +115,7 @@ func (r rawHotSet) hotSet(prefix string) HotSet {
 	hs := HotSet{Prefix: prefix, Members: []HotMember{}, Demoted: []HotMember{}}
 	hs.Version, _ = strconv.ParseUint(r.version, 10, 64)
 	hs.Epoch, _ = strconv.ParseUint(r.epoch, 10, 64)
-	hs.Leader = r.leader
+	hs.Leader, _, _ = strings.Cut(r.leader, "/") // "<InstanceID>/<nonce>"
 	if hs.Leader != "" && r.lease > 0 {
 		hs.LeaseRemaining = r.lease
 	}

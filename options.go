@@ -48,6 +48,17 @@ const (
 type Options[V any] struct {
 	// Codec encodes values for Redis. Default: Bytes when V is []byte, JSON otherwise.
 	Codec Codec[V]
+	// BatchLoader, when set, loads the keys a GetMany finds in neither the L1 nor Redis with
+	// one call (one source query), once for the whole fleet per key. Default: nil: GetMany
+	// calls the Loader once per such key, concurrently.
+	BatchLoader BatchLoader[V]
+	// Clone, when set, copies every value Get returns and every value Set keeps in this
+	// instance's L1, so a caller may modify what it got or what it stored (slices.Clone or
+	// maps.Clone for a V that is a slice or a map; a deep copy for a struct holding them).
+	// Default: nil: the value is the L1's own, shared by every caller of Get of that key on
+	// this instance until it is replaced; a caller that modifies it changes what the next
+	// Get returns. Treat it as read-only, or set Clone.
+	Clone func(V) V
 
 	// MaxEntries bounds the in-process cache (L1) of each instance. Default: 100,000.
 	MaxEntries int
@@ -76,6 +87,9 @@ type Options[V any] struct {
 	// be 1..128 bytes of UTF-8 without '{' or '}'. Default: "celebrity:cache:".
 	Prefix string
 	// InstanceID names this instance in the fleet (leader lease, invalidation messages).
+	// Every instance needs its own: one that finds another live instance using its ID
+	// counts it (Stats.DuplicateInstanceIDs) and logs a warning; the two still never share
+	// a leadership (the lease holds the ID with a nonce drawn by New).
 	// Default: 16 random hex digits. 1..64 characters of [A-Za-z0-9._-].
 	InstanceID string
 
@@ -118,8 +132,13 @@ type Options[V any] struct {
 	// DemoteRate is the fleet-wide rate under which a promoted key starts to cool; it is
 	// demoted after staying under it for Hold. Range (0, PromoteRate). Default: PromoteRate/4.
 	DemoteRate float64
-	// Hold is how long a promoted key must stay under DemoteRate before it is demoted.
-	// Default: 10s.
+	// Hold is how long a promoted key's fleet-wide rate stays under DemoteRate before it is
+	// demoted, counted in whole ReportIntervals: the key is demoted by the evaluation of the
+	// ⌈Hold/ReportInterval⌉-th interval in a row under DemoteRate. The interval that holds
+	// the last reads counts when its rate is under DemoteRate, so a key whose reads stop is
+	// demoted no sooner than Hold − ReportInterval after its last Redis-level read and no
+	// later than Hold (rounded up to whole intervals) + ReportInterval + the evaluation's
+	// delay after it (see the package doc). Default: 10s.
 	Hold time.Duration
 	// MaxHot bounds the hot set; the fleet promotes the fastest keys first. Default: 64.
 	MaxHot int

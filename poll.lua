@@ -1,13 +1,15 @@
 -- poll.lua: read the hot set's version and take or renew the fleet's leader lease.
 --
 -- KEYS[1]  the hot set's meta hash (fields version, vid, epoch) } one slot:
--- KEYS[2]  the leader lease (a string: the leader's instance ID) } {<prefix>hot}
--- ARGV[1]  this instance's ID
+-- KEYS[2]  the leader lease (a string: the leader's ID)         } {<prefix>hot}
+-- ARGV[1]  this instance's ID in the fleet ("<InstanceID>/<nonce>": two instances given one
+--          InstanceID are two IDs)
 -- ARGV[2]  lease, milliseconds (>= 1)
 --
 -- Reply: {"ok", version, leader (1 if this instance leads), epoch, the lease's remaining
 --        milliseconds (another leader's; 0 when this instance leads), vid (see apply.lua;
---        "-" before the first change)}
+--        "-" before the first change), the leader's ID (another's; "" when this instance
+--        leads)}
 -- Invariant: at most one leader at a time; every new leadership gets a new epoch, in the same
 -- step as the lease, so a deposed leader's decisions are refused (apply.lua checks both).
 -- A retried poll renews the lease it took: idempotent.
@@ -20,7 +22,7 @@ if not ttl or ttl < 1 or ttl ~= math.floor(ttl) then
   return redis.error_reply('ERR celebrity: poll: lease must be a positive integer')
 end
 local cur = redis.call('GET', lease)
-local lead, left = 0, 0
+local lead, left, other = 0, 0, ''
 if not cur then
   redis.call('SET', lease, id, 'PX', ttl)
   redis.call('HINCRBY', meta, 'epoch', 1)
@@ -30,8 +32,9 @@ elseif cur == id then
   lead = 1
 else
   left = math.max(redis.call('PTTL', lease), 0)
+  other = cur
 end
 local version = tonumber(redis.call('HGET', meta, 'version') or '0')
 local epoch = tonumber(redis.call('HGET', meta, 'epoch') or '0')
 local vid = redis.call('HGET', meta, 'vid') or '-'
-return {'ok', version, lead, epoch, left, vid}
+return {'ok', version, lead, epoch, left, vid, other}

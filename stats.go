@@ -80,6 +80,12 @@ type Stats struct {
 	// hot-set reads and changes, publishes); LoopErrors its failed steps; Fenced the leader's
 	// changes refused because it had lost its lease.
 	LoopCommands, LoopErrors, Fenced uint64
+	// DuplicateInstanceIDs counts the other live instances this one found using its
+	// InstanceID (as the fleet's leader, seen by two polls further apart than the leader
+	// lease, so an earlier run of this process whose lease has not expired is not counted);
+	// each is also logged as a warning. Invalidator.DuplicateInstanceIDs counts their
+	// invalidations. Give every instance its own InstanceID.
+	DuplicateInstanceIDs uint64
 }
 
 // Stats returns a snapshot of the counters; fields are read one by one.
@@ -93,5 +99,6 @@ func (c *Cache[V]) Stats() Stats {
 		FullEvaluations: f.fullEvaluations.Load(),
 		Promotions:      f.promotions.Load(), Demotions: f.demotions.Load(), Refreshes: f.refreshes.Load(),
 		LoopCommands: f.loopCommands.Load(), LoopErrors: f.loopErrors.Load(), Fenced: f.fenced.Load(),
+		DuplicateInstanceIDs: f.duplicates.Load(),
 	}
 }

@@ -143,3 +143,58 @@ func waitFor(t *testing.T, c *celebrity.Cache[string], key, want string) {
 		return err == nil && v == want
 	}, 30*time.Second, time.Millisecond)
 }
+
+// TestLostStoreReplySaysTheOutcomeIsUnknown loses the reply of the logical key's write of a
+// Set that ran: Redis holds the new version, so the error must not say nothing was written,
+// it must bound what the fleet serves as documented, and the invalidation must still go out
+// so that an instance holding the older version reads the new one without a retry. A Set of
+// other content under a stored version is refused with ErrConflict, saying a retry cannot
+// succeed.
+func TestLostStoreReplySaysTheOutcomeIsUnknown(t *testing.T) {
+	deployments(t, func(t *testing.T, d deployment) {
+		p := celebritytest.Prefix(t)
+		src := newSource()
+		key := p + "post"
+		src.bump(key)
+		o := celebrity.Options[string]{Fresh: time.Hour, Stale: 500 * time.Millisecond}
+		inj := faults.New()
+		var faulty redis.UniversalClient
+		if d.cluster {
+			faulty = celebritytest.SharedCluster(t).Client(t, func(co *redis.ClusterOptions) {
+				co.Dialer, co.MaxRetries, co.MaxRedirects = inj.Dialer(nil), -1, -1
+			})
+		} else {
+			faulty = celebritytest.Standalone(t).Client(t, func(ro *redis.Options) {
+				ro.Dialer, ro.MaxRetries = inj.Dialer(nil), -1
+			})
+		}
+		w := newCache(t, faulty, src, p, o)
+		other := newCache(t, d.client(t), src, p, o)
+		v, err := other.Get(t.Context(), key)
+		require.NoError(t, err)
+		require.Equal(t, "v1", v, "other holds v1 for an hour")
+
+		v2 := src.bump(key)
+		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: key}, 1)
+		err = w.Set(t.Context(), key, "v2", v2)
+		var werr *celebrity.WriteError
+		require.ErrorAs(t, err, &werr)
+		require.Equal(t, celebrity.StepStore, werr.Step)
+		require.Equal(t, time.Hour+time.Hour+500*time.Millisecond, werr.MayServeOlderFor, "TTL+Fresh+Stale")
+		require.NotContains(t, err.Error(), "nothing was written")
+		require.Contains(t, err.Error(), "outcome unknown")
+		fresh := newCache(t, d.client(t), src, p, o)
+		v, err = fresh.Get(t.Context(), key)
+		require.NoError(t, err)
+		require.Equal(t, "v2", v, "the write ran: Redis holds v2")
+		waitFor(t, other, key, "v2") // the invalidation went out: no retry needed
+
+		err = w.Set(t.Context(), key, "other content", v2)
+		require.ErrorIs(t, err, celebrity.ErrConflict)
+		require.NotErrorIs(t, err, celebrity.ErrIncomplete)
+		require.Contains(t, err.Error(), "can never succeed")
+		v, err = fresh.Get(t.Context(), key)
+		require.NoError(t, err)
+		require.Equal(t, "v2", v)
+	})
+}

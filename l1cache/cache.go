@@ -199,6 +199,22 @@ func (c *Cache[V]) getSlow(ctx context.Context, key string, e *entry[V], now int
 	return c.wait(ctx, key)
 }
 
+// GetIfPresent answers as Get does when Get would not wait for a load: a fresh value, a
+// stale one within Stale (starting the one background refresh Get would start) or within
+// StaleIfError, or a cached error (ErrNotFound for a negative entry), with ok true. When Get
+// would wait for a load (a miss, an expired entry) it returns ok false and starts nothing:
+// the caller loads the key its own way (a batch) and may Set the result.
+func (c *Cache[V]) GetIfPresent(ctx context.Context, key string) (v V, ok bool, err error) {
+	now := c.now()
+	e, _ := c.store.GetIfPresent(key)
+	switch c.classify(e, now, c.epoch.Load()) {
+	case stMiss, stLoadFallback:
+		return v, false, nil
+	}
+	v, err = c.getSlow(ctx, key, e, now)
+	return v, true, err
+}
+
 // Set stores v as the fresh value of key, visible to every Get at once. It starts a new
 // generation of the key: a load in flight for key finishes for its waiters but does not
 // overwrite v.

@@ -19,19 +19,25 @@
 -- Lease markers (in the primary when it holds no record, else in the side lease):
 -- "l2,<token>,<waiters>" held; "n2,<token>" the source does not have the key; "e2,<token>,
 -- <message>" the last load failed. Absent and error markers live NegativeTTL / ErrorTTL.
--- A token "<random>.<deadline>" holds the lease until <deadline> (Unix ms, the holder's
--- clock) while its marker lives; a token without a deadline, while its marker lives.
+-- A token "<id>.<deadline>" holds the lease until <deadline> (Unix ms) while its marker
+-- lives; a token without a deadline, while its marker lives. A lease this script takes
+-- (first or over an expired holder) gets its deadline here, the server's TIME + ARGV[2]:
+-- a waiter that takes over after a long wait holds a whole LeaseTTL of its own, so the
+-- next waiter does not take it over in turn. renew.lua moves the deadline on while the
+-- holder works. A lease is the holder's by <id>: the deadline in ARGV[1] is ignored.
 --
 -- Reply:
 --   {"hit", raw}        the primary holds a live value (raw: the record after registration).
---   {"won"}             the caller holds the lease (taken now, or already its own).
+--   {"won", token}      the caller holds the lease (taken now, or already its own), with
+--                       token (the caller's <id> and the lease's deadline).
 --   {"wait", pttl}      another caller holds it for pttl ms more; the caller is counted in
 --                       the marker, and the filler pushes one element per waiter onto
 --                       "<prefix>{<tag>}w:<key>".
 --   {"absent"}          the source did not have the key (within NegativeTTL).
 --   {"error", message}  the last load failed with message (within ErrorTTL).
 --
--- Invariant: at most one token holds the lease at a time, and only until it expires.
+-- Invariant: at most one token holds the lease at a time, and only until it expires; a
+-- lease taken here lasts ARGV[2] ms by the server's clock from the moment it is taken.
 
 local rec, side = KEYS[1], KEYS[2]
 local token, ms, add, life = ARGV[1], ARGV[2], ARGV[3], ARGV[4] or ARGV[2]
@@ -57,11 +63,19 @@ local function clock()
   return now
 end
 
+local id = string.match(token, '^[^.]*')
+
+-- take takes the lease in key k, its marker living px ms, with a deadline ARGV[2] ms from now.
+local function take(k, px)
+  local t = id .. '.' .. string.format('%.0f', clock() + tonumber(ms))
+  redis.call('SET', k, 'l2,' .. t .. ',0', 'PX', px)
+  return {'won', t}
+end
+
 -- lease takes or inspects the lease held in key k, taking it for px ms.
 local function lease(k, held, px)
   if not held then
-    redis.call('SET', k, 'l2,' .. token .. ',0', 'PX', px)
-    return {'won'}
+    return take(k, px)
   end
   local mark = string.sub(held, 1, 3)
   if mark == 'n2,' then
@@ -70,13 +84,12 @@ local function lease(k, held, px)
     return {'error', string.match(held, '^e2,[^,]*,(.*)$') or ''}
   elseif mark == 'l2,' then
     local tok, n = string.match(held, '^l2,([^,]*),(%d+)$')
-    if tok == token then return {'won'} end
+    if tok and string.match(tok, '^[^.]*') == id then return {'won', tok} end
     local deadline = tok and tonumber(string.match(tok, '%.(%d+)$'))
     if deadline and deadline <= clock() then
-      -- The holder's time is up: take the lease over. Its waiters look again when their
-      -- wait, bounded by the deadline, ends.
-      redis.call('SET', k, 'l2,' .. token .. ',0', 'PX', px)
-      return {'won'}
+      -- The holder's time is up: take the lease over, for a whole lease from now. Its
+      -- waiters look again when their wait, bounded by the deadline, ends.
+      return take(k, px)
     end
     redis.call('SET', k, 'l2,' .. tostring(tok) .. ',' .. tostring((tonumber(n) or 0) + 1), 'KEEPTTL')
     local left = redis.call('PTTL', k)
@@ -84,8 +97,7 @@ local function lease(k, held, px)
     return {'wait', left}
   end
   -- Not a marker of this package: take the lease over it.
-  redis.call('SET', k, 'l2,' .. token .. ',0', 'PX', px)
-  return {'won'}
+  return take(k, px)
 end
 
 local raw = redis.call('GET', rec)

@@ -57,7 +57,9 @@ func TestZombieFillerWithLeaseGoneReturnsItsLoad(t *testing.T) {
 		t.Run(map[bool]string{false: "cold", true: "hot"}[hot], func(t *testing.T) {
 			c := celebritytest.Standalone(t).Client(t)
 			ctx := ctxFor(t)
-			r := newReplicator(t, c, replicas.Options{Copies: 2, LeaseTTL: 100 * time.Millisecond})
+			zc := celebritytest.Standalone(t).Client(t)
+			zc.AddHook(noRenewals{}) // the filler is cut off from Redis while it loads
+			r := newReplicator(t, zc, replicas.Options{Copies: 2, LeaseTTL: 100 * time.Millisecond})
 			const key = "post:zombie"
 			if hot {
 				require.NoError(t, r.Promote(ctx, key))
@@ -307,8 +309,11 @@ func TestTwoFillersNeverTakeAReaderBack(t *testing.T) {
 	ctx := ctxFor(t)
 	prefix := celebritytest.Prefix(t)
 	o := replicas.Options{Prefix: prefix, LeaseTTL: 100 * time.Millisecond}
-	a := newReplicator(t, c, o)
-	b := newReplicator(t, c, o)
+	// Both are cut off from Redis while they load: their leases end.
+	ac := celebritytest.Standalone(t).Client(t)
+	ac.AddHook(noRenewals{})
+	a := newReplicator(t, ac, o)
+	b := newReplicator(t, ac, o)
 	const key = "post:two-fillers"
 	require.NoError(t, a.Delete(ctx, key, 1)) // the lease lives beside the tombstone
 	side := a.LeaseKey(key)

@@ -122,9 +122,13 @@
 // SET (two) and GET (one) without the lease. A filled value lives its TTL from when the
 // lease was taken, that is from the start of its load. One caller in the fleet loads from the source and fills; callers
 // on the same instance share its fetch; callers on other instances block on a list the
-// filler pushes to (no polling) and read the fill. A holder that dies loses its lease when
-// it expires and one waiter takes over; a fill whose token is no longer the lease is
-// refused, so a slow filler cannot overwrite a newer value (its callers get the stored value
+// filler pushes to (no polling; one blocked connection per instance and key) and read the
+// fill. The holder renews its lease every LeaseTTL/3 while it loads and fills, so a slow
+// load keeps it (up to [Options].LoadTimeout); a holder that dies (or is paused, or cut off)
+// loses it LeaseTTL after its last renewal, and one waiter takes over with a lease of a whole
+// LeaseTTL from that moment, by the server's clock, so the source runs once more for the
+// fleet, not once per waiter (TestKilledHolderIsTakenOverOnce); a fill whose token is no
+// longer the lease is refused, so a slow filler cannot overwrite a newer value (its callers get the stored value
 // or, when none is live, it takes the lease again and fills under it). A caller arriving while its instance's fetch is
 // reading starts a fetch of its own, so it always sees the writes that returned before it
 // arrived. A source that does not have the
@@ -133,12 +137,20 @@
 // answered with meanwhile. A load of an older version than a live tombstone (a source
 // lagging behind a Delete) counts as absent: it is neither filled nor served.
 //
+// [Replicator.GetOrLoadMany] does the same for several keys at once: the plain commands of
+// the keys that are not hot go in one pipeline (one round trip per master), the keys whose
+// leases it takes are loaded with one call of a [BatchLoader] and filled, and the others go
+// the way of GetOrLoad. A waiting instance blocks at most half its client's pool on wake
+// lists (one connection per key), so its own holders always find connections to renew, fill
+// and release their leases.
+//
 // # What is assumed of Redis
 //
 // Redis 7 (scripts use TIME, SET PXAT, KEEPTTL). The clocks of the masters agree within a
 // small skew, and the hosts' clocks with theirs ([Options].Clock is compared with record
 // expiries on reads): a skew of d lets a copy outlive its registration, or a value its TTL,
-// by d, and a lease whose holder died last d longer (its deadline is the holder's clock). Keys are not evicted before their TTL: under an allkeys eviction policy a primary
+// by d, and a lease whose holder died last d longer (a lease taken by the plain command carries a deadline
+// of the holder's clock until its first renewal; takeovers and renewals use the server's). Keys are not evicted before their TTL: under an allkeys eviction policy a primary
 // (and its registry) can disappear before its copies, and a later write would then miss
 // those copies until they expire. During a slot migration instances may briefly compute
 // different layouts; the registry keeps both written. Nothing here needs persistence: this

@@ -53,3 +53,7 @@ func (r *Replicator) PickKey(ctx context.Context, key string) (string, error) {
 	}
 	return lay.keys[r.pick(lay)], nil
 }
+
+// RenewScript is the hash and the source of renew.lua, so a test can hold back a holder's
+// renewals (a holder cut off from Redis or paused, that loses its lease).
+var RenewScript = [2]string{renewScript.Hash(), renewScript.Source()}

@@ -67,6 +67,8 @@ type fleet struct {
 	client func(t testing.TB) redis.UniversalClient
 	// owner returns the address of the master that owns key ("" on standalone).
 	owner func(t testing.TB, key string) string
+	// addrs are the deployment's addresses, for a process a test starts.
+	addrs []string
 }
 
 // bothFleets runs fn on the shared standalone server and on the shared cluster.
@@ -78,6 +80,7 @@ func bothFleets(t *testing.T, fn func(t *testing.T, f fleet)) {
 			name:   "standalone",
 			client: func(t testing.TB) redis.UniversalClient { return s.Client(t) },
 			owner:  func(testing.TB, string) string { return "" },
+			addrs:  []string{s.Addr()},
 		})
 	})
 	t.Run("cluster", func(t *testing.T) {
@@ -91,6 +94,7 @@ func clusterFleet(c *celebritytest.Cluster) fleet {
 		name:   "cluster",
 		client: func(t testing.TB) redis.UniversalClient { return c.Client(t) },
 		owner:  func(_ testing.TB, key string) string { return c.MasterOf(key).Addr() },
+		addrs:  c.Addrs(),
 	}
 }
 
@@ -250,4 +254,23 @@ func hotReads(t testing.TB, r *replicas.Replicator, key string, n int) map[strin
 		}
 	}
 	return seen
+}
+
+// noRenewals is a go-redis hook that fails every renewal of a fill lease (renew.lua) before
+// sending it: a holder that keeps loading while cut off from Redis, the zombie whose lease
+// ends and may be taken over.
+type noRenewals struct{}
+
+func (noRenewals) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (noRenewals) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if a := cmd.Args(); len(a) > 1 && (a[1] == replicas.RenewScript[0] || a[1] == replicas.RenewScript[1]) {
+			cmd.SetErr(errors.New("renewal held back (injected before sending)"))
+			return cmd.Err()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (noRenewals) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }

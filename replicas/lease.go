@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"runtime"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -28,7 +29,12 @@ import (
 // ends), then looks again. The lease winner runs load, then fills the primary and its
 // registered copies in one script that first checks the lease is still its own: a filler
 // whose lease expired and was taken over changes nothing, so a slow filler cannot overwrite
-// a newer value. If the holder dies the lease expires and one waiting caller takes over.
+// a newer value. The holder renews its lease every LeaseTTL/3 while it loads and fills, so a
+// slow holder keeps it; if the holder dies (or is paused, or cut off from Redis) the lease
+// expires LeaseTTL after its last renewal and one waiting caller takes over, with a lease
+// of a whole LeaseTTL from the takeover (the server's clock), so the source is loaded once
+// more for the fleet, not once per waiter. An instance blocks at most one connection per
+// key on the wake list, however many of its callers wait (see awaitWake).
 //
 // A load that returns ErrNotFound leaves an "absent" record in the lease for
 // Options.NegativeTTL, and a load that fails an error record (its text) for Options.ErrorTTL:
@@ -124,6 +130,12 @@ func (r *Replicator) readOrLease(ctx context.Context, key string, ttl time.Durat
 	token := r.newToken()
 	life, _ := r.leaseLife(ttl)
 	raw, err := r.client.SetArgs(ctx, r.primaryKey(key), "l2,"+token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: life}).Result()
+	return r.settleRead(raw, err, token)
+}
+
+// settleRead is the plan step of readOrLease: from the reply (raw, err) of the command sent
+// with token it returns what readOrLease returns.
+func (r *Replicator) settleRead(raw string, err error, token string) (Item, bool, *leaseRead, error) {
 	switch {
 	case errors.Is(err, redis.Nil):
 		return Item{}, false, &leaseRead{token: token, won: true, sure: true}, nil
@@ -176,11 +188,13 @@ func (r *Replicator) join(ctx context.Context, key string, ttl time.Duration, lo
 	return f, nil
 }
 
-// newToken returns a lease token "<random>.<deadline>": the lease it takes lasts until the
-// deadline, LeaseTTL from now on the system clock (not Options.Clock, which only reads
-// records), even when its marker lives longer (see leaseLife). The random part is drawn from
+// newToken returns a lease token "<id>.<deadline>": a lease the plain command takes with it
+// lasts until the deadline, LeaseTTL from now on the system clock (not Options.Clock, which
+// only reads records), even when its marker lives longer (see leaseLife); a lease acquire.lua
+// takes gets its deadline from the server's clock instead, and renew.lua moves it on while
+// the holder works. The scripts know a holder by <id> alone. The id is drawn from
 // crypto/rand, not Options.Rand: instances whose Rand is seeded alike must still never share
-// a lease.
+// a lease. Draw a token right before the command that may take a lease with it.
 func (r *Replicator) newToken() string {
 	return rand.Text() + "." + strconv.FormatInt(time.Now().Add(r.opts.LeaseTTL).UnixMilli(), 10)
 }
@@ -238,6 +252,9 @@ func (r *Replicator) fetch(ctx context.Context, f *flight, key string, ttl time.
 			}
 			waited, lt.scripted = true, lay != nil
 		case "won":
+			if tok, ok := res[len(res)-1].(string); ok && len(res) > 1 {
+				lt.token = tok // the lease's deadline, set by the server (see acquire.lua)
+			}
 			it, err := r.won(ctx, key, lt.token, ttl, load, loaded, waited)
 			if !errors.Is(err, errLeaseLost) {
 				return it, err
@@ -310,6 +327,8 @@ func (r *Replicator) readLease(ctx context.Context, key string, lt *leaseTurn) (
 		return []any{"won"}, nil
 	}
 	if !lt.scripted {
+		// A lease this command takes lasts LeaseTTL from now, not from when the call began.
+		lt.token = r.newToken()
 		raw, err := r.client.SetArgs(ctx, lt.primary, "l2,"+lt.token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: lt.life}).Result()
 		res, err := judgePlain(raw, err, lt.token, r.opts.Clock)
 		if err != nil {
@@ -387,18 +406,121 @@ func (r *Replicator) won(ctx context.Context, key, token string, ttl time.Durati
 	if waited {
 		r.stats.leaseTakeovers.Add(1)
 	}
+	stop := r.keepLease(ctx, key, token)
+	defer stop()
 	return r.loadAndFill(ctx, key, token, ttl, load)
+}
+
+// keepLease renews the lease held with token every LeaseTTL/3 (see renew.lua) until the
+// returned stop is called, so that a holder alive but slow — a long load, a fill waiting for
+// a connection on a loaded machine — keeps its lease: only a holder that stops renewing
+// (dead, paused, cut off from Redis) is taken over. The fill and the release know the holder
+// by its token's id, which renewals keep. Renewal stops when the lease turns out lost.
+func (r *Replicator) keepLease(ctx context.Context, key, token string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(max(r.opts.LeaseTTL/3, time.Millisecond))
+		defer t.Stop()
+		side, _ := r.leaseKeys(key)
+		keys := []string{r.primaryKey(key), side}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			res, err := renewScript.Run(ctx, r.client, keys, token, r.opts.LeaseTTL.Milliseconds()).Slice()
+			if err == nil && len(res) > 0 && res[0] == "lost" {
+				return
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// pollWait is how long a waiting fetch that finds no connection free to block on waits
+// before it looks at the lease again.
+const pollWait = 20 * time.Millisecond
+
+// blockingLimit is how many BLPOPs a Replicator over client runs at once: half the pool of
+// its client (of each node's, on a cluster), at least 1.
+func blockingLimit(client redis.UniversalClient) int {
+	size := 0
+	switch c := client.(type) {
+	case *redis.Client:
+		size = c.Options().PoolSize
+	case *redis.ClusterClient:
+		size = c.Options().PoolSize
+	}
+	if size <= 0 {
+		size = 10 * runtime.GOMAXPROCS(0)
+	}
+	return max(size/2, 1)
 }
 
 // maxBlock bounds one BLPOP of a waiting fetch, so that Close and LoadTimeout are never held
 // up longer by a blocked connection.
 const maxBlock = time.Second
 
+// wakeWait is the one blocking read of a wake list under way on this instance: every other
+// fetch here that waits for the same holder waits for it to return.
+type wakeWait struct{ done chan struct{} }
+
 // awaitWake blocks until the lease holder pushes onto wake (it filled or gave up) or the
 // lease's remaining life d (at most maxBlock) passes. An error of the blocking read is not
 // fatal: the caller looks at the lease again.
+//
+// An instance blocks one connection per wake list, however many of its fetches wait on it:
+// the first sends BLPOP and the others wait for it to return; and at most half its client's
+// pool (blockingLimit) in all, however many keys it waits for (a GetOrLoadMany): a wait
+// that finds them taken looks at the lease again after pollWait. So waiters never hold the
+// pool's connections that a holder on this instance needs to renew, fill and release its
+// lease (a BLPOP holds its connection for up to maxBlock). The filler pushes one element per waiter it
+// counted, so the elements left over wake a later wait on that list (within the list's
+// life, max(LeaseTTL, 1s)) at once: that wait looks at the lease again and waits again.
 func (r *Replicator) awaitWake(ctx context.Context, wake string, d time.Duration) error {
 	d = min(max(d, time.Millisecond), maxBlock)
+	r.wakeMu.Lock()
+	if w := r.wakes[wake]; w != nil {
+		r.wakeMu.Unlock()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-w.done:
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		return nil
+	}
+	w := &wakeWait{done: make(chan struct{})}
+	r.wakes[wake] = w
+	r.wakeMu.Unlock()
+	defer func() {
+		r.wakeMu.Lock()
+		delete(r.wakes, wake)
+		r.wakeMu.Unlock()
+		close(w.done)
+	}()
+	select {
+	case r.blocking <- struct{}{}:
+		defer func() { <-r.blocking }()
+	default:
+		// Half the pool already blocks on other keys' wake lists: look again soon.
+		t := time.NewTimer(min(d, pollWait))
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		return nil
+	}
 	var err error
 	if d == maxBlock {
 		err = r.client.BLPop(ctx, maxBlock, wake).Err()

@@ -93,7 +93,8 @@ func TestCancelledLeaseHolderIsTakenOver(t *testing.T) {
 		prefix := celebritytest.Prefix(t)
 		// Long enough that the other instance finds the lease held on a loaded machine.
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 1500 * time.Millisecond, Hot: []string{key}}
-		holder := newReplicator(t, f.client(t), o)
+		// The holder's hung loader keeps the fetch alive: cut off from Redis, it stops renewing.
+		holder := newReplicator(t, hooked(t, f, noRenewals{}), o)
 		other := newReplicator(t, f.client(t), o)
 		var calls atomic.Int64
 		started, release := make(chan struct{}), make(chan struct{})
@@ -137,7 +138,7 @@ func TestSlowFillerCannotOverwriteNewerValue(t *testing.T) {
 		key := celebritytest.Prefix(t) + "k"
 		prefix := celebritytest.Prefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond, Copies: 3, Hot: []string{key}}
-		slow := newReplicator(t, f.client(t), o)
+		slow := newReplicator(t, hooked(t, f, noRenewals{}), o) // cut off from Redis while it loads
 		fast := newReplicator(t, f.client(t), o)
 		var calls atomic.Int64
 		started, release := make(chan struct{}), make(chan struct{})

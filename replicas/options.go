@@ -72,10 +72,12 @@ type Options struct {
 	// are not jittered: they refuse older writes at every copy for all of TombstoneTTL.
 	// Default: DefaultJitter (0.1).
 	Jitter float64
-	// LeaseTTL is how long a fill lease lasts: when its holder dies, another caller takes
-	// over after at most this long. Set it above the source's slowest normal load: a load
-	// that outlasts its lease can be taken over (the source runs again), and its fill is
-	// then refused.
+	// LeaseTTL is how long a fill lease lasts without a renewal: its holder renews it every
+	// LeaseTTL/3 while it loads and fills, so a slow load keeps its lease (up to
+	// LoadTimeout), and when the holder dies (or is paused, or cut off from Redis) one
+	// waiting caller takes over at most LeaseTTL after its last renewal, with a lease of a
+	// whole LeaseTTL of its own, judged by the server's clock. A holder that cannot renew for
+	// LeaseTTL can be taken over (the source runs again), and its fill is then refused.
 	// Default: DefaultLeaseTTL (2s).
 	LeaseTTL time.Duration
 	// NegativeTTL is how long, after a load reported ErrNotFound, every GetOrLoad in the

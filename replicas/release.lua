@@ -5,7 +5,7 @@
 --          record).
 -- KEYS[2]  the side lease "<prefix>{<tag>}l:<key>".
 -- KEYS[3]  the wake list "<prefix>{<tag>}w:<key>". All three share <tag>: one slot.
--- ARGV[1]  the holder's token (non-empty, no ',').
+-- ARGV[1]  the holder's token (non-empty, no ','; its <id> is compared, see same()).
 -- ARGV[2]  mode: "f" (given up: the next caller loads), "n" (the source does not have the
 --          key), "e" (the load failed).
 -- ARGV[3]  how long the mark lasts, ms, > 0 (NegativeTTL for "n", ErrorTTL for "e").
@@ -26,12 +26,18 @@ end
 if not ms or not string.match(ms, '^%d+$') or tonumber(ms) <= 0 then
   return redis.error_reply('ERR replicas: bad mark ttl ' .. tostring(ms))
 end
+-- same says two lease tokens are one holder's: "<id>.<deadline>" names its holder by <id>
+-- (renew.lua moves the deadline on while the holder works).
+local function same(a, b)
+  return a ~= nil and b ~= nil and string.match(a, '^[^.]*') == string.match(b, '^[^.]*')
+end
+
 local k, n = nil, 0
 for _, key in ipairs({primary, side}) do
   local held = redis.call('GET', key)
   local tok, waiters = nil, nil
   if held then tok, waiters = string.match(held, '^l2,([^,]*),(%d+)$') end
-  if tok == token then k, n = key, tonumber(waiters); break end
+  if same(tok, token) then k, n = key, tonumber(waiters); break end
 end
 if not k then return {'none'} end
 if mode == 'f' then

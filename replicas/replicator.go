@@ -50,6 +50,11 @@ type Replicator struct {
 	flightMu sync.Mutex
 	flights  map[string]*flight
 
+	wakeMu sync.Mutex
+	wakes  map[string]*wakeWait // the blocking read of each wake list under way here
+	// blocking holds a token per BLPOP under way (blockingLimit of them at most).
+	blocking chan struct{}
+
 	// lifetime is cancelled by Close; it is the parent of detached GetOrLoad fetches, not a
 	// request context.
 	lifetime  context.Context
@@ -84,6 +89,8 @@ func New(client redis.UniversalClient, opts Options) (*Replicator, error) {
 		override:  map[string]bool{},
 		layouts:   map[string]*layout{},
 		flights:   map[string]*flight{},
+		wakes:     map[string]*wakeWait{},
+		blocking:  make(chan struct{}, blockingLimit(client)),
 		refreshCh: make(chan struct{}, 1),
 		aff:       o.Rand(),
 	}

@@ -25,7 +25,7 @@ func TestReviewZombieHolderAfterTakeover(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		prefix := celebritytest.Prefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond}
-		zombie := newReplicator(t, f.client(t), o)
+		zombie := newReplicator(t, hooked(t, f, noRenewals{}), o) // cut off from Redis while it loads
 		ctx := ctxFor(t)
 		const key = "post:zombie-takeover"
 		primary := zombie.PrimaryKey(key)
@@ -210,7 +210,7 @@ func TestReviewLostFillReplyRetried(t *testing.T) {
 func TestReviewZombieResumesBeforeTheNewHolderFills(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		prefix := celebritytest.Prefix(t)
-		zombie := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond})
+		zombie := newReplicator(t, hooked(t, f, noRenewals{}), replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond})
 		taker := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, LeaseTTL: 5 * time.Minute})
 		ctx := ctxFor(t)
 		const key = "post:zombie-before-fill"
@@ -286,7 +286,7 @@ func TestReviewZombieAbsentOrErrorAfterTakeover(t *testing.T) {
 					zo.LeaseTTL = 200 * time.Millisecond
 					to := marks
 					to.LeaseTTL = 5 * time.Minute
-					zombie := newReplicator(t, f.client(t), zo)
+					zombie := newReplicator(t, hooked(t, f, noRenewals{}), zo)
 					taker := newReplicator(t, f.client(t), to)
 					ctx := ctxFor(t)
 					const key = "post:zombie-marks"

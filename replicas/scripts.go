@@ -27,6 +27,8 @@ var (
 	releaseLua string
 	//go:embed fleet.lua
 	fleetLua string
+	//go:embed renew.lua
+	renewLua string
 
 	// setScript is the versioned set-if-newer of a primary record (see set.lua).
 	setScript = script.New(registryLua + setLua)
@@ -38,6 +40,8 @@ var (
 	acquireScript = script.New(registryLua + acquireLua)
 	// releaseScript ends a lease without a value (see release.lua).
 	releaseScript = script.New(releaseLua)
+	// renewScript keeps a lease while its holder works (see renew.lua).
+	renewScript = script.New(renewLua)
 	// fleetScript records an instance in its fleet's roll (see fleet.lua).
 	fleetScript = script.New(fleetLua)
 )

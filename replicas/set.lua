@@ -13,7 +13,7 @@
 -- ARGV[4]  the value's life in ms, > 0.
 -- ARGV[5]  registry slots to add, "<slot>.<slot>..." (may be empty): the copies the writer
 --          keeps current.
--- ARGV[6]  lease token (fills only): the fill applies only while this token holds the lease
+-- ARGV[6]  lease token (fills only; its <id> is compared, see same()): the fill applies only while this token holds the lease
 --          (in the primary or in the side lease), or as the retry of a fill that applied.
 -- ARGV[7]  how long the wake list lasts, ms (fills only).
 -- ARGV[8]  NegativeTTL in ms, >= 0 (fills only; 0: none): a fill refused by a live tombstone
@@ -66,6 +66,12 @@ elseif #KEYS ~= 2 then
   return redis.error_reply('ERR replicas: set takes 2 or 3 keys')
 end
 
+-- same says two lease tokens are one holder's: "<id>.<deadline>" names its holder by <id>
+-- (renew.lua moves the deadline on while the holder works).
+local function same(a, b)
+  return a ~= nil and b ~= nil and string.match(a, '^[^.]*') == string.match(b, '^[^.]*')
+end
+
 -- The usual miss of a key that is not replicated: the primary holds the caller's lease, taken
 -- with the value's life. One write swaps the lease for the record and keeps the key's TTL;
 -- whatever else it finds is put back as it was (same value, same TTL: KEEPTTL kept it) and
@@ -75,7 +81,7 @@ if keep == '1' and add == '' and kind == 'v' then
   local old = redis.call('SET', rec, out, 'XX', 'GET', 'KEEPTTL')
   if old then
     local tok, n = string.match(old, '^l2,([^,]*),(%d+)$')
-    if tok == token then
+    if same(tok, token) then
       n = tonumber(n)
       if n > 0 then
         for _ = 1, math.min(n, 1000) do redis.call('RPUSH', wake, '1') end
@@ -94,7 +100,7 @@ if raw and string.sub(raw, 1, 3) ~= 'c2,' then
   local tok, n = string.match(raw, '^l2,([^,]*),(%d+)$')
   if tok then
     waiters = tonumber(n)
-    ownPrimary = (token ~= nil and tok == token)
+    ownPrimary = same(tok, token)
   end
   raw = nil
 end
@@ -102,7 +108,7 @@ if token and not ownPrimary then
   local held = redis.call('GET', side)
   local tok, n = nil, nil
   if held then tok, n = string.match(held, '^l2,([^,]*),(%d+)$') end
-  if tok == token then
+  if same(tok, token) then
     ownSide = true
     waiters = waiters + tonumber(n)
   elseif raw and string.match(raw, '^c2,' .. version .. ',' .. kind .. ',%d+,[%d.:]*,') and
