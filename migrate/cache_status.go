@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"strconv"
 	"time"
 )
 
 // Status returns a cache-mode move's status; RollbackSafe is computed against the clock.
 func (c *Cache) Status(ctx context.Context, id string) (CacheStatus, error) {
-	m, err := c.control.HGetAll(ctx, c.jkey(id)).Result()
+	m, err := bound.Do(ctx, func() (map[string]string, error) { return c.control.HGetAll(ctx, c.jkey(id)).Result() })
 	if err != nil {
 		return CacheStatus{}, fmt.Errorf("migrate: cache status: %w", err)
 	}

@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"strconv"
 	"strings"
 
@@ -379,7 +380,9 @@ func (c *Coordinator) cleanupPhase(ctx context.Context, s Status, key, kind, pha
 	a := c.shards[s.Source]
 	var cur uint64
 	for {
-		kv, next, err := a.c.HScan(ctx, key, cur, s.scanMatch(phase), int64(c.o.BatchSize)).Result()
+		kv, next, err := bound.Do2(ctx, func() ([]string, uint64, error) {
+			return a.c.HScan(ctx, key, cur, s.scanMatch(phase), int64(c.o.BatchSize)).Result()
+		})
 		if err != nil {
 			return false, fmt.Errorf("migrate: cleanup scan on source %q: %w", s.Source, err)
 		}

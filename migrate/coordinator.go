@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"sync"
 
 	"github.com/celebrity-go/celebrity/routing"
@@ -425,13 +426,13 @@ func (c *Coordinator) reload(ctx context.Context, r *run) error {
 // moves that are warming, flipped (awaiting Finish or Rollback) or rolling back are listed
 // too, marked Status.Cache; they are continued with [Cache.Resume].
 func (c *Coordinator) Unfinished(ctx context.Context) ([]Status, error) {
-	ids, err := c.control.ZRange(ctx, c.indexKey(), 0, -1).Result()
+	ids, err := bound.Do(ctx, func() ([]string, error) { return c.control.ZRange(ctx, c.indexKey(), 0, -1).Result() })
 	if err != nil {
 		return nil, fmt.Errorf("migrate: list migrations: %w", err)
 	}
 	var out []Status
 	for _, id := range ids {
-		m, err := c.control.HGetAll(ctx, c.journalKey(id)).Result()
+		m, err := bound.Do(ctx, func() (map[string]string, error) { return c.control.HGetAll(ctx, c.journalKey(id)).Result() })
 		if err != nil {
 			return nil, fmt.Errorf("migrate: list migrations: %w", err)
 		}
@@ -459,7 +460,7 @@ func (c *Coordinator) Unfinished(ctx context.Context) ([]Status, error) {
 // claimedBy reports whether unit u's import claim on shard is migration id's (a second
 // Start of the same migration racing the first).
 func (c *Coordinator) claimedBy(ctx context.Context, shard string, u routing.Unit, id string) bool {
-	v, err := c.shards[shard].c.HMGet(ctx, c.keys.Unit(u).Own, "mig").Result()
+	v, err := bound.Do(ctx, func() ([]any, error) { return c.shards[shard].c.HMGet(ctx, c.keys.Unit(u).Own, "mig").Result() })
 	if err != nil || len(v) != 1 {
 		return false
 	}

@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"strconv"
 	"strings"
 	"time"
@@ -74,7 +75,9 @@ func (c *Coordinator) snapshot(ctx context.Context, r *run, in State) error {
 		if phase == "ops" {
 			key, zkey = k.Ops, k.OpExpiry
 		}
-		kv, next, err := a.c.HScan(ctx, key, cur, r.scanMatch(phase), int64(c.o.BatchSize)).Result()
+		kv, next, err := bound.Do2(ctx, func() ([]string, uint64, error) {
+			return a.c.HScan(ctx, key, cur, r.scanMatch(phase), int64(c.o.BatchSize)).Result()
+		})
 		if err != nil {
 			return fmt.Errorf("migrate: snapshot of source %q: %w", r.Source, err)
 		}

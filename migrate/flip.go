@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"slices"
 	"time"
 
@@ -86,7 +87,7 @@ func shortOf(barrier, applied string) bool {
 // target after a purged tombstone still starts above every version the unit ever had) and,
 // for a bucket, the tenants marked as moved out of it, so the target refuses them too.
 func (c *Coordinator) carryMarks(ctx context.Context, r *run) error {
-	floor, err := c.shards[r.Source].c.HMGet(ctx, c.srcKeys(r).Own, "vfloor").Result()
+	floor, err := bound.Do(ctx, func() ([]any, error) { return c.shards[r.Source].c.HMGet(ctx, c.srcKeys(r).Own, "vfloor").Result() })
 	if err != nil {
 		return fmt.Errorf("migrate: read source version floor: %w", err)
 	}
@@ -271,7 +272,7 @@ func (c *Coordinator) openTarget(ctx context.Context, r *run, b *shard, to routi
 
 // checkOpenedBy checks that the target's open record own of the unit names this migration.
 func (c *Coordinator) checkOpenedBy(ctx context.Context, r *run, b *shard, own routing.Ownership) error {
-	mig, err := b.c.HMGet(ctx, c.keys.Unit(r.Unit).Own, "mig").Result()
+	mig, err := bound.Do(ctx, func() ([]any, error) { return b.c.HMGet(ctx, c.keys.Unit(r.Unit).Own, "mig").Result() })
 	if err != nil {
 		return fmt.Errorf("migrate: flip: %w", err)
 	}

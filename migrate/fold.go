@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"strconv"
 	"strings"
 
@@ -292,7 +293,9 @@ func (c *Coordinator) foldWipe(ctx context.Context, r *run) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			kv, next, err := b.c.HScan(ctx, key, cur, tenantMatch(r.Unit.Tenant, phase), int64(c.o.BatchSize)).Result()
+			kv, next, err := bound.Do2(ctx, func() ([]string, uint64, error) {
+				return b.c.HScan(ctx, key, cur, tenantMatch(r.Unit.Tenant, phase), int64(c.o.BatchSize)).Result()
+			})
 			if err != nil {
 				return fmt.Errorf("migrate: fold-back wipe scan on target %q: %w", r.Target, err)
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"io"
 	"net"
 	"strconv"
@@ -85,7 +86,7 @@ func (c *Coordinator) load(ctx context.Context, id string) (Status, error) {
 	if id == "" {
 		return Status{}, invalidf("empty migration ID")
 	}
-	m, err := c.control.HGetAll(ctx, c.journalKey(id)).Result()
+	m, err := bound.Do(ctx, func() (map[string]string, error) { return c.control.HGetAll(ctx, c.journalKey(id)).Result() })
 	if err != nil {
 		return Status{}, fmt.Errorf("migrate: read journal record %q: %w", id, err)
 	}

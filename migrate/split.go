@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"maps"
 	"slices"
 	"strconv"
@@ -666,7 +667,9 @@ func (c *Coordinator) splitDrain(ctx context.Context, r *run) (floor uint64, res
 		if shortOf(lr.Barrier, lr.Applied) {
 			return 0, false, fmt.Errorf("migrate: target applied %s of %s on %q, short of the barrier %s", lr.Applied, lr.Unit, lr.Source, lr.Barrier)
 		}
-		f, err := c.shards[lr.Source].c.HMGet(ctx, c.keys.Unit(lr.Unit).Own, "vfloor").Result()
+		f, err := bound.Do(ctx, func() ([]any, error) {
+			return c.shards[lr.Source].c.HMGet(ctx, c.keys.Unit(lr.Unit).Own, "vfloor").Result()
+		})
 		if err != nil {
 			return 0, false, fmt.Errorf("migrate: read source version floor: %w", err)
 		}
@@ -797,7 +800,7 @@ func (c *Coordinator) splitMarked(ctx context.Context, r *run) error {
 	for j := range r.SplitTo {
 		tr := r.targetRun(j)
 		b := c.shards[tr.Target]
-		f, err := b.c.HMGet(ctx, c.keys.Unit(tr.Unit).Own, "state", "ready").Result()
+		f, err := bound.Do(ctx, func() ([]any, error) { return b.c.HMGet(ctx, c.keys.Unit(tr.Unit).Own, "state", "ready").Result() })
 		if err != nil {
 			return fmt.Errorf("migrate: flip: %w", err)
 		}
@@ -838,7 +841,7 @@ func (c *Coordinator) openSplitTarget(ctx context.Context, tr *run, t *routing.T
 		}
 		return nil
 	case own.State == routing.StateOpen && own.Generation <= t.Generation+1:
-		mig, err := b.c.HMGet(ctx, c.keys.Unit(tr.Unit).Own, "mig").Result()
+		mig, err := bound.Do(ctx, func() ([]any, error) { return b.c.HMGet(ctx, c.keys.Unit(tr.Unit).Own, "mig").Result() })
 		if err != nil {
 			return fmt.Errorf("migrate: flip: %w", err)
 		}

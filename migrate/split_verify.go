@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"maps"
 	"slices"
 
@@ -88,7 +89,9 @@ func (c *Coordinator) splitScan(ctx context.Context, tenant string, v *verifier,
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		kv, next, err := from.sh.c.HScan(ctx, from.hashOf(kind), cur, "", int64(c.o.BatchSize)).Result()
+		kv, next, err := bound.Do2(ctx, func() ([]string, uint64, error) {
+			return from.sh.c.HScan(ctx, from.hashOf(kind), cur, "", int64(c.o.BatchSize)).Result()
+		})
 		if err != nil {
 			return fmt.Errorf("migrate: verify scan on %q: %w", from.sh.name, err)
 		}
@@ -98,7 +101,7 @@ func (c *Coordinator) splitScan(ctx context.Context, tenant string, v *verifier,
 		}
 		for _, sub := range slices.Sorted(maps.Keys(groups)) {
 			to := p.to[sub]
-			vals, err := to.sh.c.HMGet(ctx, to.hashOf(kind), groups[sub]...).Result()
+			vals, err := bound.Do(ctx, func() ([]any, error) { return to.sh.c.HMGet(ctx, to.hashOf(kind), groups[sub]...).Result() })
 			if err != nil {
 				return fmt.Errorf("migrate: verify read on %q: %w", to.sh.name, err)
 			}
@@ -236,7 +239,7 @@ func (c *Coordinator) splitReadAt(ctx context.Context, h *holder, si int, keys [
 		if len(fields) == 0 {
 			continue
 		}
-		vals, err := h.sh.c.HMGet(ctx, h.hashOf(kind), fields...).Result()
+		vals, err := bound.Do(ctx, func() ([]any, error) { return h.sh.c.HMGet(ctx, h.hashOf(kind), fields...).Result() })
 		if err != nil {
 			return fmt.Errorf("migrate: verify read on %q: %w", h.sh.name, err)
 		}

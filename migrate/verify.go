@@ -3,6 +3,7 @@ package migrate
 import (
 	"context"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"maps"
 	"slices"
 	"time"
@@ -149,7 +150,9 @@ func (c *Coordinator) verifyScan(ctx context.Context, v *verifier, h hashScan) e
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		kv, next, err := h.from.c.HScan(ctx, h.fromKey, cur, h.match, int64(c.o.BatchSize)).Result()
+		kv, next, err := bound.Do2(ctx, func() ([]string, uint64, error) {
+			return h.from.c.HScan(ctx, h.fromKey, cur, h.match, int64(c.o.BatchSize)).Result()
+		})
 		if err != nil {
 			return fmt.Errorf("migrate: verify scan on %q: %w", h.from.name, err)
 		}
@@ -157,7 +160,7 @@ func (c *Coordinator) verifyScan(ctx context.Context, v *verifier, h hashScan) e
 			kv = h.keep(kv)
 		}
 		if fields := h.mine.addNew(h.kind, kv); len(fields) > 0 {
-			vals, err := h.to.c.HMGet(ctx, h.toKey, fields...).Result()
+			vals, err := bound.Do(ctx, func() ([]any, error) { return h.to.c.HMGet(ctx, h.toKey, fields...).Result() })
 			if err != nil {
 				return fmt.Errorf("migrate: verify read on %q: %w", h.to.name, err)
 			}
@@ -249,7 +252,7 @@ func (c *Coordinator) reread(ctx context.Context, r *run, v *verifier) error {
 				if kind == "o" {
 					hash = side.k.Ops
 				}
-				vals, err := side.s.c.HMGet(ctx, hash, fields...).Result()
+				vals, err := bound.Do(ctx, func() ([]any, error) { return side.s.c.HMGet(ctx, hash, fields...).Result() })
 				if err != nil {
 					return fmt.Errorf("migrate: verify read on %q: %w", side.s.name, err)
 				}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"slices"
 	"strconv"
 	"strings"
@@ -115,7 +116,9 @@ func loadMembers(ctx context.Context, c redis.UniversalClient, k Keys, window ti
 		return nil, nil
 	}
 	lo := strconv.FormatInt(int64(newest[0].Score)-window.Milliseconds(), 10)
-	ms, err := c.ZRangeByScore(ctx, k.LoadIndex(), &redis.ZRangeBy{Min: "(" + lo, Max: "+inf", Count: maxLoadIntervals}).Result()
+	ms, err := bound.Do(ctx, func() ([]string, error) {
+		return c.ZRangeByScore(ctx, k.LoadIndex(), &redis.ZRangeBy{Min: "(" + lo, Max: "+inf", Count: maxLoadIntervals}).Result()
+	})
 	if err != nil {
 		return nil, fmt.Errorf("routing: read the load index: %w", err)
 	}
@@ -126,7 +129,7 @@ func loadMembers(ctx context.Context, c redis.UniversalClient, k Keys, window ti
 // meanwhile reads as an empty map.
 func loadHashes(ctx context.Context, c redis.UniversalClient, k Keys, members []string) ([]map[string]string, error) {
 	cmds := make([]*redis.MapStringStringCmd, len(members))
-	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := bound.Pipelined(ctx, c, func(p redis.Pipeliner) error {
 		for i, m := range members {
 			cmds[i] = p.HGetAll(ctx, k.LoadInterval(m))
 		}

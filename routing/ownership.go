@@ -3,6 +3,7 @@ package routing
 import (
 	"context"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"strconv"
 	"strings"
 )
@@ -43,7 +44,7 @@ func (s *Shard) Ownership(ctx context.Context, u Unit) (Ownership, map[string]ui
 	if err := u.Validate(); err != nil {
 		return Ownership{}, nil, err
 	}
-	m, err := s.client.HGetAll(ctx, s.keys.Unit(u).Own).Result()
+	m, err := bound.Do(ctx, func() (map[string]string, error) { return s.client.HGetAll(ctx, s.keys.Unit(u).Own).Result() })
 	if err != nil {
 		return Ownership{}, nil, fmt.Errorf("routing: read ownership of %s on shard %q: %w", u, s.name, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"slices"
 	"strconv"
 	"strings"
@@ -238,7 +239,7 @@ func sameUnits(prev, next *Table, reshaped string) error {
 
 // Load returns the current table, or ErrNoTable if none was published.
 func (s *Store) Load(ctx context.Context) (*Table, error) {
-	vals, err := s.client.HMGet(ctx, s.keys.Table(), "gen", "table").Result()
+	vals, err := bound.Do(ctx, func() ([]any, error) { return s.client.HMGet(ctx, s.keys.Table(), "gen", "table").Result() })
 	if err != nil {
 		return nil, fmt.Errorf("routing: load table: %w", err)
 	}

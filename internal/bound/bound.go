@@ -72,3 +72,16 @@ type Pipeliner interface {
 func Pipelined(ctx context.Context, c Pipeliner, fn func(redis.Pipeliner) error) ([]redis.Cmder, error) {
 	return Do(ctx, func() ([]redis.Cmder, error) { return c.Pipelined(ctx, fn) })
 }
+
+// Do2 is Do for a call with two results, such as a SCAN (keys and cursor).
+func Do2[A, B any](ctx context.Context, f func() (A, B, error)) (A, B, error) {
+	type pair struct {
+		a A
+		b B
+	}
+	p, err := Do(ctx, func() (pair, error) {
+		a, b, err := f()
+		return pair{a, b}, err
+	})
+	return p.a, p.b, err
+}
