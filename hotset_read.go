@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"sort"
 	"strconv"
 	"strings"
@@ -94,14 +95,16 @@ func readRawHotSet(ctx context.Context, client redis.UniversalClient, ks keyset)
 		tc         *redis.DurationCmd
 		mc, dc     *redis.MapStringStringCmd
 	)
-	_, err := client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		vc = p.HGet(ctx, ks.meta, "version") // HGET, not HMGET: the package doc's ACL
-		ec = p.HGet(ctx, ks.meta, "epoch")
-		lc = p.Get(ctx, ks.lease)
-		tc = p.PTTL(ctx, ks.lease)
-		mc = p.HGetAll(ctx, ks.members)
-		dc = p.HGetAll(ctx, ks.demoted)
-		return nil
+	_, err := bound.Do(ctx, func() ([]redis.Cmder, error) {
+		return client.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			vc = p.HGet(ctx, ks.meta, "version") // HGET, not HMGET: the package doc's ACL
+			ec = p.HGet(ctx, ks.meta, "epoch")
+			lc = p.Get(ctx, ks.lease)
+			tc = p.PTTL(ctx, ks.lease)
+			mc = p.HGetAll(ctx, ks.members)
+			dc = p.HGetAll(ctx, ks.demoted)
+			return nil
+		})
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return rawHotSet{}, err

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"sync"
 	"sync/atomic"
 
@@ -149,12 +150,12 @@ func (inv *Invalidator) InvalidateAll(ctx context.Context) error {
 }
 
 func (inv *Invalidator) publish(ctx context.Context, msg string) error {
-	var err error
-	if inv.sharded {
-		err = inv.client.SPublish(ctx, inv.opts.Channel, msg).Err()
-	} else {
-		err = inv.client.Publish(ctx, inv.opts.Channel, msg).Err()
-	}
+	_, err := bound.Do(ctx, func() (int64, error) {
+		if inv.sharded {
+			return inv.client.SPublish(ctx, inv.opts.Channel, msg).Result()
+		}
+		return inv.client.Publish(ctx, inv.opts.Channel, msg).Result()
+	})
 	if err != nil {
 		inv.publishErrors.Add(1)
 		if inv.reload != nil {

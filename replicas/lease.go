@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"runtime"
 	"runtime/debug"
 	"strconv"
@@ -129,7 +130,9 @@ type leaseRead struct {
 func (r *Replicator) readOrLease(ctx context.Context, key string, ttl time.Duration) (Item, bool, *leaseRead, error) {
 	token := r.newToken()
 	life, _ := r.leaseLife(ttl)
-	raw, err := r.client.SetArgs(ctx, r.primaryKey(key), "l2,"+token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: life}).Result()
+	raw, err := bound.Do(ctx, func() (string, error) {
+		return r.client.SetArgs(ctx, r.primaryKey(key), "l2,"+token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: life}).Result()
+	})
 	return r.settleRead(raw, err, token)
 }
 
@@ -329,7 +332,9 @@ func (r *Replicator) readLease(ctx context.Context, key string, lt *leaseTurn) (
 	if !lt.scripted {
 		// A lease this command takes lasts LeaseTTL from now, not from when the call began.
 		lt.token = r.newToken()
-		raw, err := r.client.SetArgs(ctx, lt.primary, "l2,"+lt.token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: lt.life}).Result()
+		raw, err := bound.Do(ctx, func() (string, error) {
+			return r.client.SetArgs(ctx, lt.primary, "l2,"+lt.token+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: lt.life}).Result()
+		})
 		res, err := judgePlain(raw, err, lt.token, r.opts.Clock)
 		if err != nil {
 			return nil, fmt.Errorf("replicas: lease for %q: %w", key, err)
@@ -522,11 +527,12 @@ func (r *Replicator) awaitWake(ctx context.Context, wake string, d time.Duration
 		return nil
 	}
 	var err error
-	if d == maxBlock {
-		err = r.client.BLPop(ctx, maxBlock, wake).Err()
-	} else {
-		err = r.client.Do(ctx, "blpop", wake, fmt.Sprintf("%.3f", d.Seconds())).Err()
-	}
+	_, err = bound.Do(ctx, func() (struct{}, error) {
+		if d == maxBlock {
+			return struct{}{}, r.client.BLPop(ctx, maxBlock, wake).Err()
+		}
+		return struct{}{}, r.client.Do(ctx, "blpop", wake, fmt.Sprintf("%.3f", d.Seconds())).Err()
+	})
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"runtime/debug"
 	"slices"
 	"sync"
@@ -126,13 +127,21 @@ func (r *Replicator) readOrLeaseMany(ctx context.Context, b *batch, keys []strin
 	life, _ := r.leaseLife(ttl)
 	tokens := make([]string, len(keys))
 	cmds := make([]*redis.StatusCmd, len(keys))
-	_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := bound.Pipelined(ctx, r.client, func(p redis.Pipeliner) error {
 		for i, k := range keys {
 			tokens[i] = r.newToken()
 			cmds[i] = p.SetArgs(ctx, r.primaryKey(k), "l2,"+tokens[i]+",0", redis.SetArgs{Mode: "NX", Get: true, TTL: life})
 		}
 		return nil
 	})
+	if err != nil && ctx.Err() != nil {
+		// The caller left before the replies came (the commands may still run: a lease
+		// taken then is never filled and expires, and a waiter takes it over).
+		for _, k := range keys {
+			b.set(k)(Item{}, err)
+		}
+		return won, rest
+	}
 	for i, k := range keys {
 		it, done, pre, err := r.settleRead(cmds[i].Val(), cmds[i].Err(), tokens[i])
 		switch {

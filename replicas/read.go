@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -53,7 +54,7 @@ func (r *Replicator) Get(ctx context.Context, key string) (Item, error) {
 // readPrimary reads key's primary record with one GET.
 func (r *Replicator) readPrimary(ctx context.Context, key string) (Item, error) {
 	r.stats.primaryReads.Add(1)
-	raw, err := r.client.Get(ctx, r.primaryKey(key)).Result()
+	raw, err := bound.Do(ctx, func() (string, error) { return r.client.Get(ctx, r.primaryKey(key)).Result() })
 	if errors.Is(err, redis.Nil) {
 		r.stats.misses.Add(1)
 		return Item{}, ErrNotFound
@@ -109,7 +110,7 @@ func (r *Replicator) readCopies(ctx context.Context, key string, lay *layout) (i
 			r.stats.fallbacks.Add(1)
 		}
 		r.stats.copyReads[i].Add(1)
-		raw, err := r.client.Get(ctx, lay.keys[i]).Result()
+		raw, err := bound.Do(ctx, func() (string, error) { return r.client.Get(ctx, lay.keys[i]).Result() })
 		if err != nil && !errors.Is(err, redis.Nil) {
 			r.kickRefresh()
 			continue
