@@ -76,8 +76,12 @@ func (p *Probe) Capabilities(ctx context.Context) ([]NodeCapability, error) {
 		mu.Unlock()
 		return nil
 	})
-	slices.SortFunc(out, func(a, b NodeCapability) int { return strings.Compare(a.Node, b.Node) })
-	return out, err
+	// fn may still run after an abandoned wait: read out under mu, and return a copy.
+	mu.Lock()
+	res := slices.Clone(out)
+	mu.Unlock()
+	slices.SortFunc(res, func(a, b NodeCapability) int { return strings.Compare(a.Node, b.Node) })
+	return res, err
 }
 
 // ServerKey is one key's access frequency as the server counts it.

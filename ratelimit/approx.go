@@ -133,6 +133,9 @@ func (l *Limiter) syncTurn(ctx context.Context, st *keyState, key string, first 
 		return err // the attempt this caller waited for failed
 	}
 	err = l.sync(ctx, st, key)
+	if err != nil && ctx.Err() != nil {
+		return err // this caller's own ctx ended the attempt: the waiters try themselves
+	}
 	st.mu.Lock()
 	st.firstEnded++
 	st.firstErr = err

@@ -224,14 +224,16 @@ func (l *Limiter) takeSlot(ctx context.Context, st *keyState, key string, j int,
 	}
 	wait, cancel := context.WithTimeout(ctx, l.o.SlotTimeout)
 	defer cancel()
-	st.mu.Lock()
-	st.probing[j] = true
-	st.mu.Unlock()
 	// The request outlives the caller's wait and its ctx (the caller moves on, and its
 	// cancel must not end the request early, or the next caller would wait for the same
-	// silent master again): it runs until the master answers or probeLimit passes.
-	probe, stop := context.WithTimeout(context.WithoutCancel(ctx), probeLimit*l.o.SlotTimeout)
+	// silent master again): it runs until the master answers or probeLimit passes, and slot
+	// j is skipped while it runs. A wait that ended before the request started never runs
+	// it, and so never marks the slot.
 	r, err := bound.Call(wait, func() (takeReply, error) {
+		probe, stop := context.WithTimeout(context.WithoutCancel(ctx), probeLimit*l.o.SlotTimeout)
+		st.mu.Lock()
+		st.probing[j] = true
+		st.mu.Unlock()
 		defer func() {
 			stop()
 			st.mu.Lock()

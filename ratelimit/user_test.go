@@ -340,3 +340,60 @@ func TestLostRepliesUnderOrdinaryLoadDenyNothing(t *testing.T) {
 		}
 	}
 }
+
+// A caller whose ctx has already ended (an upstream deadline passed) must not break the key
+// for the callers after it.
+func TestACallerWhoseCtxEndedDoesNotBreakASlot(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr()})
+	t.Cleanup(func() { _ = rc.Close() })
+	l := newLimiter(t, rc, Options{
+		Limit: Limit{Rate: 1000, Period: time.Second},
+		Mode:  Leased,
+		Slots: 1,
+	})
+	dead, cancel := context.WithCancel(t.Context())
+	cancel()
+	for range 20 { // enter's select picks the free turn or the done ctx at random
+		_, _ = l.Allow(dead, "k")
+	}
+	time.Sleep(300 * time.Millisecond) // past one sub-window (100ms) and SlotTimeout
+	var errs, allowed int
+	for range 50 {
+		r, err := l.Allow(t.Context(), "k")
+		if err != nil {
+			errs++
+			if errs == 1 {
+				t.Logf("first error: %v", err)
+			}
+		} else if r.Allowed {
+			allowed++
+		}
+	}
+	require.Zero(t, errs, "calls with a live ctx failed after calls with a dead one")
+	require.Equal(t, 50, allowed)
+}
+
+// A caller whose own deadline ends a new key's first sync must not hand its ctx error to a
+// caller with a live ctx that waited for that sync.
+func TestApproximateFirstSyncDoesNotHandOneCallersDeadlineToOthers(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	inj := faults.New()
+	rc := redis.NewClient(&redis.Options{Addr: srv.Addr(), Dialer: inj.Dialer(nil)})
+	t.Cleanup(func() { _ = rc.Close() })
+	require.NoError(t, rc.Ping(t.Context()).Err()) // a warm connection
+	l := newLimiter(t, rc, Options{Limit: Limit{Rate: 100, Period: time.Second}, Mode: Approximate})
+	inj.SetLatency(60 * time.Millisecond)
+	short, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	go func() { _, _ = l.Allow(short, "new-key") }()
+	time.Sleep(5 * time.Millisecond)
+	live, cancel2 := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel2()
+	start := time.Now()
+	r, err := l.Allow(live, "new-key")
+	t.Logf("live caller after %v: %+v, err %v (its ctx: %v)", time.Since(start), r, err, live.Err())
+	require.NoError(t, err, "the live caller got another caller's ctx error")
+	require.True(t, r.Allowed)
+	time.Sleep(200 * time.Millisecond)
+}
