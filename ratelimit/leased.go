@@ -162,19 +162,7 @@ func (f *fetchTry) earlier(d time.Duration) {
 // or a request to it left after SlotTimeout still runs, and admits n from the chunk it
 // grants. It records in f what it learned.
 func (l *Limiter) trySlot(ctx context.Context, st *keyState, key string, j int, want, n int64, f *fetchTry) (Result, bool) {
-	now := l.o.Clock()
-	st.mu.Lock()
-	skip := now.Before(st.emptyTill[j])
-	if skip && !st.down[j] {
-		f.earlier(st.emptyTill[j].Sub(now))
-		f.known = true
-	}
-	probing, down := st.probing[j], skip && st.down[j]
-	st.mu.Unlock()
-	if (probing || down) && f.lastErr == nil {
-		f.lastErr = fmt.Errorf("ratelimit: take %q slot %d: its master did not answer a recent request", key, j)
-	}
-	if skip || probing {
+	if l.skipSlot(st, key, j, f) {
 		return Result{}, false
 	}
 	f.asked++
@@ -213,6 +201,24 @@ func (l *Limiter) trySlot(ctx context.Context, st *keyState, key string, j int, 
 		l.stats.lateGrants.Add(1)
 	}
 	return res, ok
+}
+
+// skipSlot tells whether slot j is to be skipped now: known to be empty (f learns when it
+// has budget again), or its master did not answer a recent request (f notes the error).
+func (l *Limiter) skipSlot(st *keyState, key string, j int, f *fetchTry) bool {
+	now := l.o.Clock()
+	st.mu.Lock()
+	skip := now.Before(st.emptyTill[j])
+	if skip && !st.down[j] {
+		f.earlier(st.emptyTill[j].Sub(now))
+		f.known = true
+	}
+	probing, down := st.probing[j], skip && st.down[j]
+	st.mu.Unlock()
+	if (probing || down) && f.lastErr == nil {
+		f.lastErr = fmt.Errorf("ratelimit: take %q slot %d: its master did not answer a recent request", key, j)
+	}
+	return skip || probing
 }
 
 // takeSlot runs take for slot j, waiting at most SlotTimeout for it (and never past ctx):
