@@ -266,11 +266,12 @@ func (c *Cache[V]) sawLeader(other string, lease time.Duration) {
 		return
 	}
 	f.twins[other] = -1
-	f.duplicates.Add(1)
 	if c.o.Logger != nil {
 		c.o.Logger.Warn("celebrity: another live instance uses this InstanceID; give every instance its own",
 			"instance_id", c.o.InstanceID)
 	}
+	// Counted after the warning: a reader that sees the count also finds the warning.
+	f.duplicates.Add(1)
 }
 
 // retryPromotions warms the copies of hot keys whose promotion failed on this instance

@@ -3,7 +3,7 @@
 -- All keys carry the journal hash tag "{<prefix>:table}", so they share one slot in the
 -- control Redis.
 -- KEYS[1..] STRING unit locks (create.lua's KEYS[2] and KEYS[4..])
--- ARGV      none
+-- ARGV  none
 -- Reply: {"ok", holder...}: per key, the ID of the migration holding it, "" for a free lock.
 -- Invariant: read-only; create.lua stays the one step that takes a lock, this only lets a
 --   Start name a holder before it reads the shards.
