@@ -89,6 +89,11 @@ if [ -x scripts/examples.sh ]; then
   say "examples"
   step "examples" scripts/examples.sh
 fi
+# The modules as a user gets them once tagged: go install and go get at the candidate version
+# from a module proxy on disk, outside the workspace.
+say "release rehearsal"
+step "release rehearsal" scripts/release.sh
+
 left=$(suite_pids)
 if [ -n "$left" ]; then
   echo "the suite left processes running:" >&2
