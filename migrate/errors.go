@@ -10,11 +10,6 @@ import (
 // message names the field and the allowed range. Nothing was changed.
 var ErrInvalid = errors.New("migrate: invalid input")
 
-// ErrInvalidInput is the former name of [ErrInvalid], the same value.
-//
-// Deprecated: use ErrInvalid.
-var ErrInvalidInput = ErrInvalid
-
 // ErrBusy reports that another unfinished migration already holds the unit. Nothing was
 // changed. The error carries a [*BusyError] naming the holder.
 var ErrBusy = errors.New("migrate: unit already migrating")

@@ -103,7 +103,7 @@ func TestHashVectorsRoute(t *testing.T) {
 				require.Equal(t, h, hashing.Sum64(v.ID), "hash of %q", v.ID)
 				rt, err := r.Route(v.ID, "")
 				if v.ID == "" {
-					require.ErrorIs(t, err, routing.ErrInvalidInput, "an empty tenant is refused, not routed")
+					require.ErrorIs(t, err, routing.ErrInvalid, "an empty tenant is refused, not routed")
 					continue
 				}
 				require.NoError(t, err)
