@@ -8,7 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/escrow"
 	"github.com/celebrity-go/celebrity/ratelimit"
+	"github.com/celebrity-go/celebrity/stripes"
 )
 
 // TestRatelimitStatusSaysWhenItsFlagsReadNothing: a service limits merchant:42 to 500 per
@@ -51,4 +53,64 @@ func TestRatelimitStatusSaysWhenItsFlagsReadNothing(t *testing.T) {
 	require.Len(t, got, 1)
 	require.True(t, got[0].Stored)
 	require.Equal(t, int64(3), got[0].Used)
+}
+
+// TestStripesSumPrintsTheOthersAndReportsAMissingName: one mistyped name among several
+// neither hides the sums of the others nor passes for a zero.
+func TestStripesSumPrintsTheOthersAndReportsAMissingName(t *testing.T) {
+	s := celebritytest.Standalone(t)
+	prefix := celebritytest.Prefix(t) + "stripes:"
+	for name, n := range map[string]int{"views": 2, "likes": 1} {
+		ctr, err := stripes.New(s.Client(t), stripes.Options{Name: name, Prefix: prefix, Stripes: 2, SealInterval: -1})
+		require.NoError(t, err)
+		for i := range n {
+			_, err := ctr.Add(t.Context(), stripes.Event{ID: name + itoa(i), Time: time.Now()}, 1)
+			require.NoError(t, err)
+		}
+		require.NoError(t, ctr.Close())
+	}
+
+	r := cli(t, "", nil, "stripes", "sum", "views", "viewz", "likes", "--addr", s.Addr(), "--prefix", prefix)
+	require.Equal(t, result{code: 2, stdout: "views\t2\nlikes\t1\n",
+		stderr: `celebrity: no counter "viewz" under prefix "` + prefix + "\"\n"}, r)
+
+	r = cli(t, "", nil, "stripes", "sum", "nope", "viewz", "--addr", s.Addr(), "--prefix", prefix)
+	require.Equal(t, result{code: 2,
+		stderr: `celebrity: no counter "nope" under prefix "` + prefix + `"; no counter "viewz" under prefix "` + prefix + "\"\n"}, r)
+
+	r = cli(t, "", nil, "stripes", "sum", "views", "likes", "--addr", s.Addr(), "--prefix", prefix)
+	require.Equal(t, result{code: 0, stdout: "views\t2\nlikes\t1\n"}, r)
+}
+
+// TestEscrowHoldersSaysWhenThePoolOrALedgerIsMissing: holders of a pool that does not exist
+// under the flags (a mistyped --pool) is refused rather than printed as zero holders, and an
+// owner whose ledger is gone is named, with a non-zero exit.
+func TestEscrowHoldersSaysWhenThePoolOrALedgerIsMissing(t *testing.T) {
+	s := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
+	pool, err := escrow.NewPool(s.Client(t), escrow.PoolOptions{Name: "video", Capacity: 10, AllowSharedWitness: true,
+		Owners: []escrow.Owner{{Name: "eu", First: 1, Last: 5}, {Name: "us", First: 6, Last: 10}}})
+	require.NoError(t, err)
+	require.NoError(t, pool.Init(t.Context()))
+	_, err = pool.Acquire(t.Context(), "eu", "job-1")
+	require.NoError(t, err)
+	holders := func(name string) result {
+		return cli(t, "", nil, "escrow", "holders", "--addr", s.Addr(), "--pool", name, "--capacity", "10", "--owners", "eu=1-5,us=6-10")
+	}
+
+	r := holders("vidoe")
+	require.Equal(t, result{code: 2,
+		stderr: `celebrity: pool "vidoe" does not exist under prefix "escrow:": no owner has a ledger (check --pool and --prefix)` + "\n"}, r)
+
+	r = holders("video")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `^eu: 1 holder\(s\), 0 lapsed\n  permit \d+ +token \d+ +no lease +job "job-1"\nus: 0 holder\(s\), 0 lapsed\n$`, r.stdout)
+
+	keys, err := s.Client(t).Keys(t.Context(), "escrow:{video:us}:*").Result()
+	require.NoError(t, err)
+	require.NotEmpty(t, keys, "the layout names us's ledger keys")
+	require.NoError(t, s.Client(t).Del(t.Context(), keys...).Err())
+	r = holders("video")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Regexp(t, `^eu: 1 holder\(s\), 0 lapsed\n  permit .*\nus: no ledger \(lost, or never initialized: see escrow audit\)\n$`, r.stdout)
+	require.Equal(t, "celebrity: no ledger for owner(s) us of pool \"video\"\n", r.stderr)
 }
