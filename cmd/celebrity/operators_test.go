@@ -114,3 +114,36 @@ func TestEscrowHoldersSaysWhenThePoolOrALedgerIsMissing(t *testing.T) {
 	require.Regexp(t, `^eu: 1 holder\(s\), 0 lapsed\n  permit .*\nus: no ledger \(lost, or never initialized: see escrow audit\)\n$`, r.stdout)
 	require.Equal(t, "celebrity: no ledger for owner(s) us of pool \"video\"\n", r.stderr)
 }
+
+// TestAddressConflictNamesTheVariable: an operator with CELEBRITY_ADDR in the environment who
+// types --cluster is told which variable set the other address.
+func TestAddressConflictNamesTheVariable(t *testing.T) {
+	r := cli(t, "", []string{"CELEBRITY_ADDR=127.0.0.1:1"}, "top", "--once", "--cluster", "127.0.0.1:2")
+	require.Equal(t, result{code: 2,
+		stderr: "celebrity: give --addr or --cluster, not both (--addr comes from CELEBRITY_ADDR=127.0.0.1:1; unset it or pass --addr '')\n"}, r)
+	r = cli(t, "", nil, "top", "--once", "--cluster", "127.0.0.1:2", "--addr", "127.0.0.1:1")
+	require.Equal(t, result{code: 2, stderr: "celebrity: give --addr or --cluster, not both\n"}, r)
+}
+
+// TestGoRedisLogsStayOutOfTheOutput runs commands against a cluster, where go-redis logs its
+// internals (maintenance notification handlers, its connection pool) through its own
+// logger: what the operator reads is the tool's output and nothing else.
+func TestGoRedisLogsStayOutOfTheOutput(t *testing.T) {
+	cl := celebritytest.SharedCluster(t)
+	prefix := celebritytest.Prefix(t)
+	ctr, err := stripes.New(cl.Client(t), stripes.Options{Name: "views", Prefix: prefix, Stripes: 3, SealInterval: -1})
+	require.NoError(t, err)
+	_, err = ctr.Add(t.Context(), stripes.Event{ID: "e1", Time: time.Now()}, 1)
+	require.NoError(t, err)
+	require.NoError(t, ctr.Close())
+	for _, args := range [][]string{
+		{"stripes", "sum", "views", "--prefix", prefix},
+		{"stripes", "status", "views", "--prefix", prefix},
+		{"top", "--once", "--interval", "100ms"},
+	} {
+		r := cli(t, "", nil, append(args, "--cluster", cl.Addrs()[0])...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		require.Empty(t, r.stderr, "%v", args)
+		require.NotRegexp(t, `maintnotifications|\w+\.go:\d+`, r.stdout, "%v", args)
+	}
+}
