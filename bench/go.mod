@@ -1,9 +1,10 @@
 module github.com/celebrity-go/celebrity/bench
 
+// go 1.26: a load harness run on the newest Go and never imported; go-redis v9.23 and x/sys v0.48 declare go 1.26.
 go 1.26.0
 
 require (
-	github.com/celebrity-go/celebrity v0.0.0
+	github.com/celebrity-go/celebrity v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	gonum.org/v1/plot v0.17.0
 )
@@ -22,5 +23,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
 )
-
-replace github.com/celebrity-go/celebrity => ../

@@ -77,9 +77,3 @@ func (e *FencedError) Error() string {
 
 // Is makes errors.Is(err, ErrFenced) hold.
 func (e *FencedError) Is(target error) bool { return target == ErrFenced }
-
-// Unwrap returns ErrFenced.
-//
-// Deprecated: a FencedError has no underlying cause; it ties to ErrFenced through Is, as the
-// typed errors of the other packages do. Use errors.Is(err, ErrFenced).
-func (e *FencedError) Unwrap() error { return ErrFenced }

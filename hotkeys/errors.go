@@ -10,14 +10,6 @@ var (
 	// and a bad argument at run time (k <= 0, a nil client). The error names the field or
 	// argument and the allowed range.
 	ErrInvalid = errors.New("hotkeys: invalid argument")
-	// ErrInvalidOptions is ErrInvalid.
-	//
-	// Deprecated: use ErrInvalid, which every bad-input error wraps.
-	ErrInvalidOptions = ErrInvalid
-	// ErrInvalidArgument is ErrInvalid.
-	//
-	// Deprecated: use ErrInvalid, which every bad-input error wraps.
-	ErrInvalidArgument = ErrInvalid
 	// ErrNoShards is returned by ShardView when Options.Shard is not set.
 	ErrNoShards = errors.New("hotkeys: no shard attribution (Options.Shard is nil)")
 	// ErrUnsupported is wrapped when the server offers no view of its hot keys.

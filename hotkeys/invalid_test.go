@@ -10,8 +10,7 @@ import (
 )
 
 // TestEveryBadInputWrapsErrInvalid: a bad Options field and a bad argument at run time both
-// wrap ErrInvalid, and the deprecated ErrInvalidOptions and ErrInvalidArgument still match
-// both, so callers written against them keep working.
+// wrap ErrInvalid.
 func TestEveryBadInputWrapsErrInvalid(t *testing.T) {
 	_, optErr := hotkeys.New(hotkeys.Options{SampleRate: 2})
 	d, err := hotkeys.New(hotkeys.Options{EvalInterval: -1})
@@ -21,9 +20,7 @@ func TestEveryBadInputWrapsErrInvalid(t *testing.T) {
 	_, nilErr := hotkeys.NewProbe(nil)
 	for name, err := range map[string]error{"option": optErr, "argument": argErr, "nil client": nilErr} {
 		require.Error(t, err, name)
-		for _, target := range []error{hotkeys.ErrInvalid, hotkeys.ErrInvalidOptions, hotkeys.ErrInvalidArgument} {
-			require.True(t, errors.Is(err, target), "%s: %v is not %v", name, err, target)
-		}
+		require.True(t, errors.Is(err, hotkeys.ErrInvalid), "%s: %v is not ErrInvalid", name, err)
 		require.False(t, errors.Is(err, hotkeys.ErrUnsupported), name)
 	}
 }

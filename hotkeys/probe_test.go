@@ -68,7 +68,7 @@ func TestProbeReadsLFUFrequencies(t *testing.T) {
 	require.Equal(t, srv.Addr(), top[0].Node)
 
 	_, err = p.ScanTop(ctx, hotkeys.ScanOptions{K: -1})
-	require.ErrorIs(t, err, hotkeys.ErrInvalidArgument)
+	require.ErrorIs(t, err, hotkeys.ErrInvalid)
 }
 
 // TestProbeScansEveryClusterMaster switches a cluster of its own to allkeys-lfu (the shared

@@ -186,7 +186,7 @@ func TestBadInputIsRejected(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			d, err := hotkeys.New(tc.o)
 			require.Nil(t, d)
-			require.ErrorIs(t, err, hotkeys.ErrInvalidOptions)
+			require.ErrorIs(t, err, hotkeys.ErrInvalid)
 			require.ErrorContains(t, err, tc.want)
 			require.True(t, strings.HasPrefix(err.Error(), "hotkeys: "))
 		})
@@ -197,13 +197,13 @@ func TestBadInputIsRejected(t *testing.T) {
 	defer d.Close()
 	for _, k := range []int{0, -3} {
 		_, err := d.Top(k)
-		require.ErrorIs(t, err, hotkeys.ErrInvalidArgument)
+		require.ErrorIs(t, err, hotkeys.ErrInvalid)
 		require.ErrorContains(t, err, "Top needs k >= 1, got "+strconv.Itoa(k))
 	}
 	_, err = hotkeys.NewProbe(nil)
-	require.ErrorIs(t, err, hotkeys.ErrInvalidArgument)
+	require.ErrorIs(t, err, hotkeys.ErrInvalid)
 	_, err = hotkeys.NewClusterShards(t.Context(), nil)
-	require.ErrorIs(t, err, hotkeys.ErrInvalidArgument)
+	require.ErrorIs(t, err, hotkeys.ErrInvalid)
 	require.False(t, errors.Is(err, hotkeys.ErrUnsupported))
 }
 

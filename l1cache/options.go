@@ -122,14 +122,6 @@ type Options[V any] struct {
 	OnEvent func(Event)
 }
 
-// Clock is a source of monotonic time in nanoseconds since an arbitrary fixed point.
-//
-// Deprecated: [Options.Clock] is a func() time.Time, as in the other packages; a Clock c
-// becomes func() time.Time { return time.Unix(0, c.NowNano()) }.
-type Clock interface {
-	NowNano() int64
-}
-
 // settings is Options after withDefaults, with the durations in nanoseconds as the clock
 // counts them.
 type settings[V any] struct {

@@ -175,7 +175,7 @@ func TestAStuckClaimIsSeenAndClearedByOneCall(t *testing.T) {
 	require.Equal(t, "ghost", cl.Migration)
 	require.Equal(t, routing.State("cancelled"), e.own(dst, u).State)
 	_, err = co.ClearClaim(ctx, u, dst)
-	require.ErrorIs(t, err, migrate.ErrInvalidInput, "nothing left to clear")
+	require.ErrorIs(t, err, migrate.ErrInvalid, "nothing left to clear")
 
 	// A running migration's claim is refused.
 	st, err := co.Start(ctx, migrate.Spec{Unit: u, Target: dst})

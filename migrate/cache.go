@@ -37,10 +37,6 @@ type CacheOptions struct {
 	// Clock returns the current time; journal timestamps and the rollback window use it.
 	// Default: time.Now.
 	Clock func() time.Time
-	// Now is the former name of Clock, used when Clock is nil.
-	//
-	// Deprecated: set Clock.
-	Now func() time.Time
 	// NewID returns a fresh migration ID when a CacheSpec has none. Default: random hex.
 	NewID func() string
 	// RollbackWindow bounds how long after the flip a rollback is offered as safe, whatever
@@ -64,7 +60,7 @@ func (o CacheOptions) withDefaults() (CacheOptions, error) {
 	if o.Prefix == "" {
 		o.Prefix = routing.DefaultPrefix
 	}
-	o.Clock = clockOf(o.Clock, o.Now)
+	o.Clock = clockOf(o.Clock)
 	if o.NewID == nil {
 		o.NewID = randomID
 	}

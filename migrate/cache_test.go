@@ -147,9 +147,9 @@ func TestCacheMoveWarmFlipRollbackWithoutStampede(t *testing.T) {
 		})
 	}
 	_, err = mv.Move(ctx, migrate.CacheSpec{Tenant: "", Target: "a"})
-	require.ErrorIs(t, err, migrate.ErrInvalidInput)
+	require.ErrorIs(t, err, migrate.ErrInvalid)
 	_, err = mv.Move(ctx, migrate.CacheSpec{Tenant: "x", Target: "nowhere"})
-	require.ErrorIs(t, err, migrate.ErrInvalidInput)
+	require.ErrorIs(t, err, migrate.ErrInvalid)
 }
 
 func TestCacheMoveRefusesATenantThatIsNotUTF8(t *testing.T) {
@@ -159,9 +159,9 @@ func TestCacheMoveRefusesATenantThatIsNotUTF8(t *testing.T) {
 	require.NoError(t, err)
 	gen := e.table().Generation
 	_, err = mv.Move(ctx, migrate.CacheSpec{Tenant: "cafe\xe9", Target: "b"})
-	require.ErrorIs(t, err, migrate.ErrInvalidInput)
+	require.ErrorIs(t, err, migrate.ErrInvalid)
 	require.Equal(t, gen, e.table().Generation, "nothing published")
 	co := e.coordinator(migrate.Options{})
 	_, err = co.Start(ctx, migrate.Spec{Unit: routing.TenantUnit("cafe\xe9"), Target: "b"})
-	require.ErrorIs(t, err, migrate.ErrInvalidInput)
+	require.ErrorIs(t, err, migrate.ErrInvalid)
 }

@@ -450,14 +450,14 @@ func TestCarveOutBadInputIsRefusedAndAnEmptyTenantWorks(t *testing.T) {
 		spec migrate.CarveSpec
 		want error
 	}{
-		{"empty tenant", migrate.CarveSpec{Tenant: "", Target: "b"}, migrate.ErrInvalidInput},
-		{"tenant not UTF-8", migrate.CarveSpec{Tenant: "a\xff", Target: "b"}, migrate.ErrInvalidInput},
-		{"already overridden", migrate.CarveSpec{Tenant: "over", Target: "b"}, migrate.ErrInvalidInput},
-		{"spread", migrate.CarveSpec{Tenant: "wide", Target: "b"}, migrate.ErrInvalidInput},
-		{"target is source", migrate.CarveSpec{Tenant: empty, Target: src}, migrate.ErrInvalidInput},
-		{"unknown shard", migrate.CarveSpec{Tenant: empty, Target: "zz"}, migrate.ErrInvalidInput},
-		{"wrong source", migrate.CarveSpec{Tenant: empty, Source: other(src), Target: other(src)}, migrate.ErrInvalidInput},
-		{"braces in id", migrate.CarveSpec{ID: "x{y}", Tenant: empty, Target: other(src)}, migrate.ErrInvalidInput},
+		{"empty tenant", migrate.CarveSpec{Tenant: "", Target: "b"}, migrate.ErrInvalid},
+		{"tenant not UTF-8", migrate.CarveSpec{Tenant: "a\xff", Target: "b"}, migrate.ErrInvalid},
+		{"already overridden", migrate.CarveSpec{Tenant: "over", Target: "b"}, migrate.ErrInvalid},
+		{"spread", migrate.CarveSpec{Tenant: "wide", Target: "b"}, migrate.ErrInvalid},
+		{"target is source", migrate.CarveSpec{Tenant: empty, Target: src}, migrate.ErrInvalid},
+		{"unknown shard", migrate.CarveSpec{Tenant: empty, Target: "zz"}, migrate.ErrInvalid},
+		{"wrong source", migrate.CarveSpec{Tenant: empty, Source: other(src), Target: other(src)}, migrate.ErrInvalid},
+		{"braces in id", migrate.CarveSpec{ID: "x{y}", Tenant: empty, Target: other(src)}, migrate.ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := co.Carve(ctx, tc.spec)
@@ -482,7 +482,7 @@ func TestCarveOutBadInputIsRefusedAndAnEmptyTenantWorks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(1), res.Version)
 	_, err = co.Carve(ctx, migrate.CarveSpec{Tenant: empty, Target: src})
-	require.ErrorIs(t, err, migrate.ErrInvalidInput, "an overridden tenant is moved with Migrate")
+	require.ErrorIs(t, err, migrate.ErrInvalid, "an overridden tenant is moved with Migrate")
 	again, err := co.StartCarve(ctx, migrate.CarveSpec{ID: "empty", Tenant: empty, Target: other(src)})
 	require.NoError(t, err, "a retry of the start finds the record")
 	require.Equal(t, migrate.OwnedB, again.State)

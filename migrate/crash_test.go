@@ -108,7 +108,7 @@ func TestCoordinatorKilledAtEachStateThenResumedOrCancelled(t *testing.T) {
 				// The unit's lock is free again: a new migration can start (and is cancelled).
 				next, err := co2.Start(ctx, migrate.Spec{Unit: u, Target: src})
 				if st.State == migrate.Cancelled {
-					require.ErrorIs(t, err, migrate.ErrInvalidInput, "the unit is still on the source")
+					require.ErrorIs(t, err, migrate.ErrInvalid, "the unit is still on the source")
 					return
 				}
 				require.NoError(t, err)

@@ -10,11 +10,6 @@ import (
 // message names the field and the allowed range. Nothing was changed.
 var ErrInvalid = errors.New("migrate: invalid input")
 
-// ErrInvalidInput is the former name of [ErrInvalid], the same value.
-//
-// Deprecated: use ErrInvalid.
-var ErrInvalidInput = ErrInvalid
-
 // ErrBusy reports that another unfinished migration already holds the unit (or one of the
 // units a carve-out, fold-back or split locks). Nothing was changed. The error carries a
 // [*BusyError] naming the holder. Every Start reads the locks before the shards, so a

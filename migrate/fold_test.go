@@ -51,7 +51,7 @@ func requireFoldedBack(t *testing.T, e *env, co *migrate.Coordinator, tenant, a,
 	for _, u := range []routing.Unit{tu, bu} {
 		st, err := co.Start(ctx, migrate.Spec{Unit: u, Target: b})
 		if u == tu {
-			require.ErrorIs(t, err, migrate.ErrInvalidInput, "the table no longer assigns the override")
+			require.ErrorIs(t, err, migrate.ErrInvalid, "the table no longer assigns the override")
 			continue
 		}
 		require.NoError(t, err, "the bucket's lock is free")
@@ -304,7 +304,7 @@ func TestFoldBackBadInputIsRefusedAndAnEmptyTenantWorks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.co.Fold(ctx, tc.spec)
-			require.ErrorIs(t, err, migrate.ErrInvalidInput)
+			require.ErrorIs(t, err, migrate.ErrInvalid)
 			t.Log(err)
 		})
 	}
@@ -329,7 +329,7 @@ func TestFoldBackBadInputIsRefusedAndAnEmptyTenantWorks(t *testing.T) {
 	require.NoError(t, err, "a retry of the start finds the record")
 	require.Equal(t, migrate.OwnedB, again.State)
 	_, err = co.Fold(ctx, migrate.FoldSpec{Tenant: empty})
-	require.ErrorIs(t, err, migrate.ErrInvalidInput, "a tenant in its bucket does not fold back")
+	require.ErrorIs(t, err, migrate.ErrInvalid, "a tenant in its bucket does not fold back")
 	st, err = co.Carve(ctx, migrate.CarveSpec{Tenant: empty, Target: b})
 	require.NoError(t, err, "the tenant is carved out again")
 	require.Equal(t, migrate.OwnedB, st.State)

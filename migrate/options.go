@@ -98,10 +98,6 @@ type Options struct {
 	// Clock returns the current time; journal timestamps, the grace period and the expiry of
 	// copied records use it. Default: time.Now.
 	Clock func() time.Time
-	// Now is the former name of Clock, used when Clock is nil.
-	//
-	// Deprecated: set Clock.
-	Now func() time.Time
 	// NewID returns a fresh migration ID when a Spec has none. Default: 16 random hex digits.
 	NewID func() string
 	// Logger receives one record per state change. Default: none.
@@ -194,25 +190,21 @@ func (o *Options) fillRetention() error {
 	return nil
 }
 
-// fillHooks fills the clock (Clock, else the former Now, else time.Now) and the ID source.
+// fillHooks fills the clock (Clock, else time.Now) and the ID source.
 func (o *Options) fillHooks() error {
-	o.Clock = clockOf(o.Clock, o.Now)
+	o.Clock = clockOf(o.Clock)
 	if o.NewID == nil {
 		o.NewID = randomID
 	}
 	return nil
 }
 
-// clockOf returns clock, or the deprecated now when clock is nil, or time.Now.
-func clockOf(clock, now func() time.Time) func() time.Time {
-	switch {
-	case clock != nil:
+// clockOf returns clock, or time.Now when clock is nil.
+func clockOf(clock func() time.Time) func() time.Time {
+	if clock != nil {
 		return clock
-	case now != nil:
-		return now
-	default:
-		return time.Now
 	}
+	return time.Now
 }
 
 // orDefault returns v, or def when v is zero.

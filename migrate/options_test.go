@@ -11,8 +11,8 @@ import (
 	"github.com/celebrity-go/celebrity/routing"
 )
 
-// Every bad option is refused by withDefaults with an error that wraps ErrInvalid (and the
-// former name ErrInvalidInput) and names the field; no Redis is needed to check it.
+// Every bad option is refused by withDefaults with an error that wraps ErrInvalid and names
+// the field; no Redis is needed to check it.
 func TestBadOptionsWrapErrInvalidAndNameTheField(t *testing.T) {
 	cl := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = cl.Close() })
@@ -34,7 +34,7 @@ func TestBadOptionsWrapErrInvalidAndNameTheField(t *testing.T) {
 		{"Options.OpRetryWindow", Options{Shards: shards, OpRetryWindow: 2 * routingDefaultOpRetention()}},
 	} {
 		_, err := tc.o.withDefaults()
-		if !errors.Is(err, ErrInvalid) || !errors.Is(err, ErrInvalidInput) || !strings.Contains(err.Error(), tc.field) {
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
 			t.Errorf("%s: got %v, want an error wrapping ErrInvalid naming the field", tc.field, err)
 		}
 	}
@@ -77,26 +77,20 @@ func TestOptionsDefaults(t *testing.T) {
 
 func routingDefaultOpRetention() time.Duration { return routing.DefaultOpRetention }
 
-// Clock wins over the deprecated Now; Now is used when Clock is nil; time.Now otherwise.
-func TestClockFallsBackToNowThenTimeNow(t *testing.T) {
+// Clock is used when set; time.Now otherwise.
+func TestClockFallsBackToTimeNow(t *testing.T) {
 	cl := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	t.Cleanup(func() { _ = cl.Close() })
 	clock := func() time.Time { return time.Unix(1, 0) }
-	now := func() time.Time { return time.Unix(2, 0) }
-	for _, tc := range []struct {
-		clock, now func() time.Time
-		want       int64
-	}{{clock, now, 1}, {nil, now, 2}, {clock, nil, 1}} {
-		o, err := Options{Shards: map[string]ShardClient{"a": cl}, Clock: tc.clock, Now: tc.now}.withDefaults()
-		if err != nil || o.Clock().Unix() != tc.want {
-			t.Errorf("Options: got %v; want clock at %d", err, tc.want)
-		}
-		co, err := CacheOptions{Shards: map[string]CacheClient{"a": cl}, Clock: tc.clock, Now: tc.now}.withDefaults()
-		if err != nil || co.Clock().Unix() != tc.want {
-			t.Errorf("CacheOptions: got %v; want clock at %d", err, tc.want)
-		}
+	o, err := Options{Shards: map[string]ShardClient{"a": cl}, Clock: clock}.withDefaults()
+	if err != nil || o.Clock().Unix() != 1 {
+		t.Errorf("Options: got %v; want the clock", err)
 	}
-	o, err := Options{Shards: map[string]ShardClient{"a": cl}}.withDefaults()
+	co, err := CacheOptions{Shards: map[string]CacheClient{"a": cl}, Clock: clock}.withDefaults()
+	if err != nil || co.Clock().Unix() != 1 {
+		t.Errorf("CacheOptions: got %v; want the clock", err)
+	}
+	o, err = Options{Shards: map[string]ShardClient{"a": cl}}.withDefaults()
 	if err != nil || o.Clock().Before(time.Unix(1e9, 0)) {
 		t.Errorf("default clock: got %v; want time.Now", err)
 	}

@@ -65,7 +65,7 @@ func TestMoveCopiesIdempotencyRecordsOfTheRetryWindowOnly(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
 	for _, w := range []time.Duration{25 * time.Hour, time.Millisecond, -time.Second} {
 		_, err := migrate.New(e.control, migrate.Options{Shards: e.clients, OpRetryWindow: w})
-		require.ErrorIs(t, err, migrate.ErrInvalidInput, "window %v", w)
+		require.ErrorIs(t, err, migrate.ErrInvalid, "window %v", w)
 		require.ErrorContains(t, err, "OpRetryWindow")
 	}
 }

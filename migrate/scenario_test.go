@@ -94,14 +94,14 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 		spec migrate.Spec
 		want error
 	}{
-		{"unknown bucket", migrate.Spec{Unit: routing.BucketUnit(testBuckets), Target: "b"}, migrate.ErrInvalidInput},
-		{"unknown tenant", migrate.Spec{Unit: routing.TenantUnit("nobody"), Target: "b"}, migrate.ErrInvalidInput},
-		{"malformed unit", migrate.Spec{Unit: routing.Unit{Kind: 9}, Target: "b"}, migrate.ErrInvalidInput},
-		{"unknown shard", migrate.Spec{Unit: u, Target: "zz"}, migrate.ErrInvalidInput},
-		{"target is source", migrate.Spec{Unit: u, Target: "a"}, migrate.ErrInvalidInput},
-		{"wrong source", migrate.Spec{Unit: u, Source: "b", Target: "b"}, migrate.ErrInvalidInput},
+		{"unknown bucket", migrate.Spec{Unit: routing.BucketUnit(testBuckets), Target: "b"}, migrate.ErrInvalid},
+		{"unknown tenant", migrate.Spec{Unit: routing.TenantUnit("nobody"), Target: "b"}, migrate.ErrInvalid},
+		{"malformed unit", migrate.Spec{Unit: routing.Unit{Kind: 9}, Target: "b"}, migrate.ErrInvalid},
+		{"unknown shard", migrate.Spec{Unit: u, Target: "zz"}, migrate.ErrInvalid},
+		{"target is source", migrate.Spec{Unit: u, Target: "a"}, migrate.ErrInvalid},
+		{"wrong source", migrate.Spec{Unit: u, Source: "b", Target: "b"}, migrate.ErrInvalid},
 		{"source not open", migrate.Spec{Unit: routing.BucketUnit(5), Target: "b"}, migrate.ErrOwnershipChanged},
-		{"braces in id", migrate.Spec{ID: "x{y}", Unit: u, Target: "b"}, migrate.ErrInvalidInput},
+		{"braces in id", migrate.Spec{ID: "x{y}", Unit: u, Target: "b"}, migrate.ErrInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := co.Start(ctx, tc.spec)
@@ -120,7 +120,7 @@ func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	require.ErrorIs(t, err, migrate.ErrNotFound)
 	e.openOwner(routing.BucketUnit(6))
 	_, err = co.Start(ctx, migrate.Spec{ID: "first", Unit: routing.BucketUnit(6), Target: "b"})
-	require.ErrorIs(t, err, migrate.ErrInvalidInput, "a used ID")
+	require.ErrorIs(t, err, migrate.ErrInvalid, "a used ID")
 	require.Zero(t, e.dataKeys("b", u))
 	require.Equal(t, routing.StateNone, e.own("b", u).State, "Start touches no shard")
 	require.Equal(t, uint64(1), e.table().Generation)

@@ -69,11 +69,6 @@ var ErrTenantHasData = errors.New("routing: tenant has data in its bucket")
 // and the allowed range. Nothing was changed.
 var ErrInvalid = errors.New("routing: invalid input")
 
-// ErrInvalidInput is the former name of [ErrInvalid], the same value.
-//
-// Deprecated: use ErrInvalid.
-var ErrInvalidInput = ErrInvalid
-
 // ErrNotReady reports that [Shard.TransitionFencedIfReady] found the unit's record as
 // expected but without the required ready mark; nothing was changed. It also matches
 // ErrOwnershipChanged.

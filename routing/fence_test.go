@@ -40,7 +40,7 @@ func TestFencedTransitionRefusesAnOlderEpochAfterANewerOneActed(t *testing.T) {
 			_, err = s.TransitionFenced(ctx, u, routing.Ownership{Generation: 3, State: "cancelled"}, imp, 5)
 			require.ErrorIs(t, err, routing.ErrFenced)
 			_, err = s.TransitionFenced(ctx, u, imp, imp, 0)
-			require.ErrorIs(t, err, routing.ErrInvalidInput)
+			require.ErrorIs(t, err, routing.ErrInvalid)
 		})
 	}
 }
@@ -63,7 +63,7 @@ func TestGuardedPublishOnlyWhileTheGuardHolds(t *testing.T) {
 	require.NoError(t, st.PublishGuarded(ctx, t2, guard, map[string]string{"epoch": "7"}))
 	require.NoError(t, st.PublishGuarded(ctx, t2, guard, map[string]string{"epoch": "7"}), "a retry after a lost reply")
 	err = st.PublishGuarded(ctx, t2.Next(), "elsewhere", map[string]string{"epoch": "7"})
-	require.ErrorIs(t, err, routing.ErrInvalidInput, "a guard outside the table's slot")
+	require.ErrorIs(t, err, routing.ErrInvalid, "a guard outside the table's slot")
 }
 
 // Every migration leaves a closed record on its old source, and a cancelled one a
@@ -188,15 +188,15 @@ func TestTenantNamesThatAreNotUTF8AreRefusedEverywhere(t *testing.T) {
 	require.Equal(t, uint64(1), cur.Generation)
 
 	_, err = r.Do(ctx, bad, "op", routing.Put("k", "v"))
-	require.ErrorIs(t, err, routing.ErrInvalidInput)
+	require.ErrorIs(t, err, routing.ErrInvalid)
 	_, _, err = r.Get(ctx, bad, "k")
-	require.ErrorIs(t, err, routing.ErrInvalidInput)
+	require.ErrorIs(t, err, routing.ErrInvalid)
 	_, err = r.Route(bad, "k")
-	require.ErrorIs(t, err, routing.ErrInvalidInput)
-	require.ErrorIs(t, routing.TenantUnit(bad).Validate(), routing.ErrInvalidInput)
-	require.ErrorIs(t, routing.SpreadUnit(bad, 0).Validate(), routing.ErrInvalidInput)
+	require.ErrorIs(t, err, routing.ErrInvalid)
+	require.ErrorIs(t, routing.TenantUnit(bad).Validate(), routing.ErrInvalid)
+	require.ErrorIs(t, routing.SpreadUnit(bad, 0).Validate(), routing.ErrInvalid)
 	_, err = f.shard(t, "a").Exec(ctx, routing.BucketUnit(0), 1, bad, "op", routing.Put("k", "v"))
-	require.ErrorIs(t, err, routing.ErrInvalidInput)
+	require.ErrorIs(t, err, routing.ErrInvalid)
 
 	// The valid tenant the mangled name would have become keeps its own route.
 	good := "shop\uFFFD\uFFFD"

@@ -27,7 +27,7 @@ func TestShardRejectsBadInput(t *testing.T) {
 	_, cases["foreign tenant"] = s.Exec(ctx, routing.TenantUnit("x"), 1, "t", "op", routing.Put("k", "v"))
 	_, cases["bad state"] = s.Transition(ctx, u, routing.Ownership{}, routing.Ownership{Generation: 1, State: "op en"})
 	for name, err := range cases {
-		require.ErrorIs(t, err, routing.ErrInvalidInput, name)
+		require.ErrorIs(t, err, routing.ErrInvalid, name)
 	}
 	for _, o := range []routing.ShardOptions{{Prefix: "a{b"}, {OpRetention: -time.Second}, {LogMaxLen: -2}} {
 		_, err := routing.NewShard("a", c, o)

@@ -206,13 +206,13 @@ func TestLoadOptionsAndReaderRefuseBadInput(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := routing.New(f.control, routing.Options{Shards: map[string]routing.Scripter{"a": f.clients["a"]}, Load: tc.o})
-			require.ErrorIs(t, err, routing.ErrInvalidInput)
+			require.ErrorIs(t, err, routing.ErrInvalid)
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
 	ctx := context.Background()
 	_, err := routing.ReadTenantLoad(ctx, f.control, "a{b", 0)
-	require.ErrorIs(t, err, routing.ErrInvalidInput)
+	require.ErrorIs(t, err, routing.ErrInvalid)
 	_, err = routing.ReadTenantLoad(ctx, f.control, "", -time.Second)
 	require.ErrorContains(t, err, "window must be 0..168h")
 	_, err = routing.ReadTenantLoad(ctx, nil, "", 0)

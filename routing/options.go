@@ -84,10 +84,6 @@ type ShardOptions struct {
 	// Clock returns the current time; expiry of op records and tombstones uses it.
 	// Default: time.Now.
 	Clock func() time.Time
-	// Now is the former name of Clock, used when Clock is nil.
-	//
-	// Deprecated: set Clock.
-	Now func() time.Time
 }
 
 // StoreOptions configure a Store. The zero value is valid.
@@ -160,11 +156,7 @@ func (o ShardOptions) withDefaults() (ShardOptions, error) {
 	case o.LogMaxLen < 0:
 		return o, invalidf("ShardOptions.LogMaxLen must be -1 or >= 1, got %d", o.LogMaxLen)
 	}
-	switch {
-	case o.Clock != nil:
-	case o.Now != nil:
-		o.Clock = o.Now
-	default:
+	if o.Clock == nil {
 		o.Clock = time.Now
 	}
 	return o, nil

@@ -29,7 +29,6 @@ func TestOptionErrorsWrapErrInvalidAndNameTheField(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			_, err := routing.New(c, tc.o)
 			require.ErrorIs(t, err, routing.ErrInvalid)
-			require.ErrorIs(t, err, routing.ErrInvalidInput, "the former name is the same sentinel")
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
@@ -44,15 +43,14 @@ func TestOptionErrorsWrapErrInvalidAndNameTheField(t *testing.T) {
 	require.ErrorIs(t, err, routing.ErrInvalid)
 }
 
-// TestShardClockSetsRetention checks that ShardOptions.Clock (and its former name Now, when
-// Clock is nil) is the time a tombstone's expiry counts from.
+// TestShardClockSetsRetention checks that ShardOptions.Clock is the time a tombstone's
+// expiry counts from.
 func TestShardClockSetsRetention(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
 	at := time.UnixMilli(1_000_000_000)
 	clock := func() time.Time { return at }
 	for name, o := range map[string]routing.ShardOptions{
 		"clock": {Clock: clock, TombstoneRetention: time.Minute},
-		"now":   {Now: clock, TombstoneRetention: time.Minute},
 	} {
 		t.Run(name, func(t *testing.T) {
 			s := newShard(t, "a", c, prefix(t)+name, o)

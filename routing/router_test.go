@@ -189,13 +189,13 @@ func TestRouterRejectsBadInput(t *testing.T) {
 	r := f.router(t, routing.Options{}, nil)
 	ctx := ctxT(t)
 	_, err := r.Route("", "k")
-	require.ErrorIs(t, err, routing.ErrInvalidInput)
+	require.ErrorIs(t, err, routing.ErrInvalid)
 	_, err = r.Do(ctx, "", "op", routing.Put("k", "v"))
-	require.ErrorIs(t, err, routing.ErrInvalidInput)
+	require.ErrorIs(t, err, routing.ErrInvalid)
 	_, err = r.Do(ctx, "t", "", routing.Put("k", "v"))
-	require.ErrorIs(t, err, routing.ErrInvalidInput)
+	require.ErrorIs(t, err, routing.ErrInvalid)
 	_, err = r.Do(ctx, "t", "op", routing.Put("", "v"))
-	require.ErrorIs(t, err, routing.ErrInvalidInput)
+	require.ErrorIs(t, err, routing.ErrInvalid)
 
 	for name, o := range map[string]routing.Options{
 		"no shards":     {},

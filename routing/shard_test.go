@@ -87,7 +87,7 @@ func TestUnitWithoutRecordOrClosedRefusesWrites(t *testing.T) {
 		require.Equal(t, closed5, o)
 		// Generations never go backwards.
 		_, err = s.Transition(ctx, u, closed5, routing.Ownership{Generation: 4, State: routing.StateOpen})
-		require.ErrorIs(t, err, routing.ErrInvalidInput)
+		require.ErrorIs(t, err, routing.ErrInvalid)
 	})
 }
 
@@ -242,7 +242,7 @@ func TestExpiredOpRecordsAndTombstonesArePurged(t *testing.T) {
 		now := time.Unix(1_700_000_000, 0)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{
 			OpRetention: time.Minute, TombstoneRetention: time.Hour,
-			Now: func() time.Time { return now },
+			Clock: func() time.Time { return now },
 		})
 		u := routing.BucketUnit(0)
 		open(t, s, u, 1)
@@ -277,7 +277,7 @@ func TestVersionsNeverGoBackwardsAfterATombstoneExpires(t *testing.T) {
 		now := time.Unix(1_700_000_000, 0)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{
 			OpRetention: time.Minute, TombstoneRetention: time.Minute,
-			Now: func() time.Time { return now },
+			Clock: func() time.Time { return now },
 		})
 		u := routing.BucketUnit(0)
 		open(t, s, u, 1)

@@ -104,11 +104,11 @@ func TestHashVectorsRoute(t *testing.T) {
 				require.Equal(t, want, routing.BucketOf(v.ID, buckets), "bucket of %.20q with B=%d", v.ID, buckets)
 				rt, err := r.Route(v.ID, "")
 				if v.ID == "" {
-					require.ErrorIs(t, err, routing.ErrInvalidInput, "an empty tenant is refused, not routed")
+					require.ErrorIs(t, err, routing.ErrInvalid, "an empty tenant is refused, not routed")
 					continue
 				}
 				if len(v.ID) > routing.MaxTenantLen {
-					require.ErrorIs(t, err, routing.ErrInvalidInput, "a tenant over MaxTenantLen bytes is refused, not routed")
+					require.ErrorIs(t, err, routing.ErrInvalid, "a tenant over MaxTenantLen bytes is refused, not routed")
 					continue
 				}
 				require.NoError(t, err)

@@ -38,6 +38,8 @@ declare -A SKIP=(
 packages=("$@")
 [ ${#packages[@]} -gt 0 ] || packages=("${PACKAGES[@]}")
 export CI="${CI:-true}"
+# Every package here is in the library's module, tested alone as in test.sh.
+export GOWORK=off
 logs=$(mktemp -d "${TMPDIR:-/tmp}/celebrity-acl.XXXXXX")
 trap 'rm -rf "$logs"' EXIT
 

@@ -60,6 +60,9 @@ run_pids() {
   return 0
 }
 export CI="${CI:-true}"
+# The library's legs run its module alone (GOWORK=off), as test.sh does: with the dependency
+# versions its go.mod names, and on Go 1.25, which go.work (go 1.26) would refuse. The
+# examples build in the workspace, against this tree's library.
 
 say "installing servers: ${servers[*]}"
 declare -A launcher
@@ -89,7 +92,7 @@ toolchain() { # toolchain RELEASE prints the GOTOOLCHAIN value that runs it
   esac
 }
 for r in "${older[@]}"; do
-  leg "Go $r ($(toolchain "$r")): go vet ./..." env GOTOOLCHAIN="$(toolchain "$r")" go vet ./...
+  leg "Go $r ($(toolchain "$r")): go vet ./..." env GOWORK=off GOTOOLCHAIN="$(toolchain "$r")" go vet ./...
 done
 
 # Server i (counting from the last) runs its package tests on older release i, if any.
@@ -112,10 +115,10 @@ for s in "${servers[@]}"; do
   if [ -n "$r" ]; then
     tc=$(toolchain "$r")
     leg "$s, Go $r ($tc): go test ./... (package tests)" \
-      env REDIS_SERVER="$bin" GOTOOLCHAIN="$tc" go test -count=1 -timeout 20m ./...
+      env GOWORK=off REDIS_SERVER="$bin" GOTOOLCHAIN="$tc" go test -count=1 -timeout 20m ./...
   else
     leg "$s: go test ./... (package tests)" \
-      env REDIS_SERVER="$bin" go test -count=1 -timeout 20m ./...
+      env GOWORK=off REDIS_SERVER="$bin" go test -count=1 -timeout 20m ./...
   fi
   if [ "${MATRIX_EXAMPLES:-1}" != 0 ] && [ -x scripts/examples.sh ]; then
     leg "$s: examples (standalone, cluster)" \
@@ -126,7 +129,7 @@ done
 # Older releases left without a server run the tests on the default one.
 for r in "${older[@]:${#servers[@]}}"; do
   tc=$(toolchain "$r")
-  leg "Go $r ($tc): go test ./..." env GOTOOLCHAIN="$tc" go test -count=1 -timeout 20m ./...
+  leg "Go $r ($tc): go test ./..." env GOWORK=off GOTOOLCHAIN="$tc" go test -count=1 -timeout 20m ./...
 done
 
 left=$(run_pids)

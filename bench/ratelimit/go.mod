@@ -1,9 +1,10 @@
 module github.com/celebrity-go/celebrity/bench/ratelimit
 
+// go 1.26: a benchmark run on the newest Go and never imported; go-redis v9.23 declares go 1.26.
 go 1.26.0
 
 require (
-	github.com/celebrity-go/celebrity v0.0.0
+	github.com/celebrity-go/celebrity v0.1.0
 	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/redis/go-redis/v9 v9.23.0
 )
@@ -15,5 +16,3 @@ require (
 	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
-
-replace github.com/celebrity-go/celebrity => ../..

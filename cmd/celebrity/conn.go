@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,14 +18,18 @@ type connFlags struct {
 	addr    string
 	cluster string
 	json    bool
+	// fromEnv names the environment variables the defaults of addr and cluster came from,
+	// so that a conflict names the variable the operator did not type.
+	fromEnv map[string]string
 }
 
 func newFlagSet(e *env, name string, cf *connFlags) *flag.FlagSet {
 	fs := flag.NewFlagSet("celebrity "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	if cf != nil {
-		fs.StringVar(&cf.addr, "addr", e.getenv("CELEBRITY_ADDR"), "standalone Redis `host:port` (env CELEBRITY_ADDR)")
-		fs.StringVar(&cf.cluster, "cluster", e.getenv("CELEBRITY_CLUSTER"), "Redis Cluster seed `addresses`, comma-separated (env CELEBRITY_CLUSTER)")
+		cf.fromEnv = map[string]string{"addr": e.getenv("CELEBRITY_ADDR"), "cluster": e.getenv("CELEBRITY_CLUSTER")}
+		fs.StringVar(&cf.addr, "addr", cf.fromEnv["addr"], "standalone Redis `host:port` (env CELEBRITY_ADDR)")
+		fs.StringVar(&cf.cluster, "cluster", cf.fromEnv["cluster"], "Redis Cluster seed `addresses`, comma-separated (env CELEBRITY_CLUSTER)")
 		fs.BoolVar(&cf.json, "json", false, "print JSON")
 	}
 	return fs
@@ -62,7 +67,7 @@ func (cf *connFlags) client(ctx context.Context) (redis.UniversalClient, error) 
 	var c redis.UniversalClient
 	switch {
 	case cf.addr != "" && cf.cluster != "":
-		return nil, usagef("give --addr or --cluster, not both")
+		return nil, usagef("give --addr or --cluster, not both%s", cf.envNote())
 	case cf.addr != "":
 		c = redis.NewClient(&redis.Options{Addr: cf.addr, MaxRetries: 1, DialTimeout: 2 * time.Second})
 	case cf.cluster != "":
@@ -77,6 +82,23 @@ func (cf *connFlags) client(ctx context.Context) (redis.UniversalClient, error) 
 		return nil, fmt.Errorf("cannot reach Redis at %s: %w", cf.where(), err)
 	}
 	return c, nil
+}
+
+// envNote names the environment variables that set the address flags in a conflict, with
+// how to override them: the operator typed one address and the environment gave the other.
+func (cf *connFlags) envNote() string {
+	var notes []string
+	for _, f := range []struct{ flag, env, val string }{
+		{"addr", "CELEBRITY_ADDR", cf.addr}, {"cluster", "CELEBRITY_CLUSTER", cf.cluster},
+	} {
+		if env := cf.fromEnv[f.flag]; env != "" && env == f.val {
+			notes = append(notes, fmt.Sprintf("--%s comes from %s=%s; unset it or pass --%s ''", f.flag, f.env, env, f.flag))
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(notes, "; ") + ")"
 }
 
 func (cf *connFlags) where() string {

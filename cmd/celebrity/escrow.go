@@ -138,13 +138,23 @@ func (ef *escrowFlags) audit(e *env, pool *escrow.Pool) error {
 }
 
 func (ef *escrowFlags) holders(e *env, pool *escrow.Pool) error {
+	ledgers, err := ef.ledgersFound(e, pool)
+	if err != nil {
+		return err
+	}
 	owners := pool.Owners()
 	if ef.owner != "" {
 		owners = []string{ef.owner}
 	}
 	all := map[string][]escrow.Holder{}
 	var b strings.Builder
+	var lost []string
 	for _, o := range owners {
+		if found, known := ledgers[o]; known && !found {
+			lost = append(lost, o)
+			fmt.Fprintf(&b, "%s: no ledger (lost, or never initialized: see escrow audit)\n", o)
+			continue
+		}
 		hs, err := pool.Holders(e.ctx, o)
 		if err != nil {
 			return err
@@ -161,7 +171,37 @@ func (ef *escrowFlags) holders(e *env, pool *escrow.Pool) error {
 			fmt.Fprintf(&b, "  permit %-6d token %-8d %-48s job %q\n", h.Permit, h.Token, leaseState(h), h.Job)
 		}
 	}
-	return ef.print(e, all, b.String())
+	if err := ef.print(e, all, b.String()); err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return fmt.Errorf("no ledger for owner(s) %s of pool %q", strings.Join(lost, ", "), ef.pool)
+	}
+	return nil
+}
+
+// ledgersFound reads, with Pool.Audit, which owners of the pool have a ledger, and refuses a
+// pool none of whose owners has one: the pool does not exist under these flags (a
+// mistyped --pool or --prefix), and listing its holders would print zeros.
+func (ef *escrowFlags) ledgersFound(e *env, pool *escrow.Pool) (map[string]bool, error) {
+	rep, err := pool.Audit(e.ctx)
+	if err != nil {
+		return nil, err
+	}
+	found := make(map[string]bool, len(rep.Owners))
+	anyFound := false
+	for _, o := range rep.Owners {
+		found[o.Owner] = o.Exists
+		anyFound = anyFound || o.Exists
+	}
+	if !anyFound {
+		prefix := ef.prefix
+		if prefix == "" {
+			prefix = escrow.DefaultPrefix
+		}
+		return nil, usagef("pool %q does not exist under prefix %q: no owner has a ledger (check --pool and --prefix)", ef.pool, prefix)
+	}
+	return found, nil
 }
 
 // leaseState describes a holder's lease: its end by the ledger server's clock, and whether it

@@ -1,10 +1,10 @@
 module github.com/celebrity-go/celebrity/cmd/celebrity
 
-go 1.26.0
+go 1.25.0
 
 require (
-	github.com/celebrity-go/celebrity v0.0.0-00010101000000-000000000000
-	github.com/redis/go-redis/v9 v9.23.0
+	github.com/celebrity-go/celebrity v0.1.0
+	github.com/redis/go-redis/v9 v9.22.0
 	github.com/stretchr/testify v1.12.1
 )
 
@@ -14,8 +14,6 @@ require (
 	go.uber.org/atomic v1.12.0 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
-	golang.org/x/sync v0.25.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/sys v0.47.0 // indirect
 )
-
-replace github.com/celebrity-go/celebrity => ../..

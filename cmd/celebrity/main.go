@@ -17,6 +17,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // env is what a command runs with: its streams, the environment and a cancellable context.
@@ -55,12 +57,21 @@ func (e *usageError) Error() string { return e.msg }
 func usagef(format string, a ...any) error { return &usageError{fmt.Sprintf(format, a...)} }
 
 func main() {
+	// go-redis logs its internals (connection pool, maintenance notifications) through a
+	// package-level logger to stderr; an operator's tool reports the errors it returns, and
+	// nothing else.
+	redis.SetLogger(quietLogger{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	e := &env{ctx: ctx, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, getenv: os.Getenv}
 	code := run(e, os.Args[1:])
 	stop()
 	os.Exit(code)
 }
+
+// quietLogger drops go-redis's internal log lines.
+type quietLogger struct{}
+
+func (quietLogger) Printf(context.Context, string, ...any) {}
 
 // run dispatches args to a command and maps its error to an exit code.
 func run(e *env, args []string) int {

@@ -19,6 +19,11 @@ type limitStatus struct {
 	Window string `json:"window"`
 	Rate   int64  `json:"rate"`
 	Period string `json:"period"`
+	// Stored reports that Redis counts something for the key under this limit in the current
+	// window. The limit is part of every key, so flags that differ from the service's
+	// (--rate, --period, --burst, --mode, --window, --prefix) read keys nobody writes: no
+	// state, as for a mistyped or idle key.
+	Stored bool `json:"stored"`
 	// Used is the cells counted in the current window: admitted (Exact), granted to
 	// instances as chunks, spent or not (Leased), synced by the instances (Approximate:
 	// counts an instance has not synced yet are not in Redis); for GCRA, Burst minus
@@ -63,6 +68,13 @@ func runRatelimit(e *env, args []string) error {
 	keys := fs.Args()
 	if len(keys) == 0 {
 		return usagef("ratelimit status KEY... --rate N --period D [--mode M] [--window W]")
+	}
+	// The tool cannot know the service's limit; guessing one would read keys nobody writes.
+	if *rate == 0 {
+		return usagef("--rate is required: the service's Options.Limit.Rate (the limit is part of every key)")
+	}
+	if *period == 0 {
+		return usagef("--period is required: the service's Options.Limit.Period (the limit is part of every key)")
 	}
 	o := ratelimit.Options{Limit: ratelimit.Limit{Rate: *rate, Period: *period, Burst: *burst},
 		SubWindows: *subWindows, Slots: *slots, Prefix: *prefix}
@@ -111,6 +123,7 @@ func runRatelimit(e *env, args []string) error {
 	defer lim.Close()
 	var out []limitStatus
 	var b strings.Builder
+	empty := 0
 	for _, k := range keys {
 		st, err := limitOf(e.ctx, lim, k)
 		if err != nil {
@@ -118,8 +131,17 @@ func runRatelimit(e *env, args []string) error {
 		}
 		out = append(out, st)
 		b.WriteString(renderLimit(st))
+		if !st.Stored {
+			empty++
+		}
 	}
-	return printOut(e, cf.json, out, b.String())
+	if err := printOut(e, cf.json, out, b.String()); err != nil {
+		return err
+	}
+	if empty > 0 {
+		return fmt.Errorf("no state stored for %d of %d key(s) under this limit: check the key and --rate/--period/--burst/--mode/--window/--prefix against the service's options, or the key is idle", empty, len(keys))
+	}
+	return nil
 }
 
 // fakeScripter lets ratelimit.New validate options before the tool connects; New does no
@@ -136,6 +158,9 @@ func limitOf(ctx context.Context, lim *ratelimit.Limiter, key string) (limitStat
 	}
 	st.Used, st.Remaining = u.Used, u.Remaining
 	st.ResetAfterMs = (u.ResetAfter + time.Millisecond - 1).Milliseconds()
+	// Peek counts 0 for a sub-window hash or GCRA key that is not there, and a key at its
+	// full limit has nothing to reset.
+	st.Stored = u.Used > 0 || u.ResetAfter > 0
 	for _, s := range u.Slots {
 		st.Slots = append(st.Slots, slotStatus{Slot: s.Slot, Key: s.Key, Budget: s.Budget, Used: s.Used})
 	}
@@ -147,6 +172,11 @@ func renderLimit(st limitStatus) string {
 	name := st.Key
 	if !utf8.ValidString(name) {
 		name = strconv.Quote(name)
+	}
+	if !st.Stored {
+		fmt.Fprintf(&b, "%s: %s %s, %d per %s: no state stored for this key under this limit (check --rate/--period/--mode)\n",
+			name, st.Mode, st.Window, st.Rate, st.Period)
+		return b.String()
 	}
 	fmt.Fprintf(&b, "%s: %s %s, %d per %s: used %d, remaining %d, full again in %s\n", name, st.Mode, st.Window,
 		st.Rate, st.Period, st.Used, st.Remaining, time.Duration(st.ResetAfterMs)*time.Millisecond)

@@ -56,7 +56,7 @@ func TestRatelimitStatusInEveryMode(t *testing.T) {
 					args := append([]string{"ratelimit", "status", key, "merchant:idle", "--json", "--prefix", prefix,
 						"--rate", "100", "--period", "1h"}, tc.flags...)
 					r := cli(t, "", nil, append(args, conn...)...)
-					require.Equal(t, 0, r.code, r.stderr)
+					require.Equal(t, 1, r.code, "merchant:idle has no state: %s", r.stderr)
 					got := decodeJSON[[]limitStatus](t, r.stdout)
 					require.Len(t, got, 2)
 					st := got[0]
@@ -74,6 +74,8 @@ func TestRatelimitStatusInEveryMode(t *testing.T) {
 					require.Equal(t, want, st.Used, "%+v", st)
 					require.Equal(t, 100-want, st.Remaining)
 					require.Positive(t, st.ResetAfterMs)
+					require.True(t, st.Stored)
+					require.False(t, got[1].Stored, "nothing is stored for a key never used")
 					require.Zero(t, got[1].Used, "a key never used has its whole limit")
 					text := append([]string{"ratelimit", "status", key, "--prefix", prefix, "--rate", "100", "--period", "1h"}, tc.flags...)
 					r = cli(t, "", nil, append(text, conn...)...)
@@ -94,7 +96,8 @@ func TestRatelimitStatusBadInput(t *testing.T) {
 		want string
 	}{
 		"no key":            {[]string{"ratelimit", "status", "--rate", "10", "--period", "1s"}, "ratelimit status KEY"},
-		"no rate":           {[]string{"ratelimit", "status", "k", "--period", "1s"}, "Options.Limit.Rate must be"},
+		"no rate":           {[]string{"ratelimit", "status", "k", "--period", "1s"}, "--rate is required"},
+		"no period":         {[]string{"ratelimit", "status", "k", "--rate", "10"}, "--period is required"},
 		"bad period":        {[]string{"ratelimit", "status", "k", "--rate", "10", "--period", "1500us"}, "whole number of milliseconds"},
 		"bad mode":          {[]string{"ratelimit", "status", "k", "--rate", "10", "--period", "1s", "--mode", "fast"}, "--mode must be"},
 		"gcra leased":       {[]string{"ratelimit", "status", "k", "--rate", "10", "--period", "1s", "--mode", "leased", "--window", "gcra"}, "GCRA needs Mode Exact"},

@@ -120,11 +120,18 @@ func runStripes(e *env, args []string) error {
 	defer c.Close()
 
 	// Open every counter first: a name with no layout record is refused before anything
-	// runs (the library would create the counter on first use).
+	// runs (the library would create the counter on first use). sum reads the others and
+	// then reports the missing ones.
 	counters := make([]*stripes.Counter, len(pos))
 	layouts := make([]stripes.Layout, len(pos))
+	var missing []error
 	for i, name := range pos {
 		counters[i], layouts[i], err = sf.open(e.ctx, c, name)
+		var ue *usageError
+		if sub == "sum" && errors.As(err, &ue) {
+			missing = append(missing, err)
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -132,17 +139,7 @@ func runStripes(e *env, args []string) error {
 	}
 	switch sub {
 	case "sum":
-		sums := make(map[string]int64, len(pos))
-		var b strings.Builder
-		for i, name := range pos {
-			v, err := counters[i].Sum(e.ctx)
-			if err != nil {
-				return fmt.Errorf("sum of %q: %w", name, err)
-			}
-			sums[name] = v
-			fmt.Fprintf(&b, "%s\t%d\n", name, v)
-		}
-		return printOut(e, sf.json, sums, b.String())
+		return sumCounters(e, sf.json, pos, counters, missing)
 	case "status":
 		st, err := status(e.ctx, counters[0], layouts[0])
 		if err != nil {
@@ -181,6 +178,36 @@ func runStripes(e *env, args []string) error {
 		return printOut(e, sf.json, map[string]any{"name": pos[0], "gen": gen, "stripes": n, "changed": true},
 			fmt.Sprintf("%s: generation %d has %d stripes\n", pos[0], gen, n))
 	}
+}
+
+// sumCounters prints the sum of every counter that exists (a nil entry of counters is one
+// that does not) and then fails with the missing ones, so that one mistyped name neither
+// hides the others nor passes for a zero.
+func sumCounters(e *env, asJSON bool, names []string, counters []*stripes.Counter, missing []error) error {
+	sums := make(map[string]int64, len(names))
+	var b strings.Builder
+	for i, name := range names {
+		if counters[i] == nil {
+			continue
+		}
+		v, err := counters[i].Sum(e.ctx)
+		if err != nil {
+			return fmt.Errorf("sum of %q: %w", name, err)
+		}
+		sums[name] = v
+		fmt.Fprintf(&b, "%s\t%d\n", name, v)
+	}
+	if err := printOut(e, asJSON, sums, b.String()); err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		msgs := make([]string, len(missing))
+		for i, err := range missing {
+			msgs[i] = err.Error()
+		}
+		return usagef("%s", strings.Join(msgs, "; "))
+	}
+	return nil
 }
 
 // open reads name's layout with stripes.ReadLayout and returns a Counter with the dedup

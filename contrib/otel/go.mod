@@ -1,9 +1,10 @@
 module github.com/celebrity-go/celebrity/contrib/otel
 
+// go 1.26: OpenTelemetry v1.47 (otel, otel/metric, otel/sdk/metric) declares go 1.26.
 go 1.26.0
 
 require (
-	github.com/celebrity-go/celebrity v0.0.0
+	github.com/celebrity-go/celebrity v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0
@@ -25,5 +26,3 @@ require (
 	golang.org/x/sync v0.25.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 )
-
-replace github.com/celebrity-go/celebrity => ../..

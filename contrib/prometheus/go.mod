@@ -1,9 +1,10 @@
 module github.com/celebrity-go/celebrity/contrib/prometheus
 
+// go 1.26: client_golang v1.25 declares go 1.26.
 go 1.26.0
 
 require (
-	github.com/celebrity-go/celebrity v0.0.0
+	github.com/celebrity-go/celebrity v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 )
@@ -23,5 +24,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-replace github.com/celebrity-go/celebrity => ../..

@@ -1,6 +1,11 @@
 // Package statsmap maps the Stats types of celebrity's packages to metrics, for the
 // metrics adapters under contrib/ (OpenTelemetry and Prometheus), which share it: which
 // fields are exported, under which name, as what kind of metric, with which unit and label.
+//
+// It lives in the library's module, although only the contrib modules import it, because it
+// names the Stats types' fields: a Stats change and its mapping land in one version. A
+// contrib module of one version may then build against a later version of the library, so
+// this package's API only grows: what one release of the adapters calls stays.
 package statsmap
 
 import (

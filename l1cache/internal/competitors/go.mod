@@ -1,11 +1,10 @@
 module github.com/celebrity-go/celebrity/l1cache/internal/competitors
 
+// go 1.26: benchmarks against other caches, run on the newest Go and never imported; go-redis v9.23 declares go 1.26.
 go 1.26.0
 
-replace github.com/celebrity-go/celebrity => ../../..
-
 require (
-	github.com/celebrity-go/celebrity v0.0.0
+	github.com/celebrity-go/celebrity v0.1.0
 	github.com/go-redis/cache/v9 v9.0.0
 	github.com/maypok86/otter/v2 v2.4.0
 	github.com/redis/go-redis/v9 v9.23.0
