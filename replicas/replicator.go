@@ -202,7 +202,9 @@ func (r *Replicator) fleetLoop() {
 			return
 		case <-tick.C:
 		}
-		ctx, cancel := context.WithTimeout(r.lifetime, 5*time.Second)
+		// Not cut short by Close: a renewal still running when Close removes the entry would
+		// write it back (Close waits for this loop, then removes it).
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.lifetime), 5*time.Second)
 		if err := r.enroll(ctx); err != nil && r.opts.Logger != nil && r.lifetime.Err() == nil {
 			r.opts.Logger.Error("replicas: fleet roll renewal failed", "err", err)
 		}
