@@ -301,7 +301,7 @@ func (p *Pool) witnessTops(ctx context.Context) (map[string]int64, error) {
 func (p *Pool) ledgerSnapshots(ctx context.Context, wit map[string]int64) ([]ledgerSnapshot, error) {
 	calls := make([]script.Call, len(p.order))
 	for i, name := range p.order {
-		calls[i] = script.Call{Script: snapshotScript, Keys: p.ledgers[name].keys, ReadOnly: true}
+		calls[i] = script.Call{Script: snapshotScript, Keys: p.ledgers[name].keys} // EVALSHA: see ledger.snapshot
 	}
 	lcmds, err := script.Pipeline(ctx, p.c, calls)
 	if err != nil {
