@@ -154,14 +154,6 @@ func main() {
 	c.exit()
 }
 
-func join(v []uint64) string {
-	s := make([]string, len(v))
-	for i, n := range v {
-		s[i] = fmt.Sprint(n)
-	}
-	return strings.Join(s, " / ")
-}
-
 // window is what one measured stretch of traffic cost: Redis commands per node, reads made,
 // the loop's own commands among them, and how long it lasted.
 type window struct {
