@@ -247,16 +247,7 @@ func (c *Cache[V]) load(ctx context.Context, key string) (*entry[V], error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := decode(c.o.Codec, key, item.Value)
-	if err != nil {
-		return nil, err
-	}
-	e := &entry[V]{v: v, version: item.Version, hot: c.fleet.isHot(key)}
-	if e.hot {
-		e.loaded.Store(true)
-		c.fleet.hotEntries.Store(key, e)
-	}
-	return e, nil
+	return c.newEntry(key, item)
 }
 
 // loadSource calls the host's loader, recovering a panic and checking its version.

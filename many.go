@@ -164,7 +164,7 @@ func (c *Cache[V]) fetchMany(ctx context.Context, keys []string, flights map[str
 	}
 }
 
-// newEntry decodes an item read from Redis into an L1 entry, as load does.
+// newEntry decodes an item read from Redis into an L1 entry (load and GetMany).
 func (c *Cache[V]) newEntry(key string, item replicas.Item) (*entry[V], error) {
 	v, err := decode(c.o.Codec, key, item.Value)
 	if err != nil {
