@@ -234,16 +234,19 @@ func reviewResizeRace(t *testing.T, cluster bool, maxRetries int) {
 	}
 	var done atomic.Bool
 	var resizes, resizeErrs atomic.Int64
+	var gen atomic.Uint64 // the newest generation a Resize returned
 	var rg sync.WaitGroup
 	for i := range fams {
-		rg.Go(func() { raceResizes(t, fams[i], injs[i], names, &done, &resizes, &resizeErrs) })
+		rg.Go(func() { raceResizes(t, fams[i], injs[i], names, &done, &resizes, &resizeErrs, &gen) })
 	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for w := range 4 {
 		own, other := fams[w%2], fams[1-w%2]
 		wg.Go(func() {
-			for k := range 60 {
+			// 60 events each, and on until the names have changed generation a few times
+			// under the writers (on a fast run the writers can finish before that).
+			for k := 0; k < 60 || (gen.Load() <= 4 && k < 100_000); k++ {
 				n, ev := names[(w+k)%len(names)], Event{ID: fmt.Sprintf("w%d-%d", w, k), Time: time.Now()}
 				if !addUntilDone(t, own, log, n, ev, k%2 == 0) || !addUntilDone(t, other, log, n, ev, k%3 == 0) ||
 					!addUntilDone(t, own, log, n, ev, false) {
@@ -278,7 +281,7 @@ func reviewResizeRace(t *testing.T, cluster bool, maxRetries int) {
 // raceResizes promotes, demotes and ticks f over names until done, losing the reply of one
 // script (of any actor on f's client) in three rounds if inj is not nil; errors a retry can
 // fix are counted, others reported.
-func raceResizes(t *testing.T, f *Family, inj *faults.Injector, names []string, done *atomic.Bool, resizes, errs *atomic.Int64) {
+func raceResizes(t *testing.T, f *Family, inj *faults.Injector, names []string, done *atomic.Bool, resizes, errs *atomic.Int64, gen *atomic.Uint64) {
 	ctx := context.Background()
 	for k := 0; !done.Load(); k++ {
 		if inj != nil && k%3 == 0 {
@@ -286,13 +289,16 @@ func raceResizes(t *testing.T, f *Family, inj *faults.Injector, names []string, 
 		}
 		n := names[rand.IntN(len(names))]
 		var err error
+		var g uint64
 		switch k % 3 {
 		case 0:
-			_, err = f.Resize(ctx, n, 6)
+			g, err = f.Resize(ctx, n, 6)
 		case 1:
-			_, err = f.Resize(ctx, n, 1)
+			g, err = f.Resize(ctx, n, 1)
 		default:
 			err = f.Tick(ctx)
+		}
+		for old := gen.Load(); g > old && !gen.CompareAndSwap(old, g); old = gen.Load() {
 		}
 		resizes.Add(1)
 		if err != nil {
@@ -368,7 +374,7 @@ func reviewSealRace(t *testing.T, cluster bool) {
 	for i := range fams {
 		// No lost replies here: an attempt whose reply is lost and whose retry is refused as
 		// too old may have counted, so the acknowledged events would not be exact.
-		rg.Go(func() { raceResizes(t, fams[i], nil, names, &done, &resizes, &resizeErrs) })
+		rg.Go(func() { raceResizes(t, fams[i], nil, names, &done, &resizes, &resizeErrs, new(atomic.Uint64)) })
 	}
 	var folded atomic.Int64
 	rg.Go(func() { raceSeals(t, sealers, &done, &folded) })
@@ -730,7 +736,7 @@ func TestReviewFamilySlowClientAcrossResizes(t *testing.T) {
 			var done atomic.Bool
 			var resizes, errs, folded atomic.Int64
 			var rg sync.WaitGroup
-			rg.Go(func() { raceResizes(t, fams[1], nil, names, &done, &resizes, &errs) })
+			rg.Go(func() { raceResizes(t, fams[1], nil, names, &done, &resizes, &errs, new(atomic.Uint64)) })
 			rg.Go(func() { raceSeals(t, sealers, &done, &folded) })
 			var wg sync.WaitGroup
 			for w := range 4 {
