@@ -373,3 +373,110 @@ func TestLostHomeRecordIsReported(t *testing.T) {
 		require.Empty(t, layoutFields(t, rc, c), "nothing was created again")
 	})
 }
+
+// TestUpgradeFamiliesOfBothVersionsCountOnce runs a Family of each version, on clients of
+// their own (two processes mid-upgrade), over the same names while both loops promote and
+// demote them at random: half the names are first written by the previous version (a
+// document), half by this one (home records). Both send every event, lost replies are
+// retried, and an event the previous version refuses is retried through this one. Every
+// name's Sum is its number of distinct events, no event is reported applied twice, the
+// previous version is refused on the names this one created and reads the others. Each name is also
+// resized once by the version that created it before the events, so that every name
+// crosses a generation whatever the loops do.
+func TestUpgradeFamiliesOfBothVersionsCountOnce(t *testing.T) {
+	run := func(t *testing.T, clients [2]redis.UniversalClient, injs [2]*faults.Injector) {
+		ctx := t.Context()
+		prefix := celebritytest.Prefix(t)
+		const names, perName = 16, 15
+		var fams [2]*Family // 0: the previous version, 1: this one
+		for i := range fams {
+			loadScripts(t, clients[i])
+			fams[i] = newFamily(t, clients[i], FamilyOptions{
+				Counter:  Options{Prefix: prefix, DedupWindow: 30 * time.Second, SealInterval: 50 * time.Millisecond, previousFormat: i == 0},
+				Interval: 20 * time.Millisecond, MaxStaleness: -1, HotStripes: 4, Detector: flipDetector{}, CoolAfter: time.Millisecond,
+			})
+		}
+		name := func(i int) string { return fmt.Sprintf("post:%d:views", i) }
+		first := func(i int) int { return i % 2 } // the version that creates name i
+		for i := range names {
+			_, err := fams[first(i)].Add(ctx, name(i), Event{ID: "first", Time: time.Now()}, 1)
+			require.NoError(t, err)
+			_, err = fams[first(i)].Resize(ctx, name(i), 2)
+			require.NoError(t, err)
+		}
+		events := make([]Event, perName)
+		for k := range events {
+			events[k] = Event{ID: fmt.Sprintf("v%d", k), Time: time.Now()}
+		}
+		var refused [names]atomic.Int64
+		var applied [names][perName]atomic.Int64
+		var wg sync.WaitGroup
+		for w := range fams {
+			wg.Go(func() {
+				for k, ev := range events {
+					injs[w].DropReply(faults.Match{Command: "EVALSHA", Arg: addScript.Hash()}, 2)
+					for i := range names {
+						f := fams[w]
+						res, err := f.Add(ctx, name(i), ev, 1)
+						for err != nil {
+							if errors.Is(err, ErrLayout) && f == fams[0] {
+								refused[i].Add(1)
+								f = fams[1]
+							} else if !errors.Is(err, faults.ErrReplyDropped) && !errors.Is(err, ErrConflict) {
+								t.Errorf("%s %s: %v", name(i), ev.ID, err)
+								return
+							}
+							res, err = f.Add(ctx, name(i), ev, 1)
+						}
+						if res.Applied {
+							applied[i][k].Add(1)
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for i := range names {
+			require.Equal(t, int64(perName+1), mustFamilySum(t, fams[1], name(i)), name(i))
+			if first(i) == 1 {
+				require.Positive(t, refused[i].Load(), "%s is a home record: the previous version refuses it", name(i))
+			} else {
+				require.Equal(t, int64(perName+1), mustFamilySum(t, fams[0], name(i)), "%s has a document the previous version reads", name(i))
+			}
+		}
+		for i := range names {
+			for k := range events {
+				require.LessOrEqual(t, applied[i][k].Load(), int64(1), "%s %s reported applied twice", name(i), events[k].ID)
+			}
+			m, err := fams[1].member(name(i))
+			require.NoError(t, err)
+			l, err := m.c.loadLayout(ctx)
+			require.NoError(t, err)
+			require.Greater(t, l.current().Gen, uint64(1), name(i))
+		}
+		require.Positive(t, injs[0].Dropped()+injs[1].Dropped(), "replies were lost")
+	}
+	t.Run("standalone", func(t *testing.T) {
+		srv := celebritytest.Standalone(t)
+		var clients [2]redis.UniversalClient
+		var injs [2]*faults.Injector
+		for i := range clients {
+			injs[i] = faults.New()
+			clients[i] = srv.Client(t, func(o *redis.Options) { o.Dialer = injs[i].Dialer(nil); o.MaxRetries = -1 })
+		}
+		run(t, clients, injs)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := celebritytest.SharedCluster(t)
+		var clients [2]redis.UniversalClient
+		var injs [2]*faults.Injector
+		for i := range clients {
+			injs[i] = faults.New()
+			clients[i] = cl.Client(t, func(o *redis.ClusterOptions) {
+				o.Dialer = injs[i].Dialer(nil)
+				o.MaxRetries, o.MaxRedirects = -1, -1
+			})
+		}
+		run(t, clients, injs)
+	})
+}
