@@ -47,7 +47,8 @@ const (
 type Layout struct {
 	// Name is the counter's name; Key is the Redis key of its layout record.
 	Name, Key string
-	// Version grows by one with every change of the layout document.
+	// Version grows by one with every change of the layout document; a home record (no
+	// document yet) is version 1.
 	Version uint64
 	// Base is the total of the generations sealed and folded so far.
 	Base int64
@@ -91,7 +92,9 @@ type Generation struct {
 type StripeValue struct {
 	// Index is the stripe's index in its generation.
 	Index int
-	// Key is the stripe's Redis key, for an operator looking at the servers.
+	// Key is the stripe's Redis key, for an operator looking at the servers: the layout
+	// key itself for the stripe of a counter created with one stripe, until that generation
+	// is dropped (a home record, see the package doc).
 	Key string
 	// Value is the stripe's value (0 if the key is missing).
 	Value int64
