@@ -35,10 +35,10 @@ type HotDetector interface {
 type FamilyOptions struct {
 	// Counter holds the options every name of the family shares. Counter.Name must be
 	// empty: names are given per call and validated as Options.Name. Counter.Stripes is the
-	// stripe count of a new name; zero means 1, so that a cold name costs one stripe key and
-	// its reads no fan-out. Counter.SealInterval is how often the family's loop seals a name
-	// that has old generations (default DedupWindow/4; negative: on every round); names
-	// have no loop of their own.
+	// stripe count of a new name; zero means 1, so that a cold name costs one hash (its home
+	// record, see the package doc) and its reads no fan-out. Counter.SealInterval is how
+	// often the family's loop seals a name that has old generations (default
+	// DedupWindow/4; negative: on every round); names have no loop of their own.
 	Counter Options
 	// MaxNames bounds the names whose Counter (cached layout) and cached sum are kept in
 	// memory; the least recently used name is dropped first. Default: 10,000.

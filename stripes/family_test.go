@@ -273,9 +273,9 @@ func TestFamilyTwoProcessesExactlyOnce(t *testing.T) {
 			f := fams[w]
 			wg.Go(func() {
 				for k := range perName {
-					// Lose the replies of two event scripts (keys "<prefix>{<tag>}:<name>:...")
-					// of this round after they ran.
-					injs[w].DropReply(faults.Match{Command: "EVALSHA", Arg: "}:post:"}, 2)
+					// Lose the replies of two event scripts (add.lua, loaded, hence EVALSHA
+					// with its hash) of this round after they ran.
+					injs[w].DropReply(faults.Match{Command: "EVALSHA", Arg: addScript.Hash()}, 2)
 					var adds []FamilyAddition
 					for i := range names {
 						adds = append(adds, FamilyAddition{Name: name(i), Event: event(k), Delta: 1})
