@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/migrate"
 )
 
 // binPath is the celebrity binary built once for the whole test run.
@@ -83,3 +84,13 @@ func TestUnreachableAddressFailsClearly(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// statusJSON is the part of a migration's --json status the tests read; the keys are
+// snake_case, as admin.Shape writes them.
+type statusJSON struct {
+	ID      string        `json:"id"`
+	State   migrate.State `json:"state"`
+	Epoch   uint64        `json:"epoch"`
+	FlipGen uint64        `json:"flip_gen"`
+	Pause   string        `json:"pause"`
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"strings"
@@ -183,7 +182,7 @@ type migrator struct {
 
 func (m *migrator) print(v any, text string) error {
 	if m.mf.json {
-		return json.NewEncoder(m.e.stdout).Encode(v)
+		return printJSON(m.e.stdout, v)
 	}
 	_, err := fmt.Fprint(m.e.stdout, text)
 	return err
@@ -245,7 +244,7 @@ func (m *migrator) watch() error {
 			return err
 		}
 		if m.mf.json {
-			if err := json.NewEncoder(m.e.stdout).Encode(st); err != nil {
+			if err := printJSON(m.e.stdout, st); err != nil {
 				return err
 			}
 		} else {

@@ -174,7 +174,7 @@ func (rf *routesFlags) apply(e *env, sub string, plan func(*routing.Table) (*rou
 		return err
 	}
 	if rf.json {
-		if err := json.NewEncoder(e.stdout).Encode(map[string]any{"from": genOf(cur), "to": next.Generation, "changes": d}); err != nil {
+		if err := printJSON(e.stdout, map[string]any{"from": genOf(cur), "to": next.Generation, "changes": d}); err != nil {
 			return err
 		}
 	} else {
@@ -213,7 +213,7 @@ func confirm(e *env, q string) bool {
 
 func (rf *routesFlags) show(e *env, t *routing.Table) error {
 	if rf.json {
-		return json.NewEncoder(e.stdout).Encode(t)
+		return printJSON(e.stdout, t)
 	}
 	fmt.Fprintf(e.stdout, "generation %d, %d buckets, shards %s\n", t.Generation, t.Buckets, strings.Join(t.Shards, ", "))
 	for _, r := range t.Ranges {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"sort"
 	"strconv"
@@ -119,7 +118,7 @@ func runTop(e *env, args []string) error {
 		}
 		prev = cur
 		if cf.json {
-			if err := json.NewEncoder(e.stdout).Encode(f); err != nil {
+			if err := printJSON(e.stdout, f); err != nil {
 				return err
 			}
 			continue
