@@ -69,6 +69,7 @@ func TestUsageAndUnknownCommandsExitTwo(t *testing.T) {
 	r := cli(t, "", nil)
 	require.Equal(t, 2, r.code)
 	require.Contains(t, r.stdout, "usage: celebrity")
+	require.Contains(t, r.stdout, "show | diff | init | override | spread | publish route tables", "the help names every routes subcommand")
 	r = cli(t, "", nil, "frobnicate")
 	require.Equal(t, 2, r.code)
 	require.Contains(t, r.stderr, `unknown command "frobnicate"`)
