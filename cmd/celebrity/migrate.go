@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -291,7 +292,7 @@ func (m *migrator) unitSize(st migrate.Status) int64 {
 	if !ok {
 		return 0
 	}
-	keys := routing.Keys{Prefix: m.mf.prefix}.Unit(st.Unit)
+	keys := routingfmt.Keys(routing.Keys{Prefix: m.mf.prefix}.Tag(st.Unit))
 	ctx, cancel := context.WithTimeout(m.e.ctx, time.Second)
 	defer cancel()
 	n1, err1 := c.HLen(ctx, keys.Records).Result()

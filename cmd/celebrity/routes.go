@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -330,8 +331,8 @@ func tenantHasNoRecords(ctx context.Context, cur *routing.Table, prefix, tenant 
 			"pass --shard %s=host:port (or --cache for a pure cache). A tenant with records moves with 'celebrity migrate start'",
 			tenant, b, owner, owner)
 	}
-	keys := routing.Keys{Prefix: prefix}.Unit(routing.BucketUnit(b))
-	match := globEscape(routing.RecordField(tenant, "")) + "*"
+	keys := routingfmt.Keys(routing.Keys{Prefix: prefix}.Tag(routing.BucketUnit(b)))
+	match := globEscape(routingfmt.RecordField(tenant, "")) + "*"
 	fields, _, err := c.HScan(ctx, keys.Records, 0, match, 1000).Result()
 	for cursor := uint64(1); err == nil && len(fields) == 0 && cursor != 0; {
 		fields, cursor, err = c.HScan(ctx, keys.Records, cursor, match, 1000).Result()
