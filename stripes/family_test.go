@@ -226,6 +226,9 @@ func TestFamilyPromotesHotAndDemotesCold(t *testing.T) {
 		require.NoError(t, f.Tick(ctx))
 		require.Equal(t, 1, stripesOf(t, f, "hot"), "demoted after CoolAfter")
 		require.Equal(t, 8, stripesOf(t, f, "flagged"), "the detector still reports it")
+		st := f.Stats()
+		require.Equal(t, [2]uint64{2, 1}, [2]uint64{st.Promotions, st.Demotions}, "hot and flagged promoted, hot demoted")
+		require.Zero(t, st.RoundErrors)
 		write("hot", 3)
 		var got int64
 		for _, name := range []string{"hot", "cold", "flagged"} {
