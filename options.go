@@ -114,7 +114,10 @@ type Options[V any] struct {
 	// Default: l1cache.PubSubAuto.
 	PubSub l1cache.PubSubKind
 	// PromoteRate is the fleet-wide rate of Redis-level reads of one key (per second) at which
-	// the key is promoted. Default: 200.
+	// the key is promoted. The L1 absorbs a key's requests: a key that every one of N instances
+	// keeps reading reaches about N/Fresh Redis-level reads per second, whatever its request
+	// rate, so with the defaults only a fleet of about 200 instances or more promotes by reads
+	// (see the README, "Choosing PromoteRate and Fresh"). Default: 200.
 	PromoteRate float64
 	// PromoteShare promotes a key also by its share of its node's load: a key whose
 	// fleet-wide rate of Redis-level reads reaches PromoteShare times the commands per second
