@@ -190,7 +190,11 @@ type Options[V any] struct {
 	SlowReportEvery int
 	// SummaryShards is the number of Redis keys (each in its own slot) the fleet summary of
 	// one interval is spread over; instances are assigned to shards by their ID, so each key
-	// takes fleet/SummaryShards writes per interval. Default: 16. Range 1..1024.
+	// takes fleet/SummaryShards writes per interval. The leader reads every shard at each
+	// evaluation (one full and at most 4 partial ones per interval), so in a small fleet the
+	// shards are most of the loop's commands: 4 instances at the default make at most 4
+	// reports and up to 80 summary reads per interval (see the package doc's formula), and
+	// 4 shards would do. Default: 16. Range 1..1024.
 	SummaryShards int
 	// RefreshAhead is how often a hot key that was read since its last refresh is reloaded
 	// into the L1 ahead of its expiry, so it never misses. A negative value turns it off.
