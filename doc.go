@@ -71,7 +71,10 @@
 // a partial sum never overstates a rate) as soon as a report nudges it — the report whose
 // addition takes a key's sum on its shard across PromoteRate/SummaryShards publishes the nudge
 // in the same script (only for a key the reporter does not apply as hot: a hot key needs no
-// promotion) — and then every quarter interval until that interval ends. It changes
+// promotion) — and then every quarter interval until that interval ends. It makes at most one
+// such partial sum per quarter interval, however many reports nudge it (a nudge in a quarter
+// that had one waits for the next quarter's), so its evaluations per interval are at most
+// five. It changes
 // the hot set in one fenced script: a key whose fleet-wide rate reaches PromoteRate is
 // promoted, and so is, with PromoteShare, a key whose rate reaches that share of its master's
 // commands per second (the leader reads each master's INFO stats once every 5 intervals) and at
@@ -150,12 +153,25 @@
 // whose slow-lane turn it is (once every SlowReportEvery intervals), one poll per instance per
 // PollInterval (while it hears no heartbeat: one per 3 intervals while a live leader's
 // heartbeat is late, one per interval while there is no leader or its polls find changes it
-// missed), SummaryShards reads (up to 4×SummaryShards more in an interval with a nudge, and
+// missed), SummaryShards reads (at most 4×SummaryShards more in an interval with nudges,
+// whatever their number, and
 // with SlowReportEvery up to (SlowReportEvery-1)×SummaryShards more once when the leader
 // takes over or skipped an interval), with PromoteShare one INFO per master every 5
 // intervals, one lease renewal and one heartbeat by the leader, and, per hot-set change,
 // one by the instance that makes it (the announcement is published by the same script) and one (the hot set read in one script) by each instance
-// that missed the version before.
+// that missed the version before. In commands per second, with N instances of which R report
+// in an interval (those with a key at or above ReportMinRate), S = SummaryShards, I =
+// ReportInterval and P = PollInterval, in a steady state (a live leader, no change, without
+// SlowReportEvery and PromoteShare):
+//
+//	loop/s ≤ (R·(1+e) + S·(1+4ν) + 2)/I + N_silent/P
+//
+// where e is 1 with EarlyReportRate (an early report) and 0 otherwise, ν is 1 in an interval
+// with a nudge and 0 otherwise, and N_silent counts the instances that hear no heartbeat
+// (0 while the channel is live). The number of keys reported does not change the count (a
+// report carries up to ReportTop keys in one command); R does: with ReportMinRate 0 every
+// instance that read anything reports once per interval, so the loop grows with the fleet.
+// 4 instances, defaults: at most (4 + 16·5 + 2)/1 s = 86 commands/s.
 //
 // # ACL
 //

@@ -43,6 +43,8 @@ type fleet struct {
 	nudge     chan struct{} // a report crossed a shard's share of PromoteRate (leader only)
 	nudgeSlot atomic.Int64  // the interval of the last nudge
 	watch     int64         // leader only: the interval evaluated every quarter after a nudge
+	quarter   int64         // leader only: the quarter interval (Unix ns / (ReportInterval/subTicks)) of the last partial evaluation
+	pending   int64         // leader only: the interval of a nudge left to the next quarter's evaluation
 	published atomic.Int64  // when this instance last published on it, Unix nanoseconds
 	firstPoll atomic.Int64  // when this instance first polled successfully, Unix nanoseconds
 
@@ -202,7 +204,8 @@ func (c *Cache[V]) reportLoop(ctx context.Context) {
 const reportTicks = 10
 
 // subTicks is how many times per interval the leader evaluates the interval under way while
-// it watches it (after a nudge).
+// it watches it (after a nudge), and the most partial evaluations it makes in an interval,
+// however many reports nudge it.
 const subTicks = 4
 
 func (c *Cache[V]) tick(ctx context.Context) {
@@ -280,9 +283,12 @@ func (c *Cache[V]) loopError(step string, err error) {
 // evalLoop runs the leader's evaluations: just after an interval ends, on the whole summary
 // of the interval that ended (promotions and demotions, then the heartbeat); and on the part
 // of an interval's summary reported so far (promotions only: a partial sum never overstates a
-// key's rate, so it promotes only what the whole sum would) at once when a report nudges it
-// (a key's sum on one summary shard crossed PromoteRate/SummaryShards), and then every
-// quarter interval until that interval ends, since the other shards may cross later.
+// key's rate, so it promotes only what the whole sum would) when a report nudges it (a key's
+// sum on one summary shard crossed PromoteRate/SummaryShards), and then every quarter
+// interval until that interval ends, since the other shards may cross later. A nudge is
+// evaluated at once unless a partial evaluation already ran in the same quarter interval;
+// then the next quarter's evaluation covers it. So the leader makes at most one full and
+// subTicks partial evaluations per interval, whatever the number of nudging reports.
 func (c *Cache[V]) evalLoop(ctx context.Context) {
 	f := &c.fleet
 	iv := c.o.ReportInterval
@@ -304,7 +310,7 @@ func (c *Cache[V]) evalLoop(ctx context.Context) {
 		if !f.leader.Load() {
 			continue
 		}
-		slot, partial, ok := f.evalTarget(nudged, c.o.Clock().UnixNano()/int64(iv))
+		slot, partial, ok := f.evalTarget(nudged, c.o.Clock().UnixNano(), int64(iv))
 		if !ok {
 			continue
 		}
@@ -312,24 +318,42 @@ func (c *Cache[V]) evalLoop(ctx context.Context) {
 	}
 }
 
-// evalTarget decides what the leader evaluates at interval cur, woken by a nudge or by its
-// timer: the interval a nudge names (partial, and watched from then on), the interval that
-// just ended (whole, once), or the watched interval under way (partial); ok is false when
-// there is nothing to evaluate.
-func (f *fleet) evalTarget(nudged bool, cur int64) (slot int64, partial, ok bool) {
-	switch {
-	case nudged:
+// evalTarget decides what the leader evaluates at now (Unix ns; intervals of iv ns), woken by
+// a nudge or by its timer: the interval a nudge names (partial, and watched from then on),
+// the interval that just ended (whole, once), the watched interval under way or a nudge left
+// over from the interval that just ended (partial); ok is false when there is nothing to
+// evaluate. At most one partial evaluation runs per quarter interval: a nudge in a quarter
+// that already had one waits for the next quarter's.
+func (f *fleet) evalTarget(nudged bool, now, iv int64) (slot int64, partial, ok bool) {
+	cur, quarter := now/iv, now/(iv/subTicks)
+	if nudged {
 		slot = min(f.nudgeSlot.Load(), cur)
 		if slot < cur-1 {
 			return 0, false, false // an old nudge: the full evaluation of its interval is done or due
 		}
 		f.watch = max(f.watch, slot)
+		if f.quarter == quarter {
+			f.pending = max(f.pending, slot)
+			return 0, false, false
+		}
+		f.quarter = quarter
 		return slot, true, true
+	}
+	switch {
 	case cur-1 > f.lastEval:
 		f.lastEval = cur - 1
+		if f.pending <= cur-1 {
+			f.pending = 0 // the whole summary holds the reports that nudged
+		}
 		return cur - 1, false, true
+	case f.quarter == quarter:
+		return 0, false, false
 	case f.watch == cur:
+		f.quarter, f.pending = quarter, 0
 		return cur, true, true
+	case f.pending == cur-1:
+		f.quarter, f.pending = quarter, 0
+		return cur - 1, true, true
 	}
 	return 0, false, false
 }

@@ -50,3 +50,42 @@ func TestHotKeyReportsDoNotNudge(t *testing.T) {
 		require.Equal(t, partial0, partial, "partial evaluations after the key was hot")
 	})
 }
+
+// TestManyNudgesCostTheLeaderAtMostFourPartialEvaluationsPerInterval: eight instances (each
+// its own client) read a key that is not hot fast enough that each one's report takes the
+// key's sum on its summary shard across PromoteRate/SummaryShards and nudges the leader, but
+// the fleet's sum stays under PromoteRate, so the key is never promoted and the nudges never
+// stop. The leader evaluates the interval under way at most once per quarter interval
+// however many reports nudge it: at most 4 partial evaluations per interval (plus one
+// interval's worth either side of the measured span), where it used to make one per nudge.
+func TestManyNudgesCostTheLeaderAtMostFourPartialEvaluationsPerInterval(t *testing.T) {
+	deployments(t, func(t *testing.T, d deployment) {
+		p := celebritytest.Prefix(t)
+		src := newSource()
+		key := p + "lukewarm"
+		src.bump(key)
+		o := loopOptions()
+		o.Fresh = 5 * time.Millisecond // each instance reaches Redis up to 200 times a second
+		o.ReportInterval = 250 * time.Millisecond
+		o.PromoteRate, o.DemoteRate = 4000, 100 // 8 instances make 1,600 reads/s at most
+		o.SummaryShards = 128                   // a nudge at 31.25/s on one shard
+		o.EarlyReportRate = 40
+		start := time.Now()
+		var caches []*celebrity.Cache[string]
+		for range 8 {
+			caches = append(caches, newCache(t, d.client(t), src, p, o))
+		}
+		readers(t, caches, key)
+		// Wait for the nudges to have made partial evaluations, over enough intervals to
+		// tell a bound of 4 per interval from one evaluation per nudge.
+		require.Eventually(t, func() bool {
+			partial, _ := evaluations(caches)
+			return partial >= 40
+		}, 60*time.Second, 10*time.Millisecond)
+		partial, _ := evaluations(caches)
+		intervals := int64(time.Since(start)/o.ReportInterval) + 2
+		t.Logf("%d partial evaluations in %d intervals", partial, intervals)
+		require.LessOrEqual(t, partial, uint64(4*intervals), "partial evaluations in %d intervals", intervals)
+		require.False(t, hotEverywhere(caches[:1], key, true), "the key stayed under PromoteRate")
+	})
+}

@@ -114,7 +114,10 @@ type Options[V any] struct {
 	// Default: l1cache.PubSubAuto.
 	PubSub l1cache.PubSubKind
 	// PromoteRate is the fleet-wide rate of Redis-level reads of one key (per second) at which
-	// the key is promoted. Default: 200.
+	// the key is promoted. The L1 absorbs a key's requests: a key that every one of N instances
+	// keeps reading reaches about N/Fresh Redis-level reads per second, whatever its request
+	// rate, so with the defaults only a fleet of about 200 instances or more promotes by reads
+	// (see the README, "Choosing PromoteRate and Fresh"). Default: 200.
 	PromoteRate float64
 	// PromoteShare promotes a key also by its share of its node's load: a key whose
 	// fleet-wide rate of Redis-level reads reaches PromoteShare times the commands per second
@@ -187,7 +190,11 @@ type Options[V any] struct {
 	SlowReportEvery int
 	// SummaryShards is the number of Redis keys (each in its own slot) the fleet summary of
 	// one interval is spread over; instances are assigned to shards by their ID, so each key
-	// takes fleet/SummaryShards writes per interval. Default: 16. Range 1..1024.
+	// takes fleet/SummaryShards writes per interval. The leader reads every shard at each
+	// evaluation (one full and at most 4 partial ones per interval), so in a small fleet the
+	// shards are most of the loop's commands: 4 instances at the default make at most 4
+	// reports and up to 80 summary reads per interval (see the package doc's formula), and
+	// 4 shards would do. Default: 16. Range 1..1024.
 	SummaryShards int
 	// RefreshAhead is how often a hot key that was read since its last refresh is reloaded
 	// into the L1 ahead of its expiry, so it never misses. A negative value turns it off.

@@ -29,6 +29,12 @@
 //	go run . -duration 10s -out results/celebrity.png
 //	go run . -addrs 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
 //	go run . -timeseries -keys 100000 -out results/closed-loop.png
+//	go run . -timeseries -instances 4 -promote-rate 30 -summary-shards 16 -out /tmp/small-fleet.png
+//
+// The last one is a small fleet: 4 instances with an L1 fresh window of 100 ms read a key at
+// 40 Redis-level reads per second at most, so PromoteRate must be under that (see the
+// README on choosing PromoteRate), and with it every report of a key at PromoteRate/16 on its
+// summary shard nudges the leader.
 package main
 
 import (
@@ -66,6 +72,8 @@ type config struct {
 	out             string
 	only            string
 	timeseries      bool
+	tsPromote       float64
+	tsShards        int
 	rate            int
 	seed            uint64
 }
@@ -94,6 +102,8 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "results/celebrity.png", "PNG chart to write; empty: none")
 	flag.StringVar(&cfg.only, "strategies", strings.Join(strategies, ","), "strategies to run, comma-separated")
 	flag.BoolVar(&cfg.timeseries, "timeseries", false, "run the closed-loop time series (celebrity.Cache) instead of the strategies")
+	flag.Float64Var(&cfg.tsPromote, "promote-rate", 300, "with -timeseries: Options.PromoteRate (DemoteRate is a quarter of it)")
+	flag.IntVar(&cfg.tsShards, "summary-shards", 2, "with -timeseries: Options.SummaryShards")
 	flag.Parse()
 	if err := validate(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -118,6 +128,8 @@ func validate(cfg config) error {
 		return fmt.Errorf("-keys, -instances, -workers and the -expiry-* counts must be >= 1")
 	case cfg.rate < 1:
 		return fmt.Errorf("-rate must be >= 1, got %d", cfg.rate)
+	case cfg.tsPromote <= 0 || cfg.tsShards < 1:
+		return fmt.Errorf("-promote-rate must be > 0 and -summary-shards >= 1, got %v and %d", cfg.tsPromote, cfg.tsShards)
 	case cfg.duration <= 0:
 		return fmt.Errorf("-duration must be > 0, got %v", cfg.duration)
 	}

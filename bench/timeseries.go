@@ -39,7 +39,7 @@ func defaultTS(cfg config) tsConfig {
 	return tsConfig{
 		duration: 60 * time.Second, onset: 10 * time.Second, fade: 40 * time.Second,
 		rate: 6000, fresh: 100 * time.Millisecond, interval: time.Second, hold: 5 * time.Second,
-		promote: 300, demote: 75, sample: 500 * time.Millisecond, shards: 2,
+		promote: cfg.tsPromote, demote: cfg.tsPromote / 4, sample: 500 * time.Millisecond, shards: cfg.tsShards,
 		hotEvery: 10, minShare: 2, earlyShare: 2, slowEvery: 10, promoteShare: 0.05,
 	}
 }

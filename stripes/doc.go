@@ -84,8 +84,10 @@
 //
 // Adaptive striping: a new name gets Options.Stripes stripes (1 by default), so a cold
 // name costs one hash (its home record, see "Key layout"), one dedup set per slice in use
-// and its field in a births hash, and its Sum reads one stripe. With FamilyOptions.HotStripes set, the loop promotes a name whose
-// write rate through this family (Add and AddBatch events per second over one Interval)
+// and its field in a births hash, and its Sum reads one stripe. With FamilyOptions.HotStripes
+// set, the loop promotes a name whose write rate through this family (events Add and AddBatch
+// counted per second over one Interval; a failed call, or a retry that finds its event already
+// counted, is not a write)
 // reaches HotRate, or that the host's [HotDetector] reports hot, to HotStripes stripes, and
 // demotes it to Options.Stripes once it stayed below CoolRate (and not reported hot) for
 // CoolAfter. Both are [Counter.Resize]: a new generation with boundaries, so exactly-once

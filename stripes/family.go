@@ -3,6 +3,7 @@ package stripes
 import (
 	"container/list"
 	"context"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,8 +56,9 @@ type FamilyOptions struct {
 	// HotStripes is the stripe count a hot name is promoted to. Zero disables adaptive
 	// striping; otherwise 2..4096 and more than Counter.Stripes.
 	HotStripes int
-	// HotRate is the write rate (Add calls per second through this family, measured over
-	// one Interval) at or above which a name is promoted. Zero means no measured promotion
+	// HotRate is the write rate (events counted per second through this family, measured
+	// over one Interval: an Add that fails, or finds its event already counted, is not a
+	// write) at or above which a name is promoted; finite. Zero means no measured promotion
 	// (only Detector promotes).
 	HotRate float64
 	// CoolRate is the write rate below which a promoted name counts as cooling; a name
@@ -178,8 +180,8 @@ func (o FamilyOptions) withRateDefaults() (FamilyOptions, error) {
 	if o.HotStripes != 0 && (o.HotStripes <= o.Counter.Stripes || o.HotStripes > MaxStripes) {
 		return o, invalidf("FamilyOptions.HotStripes must be 0 or %d..%d (more than Counter.Stripes), got %d", o.Counter.Stripes+1, MaxStripes, o.HotStripes)
 	}
-	if o.HotRate < 0 || o.CoolRate < 0 {
-		return o, invalidf("FamilyOptions.HotRate and CoolRate must not be negative, got %v and %v", o.HotRate, o.CoolRate)
+	if !finiteRate(o.HotRate) || !finiteRate(o.CoolRate) {
+		return o, invalidf("FamilyOptions.HotRate and CoolRate must be finite and not negative, got %v and %v", o.HotRate, o.CoolRate)
 	}
 	if o.CoolRate == 0 {
 		o.CoolRate = o.HotRate / 10
@@ -195,6 +197,10 @@ func (o FamilyOptions) withRateDefaults() (FamilyOptions, error) {
 	}
 	return o, nil
 }
+
+// finiteRate reports whether r is a usable rate: not negative, not NaN, not infinite (a NaN
+// compares false to everything, so it would pass a "< 0" check and then never promote).
+func finiteRate(r float64) bool { return r >= 0 && !math.IsInf(r, 1) }
 
 // Close stops the background loop and waits for it. It does not close the client. The
 // Family stays usable.
@@ -249,8 +255,11 @@ func (f *Family) Add(ctx context.Context, name string, ev Event, delta int64) (R
 	if err != nil {
 		return Result{}, err
 	}
-	m.writes.Add(1)
-	return m.c.Add(ctx, ev, delta)
+	res, err := m.c.Add(ctx, ev, delta)
+	if err == nil && res.Applied {
+		m.writes.Add(1)
+	}
+	return res, err
 }
 
 // FamilyAddition is one event of [Family.AddBatch]: its counter name, event and delta.
@@ -265,6 +274,7 @@ type FamilyAddition struct {
 // family has not used yet first costs one read of its layout record (and its creation if
 // it is new).
 func (f *Family) AddBatch(ctx context.Context, adds []FamilyAddition) ([]Result, []error) {
+	members := make([]*familyMember, len(adds))
 	counters := make([]*Counter, len(adds))
 	plain := make([]Addition, len(adds))
 	var bad []int
@@ -275,11 +285,12 @@ func (f *Family) AddBatch(ctx context.Context, adds []FamilyAddition) ([]Result,
 			bad, errs0 = append(bad, k), append(errs0, err)
 			continue
 		}
-		m.writes.Add(1)
-		counters[k], plain[k] = m.c, Addition{Event: a.Event, Delta: a.Delta}
+		members[k], counters[k], plain[k] = m, m.c, Addition{Event: a.Event, Delta: a.Delta}
 	}
 	if len(bad) == 0 {
-		return addBatch(ctx, f.client, counters, plain)
+		results, errs := addBatch(ctx, f.client, counters, plain)
+		countApplied(members, results, errs)
+		return results, errs
 	}
 	// Run the valid ones and put the refused ones back in place.
 	var idx []int
@@ -298,7 +309,19 @@ func (f *Family) AddBatch(ctx context.Context, adds []FamilyAddition) ([]Result,
 	for j, k := range bad {
 		errs[k] = errs0[j]
 	}
+	countApplied(members, results, errs)
 	return results, errs
+}
+
+// countApplied counts, in each member's write rate, the additions that counted their event:
+// a failed call or one that found its event already counted (a retry) is not a new write, so
+// a burst of retries after a restart does not make a cold name look hot.
+func countApplied(members []*familyMember, results []Result, errs []error) {
+	for k, m := range members {
+		if m != nil && errs[k] == nil && results[k].Applied {
+			m.writes.Add(1)
+		}
+	}
 }
 
 // Sum returns the value of the counter name, as [Counter.Sum], or a cached value no older

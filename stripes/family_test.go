@@ -238,6 +238,59 @@ func TestFamilyPromotesHotAndDemotesCold(t *testing.T) {
 	})
 }
 
+// TestFamilyRetriesAndFailedAddsDoNotPromote checks that the measured write rate counts
+// events, not calls: a burst of retries of events already counted (a host replaying its
+// outbox after a restart) and calls that failed leave a cold name cold, while the same
+// number of new events promotes it.
+func TestFamilyRetriesAndFailedAddsDoNotPromote(t *testing.T) {
+	both(t, func(t *testing.T, rc redis.UniversalClient) {
+		ctx := t.Context()
+		var now atomic.Int64
+		now.Store(time.Now().UnixNano())
+		clock := func() time.Time { return time.Unix(0, now.Load()) }
+		f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t), Clock: clock},
+			Interval: -1, MaxStaleness: -1, HotStripes: 8, HotRate: 100})
+		at := time.Now()
+		ev := func(name string, i int) Event { return Event{ID: fmt.Sprintf("%s-%d", name, i), Time: at} }
+		for i := range 5 {
+			_, err := f.Add(ctx, "replayed", ev("replayed", i), 1)
+			require.NoError(t, err)
+		}
+		require.NoError(t, f.Tick(ctx)) // the first round only starts the measure
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		for i := range 20 {
+			res, err := f.Add(ctx, "replayed", ev("replayed", i%5), 1) // retries
+			require.NoError(t, err)
+			require.False(t, res.Applied)
+			_, err = f.Add(cancelled, "failed", ev("failed", i), 1)
+			require.Error(t, err)
+		}
+		batch := make([]FamilyAddition, 20)
+		for i := range batch {
+			batch[i] = FamilyAddition{Name: "replayed", Event: ev("replayed", i%5), Delta: 1}
+		}
+		_, errs := f.AddBatch(ctx, batch)
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		_, errs = f.AddBatch(cancelled, []FamilyAddition{{Name: "failed", Event: ev("failed", 99), Delta: 1}})
+		require.Error(t, errs[0])
+		for i := range 20 {
+			_, err := f.Add(ctx, "new", ev("new", i), 1)
+			require.NoError(t, err)
+		}
+		now.Add(int64(100 * time.Millisecond)) // 400 calls/s for "replayed", 200 for "failed", 200 events/s for "new"
+		require.NoError(t, f.Tick(ctx))
+		require.Equal(t, 1, stripesOf(t, f, "replayed"), "retries are not writes")
+		failed, err := f.member("failed")
+		require.NoError(t, err)
+		require.Nil(t, failed.c.layout.Load(), "failed calls are not writes: the name was neither promoted nor created")
+		require.Equal(t, 8, stripesOf(t, f, "new"), "new events at the same rate promote")
+		require.Equal(t, int64(5), mustFamilySum(t, f, "replayed"))
+	})
+}
+
 // TestFamilyTwoProcessesExactlyOnce runs two families on separate clients (two processes'
 // worth) over the same names, each sending every event (so each event arrives twice), with
 // replies dropped after the script ran, retries with the same Event, and both families'

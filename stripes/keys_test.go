@@ -2,6 +2,7 @@ package stripes
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -53,7 +54,11 @@ func TestFamilyOptionsDefaultsAndErrors(t *testing.T) {
 		{FamilyOptions{MaxNames: -1}, "FamilyOptions.MaxNames must be at least 1, got -1"},
 		{FamilyOptions{IdleAfter: -time.Second}, "FamilyOptions.IdleAfter must not be negative, got -1s"},
 		{FamilyOptions{Counter: Options{Stripes: 4}, HotStripes: 4}, "FamilyOptions.HotStripes must be 0 or 5..4096"},
-		{FamilyOptions{HotRate: -1}, "FamilyOptions.HotRate and CoolRate must not be negative"},
+		{FamilyOptions{HotRate: -1}, "FamilyOptions.HotRate and CoolRate must be finite and not negative"},
+		{FamilyOptions{HotRate: math.NaN()}, "FamilyOptions.HotRate and CoolRate must be finite and not negative, got NaN and"},
+		{FamilyOptions{HotRate: math.Inf(1)}, "FamilyOptions.HotRate and CoolRate must be finite and not negative, got +Inf and"},
+		{FamilyOptions{HotRate: 100, CoolRate: math.NaN()}, "FamilyOptions.HotRate and CoolRate must be finite and not negative, got 100 and NaN"},
+		{FamilyOptions{HotRate: 100, CoolRate: math.Inf(-1)}, "FamilyOptions.HotRate and CoolRate must be finite and not negative, got 100 and -Inf"},
 		{FamilyOptions{HotRate: 10, CoolRate: 20}, "FamilyOptions.CoolRate must not exceed HotRate (10), got 20"},
 		{FamilyOptions{CoolAfter: -time.Second}, "FamilyOptions.CoolAfter must not be negative, got -1s"},
 	} {
