@@ -91,13 +91,25 @@
 // reaches HotRate, or that the host's [HotDetector] reports hot, to HotStripes stripes, and
 // demotes it to Options.Stripes once it stayed below CoolRate (and not reported hot) for
 // CoolAfter. Both are [Counter.Resize]: a new generation with boundaries, so exactly-once
-// holds across every change, and the old generation is sealed one window later. Each
-// family measures only its own writes: with several processes, a name is promoted when
-// one process's share reaches HotRate, and demoted only by a family that saw it hot while
-// holding it in memory, so a process with a small share does not undo another's promotion
-// (a promoted name that every such family dropped from memory stays promoted until one of
-// them sees it hot again and then cool). Every change is a generation, safe whoever makes
-// it.
+// holds across every change, and the old generation is sealed one window later.
+//
+// The rate that decides is the fleet's: with HotRate set, each family also reports a name's
+// writes to a count the fleet shares (one hash per name and window width, in the name's
+// slot), once its unreported writes reach a quantum (HotRate × Interval / 8, at least 1) and
+// at every round while the name is promoted, and reads back the fleet's count of the
+// current and the previous window. A name is hot when its rate through this family or the
+// fleet's reaches HotRate: three processes writing a name 40 times a second each, under
+// HotRate 100, promote it on all three. A report carries a sequence number per family and
+// name, so a retry after a lost reply counts nothing again. The cost follows the writes, not
+// the number of processes: a name written w times a second in all costs about w / quantum
+// reports a second (8 per Interval at HotRate), plus one read per process and round while
+// it is promoted; a cold name written less than a quantum per process costs nothing. The
+// window is Interval on each process's clock, so processes sharing names should share
+// Interval and keep their clocks within a fraction of it. A name is demoted only by a
+// family that saw it hot while holding it in memory (by its own rate or the fleet's), so a
+// process that never saw it hot does not undo a promotion (a promoted name that every such
+// family dropped from memory stays promoted until one of them sees it hot again and then
+// cool). Every change is a generation, safe whoever makes it.
 //
 // # Key layout
 //
@@ -116,6 +128,10 @@
 //	<prefix>{<tag>}:<name>:<gen>:<i>:e:<slice>:<bucket>
 //	                                     set: one bucket of the stripe's dedup records for
 //	                                     one time slice
+//	<prefix>{<name>}:rate:<ms>           hash: the fleet's count of the name's writes per
+//	                                     window of <ms> milliseconds (w:<window>) and each
+//	                                     family's last report (i:<family>); expires three
+//	                                     windows after the last report (a Family with HotRate)
 //	<prefix>{<btag>}:births              hash: the birth records of the counters whose layout
 //	                                     slot, rounded down to a multiple of 64, is the
 //	                                     births key's slot minus 8192 (256 such keys): field

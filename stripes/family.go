@@ -3,6 +3,9 @@ package stripes
 import (
 	"container/list"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -27,7 +30,8 @@ const (
 
 // HotDetector reports whether a counter name is hot, for hosts that already measure it (a
 // hot-key detector). A [Family] given one promotes a name it reports hot and demotes it
-// once it is reported cold and the family's own measure is below FamilyOptions.CoolRate.
+// once it is reported cold and the family's measure (its own or the fleet's) is below
+// FamilyOptions.CoolRate.
 type HotDetector interface {
 	IsHot(name string) bool
 }
@@ -56,16 +60,19 @@ type FamilyOptions struct {
 	// HotStripes is the stripe count a hot name is promoted to. Zero disables adaptive
 	// striping; otherwise 2..4096 and more than Counter.Stripes.
 	HotStripes int
-	// HotRate is the write rate (events counted per second through this family, measured
-	// over one Interval: an Add that fails, or finds its event already counted, is not a
-	// write) at or above which a name is promoted; finite. Zero means no measured promotion
-	// (only Detector promotes).
+	// HotRate is the write rate (events counted per second: an Add that fails, or finds its
+	// event already counted, is not a write) at or above which a name is promoted; finite.
+	// The rate is this family's over one Interval or the fleet's, whichever is larger: the
+	// families of every process report their writes to a count they share (see the package
+	// doc), so a name hot only in the fleet's sum is promoted everywhere. Zero means no
+	// measured promotion (only Detector promotes) and no reports.
 	HotRate float64
-	// CoolRate is the write rate below which a promoted name counts as cooling; a name
-	// cooling for CoolAfter is demoted back to Counter.Stripes, by a family that saw it hot
-	// (so that a process with a small share of a hot name's writes does not demote what
-	// another process promotes). Default: HotRate/10. With
-	// HotRate and CoolRate both zero, a name cools as soon as Detector no longer reports it.
+	// CoolRate is the write rate below which a promoted name counts as cooling (the larger
+	// of this family's and the fleet's, as for HotRate); a name cooling for CoolAfter is
+	// demoted back to Counter.Stripes, by a family that saw it hot (so that a process that
+	// never saw it hot does not demote what another process promotes). Default: HotRate/10.
+	// With HotRate and CoolRate both zero, a name cools as soon as Detector no longer
+	// reports it.
 	CoolRate float64
 	// CoolAfter is how long a promoted name must stay cool before it is demoted.
 	// Default: 1m.
@@ -96,6 +103,8 @@ type Family struct {
 	once    sync.Once
 	lastRun time.Time
 	stats   familyStats
+	// id names this family in the fleet's write counts (see rate.lua).
+	id string
 }
 
 // familyMember is one name in memory.
@@ -111,7 +120,9 @@ type familyMember struct {
 	servedAt  time.Time // when sum was last returned to a caller
 	coolSince time.Time
 	lastSeal  time.Time
-	sawHot    bool // this family measured (or was told) the name hot while it held it
+	sawHot    bool   // this family measured (or was told) the name hot while it held it
+	pending   int64  // writes not yet reported to the fleet's count
+	seq       uint64 // sequence number of the last report the fleet's count took
 }
 
 // NewFamily returns a Family on client. It does no I/O. Unless o.Interval is negative it
@@ -129,6 +140,7 @@ func NewFamily(client Client, o FamilyOptions) (*Family, error) {
 	copts.SealInterval = -1
 	f := &Family{client: client, opts: o, copts: copts, sealEvery: sealEvery, names: map[string]*list.Element{}, unseal: map[string]time.Time{}, stop: make(chan struct{})}
 	f.lastRun = copts.Clock()
+	f.id = newFamilyID()
 	if o.Interval > 0 {
 		f.done.Add(1)
 		go f.loop()
@@ -523,8 +535,22 @@ func (f *Family) adapt(ctx context.Context, m *familyMember, writes int64, elaps
 	if elapsed <= 0 {
 		return nil
 	}
-	hot, cool := f.opts.heat(float64(writes)/elapsed.Seconds(), f.opts.Detector != nil && f.opts.Detector.IsHot(m.name))
+	rate := float64(writes) / elapsed.Seconds()
 	l := m.c.layout.Load()
+	fleet, known, ferr := f.fleetRate(ctx, m, writes, l != nil && l.current().Stripes > f.copts.Stripes, now)
+	if known {
+		rate = max(rate, fleet)
+	}
+	err := f.resizeByHeat(ctx, m, l, rate, now)
+	if err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// resizeByHeat promotes or demotes m, whose cached layout is l, by its write rate.
+func (f *Family) resizeByHeat(ctx context.Context, m *familyMember, l *layout, rate float64, now time.Time) error {
+	hot, cool := f.opts.heat(rate, f.opts.Detector != nil && f.opts.Detector.IsHot(m.name))
 	if l == nil {
 		if !hot {
 			return nil
@@ -562,6 +588,62 @@ func (f *Family) adapt(ctx context.Context, m *familyMember, writes int64, elaps
 		return err
 	}
 	return nil
+}
+
+// fleetRate adds m's writes of this round to its unreported ones and, once those reach
+// the report quantum (HotRate × window / 8, at least 1) or at every round while the name
+// is promoted, reports them to the fleet's count of the name's writes (rate.lua) and
+// returns the fleet's write rate: the larger of the last complete window's and the current
+// window's counts, per second of a window (the window is Interval, 1s when the loop is off,
+// on each reporter's clock). known is false when nothing was reported nor read. A report
+// that fails stays pending, under the same sequence number, for the next round.
+//
+// So the fleet's sum decides, not one process's share, and the cost follows the writes: a
+// name written w times a second by the whole fleet costs at most about w / quantum reports
+// a second (8 per window at HotRate), whatever the number of processes, plus one read per
+// process and round while it is promoted.
+func (f *Family) fleetRate(ctx context.Context, m *familyMember, writes int64, promoted bool, now time.Time) (rate float64, known bool, err error) {
+	if f.opts.HotRate <= 0 {
+		return 0, false, nil
+	}
+	width := f.opts.Interval
+	if width <= 0 {
+		width = DefaultFamilyInterval
+	}
+	quantum := max(1, int64(f.opts.HotRate*width.Seconds()/8))
+	f.mu.Lock()
+	m.pending += writes
+	n, seq := m.pending, m.seq+1
+	f.mu.Unlock()
+	if n < quantum && !promoted {
+		return 0, false, nil
+	}
+	var counts []int64
+	err = f.step(ctx, func(ctx context.Context) error {
+		counts, err = rateScript.Run(ctx, f.client, []string{m.c.keys.rate(width.Milliseconds())}, f.id,
+			seq, n, now.UnixMilli()/width.Milliseconds(), 3*width.Milliseconds()).Int64Slice()
+		return err
+	})
+	if err == nil && len(counts) != 2 {
+		err = fmt.Errorf("stripes: rate.lua replied %v", counts)
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	f.mu.Lock()
+	m.pending -= n
+	if n > 0 {
+		m.seq = seq
+	}
+	f.mu.Unlock()
+	return float64(max(counts[0], counts[1])) / width.Seconds(), true, nil
+}
+
+// newFamilyID returns 16 random hex digits.
+func newFamilyID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // step runs fn with a context bounded by OpTimeout.

@@ -230,6 +230,12 @@ func (k keys) layout() string {
 	return slot.Tagged(k.prefix, k.name) + ":layout"
 }
 
+// rate returns the key of the hash in which the families of a fleet count the name's writes
+// per window of width ms (see rate.lua): the layout's slot.
+func (k keys) rate(width int64) string {
+	return slot.Tagged(k.prefix, k.name) + ":rate:" + strconv.FormatInt(width, 10)
+}
+
 // births returns the key of the hash holding the birth record of the counter (field: its
 // name, value: the token of its layout). Its slot is the layout's slot rounded down to a
 // multiple of 64, plus half the slot space: on a cluster whose masters own even, contiguous

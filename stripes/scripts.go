@@ -31,6 +31,8 @@ var (
 	expiringLua string
 	//go:embed home.lua
 	homeLua string
+	//go:embed rate.lua
+	rateLua string
 
 	addScript      = script.New(addLua)
 	createScript   = script.New(createLua)
@@ -41,6 +43,7 @@ var (
 	pruneScript    = script.New(pruneLua)
 	expiringScript = script.New(expiringLua)
 	homeScript     = script.New(homeLua)
+	rateScript     = script.New(rateLua)
 )
 
 // Reply codes of add.lua.
