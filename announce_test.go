@@ -68,7 +68,7 @@ func TestAnnouncementCarriesTheChange(t *testing.T) {
 	require.NoError(t, err)
 	sum := sha1.Sum(text)
 	deployments(t, func(t *testing.T, d deployment) {
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		src := newSource()
 		key := p + "a|1|2|3:x\nd\xff"
 		a := newCache(t, d.client(t), src, p, loopOptions())

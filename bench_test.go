@@ -31,7 +31,7 @@ func zipfKeys(prefix string, n int) []string {
 // Cache's hit is the L1's hit plus a key check and a pointer dereference. Run with -cpu=1,2.
 func BenchmarkGetHit(b *testing.B) {
 	srv := celebritytest.Standalone(b)
-	p := celebritytest.Prefix(b)
+	p := celebritytest.NewPrefix(b)
 	workloads := map[string][]string{"zipf": zipfKeys(p, 1<<16), "hotkey": {p + "celebrity"}}
 	for _, name := range []string{"zipf", "hotkey"} {
 		keys := workloads[name]

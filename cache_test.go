@@ -20,7 +20,7 @@ import (
 
 func TestOneSourceLoadForTheFleet(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		src := newSource()
 		key := p + "post:1"
 		src.write(key, "v1")
@@ -56,7 +56,7 @@ func TestOneSourceLoadForTheFleet(t *testing.T) {
 
 func TestNotFoundIsOneValueAndCached(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	c := newCache(t, srv.Client(t), src, p, celebrity.Options[string]{NegativeTTL: time.Hour})
 	key := p + "missing"
@@ -90,7 +90,7 @@ func (failCodec) Decode(b []byte) (string, error) {
 func TestBadInputIsRefusedClearly(t *testing.T) {
 	srv := celebritytest.Standalone(t)
 	rdb := srv.Client(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	c := newCache(t, rdb, src, p, celebrity.Options[string]{Codec: failCodec{}})
 	ctx := t.Context()
@@ -165,7 +165,7 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 func TestDefaultCodecs(t *testing.T) {
 	srv := celebritytest.Standalone(t)
 	rdb := srv.Client(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	type post struct {
 		Title string
 		Likes int
@@ -210,7 +210,7 @@ func storedUnder(t *testing.T, rdb redis.UniversalClient, prefix, key string) st
 // bring the new version to the others. No instance ever goes back to an older version.
 func TestWriteReachesEveryInstance(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		src := newSource()
 		key := p + "user:42"
 		src.write(key, "v1")
@@ -261,7 +261,7 @@ func TestWriteReachesEveryInstance(t *testing.T) {
 
 func TestDeleteReachesEveryInstance(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		src := newSource()
 		key := p + "post:gone"
 		src.write(key, "v1")
@@ -288,7 +288,7 @@ func TestDeleteReachesEveryInstance(t *testing.T) {
 
 func TestClosedCacheServesWhatItHolds(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	src.bump(p + "a")
 	c := newCache(t, srv.Client(t), src, p, celebrity.Options[string]{Fresh: time.Hour})

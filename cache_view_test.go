@@ -16,7 +16,7 @@ import (
 // key reads the key the Cache wrote.
 func TestRecordKeyIsWhereTheRecordIs(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		p := celebritytest.Prefix(t) + "cache:"
+		p := celebritytest.NewPrefix(t) + "cache:"
 		cache, err := celebrity.New(c, func(context.Context, string) ([]byte, uint64, error) { return []byte("v"), 1, nil },
 			celebrity.Options[[]byte]{Prefix: p, ReportInterval: -1})
 		require.NoError(t, err)

@@ -19,7 +19,7 @@ func TestReadPathReturnsByItsDeadlineWithAPausedServer(t *testing.T) {
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	src := newSource()
 	src.write("post:1", "v1")
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	cache, err := celebrity.New(srv.Client(t), src.load, celebrity.Options[string]{Prefix: prefix})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cache.Close() })

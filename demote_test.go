@@ -16,7 +16,7 @@ import (
 // local window still reaches back over the key's last reads.
 func TestDemotionHoldStartsAfterTheLastRead(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	key := p + "fading"
 	src.bump(key)

@@ -104,7 +104,7 @@ func hotEverywhere(caches []*celebrity.Cache[string], key string, want bool) boo
 // demoted once the reads stop for Hold, exactly once per instance (no flaps).
 func TestFleetPromotesAndDemotesByRedisLoad(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		src := newSource()
 		hot, cold := p+"celebrity", p+"cold"
 		src.bump(hot)
@@ -184,7 +184,7 @@ func (s *syncBuffer) String() string {
 // replication is off (logged once per instance) and the rest works.
 func TestManualPromoteOnStandalone(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	key := p + "launch"
 	src.bump(key)
@@ -234,7 +234,7 @@ func fullEvaluations(caches []*celebrity.Cache[string]) uint64 {
 // version), the survivors learn it by polling, one of them takes over and later demotes it.
 func TestLeaderLostMidPromotion(t *testing.T) {
 	cl := celebritytest.SharedCluster(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	key := p + "celebrity"
 	src.bump(key)
@@ -283,7 +283,7 @@ func TestLeaderLostMidPromotion(t *testing.T) {
 // complete, and every instance ends on the last version.
 func TestFailoverDuringTheLoop(t *testing.T) {
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	key := p + "celebrity"
 	src.bump(key)
@@ -335,7 +335,7 @@ func TestFailoverDuringTheLoop(t *testing.T) {
 // network is back it learns the write it missed.
 func TestCutOffInstanceServesStaleAndRejoins(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		src := newSource()
 		key := p + "post"
 		src.bump(key)

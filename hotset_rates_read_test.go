@@ -17,7 +17,7 @@ import (
 // key is there with the sum of both instances' reports, and it is gone once they stop.
 func TestReadFleetRatesShowsWhatTheFleetReadsNow(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		src := newSource()
 		key := p + "post:7"
 		src.bump(key)

@@ -17,7 +17,7 @@ import (
 func TestReadHotSetShowsWhatTheFleetPublished(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
 		ctx := t.Context()
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		rdb := d.client(t)
 
 		empty, err := celebrity.ReadHotSet(ctx, rdb, p)

@@ -22,7 +22,7 @@ var sweepKeys = []string{"\xff\xfe", "\ufffd", "a\x00b", "a", "a:b", "a_b", "{",
 func TestOddKeysRoundTripThroughTheFleet(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
 		ctx := t.Context()
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		a := newCache(t, d.client(t), newSource(), p, celebrity.Options[string]{ReportInterval: 100 * time.Millisecond})
 		b := newCache(t, d.client(t), newSource(), p, celebrity.Options[string]{ReportInterval: 100 * time.Millisecond})
 		for i, k := range sweepKeys {
@@ -52,7 +52,7 @@ func TestHugeKeyRefusedWithoutWrite(t *testing.T) {
 	srv := celebritytest.Standalone(t)
 	rdb := srv.Client(t)
 	ctx := t.Context()
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	c := newCache(t, rdb, newSource(), p, celebrity.Options[string]{})
 	admin := celebritytest.AdminOf(t, rdb)
 	before, err := admin.DBSize(ctx).Result()

@@ -36,7 +36,7 @@ func (l *lockedBuffer) String() string {
 // leader lease under its ID, counts it and logs a warning; only one of them leads.
 func TestTwoInstancesWithOneInstanceIDAreWarned(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	var logs [2]lockedBuffer
 	var caches [2]*celebrity.Cache[string]

@@ -23,7 +23,7 @@ import (
 // demotes the key once its reads stop, once per instance.
 func TestInstanceKilledMidPromotion(t *testing.T) {
 	cl := celebritytest.SharedCluster(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	key := p + "celebrity"
 	src.bump(key) // "v1", version 1: what the killed instance's loader returns too

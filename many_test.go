@@ -37,7 +37,7 @@ func TestGetManyLoadsEachKeyOnceAcrossTheFleet(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
 		for _, batched := range []bool{false, true} {
 			t.Run(map[bool]string{false: "loader", true: "batch-loader"}[batched], func(t *testing.T) {
-				p := celebritytest.Prefix(t)
+				p := celebritytest.NewPrefix(t)
 				src := newSource()
 				keys := make([]string, 40)
 				for i := range keys {
@@ -104,7 +104,7 @@ func TestGetManyLoadsEachKeyOnceAcrossTheFleet(t *testing.T) {
 // L1 without a command.
 func TestGetManyMissOfThirtyKeysIsOneQuery(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	keys := make([]string, 30)
 	for i := range keys {
@@ -173,7 +173,7 @@ func (h *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // reference, 50 Gets one after the other. Report the ratio of ns/op.
 func BenchmarkGetManyVersusGets(b *testing.B) {
 	deploymentsB(b, func(b *testing.B, client func(testing.TB) redis.UniversalClient) {
-		p := celebritytest.Prefix(b)
+		p := celebritytest.NewPrefix(b)
 		src := newSource()
 		keys := make([]string, 50)
 		for i := range keys {

@@ -27,7 +27,7 @@ func evaluations(caches []*celebrity.Cache[string]) (partial, reports uint64) {
 // leader one evaluation per interval, not one every quarter interval.
 func TestHotKeyReportsDoNotNudge(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		src := newSource()
 		hot := p + "celebrity"
 		src.bump(hot)
@@ -60,7 +60,7 @@ func TestHotKeyReportsDoNotNudge(t *testing.T) {
 // interval's worth either side of the measured span), where it used to make one per nudge.
 func TestManyNudgesCostTheLeaderAtMostFourPartialEvaluationsPerInterval(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		src := newSource()
 		key := p + "lukewarm"
 		src.bump(key)

@@ -15,7 +15,7 @@ import (
 // end would be skipped in every interval.
 func TestLatePhaseStillReports(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	key := p + "read"
 	src.bump(key)

@@ -23,7 +23,7 @@ import (
 // polls slowly again.
 func TestPollsFastOnlyWhilePubSubIsDown(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	o := loopOptions()
 	o.PollInterval = time.Hour
@@ -77,7 +77,7 @@ func waitHeartbeats(t *testing.T, leader *celebrity.Cache[string], n uint64) {
 // quarter interval; a key crossing PromoteRate nudges it, and the key is promoted.
 func TestLeaderEvaluatesOnlyWhatMayChange(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	key := p + "celebrity"
 	src.bump(key)
@@ -106,7 +106,7 @@ func TestLeaderEvaluatesOnlyWhatMayChange(t *testing.T) {
 // promotes the key, though PollInterval is an hour.
 func TestNudgesDoNotHideALostLeader(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	key := p + "celebrity"
 	src.bump(key)
@@ -157,7 +157,7 @@ func (h refuseHeartbeat) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // which a loaded machine's loop can only fall behind). A change is still learned everywhere.
 func TestLateHeartbeatsDoNotMakeTheFleetPollEveryInterval(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	o := loopOptions()
 	o.PollInterval = time.Hour
@@ -204,7 +204,7 @@ func TestLateHeartbeatsDoNotMakeTheFleetPollEveryInterval(t *testing.T) {
 // within 4 intervals, the bound the package documents.
 func TestCutSubscriptionLearnsByPolling(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	o := loopOptions()
 	o.PollInterval = time.Hour

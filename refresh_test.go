@@ -15,7 +15,7 @@ import (
 // is refreshed ahead.
 func TestRefreshAheadSkipsTheReadThatLoaded(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	key := p + "hot"
 	src.bump(key)

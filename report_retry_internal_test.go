@@ -16,7 +16,7 @@ import (
 func TestReportRetryAddsSlowPairsOnce(t *testing.T) {
 	for _, name := range []string{"standalone", "cluster"} {
 		t.Run(name, func(t *testing.T) {
-			p := celebritytest.Prefix(t)
+			p := celebritytest.NewPrefix(t)
 			inj := faults.New()
 			var faulty, plain redis.UniversalClient
 			if name == "cluster" {

@@ -222,7 +222,7 @@ func TestReviewWritesRacePromoteAndDemote(t *testing.T) {
 }
 
 func raceWritesWithHotSet(t *testing.T, d deployment, o celebrity.Options[string], bound time.Duration) {
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	key := p + "post"
 	log := &writeLog{}
@@ -305,7 +305,7 @@ func TestReviewInvalidationSubscriptionKilledDuringWrites(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
 		o := celebrity.Options[string]{Fresh: 2 * time.Second, Stale: time.Second, ReportInterval: 100 * time.Millisecond,
 			PromoteRate: 1e9, DemoteRate: 1, ReportMinRate: 1e6}
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		src := newSource()
 		key := p + "post"
 		log := &writeLog{}
@@ -355,7 +355,7 @@ func TestReviewInvalidationSubscriptionKilledDuringWrites(t *testing.T) {
 // applies the fleet's set, with the demotion made once.
 func TestReviewLeaderHeldPastItsLease(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	key := p + "celebrity"
 	src.bump(key)
@@ -415,7 +415,7 @@ func TestReviewLeaderHeldPastItsLease(t *testing.T) {
 // carries a vid (apply.lua), which announcements, heartbeats and polls compare too.)
 func TestReviewHotSetRestoredToAnEarlierVersionConverges(t *testing.T) {
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	// An interval long enough that the change after the restore comes before any poll or
 	// heartbeat shows the instances the older version.

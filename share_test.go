@@ -19,7 +19,7 @@ import (
 // the other alone, and demotes the first once its reads stop.
 func TestPromoteByShareOfNodeLoad(t *testing.T) {
 	cl := celebritytest.SharedCluster(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	ms := cl.Masters()
 	keyOn := func(m *celebritytest.Server, name string) string {
 		for i := 0; ; i++ {

@@ -20,7 +20,7 @@ import (
 // a second, over three times PromoteRate (50).
 func slowFleet(t *testing.T, every int) (caches []*celebrity.Cache[string], recs []*recorder, key string, leader *celebrity.Cache[string]) {
 	srv := celebritytest.Standalone(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	key = p + "lukewarm"
 	src.bump(key)

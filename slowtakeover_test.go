@@ -105,7 +105,7 @@ func TestSlowLaneLeaderTakeover(t *testing.T) {
 	}{{"under", 92, false, false}, {"over", 108, true, false}, {"under-paused", 92, false, true}, {"over-paused", 108, true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			deployments(t, func(t *testing.T, d deployment) {
-				p := celebritytest.Prefix(t)
+				p := celebritytest.NewPrefix(t)
 				src := newSource()
 				key := p + "lukewarm"
 				src.bump(key)

@@ -19,7 +19,7 @@ import (
 // completes the write everywhere.
 func TestFailedStepIsNamedAndRetryCompletes(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		src := newSource()
 		key := p + "post"
 		src.bump(key)
@@ -96,7 +96,7 @@ func TestFailedStepIsNamedAndRetryCompletes(t *testing.T) {
 // key's Set on a cluster: the error names the copies step, the logical key and the other
 // instances already have the new version, and a retry completes the copies.
 func TestFailedCopiesStepIsNamedAndRetryCompletes(t *testing.T) {
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	key := p + "post"
 	src.bump(key)
@@ -152,7 +152,7 @@ func waitFor(t *testing.T, c *celebrity.Cache[string], key, want string) {
 // succeed.
 func TestLostStoreReplySaysTheOutcomeIsUnknown(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		src := newSource()
 		key := p + "post"
 		src.bump(key)

@@ -43,7 +43,7 @@ func get(t *testing.T, srv *httptest.Server, method, path string) (int, map[stri
 func TestHandlerServesLiveStateReadOnly(t *testing.T) {
 	control := celebritytest.Standalone(t).Client(t)
 	shard := celebritytest.Shards(t, 1)[0].Client(t)
-	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.Prefix(t)) + "routing"
+	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.NewPrefix(t)) + "routing"
 	store, err := routing.NewStore(control, routing.StoreOptions{Prefix: prefix})
 	require.NoError(t, err)
 	require.NoError(t, store.Publish(t.Context(), routing.EvenTable(1, 16, "a")))
@@ -147,7 +147,7 @@ func TestBadOptionsNameTheField(t *testing.T) {
 func TestHandlerServesTheLibrarysComponents(t *testing.T) {
 	control := celebritytest.Standalone(t)
 	shards := celebritytest.Shards(t, 2)
-	p := strings.NewReplacer("{", "", "}", "", ":", "-").Replace(celebritytest.Prefix(t))
+	p := strings.NewReplacer("{", "", "}", "", ":", "-").Replace(celebritytest.NewPrefix(t))
 
 	cache, err := celebrity.New(control.Client(t), func(_ context.Context, key string) ([]byte, uint64, error) {
 		return []byte("v"), 1, nil

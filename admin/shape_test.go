@@ -79,7 +79,7 @@ func TestShapeNamesWhatOperatorsRead(t *testing.T) {
 // from run to run (the prefix, the instance ID, the time of the promotion) is masked.
 func TestCacheSectionGolden(t *testing.T) {
 	control := celebritytest.Standalone(t)
-	p := strings.NewReplacer("{", "", "}", "", ":", "-").Replace(celebritytest.Prefix(t)) + "cache:"
+	p := strings.NewReplacer("{", "", "}", "", ":", "-").Replace(celebritytest.NewPrefix(t)) + "cache:"
 	cache, err := celebrity.New(control.Client(t), func(_ context.Context, key string) ([]byte, uint64, error) {
 		return []byte("v:" + key), 1, nil
 	}, celebrity.Options[[]byte]{Prefix: p, InstanceID: "web-1", Fresh: time.Minute, ReportInterval: -1, PubSub: l1cache.PubSubGlobal})

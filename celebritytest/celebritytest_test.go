@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 func TestStandaloneServesCommands(t *testing.T) {
 	t.Parallel()
 	c := Standalone(t).Client(t)
-	key := Prefix(t) + "k"
+	key := NewPrefix(t) + "k"
 	require.NoError(t, c.Set(context.Background(), key, "v", 0).Err())
 	require.Equal(t, "v", c.Get(context.Background(), key).Val())
 }
@@ -34,7 +34,7 @@ func TestShardsAreSeparateServers(t *testing.T) {
 	shards := Shards(t, 3)
 	require.Len(t, shards, 3)
 	require.Equal(t, Standalone(t).Addr(), shards[0].Addr())
-	key := Prefix(t) + "only-on-first"
+	key := NewPrefix(t) + "only-on-first"
 	ctx := context.Background()
 	require.NoError(t, shards[0].Client(t).Set(ctx, key, 1, 0).Err())
 	for _, s := range shards[1:] {
@@ -51,7 +51,7 @@ func TestClusterHasThreeMastersAgreeingOnSlots(t *testing.T) {
 	c := cl.Client(t)
 	// Keys on every master: the client follows the slot map and every write lands.
 	for i := range 300 {
-		key := Prefix(t) + string(rune('a'+i%26)) + strings.Repeat("x", i%7)
+		key := NewPrefix(t) + string(rune('a'+i%26)) + strings.Repeat("x", i%7)
 		require.NoError(t, c.Set(ctx, key, i, 0).Err())
 	}
 	for _, m := range cl.Masters() {
@@ -64,7 +64,7 @@ func TestClusterHasThreeMastersAgreeingOnSlots(t *testing.T) {
 		require.Positive(t, n, "master %s holds no keys", m.Addr())
 	}
 	// MasterOf agrees with the server.
-	key := Prefix(t) + "owner"
+	key := NewPrefix(t) + "owner"
 	require.NoError(t, c.Set(ctx, key, 1, 0).Err())
 	require.Equal(t, int64(1), cl.MasterOf(key).Client(t).Exists(ctx, key).Val())
 }
@@ -214,4 +214,20 @@ func TestNewClusterRefusesTooManyMasters(t *testing.T) {
 		return err
 	}()
 	require.ErrorContains(t, err, "ClusterOptions.Masters must be 1..16, got 17")
+}
+
+// Prefix is one string per test (each subtest its own); NewPrefix is a new one per call.
+func TestPrefixIsOnePerTestAndNewPrefixOnePerCall(t *testing.T) {
+	p := Prefix(t)
+	require.Equal(t, p, Prefix(t), "the same test, the same prefix")
+	require.True(t, strings.HasPrefix(p, PrefixRoot))
+	require.NotEqual(t, NewPrefix(t), NewPrefix(t), "a new prefix on every call")
+	var sub string
+	t.Run("sub", func(t *testing.T) {
+		sub = Prefix(t)
+		require.Equal(t, sub, Prefix(t))
+		require.Contains(t, sub, "/sub:")
+	})
+	require.NotEqual(t, p, sub, "a subtest has its own prefix")
+	require.Equal(t, p, Prefix(t))
 }

@@ -172,15 +172,31 @@ func NewCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	return c
 }
 
-// Prefix returns a new key prefix on every call, unique within the binary, such as
+// NewPrefix returns a new key prefix on every call, unique within the binary, such as
 // "t12:TestRetry/cluster:"; it starts with PrefixRoot. Two calls in one test return two
-// different prefixes: a test that configures a component with one prefix and checks its
-// keys must keep that string, not call Prefix again. It holds no braces, so it never
-// changes a key's hash tag.
-func Prefix(t testing.TB) string {
+// different prefixes, for two components that must not share keys. It holds no braces, so
+// it never changes a key's hash tag.
+func NewPrefix(t testing.TB) string {
 	name := strings.NewReplacer("{", "(", "}", ")", " ", "_").Replace(t.Name())
 	return PrefixRoot + strconv.FormatInt(fleet.prefixes.Add(1), 10) + ":" + name + ":"
 }
+
+// Prefix returns this test's key prefix: the same string on every call with the same t
+// (a subtest has its own), made by [NewPrefix] on the first call, so a test can configure
+// a component with Prefix(t) and check its keys with Prefix(t) again.
+func Prefix(t testing.TB) string {
+	if p, ok := testPrefixes.Load(t); ok {
+		return p.(string)
+	}
+	p, loaded := testPrefixes.LoadOrStore(t, NewPrefix(t))
+	if !loaded {
+		t.Cleanup(func() { testPrefixes.Delete(t) })
+	}
+	return p.(string)
+}
+
+// testPrefixes holds each running test's Prefix, by its testing.TB.
+var testPrefixes sync.Map
 
 // Both runs fn as two subtests: "standalone" on the shared standalone server and "cluster"
 // on the shared 3-master cluster, with a client as Server.Client and Cluster.Client give.

@@ -57,7 +57,7 @@ func TestLimitedChild(t *testing.T) {
 	ctx := t.Context()
 	check := func(t *testing.T, c, admin redis.Cmdable) {
 		t.Helper()
-		key := Prefix(t) + "k"
+		key := NewPrefix(t) + "k"
 		require.NoError(t, c.Set(ctx, key, "v", 0).Err())
 		require.Equal(t, "v", c.Get(ctx, key).Val())
 		require.ErrorContains(t, c.Set(ctx, "other:k", "v", 0).Err(), "NOPERM", "a key outside the rule")

@@ -80,7 +80,7 @@ func pausedPool(t *testing.T, c *redis.Client, opts PoolOptions, s *script.Scrip
 func restoredPool(t *testing.T) (*celebritytest.Server, PoolOptions, *Pool) {
 	t.Helper()
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
-	opts := PoolOptions{Name: "p", Prefix: celebritytest.Prefix(t), Capacity: 10, Owners: owners(10, "a", "b"),
+	opts := PoolOptions{Name: "p", Prefix: celebritytest.NewPrefix(t), Capacity: 10, Owners: owners(10, "a", "b"),
 		Witness: celebritytest.Standalone(t).Client(t)}
 	return srv, opts, newTestPool(t, srv.Client(t), opts)
 }
@@ -164,7 +164,7 @@ func TestStaleWitnessReadCannotFreezeAGrantedPermit(t *testing.T) {
 func clusterPlacement(t testing.TB, cl *celebritytest.Cluster, c *redis.ClusterClient, capacity int) PoolOptions {
 	t.Helper()
 	for n := 0; n < 1000; n++ {
-		opts := PoolOptions{Name: fmt.Sprint("p", n), Prefix: celebritytest.Prefix(t), Capacity: capacity, Owners: owners(capacity, "a", "b")}
+		opts := PoolOptions{Name: fmt.Sprint("p", n), Prefix: celebritytest.NewPrefix(t), Capacity: capacity, Owners: owners(capacity, "a", "b")}
 		p, err := NewPool(c, opts)
 		require.NoError(t, err)
 		ma, mb := cl.MasterOf(p.ledgers["a"].keys[0]), cl.MasterOf(p.ledgers["b"].keys[0])

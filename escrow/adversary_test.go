@@ -251,7 +251,7 @@ func TestCentralInitPausedAcrossALostLedger(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
-	opts := CentralOptions{Name: "l", Capacity: 1, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true,
+	opts := CentralOptions{Name: "l", Capacity: 1, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true,
 		Witness: celebritytest.Standalone(t).Client(t)}
 	lc := srv.Client(t)
 	g := newGate(initScript)
@@ -292,7 +292,7 @@ func TestWitnessRestoredAloneOrWithTheLedger(t *testing.T) {
 	ctx := testCtx(t)
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	wsrv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
-	opts := PoolOptions{Name: "w", Prefix: celebritytest.Prefix(t), Capacity: 20, Owners: owners(20, "a", "b"),
+	opts := PoolOptions{Name: "w", Prefix: celebritytest.NewPrefix(t), Capacity: 20, Owners: owners(20, "a", "b"),
 		Witness: wsrv.Client(t)}
 	p := newTestPool(t, srv.Client(t), opts)
 	_, err := p.Acquire(ctx, "a", "j1")

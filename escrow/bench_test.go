@@ -18,7 +18,7 @@ func spreadPool(b *testing.B, cl *celebritytest.Cluster, c *redis.ClusterClient,
 	b.Helper()
 	names := []string{"a", "b", "c"}[:n]
 	for i := 0; i < 1000; i++ {
-		opts := PoolOptions{Name: fmt.Sprint("bench", i), Prefix: celebritytest.Prefix(b), Capacity: capacity, Owners: owners(capacity, names...)}
+		opts := PoolOptions{Name: fmt.Sprint("bench", i), Prefix: celebritytest.NewPrefix(b), Capacity: capacity, Owners: owners(capacity, names...)}
 		p, err := NewPool(c, opts)
 		if err != nil {
 			b.Fatal(err)

@@ -14,7 +14,7 @@ import (
 
 func newTestCentral(t testing.TB, c Client, capacity int) *Central {
 	t.Helper()
-	cl, err := NewCentral(c, CentralOptions{Name: "limit", Capacity: capacity, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true})
+	cl, err := NewCentral(c, CentralOptions{Name: "limit", Capacity: capacity, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true})
 	require.NoError(t, err)
 	require.NoError(t, cl.Init(testCtx(t)))
 	return cl
@@ -123,7 +123,7 @@ func TestCentralBadInputChangesNothing(t *testing.T) {
 func TestCentralInitRefusesAnotherCapacity(t *testing.T) {
 	ctx := testCtx(t)
 	c := celebritytest.Standalone(t).Client(t)
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	a, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: prefix, AllowWeakDurability: true})
 	require.NoError(t, err)
 	require.NoError(t, a.Init(ctx))
@@ -140,7 +140,7 @@ func TestLostCentralIsNotRecreatedUntilRestored(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
-	opts := CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true,
+	opts := CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true,
 		Witness: celebritytest.Standalone(t).Client(t)}
 	cl, err := NewCentral(srv.Client(t), opts)
 	require.NoError(t, err)
@@ -166,7 +166,7 @@ func TestLostCentralIsNotRecreatedUntilRestored(t *testing.T) {
 }
 
 func TestAcquireWithoutLedgerReportsMissing(t *testing.T) {
-	cl, err := NewCentral(celebritytest.Standalone(t).Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true})
+	cl, err := NewCentral(celebritytest.Standalone(t).Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true})
 	require.NoError(t, err)
 	_, err = cl.Acquire(testCtx(t), "job")
 	require.True(t, errors.Is(err, ErrLedgerMissing), "got %v", err)

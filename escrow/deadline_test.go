@@ -17,7 +17,7 @@ func TestCallsReturnByTheirDeadlineWithAPausedServer(t *testing.T) {
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	wit := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	c := srv.Client(t)
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	pool, err := NewPool(c, PoolOptions{Name: "jobs", Capacity: 4, Prefix: prefix, Witness: wit.Client(t),
 		Owners: []Owner{{Name: "a", First: 1, Last: 2}, {Name: "b", First: 3, Last: 4}}, AllowWeakDurability: true})
 	require.NoError(t, err)

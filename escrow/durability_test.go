@@ -15,7 +15,7 @@ func TestInitRefusesAnEvictingPolicyUnlessOverridden(t *testing.T) {
 	s := celebritytest.NewServer(t, celebritytest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lru"}})
 	c := s.Client(t)
 	ctx := testCtx(t)
-	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true})
+	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true})
 	require.NoError(t, err)
 	err = cl.Init(ctx)
 	require.ErrorIs(t, err, ErrUnsafeEviction)
@@ -23,13 +23,13 @@ func TestInitRefusesAnEvictingPolicyUnlessOverridden(t *testing.T) {
 	_, err = cl.Acquire(ctx, "job")
 	require.ErrorIs(t, err, ErrLedgerMissing, "a refused Init creates nothing")
 
-	cl, err = NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t), AllowEviction: true, AllowWeakDurability: true})
+	cl, err = NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t), AllowEviction: true, AllowWeakDurability: true})
 	require.NoError(t, err)
 	require.NoError(t, cl.Init(ctx))
 
 	// volatile-* policies never touch keys without a TTL, and ledger keys have none.
 	require.NoError(t, s.AdminClient(t).ConfigSet(ctx, "maxmemory-policy", "volatile-lru").Err())
-	p, err := NewPool(c, PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a", "b"), Prefix: celebritytest.Prefix(t),
+	p, err := NewPool(c, PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a", "b"), Prefix: celebritytest.NewPrefix(t),
 		AllowWeakDurability: true, AllowSharedWitness: true})
 	require.NoError(t, err)
 	require.NoError(t, p.Init(ctx))
@@ -41,17 +41,17 @@ func TestInitRefusesForbiddenConfigUnlessOverridden(t *testing.T) {
 	s := celebritytest.Standalone(t)
 	ctx := testCtx(t)
 	admin := s.AdminClient(t)
-	user := "escrow-noconfig-" + celebritytest.Prefix(t)
+	user := "escrow-noconfig-" + celebritytest.NewPrefix(t)
 	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "+@all", "-config").Err())
 	t.Cleanup(func() { admin.Do(ctx, "ACL", "DELUSER", user) })
 	c := s.Client(t, func(o *redis.Options) { o.Username, o.Password = user, "pw" })
 	require.Error(t, c.ConfigGet(ctx, "maxmemory-policy").Err(), "the user must be refused CONFIG")
-	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t)})
+	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t)})
 	require.NoError(t, err)
 	err = cl.Init(ctx)
 	require.ErrorIs(t, err, ErrWeakDurability)
 	require.ErrorContains(t, err, "CONFIG GET refused")
-	cl, err = NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true})
+	cl, err = NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true})
 	require.NoError(t, err)
 	require.NoError(t, cl.Init(ctx), "a managed Redis without CONFIG works once the host vouches for it")
 	_, err = cl.Acquire(ctx, "job")
@@ -61,7 +61,7 @@ func TestInitRefusesForbiddenConfigUnlessOverridden(t *testing.T) {
 func TestInitChecksEveryClusterMaster(t *testing.T) {
 	c := celebritytest.SharedCluster(t).Client(t)
 	ctx := testCtx(t)
-	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true})
+	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true})
 	require.NoError(t, err)
 	require.NoError(t, cl.Init(ctx))
 	_, err = cl.Acquire(ctx, "job")
@@ -74,7 +74,7 @@ func TestStrictInitRefusesAServerWithoutAOFAlways(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	weak := celebritytest.NewServer(t, celebritytest.ServerOptions{})
-	cl, err := NewCentral(weak.Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t)})
+	cl, err := NewCentral(weak.Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t)})
 	require.NoError(t, err)
 	err = cl.Init(ctx)
 	require.ErrorIs(t, err, ErrWeakDurability)
@@ -83,7 +83,7 @@ func TestStrictInitRefusesAServerWithoutAOFAlways(t *testing.T) {
 	require.ErrorIs(t, err, ErrLedgerMissing, "a refused Init creates nothing")
 
 	durable := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
-	cl, err = NewCentral(durable.Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t)})
+	cl, err = NewCentral(durable.Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t)})
 	require.NoError(t, err)
 	require.NoError(t, cl.Init(ctx), "AOF with appendfsync always passes strict Init")
 }
@@ -96,7 +96,7 @@ func TestStrictInitPlacesWitnessesAwayFromTheirLedgers(t *testing.T) {
 	t.Parallel()
 	ctx := testCtx(t)
 	durable := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
-	opts := PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a", "b"), Prefix: celebritytest.Prefix(t)}
+	opts := PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a", "b"), Prefix: celebritytest.NewPrefix(t)}
 	p, err := NewPool(durable.Client(t), opts)
 	require.NoError(t, err)
 	err = p.Init(ctx)
@@ -115,7 +115,7 @@ func TestStrictInitPlacesWitnessesAwayFromTheirLedgers(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprint("owner", i)
 	}
-	copts := PoolOptions{Name: "p", Capacity: 60, Owners: owners(60, names...), Prefix: celebritytest.Prefix(t), AllowWeakDurability: true}
+	copts := PoolOptions{Name: "p", Capacity: 60, Owners: owners(60, names...), Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true}
 	cp, err := NewPool(c, copts)
 	require.NoError(t, err)
 	for _, o := range names {

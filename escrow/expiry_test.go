@@ -16,7 +16,7 @@ import (
 // the skew margin and the holders' clock of opts, over c.
 var leasedKinds = map[string]func(t *testing.T, c Client, capacity int, lease, skew time.Duration, clock func() time.Time) leasedLimiter{
 	"central": func(t *testing.T, c Client, capacity int, lease, skew time.Duration, clock func() time.Time) leasedLimiter {
-		cl, err := NewCentral(c, CentralOptions{Name: "limit", Capacity: capacity, Prefix: celebritytest.Prefix(t),
+		cl, err := NewCentral(c, CentralOptions{Name: "limit", Capacity: capacity, Prefix: celebritytest.NewPrefix(t),
 			AllowWeakDurability: true, Lease: lease, LeaseSkew: skew, Clock: clock})
 		require.NoError(t, err)
 		require.NoError(t, cl.Init(testCtx(t)))

@@ -26,7 +26,7 @@ func placedPool(t *testing.T, cl *celebritytest.Cluster, c *redis.ClusterClient,
 		return -1
 	}
 	for n := 0; n < 1000; n++ {
-		opts := PoolOptions{Name: fmt.Sprint("p", n), Prefix: celebritytest.Prefix(t), Capacity: 10, Owners: owners(10, "a", "b"), AllowWeakDurability: true}
+		opts := PoolOptions{Name: fmt.Sprint("p", n), Prefix: celebritytest.NewPrefix(t), Capacity: 10, Owners: owners(10, "a", "b"), AllowWeakDurability: true}
 		p, err := NewPool(c, opts)
 		require.NoError(t, err)
 		ia, wa, ib := index(p.ledgers["a"].keys[0]), index(p.WitnessKey("a")), index(p.ledgers["b"].keys[0])
@@ -63,7 +63,7 @@ func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
 		m := cl.Masters()[len(cl.Masters())-1]
 		require.NoError(t, m.AdminClient(t).ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
 		defer func() { require.NoError(t, m.AdminClient(t).ConfigSet(ctx, "maxmemory-policy", "noeviction").Err()) }()
-		cn, err := NewCentral(cl.Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true})
+		cn, err := NewCentral(cl.Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true})
 		require.NoError(t, err)
 		err = cn.Init(ctx)
 		require.ErrorIs(t, err, ErrUnsafeEviction)

@@ -22,7 +22,7 @@ import (
 func TestKeyLayoutIsTheDocumentedOne(t *testing.T) {
 	ctx := testCtx(t)
 	c := celebritytest.Standalone(t).Client(t)
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	p := newTestPool(t, c, PoolOptions{Name: "N", Prefix: prefix, Capacity: 4, Owners: owners(4, "O", "B"), Lease: time.Minute})
 	occ := newOccupancy(t, poolLimiter{p}, 4)
 	defer occ.check(ctx, "written")

@@ -38,7 +38,7 @@ func TestLeasedPermitOfADeadHolderIsReissuedWithAHigherToken(t *testing.T) {
 	require.Equal(t, g.Token, hs[0].Token)
 	requireClean(t, p)
 
-	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 1, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true,
+	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 1, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true,
 		Lease: 50 * time.Millisecond, LeaseSkew: 50 * time.Millisecond})
 	require.NoError(t, err)
 	require.NoError(t, cl.Init(ctx))

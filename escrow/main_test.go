@@ -62,7 +62,7 @@ func owners(capacity int, names ...string) []Owner {
 func newTestPool(t testing.TB, c Client, opts PoolOptions) *Pool {
 	t.Helper()
 	if opts.Prefix == "" {
-		opts.Prefix = celebritytest.Prefix(t)
+		opts.Prefix = celebritytest.NewPrefix(t)
 	}
 	if opts.Name == "" {
 		opts.Name = "pool"

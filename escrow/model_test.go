@@ -349,7 +349,7 @@ func TestModelEveryPermitInExactlyOnePlace(t *testing.T) {
 	inj := faults.New()
 	faulty := celebritytest.Standalone(t).Client(t, func(o *redis.Options) { o.Dialer, o.MaxRetries = inj.Dialer(nil), -1 })
 	preload(t, c)
-	base := celebritytest.Prefix(t)
+	base := celebritytest.NewPrefix(t)
 	var runs atomic.Int64
 	rapid.Check(t, func(rt *rapid.T) {
 		m := &escrowMachine{

@@ -60,7 +60,7 @@ func TestPoolGrantIsWitnessedBeforeItIsReturned(t *testing.T) {
 func TestInitIsIdempotentAndChecksTheLayout(t *testing.T) {
 	ctx := testCtx(t)
 	c := celebritytest.Standalone(t).Client(t)
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	opts := PoolOptions{Name: "p", Prefix: prefix, Capacity: 6, Owners: owners(6, "a", "b"), AllowWeakDurability: true, AllowSharedWitness: true}
 	p := newTestPool(t, c, opts)
 	_, err := p.Acquire(ctx, "a", "job")
@@ -81,7 +81,7 @@ func TestInitIsIdempotentAndChecksTheLayout(t *testing.T) {
 func TestLostLedgerIsNeverRecreatedFromItsInitialRange(t *testing.T) {
 	ctx := testCtx(t)
 	c := celebritytest.Standalone(t).Client(t)
-	opts := PoolOptions{Name: "p", Prefix: celebritytest.Prefix(t), Capacity: 6, Owners: owners(6, "a", "b"), AllowWeakDurability: true, AllowSharedWitness: true}
+	opts := PoolOptions{Name: "p", Prefix: celebritytest.NewPrefix(t), Capacity: 6, Owners: owners(6, "a", "b"), AllowWeakDurability: true, AllowSharedWitness: true}
 	p := newTestPool(t, c, opts)
 	require.NoError(t, p.Transfer(ctx, "a", "b", 2, "t1"))
 	// The ledger of a disappears (eviction, FLUSHDB, a wrong restore); its witness remains.

@@ -68,7 +68,7 @@ func TestTransferIDsOfDifferentSourcesDoNotCollide(t *testing.T) {
 func TestRecoverWitnessesTheFreezeItDelivers(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
-		opts := PoolOptions{Name: "p", Prefix: celebritytest.Prefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
+		opts := PoolOptions{Name: "p", Prefix: celebritytest.NewPrefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
 		p := newTestPool(t, c, opts)
 		backup := copyLedger(t, c, p.ledgers["a"])
 		r, err := runScript(ctx, c, freezeScript, p.ledgers["a"].keys, "T", "b", 2, 0)

@@ -21,7 +21,7 @@ func TestDeadHoldersPermitsComeBackWithoutAnAcquire(t *testing.T) {
 	const lease, skew = 100 * time.Millisecond, 50 * time.Millisecond
 	ctx := testCtx(t)
 	c := celebritytest.Standalone(t).Client(t)
-	opts := PoolOptions{Name: "p", Prefix: celebritytest.Prefix(t), Capacity: 4, Owners: owners(4, "a", "b"), Lease: lease, LeaseSkew: skew}
+	opts := PoolOptions{Name: "p", Prefix: celebritytest.NewPrefix(t), Capacity: 4, Owners: owners(4, "a", "b"), Lease: lease, LeaseSkew: skew}
 	p := newTestPool(t, c, opts)
 	lim := poolLimiter{p}
 	noLeaseOpts := opts

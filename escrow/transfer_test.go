@@ -262,7 +262,7 @@ func TestCrashAfterEachTransferStepThenRecover(t *testing.T) {
 			t.Run(st.name, func(t *testing.T) {
 				ctx := testCtx(t)
 				inj := faults.New()
-				opts := PoolOptions{Name: "p", Prefix: celebritytest.Prefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
+				opts := PoolOptions{Name: "p", Prefix: celebritytest.NewPrefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
 				crashing := newTestPool(t, faultyClient(t, c, inj, -1), opts)
 				st.run(ctx, t, crashing, inj)
 				requireClean(t, crashing)

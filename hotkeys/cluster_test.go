@@ -71,7 +71,7 @@ func TestClusterSkewMatchesServerCommandStats(t *testing.T) {
 		before[a] = getCalls(t, ctx, c)
 	}
 
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	celeb := prefix + "celebrity"
 	host := cl.AdminClient(t) // the host's traffic, which the detector observes
 	const requests, batch = 64_000, 1000

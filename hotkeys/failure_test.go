@@ -22,7 +22,7 @@ func TestProbeFailureIsNotUnsupported(t *testing.T) {
 	c := srv.Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil); o.MaxRetries = -1 })
 	p, err := hotkeys.NewProbe(c)
 	require.NoError(t, err)
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	keys := writeAndRead(t, srv.AdminClient(t), prefix)
 
 	inj.DropReply(faults.Match{Command: "OBJECT"}, 1)
@@ -59,7 +59,7 @@ func TestClusterShardsFollowFailoverOnRefresh(t *testing.T) {
 	cs, err := hotkeys.NewClusterShards(ctx, cc)
 	require.NoError(t, err)
 
-	key := celebritytest.Prefix(t) + "celebrity"
+	key := celebritytest.NewPrefix(t) + "celebrity"
 	oldMaster := cl.MasterOf(key)
 	require.Equal(t, oldMaster.Addr(), cs.Shard(key))
 

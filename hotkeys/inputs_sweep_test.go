@@ -46,7 +46,7 @@ func TestProbeReadsOddKeys(t *testing.T) {
 	admin := srv.AdminClient(t)
 	p, err := hotkeys.NewProbe(srv.Client(t))
 	require.NoError(t, err)
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	var keys []string
 	for _, k := range sweepKeys {
 		keys = append(keys, prefix+k)

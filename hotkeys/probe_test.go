@@ -26,7 +26,7 @@ func TestProbeSaysWhenServerHasNoLFU(t *testing.T) {
 			require.False(t, nc.Hotkeys, "redis 7 has no HOTKEYS command")
 		}
 
-		key := celebritytest.Prefix(t) + "k"
+		key := celebritytest.NewPrefix(t) + "k"
 		require.NoError(t, celebritytest.AdminOf(t, c).Set(ctx, key, "v", 0).Err()) // the host's write
 		_, err = p.Freq(ctx, []string{key})
 		require.ErrorIs(t, err, hotkeys.ErrUnsupported)
@@ -34,7 +34,7 @@ func TestProbeSaysWhenServerHasNoLFU(t *testing.T) {
 		require.ErrorAs(t, err, &ue)
 		require.Contains(t, ue.Reason, "LFU")
 
-		_, err = p.ScanTop(ctx, hotkeys.ScanOptions{Match: celebritytest.Prefix(t) + "*"})
+		_, err = p.ScanTop(ctx, hotkeys.ScanOptions{Match: celebritytest.NewPrefix(t) + "*"})
 		require.NoError(t, err, "a scan that finds no key reads no frequency")
 		_, err = p.ScanTop(ctx, hotkeys.ScanOptions{Match: key})
 		require.ErrorIs(t, err, hotkeys.ErrUnsupported)
@@ -53,7 +53,7 @@ func TestProbeReadsLFUFrequencies(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []hotkeys.NodeCapability{{Node: srv.Addr(), Policy: "allkeys-lfu", ObjectFreq: true}}, caps)
 
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	keys := writeAndRead(t, srv.AdminClient(t), prefix)
 	got, err := p.Freq(ctx, append(keys, prefix+"missing"))
 	require.NoError(t, err)
@@ -90,7 +90,7 @@ func TestProbeScansEveryClusterMaster(t *testing.T) {
 		require.True(t, nc.ObjectFreq, nc.Node)
 	}
 
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	keys := writeAndRead(t, cl.AdminClient(t), prefix)
 	got, err := p.Freq(ctx, keys)
 	require.NoError(t, err, "OBJECT FREQ is routed to each key's master")

@@ -138,7 +138,7 @@ func processCPU(b *testing.B) int64 {
 // go-redis's own client-side cache (RESP3 tracking) over real Redis, in the same run.
 func BenchmarkHitVersusGoRedisCSC(b *testing.B) {
 	srv := celebritytest.Standalone(b)
-	key := celebritytest.Prefix(b) + "celebrity"
+	key := celebritytest.NewPrefix(b) + "celebrity"
 	ctx := context.Background()
 	if err := srv.Client(b).Set(ctx, key, "payload", 0).Err(); err != nil {
 		b.Fatal(err)

@@ -31,7 +31,7 @@ func TestInvalidatorFollowsAFailoverOfItsMaster(t *testing.T) {
 			client := func() PubSubClient {
 				return cl.Client(t, func(o *redis.ClusterOptions) { o.ClusterStateReloadInterval = time.Hour })
 			}
-			channel := celebritytest.Prefix(t) + "inv"
+			channel := celebritytest.NewPrefix(t) + "inv"
 			src := newSource()
 			src.set("k", "v1")
 			a := newInstance(t, client(), src, channel, Options[string]{Fresh: time.Hour})

@@ -22,7 +22,7 @@ const simulatedInstances = 100
 //	go test -run '^$' -bench HotKeyHundredInstances -benchtime=5s ./l1cache/
 func BenchmarkHotKeyHundredInstances(b *testing.B) {
 	rdb := celebritytest.Standalone(b).Client(b)
-	key := celebritytest.Prefix(b) + "celebrity"
+	key := celebritytest.NewPrefix(b) + "celebrity"
 	if err := rdb.Set(context.Background(), key, "payload", 0).Err(); err != nil {
 		b.Fatal(err)
 	}

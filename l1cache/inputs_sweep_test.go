@@ -46,7 +46,7 @@ func TestOddKeysStayDistinctInTheCache(t *testing.T) {
 // A channel over 256 bytes is refused, naming the option.
 func TestOddKeysAndChannelsTravelUnchanged(t *testing.T) {
 	onBothFleets(t, func(t *testing.T, newClient clientFactory) {
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		for _, ch := range []string{"\xff\xfe", "a\x00b", ":", "{", "}", "{tag}"} {
 			a := newInstance(t, newClient(t, nil), newSource(), p+ch, Options[string]{})
 			b := newInstance(t, newClient(t, nil), newSource(), p+ch, Options[string]{})

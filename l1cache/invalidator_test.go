@@ -100,7 +100,7 @@ func TestInvalidationReachesTheOtherInstance(t *testing.T) {
 	onBothFleets(t, func(t *testing.T, newClient clientFactory) {
 		src := newSource()
 		src.set("user:1", "v1")
-		channel := celebritytest.Prefix(t) + "inv"
+		channel := celebritytest.NewPrefix(t) + "inv"
 		a := newInstance(t, newClient(t, nil), src, channel, Options[string]{Fresh: time.Hour})
 		b := newInstance(t, newClient(t, nil), src, channel, Options[string]{Fresh: time.Hour})
 		require.Equal(t, "v1", get(t, a.cache, "user:1"))
@@ -131,7 +131,7 @@ func TestMalformedMessagesAreCountedAndIgnored(t *testing.T) {
 	srv := celebritytest.Standalone(t)
 	src := newSource()
 	src.set("k", "v")
-	channel := celebritytest.Prefix(t) + "inv"
+	channel := celebritytest.NewPrefix(t) + "inv"
 	a := newInstance(t, srv.Client(t), src, channel, Options[string]{Fresh: time.Hour})
 	get(t, a.cache, "k")
 	pub := srv.Client(t)
@@ -147,7 +147,7 @@ func TestKilledSubscriberConnectionMarksEntriesStaleWhenBack(t *testing.T) {
 	onBothFleets(t, func(t *testing.T, newClient clientFactory) {
 		src := newSource()
 		src.set("k", "v1")
-		channel := celebritytest.Prefix(t) + "inv"
+		channel := celebritytest.NewPrefix(t) + "inv"
 		inj := faults.New()
 		a := newInstance(t, newClient(t, inj.Dialer(nil)), src, channel, Options[string]{Fresh: time.Hour})
 		require.Equal(t, "v1", get(t, a.cache, "k"))
@@ -173,7 +173,7 @@ func TestBlackholedSubscriptionMissesMessagesAndMarksEntriesStaleWhenBack(t *tes
 	onBothFleets(t, func(t *testing.T, newClient clientFactory) {
 		src := newSource()
 		src.set("k", "v1")
-		channel := celebritytest.Prefix(t) + "inv"
+		channel := celebritytest.NewPrefix(t) + "inv"
 		inj := faults.New()
 		a := newInstance(t, newClient(t, inj.Dialer(nil)), src, channel, Options[string]{Fresh: time.Hour, Stale: time.Hour})
 		b := newInstance(t, newClient(t, nil), src, channel, Options[string]{Fresh: time.Hour})
@@ -225,7 +225,7 @@ func TestInvalidatorCloseIsPromptAndIdempotent(t *testing.T) {
 	inj := faults.New()
 	c := newCache(t, newSource().load, Options[string]{})
 	inv, err := NewInvalidator(srv.Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) }), c,
-		InvalidatorOptions{Channel: celebritytest.Prefix(t), PingInterval: time.Minute})
+		InvalidatorOptions{Channel: celebritytest.NewPrefix(t), PingInterval: time.Minute})
 	require.NoError(t, err)
 	require.NoError(t, inv.Ready(context.Background()))
 	inj.Blackhole(true) // a receive blocked on a silent connection must not delay Close
@@ -271,7 +271,7 @@ func TestInvalidatorThatNeverSubscribesSaysSo(t *testing.T) {
 		srv.Kill() // nothing listens at the address any more
 		logs := &logRecorder{}
 		c := newCache(t, newSource().load, Options[string]{})
-		inv, err := NewInvalidator(client, c, InvalidatorOptions{Channel: celebritytest.Prefix(t), PingInterval: testPingInterval, Logger: slog.New(logs)})
+		inv, err := NewInvalidator(client, c, InvalidatorOptions{Channel: celebritytest.NewPrefix(t), PingInterval: testPingInterval, Logger: slog.New(logs)})
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, inv.Close()) })
 
@@ -292,7 +292,7 @@ func TestInvalidatorThatNeverSubscribesSaysSo(t *testing.T) {
 		client := srv.Client(t)
 		require.NoError(t, client.Close())
 		c := newCache(t, newSource().load, Options[string]{})
-		inv, err := NewInvalidator(client, c, InvalidatorOptions{Channel: celebritytest.Prefix(t), PingInterval: testPingInterval})
+		inv, err := NewInvalidator(client, c, InvalidatorOptions{Channel: celebritytest.NewPrefix(t), PingInterval: testPingInterval})
 		require.NoError(t, err)
 		t.Cleanup(func() { require.NoError(t, inv.Close()) })
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -311,7 +311,7 @@ func TestNoEntryStaysFreshWhileTheSubscriptionIsDown(t *testing.T) {
 	src := newSource()
 	src.set("k", "v1")
 	c := newCache(t, src.load, Options[string]{Fresh: time.Hour})
-	inv, err := NewInvalidator(client, c, InvalidatorOptions{Channel: celebritytest.Prefix(t), PingInterval: testPingInterval, OfflineFresh: 20 * time.Millisecond})
+	inv, err := NewInvalidator(client, c, InvalidatorOptions{Channel: celebritytest.NewPrefix(t), PingInterval: testPingInterval, OfflineFresh: 20 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, inv.Close()) })
 	require.Equal(t, "v1", get(t, c, "k"))
@@ -323,7 +323,7 @@ func TestNoEntryStaysFreshWhileTheSubscriptionIsDown(t *testing.T) {
 
 func TestInstancesSharingAnInstanceIDStillInvalidateEachOther(t *testing.T) {
 	srv := celebritytest.Standalone(t)
-	channel := celebritytest.Prefix(t) + "inv"
+	channel := celebritytest.NewPrefix(t) + "inv"
 	src := newSource()
 	src.set("k", "v1")
 	var instances [2]*instance
@@ -357,7 +357,7 @@ func TestMessagesOfEarlierReleasesAreUnderstood(t *testing.T) {
 	srv := celebritytest.Standalone(t)
 	src := newSource()
 	src.set("k", "v1")
-	channel := celebritytest.Prefix(t) + "inv"
+	channel := celebritytest.NewPrefix(t) + "inv"
 	a := newInstance(t, srv.Client(t), src, channel, Options[string]{Fresh: time.Hour})
 	get(t, a.cache, "k")
 	require.NoError(t, srv.Client(t).Publish(context.Background(), channel, "1 k old-instance k").Err())

@@ -80,7 +80,7 @@ func newEnv(t testing.TB, so routing.ShardOptions) *env {
 
 func newEnvOver(t testing.TB, control migrate.Control, clients map[string]migrate.ShardClient, so routing.ShardOptions) *env {
 	t.Helper()
-	e := &env{t: t, prefix: strings.TrimSuffix(celebritytest.Prefix(t), ":"), control: control, clients: clients,
+	e := &env{t: t, prefix: strings.TrimSuffix(celebritytest.NewPrefix(t), ":"), control: control, clients: clients,
 		shards: map[string]*routing.Shard{}}
 	so.Prefix = e.prefix
 	names := make([]string, 0, len(clients))

@@ -18,7 +18,7 @@ import (
 // deleted record never comes back, and every op record once stored stays as it was.
 func TestApplyInAnyOrderConvergesToTheNewestVersions(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
-	base := strings.TrimSuffix(celebritytest.Prefix(t), ":")
+	base := strings.TrimSuffix(celebritytest.NewPrefix(t), ":")
 	n := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		n++

@@ -66,7 +66,7 @@ func (r scriptRig) hget(key, field string) string {
 
 func TestApplyIsOrderInsensitiveAndRefusesOlderVersions(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
+		p := strings.TrimSuffix(celebritytest.NewPrefix(t), ":")
 		r := scriptRig{t: t, c: c, k: routingfmt.Keys(routing.Keys{Prefix: p}.Tag(routing.BucketUnit(3)))}
 		ctx := testCtx(t)
 
@@ -109,7 +109,7 @@ func TestApplyIsOrderInsensitiveAndRefusesOlderVersions(t *testing.T) {
 
 func TestPrepareNeverTouchesAnOwnedUnitAndWipesStaleCopies(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
+		p := strings.TrimSuffix(celebritytest.NewPrefix(t), ":")
 		u := routing.BucketUnit(9)
 		r := scriptRig{t: t, c: c, k: routingfmt.Keys(routing.Keys{Prefix: p}.Tag(u))}
 		ctx := testCtx(t)
@@ -155,7 +155,7 @@ func TestPrepareNeverTouchesAnOwnedUnitAndWipesStaleCopies(t *testing.T) {
 
 func TestShardScriptsRefuseAnOlderEpochOnceANewerOneActed(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
+		p := strings.TrimSuffix(celebritytest.NewPrefix(t), ":")
 		u := routing.BucketUnit(11)
 		ep := 3
 		r := scriptRig{t: t, c: c, k: routingfmt.Keys(routing.Keys{Prefix: p}.Tag(u)), ep: &ep}
@@ -196,7 +196,7 @@ func TestShardScriptsRefuseAnOlderEpochOnceANewerOneActed(t *testing.T) {
 // claimed by an import at g: only a zombie of an old migration would ask for that.
 func TestPrepareRefusesARecordClosedAtTheImportGeneration(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
+		p := strings.TrimSuffix(celebritytest.NewPrefix(t), ":")
 		u := routing.BucketUnit(13)
 		r := scriptRig{t: t, c: c, k: routingfmt.Keys(routing.Keys{Prefix: p}.Tag(u))}
 		s, err := routing.NewShard("x", c, routing.ShardOptions{Prefix: p})

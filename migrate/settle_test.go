@@ -50,7 +50,7 @@ func TestExpiredOneSidedItemsSettleBeforeTheBarrierInBatches(t *testing.T) {
 	ca.AddHook(za)
 	cb.AddHook(zb)
 	ctx := testCtx(t)
-	p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
+	p := strings.TrimSuffix(celebritytest.NewPrefix(t), ":")
 	u := routing.BucketUnit(5)
 	k := routingfmt.Keys(routing.Keys{Prefix: p}.Tag(u))
 	clock := time.Now()

@@ -254,7 +254,7 @@ func TestLeasedHeldBackGrantIsNotSpentLate(t *testing.T) {
 		var a admissions
 		// One slot: when the late grant is dropped there is no other slot to fall back on,
 		// so the woken request itself must be denied.
-		o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Slots: 1, Prefix: celebritytest.Prefix(t)}
+		o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Slots: 1, Prefix: celebritytest.NewPrefix(t)}
 		mk := clients(t, c)
 		hook := &holdHook{held: make(chan struct{}), release: make(chan struct{})}
 		pausedClient := mk()

@@ -28,7 +28,7 @@ func TestOddKeysHaveTheirOwnLimits(t *testing.T) {
 			{Limit: lim, Mode: Exact, Window: Sliding, Slots: 1},
 			{Limit: lim, Mode: Leased, Slots: 1},
 		} {
-			p := celebritytest.Prefix(t)
+			p := celebritytest.NewPrefix(t)
 			o.Prefix = p
 			l := newLimiter(t, c, o)
 			ctx := t.Context()

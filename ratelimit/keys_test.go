@@ -87,7 +87,7 @@ func TestQuietKeysAreDropped(t *testing.T) {
 // An instance that sees one request holds a one-cell chunk; a busy one asks for more.
 func TestChunksFollowEachInstancesRate(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
-	o := Options{Limit: Limit{Rate: 1 << 20, Period: time.Second}, Mode: Leased, Prefix: celebritytest.Prefix(t)}
+	o := Options{Limit: Limit{Rate: 1 << 20, Period: time.Second}, Mode: Leased, Prefix: celebritytest.NewPrefix(t)}
 	idle, busy := newLimiter(t, c, o), newLimiter(t, c, o)
 	ctx := t.Context()
 	_, err := idle.Allow(ctx, "k")

@@ -40,7 +40,7 @@ func (mainTB) Skip(args ...any) {
 func newLimiter(t testing.TB, c Client, o Options) *Limiter {
 	t.Helper()
 	if o.Prefix == "" {
-		o.Prefix = celebritytest.Prefix(t)
+		o.Prefix = celebritytest.NewPrefix(t)
 	}
 	l, err := New(c, o)
 	require.NoError(t, err)
@@ -148,7 +148,7 @@ func hammer(ctx context.Context, lims []*Limiter, key string, workers int, dur t
 func instances(t testing.TB, n int, mk func() Client, o Options, a *admissions) []*Limiter {
 	t.Helper()
 	if o.Prefix == "" {
-		o.Prefix = celebritytest.Prefix(t)
+		o.Prefix = celebritytest.NewPrefix(t)
 	}
 	out := make([]*Limiter, n)
 	for i := range out {

@@ -62,7 +62,7 @@ func TestAllowRefusesBadInputWithoutWriting(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		for _, mode := range []Mode{Exact, Leased, Approximate} {
 			t.Run(mode.String(), func(t *testing.T) {
-				prefix := celebritytest.Prefix(t)
+				prefix := celebritytest.NewPrefix(t)
 				l := newLimiter(t, c, Options{Limit: Limit{Rate: 30, Period: time.Second}, Mode: mode, Prefix: prefix, MaxKeyBytes: 64})
 				ctx := t.Context()
 				for _, tc := range []struct {

@@ -46,7 +46,7 @@ func TestReviewApproximateSkewedInstanceClockKeepsTheBound(t *testing.T) {
 		t.Run("skew "+skew.String(), func(t *testing.T) {
 			celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 				var a admissions
-				o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Approximate, Prefix: celebritytest.Prefix(t)}
+				o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Approximate, Prefix: celebritytest.NewPrefix(t)}
 				mk := clients(t, c)
 				honest := newLimiter(t, mk(), o)
 				o.Clock = func() time.Time { return time.Now().Add(skew) }
@@ -107,7 +107,7 @@ func TestReviewRestoreOverAdmitsAtMostWhatItForgot(t *testing.T) {
 		t.Run(mode.String(), func(t *testing.T) {
 			s := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 			mk := func() Client { return s.Client(t) }
-			o := Options{Limit: Limit{Rate: rate, Period: period}, Mode: mode, Window: Fixed, Prefix: celebritytest.Prefix(t)}
+			o := Options{Limit: Limit{Rate: rate, Period: period}, Mode: mode, Window: Fixed, Prefix: celebritytest.NewPrefix(t)}
 			if mode == Leased {
 				o.Slots, o.MaxChunk = 2, rate/4
 			}
@@ -243,7 +243,7 @@ func requireHugeCostsWithinTheLimit(t *testing.T, c redis.UniversalClient, mode 
 func TestReviewLeasedPausedHolderDoesNotSpendItsOldChunk(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		var a admissions
-		o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Slots: 1, MaxChunk: fleetRate, Prefix: celebritytest.Prefix(t)}
+		o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Slots: 1, MaxChunk: fleetRate, Prefix: celebritytest.NewPrefix(t)}
 		mk := clients(t, c)
 		holder, other := newLimiter(t, mk(), o), newLimiter(t, mk(), o)
 		a.watch(holder)
@@ -301,7 +301,7 @@ func TestReviewLeasedSkewedInstanceClockKeepsTheLimit(t *testing.T) {
 		t.Run("skew "+skew.String(), func(t *testing.T) {
 			celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 				var a admissions
-				o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Prefix: celebritytest.Prefix(t)}
+				o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Prefix: celebritytest.NewPrefix(t)}
 				mk := clients(t, c)
 				honest := newLimiter(t, mk(), o)
 				o.Clock = func() time.Time { return time.Now().Add(skew) }
@@ -382,7 +382,7 @@ func TestRetryAnsweredAfterItsSubWindowIsNotSpent(t *testing.T) {
 	for _, mode := range []Mode{Exact, Leased} {
 		t.Run(mode.String(), func(t *testing.T) {
 			celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-				o := Options{Limit: Limit{Rate: 100, Period: time.Second}, Mode: mode, Window: Sliding, Slots: 1, Prefix: celebritytest.Prefix(t),
+				o := Options{Limit: Limit{Rate: 100, Period: time.Second}, Mode: mode, Window: Sliding, Slots: 1, Prefix: celebritytest.NewPrefix(t),
 					SlotTimeout: time.Second} // the reply comes late, but within SlotTimeout
 				hook := &lateReplyHook{wait: 250 * time.Millisecond} // 2.5 sub-windows
 				rc := clients(t, c)()
@@ -431,7 +431,7 @@ func TestReviewLeasedHotColdFlipsKeepTheLimit(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		var a admissions
 		key := "merchant:flip"
-		o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, HotRefresh: 5 * time.Millisecond, Prefix: celebritytest.Prefix(t)}
+		o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, HotRefresh: 5 * time.Millisecond, Prefix: celebritytest.NewPrefix(t)}
 		mk := clients(t, c)
 		var lims []*Limiter
 		for i := range 6 {

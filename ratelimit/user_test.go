@@ -109,7 +109,7 @@ func TestNoDenialBelowHalfTheLimit(t *testing.T) {
 	for _, mode := range []Mode{Exact, Leased, Approximate} {
 		t.Run(mode.String(), func(t *testing.T) {
 			celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-				o := Options{Limit: Limit{Rate: rate, Period: time.Second}, Mode: mode, Prefix: celebritytest.Prefix(t)}
+				o := Options{Limit: Limit{Rate: rate, Period: time.Second}, Mode: mode, Prefix: celebritytest.NewPrefix(t)}
 				lims := instances(t, 4, clients(t, c), o, nil)
 				for _, load := range []float64{0.01, 0.10, 0.50} {
 					key := "merchant:" + strconv.Itoa(int(load*100))
@@ -159,7 +159,7 @@ func TestTwoLimitsOnOneKeyAreIndependent(t *testing.T) {
 	for _, p := range pairs {
 		t.Run(p.name, func(t *testing.T) {
 			celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-				prefix := celebritytest.Prefix(t)
+				prefix := celebritytest.NewPrefix(t)
 				p.small.Prefix, p.big.Prefix = prefix, prefix
 				small, big := newLimiter(t, c, p.small), newLimiter(t, c, p.big)
 				key := "user:7"
@@ -308,7 +308,7 @@ func TestLostRepliesUnderOrdinaryLoadDenyNothing(t *testing.T) {
 			t.Run(fmt.Sprintf("%v/MaxRetries=%d", mode, retries), func(t *testing.T) {
 				srv := celebritytest.Standalone(t)
 				inj := faults.New()
-				o := Options{Limit: Limit{Rate: rate, Period: time.Second}, Mode: mode, Prefix: celebritytest.Prefix(t)}
+				o := Options{Limit: Limit{Rate: rate, Period: time.Second}, Mode: mode, Prefix: celebritytest.NewPrefix(t)}
 				lims := instances(t, 4, faultyClients(t, srv.Client(t), inj, retries), o, nil)
 				key := "merchant:lossy"
 				stop := make(chan struct{})

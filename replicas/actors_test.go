@@ -148,7 +148,7 @@ func TestGetOrLoadAfterDeleteDoesNotJoinAnEarlierRead(t *testing.T) {
 			a := cmd.Args()
 			return cmd.Name() == "set" && slices.ContainsFunc(a, func(x any) bool { return strings.EqualFold(fmt.Sprint(x), "get") })
 		})
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		r := newReplicator(t, hooked(t, f, hold), replicas.Options{Prefix: prefix})
 		w := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix})
 		const key = "post:joined"
@@ -195,7 +195,7 @@ func TestGetOrLoadAfterDeleteDoesNotJoinAnEarlierRead(t *testing.T) {
 func TestFleetLoadsALaggingSourceOnceAfterDelete(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		ctx := ctxFor(t)
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix, NegativeTTL: time.Minute}
 		const key = "post:lagging"
 		w := newReplicator(t, f.client(t), o)
@@ -226,7 +226,7 @@ func TestFleetLoadsALaggingSourceOnceAfterDelete(t *testing.T) {
 // registered copy first and the refill is refused.
 func TestHeldBackRefillAfterDeleteNeverServesTheValue(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		key := prefix + "post:refill"
 		hot := replicas.Options{Prefix: prefix, Copies: 3, Hot: []string{key}}
 		hold := newHoldBack()
@@ -262,7 +262,7 @@ func TestHeldBackRefillAfterDeleteNeverServesTheValue(t *testing.T) {
 // its next Set (or Delete) reaches them, and no reader is taken back afterwards.
 func TestRestoredServerForgetsRegistrationsAHotWriterRestores(t *testing.T) {
 	s := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	key := prefix + "post:restored"
 	hot := replicas.Options{Prefix: prefix, Copies: 3, Hot: []string{key}}
 	hold := newHoldBack()
@@ -307,7 +307,7 @@ func TestRestoredServerForgetsRegistrationsAHotWriterRestores(t *testing.T) {
 func TestTwoFillersNeverTakeAReaderBack(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
 	ctx := ctxFor(t)
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	o := replicas.Options{Prefix: prefix, LeaseTTL: 100 * time.Millisecond}
 	// Both are cut off from Redis while they load: their leases end.
 	ac := celebritytest.Standalone(t).Client(t)
@@ -364,7 +364,7 @@ func TestTwoFillersNeverTakeAReaderBack(t *testing.T) {
 // the other instance still reaches the promoted copies.
 func TestHeldBackPromoteNeverBringsBackAnOlderVersion(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		key := prefix + "post:promoted"
 		hold := newHoldBack()
 		p := newReplicator(t, hooked(t, f, hold), replicas.Options{Prefix: prefix, Copies: 3})

@@ -24,7 +24,7 @@ func BenchmarkHotKeyRead(b *testing.B) {
 	c := celebritytest.SharedCluster(b)
 	client := c.Client(b, func(o *redis.ClusterOptions) { o.PoolSize = 64 })
 	ctx := context.Background()
-	key := celebritytest.Prefix(b) + "post:ronaldo"
+	key := celebritytest.NewPrefix(b) + "post:ronaldo"
 	require.NoError(b, client.Set(ctx, key, "plain", time.Hour).Err())
 
 	run := func(b *testing.B, read func() error) {
@@ -47,7 +47,7 @@ func BenchmarkHotKeyRead(b *testing.B) {
 	})
 	for _, n := range []int{3, 6} {
 		b.Run("replicas-N"+strconv.Itoa(n), func(b *testing.B) {
-			hot := celebritytest.Prefix(b) + "post:ronaldo"
+			hot := celebritytest.NewPrefix(b) + "post:ronaldo"
 			r := newReplicator(b, client, replicas.Options{Copies: n, Hot: []string{hot}})
 			require.NoError(b, r.Set(ctx, hot, []byte("replicated"), 1, time.Hour))
 			run(b, func() error { _, err := r.Get(ctx, hot); return err })
@@ -63,11 +63,11 @@ func BenchmarkHotKeyReadInterleaved(b *testing.B) {
 	c := celebritytest.SharedCluster(b)
 	client := c.Client(b, func(o *redis.ClusterOptions) { o.PoolSize = 64 })
 	ctx := context.Background()
-	key := celebritytest.Prefix(b) + "post:ronaldo"
+	key := celebritytest.NewPrefix(b) + "post:ronaldo"
 	require.NoError(b, client.Set(ctx, key, "plain", time.Hour).Err())
 	readers := []func() error{func() error { return client.Get(ctx, key).Err() }}
 	for _, n := range []int{3, 6} {
-		hot := celebritytest.Prefix(b) + "post:ronaldo:" + strconv.Itoa(n)
+		hot := celebritytest.NewPrefix(b) + "post:ronaldo:" + strconv.Itoa(n)
 		r := newReplicator(b, client, replicas.Options{Copies: n, Hot: []string{hot}})
 		require.NoError(b, r.Set(ctx, hot, []byte("replicated"), 1, time.Hour))
 		readers = append(readers, func() error { _, err := r.Get(ctx, hot); return err })
@@ -121,7 +121,7 @@ func BenchmarkNotHotGet(b *testing.B) {
 	c := celebritytest.SharedCluster(b)
 	client := c.Client(b)
 	ctx := context.Background()
-	key := celebritytest.Prefix(b) + "user:1"
+	key := celebritytest.NewPrefix(b) + "user:1"
 	r := newReplicator(b, client, replicas.Options{})
 	require.NoError(b, r.Set(ctx, key, []byte("alice"), 1, time.Hour))
 	plain := func() error { return client.Get(ctx, key).Err() }
@@ -192,7 +192,7 @@ func BenchmarkMissAndHitCost(b *testing.B) {
 	client.AddHook(count)
 	r := newReplicator(b, client, replicas.Options{})
 	ctx := context.Background()
-	p := celebritytest.Prefix(b)
+	p := celebritytest.NewPrefix(b)
 	load := func(context.Context) (replicas.Item, error) {
 		return replicas.Item{Value: []byte("v"), Version: 1}, nil
 	}

@@ -19,8 +19,8 @@ type ctxKey struct{}
 // ErrClosed, and its late result is dropped. The loader sees the first caller's values.
 func TestCloseDoesNotWaitForALoaderIgnoringItsContext(t *testing.T) {
 	s := celebritytest.Standalone(t)
-	key := celebritytest.Prefix(t) + "k"
-	prefix := celebritytest.Prefix(t)
+	key := celebritytest.NewPrefix(t) + "k"
+	prefix := celebritytest.NewPrefix(t)
 	r, err := replicas.New(s.Client(t), replicas.Options{Prefix: prefix, LoadTimeout: time.Hour})
 	require.NoError(t, err)
 	started, release := make(chan struct{}), make(chan struct{})

@@ -18,8 +18,8 @@ import (
 // as they may live, and W3 still reaches every copy.
 func TestLateCopyWriteCannotOutliveItsRegistration(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "post:7"
-		prefix := celebritytest.Prefix(t)
+		key := celebritytest.NewPrefix(t) + "post:7"
+		prefix := celebritytest.NewPrefix(t)
 		hot := replicas.Options{Prefix: prefix, Copies: 3, Hot: []string{key}}
 		hold := newHoldBack()
 		w1 := newReplicator(t, hooked(t, f, hold), hot)
@@ -59,8 +59,8 @@ func TestLateCopyWriteCannotOutliveItsRegistration(t *testing.T) {
 // made are never cut short by v2's shorter life.
 func TestPartialWriteWithShorterTTLStaysReachable(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "post:7"
-		prefix := celebritytest.Prefix(t)
+		key := celebritytest.NewPrefix(t) + "post:7"
+		prefix := celebritytest.NewPrefix(t)
 		hot := replicas.Options{Prefix: prefix, Copies: 3, Hot: []string{key}}
 		fail := &failPipelines{}
 		w := newReplicator(t, hooked(t, f, fail), hot)

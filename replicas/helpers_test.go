@@ -52,7 +52,7 @@ func (mainTB) Skip(args ...any) {
 func newReplicator(t testing.TB, c redis.UniversalClient, o replicas.Options) *replicas.Replicator {
 	t.Helper()
 	if o.Prefix == "" {
-		o.Prefix = celebritytest.Prefix(t)
+		o.Prefix = celebritytest.NewPrefix(t)
 	}
 	r, err := replicas.New(c, o)
 	require.NoError(t, err)

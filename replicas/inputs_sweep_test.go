@@ -24,7 +24,7 @@ var sweepKeys = []string{
 func TestKeysRoundTripLosslessly(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		ctx := t.Context()
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		w := newReplicator(t, f.client(t), replicas.Options{Prefix: p})
 		r := newReplicator(t, f.client(t), replicas.Options{Prefix: p})
 		for i, k := range sweepKeys {
@@ -47,7 +47,7 @@ func TestEmptyKeyRefusedWithoutWrite(t *testing.T) {
 	srv := celebritytest.Standalone(t)
 	c := srv.Client(t)
 	ctx := t.Context()
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	r := newReplicator(t, c, replicas.Options{Prefix: p})
 	load := func(ctx2 context.Context) (replicas.Item, error) {
 		return replicas.Item{Value: []byte("v"), Version: 1}, nil

@@ -17,8 +17,8 @@ import (
 
 func TestPopularMissLoadsOnceAcrossTheFleet(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "post:viral"
-		prefix := celebritytest.Prefix(t)
+		key := celebritytest.NewPrefix(t) + "post:viral"
+		prefix := celebritytest.NewPrefix(t)
 		const instances, perInstance = 10, 10
 		var loads atomic.Int64
 		load := func(context.Context) (replicas.Item, error) {
@@ -89,8 +89,8 @@ func stuckLoader(started chan<- struct{}, release <-chan struct{}, first, later 
 
 func TestCancelledLeaseHolderIsTakenOver(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "k"
-		prefix := celebritytest.Prefix(t)
+		key := celebritytest.NewPrefix(t) + "k"
+		prefix := celebritytest.NewPrefix(t)
 		// Long enough that the other instance finds the lease held on a loaded machine.
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 1500 * time.Millisecond, Hot: []string{key}}
 		// The holder's hung loader keeps the fetch alive: cut off from Redis, it stops renewing.
@@ -135,8 +135,8 @@ func TestCancelledLeaseHolderIsTakenOver(t *testing.T) {
 
 func TestSlowFillerCannotOverwriteNewerValue(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "k"
-		prefix := celebritytest.Prefix(t)
+		key := celebritytest.NewPrefix(t) + "k"
+		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond, Copies: 3, Hot: []string{key}}
 		slow := newReplicator(t, hooked(t, f, noRenewals{}), o) // cut off from Redis while it loads
 		fast := newReplicator(t, f.client(t), o)
@@ -177,7 +177,7 @@ func TestSlowFillerCannotOverwriteNewerValue(t *testing.T) {
 
 func TestFailedLoadReleasesTheLease(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "k"
+		key := celebritytest.NewPrefix(t) + "k"
 		// A long lease: the second caller can only get in because the first released it
 		// (error records off: with them, the fleet answers the error for ErrorTTL).
 		r := newReplicator(t, f.client(t), replicas.Options{LeaseTTL: time.Minute, ErrorTTL: -1})
@@ -196,7 +196,7 @@ func TestFailedLoadReleasesTheLease(t *testing.T) {
 func TestLeaseSurvivesLostReplies(t *testing.T) {
 	inj := faults.New()
 	c := celebritytest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
-	key := celebritytest.Prefix(t) + "k"
+	key := celebritytest.NewPrefix(t) + "k"
 	r := newReplicator(t, c, replicas.Options{})
 	// Warm the scripts and connections on the master of key's slot ("{key}w" shares it), so
 	// that the dropped replies below belong to scripts that really ran, not to NOSCRIPT
@@ -230,8 +230,8 @@ func TestLeaseSurvivesLostReplies(t *testing.T) {
 
 func TestWaiterLeavesOnItsContext(t *testing.T) {
 	s := celebritytest.Standalone(t)
-	key := celebritytest.Prefix(t) + "k"
-	prefix := celebritytest.Prefix(t)
+	key := celebritytest.NewPrefix(t) + "k"
+	prefix := celebritytest.NewPrefix(t)
 	holder := newReplicator(t, s.Client(t), replicas.Options{Prefix: prefix})
 	waiter := newReplicator(t, s.Client(t), replicas.Options{Prefix: prefix})
 	started, release := make(chan struct{}), make(chan struct{})
@@ -259,10 +259,10 @@ func TestWaiterLeavesOnItsContext(t *testing.T) {
 
 func TestInstancesWithTheSameRandDoNotShareALease(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "k"
+		key := celebritytest.NewPrefix(t) + "k"
 		// A host seeding every instance's Rand alike (for reproducible copy choice) must not
 		// hand two instances the same lease token.
-		o := replicas.Options{Prefix: celebritytest.Prefix(t), Rand: func() uint64 { return 7 }}
+		o := replicas.Options{Prefix: celebritytest.NewPrefix(t), Rand: func() uint64 { return 7 }}
 		a := newReplicator(t, f.client(t), o)
 		b := newReplicator(t, f.client(t), o)
 		var calls atomic.Int64
@@ -304,7 +304,7 @@ func TestFillFindingAWriteLeavesItExactly(t *testing.T) {
 		c := f.client(t)
 		r := newReplicator(t, c, replicas.Options{})
 		ctx := ctxFor(t)
-		key := celebritytest.Prefix(t) + "post:9"
+		key := celebritytest.NewPrefix(t) + "post:9"
 		loading, release := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)
 		var got replicas.Item

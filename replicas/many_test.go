@@ -21,7 +21,7 @@ import (
 // and every caller gets every item.
 func TestGetOrLoadManyLoadsEachKeyOnceAcrossTheFleet(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		keys := make([]string, 40)
 		for i := range keys {
 			keys[i] = fmt.Sprintf("%spost:%d", prefix, i)

@@ -20,7 +20,7 @@ import (
 // a conflict, the same content again a no-op).
 func TestVersionsAgainstModel(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		c := f.client(t)
 		hot := newReplicator(t, c, replicas.Options{Prefix: prefix, Copies: 3, IsHot: func(string) bool { return true }})
 		plain := newReplicator(t, c, replicas.Options{Prefix: prefix})

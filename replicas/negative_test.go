@@ -20,7 +20,7 @@ import (
 func fleetOf(t *testing.T, f fleet, n int, o replicas.Options) []*replicas.Replicator {
 	t.Helper()
 	if o.Prefix == "" {
-		o.Prefix = celebritytest.Prefix(t)
+		o.Prefix = celebritytest.NewPrefix(t)
 	}
 	out := make([]*replicas.Replicator, n)
 	for i := range out {
@@ -54,7 +54,7 @@ func everyoneAsks(t *testing.T, reps []*replicas.Replicator, key string, rounds 
 // does not have reach the source once per NegativeTTL, not once per instance and call.
 func TestMissingKeyLoadsOncePerWindowAcrossTheFleet(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "post:deleted"
+		key := celebritytest.NewPrefix(t) + "post:deleted"
 		reps := fleetOf(t, f, 20, replicas.Options{NegativeTTL: time.Minute, Hot: []string{key}})
 		var loads atomic.Int64
 		absent := func(context.Context) (replicas.Item, error) {
@@ -84,7 +84,7 @@ func TestMissingKeyLoadsOncePerWindowAcrossTheFleet(t *testing.T) {
 // reach it once per ErrorTTL and all report its error.
 func TestFailingSourceLoadsOncePerWindowAcrossTheFleet(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "post:1"
+		key := celebritytest.NewPrefix(t) + "post:1"
 		reps := fleetOf(t, f, 20, replicas.Options{ErrorTTL: time.Minute})
 		var loads atomic.Int64
 		down := func(context.Context) (replicas.Item, error) {
@@ -105,8 +105,8 @@ func TestFailingSourceLoadsOncePerWindowAcrossTheFleet(t *testing.T) {
 // (1 s, the longest single BLPOP) the load kept it waiting, however long the load.
 func TestWaitersWakeWhenTheFillLands(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "post:viral"
-		prefix := celebritytest.Prefix(t)
+		key := celebritytest.NewPrefix(t) + "post:viral"
+		prefix := celebritytest.NewPrefix(t)
 		const n = 10
 		counters := make([]*leaseChecks, n)
 		reps := make([]*replicas.Replicator, n)
@@ -195,7 +195,7 @@ func TestAbsentAndErrorRecordsEndWithTheirWindow(t *testing.T) {
 	// (a window that ended during them would let a second load through).
 	reps := fleetOf(t, fleet{client: func(t testing.TB) redis.UniversalClient { return s.Client(t) }}, 5,
 		replicas.Options{NegativeTTL: 2 * time.Second, ErrorTTL: 2 * time.Second})
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	var loads atomic.Int64
 	for _, tc := range []struct {
 		key  string

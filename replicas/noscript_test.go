@@ -20,7 +20,7 @@ func TestWaitedWritesRunAfterTheScriptCacheIsFlushed(t *testing.T) {
 	t.Parallel() // a dedicated server: its script cache is flushed
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	client := srv.Client(t)
-	key := celebritytest.Prefix(t) + "post:8"
+	key := celebritytest.NewPrefix(t) + "post:8"
 	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key},
 		WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
 	ctx := ctxFor(t)
@@ -56,7 +56,7 @@ func TestWaitedWritesRunAfterTheScriptCacheIsFlushed(t *testing.T) {
 // replica to answer it, reports ErrNotReplicated.
 func TestWaitedWritesWorkUnderTheACLRule(t *testing.T) {
 	t.Parallel() // a dedicated server: none of the scripts is loaded on it
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	key := prefix + "post:9"
 	o := replicas.Options{Copies: 3, Prefix: prefix, Hot: []string{key}, WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond}
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})

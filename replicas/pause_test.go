@@ -29,7 +29,7 @@ func TestPausedMasterReadsFallBackAndWritesReportIt(t *testing.T) {
 			key = k
 		}
 	}
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	probe := newReplicator(t, client, replicas.Options{Copies: 3, Prefix: prefix})
 	ck, err := probe.CopyKeys(ctxFor(t), key)
 	require.NoError(t, err)

@@ -58,7 +58,7 @@ func TestCopiesLandOnDistinctMasters(t *testing.T) {
 func TestCopiesReallyLiveOnTheirMasters(t *testing.T) {
 	c := celebritytest.SharedCluster(t)
 	client := c.Client(t)
-	key := celebritytest.Prefix(t) + "sku:42"
+	key := celebritytest.NewPrefix(t) + "sku:42"
 	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key}})
 	ctx := ctxFor(t)
 	require.NoError(t, r.Set(ctx, key, []byte("x"), 1, 0))

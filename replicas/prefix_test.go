@@ -18,9 +18,9 @@ import (
 // cache acknowledged, and each loads a missing key through its own lease.
 func TestPrefixesAreSeparateCaches(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "post:7"
-		a := newReplicator(t, f.client(t), replicas.Options{Prefix: celebritytest.Prefix(t), Hot: []string{key}})
-		b := newReplicator(t, f.client(t), replicas.Options{Prefix: celebritytest.Prefix(t), Hot: []string{key}})
+		key := celebritytest.NewPrefix(t) + "post:7"
+		a := newReplicator(t, f.client(t), replicas.Options{Prefix: celebritytest.NewPrefix(t), Hot: []string{key}})
+		b := newReplicator(t, f.client(t), replicas.Options{Prefix: celebritytest.NewPrefix(t), Hot: []string{key}})
 		ctx := ctxFor(t)
 		require.NoError(t, a.Set(ctx, key, []byte("v1"), 1, time.Minute))
 		_, err := b.Get(ctx, key)
@@ -51,8 +51,8 @@ func TestFleetKeyRefusesAnotherPrefix(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		ctx := ctxFor(t)
 		c := f.client(t)
-		roll := celebritytest.Prefix(t) + "roll"
-		p1, p2 := celebritytest.Prefix(t)+"one:", celebritytest.Prefix(t)+"two:"
+		roll := celebritytest.NewPrefix(t) + "roll"
+		p1, p2 := celebritytest.NewPrefix(t)+"one:", celebritytest.NewPrefix(t)+"two:"
 		o := func(prefix string) replicas.Options {
 			return replicas.Options{Prefix: prefix, FleetKey: roll, FleetInterval: 500 * time.Millisecond}
 		}

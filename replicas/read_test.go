@@ -57,7 +57,7 @@ func pipelinedReads(t testing.TB, c redis.UniversalClient, n int, next func() st
 func TestPromotedKeyReadsSpreadOverMasters(t *testing.T) {
 	c := celebritytest.SharedCluster(t)
 	client := c.Client(t, func(o *redis.ClusterOptions) { o.PoolSize = 32 })
-	key := celebritytest.Prefix(t) + "post:ronaldo"
+	key := celebritytest.NewPrefix(t) + "post:ronaldo"
 	r := newReplicator(t, client, replicas.Options{Copies: 3})
 	ctx := ctxFor(t)
 	require.NoError(t, r.Set(ctx, key, []byte("goal"), 1, 0))
@@ -110,8 +110,8 @@ func diff(before, after []float64) []float64 {
 func TestNonHotKeyIsOnePhysicalKey(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		c := f.client(t)
-		prefix := celebritytest.Prefix(t)
-		key := celebritytest.Prefix(t) + "user:7"
+		prefix := celebritytest.NewPrefix(t)
+		key := celebritytest.NewPrefix(t) + "user:7"
 		r := newReplicator(t, c, replicas.Options{Prefix: prefix})
 		ctx := ctxFor(t)
 		require.NoError(t, r.Set(ctx, key, []byte("alice"), 1, time.Minute))
@@ -147,8 +147,8 @@ func TestNonHotKeyIsOnePhysicalKey(t *testing.T) {
 
 func TestPromoteUnderReadLoadCausesNoLoads(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "post:hot"
-		prefix := celebritytest.Prefix(t)
+		key := celebritytest.NewPrefix(t) + "post:hot"
+		prefix := celebritytest.NewPrefix(t)
 		var loads atomic.Int64
 		load := func(context.Context) (replicas.Item, error) {
 			loads.Add(1)
@@ -220,8 +220,8 @@ func TestPromoteUnderReadLoadCausesNoLoads(t *testing.T) {
 
 func TestChangingCopiesNeverMissesNorServesOlder(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "k"
-		prefix := celebritytest.Prefix(t)
+		key := celebritytest.NewPrefix(t) + "k"
+		prefix := celebritytest.NewPrefix(t)
 		three := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3, Hot: []string{key}})
 		ctx := ctxFor(t)
 		require.NoError(t, three.Set(ctx, key, []byte("v1"), 1, time.Minute))
@@ -257,8 +257,8 @@ func TestChangingCopiesNeverMissesNorServesOlder(t *testing.T) {
 
 func TestWriterThatDoesNotKnowTheKeyIsHotStillUpdatesCopies(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "k"
-		prefix := celebritytest.Prefix(t)
+		key := celebritytest.NewPrefix(t) + "k"
+		prefix := celebritytest.NewPrefix(t)
 		reader := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3})
 		writer := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3})
 		ctx := ctxFor(t)
@@ -287,7 +287,7 @@ func TestWriterThatDoesNotKnowTheKeyIsHotStillUpdatesCopies(t *testing.T) {
 
 func TestIsHotCallbackAndAffinity(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "k"
+		key := celebritytest.NewPrefix(t) + "k"
 		r := newReplicator(t, f.client(t), replicas.Options{
 			Copies: 4, Affinity: true,
 			IsHot: func(k string) bool { return k == key },
@@ -313,9 +313,9 @@ func TestHostsOwnKeysAreNeverReadNorWritten(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		c := f.client(t)
 		ctx := ctxFor(t)
-		prefix := celebritytest.Prefix(t)
-		plainKey := celebritytest.Prefix(t) + "post:7"
-		hotKey := celebritytest.Prefix(t) + "post:8"
+		prefix := celebritytest.NewPrefix(t)
+		plainKey := celebritytest.NewPrefix(t) + "post:7"
+		hotKey := celebritytest.NewPrefix(t) + "post:8"
 		// The host already keeps its own values under these names.
 		for _, k := range []string{plainKey, hotKey} {
 			require.NoError(t, c.Set(ctx, k, "host's own", time.Hour).Err())

@@ -23,7 +23,7 @@ import (
 // is refused and its caller gets what the key holds; version 2 stays.
 func TestReviewZombieHolderAfterTakeover(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond}
 		zombie := newReplicator(t, hooked(t, f, noRenewals{}), o) // cut off from Redis while it loads
 		ctx := ctxFor(t)
@@ -95,7 +95,7 @@ func TestReviewZombieHolderAfterTakeover(t *testing.T) {
 // a source that still has it.
 func TestReviewDeleteWhileHolderLoads(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 10 * time.Second}
 		holder := newReplicator(t, f.client(t), o)
 		other := newReplicator(t, f.client(t), o)
@@ -153,7 +153,7 @@ func faultFleets(t *testing.T, fn func(t *testing.T, c redis.UniversalClient, in
 // the test's context), and the fleet then reads the fill without loading again.
 func TestReviewLostLeaseReplyRetried(t *testing.T) {
 	faultFleets(t, func(t *testing.T, c redis.UniversalClient, inj *faults.Injector, f fleet) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 5 * time.Minute, LoadTimeout: 5 * time.Minute}
 		r := newReplicator(t, c, o)
 		ctx := ctxFor(t)
@@ -181,7 +181,7 @@ func TestReviewLostLeaseReplyRetried(t *testing.T) {
 // its value, and the key holds it with its TTL.
 func TestReviewLostFillReplyRetried(t *testing.T) {
 	faultFleets(t, func(t *testing.T, c redis.UniversalClient, inj *faults.Injector, f fleet) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix}
 		r := newReplicator(t, c, o)
 		ctx := ctxFor(t)
@@ -209,7 +209,7 @@ func TestReviewLostFillReplyRetried(t *testing.T) {
 // own, older load in.
 func TestReviewZombieResumesBeforeTheNewHolderFills(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		zombie := newReplicator(t, hooked(t, f, noRenewals{}), replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond})
 		taker := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, LeaseTTL: 5 * time.Minute})
 		ctx := ctxFor(t)
@@ -280,7 +280,7 @@ func TestReviewZombieAbsentOrErrorAfterTakeover(t *testing.T) {
 		for name, outcome := range outcomes {
 			for _, filledFirst := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/filledFirst=%v", name, filledFirst), func(t *testing.T) {
-					prefix := celebritytest.Prefix(t)
+					prefix := celebritytest.NewPrefix(t)
 					marks := replicas.Options{Prefix: prefix, NegativeTTL: time.Minute, ErrorTTL: time.Minute}
 					zo := marks
 					zo.LeaseTTL = 200 * time.Millisecond
@@ -357,7 +357,7 @@ func TestReviewZombieAbsentOrErrorAfterTakeover(t *testing.T) {
 // older version.
 func TestReviewSetWhileHolderLoadsOlder(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 10 * time.Second}
 		holder := newReplicator(t, f.client(t), o)
 		writer := newReplicator(t, f.client(t), o)

@@ -19,7 +19,7 @@ func TestMissCostsTwoRoundTrips(t *testing.T) {
 		count := &counter{}
 		r := newReplicator(t, hooked(t, f, count), replicas.Options{})
 		ctx := ctxFor(t)
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		load := func(context.Context) (replicas.Item, error) {
 			return replicas.Item{Value: []byte("v"), Version: 1}, nil
 		}

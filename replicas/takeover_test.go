@@ -94,7 +94,7 @@ func (e errWrongValue) Error() string { return "wrong value " + string(e.Value) 
 // death, however late the waiters' calls began.
 func TestKilledHolderIsTakenOverOnce(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		key := prefix + "post:viral"
 		const lease = 500 * time.Millisecond
 		kill := startHolder(t, f, prefix, key, lease)
@@ -128,7 +128,7 @@ func TestKilledHolderIsTakenOverOnce(t *testing.T) {
 // lease while it works.
 func TestStampedeOfTwentyInstancesLoadsOnce(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		key := prefix + "post:viral"
 		reps := make([]*replicas.Replicator, 20)
 		for i := range reps {
@@ -150,7 +150,7 @@ func TestStampedeOfTwentyInstancesLoadsOnce(t *testing.T) {
 // and the source is loaded once.
 func TestSlowHolderKeepsItsLease(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		key := prefix + "post:slow"
 		const lease = 300 * time.Millisecond
 		reps := make([]*replicas.Replicator, 5)

@@ -21,7 +21,7 @@ import (
 func TestCopyTombstonesLastTheTombstoneTTL(t *testing.T) {
 	t.Parallel()
 	c := celebritytest.Standalone(t).Client(t)
-	key := celebritytest.Prefix(t) + "k"
+	key := celebritytest.NewPrefix(t) + "k"
 	const tombTTL = 6 * time.Second
 	// The largest jitter, always drawn in full.
 	r := newReplicator(t, c, replicas.Options{Copies: 3, Hot: []string{key}, TombstoneTTL: tombTTL,
@@ -29,7 +29,7 @@ func TestCopyTombstonesLastTheTombstoneTTL(t *testing.T) {
 	ctx := ctxFor(t)
 	require.NoError(t, r.Set(ctx, key, []byte("old"), 5, 0))
 	// clock expires with the tombstone's own TTL (the logical tombstone may last longer).
-	clock := celebritytest.Prefix(t) + "clock"
+	clock := celebritytest.NewPrefix(t) + "clock"
 	require.NoError(t, c.Set(ctx, clock, "x", tombTTL).Err())
 	require.NoError(t, r.Delete(ctx, key, 6))
 
@@ -68,8 +68,8 @@ func TestDeleteKeepsTrackingACopyItCouldNotReach(t *testing.T) {
 		o.ReadTimeout, o.WriteTimeout = 300*time.Millisecond, 300*time.Millisecond
 		o.MaxRetries, o.MaxRedirects = -1, -1
 	})
-	key := celebritytest.Prefix(t) + "k"
-	prefix := celebritytest.Prefix(t)
+	key := celebritytest.NewPrefix(t) + "k"
+	prefix := celebritytest.NewPrefix(t)
 	r := newReplicator(t, c, replicas.Options{Copies: 3, Prefix: prefix, Hot: []string{key},
 		TombstoneTTL: 2 * time.Second, RefreshInterval: -1})
 	ctx := ctxFor(t)

@@ -19,7 +19,7 @@ func TestFailoverRecomputesLayoutWithoutMisses(t *testing.T) {
 	t.Parallel() // a dedicated cluster: runs alongside the other dedicated-cluster test
 	c := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
 	client := c.Client(t)
-	key := celebritytest.Prefix(t) + "post:ronaldo"
+	key := celebritytest.NewPrefix(t) + "post:ronaldo"
 	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key}, RefreshInterval: 20 * time.Millisecond})
 	ctx := ctxFor(t)
 	require.NoError(t, r.Set(ctx, key, []byte("v1"), 1, time.Minute))
@@ -55,8 +55,8 @@ func TestFailoverRecomputesLayoutWithoutMisses(t *testing.T) {
 
 func TestCopiesOfAnAbandonedLayoutExpire(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "k"
-		prefix := celebritytest.Prefix(t)
+		key := celebritytest.NewPrefix(t) + "k"
+		prefix := celebritytest.NewPrefix(t)
 		c := f.client(t)
 		ctx := ctxFor(t)
 		// An instance with N=6 registers six copies for a short while (long enough for the
@@ -126,8 +126,8 @@ func TestCopiesOfAnAbandonedLayoutExpire(t *testing.T) {
 
 func TestCloseEndsFetchesInFlight(t *testing.T) {
 	s := celebritytest.Standalone(t)
-	key := celebritytest.Prefix(t) + "k"
-	prefix := celebritytest.Prefix(t)
+	key := celebritytest.NewPrefix(t) + "k"
+	prefix := celebritytest.NewPrefix(t)
 	holder := newReplicator(t, s.Client(t), replicas.Options{Prefix: prefix, LeaseTTL: time.Minute})
 	waiter, err := replicas.New(s.Client(t), replicas.Options{Prefix: prefix})
 	require.NoError(t, err)

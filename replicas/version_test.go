@@ -18,7 +18,7 @@ import (
 func TestOlderSetNeverOverwritesNewer(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		c := f.client(t)
-		key := celebritytest.Prefix(t) + "post:ronaldo"
+		key := celebritytest.NewPrefix(t) + "post:ronaldo"
 		r := newReplicator(t, c, replicas.Options{Copies: 3, Hot: []string{key}})
 		ctx := ctxFor(t)
 		require.NoError(t, r.Set(ctx, key, []byte("v5"), 5, 0))
@@ -47,7 +47,7 @@ func TestOlderSetNeverOverwritesNewer(t *testing.T) {
 func TestDeleteThenOlderSetStaysDeleted(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		c := f.client(t)
-		key := celebritytest.Prefix(t) + "k"
+		key := celebritytest.NewPrefix(t) + "k"
 		r := newReplicator(t, c, replicas.Options{Copies: 3, Hot: []string{key}})
 		ctx := ctxFor(t)
 		require.NoError(t, r.Set(ctx, key, []byte("old"), 5, 0))
@@ -80,7 +80,7 @@ func TestDeleteThenOlderSetStaysDeleted(t *testing.T) {
 func TestSameVersionIsAnIdempotentRetryAndOtherContentAConflict(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		c := f.client(t)
-		key := celebritytest.Prefix(t) + "k"
+		key := celebritytest.NewPrefix(t) + "k"
 		r := newReplicator(t, c, replicas.Options{Hot: []string{key}})
 		ctx := ctxFor(t)
 		require.NoError(t, r.Set(ctx, key, []byte("a"), 3, 0))
@@ -128,7 +128,7 @@ func TestSameVersionIsAnIdempotentRetryAndOtherContentAConflict(t *testing.T) {
 func TestSetWithLostRepliesIsAppliedOnce(t *testing.T) {
 	inj := faults.New()
 	c := celebritytest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
-	key := celebritytest.Prefix(t) + "k"
+	key := celebritytest.NewPrefix(t) + "k"
 	r := newReplicator(t, c, replicas.Options{Copies: 3, Hot: []string{key}})
 	ctx := ctxFor(t)
 	ck, err := r.CopyKeys(ctx, key)
@@ -181,7 +181,7 @@ func TestBadInput(t *testing.T) {
 
 	r := newReplicator(t, c, replicas.Options{})
 	ctx := context.Background()
-	key := celebritytest.Prefix(t) + "k"
+	key := celebritytest.NewPrefix(t) + "k"
 	load := func(context.Context) (replicas.Item, error) { return replicas.Item{}, errors.New("unused") }
 	require.ErrorContains(t, r.Set(ctx, key, nil, 1, -1), "ttl")
 	require.ErrorContains(t, r.Set(ctx, "", nil, 1, 0), "key must not be empty")
@@ -202,7 +202,7 @@ func TestBadInput(t *testing.T) {
 
 func TestForeignValueIsReported(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	r := newReplicator(t, c, replicas.Options{})
 	// Something else wrote under the package's own prefix.
 	require.NoError(t, c.Set(ctxFor(t), r.PrimaryKey(p+"plain"), "not ours", 0).Err())

@@ -18,7 +18,7 @@ func TestWaitReplicasReportsUnacknowledgedWritesAndSurvivesFailover(t *testing.T
 	t.Parallel() // a dedicated cluster
 	c := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
 	client := c.Client(t)
-	key := celebritytest.Prefix(t) + "post:7"
+	key := celebritytest.NewPrefix(t) + "post:7"
 	// A live replica acknowledges within WaitTimeout even on a loaded machine (v1 below
 	// must be acknowledged at once); the paused one never does.
 	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key},

@@ -20,8 +20,8 @@ import (
 // every copy holds the newest version.
 func TestTwoWritersAtOnceNeverTakeReadersBack(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		key := celebritytest.Prefix(t) + "post:7"
-		prefix := celebritytest.Prefix(t)
+		key := celebritytest.NewPrefix(t) + "post:7"
+		prefix := celebritytest.NewPrefix(t)
 		hot := replicas.Options{Prefix: prefix, Copies: 3, Hot: []string{key}}
 		writers := []*replicas.Replicator{
 			newReplicator(t, f.client(t), hot),

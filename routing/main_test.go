@@ -48,7 +48,7 @@ func (mainTB) Skip(args ...any) {
 
 // prefix returns a key prefix unique to the test.
 func prefix(t testing.TB) string {
-	return strings.TrimSuffix(celebritytest.Prefix(t), ":")
+	return strings.TrimSuffix(celebritytest.NewPrefix(t), ":")
 }
 
 func ctxT(t testing.TB) context.Context {

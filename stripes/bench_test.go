@@ -32,7 +32,7 @@ func BenchmarkAdd(b *testing.B) {
 		b.ReportAllocs()
 		b.SetParallelism(16)
 		defer hotMaster(b, cl)()
-		key := celebritytest.Prefix(b) + "hot"
+		key := celebritytest.NewPrefix(b) + "hot"
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if err := rc.Incr(ctx, key).Err(); err != nil {
@@ -47,7 +47,7 @@ func BenchmarkAdd(b *testing.B) {
 		// window, and the counter, in one script on the counter's slot.
 		b.ReportAllocs()
 		b.SetParallelism(16)
-		prefix := celebritytest.Prefix(b)
+		prefix := celebritytest.NewPrefix(b)
 		counter := prefix + "{ref}:n"
 		var seq atomic.Int64
 		b.ResetTimer()
@@ -131,7 +131,7 @@ func BenchmarkMemoryPerEvent(b *testing.B) {
 // referenceKeyPerEvent measures one key with a TTL per event.
 func referenceKeyPerEvent(b *testing.B, addr string, n int) float64 {
 	ctx := context.Background()
-	prefix := celebritytest.Prefix(b)
+	prefix := celebritytest.NewPrefix(b)
 	before := usedMemory(b, addr)
 	rc := redis.NewClient(&redis.Options{Addr: addr})
 	for i := 0; i < n; i += 1000 {

@@ -16,7 +16,7 @@ import (
 // find the records of the others and count their retries again, so it is refused.
 func TestDifferentDedupSettingsAreRefused(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		ctx := context.Background()
 		a := newCounter(t, rc, Options{Prefix: prefix, DedupWindow: 10 * time.Minute})
 		ev := Event{ID: "e", Time: time.Now()}

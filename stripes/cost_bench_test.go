@@ -32,7 +32,7 @@ func BenchmarkServerTimeOnBusiestMaster(b *testing.B) {
 	for _, kind := range []string{"counter", "family"} {
 		for _, n := range []int{1, 16} {
 			b.Run(fmt.Sprintf("%s/stripes=%d", kind, n), func(b *testing.B) {
-				prefix := celebritytest.Prefix(b)
+				prefix := celebritytest.NewPrefix(b)
 				o := Options{Prefix: prefix, Stripes: n, DedupWindow: 10 * time.Minute, SealInterval: -1}
 				var addFn func(ev Event) error
 				if kind == "counter" {
@@ -115,7 +115,7 @@ func BenchmarkColdNameMemory(b *testing.B) {
 	ctx := context.Background()
 	name := func(i int) string { return fmt.Sprintf("post:%d:views", i) }
 	measure := func(fill func(rc *redis.Client, prefix string)) (keys, bytes float64) {
-		prefix := celebritytest.Prefix(b)
+		prefix := celebritytest.NewPrefix(b)
 		before := usedMemory(b, addr)
 		rc := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 16})
 		fill(rc, prefix)

@@ -15,7 +15,7 @@ import (
 func TestCallsReturnByTheirDeadlineWithAPausedMaster(t *testing.T) {
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	c := srv.Client(t)
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	ctr := newCounter(t, c, Options{Name: "views", Prefix: prefix, Stripes: 2, SealInterval: -1})
 	fam := newFamily(t, c, FamilyOptions{Counter: Options{Prefix: prefix}})
 	rd, err := NewReader(ctr, ReaderOptions{MaxStaleness: time.Nanosecond})

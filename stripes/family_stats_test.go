@@ -17,7 +17,7 @@ import (
 func TestFamilyStatsKeepCountsOfDroppedNames(t *testing.T) {
 	rc := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
-	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t)}, Interval: -1,
+	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.NewPrefix(t)}, Interval: -1,
 		MaxNames: 2, MaxStaleness: time.Hour})
 	now := time.Now()
 	for i := range 3 {

@@ -74,7 +74,7 @@ func TestFamilyOptionsAreValidated(t *testing.T) {
 		_, err := NewFamily(rc, o)
 		require.ErrorIs(t, err, ErrInvalid, "%+v", o)
 	}
-	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t)}, Interval: -1})
+	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.NewPrefix(t)}, Interval: -1})
 	_, err := f.Add(context.Background(), "bad{name}", Event{ID: "e", Time: time.Now()}, 1)
 	require.ErrorIs(t, err, ErrInvalid)
 	rs, errs := f.AddBatch(context.Background(), []FamilyAddition{
@@ -99,7 +99,7 @@ func mustFamilySum(t testing.TB, f *Family, name string) int64 {
 func TestFamilyColdNameIsOneStripe(t *testing.T) {
 	both(t, func(t *testing.T, rc redis.UniversalClient) {
 		ctx := context.Background()
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: prefix}, Interval: -1, MaxStaleness: -1})
 		var adds []FamilyAddition
 		for i := range 50 {
@@ -132,7 +132,7 @@ func TestFamilySumCache(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
-	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t), Clock: clock}, Interval: -1, MaxStaleness: time.Second})
+	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.NewPrefix(t), Clock: clock}, Interval: -1, MaxStaleness: time.Second})
 	_, err := f.Add(ctx, "a", Event{ID: "1", Time: time.Now()}, 1)
 	require.NoError(t, err)
 	require.Equal(t, int64(1), mustFamilySum(t, f, "a"))
@@ -154,7 +154,7 @@ func TestFamilyBoundsNamesInMemory(t *testing.T) {
 	// window of the event's stamp, on a loaded machine too; the seal below is timed by the
 	// clock moved two minutes ahead, far past any window this size.
 	const window = 2 * time.Second
-	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t), DedupWindow: window, Clock: clock},
+	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.NewPrefix(t), DedupWindow: window, Clock: clock},
 		Interval: -1, MaxNames: 10, IdleAfter: time.Minute})
 	_, err := f.Add(ctx, "resized", Event{ID: "x", Time: time.Now()}, 5)
 	require.NoError(t, err)
@@ -188,7 +188,7 @@ func TestFamilyPromotesHotAndDemotesCold(t *testing.T) {
 		now.Store(time.Now().UnixNano())
 		clock := func() time.Time { return time.Unix(0, now.Load()) }
 		det := &setDetector{hot: map[string]bool{}}
-		f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t), Clock: clock},
+		f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.NewPrefix(t), Clock: clock},
 			Interval: -1, MaxStaleness: -1, HotStripes: 8, HotRate: 100, CoolAfter: time.Minute, Detector: det})
 		var total int64
 		write := func(name string, n int) {
@@ -248,7 +248,7 @@ func TestFamilyRetriesAndFailedAddsDoNotPromote(t *testing.T) {
 		var now atomic.Int64
 		now.Store(time.Now().UnixNano())
 		clock := func() time.Time { return time.Unix(0, now.Load()) }
-		f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t), Clock: clock},
+		f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.NewPrefix(t), Clock: clock},
 			Interval: -1, MaxStaleness: -1, HotStripes: 8, HotRate: 100})
 		at := time.Now()
 		ev := func(name string, i int) Event { return Event{ID: fmt.Sprintf("%s-%d", name, i), Time: at} }
@@ -299,7 +299,7 @@ func TestFamilyRetriesAndFailedAddsDoNotPromote(t *testing.T) {
 func TestFamilyTwoProcessesExactlyOnce(t *testing.T) {
 	run := func(t *testing.T, clients [2]redis.UniversalClient, injs [2]*faults.Injector) {
 		ctx := context.Background()
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		const names, perName, window = 40, 20, 30 * time.Second
 		var fams [2]*Family
 		for i := range fams {

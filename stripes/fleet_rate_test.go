@@ -29,7 +29,7 @@ func TestFamilyPromotesANameHotOnlyInTheFleetsSum(t *testing.T) {
 			var now atomic.Int64
 			now.Store((time.Now().UnixMilli()/1000 + 1) * int64(time.Second)) // on a window's start
 			clock := func() time.Time { return time.Unix(0, now.Load()) }
-			o := FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t), Clock: clock}, Interval: -1, MaxStaleness: -1,
+			o := FamilyOptions{Counter: Options{Prefix: celebritytest.NewPrefix(t), Clock: clock}, Interval: -1, MaxStaleness: -1,
 				HotStripes: 4, HotRate: 100, CoolAfter: 3 * time.Second}
 			var fams [3]*Family
 			var inj *faults.Injector

@@ -14,7 +14,7 @@ import (
 
 func TestResizeIsIdempotentUnderConcurrency(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		ctx := context.Background()
 		var wg sync.WaitGroup
 		gens := make([]uint64, 8)
@@ -146,7 +146,7 @@ func TestEventPastProposedBoundaryKeepsItsGeneration(t *testing.T) {
 
 func TestStaleLayoutIsRedirectedToTheNewGeneration(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		a := newCounter(t, rc, Options{Prefix: prefix, Stripes: 2})
 		b := newCounter(t, rc, Options{Prefix: prefix, Stripes: 2})
 		ctx := context.Background()

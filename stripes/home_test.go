@@ -262,7 +262,7 @@ func TestUpgradeRaceCountsEveryEventOnce(t *testing.T) {
 	bothWithFaults(t, 0, func(t *testing.T, rc redis.UniversalClient, inj *faults.Injector) {
 		loadScripts(t, rc)
 		ctx := t.Context()
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		const names, events = 24, 12
 		var homes, refused atomic.Int64
 		var wg sync.WaitGroup
@@ -331,7 +331,7 @@ func TestUpgradeRaceCountsEveryEventOnce(t *testing.T) {
 func TestHomeRecordKeepsItsDedupSettings(t *testing.T) {
 	rc := celebritytest.Standalone(t).Client(t)
 	ctx := t.Context()
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	for _, window := range []time.Duration{DefaultDedupWindow, time.Minute} {
 		name := fmt.Sprintf("views-%v", window)
 		c := newCounter(t, rc, Options{Name: name, Prefix: prefix, Stripes: 1, DedupWindow: window})
@@ -386,7 +386,7 @@ func TestLostHomeRecordIsReported(t *testing.T) {
 func TestUpgradeFamiliesOfBothVersionsCountOnce(t *testing.T) {
 	run := func(t *testing.T, clients [2]redis.UniversalClient, injs [2]*faults.Injector) {
 		ctx := t.Context()
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		const names, perName = 16, 15
 		var fams [2]*Family // 0: the previous version, 1: this one
 		for i := range fams {

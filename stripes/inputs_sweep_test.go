@@ -30,7 +30,7 @@ var sweepNames = []struct{ name, want string }{
 func TestCounterNamesRoundTripOrAreRefused(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		ctx := context.Background()
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		now := time.Now()
 		for i, tc := range sweepNames {
 			_, rerr := ReadLayout(ctx, rc, p, tc.name)
@@ -75,7 +75,7 @@ func stripeTotal(lo Layout) int64 {
 func TestFamilyNamesRoundTripOrAreRefused(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		ctx := context.Background()
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: p, DedupWindow: time.Minute, SealInterval: -1}})
 		now := time.Now()
 		for i, tc := range sweepNames {

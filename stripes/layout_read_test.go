@@ -84,7 +84,7 @@ func TestLayoutShowsGenerationsAndStripes(t *testing.T) {
 func TestReadLayoutRefusesBadNamesAndCreatesNothing(t *testing.T) {
 	rc := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	_, err := ReadLayout(ctx, rc, p, "nobody")
 	require.ErrorIs(t, err, ErrNoCounter)
 	n, err := celebritytest.AdminOf(t, rc).Exists(ctx, keys{prefix: p, name: "nobody"}.layout()).Result()

@@ -48,7 +48,7 @@ func newCounter(t testing.TB, c Client, o Options) *Counter {
 		o.Name = "views"
 	}
 	if o.Prefix == "" {
-		o.Prefix = celebritytest.Prefix(t)
+		o.Prefix = celebritytest.NewPrefix(t)
 	}
 	if o.Stripes == 0 {
 		o.Stripes = 4

@@ -73,7 +73,7 @@ func rememberEvents(tb testing.TB, c *Counter, tag string, n int, fresh bool) {
 func memoryPerEvent(tb testing.TB, addr string, o Options, n int) float64 {
 	tb.Helper()
 	const warm = 4000
-	o.Prefix = celebritytest.Prefix(tb)
+	o.Prefix = celebritytest.NewPrefix(tb)
 	run := func(tag string, n int) {
 		w := redis.NewClient(&redis.Options{Addr: addr})
 		defer w.Close()
@@ -117,7 +117,7 @@ func BenchmarkColdCounters(b *testing.B) {
 	name := func(i int) string { return fmt.Sprintf("post:%d:views", i) }
 	// measure runs fill with a fresh client and returns keys and bytes per counter.
 	measure := func(fill func(rc *redis.Client, prefix string)) (keys, bytes float64) {
-		prefix := celebritytest.Prefix(b)
+		prefix := celebritytest.NewPrefix(b)
 		before := usedMemory(b, addr)
 		rc := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 16})
 		fill(rc, prefix)

@@ -20,7 +20,7 @@ func TestModelExactlyOnce(t *testing.T) {
 	rc := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
 	rapid.Check(t, func(rt *rapid.T) {
-		c := newCounter(t, rc, Options{Prefix: celebritytest.Prefix(t), Stripes: rapid.IntRange(1, 6).Draw(rt, "stripes")})
+		c := newCounter(t, rc, Options{Prefix: celebritytest.NewPrefix(t), Stripes: rapid.IntRange(1, 6).Draw(rt, "stripes")})
 		var (
 			events []Event
 			gens   = map[string]uint64{}
@@ -105,7 +105,7 @@ func TestModelWritersWithOldLayoutsAndSealing(t *testing.T) {
 	ctx := context.Background()
 	const window = modelWindow
 	rapid.Check(t, func(rt *rapid.T) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		var ahead atomic.Int64
 		sealer := newCounter(t, rc, Options{Prefix: prefix, DedupWindow: window, Stripes: 2,
 			Clock: func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }})
@@ -212,7 +212,7 @@ func TestModelFamilyPromoteDemote(t *testing.T) {
 	var maxGen atomic.Uint64
 	defer func() { t.Logf("newest generation seen by a sealer: %d", maxGen.Load()) }()
 	rapid.Check(t, func(rt *rapid.T) {
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		det := &setDetector{hot: map[string]bool{}}
 		var fams [2]*Family
 		for i := range fams {

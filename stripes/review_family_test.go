@@ -25,7 +25,7 @@ import (
 func TestFamilyDroppedNameDetectsAsAFreshCounter(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		ctx := context.Background()
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: prefix}, Interval: -1, MaxStaleness: -1, MaxNames: 1})
 		k := keys{prefix: prefix, name: "a"}
 		for i := range 5 {
@@ -101,7 +101,7 @@ func TestReviewLostPendingStripeIsNotRecreated(t *testing.T) {
 // standalone server or the shared cluster.
 func familyPair(t *testing.T, cluster bool, maxRetries int, o FamilyOptions) ([2]*Family, [2]*faults.Injector) {
 	t.Helper()
-	o.Counter.Prefix = celebritytest.Prefix(t)
+	o.Counter.Prefix = celebritytest.NewPrefix(t)
 	var fams [2]*Family
 	var injs [2]*faults.Injector
 	for i := range fams {
@@ -526,7 +526,7 @@ func TestReviewFamilySumBySameCallerNeverDecreases(t *testing.T) {
 	h := &holdHook{armed: make(chan struct{}), release: make(chan struct{})}
 	rc.AddHook(h)
 	ctx := context.Background()
-	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t)}, Interval: -1, MaxStaleness: time.Minute})
+	f := newFamily(t, rc, FamilyOptions{Counter: Options{Prefix: celebritytest.NewPrefix(t)}, Interval: -1, MaxStaleness: time.Minute})
 	_, err := f.Add(ctx, "n", Event{ID: "e0", Time: time.Now()}, 1)
 	require.NoError(t, err)
 	h.on.Store(true)
@@ -630,7 +630,7 @@ func TestReviewFamilyFlushDuringPromotionIsReported(t *testing.T) {
 func reviewFlushRace(t *testing.T, clients [2]redis.UniversalClient, servers []*celebritytest.Server) {
 	ctx := context.Background()
 	names := []string{"hot:0", "hot:1", "hot:2"}
-	o := FamilyOptions{Counter: Options{Prefix: celebritytest.Prefix(t), DedupWindow: 30 * time.Second, SealInterval: time.Nanosecond},
+	o := FamilyOptions{Counter: Options{Prefix: celebritytest.NewPrefix(t), DedupWindow: 30 * time.Second, SealInterval: time.Nanosecond},
 		Interval: -1, MaxStaleness: -1, HotStripes: 6, Detector: flipDetector{}, CoolAfter: time.Nanosecond}
 	var fams [2]*Family
 	for i := range fams {

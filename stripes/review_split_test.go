@@ -35,7 +35,7 @@ func TestReviewSplitTablesUnderConcurrentBatches(t *testing.T) {
 			other = celebritytest.Standalone(t).Client(t)
 		}
 		loadScripts(t, rc)
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		// SetMembers is not part of the layout: the second writer splits far less eagerly,
 		// and must still find the records wherever the first one's splits moved them.
 		a := newCounter(t, rc, Options{Prefix: prefix, Stripes: 2, SetMembers: 4})

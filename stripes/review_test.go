@@ -44,7 +44,7 @@ func TestReviewSameEventFromTwoCountersAtOnce(t *testing.T) {
 		} else {
 			other = celebritytest.Standalone(t).Client(t)
 		}
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		a := newCounter(t, rc, Options{Prefix: prefix, Stripes: 3})
 		b := newCounter(t, other, Options{Prefix: prefix, Stripes: 3})
 		ctx := context.Background()
@@ -136,7 +136,7 @@ func TestReviewRetryAfterResizeAndSeal(t *testing.T) {
 		// The first attempts (a Stamp and two Adds) must reach the stripes within one window
 		// of the stamps on a loaded machine.
 		const window = 2 * time.Second
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		o := Options{Prefix: prefix, Stripes: 2, DedupWindow: window, DedupSlices: 2}
 		old := newCounter(t, rc, o)
 		ctx := context.Background()
@@ -185,7 +185,7 @@ func TestReviewRetryAfterServerRestart(t *testing.T) {
 		o.Dialer = inj.Dialer(nil)
 		o.MaxRetries = -1
 	})
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	c := newCounter(t, rc, Options{Prefix: prefix, Stripes: 2, DedupWindow: 30 * time.Second})
 	ctx := context.Background()
 	now := time.Now()
@@ -214,7 +214,7 @@ func TestReviewRetryAfterServerRestart(t *testing.T) {
 // or never. The events of the restored slice then take the fast path.
 func TestReviewRetriesAfterSnapshotRestore(t *testing.T) {
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	o := Options{Prefix: prefix, Stripes: 3, SetMembers: 8, DedupWindow: 30 * time.Second}
 	c := newCounter(t, srv.Client(t), o)
 	ctx := context.Background()

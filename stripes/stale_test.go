@@ -17,7 +17,7 @@ import (
 func TestOldLayoutAfterSealCountsFreshEvents(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		const window = time.Second
-		prefix := celebritytest.Prefix(t)
+		prefix := celebritytest.NewPrefix(t)
 		writer := newCounter(t, rc, Options{Prefix: prefix, Stripes: 4, DedupWindow: window})
 		admin := newCounter(t, rc, Options{Prefix: prefix, Stripes: 4, DedupWindow: window})
 		ctx := context.Background()

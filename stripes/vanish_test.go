@@ -158,7 +158,7 @@ func TestBirthRecordLivesOnAnotherMaster(t *testing.T) {
 	cl := celebritytest.SharedCluster(t)
 	for i := range 200 {
 		name := fmt.Sprintf("likes:comment:%d", i)
-		k := keys{prefix: celebritytest.Prefix(t), name: name}
+		k := keys{prefix: celebritytest.NewPrefix(t), name: name}
 		require.NotEqual(t, cl.MasterOf(k.layout()).Addr(), cl.MasterOf(k.births()).Addr(), "counter %q", name)
 	}
 }

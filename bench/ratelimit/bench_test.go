@@ -150,7 +150,7 @@ func BenchmarkHotLimitKey(b *testing.B) {
 	cl := celebritytest.SharedCluster(b)
 	b.Run("redis_rate", func(b *testing.B) {
 		var allows []allowFunc
-		prefix := celebritytest.Prefix(b)
+		prefix := celebritytest.NewPrefix(b)
 		for _, c := range clients(b, cl) {
 			lim := redis_rate.NewLimiter(c)
 			allows = append(allows, func(ctx context.Context) (bool, error) {
@@ -173,7 +173,7 @@ func BenchmarkHotLimitKey(b *testing.B) {
 			var allows []allowFunc
 			o := m.o
 			o.Limit = ratelimit.Limit{Rate: rate, Period: time.Second}
-			o.Prefix = celebritytest.Prefix(b)
+			o.Prefix = celebritytest.NewPrefix(b)
 			for _, c := range clients(b, cl) {
 				lim, err := ratelimit.New(c, o)
 				if err != nil {

@@ -35,7 +35,7 @@ func TestDroppedReplyAfterExecution(t *testing.T) {
 	c := client(t, in, -1)
 	plain := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
-	key := celebritytest.Prefix(t) + "counter"
+	key := celebritytest.NewPrefix(t) + "counter"
 
 	in.DropReply(faults.Match{Command: "incr", Arg: key}, 1)
 	err := c.Incr(ctx, key).Err()
@@ -55,7 +55,7 @@ func TestGoRedisRetriesADroppedReply(t *testing.T) {
 	c := client(t, in, 3)
 	plain := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
-	key := celebritytest.Prefix(t) + "counter"
+	key := celebritytest.NewPrefix(t) + "counter"
 
 	in.DropReply(faults.Match{Command: "INCR", Arg: key}, 1)
 	v, err := c.Incr(ctx, key).Result()
@@ -69,7 +69,7 @@ func TestDropMatchesOnlyItsCommand(t *testing.T) {
 	in := faults.New()
 	c := client(t, in, -1)
 	ctx := context.Background()
-	key := celebritytest.Prefix(t) + "k"
+	key := celebritytest.NewPrefix(t) + "k"
 	in.DropReply(faults.Match{Command: "INCR", Arg: "some-other-key"}, 1)
 	require.NoError(t, c.Incr(ctx, key).Err())
 	require.NoError(t, c.Set(ctx, key, "x", 0).Err())
@@ -82,7 +82,7 @@ func TestBlackholedConnectionTimesOut(t *testing.T) {
 	c := client(t, in, -1)
 	plain := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
-	key := celebritytest.Prefix(t) + "k"
+	key := celebritytest.NewPrefix(t) + "k"
 	require.NoError(t, c.Ping(ctx).Err())
 
 	in.Blackhole(true)
@@ -129,7 +129,7 @@ func TestResetClosesLiveConnections(t *testing.T) {
 	in := faults.New()
 	c := client(t, in, -1)
 	ctx := context.Background()
-	sub := c.Subscribe(ctx, celebritytest.Prefix(t)+"chan")
+	sub := c.Subscribe(ctx, celebritytest.NewPrefix(t)+"chan")
 	defer sub.Close()
 	_, err := sub.Receive(ctx)
 	require.NoError(t, err)
@@ -159,7 +159,7 @@ func TestDroppedReplyOnCluster(t *testing.T) {
 	cl := celebritytest.SharedCluster(t)
 	c := cl.Client(t, func(o *redis.ClusterOptions) { o.Dialer = in.Dialer(nil); o.MaxRetries = -1; o.MaxRedirects = -1 })
 	ctx := context.Background()
-	key := celebritytest.Prefix(t) + "{x}counter"
+	key := celebritytest.NewPrefix(t) + "{x}counter"
 	require.NoError(t, c.Ping(ctx).Err())
 	in.DropReply(faults.Match{Command: "INCRBY", Arg: "{x}counter"}, 1)
 	require.Error(t, c.IncrBy(ctx, key, 5).Err())

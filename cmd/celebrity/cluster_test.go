@@ -19,7 +19,7 @@ import (
 func TestRoutesAndMigrateWithTheControlOnACluster(t *testing.T) {
 	cl := celebritytest.SharedCluster(t)
 	shards := celebritytest.Shards(t, 2)
-	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.Prefix(t)) + "routing"
+	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.NewPrefix(t)) + "routing"
 	ctl := []string{"--cluster", strings.Join(cl.Addrs(), ","), "--prefix", prefix}
 	shardFlag := "a=" + shards[0].Addr() + ",b=" + shards[1].Addr()
 	run := func(stdin string, args ...string) result { return cli(t, stdin, nil, append(args, ctl...)...) }
@@ -84,7 +84,7 @@ func TestRoutesAndMigrateWithTheControlOnACluster(t *testing.T) {
 // inspected with --cluster.
 func TestEscrowAuditOnACluster(t *testing.T) {
 	cl := celebritytest.SharedCluster(t)
-	name := strings.NewReplacer("{", "", "}", "", ":", "-").Replace(celebritytest.Prefix(t)) + "video"
+	name := strings.NewReplacer("{", "", "}", "", ":", "-").Replace(celebritytest.NewPrefix(t)) + "video"
 	opts := escrow.PoolOptions{Name: name, Capacity: 12, AllowWeakDurability: true,
 		Owners: []escrow.Owner{{Name: "eu", First: 1, Last: 4}, {Name: "us", First: 5, Last: 8}, {Name: "ap", First: 9, Last: 12}}}
 	pool, err := escrow.NewPool(cl.Client(t), opts)

@@ -21,7 +21,7 @@ import (
 // machine never reached it).
 func TestTopShowsTheFleetHotSet(t *testing.T) {
 	cl := celebritytest.SharedCluster(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	hot, launch := p+"post:ronaldo", p+"post:launch"
 	load := func(_ context.Context, key string) (string, uint64, error) { return "v1", 1, nil }
 	var caches []*celebrity.Cache[string]

@@ -19,7 +19,7 @@ import (
 // writes and says that nothing is stored, exiting 1, instead of reporting a used 0.
 func TestRatelimitStatusSaysWhenItsFlagsReadNothing(t *testing.T) {
 	s := celebritytest.Standalone(t)
-	prefix := celebritytest.Prefix(t) + "rl:"
+	prefix := celebritytest.NewPrefix(t) + "rl:"
 	lim, err := ratelimit.New(s.Client(t), ratelimit.Options{Prefix: prefix, Limit: ratelimit.Limit{Rate: 500, Period: time.Hour}})
 	require.NoError(t, err)
 	for range 3 {
@@ -59,7 +59,7 @@ func TestRatelimitStatusSaysWhenItsFlagsReadNothing(t *testing.T) {
 // neither hides the sums of the others nor passes for a zero.
 func TestStripesSumPrintsTheOthersAndReportsAMissingName(t *testing.T) {
 	s := celebritytest.Standalone(t)
-	prefix := celebritytest.Prefix(t) + "stripes:"
+	prefix := celebritytest.NewPrefix(t) + "stripes:"
 	for name, n := range map[string]int{"views": 2, "likes": 1} {
 		ctr, err := stripes.New(s.Client(t), stripes.Options{Name: name, Prefix: prefix, Stripes: 2, SealInterval: -1})
 		require.NoError(t, err)
@@ -130,7 +130,7 @@ func TestAddressConflictNamesTheVariable(t *testing.T) {
 // logger: what the operator reads is the tool's output and nothing else.
 func TestGoRedisLogsStayOutOfTheOutput(t *testing.T) {
 	cl := celebritytest.SharedCluster(t)
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	ctr, err := stripes.New(cl.Client(t), stripes.Options{Name: "views", Prefix: prefix, Stripes: 3, SealInterval: -1})
 	require.NoError(t, err)
 	_, err = ctr.Add(t.Context(), stripes.Event{ID: "e1", Time: time.Now()}, 1)

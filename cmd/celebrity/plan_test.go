@@ -21,7 +21,7 @@ import (
 func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	control := celebritytest.Standalone(t)
 	shards := celebritytest.Shards(t, 3)
-	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.Prefix(t)) + "routing"
+	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.NewPrefix(t)) + "routing"
 	ctl := []string{"--addr", control.Addr(), "--prefix", prefix}
 	shardFlag := "a=" + shards[0].Addr() + ",b=" + shards[1].Addr() + ",c=" + shards[2].Addr()
 	r := cli(t, "", nil, append([]string{"routes", "init", "--buckets", "8", "--yes", "a", "b", "c"}, ctl...)...)
@@ -194,7 +194,7 @@ func TestPlanWithAClusterShard(t *testing.T) {
 }
 
 func runPlanFromSummary(t *testing.T, tc planFromSummary) {
-	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.Prefix(t)) + "routing"
+	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.NewPrefix(t)) + "routing"
 	ctl := []string{"--addr", tc.control.Addr(), "--prefix", prefix}
 	r := cli(t, "", nil, append([]string{"routes", "init", "--buckets", "8", "--yes", "a", "b", "c"}, ctl...)...)
 	require.Equal(t, 0, r.code, r.stderr)
@@ -296,7 +296,7 @@ func runPlanFromSummary(t *testing.T, tc planFromSummary) {
 func TestPlanBadInputExitsTwo(t *testing.T) {
 	control := celebritytest.Standalone(t)
 	shards := celebritytest.Shards(t, 2)
-	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.Prefix(t)) + "routing"
+	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.NewPrefix(t)) + "routing"
 	ctl := []string{"--addr", control.Addr(), "--prefix", prefix}
 	r := cli(t, "", nil, append([]string{"routes", "init", "--buckets", "4", "--yes", "a", "b"}, ctl...)...)
 	require.Equal(t, 0, r.code, r.stderr)
@@ -332,7 +332,7 @@ func TestPlanBadInputExitsTwo(t *testing.T) {
 func TestPlanReSplitsASpreadTenantStillTooHot(t *testing.T) {
 	control := celebritytest.Standalone(t)
 	servers := celebritytest.Shards(t, 4)
-	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.Prefix(t)) + "routing"
+	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.NewPrefix(t)) + "routing"
 	ctl := []string{"--addr", control.Addr(), "--prefix", prefix}
 	shards := map[string]routing.Scripter{}
 	var flag []string
@@ -406,7 +406,7 @@ func TestPlanReSplitsASpreadTenantStillTooHot(t *testing.T) {
 func TestPlanMergesASpreadTenantThatCooled(t *testing.T) {
 	control := celebritytest.Standalone(t)
 	servers := celebritytest.Shards(t, 4)
-	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.Prefix(t)) + "routing"
+	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.NewPrefix(t)) + "routing"
 	ctl := []string{"--addr", control.Addr(), "--prefix", prefix}
 	shards := map[string]routing.Scripter{}
 	var flag []string

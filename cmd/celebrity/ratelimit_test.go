@@ -27,7 +27,7 @@ func TestRatelimitStatusInEveryMode(t *testing.T) {
 				cl := celebritytest.SharedCluster(t)
 				c, conn = cl.Client(t), []string{"--cluster", cl.Addrs()[0]}
 			}
-			prefix := celebritytest.Prefix(t) + "rl:"
+			prefix := celebritytest.NewPrefix(t) + "rl:"
 			lim := ratelimit.Limit{Rate: 100, Period: time.Hour}
 			for _, tc := range []struct {
 				name  string

@@ -24,7 +24,7 @@ type routesFixture struct {
 
 func newRoutesFixture(t *testing.T) *routesFixture {
 	f := &routesFixture{control: celebritytest.Standalone(t), shards: celebritytest.Shards(t, 2)}
-	f.prefix = strings.NewReplacer("{", "", "}", "").Replace(celebritytest.Prefix(t)) + "routing"
+	f.prefix = strings.NewReplacer("{", "", "}", "").Replace(celebritytest.NewPrefix(t)) + "routing"
 	f.shardFlag = "a=" + f.shards[0].Addr() + ",b=" + f.shards[1].Addr()
 	f.controlFlags = []string{"--addr", f.control.Addr(), "--prefix", f.prefix}
 	return f

@@ -27,7 +27,7 @@ func TestStripesStatusSumResizeSeal(t *testing.T) {
 				cl := celebritytest.SharedCluster(t)
 				c, conn = cl.Client(t), []string{"--cluster", cl.Addrs()[0]}
 			}
-			prefix := celebritytest.Prefix(t) + "stripes:"
+			prefix := celebritytest.NewPrefix(t) + "stripes:"
 			conn = append(conn, "--prefix", prefix)
 			const window = 2 * time.Second
 			ctr, err := stripes.New(c, stripes.Options{Name: "course:72:views", Prefix: prefix, Stripes: 4,
@@ -121,7 +121,7 @@ func stripesStatus(t *testing.T, conn []string, name string) counterStatus {
 func TestStripesBadInputChangesNothing(t *testing.T) {
 	s := celebritytest.Standalone(t)
 	c := s.Client(t)
-	prefix := celebritytest.Prefix(t) + "stripes:"
+	prefix := celebritytest.NewPrefix(t) + "stripes:"
 	ctr, err := stripes.New(c, stripes.Options{Name: "views", Prefix: prefix, Stripes: 2, SealInterval: -1})
 	require.NoError(t, err)
 	defer ctr.Close()
@@ -198,7 +198,7 @@ func TestStripesReadsAHomeRecord(t *testing.T) {
 				cl := celebritytest.SharedCluster(t)
 				c, conn = cl.Client(t), []string{"--cluster", cl.Addrs()[0]}
 			}
-			prefix := celebritytest.Prefix(t) + "stripes:"
+			prefix := celebritytest.NewPrefix(t) + "stripes:"
 			conn = append(conn, "--prefix", prefix)
 			const name = "post:9:views"
 			ctr, err := stripes.New(c, stripes.Options{Name: name, Prefix: prefix, Stripes: 1,

@@ -57,7 +57,7 @@ type capsJSON struct {
 func TestTopFindsTheHotNode(t *testing.T) {
 	cl := celebritytest.SharedCluster(t)
 	c := cl.Client(t)
-	key := celebritytest.Prefix(t) + "post:ronaldo"
+	key := celebritytest.NewPrefix(t) + "post:ronaldo"
 	// A key to SCAN: on a cluster with no key at all, --scan would probe nothing.
 	require.NoError(t, c.Set(t.Context(), key, "v", 0).Err())
 	stop := hammer(t, c, key)
@@ -88,7 +88,7 @@ func TestTopFindsTheHotNode(t *testing.T) {
 func TestTopOnStandaloneProbesObjectFreq(t *testing.T) {
 	s := celebritytest.NewServer(t, celebritytest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lfu"}})
 	c := s.Client(t)
-	key := celebritytest.Prefix(t) + "k"
+	key := celebritytest.NewPrefix(t) + "k"
 	require.NoError(t, c.Set(t.Context(), key, "v", 0).Err())
 	for i := range 5 {
 		require.NoError(t, c.Set(t.Context(), key+":cold:"+itoa(i), "v", 0).Err())
@@ -130,7 +130,7 @@ func TestTopFrameRendering(t *testing.T) {
 // key of that name the Cache never wrote, and says which key it probed.
 func TestTopProbesACacheKeyWhereTheCacheStoresIt(t *testing.T) {
 	s := celebritytest.NewServer(t, celebritytest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lfu"}})
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	cache, err := celebrity.New(s.Client(t), func(context.Context, string) ([]byte, uint64, error) { return []byte("v"), 1, nil },
 		celebrity.Options[[]byte]{Prefix: p, ReportInterval: -1})
 	require.NoError(t, err)

@@ -18,7 +18,7 @@ func TestStripesFamilyArrivesAsNamedInstruments(t *testing.T) {
 	client := celebritytest.Standalone(t).Client(t)
 	reader := sdkmetric.NewManualReader()
 	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
-	fam, err := stripes.NewFamily(client, stripes.FamilyOptions{Counter: stripes.Options{Prefix: celebritytest.Prefix(t)},
+	fam, err := stripes.NewFamily(client, stripes.FamilyOptions{Counter: stripes.Options{Prefix: celebritytest.NewPrefix(t)},
 		Interval: -1, MaxStaleness: time.Hour})
 	require.NoError(t, err)
 	defer fam.Close()

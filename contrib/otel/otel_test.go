@@ -81,7 +81,7 @@ func TestEveryPackageStatsArriveAsNamedInstruments(t *testing.T) {
 	ctx := t.Context()
 	srv := celebritytest.Standalone(t)
 	client := srv.Client(t)
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	reader := sdkmetric.NewManualReader()
 	meter := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)).Meter("test")
 	must := func(_ any, err error) {

@@ -22,7 +22,7 @@ import (
 func TestRatelimitInvalidatorAndReaderArriveAsNamedSeries(t *testing.T) {
 	ctx := t.Context()
 	client := celebritytest.Standalone(t).Client(t)
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	reg := prometheus.NewPedanticRegistry()
 
 	lim, err := ratelimit.New(client, ratelimit.Options{Limit: ratelimit.Limit{Rate: 2, Period: time.Minute}, Prefix: prefix + "rl:"})
@@ -114,7 +114,7 @@ func TestCacheStatsArriveAsNamedSeries(t *testing.T) {
 	client := celebritytest.Standalone(t).Client(t)
 	c, err := celebrity.New(client, func(_ context.Context, id string) (string, uint64, error) {
 		return "v:" + id, 1, nil
-	}, celebrity.Options[string]{Prefix: celebritytest.Prefix(t), Fresh: time.Minute, Stale: time.Minute})
+	}, celebrity.Options[string]{Prefix: celebritytest.NewPrefix(t), Fresh: time.Minute, Stale: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) { celebritytest.Main(m) }
 func TestEveryPackageStatsArriveAsNamedSeries(t *testing.T) {
 	ctx := t.Context()
 	client := celebritytest.Standalone(t).Client(t)
-	prefix := celebritytest.Prefix(t)
+	prefix := celebritytest.NewPrefix(t)
 	reg := prometheus.NewPedanticRegistry()
 	must := func(_ any, err error) {
 		t.Helper()

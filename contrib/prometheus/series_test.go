@@ -29,7 +29,7 @@ var update = flag.Bool("update", false, "rewrite testdata/series.golden")
 // number of series shows in review.
 func TestOneCacheAndOneLimiterSeries(t *testing.T) {
 	client := celebritytest.Standalone(t).Client(t)
-	p := celebritytest.Prefix(t)
+	p := celebritytest.NewPrefix(t)
 	c, err := celebrity.New(client, func(_ context.Context, id string) (string, uint64, error) { return "v", 1, nil },
 		celebrity.Options[string]{Prefix: p + "cache:"})
 	require.NoError(t, err)
@@ -76,7 +76,7 @@ func TestOneCacheAndOneLimiterSeries(t *testing.T) {
 // its Stats under celebrity_stripes_family_*, added over its names (no name is a label).
 func TestStripesFamilyArrivesAsNamedSeries(t *testing.T) {
 	client := celebritytest.Standalone(t).Client(t)
-	fam, err := stripes.NewFamily(client, stripes.FamilyOptions{Counter: stripes.Options{Prefix: celebritytest.Prefix(t)},
+	fam, err := stripes.NewFamily(client, stripes.FamilyOptions{Counter: stripes.Options{Prefix: celebritytest.NewPrefix(t)},
 		Interval: -1, MaxStaleness: time.Hour})
 	require.NoError(t, err)
 	defer fam.Close()
@@ -126,7 +126,7 @@ celebrity_stripes_family_sums_total{name="views"} 1
 func TestPerCopySeriesOnlyWhereCopiesAreRead(t *testing.T) {
 	client := celebritytest.SharedCluster(t).Client(t)
 	c, err := celebrity.New(client, func(_ context.Context, id string) (string, uint64, error) { return "v", 1, nil },
-		celebrity.Options[string]{Prefix: celebritytest.Prefix(t), ReportInterval: -1, Fresh: time.Millisecond, Stale: -1})
+		celebrity.Options[string]{Prefix: celebritytest.NewPrefix(t), ReportInterval: -1, Fresh: time.Millisecond, Stale: -1})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.Ready(t.Context()))

@@ -16,7 +16,7 @@ func TestCacheWorksUnderLeastPrivilege(t *testing.T) {
 	for _, mode := range []string{"standalone", "cluster"} {
 		t.Run(mode, func(t *testing.T) {
 			ctx := t.Context()
-			prefix := celebritytest.Prefix(t)
+			prefix := celebritytest.NewPrefix(t)
 			o := celebrity.Options[string]{Prefix: prefix, Fresh: time.Second, Stale: time.Second}
 			client := aclClient(t, mode, "celebrity-cache", celebrity.ACLRule(o)...)
 			loads := 0

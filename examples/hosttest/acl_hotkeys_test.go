@@ -81,7 +81,7 @@ func hotkeysOps(ctx context.Context, client, host redis.UniversalClient, prefix 
 func TestHotkeysProbeWorksUnderLeastPrivilege(t *testing.T) {
 	for _, mode := range []string{"standalone", "cluster"} {
 		t.Run(mode, func(t *testing.T) {
-			prefix := celebritytest.Prefix(t)
+			prefix := celebritytest.NewPrefix(t)
 			rules := hotkeys.ACLRule(prefix + "*")
 			var client, host redis.UniversalClient
 			if mode == "cluster" {

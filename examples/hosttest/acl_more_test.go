@@ -60,7 +60,7 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 			}
 			t.Run("ratelimit", func(t *testing.T) {
 				ctx := t.Context()
-				prefix := celebritytest.Prefix(t)
+				prefix := celebritytest.NewPrefix(t)
 				for _, m := range []ratelimit.Mode{ratelimit.Exact, ratelimit.Leased, ratelimit.Approximate} {
 					lim, err := ratelimit.New(user(t, "ratelimit", prefix), ratelimit.Options{
 						Limit: ratelimit.Limit{Rate: 100, Period: time.Minute}, Mode: m, Slots: 3, Prefix: prefix + m.String() + ":"})
@@ -79,7 +79,7 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 			})
 			t.Run("replicas", func(t *testing.T) {
 				ctx := t.Context()
-				prefix := celebritytest.Prefix(t)
+				prefix := celebritytest.NewPrefix(t)
 				r, err := replicas.New(user(t, "replicas", prefix), replicas.Options{Copies: 3, Prefix: prefix})
 				if err != nil {
 					t.Fatal(err)
@@ -156,7 +156,7 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 			})
 			t.Run("l1cache", func(t *testing.T) {
 				ctx := t.Context()
-				channel := celebritytest.Prefix(t) + "invalidate"
+				channel := celebritytest.NewPrefix(t) + "invalidate"
 				a, b := invTarget{make(chan string, 16)}, invTarget{make(chan string, 16)}
 				var invs []*l1cache.Invalidator
 				for _, target := range []invTarget{a, b} {

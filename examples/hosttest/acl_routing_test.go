@@ -64,7 +64,7 @@ func aclPair(t *testing.T, mode, pkg, prefix string, rules map[string][]string, 
 }
 
 // aclPrefix is a routing prefix for the test (no braces, no trailing colon).
-func aclPrefix(t *testing.T) string { return strings.TrimSuffix(celebritytest.Prefix(t), ":") }
+func aclPrefix(t *testing.T) string { return strings.TrimSuffix(celebritytest.NewPrefix(t), ":") }
 
 // routingOps publishes a table, provisions it, and runs a Router's writes, replays, reads
 // and deletes, then gives a new tenant a unit of its own by an override and writes it through the router that

@@ -38,7 +38,7 @@ func TestPackagesWorkUnderLeastPrivilege(t *testing.T) {
 			}
 			t.Run("stripes", func(t *testing.T) {
 				ctx := t.Context()
-				prefix := celebritytest.Prefix(t)
+				prefix := celebritytest.NewPrefix(t)
 				c, err := stripes.New(user(t, "stripes", prefix), stripes.Options{Name: "views", Prefix: prefix, Stripes: 4, SealInterval: -1})
 				if err != nil {
 					t.Fatal(err)
@@ -59,7 +59,7 @@ func TestPackagesWorkUnderLeastPrivilege(t *testing.T) {
 			})
 			t.Run("escrow", func(t *testing.T) {
 				ctx := t.Context()
-				prefix := celebritytest.Prefix(t)
+				prefix := celebritytest.NewPrefix(t)
 				lim, err := escrow.NewCentral(user(t, "escrow", prefix), escrow.CentralOptions{Name: "seats", Capacity: 2, Prefix: prefix, AllowWeakDurability: true})
 				if err != nil {
 					t.Fatal(err)

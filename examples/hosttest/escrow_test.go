@@ -23,7 +23,7 @@ func TestSeatSaleSurvivesLostReplies(t *testing.T) {
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Masters: 3})
 	ctx := t.Context()
 	// The test's servers keep no AOF: accept that, as the check is not what is tested.
-	opts := escrow.CentralOptions{Name: "course-72", Capacity: 10, Prefix: celebritytest.Prefix(t), AllowWeakDurability: true}
+	opts := escrow.CentralOptions{Name: "course-72", Capacity: 10, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true}
 
 	shop, err := escrow.NewCentral(cl.Client(t), opts)
 	if err != nil {

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { celebritytest.Main(m) }
 // KEYS[1] and returns the new count.
 func incr(t testing.TB) *script.Script {
 	t.Helper()
-	return script.New(fmt.Sprintf("-- %s\nreturn redis.call('INCR', KEYS[1])", celebritytest.Prefix(t)))
+	return script.New(fmt.Sprintf("-- %s\nreturn redis.call('INCR', KEYS[1])", celebritytest.NewPrefix(t)))
 }
 
 // loadedEverywhere reports, per master behind c, whether s is in its script cache.
@@ -68,7 +68,7 @@ func TestLoadPutsTheScriptOnEveryMaster(t *testing.T) {
 func TestRunFallsBackToEval(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		s := incr(t)
-		key := celebritytest.Prefix(t) + "n"
+		key := celebritytest.NewPrefix(t) + "n"
 		n, err := s.Run(t.Context(), c, []string{key}).Int64()
 		require.NoError(t, err)
 		require.Equal(t, int64(1), n)
@@ -83,7 +83,7 @@ func TestPipelineRunsEveryCallOnce(t *testing.T) {
 		ctx := t.Context()
 		fresh, loaded := incr(t), incr(t)
 		require.NoError(t, script.Load(ctx, c, loaded))
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		var calls []script.Call
 		for i := range 12 {
 			s := fresh
@@ -112,7 +112,7 @@ func TestPipelineRunsEveryCallOnce(t *testing.T) {
 func TestPipelineKeepsEachCallsError(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := t.Context()
-		p := celebritytest.Prefix(t)
+		p := celebritytest.NewPrefix(t)
 		bad := script.New(fmt.Sprintf("-- %s\nreturn redis.error_reply('ERR script: bad argument')", p))
 		read := script.New(fmt.Sprintf("-- %s\nreturn redis.call('GET', KEYS[1])", p))
 		require.NoError(t, c.Set(ctx, p+"{a}", "v", 0).Err())
@@ -143,7 +143,7 @@ func TestPipelineOfNothing(t *testing.T) {
 func TestPipelineWaitRunsEveryCallOnceThenWaits(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
 	s := incr(t)
-	key := celebritytest.Prefix(t) + "n"
+	key := celebritytest.NewPrefix(t) + "n"
 	calls := []script.Call{{Script: s, Keys: []string{key}}, {Script: s, Keys: []string{key}}}
 	for round, cached := range []bool{false, true} {
 		ok, err := c.ScriptExists(t.Context(), s.Hash()).Result()

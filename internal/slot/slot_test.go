@@ -84,7 +84,7 @@ func TestMapAgreesWithCluster(t *testing.T) {
 		owned := m.Slots(addr)
 		total += len(owned)
 		// Every owner answers for its slots: a key tagged into its first slot is written there.
-		key := celebritytest.Prefix(t) + "{" + slot.TagFor(owned[0]) + "}k"
+		key := celebritytest.NewPrefix(t) + "{" + slot.TagFor(owned[0]) + "}k"
 		require.Equal(t, addr, m.MasterOfKey(key))
 		require.NoError(t, cl.Client(t).Set(ctx, key, 1, 0).Err())
 		for _, s := range cl.Masters() {

@@ -43,7 +43,7 @@ func TestTaggedAgreesWithCluster(t *testing.T) {
 	c := celebritytest.SharedCluster(t).Client(t)
 	ctx := t.Context()
 	for _, tag := range []string{"pool:eu", slot.TagFor(42), "with space"} {
-		base := slot.Tagged(celebritytest.Prefix(t), tag)
+		base := slot.Tagged(celebritytest.NewPrefix(t), tag)
 		for _, suffix := range []string{":meta", ":free", ":{other}"} {
 			got, err := c.ClusterKeySlot(ctx, base+suffix).Result()
 			require.NoError(t, err)

@@ -20,7 +20,7 @@ import (
 // other instances). queries/op counts the source queries. Report the ratios of ns/op.
 func BenchmarkFeedPageMiss(b *testing.B) {
 	srv := celebritytest.Standalone(b)
-	prefix := celebritytest.Prefix(b)
+	prefix := celebritytest.NewPrefix(b)
 	var queries atomic.Int64
 	load := func(_ context.Context, key string) (string, uint64, error) {
 		queries.Add(1)

@@ -176,7 +176,7 @@ var order = []string{"l1cache", "go-redis-csc", "rueidis-csc", "sturdyc", "go-re
 // same run (one instance each).
 func BenchmarkHotKeyHit(b *testing.B) {
 	srv := celebritytest.Standalone(b)
-	key := celebritytest.Prefix(b) + "celebrity"
+	key := celebritytest.NewPrefix(b) + "celebrity"
 	ctx := context.Background()
 	if err := srv.Client(b).Set(ctx, key, "payload", 0).Err(); err != nil {
 		b.Fatal(err)
@@ -205,7 +205,7 @@ func BenchmarkHotKeyHit(b *testing.B) {
 //	go test -run '^$' -bench HotKeyHundredInstances -benchtime=5s
 func BenchmarkHotKeyHundredInstances(b *testing.B) {
 	srv := celebritytest.Standalone(b)
-	key := celebritytest.Prefix(b) + "celebrity"
+	key := celebritytest.NewPrefix(b) + "celebrity"
 	ctx := context.Background()
 	if err := srv.Client(b).Set(ctx, key, "payload", 0).Err(); err != nil {
 		b.Fatal(err)
