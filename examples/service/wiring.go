@@ -8,8 +8,8 @@ import (
 
 	"github.com/celebrity-go/celebrity"
 	"github.com/celebrity-go/celebrity/admin"
-	"github.com/celebrity-go/celebrity/l1cache"
 	celebrityprom "github.com/celebrity-go/celebrity/contrib/prometheus"
+	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/celebrity-go/celebrity/ratelimit"
 	"github.com/celebrity-go/celebrity/stripes"
 	"github.com/prometheus/client_golang/prometheus"
