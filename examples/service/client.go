@@ -27,6 +27,7 @@ type call struct {
 	Status int
 	Took   time.Duration
 	Err    error
+	proc   string // the process called, for the game day's report
 }
 
 func (c *client) do(ctx context.Context, method, path string, body []byte, out any) call {

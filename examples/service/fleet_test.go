@@ -41,6 +41,13 @@ type proc struct {
 	events []hotEvent
 	loop   uint64 // the cache's LoopCommands as last scraped
 	warns  int
+	slow   []slowRequest // requests the process itself logged as past their deadline + 50ms
+}
+
+type slowRequest struct {
+	Path  string
+	Start time.Time
+	Took  time.Duration
 }
 
 // hotEvent is one hot-set change the process logged (Options.OnEvent).
@@ -85,10 +92,12 @@ func (p *proc) read(r io.Reader, serving chan<- string) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var line struct {
-			Msg, Addr, Kind, Key string
-			Rate                 float64
-			AtUs                 int64 `json:"at_us"`
-			Level                string
+			Msg, Addr, Kind, Key, Path string
+			Rate                       float64
+			AtUs                       int64 `json:"at_us"`
+			StartUs                    int64 `json:"start_us"`
+			TookMs                     int64 `json:"took_ms"`
+			Level                      string
 		}
 		if json.Unmarshal(sc.Bytes(), &line) != nil {
 			continue
@@ -99,6 +108,10 @@ func (p *proc) read(r io.Reader, serving chan<- string) {
 		case line.Msg == "hot set":
 			p.mu.Lock()
 			p.events = append(p.events, hotEvent{Kind: line.Kind, Key: line.Key, At: time.UnixMicro(line.AtUs), Rate: line.Rate})
+			p.mu.Unlock()
+		case line.Msg == "slow request":
+			p.mu.Lock()
+			p.slow = append(p.slow, slowRequest{Path: line.Path, Start: time.UnixMicro(line.StartUs), Took: time.Duration(line.TookMs) * time.Millisecond})
 			p.mu.Unlock()
 		case line.Level == "WARN" || line.Level == "ERROR":
 			p.mu.Lock()

@@ -33,11 +33,23 @@ func postKey(id string) string { return "post:" + id }
 func postID(key string) string { return strings.TrimPrefix(key, "post:") }
 
 func (s *service) routes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /posts/{id}", s.getPost)
-	mux.HandleFunc("PUT /posts/{id}", s.putPost)
-	mux.HandleFunc("POST /posts/{id}/views", s.addView)
-	mux.HandleFunc("GET /posts/{id}/views", s.getViews)
-	mux.HandleFunc("POST /merchants/{id}/payments", s.pay)
+	mux.HandleFunc("GET /posts/{id}", s.timed(s.getPost))
+	mux.HandleFunc("PUT /posts/{id}", s.timed(s.putPost))
+	mux.HandleFunc("POST /posts/{id}/views", s.timed(s.addView))
+	mux.HandleFunc("GET /posts/{id}/views", s.timed(s.getViews))
+	mux.HandleFunc("POST /merchants/{id}/payments", s.timed(s.pay))
+}
+
+// timed logs a request that took longer than its deadline and 50 ms.
+func (s *service) timed(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		h(w, r)
+		if took := time.Since(start); took > Deadline+50*time.Millisecond {
+			s.log.Warn("slow request", "method", r.Method, "path", r.URL.Path, "took_ms", took.Milliseconds(),
+				"start_us", start.UnixMicro())
+		}
+	}
 }
 
 func (s *service) getPost(w http.ResponseWriter, r *http.Request) {

@@ -16,7 +16,10 @@ type row struct {
 	met            bool
 }
 
-type results struct{ rows []row }
+type results struct {
+	rows  []row
+	notes []string
+}
 
 func (r *results) add(target string, met bool, format string, a ...any) {
 	r.rows = append(r.rows, row{target: target, figure: fmt.Sprintf(format, a...), met: met})
@@ -103,6 +106,7 @@ func (g *gameday) measure(tr *traffic, smp *sampler, pl plan, start, onset, fade
 
 	res.payments(tr)
 	res.deadlines(tr)
+	res.slowInServices(tr, procs)
 
 	var loop uint64
 	for _, p := range procs {
@@ -187,6 +191,9 @@ func (res *results) deadlines(tr *traffic) {
 	var kinds []string
 	late, calls := 0, 0
 	for k := range tr.rec.calls {
+		if k == newNameKind {
+			continue
+		}
 		kinds = append(kinds, k)
 		late += tr.rec.late[k]
 		calls += tr.rec.calls[k]
@@ -196,7 +203,48 @@ func (res *results) deadlines(tr *traffic) {
 	for _, k := range kinds {
 		parts = append(parts, fmt.Sprintf("%s %d calls, %d failed, %d late, slowest %s", k, tr.rec.calls[k], tr.rec.failed[k], tr.rec.late[k], tr.rec.slowest[k].Round(time.Millisecond)))
 	}
-	res.add(tDeadline, late == 0, "%d of %d calls late (deadline %s); %s", late, calls, Deadline, strings.Join(parts, "; "))
+	res.add(tClient, late == 0, "%d of %d calls late (deadline %s); %s", late, calls, Deadline, strings.Join(parts, "; "))
+	k := newNameKind
+	res.add(tNewName, tr.rec.calls[k] > 0 && tr.rec.late[k] == 0, "%d of %d late at the client, slowest %s",
+		tr.rec.late[k], tr.rec.calls[k], tr.rec.slowest[k].Round(time.Millisecond))
+	for i, l := range tr.rec.lateCalls {
+		if i == 10 {
+			break
+		}
+		res.notes = append(res.notes, fmt.Sprintf("late: %s to %s took %s, ended %s, status %d %v",
+			l.kind, l.proc, l.call.Took.Round(time.Millisecond), l.end.Format("15:04:05.000"), l.call.Status, l.call.Err))
+	}
+}
+
+// slowInServices checks the requests the processes themselves logged as answered past
+// their deadline + 50ms (the first views of new posts apart: see tNewName).
+func (res *results) slowInServices(tr *traffic, procs []*proc) {
+	tr.rec.mu.Lock()
+	calls := 0
+	for k, n := range tr.rec.calls {
+		if k != newNameKind {
+			calls += n
+		}
+	}
+	tr.rec.mu.Unlock()
+	late, newLate := 0, 0
+	var slowest, newSlowest time.Duration
+	for _, p := range procs {
+		p.mu.Lock()
+		for _, s := range p.slow {
+			if strings.HasPrefix(s.Path, "/posts/new-") {
+				newLate++
+				newSlowest = max(newSlowest, s.Took)
+				continue
+			}
+			late++
+			slowest = max(slowest, s.Took)
+			res.notes = append(res.notes, fmt.Sprintf("slow in %s: %s started %s took %s", p.name, s.Path, s.Start.Format("15:04:05.000"), s.Took))
+		}
+		p.mu.Unlock()
+	}
+	res.add(tDeadline, late == 0, "%d of %d requests answered past %s (slowest of those: %s)", late, calls, Deadline+50*time.Millisecond, dur(slowest, late))
+	res.notes = append(res.notes, fmt.Sprintf("first views of new posts answered past the deadline + 50ms in the service: %d (slowest %s)", newLate, dur(newSlowest, newLate)))
 }
 
 func (res *results) print(w io.Writer, pl plan, chart string) {
@@ -217,6 +265,9 @@ func (res *results) print(w io.Writer, pl plan, chart string) {
 			gate = "yes"
 		}
 		fmt.Fprintf(w, "%-62s %-8s %-5s %s\n", r.target, verdict, gate, r.figure)
+	}
+	for _, n := range res.notes {
+		fmt.Fprintln(w, n)
 	}
 	fmt.Fprintf(w, "chart: %s\n", chart)
 }

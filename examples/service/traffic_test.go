@@ -24,6 +24,13 @@ type recorder struct {
 	views     map[string]*viewRec // event ID -> view
 	pays      []payRec
 	stripedAt map[string]time.Time // process -> first celebrity view in a stripe other than 0
+	lateCalls []lateCall
+}
+
+type lateCall struct {
+	kind, proc string
+	end        time.Time
+	call       call
 }
 
 type readRec struct {
@@ -64,6 +71,7 @@ func (r *recorder) took(kind string, c call) {
 	}
 	if c.Took > Deadline+50*time.Millisecond {
 		r.late[kind]++
+		r.lateCalls = append(r.lateCalls, lateCall{kind: kind, proc: c.proc, end: time.Now(), call: c})
 	}
 	r.slowest[kind] = max(r.slowest[kind], c.Took)
 }
@@ -108,6 +116,7 @@ func (tr *traffic) read(ctx context.Context, id string) {
 	p := tr.g.pick()
 	start := time.Now()
 	post, c := p.cl.getPost(ctx, id)
+	c.proc = p.name
 	tr.rec.took("GET /posts", c)
 	if c.Status == http.StatusOK {
 		tr.rec.mu.Lock()
@@ -117,7 +126,9 @@ func (tr *traffic) read(ctx context.Context, id string) {
 }
 
 func (tr *traffic) put(ctx context.Context, id string) {
-	post, c := tr.g.pick().cl.putPost(ctx, id, fmt.Sprintf("edit at %s", time.Now().Format(time.StampMicro)))
+	p := tr.g.pick()
+	post, c := p.cl.putPost(ctx, id, fmt.Sprintf("edit at %s", time.Now().Format(time.StampMicro)))
+	c.proc = p.name
 	tr.rec.took("PUT /posts", c)
 	if c.Status == http.StatusOK {
 		tr.rec.mu.Lock()
@@ -128,7 +139,10 @@ func (tr *traffic) put(ctx context.Context, id string) {
 
 // view sends one view and retries it with the same event until it is acknowledged (at most
 // 6 attempts, as a client's retry budget).
-func (tr *traffic) view(ctx context.Context, id string) {
+func (tr *traffic) view(ctx context.Context, id string) { tr.viewAs(ctx, "POST /views", id) }
+
+// viewAs is view with the calls recorded under kind.
+func (tr *traffic) viewAs(ctx context.Context, kind, id string) {
 	ev, at := fmt.Sprintf("ev-%d", tr.events.Add(1)), time.Now()
 	tr.rec.mu.Lock()
 	tr.rec.views[ev] = &viewRec{post: id}
@@ -136,7 +150,8 @@ func (tr *traffic) view(ctx context.Context, id string) {
 	for range 6 {
 		p := tr.g.pick()
 		v, c := p.cl.view(ctx, id, ev, at)
-		tr.rec.took("POST /views", c)
+		c.proc = p.name
+		tr.rec.took(kind, c)
 		if c.Status == http.StatusOK {
 			tr.rec.mu.Lock()
 			tr.rec.views[ev].acked = true
@@ -154,7 +169,9 @@ func (tr *traffic) view(ctx context.Context, id string) {
 
 func (tr *traffic) pay(ctx context.Context) {
 	under50 := !tr.overload.Load() && time.Since(time.Unix(0, tr.overEnd.Load())) > 2*MerchantLimit.Period
-	res, c := tr.g.pick().cl.pay(ctx, tr.merchant)
+	p := tr.g.pick()
+	res, c := p.cl.pay(ctx, tr.merchant)
+	c.proc = p.name
 	tr.rec.took("POST /payments", c)
 	if c.Status == http.StatusOK || c.Status == http.StatusTooManyRequests {
 		tr.rec.mu.Lock()
