@@ -45,10 +45,11 @@ const (
 // invariants, and every target the library meets today. A target left out is measured and
 // printed, never gating; add it here once the library meets it. tNewName is the deadline
 // invariant for the first view of a post that has no counter yet while a master is paused:
-// creating the counter's layout reads the cluster's slot map (CLUSTER SLOTS, to a random
-// node) without the call's deadline, so when that node is the paused one the view takes
-// go-redis's timeouts (about 5s). It is measured apart so that the deadline gate holds
-// for everything else; gate it here when the first Add of a name honours its deadline.
+// such a view was once answered after 5s (go-redis's timeouts) instead of 500ms. Creating
+// a counter's layout reads the cluster's slot map (stripes' place, CLUSTER SLOTS) without
+// the call's deadline, the likely cause. It is measured apart so that the deadline gate
+// holds for everything else; gate it here when the first Add of a name honours its
+// deadline.
 // tDeadline is measured by the service (from the handler's start to its return): the
 // client's figure, tClient, adds the time a request waits for a CPU on a loaded machine
 // before the service reads it, which no library controls.
