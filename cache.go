@@ -171,7 +171,7 @@ func (c *Cache[V]) detectors() error {
 // replicasOptions are the Options of the Cache's Replicator (ACLRule grants its rule).
 func (o Options[V]) replicasOptions() replicas.Options {
 	return replicas.Options{
-		Copies: o.Copies, Prefix: o.Prefix + "r:", DefaultTTL: o.TTL, LoadTimeout: o.LoadTimeout,
+		Copies: o.Copies, Prefix: o.Prefix + replicasPrefix, DefaultTTL: o.TTL, LoadTimeout: o.LoadTimeout,
 		Logger: o.Logger, Rand: o.Rand,
 	}
 }

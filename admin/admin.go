@@ -10,12 +10,16 @@
 //		},
 //	})))
 //
+// admin.Cache(c) is the ready section of a celebrity.Cache: its hot set as the fleet
+// published it, the effective options and the stats. Every reply is in the shape Shape
+// describes (snake_case keys, durations and errors as text), the one the celebrity CLI
+// prints with --json.
+//
 // GET / lists the sections; GET /NAME returns one section's snapshot; GET /?all=1 returns
 // every section at once. The handler is read-only: it answers every other method with 405,
 // unless the host registers Actions, which are served only as POST /actions/NAME. A section
 // that fails answers 502 with the error's text; one that takes longer than Options.Timeout
-// answers 504. The handler holds no goroutines and no state beyond its options, and it
-// needs no dependency beyond the standard library.
+// answers 504. The handler holds no goroutines and no state beyond its options.
 package admin
 
 import (
@@ -110,7 +114,7 @@ func Must(o Options) *Handler {
 }
 
 // Stats adapts any component with a Stats method (every package of the library has one)
-// into a Section.
+// into a Section. Its snapshot is served in the shape Shape describes.
 func Stats[T any](c interface{ Stats() T }) Section {
 	return func(context.Context) (any, error) { return c.Stats(), nil }
 }
@@ -198,7 +202,7 @@ func writeError(w http.ResponseWriter, code int, format string, a ...any) {
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
-	b, err := json.MarshalIndent(v, "", "  ")
+	b, err := json.MarshalIndent(Shape(v), "", "  ")
 	if err != nil {
 		code, b = http.StatusInternalServerError, []byte(fmt.Sprintf(`{"error": %q}`, "encode: "+err.Error()))
 	}

@@ -86,7 +86,7 @@ func TestHandlerServesLiveStateReadOnly(t *testing.T) {
 
 	code, l1 := get(t, srv, "GET", "/l1")
 	require.Equal(t, 200, code)
-	require.EqualValues(t, 1, l1["Hits"], "the second Get was a hit: %v", l1)
+	require.EqualValues(t, 1, l1["hits"], "the second Get was a hit: %v", l1)
 
 	code, routes := get(t, srv, "GET", "/routes")
 	require.Equal(t, 200, code)
@@ -192,9 +192,9 @@ func TestHandlerServesTheLibrarysComponents(t *testing.T) {
 	code, all := get(t, srv, "GET", "/?all=1")
 	require.Equal(t, 200, code, "%v", all)
 	require.Equal(t, []any{"post:launch"}, all["hot"])
-	require.EqualValues(t, 1, all["cache"].(map[string]any)["Hot"])
+	require.EqualValues(t, 1, all["cache"].(map[string]any)["hot"])
 	ms := all["migrations"].([]any)
 	require.Len(t, ms, 1)
-	require.Equal(t, "m1", ms[0].(map[string]any)["ID"])
-	require.EqualValues(t, 1, all["escrow"].(map[string]any)["Held"])
+	require.Equal(t, "m1", ms[0].(map[string]any)["id"])
+	require.EqualValues(t, 1, all["escrow"].(map[string]any)["held"])
 }

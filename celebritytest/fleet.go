@@ -172,8 +172,11 @@ func NewCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	return c
 }
 
-// Prefix returns a key prefix unique to this test within the binary, such as
-// "t12:TestRetry/cluster:"; it starts with PrefixRoot. It holds no braces, so it never changes a key's hash tag.
+// Prefix returns a new key prefix on every call, unique within the binary, such as
+// "t12:TestRetry/cluster:"; it starts with PrefixRoot. Two calls in one test return two
+// different prefixes: a test that configures a component with one prefix and checks its
+// keys must keep that string, not call Prefix again. It holds no braces, so it never
+// changes a key's hash tag.
 func Prefix(t testing.TB) string {
 	name := strings.NewReplacer("{", "(", "}", ")", " ", "_").Replace(t.Name())
 	return PrefixRoot + strconv.FormatInt(fleet.prefixes.Add(1), 10) + ":" + name + ":"

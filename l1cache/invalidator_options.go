@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"time"
 )
 
@@ -70,6 +71,19 @@ const (
 	// server it behaves as global pub/sub.
 	PubSubSharded
 )
+
+// String returns "auto", "global" or "sharded", as operator output shows the kind.
+func (k PubSubKind) String() string {
+	switch k {
+	case PubSubAuto:
+		return "auto"
+	case PubSubGlobal:
+		return "global"
+	case PubSubSharded:
+		return "sharded"
+	}
+	return "PubSubKind(" + strconv.Itoa(int(k)) + ")"
+}
 
 func (o InvalidatorOptions) withDefaults() (InvalidatorOptions, error) {
 	if o.Channel == "" {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -21,7 +22,7 @@ func (e *env) plantClaim(t testing.TB, shard string, u routing.Unit, gen uint64,
 	ctx := ctxT(t)
 	_, err := e.shards[shard].Transition(ctx, u, e.own(shard, u), routing.Ownership{Generation: gen, State: routing.StateImporting})
 	require.NoError(t, err)
-	require.NoError(t, e.clients[shard].(redis.Cmdable).HSet(ctx, e.shards[shard].Keys().Unit(u).Own, "mig", mig).Err())
+	require.NoError(t, e.clients[shard].(redis.Cmdable).HSet(ctx, routingfmt.Keys(e.shards[shard].Keys().Tag(u)).Own, "mig", mig).Err())
 }
 
 // The target gets claimed by another migration after this one started: the claim and the
@@ -55,7 +56,7 @@ func TestAbortWhenTheTargetIsClaimedByAnotherMigrationTerminates(t *testing.T) {
 
 func claimOf(t testing.TB, e *env, shard string, u routing.Unit) string {
 	t.Helper()
-	m, err := e.clients[shard].(redis.Cmdable).HGet(ctxT(t), e.shards[shard].Keys().Unit(u).Own, "mig").Result()
+	m, err := e.clients[shard].(redis.Cmdable).HGet(ctxT(t), routingfmt.Keys(e.shards[shard].Keys().Tag(u)).Own, "mig").Result()
 	if err == redis.Nil {
 		return ""
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -18,11 +19,11 @@ import (
 // seedRaw fills unit u on shard name with n records in routing's stored form.
 func seedRaw(b *testing.B, e *env, name string, u routing.Unit, n int) {
 	c := e.clients[name].(redis.Cmdable)
-	k := e.shards[name].Keys().Unit(u)
+	k := routingfmt.Keys(e.shards[name].Keys().Tag(u))
 	for i := 0; i < n; i += 1000 {
 		vals := make([]any, 0, 2000)
 		for j := i; j < min(i+1000, n); j++ {
-			vals = append(vals, routing.RecordField("course", fmt.Sprintf("r%d", j)), "1:l:"+fmt.Sprintf("value-%d", j))
+			vals = append(vals, routingfmt.RecordField("course", fmt.Sprintf("r%d", j)), "1:l:"+fmt.Sprintf("value-%d", j))
 		}
 		require.NoError(b, c.HSet(context.Background(), k.Records, vals...).Err())
 	}
@@ -139,7 +140,7 @@ func stopAndCopy(b *testing.B, e *env, u routing.Unit, from, to string) time.Dur
 	_, err := e.shards[from].Transition(ctx, u, open, routing.Ownership{Generation: open.Generation, State: routing.StateClosed})
 	require.NoError(b, err)
 	src, dst := e.clients[from].(redis.Cmdable), e.clients[to].(redis.Cmdable)
-	k := e.shards[from].Keys().Unit(u)
+	k := routingfmt.Keys(e.shards[from].Keys().Tag(u))
 	require.NoError(b, dst.Del(ctx, k.Records).Err())
 	var cur uint64
 	for {
@@ -199,7 +200,7 @@ func fourthMove(b *testing.B, window time.Duration) {
 		require.True(b, res.Applied)
 		seedRaw(b, e, "a", u, records)
 		c := e.clients["a"].(redis.Cmdable)
-		k := e.shards["a"].Keys().Unit(u)
+		k := routingfmt.Keys(e.shards["a"].Keys().Tag(u))
 		rec, err := c.HGet(ctx, k.Ops, routing.OpKey("course", "hist-seed")).Result()
 		require.NoError(b, err)
 		now := time.Now()

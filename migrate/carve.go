@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/celebrity-go/celebrity/internal/errs"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -34,7 +35,7 @@ type CarveSpec struct {
 //   - Only the tenant's items travel: its records (tombstones included) and the idempotency
 //     records whose record field is the tenant's. The snapshot, the change log and the
 //     verification of the bucket are filtered by the tenant's record-field prefix (see
-//     routing.RecordField); the other tenants' writes in the bucket's log are skipped.
+//     routingfmt.RecordField); the other tenants' writes in the bucket's log are skipped.
 //     Idempotency records written before op records named their field cannot be told apart
 //     and do not travel.
 //   - The barrier closes the tenant only: one script on the source marks the tenant as
@@ -207,10 +208,12 @@ func (s Status) sourceUnit() routing.Unit {
 func (s Status) lockUnit() routing.Unit { return s.sourceUnit() }
 
 // srcKeys are the keys of what the migration copies on the source.
-func (c *Coordinator) srcKeys(r *run) routing.UnitKeys { return c.keys.Unit(r.sourceUnit()) }
+func (c *Coordinator) srcKeys(r *run) routingfmt.UnitKeys {
+	return routingfmt.Keys(c.keys.Tag(r.sourceUnit()))
+}
 
 // fieldPrefix is the record-field prefix of the carved tenant.
-func (s Status) fieldPrefix() string { return routing.RecordField(s.Unit.Tenant, "") }
+func (s Status) fieldPrefix() string { return routingfmt.RecordField(s.Unit.Tenant, "") }
 
 // keep reports whether a record field travels with the migration: every field, or the
 // carved tenant's only.
@@ -223,7 +226,7 @@ func (s Status) keepOp(val string) bool {
 	if !s.carving() {
 		return true
 	}
-	op, err := routing.DecodeOpRecord(val)
+	op, err := routingfmt.DecodeOpRecord(val)
 	return err == nil && s.keep(op.Field)
 }
 
@@ -352,7 +355,7 @@ func (c *Coordinator) carveSource(ctx context.Context, r *run, mode string) (str
 // carve-out's; the bucket's change log is left alone (removing entries from it would look
 // like lost entries to a later migration of the bucket).
 func (c *Coordinator) carveCleanup(ctx context.Context, s Status) (Status, error) {
-	k := c.keys.Unit(s.From)
+	k := routingfmt.Keys(c.keys.Tag(s.From))
 	for _, phase := range []string{"rec", "ops"} {
 		key, kind := k.Records, "r"
 		if phase == "ops" {
@@ -411,7 +414,7 @@ func (c *Coordinator) carvePurge(ctx context.Context, s Status, items []string) 
 	if len(items) == 0 {
 		return true, nil
 	}
-	k := c.keys.Unit(s.From)
+	k := routingfmt.Keys(c.keys.Tag(s.From))
 	args := []any{"purge", s.Unit.Tenant, s.ID, "0", u64(s.SourceGen), u64(max(s.ImportGen, 1))}
 	for _, it := range items {
 		args = append(args, it)
@@ -441,7 +444,7 @@ func (c *Coordinator) carveVerifyPass(ctx context.Context, r *run) (*verifier, e
 	ka, kb := c.srcKeys(r), c.dstKeys(r)
 	for _, sd := range []struct {
 		from, to     *shard
-		kfrom, kto   routing.UnitKeys
+		kfrom, kto   routingfmt.UnitKeys
 		mine, theirs *side
 		filter       bool
 	}{{a, b, ka, kb, v.a, v.b, r.carving()}, {b, a, kb, ka, v.b, v.a, r.folding()}} {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -17,11 +18,11 @@ import (
 // seedTenant fills tenant's part of bucket unit u on shard name with n records.
 func seedTenant(b *testing.B, e *env, name string, u routing.Unit, tenant string, n int) {
 	c := e.clients[name].(redis.Cmdable)
-	k := e.shards[name].Keys().Unit(u)
+	k := routingfmt.Keys(e.shards[name].Keys().Tag(u))
 	for i := 0; i < n; i += 1000 {
 		vals := make([]any, 0, 2000)
 		for j := i; j < min(i+1000, n); j++ {
-			vals = append(vals, routing.RecordField(tenant, fmt.Sprintf("r%d", j)), "1:l:"+fmt.Sprintf("value-%d", j))
+			vals = append(vals, routingfmt.RecordField(tenant, fmt.Sprintf("r%d", j)), "1:l:"+fmt.Sprintf("value-%d", j))
 		}
 		require.NoError(b, c.HSet(context.Background(), k.Records, vals...).Err())
 	}

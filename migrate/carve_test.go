@@ -16,6 +16,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -76,7 +77,7 @@ func newTModel() *tmodel {
 func (m *tmodel) ack(tenant, key string, op routing.Op, opID string, res routing.Result) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	f := routing.RecordField(tenant, key)
+	f := routingfmt.RecordField(tenant, key)
 	m.ops[opID], m.opf[opID] = res, f
 	if !res.Applied {
 		return
@@ -140,7 +141,7 @@ func (m *tmodel) check(t testing.TB, e *env, name string, u routing.Unit, tenant
 	t.Helper()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	prefix := routing.RecordField(tenant, "")
+	prefix := routingfmt.RecordField(tenant, "")
 	got := map[string]routing.Record{}
 	for f, r := range e.records(name, u) {
 		if len(f) >= len(prefix) && f[:len(prefix)] == prefix {
@@ -162,7 +163,7 @@ func (m *tmodel) check(t testing.TB, e *env, name string, u routing.Unit, tenant
 		}
 		rec, ok := ops[routing.OpKey(tenant, id)]
 		require.True(t, ok, "op %s of %q missing on %s", id, tenant, name)
-		or, err := routing.DecodeOpRecord(rec)
+		or, err := routingfmt.DecodeOpRecord(rec)
 		require.NoError(t, err)
 		require.Equal(t, res.Version, or.Version, "op %s version on %s", id, name)
 	}
@@ -186,7 +187,7 @@ func sameBucket(tenant, base string, n int) []string {
 func (e *env) tenantObserver(tenant string, x, y string) *observer {
 	o := &observer{stop: make(chan struct{}), done: make(chan struct{})}
 	bu := routing.BucketUnit(routing.BucketOf(tenant, testBuckets))
-	kx, ky := e.shards[x].Keys().Unit(bu).Own, e.shards[y].Keys().Unit(routing.TenantUnit(tenant)).Own
+	kx, ky := routingfmt.Keys(e.shards[x].Keys().Tag(bu)).Own, routingfmt.Keys(e.shards[y].Keys().Tag(routing.TenantUnit(tenant))).Own
 	cx, cy := e.clients[x].(redis.Cmdable), e.clients[y].(redis.Cmdable)
 	ctx := context.Background()
 	openX := func() bool {
@@ -363,7 +364,7 @@ func TestCarveOutMovesOneTenantWhileItsBucketKeepsWriting(t *testing.T) {
 			require.True(t, cst.Cleaned)
 			require.Empty(t, tenantFields(e.records(src, bu), fat), "the tenant's copy is gone from the bucket")
 			for id, v := range e.ops(src, bu) {
-				or, err := routing.DecodeOpRecord(v)
+				or, err := routingfmt.DecodeOpRecord(v)
 				require.NoError(t, err)
 				require.NotContains(t, tenantFields(map[string]routing.Record{or.Field: {}}, fat), or.Field, "op %s", id)
 			}
@@ -378,7 +379,7 @@ func TestCarveOutMovesOneTenantWhileItsBucketKeepsWriting(t *testing.T) {
 func tenantFields(recs map[string]routing.Record, tenant string) []string {
 	var out []string
 	for f := range recs {
-		if tt, _, ok := routing.SplitRecordField(f); ok && tt == tenant {
+		if tt, _, ok := routingfmt.SplitRecordField(f); ok && tt == tenant {
 			out = append(out, f)
 		}
 	}
@@ -426,7 +427,7 @@ func TestCarveOutLostSeatConfirmationReplaysOnTheNewOwner(t *testing.T) {
 	require.Equal(t, st.FlipGen, cl.table().Generation)
 	tu := routing.TenantUnit(tenant)
 	recs := e.records("b", tu)
-	require.Equal(t, map[string]routing.Record{routing.RecordField(tenant, "seat:17"): {Version: 1, Value: "alice"}}, recs,
+	require.Equal(t, map[string]routing.Record{routingfmt.RecordField(tenant, "seat:17"): {Version: 1, Value: "alice"}}, recs,
 		"applied once, and nothing of the neighbour travelled")
 	_, _, err = cl.tdo(ctx, tenant, "confirm-72-bob", routing.PutIf("seat:17", "bob", 0))
 	require.ErrorIs(t, err, routing.ErrVersionMismatch, "nobody takes the seat again")
@@ -545,11 +546,11 @@ func TestCarveOutCancelAndAbortGiveTheTenantBack(t *testing.T) {
 	// difference in its full verification, aborts, and gives the tenant back.
 	dctx, stopDriver := context.WithCancel(ctx)
 	defer stopDriver()
-	victim := routing.RecordField(tenant, "seed-1")
+	victim := routingfmt.RecordField(tenant, "seed-1")
 	var tampered atomic.Bool
 	co2 := e.coordinator(migrate.Options{BatchSize: 20, OnState: func(s migrate.Status) {
 		if s.State == migrate.ClosedA && s.Barrier != "" && tampered.CompareAndSwap(false, true) {
-			k := e.shards[dst].Keys().Unit(tu)
+			k := routingfmt.Keys(e.shards[dst].Keys().Tag(tu))
 			require.NoError(t, e.clients[dst].(redis.Cmdable).HSet(context.Background(), k.Records, victim, "999:l:evil").Err())
 			stopDriver()
 		}

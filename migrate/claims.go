@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/celebrity-go/celebrity/internal/bound"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -32,7 +33,9 @@ func (c *Coordinator) Claims(ctx context.Context, u routing.Unit) ([]Claim, erro
 	var out []Claim
 	for _, name := range sortedNames(c.shards) {
 		sh := c.shards[name]
-		v, err := bound.Do(ctx, func() ([]any, error) { return sh.c.HMGet(ctx, c.keys.Unit(u).Own, "gen", "state", "mig").Result() })
+		v, err := bound.Do(ctx, func() ([]any, error) {
+			return sh.c.HMGet(ctx, routingfmt.Keys(c.keys.Tag(u)).Own, "gen", "state", "mig").Result()
+		})
 		if err != nil {
 			return nil, fmt.Errorf("migrate: read claim of %s on %q: %w", u, name, err)
 		}

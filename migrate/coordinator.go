@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/celebrity-go/celebrity/internal/bound"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"sync"
 
 	"github.com/celebrity-go/celebrity/routing"
@@ -460,7 +461,9 @@ func (c *Coordinator) Unfinished(ctx context.Context) ([]Status, error) {
 // claimedBy reports whether unit u's import claim on shard is migration id's (a second
 // Start of the same migration racing the first).
 func (c *Coordinator) claimedBy(ctx context.Context, shard string, u routing.Unit, id string) bool {
-	v, err := bound.Do(ctx, func() ([]any, error) { return c.shards[shard].c.HMGet(ctx, c.keys.Unit(u).Own, "mig").Result() })
+	v, err := bound.Do(ctx, func() ([]any, error) {
+		return c.shards[shard].c.HMGet(ctx, routingfmt.Keys(c.keys.Tag(u)).Own, "mig").Result()
+	})
 	if err != nil || len(v) != 1 {
 		return false
 	}

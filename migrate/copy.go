@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/celebrity-go/celebrity/internal/bound"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"strconv"
 	"strings"
 	"time"
@@ -328,7 +329,7 @@ func (r *run) checkSource(p probeResult, want routing.Ownership, upto string) er
 func (c *Coordinator) logBatch(r *run, entries []redis.XMessage) (items []item, kept int, err error) {
 	items = make([]item, 0, 2*len(entries))
 	for _, m := range entries {
-		e, err := routing.ParseLogEntry(m)
+		e, err := routingfmt.ParseLogEntry(m)
 		if err != nil {
 			return nil, 0, abortf(true, fmt.Errorf("%w: %v", ErrConflict, err))
 		}
@@ -347,10 +348,10 @@ func (c *Coordinator) logBatch(r *run, entries []redis.XMessage) (items []item, 
 
 // logItems turns one change-log entry into the items it carries: the record after the
 // write (put, del) and the idempotency record (always).
-func (c *Coordinator) logItems(e routing.LogEntry) []item {
+func (c *Coordinator) logItems(e routingfmt.LogEntry) []item {
 	out := make([]item, 0, 2)
 	if e.Kind == "put" || e.Kind == "del" {
-		it := item{kind: 'r', field: e.Field, value: routing.EncodeRecord(e.Record)}
+		it := item{kind: 'r', field: e.Field, value: routingfmt.EncodeRecord(e.Record)}
 		if e.Record.Deleted {
 			it.exp = e.TombstoneExpiry
 			if it.exp <= 0 {
@@ -365,7 +366,7 @@ func (c *Coordinator) logItems(e routing.LogEntry) []item {
 		}
 		out = append(out, it)
 	}
-	return append(out, item{kind: 'o', field: e.OpID, value: routing.EncodeOpRecord(e.Op), exp: e.OpExpiry})
+	return append(out, item{kind: 'o', field: e.OpID, value: routingfmt.EncodeOpRecord(e.Op), exp: e.OpExpiry})
 }
 
 // restartSnapshot resets the target's copy and starts a fresh snapshot from the probed position,

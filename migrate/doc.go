@@ -127,7 +127,7 @@
 // open owner for the tenant at every instant, nothing acknowledged lost, nothing deleted
 // resurrected, a lost reply replayed from the target. Only the tenant's items travel (its
 // records, tombstones and idempotency records, told apart inside the bucket by the record
-// field, which starts with the tenant; see routing.RecordField); the bucket's change log is
+// field, which starts with the tenant; see routing.OpKey, which has the same form); the bucket's change log is
 // applied filtered to them. The barrier closes the tenant only: one script marks it as moved
 // out of the bucket (routing's x:<tenant>; the bucket then refuses the tenant's reads and
 // writes) and returns the log position final for it, while the bucket stays open and its

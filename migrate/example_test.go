@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -468,7 +469,7 @@ func exampleStuckClaim(e *exampleEnv, tenant string) (routing.Unit, string) {
 	if _, err := s.Transition(ctx, u, routing.Ownership{}, claim); err != nil {
 		panic(err)
 	}
-	if err := client.HSet(ctx, s.Keys().Unit(u).Own, "mig", "ghost").Err(); err != nil {
+	if err := client.HSet(ctx, routingfmt.Keys(s.Keys().Tag(u)).Own, "mig", "ghost").Err(); err != nil {
 		panic(err)
 	}
 	return u, other

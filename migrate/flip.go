@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/celebrity-go/celebrity/internal/bound"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"slices"
 	"time"
 
@@ -272,7 +273,7 @@ func (c *Coordinator) openTarget(ctx context.Context, r *run, b *shard, to routi
 
 // checkOpenedBy checks that the target's open record own of the unit names this migration.
 func (c *Coordinator) checkOpenedBy(ctx context.Context, r *run, b *shard, own routing.Ownership) error {
-	mig, err := bound.Do(ctx, func() ([]any, error) { return b.c.HMGet(ctx, c.keys.Unit(r.Unit).Own, "mig").Result() })
+	mig, err := bound.Do(ctx, func() ([]any, error) { return b.c.HMGet(ctx, routingfmt.Keys(c.keys.Tag(r.Unit)).Own, "mig").Result() })
 	if err != nil {
 		return fmt.Errorf("migrate: flip: %w", err)
 	}
@@ -397,7 +398,7 @@ func (c *Coordinator) cleanupSource(ctx context.Context, s Status) (Status, erro
 		return r.Status, invalidf("migration %q is %s; only a finished (OwnedB) migration is cleaned up", id, r.State)
 	}
 	defer c.release(ctx, id, r.epoch)
-	k := c.keys.Unit(s.Unit)
+	k := routingfmt.Keys(c.keys.Tag(s.Unit))
 	reply, err := cleanupScript.Run(ctx, c.shards[s.Source].c,
 		[]string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log}, u64(s.SourceGen), u64(r.epoch)).StringSlice()
 	if err != nil {

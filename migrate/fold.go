@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/celebrity-go/celebrity/internal/bound"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"strconv"
 	"strings"
 
@@ -38,7 +39,7 @@ type FoldSpec struct {
 //     earlier era left in the bucket (a carve-out's closed copy not cleaned up) are
 //     deleted, so a stale copy is never mistaken for data. The copy, the change log and
 //     the verification then write and compare the tenant's items in the bucket only
-//     (told apart by the record field, see routing.RecordField).
+//     (told apart by the record field, see routingfmt.RecordField).
 //   - The barrier closes the tenant's override unit on the source, as a move of the unit
 //     does. The flip removes the tenant's mark from the bucket (the bucket serves the
 //     tenant again from here; the source was closed before) and publishes a table without
@@ -171,11 +172,11 @@ func (c *Coordinator) lockKeys(s Status) []string {
 }
 
 // dstKeys are the keys of what the migration writes on the target.
-func (c *Coordinator) dstKeys(r *run) routing.UnitKeys {
+func (c *Coordinator) dstKeys(r *run) routingfmt.UnitKeys {
 	if r.folding() {
-		return c.keys.Unit(r.Into)
+		return routingfmt.Keys(c.keys.Tag(r.Into))
 	}
-	return c.keys.Unit(r.Unit)
+	return routingfmt.Keys(c.keys.Tag(r.Unit))
 }
 
 // tenantMatch is the HSCAN MATCH pattern of tenant's records in a bucket ("rec"), "" for
@@ -184,18 +185,18 @@ func tenantMatch(tenant, phase string) string {
 	if phase != "rec" {
 		return ""
 	}
-	return globEscape(routing.RecordField(tenant, "")) + "*"
+	return globEscape(routingfmt.RecordField(tenant, "")) + "*"
 }
 
 // tenantPairs filters one HSCAN page (field, value, ...) of a bucket's records ("rec") or
 // idempotency records ("ops") to tenant's.
 func tenantPairs(tenant, phase string, kv []string) []string {
-	prefix := routing.RecordField(tenant, "")
+	prefix := routingfmt.RecordField(tenant, "")
 	out := kv[:0:0]
 	for i := 0; i+1 < len(kv); i += 2 {
 		field := kv[i]
 		if phase == "ops" {
-			op, err := routing.DecodeOpRecord(kv[i+1])
+			op, err := routingfmt.DecodeOpRecord(kv[i+1])
 			if err != nil {
 				continue
 			}
@@ -210,7 +211,7 @@ func tenantPairs(tenant, phase string, kv []string) []string {
 
 // foldScript runs fold.lua on the target bucket of fold-back r, fenced by r's epoch.
 func (c *Coordinator) foldScript(ctx context.Context, r *run, mode, arg string, items ...string) ([]string, error) {
-	k := c.keys.Unit(r.Into)
+	k := routingfmt.Keys(c.keys.Tag(r.Into))
 	args := make([]any, 0, 6+len(items))
 	args = append(args, mode, r.Unit.Tenant, r.ID, u64(r.epoch), u64(r.ImportGen), arg)
 	for _, it := range items {
@@ -282,7 +283,7 @@ func (c *Coordinator) foldWipe(ctx context.Context, r *run) error {
 		return err
 	}
 	b := c.shards[r.Target]
-	k := c.keys.Unit(r.Into)
+	k := routingfmt.Keys(c.keys.Tag(r.Into))
 	for _, phase := range []string{"rec", "ops"} {
 		key, kind := k.Records, "r"
 		if phase == "ops" {

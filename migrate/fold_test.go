@@ -16,6 +16,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -90,8 +91,8 @@ func TestFoldBackReturnsATenantIntoItsBucketWhileItKeepsWriting(t *testing.T) {
 			require.NoError(t, err)
 			// The closed copy in the bucket has a record the tenant deletes on B: once its
 			// tombstone is gone, only the wipe of the stale copy keeps it dead.
-			ghost := routing.RecordField(fat, "ghost")
-			ka := e.shards[a].Keys().Unit(bu)
+			ghost := routingfmt.RecordField(fat, "ghost")
+			ka := routingfmt.Keys(e.shards[a].Keys().Tag(bu))
 			require.NoError(t, e.clients[a].(redis.Cmdable).HSet(ctx, ka.Records, ghost, "1:l:boo").Err())
 
 			stop := make(chan struct{})
@@ -256,8 +257,8 @@ func TestFoldBackLostSeatConfirmationReplaysInTheBucket(t *testing.T) {
 	require.Equal(t, 1, stale)
 	require.Equal(t, routing.Result{Applied: true, Version: 1, Replayed: true}, res, "the original confirmation")
 	require.Equal(t, st.FlipGen, cl.table().Generation)
-	require.Equal(t, []string{routing.RecordField(tenant, "seat:17")}, tenantFields(e.records("a", bu), tenant))
-	require.Equal(t, routing.Record{Version: 1, Value: "alice"}, e.records("a", bu)[routing.RecordField(tenant, "seat:17")],
+	require.Equal(t, []string{routingfmt.RecordField(tenant, "seat:17")}, tenantFields(e.records("a", bu), tenant))
+	require.Equal(t, routing.Record{Version: 1, Value: "alice"}, e.records("a", bu)[routingfmt.RecordField(tenant, "seat:17")],
 		"applied once")
 	_, _, err = cl.tdo(ctx, tenant, "confirm-72-bob", routing.PutIf("seat:17", "bob", 0))
 	require.ErrorIs(t, err, routing.ErrVersionMismatch, "nobody takes the seat again")
@@ -431,11 +432,11 @@ func TestFoldBackCancelAndAbortKeepTheTenantOnItsUnit(t *testing.T) {
 
 	dctx, stopDriver := context.WithCancel(ctx)
 	defer stopDriver()
-	victim := routing.RecordField(tenant, "seed-1")
+	victim := routingfmt.RecordField(tenant, "seed-1")
 	var tampered atomic.Bool
 	co2 := e.coordinator(migrate.Options{BatchSize: 20, OnState: func(s migrate.Status) {
 		if s.State == migrate.ClosedA && s.Barrier != "" && tampered.CompareAndSwap(false, true) {
-			k := e.shards[a].Keys().Unit(bu)
+			k := routingfmt.Keys(e.shards[a].Keys().Tag(bu))
 			require.NoError(t, e.clients[a].(redis.Cmdable).HSet(context.Background(), k.Records, victim, "999:l:evil").Err())
 			stopDriver()
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -147,11 +148,11 @@ func (e *env) own(name string, u routing.Unit) routing.Ownership {
 // records returns unit u's stored records on shard name, decoded, by record field.
 func (e *env) records(name string, u routing.Unit) map[string]routing.Record {
 	e.t.Helper()
-	m, err := e.clients[name].(redis.Cmdable).HGetAll(ctxT(e.t), e.shards[name].Keys().Unit(u).Records).Result()
+	m, err := e.clients[name].(redis.Cmdable).HGetAll(ctxT(e.t), routingfmt.Keys(e.shards[name].Keys().Tag(u)).Records).Result()
 	require.NoError(e.t, err)
 	out := make(map[string]routing.Record, len(m))
 	for f, v := range m {
-		r, err := routing.DecodeRecord(v)
+		r, err := routingfmt.DecodeRecord(v)
 		require.NoError(e.t, err)
 		out[f] = r
 	}
@@ -161,7 +162,7 @@ func (e *env) records(name string, u routing.Unit) map[string]routing.Record {
 // ops returns unit u's idempotency records on shard name.
 func (e *env) ops(name string, u routing.Unit) map[string]string {
 	e.t.Helper()
-	m, err := e.clients[name].(redis.Cmdable).HGetAll(ctxT(e.t), e.shards[name].Keys().Unit(u).Ops).Result()
+	m, err := e.clients[name].(redis.Cmdable).HGetAll(ctxT(e.t), routingfmt.Keys(e.shards[name].Keys().Tag(u)).Ops).Result()
 	require.NoError(e.t, err)
 	return m
 }
@@ -169,7 +170,7 @@ func (e *env) ops(name string, u routing.Unit) map[string]string {
 // dataKeys counts the data keys (records, ops, expiries, tombstones, log) of u on name.
 func (e *env) dataKeys(name string, u routing.Unit) int64 {
 	e.t.Helper()
-	k := e.shards[name].Keys().Unit(u)
+	k := routingfmt.Keys(e.shards[name].Keys().Tag(u))
 	var n int64
 	for _, key := range []string{k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log} {
 		x, err := e.clients[name].(redis.Cmdable).Exists(ctxT(e.t), key).Result()
@@ -284,7 +285,7 @@ func (m *model) ack(key string, op routing.Op, opID string, res routing.Result) 
 	if !res.Applied {
 		return
 	}
-	f := routing.RecordField("course", key)
+	f := routingfmt.RecordField("course", key)
 	if op.Kind == routing.OpDelete {
 		m.recs[f] = routing.Record{Version: res.Version, Deleted: true}
 	} else {
@@ -307,7 +308,7 @@ func (m *model) check(t testing.TB, e *env, name string, u routing.Unit) {
 	for id, res := range m.ops {
 		rec, ok := ops[routing.OpKey("course", id)]
 		require.True(t, ok, "op %s missing on %s", id, name)
-		or, err := routing.DecodeOpRecord(rec)
+		or, err := routingfmt.DecodeOpRecord(rec)
 		require.NoError(t, err)
 		require.Equal(t, res.Version, or.Version, "op %s version on %s", id, name)
 	}
@@ -337,7 +338,7 @@ type observer struct {
 
 func (e *env) observe(u routing.Unit, x, y string) *observer {
 	o := &observer{stop: make(chan struct{}), done: make(chan struct{})}
-	kx, ky := e.shards[x].Keys().Unit(u).Own, e.shards[y].Keys().Unit(u).Own
+	kx, ky := routingfmt.Keys(e.shards[x].Keys().Tag(u)).Own, routingfmt.Keys(e.shards[y].Keys().Tag(u)).Own
 	cx, cy := e.clients[x].(redis.Cmdable), e.clients[y].(redis.Cmdable)
 	ctx := context.Background()
 	state := func(c redis.Cmdable, k string) string { s, _ := c.HGet(ctx, k, "state").Result(); return s }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -55,8 +56,8 @@ func TestFoldBackAndCarveOutWithANeighbourUsingTheSameOperationIDs(t *testing.T)
 			}
 			m.check(t, e, a, bu, acme)
 			recs := e.records(a, bu)
-			require.Equal(t, "alice", recs[routing.RecordField(acme, "seat")].Value)
-			require.Equal(t, "nina", recs[routing.RecordField(neighbour, "seat")].Value)
+			require.Equal(t, "alice", recs[routingfmt.RecordField(acme, "seat")].Value)
+			require.Equal(t, "nina", recs[routingfmt.RecordField(neighbour, "seat")].Value)
 
 			// The neighbour leaves now; each keeps its own confirm-1.
 			_, err = co.Carve(ctx, migrate.CarveSpec{ID: "carve-n-" + name, Tenant: neighbour, Target: b})

@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -21,7 +22,7 @@ func TestApplyInAnyOrderConvergesToTheNewestVersions(t *testing.T) {
 	n := 0
 	rapid.Check(t, func(rt *rapid.T) {
 		n++
-		k := routing.Keys{Prefix: fmt.Sprintf("%s:%d", base, n)}.Unit(routing.BucketUnit(1))
+		k := routingfmt.Keys(routing.Keys{Prefix: fmt.Sprintf("%s:%d", base, n)}.Tag(routing.BucketUnit(1)))
 		r := scriptRig{t: t, c: c, k: k}
 		require.Equal(rt, "ok", r.prepare(2, "m", "prepare")[0])
 		// The history of three fields: versions 1..h, each a put or a delete.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -213,7 +214,7 @@ func TestVersionFloorTravelsWithTheUnit(t *testing.T) {
 	clock.Add(10) // the tombstone (version 2) expires; the next write purges it
 	_, err := e.shards["b"].Exec(ctx, u, gen, "course", "floor-2", routing.Put("other", "x"))
 	require.NoError(t, err)
-	require.NotContains(t, e.records("b", u), routing.RecordField("course", "k"), "the tombstone was purged")
+	require.NotContains(t, e.records("b", u), routingfmt.RecordField("course", "k"), "the tombstone was purged")
 
 	st, err := e.coordinator(migrate.Options{}).Migrate(ctx, migrate.Spec{Unit: u, Target: "a"})
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -29,7 +30,7 @@ func TestMoveCopiesIdempotencyRecordsOfTheRetryWindowOnly(t *testing.T) {
 			// 500 idempotency records written 2 to 20 hours ago (they expire 4 to 22 hours
 			// from now, at the default 24 h retention).
 			c := e.clients["a"].(redis.Cmdable)
-			k := e.shards["a"].Keys().Unit(u)
+			k := routingfmt.Keys(e.shards["a"].Keys().Tag(u))
 			rec, err := c.HGet(ctx, k.Ops, routing.OpKey("course", fmt.Sprintf("m%d-seed-op-0", m.id))).Result()
 			require.NoError(t, err)
 			now := time.Now()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -52,7 +53,7 @@ func TestCancelWhileDrivingStopsTheDriverAndLeavesNoTraceOnTarget(t *testing.T) 
 	require.NoError(t, err)
 	require.Equal(t, migrate.OwnedB, st.State)
 	got := e.records("b", u)
-	require.Equal(t, "1", got[routing.RecordField("course", "after")].Value)
+	require.Equal(t, "1", got[routingfmt.RecordField("course", "after")].Value)
 	require.Len(t, got, 1001)
 }
 
@@ -158,7 +159,7 @@ func TestLostSeatConfirmationIsFoundOnTheNewOwner(t *testing.T) {
 	require.Error(t, err, "the reply was lost")
 	require.Equal(t, int64(1), inj.Dropped())
 	// The confirmation was applied on A.
-	require.Equal(t, "alice", e.records("a", u)[routing.RecordField("course-72", "seat:17")].Value)
+	require.Equal(t, "alice", e.records("a", u)[routingfmt.RecordField("course-72", "seat:17")].Value)
 
 	st, err := e.coordinator(migrate.Options{}).Migrate(ctx, migrate.Spec{Unit: u, Target: "b"})
 	require.NoError(t, err)
@@ -175,7 +176,7 @@ func TestLostSeatConfirmationIsFoundOnTheNewOwner(t *testing.T) {
 	require.Equal(t, routing.Result{Applied: true, Version: 1, Replayed: true}, res, "the original confirmation")
 	recs := e.records("b", u)
 	require.Len(t, recs, 1, "no second seat")
-	require.Equal(t, routing.Record{Version: 1, Value: "alice"}, recs[routing.RecordField("course-72", "seat:17")])
+	require.Equal(t, routing.Record{Version: 1, Value: "alice"}, recs[routingfmt.RecordField("course-72", "seat:17")])
 	// Another client cannot take the same seat.
 	_, err = e.shards["b"].Exec(ctx, u, route.Generation, "course-72", "confirm-72-bob", routing.PutIf("seat:17", "bob", 0))
 	require.ErrorIs(t, err, routing.ErrVersionMismatch)
@@ -189,7 +190,7 @@ func TestDeleteDuringCopyThenLateSnapshotCopyStaysDeleted(t *testing.T) {
 	cl := e.client()
 	m := newModel()
 	m.seed(t, cl, u, 300)
-	victim := routing.RecordField("course", "seed-42")
+	victim := routingfmt.RecordField("course", "seed-42")
 
 	co := e.coordinator(migrate.Options{BatchSize: 1000})
 	late := false
@@ -229,7 +230,7 @@ func TestConflictingEqualVersionAbortsTheMigration(t *testing.T) {
 	m := newModel()
 	m.seed(t, e.client(), u, 20)
 	co := e.coordinator(migrate.Options{})
-	field := routing.RecordField("course", "seed-3")
+	field := routingfmt.RecordField("course", "seed-3")
 	migrate.SetBeforeApply(co, func(ctx context.Context, id string, items []migrate.Item, apply func([]migrate.Item) error) {
 		// Something else wrote the same version with other content on the target.
 		_ = apply([]migrate.Item{{Record: true, Field: field, Value: "1:l:forged"}})
@@ -258,12 +259,12 @@ func TestVerificationCatchesSwappedRecordWithEqualCounts(t *testing.T) {
 	m := newModel()
 	m.seed(t, e.client(), u, 100)
 	tgt := e.clients["a"].(redis.Cmdable)
-	k := e.shards["a"].Keys().Unit(u)
+	k := routingfmt.Keys(e.shards["a"].Keys().Tag(u))
 	co := e.coordinator(migrate.Options{OnState: func(s migrate.Status) {
 		if s.State == migrate.CatchingUp && s.LogApplied == 0 {
 			// Replace one record by another on the target: same count, other content.
-			tgt.HDel(context.Background(), k.Records, routing.RecordField("course", "seed-5"))
-			tgt.HSet(context.Background(), k.Records, routing.RecordField("course", "intruder"), "1:l:s5")
+			tgt.HDel(context.Background(), k.Records, routingfmt.RecordField("course", "seed-5"))
+			tgt.HSet(context.Background(), k.Records, routingfmt.RecordField("course", "intruder"), "1:l:s5")
 		}
 	}})
 	st, err := co.Migrate(ctx, migrate.Spec{Unit: u, Target: "a"})

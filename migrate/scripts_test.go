@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -25,7 +26,7 @@ func testCtx(t testing.TB) context.Context {
 type scriptRig struct {
 	t  testing.TB
 	c  redis.UniversalClient
-	k  routing.UnitKeys
+	k  routingfmt.UnitKeys
 	ep *int
 }
 
@@ -66,7 +67,7 @@ func (r scriptRig) hget(key, field string) string {
 func TestApplyIsOrderInsensitiveAndRefusesOlderVersions(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
-		r := scriptRig{t: t, c: c, k: routing.Keys{Prefix: p}.Unit(routing.BucketUnit(3))}
+		r := scriptRig{t: t, c: c, k: routingfmt.Keys(routing.Keys{Prefix: p}.Tag(routing.BucketUnit(3)))}
 		ctx := testCtx(t)
 
 		require.Equal(t, "stale", r.apply(5, "m1", 1000, "r", "f", "1:l:x", "0")[0], "no import claimed")
@@ -110,7 +111,7 @@ func TestPrepareNeverTouchesAnOwnedUnitAndWipesStaleCopies(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
 		u := routing.BucketUnit(9)
-		r := scriptRig{t: t, c: c, k: routing.Keys{Prefix: p}.Unit(u)}
+		r := scriptRig{t: t, c: c, k: routingfmt.Keys(routing.Keys{Prefix: p}.Tag(u))}
 		ctx := testCtx(t)
 		s, err := routing.NewShard("x", c, routing.ShardOptions{Prefix: p})
 		require.NoError(t, err)
@@ -157,7 +158,7 @@ func TestShardScriptsRefuseAnOlderEpochOnceANewerOneActed(t *testing.T) {
 		p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
 		u := routing.BucketUnit(11)
 		ep := 3
-		r := scriptRig{t: t, c: c, k: routing.Keys{Prefix: p}.Unit(u), ep: &ep}
+		r := scriptRig{t: t, c: c, k: routingfmt.Keys(routing.Keys{Prefix: p}.Tag(u)), ep: &ep}
 		require.Equal(t, []string{"ok", "5", "importing"}, r.prepare(5, "m", "prepare"))
 		require.Equal(t, "ok", r.apply(5, "m", 1000, "r", "k", "1:l:v", "0")[0])
 		// A newer driver of the same migration acts (a retried claim: nothing else changes).
@@ -176,7 +177,7 @@ func TestShardScriptsRefuseAnOlderEpochOnceANewerOneActed(t *testing.T) {
 		require.Equal(t, []string{"fenced", "5"}, r.prepare(5, "m", "prepare"))
 		// Abandon also fences a target that was never claimed.
 		u2 := routing.BucketUnit(12)
-		r2 := scriptRig{t: t, c: c, k: routing.Keys{Prefix: p}.Unit(u2), ep: &ep}
+		r2 := scriptRig{t: t, c: c, k: routingfmt.Keys(routing.Keys{Prefix: p}.Tag(u2)), ep: &ep}
 		ep = 7
 		require.Equal(t, []string{"ok", "0", ""}, r2.prepare(5, "m2", "abandon"))
 		ep = 6
@@ -197,7 +198,7 @@ func TestPrepareRefusesARecordClosedAtTheImportGeneration(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
 		u := routing.BucketUnit(13)
-		r := scriptRig{t: t, c: c, k: routing.Keys{Prefix: p}.Unit(u)}
+		r := scriptRig{t: t, c: c, k: routingfmt.Keys(routing.Keys{Prefix: p}.Tag(u))}
 		s, err := routing.NewShard("x", c, routing.ShardOptions{Prefix: p})
 		require.NoError(t, err)
 		ctx := testCtx(t)

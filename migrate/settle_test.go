@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -51,7 +52,7 @@ func TestExpiredOneSidedItemsSettleBeforeTheBarrierInBatches(t *testing.T) {
 	ctx := testCtx(t)
 	p := strings.TrimSuffix(celebritytest.Prefix(t), ":")
 	u := routing.BucketUnit(5)
-	k := routing.Keys{Prefix: p}.Unit(u)
+	k := routingfmt.Keys(routing.Keys{Prefix: p}.Tag(u))
 	clock := time.Now()
 	c, err := New(ca, Options{Shards: map[string]ShardClient{"a": ca, "b": cb}, Prefix: p, BatchSize: 1000,
 		Clock: func() time.Time { return clock }})
@@ -71,7 +72,7 @@ func TestExpiredOneSidedItemsSettleBeforeTheBarrierInBatches(t *testing.T) {
 		}
 		v.dirty[kind+field] = true
 	}
-	tomb := routing.EncodeRecord(routing.Record{Version: 2, Deleted: true})
+	tomb := routingfmt.EncodeRecord(routing.Record{Version: 2, Deleted: true})
 	const expired = 300
 	for i := range expired {
 		hold(cb, "o", fmt.Sprintf("old-op-%d", i), "fp:applied:1:f", past) // purged on the source
@@ -80,9 +81,9 @@ func TestExpiredOneSidedItemsSettleBeforeTheBarrierInBatches(t *testing.T) {
 	hold(ca, "o", "stale-op", "fp:applied:1:g", past)   // expired, not copied
 	hold(cb, "o", "young-op", "fp:applied:1:h", future) // must be on both sides
 	hold(cb, "r", "young-tomb", tomb, future)           // must be on both sides
-	hold(cb, "r", "live", routing.EncodeRecord(routing.Record{Version: 1, Value: "x"}), 0)
-	hold(ca, "r", "both", routing.EncodeRecord(routing.Record{Version: 3, Value: "a"}), 0)
-	hold(cb, "r", "both", routing.EncodeRecord(routing.Record{Version: 3, Value: "b"}), 0)
+	hold(cb, "r", "live", routingfmt.EncodeRecord(routing.Record{Version: 1, Value: "x"}), 0)
+	hold(ca, "r", "both", routingfmt.EncodeRecord(routing.Record{Version: 3, Value: "a"}), 0)
+	hold(cb, "r", "both", routingfmt.EncodeRecord(routing.Record{Version: 3, Value: "b"}), 0)
 
 	require.NoError(t, c.refine(ctx, r, v))
 	require.Equal(t, []string{"oyoung-op", "rboth", "rlive", "ryoung-tomb"}, slices.Sorted(func(yield func(string) bool) {

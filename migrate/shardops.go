@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -29,7 +30,7 @@ func (c *Coordinator) prepare(ctx context.Context, r *run, mode string, floor ..
 		return c.foldPrepare(ctx, r, mode, floor...)
 	}
 	b := c.shards[r.Target]
-	k := c.keys.Unit(r.Unit)
+	k := routingfmt.Keys(c.keys.Tag(r.Unit))
 	args := []any{u64(r.ImportGen), r.ID, mode, u64(r.epoch)}
 	for _, f := range floor {
 		args = append(args, f)
@@ -66,7 +67,7 @@ func (c *Coordinator) apply(ctx context.Context, r *run, items []item) (written,
 	if r.folding() {
 		return c.foldApply(ctx, r, items)
 	}
-	k := c.keys.Unit(r.Unit)
+	k := routingfmt.Keys(c.keys.Tag(r.Unit))
 	reply, err := applyScript.Run(ctx, c.shards[r.Target].c,
 		[]string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones}, applyArgs(r, items, c.o.Clock())...).StringSlice()
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -455,7 +456,7 @@ func (c *Coordinator) refresh(ctx context.Context, r *run) error {
 // splitSub returns the sub-bucket of a width-w spread that record field f of tenant goes
 // to, or false when f is not the tenant's.
 func splitSub(tenant, f string, w int) (int, bool) {
-	t, key, ok := routing.SplitRecordField(f)
+	t, key, ok := routingfmt.SplitRecordField(f)
 	if !ok || t != tenant {
 		return 0, false
 	}
@@ -466,7 +467,7 @@ func splitSub(tenant, f string, w int) (int, bool) {
 // for an idempotency record the field it names; false when it names none.
 func itemSub(tenant string, kind byte, field, value string, w int) (int, bool) {
 	if kind == 'o' {
-		op, err := routing.DecodeOpRecord(value)
+		op, err := routingfmt.DecodeOpRecord(value)
 		if err != nil {
 			return 0, false
 		}
@@ -668,7 +669,7 @@ func (c *Coordinator) splitDrain(ctx context.Context, r *run) (floor uint64, res
 			return 0, false, fmt.Errorf("migrate: target applied %s of %s on %q, short of the barrier %s", lr.Applied, lr.Unit, lr.Source, lr.Barrier)
 		}
 		f, err := bound.Do(ctx, func() ([]any, error) {
-			return c.shards[lr.Source].c.HMGet(ctx, c.keys.Unit(lr.Unit).Own, "vfloor").Result()
+			return c.shards[lr.Source].c.HMGet(ctx, routingfmt.Keys(c.keys.Tag(lr.Unit)).Own, "vfloor").Result()
 		})
 		if err != nil {
 			return 0, false, fmt.Errorf("migrate: read source version floor: %w", err)
@@ -800,7 +801,9 @@ func (c *Coordinator) splitMarked(ctx context.Context, r *run) error {
 	for j := range r.SplitTo {
 		tr := r.targetRun(j)
 		b := c.shards[tr.Target]
-		f, err := bound.Do(ctx, func() ([]any, error) { return b.c.HMGet(ctx, c.keys.Unit(tr.Unit).Own, "state", "ready").Result() })
+		f, err := bound.Do(ctx, func() ([]any, error) {
+			return b.c.HMGet(ctx, routingfmt.Keys(c.keys.Tag(tr.Unit)).Own, "state", "ready").Result()
+		})
 		if err != nil {
 			return fmt.Errorf("migrate: flip: %w", err)
 		}
@@ -841,7 +844,7 @@ func (c *Coordinator) openSplitTarget(ctx context.Context, tr *run, t *routing.T
 		}
 		return nil
 	case own.State == routing.StateOpen && own.Generation <= t.Generation+1:
-		mig, err := bound.Do(ctx, func() ([]any, error) { return b.c.HMGet(ctx, c.keys.Unit(tr.Unit).Own, "mig").Result() })
+		mig, err := bound.Do(ctx, func() ([]any, error) { return b.c.HMGet(ctx, routingfmt.Keys(c.keys.Tag(tr.Unit)).Own, "mig").Result() })
 		if err != nil {
 			return fmt.Errorf("migrate: flip: %w", err)
 		}
@@ -895,7 +898,7 @@ func (c *Coordinator) splitCleanup(ctx context.Context, s Status) (Status, error
 	defer c.release(ctx, s.ID, r.epoch)
 	for i := range r.lanes {
 		lr := r.laneRun(i)
-		k := c.keys.Unit(lr.Unit)
+		k := routingfmt.Keys(c.keys.Tag(lr.Unit))
 		reply, err := cleanupScript.Run(ctx, c.shards[lr.Source].c,
 			[]string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log}, u64(lr.SourceGen), u64(r.epoch)).StringSlice()
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -16,7 +17,7 @@ import (
 func subField(t *testing.T, tenant string, w, want int) string {
 	t.Helper()
 	for i := range 1000 {
-		f := routing.RecordField(tenant, "k"+string(rune('a'+i%26))+string(rune('a'+i/26)))
+		f := routingfmt.RecordField(tenant, "k"+string(rune('a'+i%26))+string(rune('a'+i/26)))
 		if sub, ok := splitSub(tenant, f, w); ok && sub == want {
 			return f
 		}
@@ -27,7 +28,7 @@ func subField(t *testing.T, tenant string, w, want int) string {
 
 func TestSplitAskRoutesRecordsAndAsksEveryHolderForOps(t *testing.T) {
 	f0, f1 := subField(t, "ten", 2, 0), subField(t, "ten", 2, 1)
-	other := routing.RecordField("else", "k")
+	other := routingfmt.RecordField("else", "k")
 	batch := []string{"r" + f0, "oop1", "r" + f1, "r" + other, "r" + f0 + "x"}
 	got := splitAsk("ten", batch, 2)
 	want := map[int][]string{0: {"r" + f0, "oop1"}, 1: {"oop1", "r" + f1}}
@@ -56,11 +57,11 @@ func TestKindFieldsKeepsOrder(t *testing.T) {
 }
 
 func TestPlanSplitSettle(t *testing.T) {
-	keys := routing.UnitKeys{Tombstones: "src:t", OpExpiry: "src:o"}
+	keys := routingfmt.UnitKeys{Tombstones: "src:t", OpExpiry: "src:o"}
 	s0 := &holder{sh: &shard{name: "s0"}, k: keys}
-	d0 := &holder{sh: &shard{name: "d0"}, k: routing.UnitKeys{Tombstones: "dst:t", OpExpiry: "dst:o"}}
-	tomb := routing.EncodeRecord(routing.Record{Version: 3, Deleted: true})
-	live := routing.EncodeRecord(routing.Record{Version: 3, Value: "v"})
+	d0 := &holder{sh: &shard{name: "d0"}, k: routingfmt.UnitKeys{Tombstones: "dst:t", OpExpiry: "dst:o"}}
+	tomb := routingfmt.EncodeRecord(routing.Record{Version: 3, Deleted: true})
+	live := routingfmt.EncodeRecord(routing.Record{Version: 3, Value: "v"})
 	a, b := newSide(), newSide()
 	where := map[string][2]*holder{}
 	put := func(key, va, vb string, w [2]*holder) {
@@ -103,15 +104,15 @@ func TestPlanSplitSettle(t *testing.T) {
 
 func TestSplitPassGroup(t *testing.T) {
 	f0, f1 := subField(t, "ten", 2, 0), subField(t, "ten", 2, 1)
-	op := routing.EncodeOpRecord(routing.OpRecord{Fingerprint: "fp", Outcome: routing.OutcomeApplied, Version: 1, Field: f1})
+	op := routingfmt.EncodeOpRecord(routingfmt.OpRecord{Fingerprint: "fp", Outcome: routingfmt.OutcomeApplied, Version: 1, Field: f1})
 	mine := newSide()
 	mine.set("r"+f0+"seen", "1:l:x")
 	src := splitPass{from: make([]holder, 1), to: make([]holder, 2), mine: mine, theirs: newSide()}
 	kv := []string{
 		f0, "1:l:a",
-		routing.RecordField("else", "k"), "1:l:b", // another tenant's: not this split's
+		routingfmt.RecordField("else", "k"), "1:l:b", // another tenant's: not this split's
 		"op1", op, // goes with the field it names
-		"op2", routing.EncodeOpRecord(routing.OpRecord{Fingerprint: "fp", Outcome: routing.OutcomeApplied, Version: 1}), // names no field: does not travel
+		"op2", routingfmt.EncodeOpRecord(routingfmt.OpRecord{Fingerprint: "fp", Outcome: routingfmt.OutcomeApplied, Version: 1}), // names no field: does not travel
 		f0 + "seen", "1:l:c", // seen before: kept as it was
 	}
 	groups, _, ok := src.group("ten", "r", 0, kv[:6])
@@ -132,7 +133,7 @@ func TestSplitPassGroup(t *testing.T) {
 	if groups, _, ok := dst.group("ten", "r", 1, []string{f1, "1:l:a"}); !ok || !reflect.DeepEqual(groups, map[int][]string{0: {f1}}) {
 		t.Fatalf("target's own item: groups %v, ok %v", groups, ok)
 	}
-	for _, f := range []string{f0, routing.RecordField("else", "k"), ""} {
+	for _, f := range []string{f0, routingfmt.RecordField("else", "k"), ""} {
 		if _, bad, ok := dst.group("ten", "r", 1, []string{f1, "1:l:a", f, "1:l:b"}); ok || bad != f {
 			t.Fatalf("target item %q of another sub-bucket: misplaced %q, ok %v", f, bad, ok)
 		}
@@ -334,7 +335,7 @@ func TestNextCursor(t *testing.T) {
 }
 
 func TestPageItemsAndKeepItems(t *testing.T) {
-	tomb := routing.EncodeRecord(routing.Record{Version: 2, Deleted: true})
+	tomb := routingfmt.EncodeRecord(routing.Record{Version: 2, Deleted: true})
 	items, need, idx := pageItems("records", []string{"a", "1:l:x", "b", tomb, "c", tomb})
 	if len(items) != 3 || items[0].kind != 'r' || !reflect.DeepEqual(need, []string{"b", "c"}) || !reflect.DeepEqual(idx, []int{1, 2}) {
 		t.Fatalf("records page: %+v, need %v, idx %v", items, need, idx)

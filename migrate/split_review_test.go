@@ -15,6 +15,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -283,7 +284,7 @@ func TestSplitReviewLostReplyRetriedThroughEveryGeneration(t *testing.T) {
 	// Applied once, each in the sub-bucket of its key; nobody takes the seats again.
 	for key, val := range map[string]string{"seat:1": "alice", "seat:2": "bob"} {
 		u, s := routeKey(gen2, tenant, key)
-		f := routing.RecordField(tenant, key)
+		f := routingfmt.RecordField(tenant, key)
 		require.Equal(t, routing.Record{Version: 1, Value: val}, e.records(s, u)[f], key)
 		for j, o := range gen2.Spreads[tenant] {
 			if uu := routing.SpreadUnit(tenant, uint32(j)); uu != u {
@@ -595,7 +596,7 @@ func TestSplitReviewDeletesRacingTheCopy(t *testing.T) {
 				if !it.Record {
 					continue
 				}
-				_, key, ok := routing.SplitRecordField(it.Field)
+				_, key, ok := routingfmt.SplitRecordField(it.Field)
 				require.True(t, ok)
 				// A key in this very batch: deleted before the batch lands.
 				del(key, fmt.Sprintf("del-%d-%s", round, key), routing.Delete(key))

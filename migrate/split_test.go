@@ -14,6 +14,7 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -76,7 +77,7 @@ func (e *env) spreadObserver(old, next []routing.Placement) *observer {
 	open := func(ps []routing.Placement) []bool {
 		out := make([]bool, len(ps))
 		for i, p := range ps {
-			s, _ := e.clients[p.Shard].(redis.Cmdable).HGet(ctx, e.shards[p.Shard].Keys().Unit(p.Unit).Own, "state").Result()
+			s, _ := e.clients[p.Shard].(redis.Cmdable).HGet(ctx, routingfmt.Keys(e.shards[p.Shard].Keys().Tag(p.Unit)).Own, "state").Result()
 			out[i] = s == "open"
 		}
 		return out
@@ -124,20 +125,20 @@ func (m *tmodel) checkSpread(t testing.TB, e *env, tenant string) {
 	for j, s := range ss {
 		u := routing.SpreadUnit(tenant, uint32(j))
 		for f, r := range e.records(s, u) {
-			tn, key, ok := routing.SplitRecordField(f)
+			tn, key, ok := routingfmt.SplitRecordField(f)
 			require.True(t, ok && tn == tenant, "record %q in %s", f, u)
 			require.Equal(t, uint64(j), hashing.Bucket(key, uint64(len(ss))), "record %q is in %s", f, u)
 			got[f] = r
 		}
 		for id, v := range e.ops(s, u) {
-			or, err := routing.DecodeOpRecord(v)
+			or, err := routingfmt.DecodeOpRecord(v)
 			require.NoError(t, err)
-			_, key, _ := routing.SplitRecordField(or.Field)
+			_, key, _ := routingfmt.SplitRecordField(or.Field)
 			require.Equal(t, uint64(j), hashing.Bucket(key, uint64(len(ss))), "op %s is in %s", id, u)
 			ops[id] = v
 		}
 	}
-	prefix := routing.RecordField(tenant, "")
+	prefix := routingfmt.RecordField(tenant, "")
 	want := 0
 	for f, r := range m.recs {
 		if len(f) >= len(prefix) && f[:len(prefix)] == prefix {
@@ -152,7 +153,7 @@ func (m *tmodel) checkSpread(t testing.TB, e *env, tenant string) {
 		}
 		rec, ok := ops[routing.OpKey(tenant, id)]
 		require.True(t, ok, "op %s of %q missing", id, tenant)
-		or, err := routing.DecodeOpRecord(rec)
+		or, err := routingfmt.DecodeOpRecord(rec)
 		require.NoError(t, err)
 		require.Equal(t, res.Version, or.Version, "op %s version", id)
 	}
@@ -383,7 +384,7 @@ func TestSplitLostSeatConfirmationReplaysInTheNewSubBucket(t *testing.T) {
 	require.Equal(t, st.FlipGen, cl.table().Generation)
 	sub := hashing.Bucket("seat:17", 4)
 	u := routing.SpreadUnit(tenant, uint32(sub))
-	require.Equal(t, map[string]routing.Record{routing.RecordField(tenant, "seat:17"): {Version: 1, Value: "alice"}},
+	require.Equal(t, map[string]routing.Record{routingfmt.RecordField(tenant, "seat:17"): {Version: 1, Value: "alice"}},
 		e.records(st.SplitTo[sub], u), "applied once, in the seat's sub-bucket")
 	_, _, err = cl.tdo(ctx, tenant, "confirm-72-bob", routing.PutIf("seat:17", "bob", 0))
 	require.ErrorIs(t, err, routing.ErrVersionMismatch, "nobody takes the seat again")
@@ -505,7 +506,7 @@ func TestSplitCancelAndAbortLeaveTheTenantWhereItWas(t *testing.T) {
 	// A copy that differs from its sources: a record no source holds is slipped into a
 	// target; the verification under the barrier finds it and the split aborts, reopening
 	// the override.
-	bogus := routing.RecordField(tenant, "bogus")
+	bogus := routingfmt.RecordField(tenant, "bogus")
 	co = e.coordinator(migrate.Options{})
 	var slipped atomic.Bool
 	migrate.SetBeforeApply(co, func(ctx context.Context, id string, items []migrate.Item, apply func([]migrate.Item) error) {

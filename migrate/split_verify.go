@@ -4,25 +4,24 @@ import (
 	"context"
 	"fmt"
 	"github.com/celebrity-go/celebrity/internal/bound"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"maps"
 	"slices"
-
-	"github.com/celebrity-go/celebrity/routing"
 )
 
 // holder is one unit on one shard that holds a side of a split: a source or a target.
 type holder struct {
 	sh *shard
-	k  routing.UnitKeys
+	k  routingfmt.UnitKeys
 }
 
 // splitHolders returns a split's sources (by lane) and targets (by sub-bucket).
 func (c *Coordinator) splitHolders(r *run) (src, dst []holder) {
 	for _, l := range r.lanes {
-		src = append(src, holder{c.shards[l.shard], c.keys.Unit(l.unit)})
+		src = append(src, holder{c.shards[l.shard], routingfmt.Keys(c.keys.Tag(l.unit))})
 	}
 	for j, name := range r.SplitTo {
-		dst = append(dst, holder{c.shards[name], c.keys.Unit(targetUnit(r.Unit.Tenant, len(r.SplitTo), j))})
+		dst = append(dst, holder{c.shards[name], routingfmt.Keys(c.keys.Tag(targetUnit(r.Unit.Tenant, len(r.SplitTo), j)))})
 	}
 	return src, dst
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -186,7 +187,7 @@ func TestTenantMovesSurviveAFailoverOfTheBucketsMaster(t *testing.T) {
 	m := newTModel()
 	m.seed(t, e.client(), tenant, 200)
 	failover := func() {
-		master := cl.MasterOf(e.shards["a"].Keys().Unit(bu).Own)
+		master := cl.MasterOf(routingfmt.Keys(e.shards["a"].Keys().Tag(bu)).Own)
 		for i, s := range cl.Masters() {
 			if s == master {
 				cl.Failover(t, i)

@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 	"github.com/celebrity-go/celebrity/internal/bound"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"maps"
 	"slices"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
-
-	"github.com/celebrity-go/celebrity/routing"
 )
 
 // Digest summarises one side of a unit: live records, tombstones and idempotency records,
@@ -87,7 +86,7 @@ func (d *Digest) add(key, val string, sign int64) {
 }
 
 // touch marks the items of a log entry after the pass's start position as dirty.
-func (v *verifier) touch(e routing.LogEntry) {
+func (v *verifier) touch(e routingfmt.LogEntry) {
 	if later, err := idAfter(e.ID, v.seen); err == nil && later {
 		v.seen = e.ID
 	}
@@ -111,7 +110,7 @@ func (c *Coordinator) verifyPass(ctx context.Context, r *run) (*verifier, error)
 	}
 	c.stats.verifyPasses.Add(1)
 	v := &verifier{id: r.ID, pos: p.last, seen: p.last, snaps: r.Snapshots, a: newSide(), b: newSide(), dirty: map[string]bool{}}
-	k := c.keys.Unit(r.Unit)
+	k := routingfmt.Keys(c.keys.Tag(r.Unit))
 	a, b := c.shards[r.Source], c.shards[r.Target]
 	for _, sd := range []struct {
 		from, to     *shard
@@ -234,7 +233,7 @@ func (c *Coordinator) reread(ctx context.Context, r *run, v *verifier) error {
 	for _, side := range []struct {
 		s *shard
 		m *side
-		k routing.UnitKeys
+		k routingfmt.UnitKeys
 	}{{c.shards[r.Source], v.a, c.srcKeys(r)}, {c.shards[r.Target], v.b, c.dstKeys(r)}} {
 		for start := 0; start < len(keys); start += c.o.BatchSize {
 			batch := keys[start:min(start+c.o.BatchSize, len(keys))]

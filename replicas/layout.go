@@ -108,8 +108,20 @@ func (r *Replicator) copyKey(s uint16, key string) string {
 }
 
 // ownKey returns a key of the given marker in key's own slot.
-func (r *Replicator) ownKey(mark, key string) string {
-	return slot.Tagged(r.opts.Prefix, slot.TagFor(slot.Of(key))) + mark + key
+func (r *Replicator) ownKey(mark, key string) string { return ownKey(r.opts.Prefix, mark, key) }
+
+func ownKey(prefix, mark, key string) string {
+	return slot.Tagged(prefix, slot.TagFor(slot.Of(key))) + mark + key
+}
+
+// PrimaryKey returns the physical key of key's primary record under prefix (a Replicator's
+// Options.Prefix; "" means DefaultPrefix), "<prefix>{<tag>}k:<key>": the key an operator
+// inspects in Redis (OBJECT FREQ, TTL) for the logical key. It does not check prefix.
+func PrimaryKey(prefix, key string) string {
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
+	return ownKey(prefix, markPrimary, key)
 }
 
 // primaryKey returns the primary record of key, "<prefix>{<tag>}k:<key>", in key's own slot:

@@ -93,22 +93,22 @@
 //	                   starts above it), mig = migration ID (set by migrate), fence =
 //	                   highest fencing epoch that acted on the unit here (see
 //	                   TransitionFenced); routing ignores fields it does not know
-//	<tag>:rec   HASH   RecordField(tenant, key) -> "<version>:l:<value>" | "<version>:t:"
+//	<tag>:rec   HASH   <len(tenant)>:<tenant><key> -> "<version>:l:<value>" | "<version>:t:"
 //	<tag>:ops   HASH   op key -> "<fingerprint>:<outcome>:<version>:<field>"
 //	<tag>:opx   ZSET   op key, score = expiry (unix ms)
 //	<tag>:tomb  ZSET   record field of a tombstone, score = expiry (unix ms)
-//	<tag>:log   STREAM change log: k (put|del|noop), f, r, o, op, x, tx (see LogEntry)
+//	<tag>:log   STREAM change log: k (put|del|noop), f, r, o, op, x, tx (migrate reads it)
 //
 // The op key is the operation ID scoped by its tenant, "<len(tenant)>:<tenant><op ID>"
-// ([OpKey], the form of [RecordField]). Op records written by versions before the scoping
+// ([OpKey], the form of a record's field). Op records written by versions before the scoping
 // are stored under the bare op ID: the write script still finds such a record, for the
 // tenant whose field it names only (or for any tenant, in the oldest form that names no
 // field), until it expires ([DefaultOpRetention]). Upgrade every writer of a unit together:
 // a writer of the older version does not look for scoped records.
 //
 // In the control Redis: P:table (HASH gen, table JSON) and the channel P:table:announce.
-// [Keys] computes all of them; [EncodeRecord], [DecodeRecord], [EncodeOpRecord],
-// [DecodeOpRecord] and [ParseLogEntry] give the stored forms.
+// [Keys] computes the tags and the control keys. The stored forms are the library's own:
+// migrate and the celebrity CLI read them through an internal package of the module.
 //
 // # Bootstrapping
 //
@@ -144,9 +144,7 @@
 //   - [Shard.TransitionFenced] and [Shard.MarkMovedFenced] are the same for an actor that
 //     carries a fencing epoch (a migration driver): refused with [ErrFenced] in the same
 //     script once a higher epoch acted on the unit's record there.
-//   - [Keys] and [UnitKeys] name every key; [RecordField] and [SplitRecordField] map
-//     (tenant, key) to the Records field; [EncodeRecord], [DecodeRecord], [EncodeOpRecord],
-//     [DecodeOpRecord] and [ParseLogEntry] give the stored forms.
+//   - [Keys] names the units' hash tags and the control keys.
 //   - [Table.Next], [Table.SetBucket], [Table.SetOverride], [Table.SetSpread], [Table.Owner],
 //     [Table.Units] and [Store.Publish] build and publish the flipped table;
 //     [Store.PublishGuarded] publishes only while a guard hash in the table's slot

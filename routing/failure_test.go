@@ -13,6 +13,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -43,8 +44,8 @@ func TestLostReplyThenMoveThenRetryReturnsOriginalResult(t *testing.T) {
 	_, err = r.Do(ctx, course, "confirm-7", confirm)
 	require.Error(t, err, "the reply was lost")
 	require.Equal(t, int64(1), inj.Dropped())
-	keys := routing.Keys{Prefix: f.prefix}.Unit(u)
-	field := routing.RecordField(course, "seat:12")
+	keys := routingfmt.Keys(routing.Keys{Prefix: f.prefix}.Tag(u))
+	field := routingfmt.RecordField(course, "seat:12")
 	onA, err := f.clients["a"].HGet(ctx, keys.Records, field).Result()
 	require.NoError(t, err)
 	require.Equal(t, "1:l:student-7", onA, "the confirmation was applied on A before the reply was lost")
@@ -142,7 +143,7 @@ func TestThousandStaleCallersShareTheirFetches(t *testing.T) {
 	t.Logf("%d stale callers caused %d table fetches", callers, fetches)
 	require.LessOrEqual(t, fetches, uint64(2), "%d stale callers caused %d fetches", callers, fetches)
 	require.GreaterOrEqual(t, fetches, uint64(1))
-	n, err := celebritytest.AdminOf(t, f.clients["c"]).HLen(ctx, routing.Keys{Prefix: f.prefix}.Unit(routing.BucketUnit(1)).Records).Result()
+	n, err := celebritytest.AdminOf(t, f.clients["c"]).HLen(ctx, routingfmt.Keys(routing.Keys{Prefix: f.prefix}.Tag(routing.BucketUnit(1))).Records).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(callers), n)
 
@@ -208,7 +209,7 @@ func TestControlUnreachableFailsWithinDeadline(t *testing.T) {
 	require.ErrorIs(t, err, routing.ErrStaleRoute)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Equal(t, uint64(1), r.Generation(), "no table was invented")
-	keys := routing.Keys{Prefix: f.prefix}.Unit(routing.BucketUnit(0))
+	keys := routingfmt.Keys(routing.Keys{Prefix: f.prefix}.Tag(routing.BucketUnit(0)))
 	for _, name := range []string{"a", "b"} {
 		n, err := celebritytest.AdminOf(t, f.clients[name]).HLen(ctx, keys.Records).Result()
 		require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -138,7 +139,7 @@ func TestProvisionRefusesAnOverrideThatWouldHideTheTenantsData(t *testing.T) {
 				require.NoError(t, err)
 				// Drop the put's and delete's op records: only the tombstone is left.
 				b := uint32(hashing.Bucket(tenant, uint64(t1.Buckets)))
-				k := f.shard(t, "a").Keys().Unit(routing.BucketUnit(b))
+				k := routingfmt.Keys(f.shard(t, "a").Keys().Tag(routing.BucketUnit(b)))
 				require.NoError(t, celebritytest.AdminOf(t, f.clients[t1.BucketOwner(b)]).Del(ctx, k.Ops).Err())
 			case "op record":
 				// A delete of an absent key leaves only an op record.
@@ -216,7 +217,7 @@ func TestTransitionIfReadyRefusesARecordWithoutItsMark(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			s := f.shard(t, name)
 			u := routing.TenantUnit("ready-" + name)
-			own := s.Keys().Unit(u).Own
+			own := routingfmt.Keys(s.Keys().Tag(u)).Own
 			admin := celebritytest.AdminOf(t, f.clients[name])
 			imp := routing.Ownership{Generation: 3, State: routing.StateImporting}
 			open := routing.Ownership{Generation: 4, State: routing.StateOpen}

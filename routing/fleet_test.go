@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -95,7 +96,7 @@ func (f *testFleet) moveUnit(t testing.TB, u routing.Unit, from, to string, gen 
 	require.Equal(t, routing.StateOpen, o.State)
 	_, err = src.Transition(ctx, u, o, routing.Ownership{Generation: o.Generation, State: routing.StateClosed})
 	require.NoError(t, err)
-	k := src.Keys().Unit(u)
+	k := routingfmt.Keys(src.Keys().Tag(u))
 	sc, dc := celebritytest.AdminOf(t, f.clients[from]), celebritytest.AdminOf(t, f.clients[to]) // the test copies as the administrator
 	for _, h := range []string{k.Records, k.Ops} {
 		m, err := sc.HGetAll(ctx, h).Result()

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -45,7 +46,7 @@ func TestWriteScriptValidatesArgumentsBeforeWriting(t *testing.T) {
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(3)
 		open(t, s, u, 1)
-		k := s.Keys().Unit(u)
+		k := routingfmt.Keys(s.Keys().Tag(u))
 		keys := []string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log}
 		good := []any{"1", "t", "op", "fp", "put", "1:tk", "0", "0", "v", "1000", "60000", "60000", "0"}
 		bad := map[string]func([]any) []any{

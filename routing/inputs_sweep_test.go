@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -101,18 +102,18 @@ func TestRecordFieldsAndOpRecordsRoundTrip(t *testing.T) {
 	odd := []string{"\xff\xfe", "a\x00b", "a", "a:b", ":", "1:", "12:x", "{x}", strings.Repeat("t", 1<<20)}
 	for _, tenant := range odd {
 		for _, key := range append(odd, "") {
-			f := routing.RecordField(tenant, key)
-			gt, gk, ok := routing.SplitRecordField(f)
+			f := routingfmt.RecordField(tenant, key)
+			gt, gk, ok := routingfmt.SplitRecordField(f)
 			require.True(t, ok, "tenant %.20q key %.20q", tenant, key)
 			require.Equal(t, tenant, gt)
 			require.Equal(t, key, gk)
-			r := routing.OpRecord{Fingerprint: "fp", Outcome: routing.OutcomeApplied, Version: 7, Field: f}
-			got, err := routing.DecodeOpRecord(routing.EncodeOpRecord(r))
+			r := routingfmt.OpRecord{Fingerprint: "fp", Outcome: routingfmt.OutcomeApplied, Version: 7, Field: f}
+			got, err := routingfmt.DecodeOpRecord(routingfmt.EncodeOpRecord(r))
 			require.NoError(t, err)
 			require.Equal(t, r, got, "tenant %.20q key %.20q", tenant, key)
 		}
 		rec := routing.Record{Version: 3, Value: tenant}
-		got, err := routing.DecodeRecord(routing.EncodeRecord(rec))
+		got, err := routingfmt.DecodeRecord(routingfmt.EncodeRecord(rec))
 		require.NoError(t, err)
 		require.Equal(t, rec, got, "value %.20q", tenant)
 	}

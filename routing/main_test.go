@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -73,13 +74,13 @@ func open(t testing.TB, s *routing.Shard, u routing.Unit, gen uint64) {
 }
 
 // logEntries returns unit u's change log on s.
-func logEntries(t testing.TB, c redis.UniversalClient, s *routing.Shard, u routing.Unit) []routing.LogEntry {
+func logEntries(t testing.TB, c redis.UniversalClient, s *routing.Shard, u routing.Unit) []routingfmt.LogEntry {
 	t.Helper()
-	msgs, err := celebritytest.AdminOf(t, c).XRange(ctxT(t), s.Keys().Unit(u).Log, "-", "+").Result()
+	msgs, err := celebritytest.AdminOf(t, c).XRange(ctxT(t), routingfmt.Keys(s.Keys().Tag(u)).Log, "-", "+").Result()
 	require.NoError(t, err)
-	out := make([]routing.LogEntry, 0, len(msgs))
+	out := make([]routingfmt.LogEntry, 0, len(msgs))
 	for _, m := range msgs {
-		e, err := routing.ParseLogEntry(m)
+		e, err := routingfmt.ParseLogEntry(m)
 		require.NoError(t, err)
 		out = append(out, e)
 	}

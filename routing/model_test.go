@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -158,7 +159,7 @@ func TestModelStoreEqualsMapAndStaleWritesNeverLand(t *testing.T) {
 					}
 				},
 				"": func(rt *rapid.T) {
-					k := s.Keys().Unit(u)
+					k := routingfmt.Keys(s.Keys().Tag(u))
 					var xlen *redis.IntCmd
 					var recs *redis.MapStringStringCmd
 					_, err := admin.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -170,10 +171,10 @@ func TestModelStoreEqualsMapAndStaleWritesNeverLand(t *testing.T) {
 					require.Equal(rt, logLen, xlen.Val(), "one change-log entry per recorded operation")
 					got := map[string]routing.Record{}
 					for f, v := range recs.Val() {
-						tenant, key, ok := routing.SplitRecordField(f)
+						tenant, key, ok := routingfmt.SplitRecordField(f)
 						require.True(rt, ok)
 						require.Equal(rt, "t", tenant)
-						r, err := routing.DecodeRecord(v)
+						r, err := routingfmt.DecodeRecord(v)
 						require.NoError(rt, err)
 						got[key] = r
 					}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -21,7 +22,7 @@ func TestOperationIDsArePerTenant(t *testing.T) {
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(3)
 		open(t, s, u, 1)
-		k := s.Keys().Unit(u)
+		k := routingfmt.Keys(s.Keys().Tag(u))
 		admin := celebritytest.AdminOf(t, c)
 
 		a, err := s.Exec(ctx, u, 1, "acme", "confirm-1", routing.PutIf("seat", "alice", 0))
@@ -47,12 +48,12 @@ func TestOperationIDsArePerTenant(t *testing.T) {
 		require.NoError(t, err)
 		stored, err := admin.HGet(ctx, k.Ops, routing.OpKey("acme", "tmp")).Result()
 		require.NoError(t, err)
-		op, err := routing.DecodeOpRecord(stored)
+		op, err := routingfmt.DecodeOpRecord(stored)
 		require.NoError(t, err)
 		require.NoError(t, admin.HDel(ctx, k.Ops, routing.OpKey("acme", "tmp")).Err())
 		require.NoError(t, admin.HSet(ctx, k.Ops, "legacy-1", stored).Err())
 		op.Field = ""
-		require.NoError(t, admin.HSet(ctx, k.Ops, "old-1", routing.EncodeOpRecord(op)).Err())
+		require.NoError(t, admin.HSet(ctx, k.Ops, "old-1", routingfmt.EncodeOpRecord(op)).Err())
 		for _, id := range []string{"legacy-1", "old-1"} {
 			res, err := s.Exec(ctx, u, 1, "acme", id, routing.Put("legacy", "v"))
 			require.NoError(t, err, id)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -60,7 +61,7 @@ func TestShardClockSetsRetention(t *testing.T) {
 			require.NoError(t, err)
 			_, err = s.Exec(ctxT(t), u, 1, "acme", "op-2", routing.Delete("k"))
 			require.NoError(t, err)
-			score, err := celebritytest.AdminOf(t, c).ZScore(ctxT(t), s.Keys().Unit(u).Tombstones, routing.RecordField("acme", "k")).Result()
+			score, err := celebritytest.AdminOf(t, c).ZScore(ctxT(t), routingfmt.Keys(s.Keys().Tag(u)).Tombstones, routingfmt.RecordField("acme", "k")).Result()
 			require.NoError(t, err)
 			require.Equal(t, float64(at.Add(time.Minute).UnixMilli()), score)
 		})

@@ -44,7 +44,7 @@ func (s *Shard) Ownership(ctx context.Context, u Unit) (Ownership, map[string]ui
 	if err := u.Validate(); err != nil {
 		return Ownership{}, nil, err
 	}
-	m, err := bound.Do(ctx, func() (map[string]string, error) { return s.client.HGetAll(ctx, s.keys.Unit(u).Own).Result() })
+	m, err := bound.Do(ctx, func() (map[string]string, error) { return s.client.HGetAll(ctx, s.keys.unit(u).Own).Result() })
 	if err != nil {
 		return Ownership{}, nil, fmt.Errorf("routing: read ownership of %s on shard %q: %w", u, s.name, err)
 	}
@@ -154,7 +154,7 @@ func (s *Shard) transition(ctx context.Context, u Unit, from, to Ownership, tena
 	if epoch > 0 {
 		fence = strconv.FormatUint(epoch, 10)
 	}
-	k := s.keys.Unit(u)
+	k := s.keys.unit(u)
 	reply, err := ownScript.Run(ctx, s.client, []string{k.Own, k.Log},
 		strconv.FormatUint(from.Generation, 10), string(from.State),
 		strconv.FormatUint(to.Generation, 10), string(to.State), tenant, mark, fence, ready).StringSlice()

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 )
 
 // Provision creates the ownership records of the installed table on the shards it assigns
@@ -186,8 +188,8 @@ func (r *Router) perShard(ctx context.Context, work map[string][]Unit, fn func(c
 // holds any record, tombstone or idempotency record of tenant. It pages through the bucket
 // one HSCAN page per script call.
 func (s *Shard) noTenantData(ctx context.Context, u Unit, tenant string) error {
-	k := s.keys.Unit(u)
-	prefix := RecordField(tenant, "")
+	k := s.keys.unit(u)
+	prefix := routingfmt.RecordField(tenant, "")
 	for _, phase := range []string{"rec", "ops"} {
 		cursor := "0"
 		for {

@@ -5,35 +5,36 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
 func TestStoredFormsRoundTrip(t *testing.T) {
 	for _, r := range []routing.Record{{Version: 1, Value: ""}, {Version: 7, Value: "a:b\n{c}"}, {Version: 9, Deleted: true}} {
-		got, err := routing.DecodeRecord(routing.EncodeRecord(r))
+		got, err := routingfmt.DecodeRecord(routingfmt.EncodeRecord(r))
 		require.NoError(t, err)
 		require.Equal(t, r, got)
 	}
 	for _, bad := range []string{"", "1", "1:x:v", "0:l:v", "a:l:v", ":l:"} {
-		_, err := routing.DecodeRecord(bad)
+		_, err := routingfmt.DecodeRecord(bad)
 		require.Error(t, err, bad)
 	}
-	op := routing.OpRecord{Fingerprint: "ab12", Outcome: routing.OutcomeMismatch, Version: 4,
-		Field: routing.RecordField("t:1", "k:2")}
-	got, err := routing.DecodeOpRecord(routing.EncodeOpRecord(op))
+	op := routingfmt.OpRecord{Fingerprint: "ab12", Outcome: routingfmt.OutcomeMismatch, Version: 4,
+		Field: routingfmt.RecordField("t:1", "k:2")}
+	got, err := routingfmt.DecodeOpRecord(routingfmt.EncodeOpRecord(op))
 	require.NoError(t, err)
 	require.Equal(t, op, got)
 	for _, bad := range []string{"", "fp:ok:1", "fp:maybe:1:f", ":ok:1:f", "fp:ok:x:f"} {
-		_, err := routing.DecodeOpRecord(bad)
+		_, err := routingfmt.DecodeOpRecord(bad)
 		require.Error(t, err, bad)
 	}
 	for _, c := range [][2]string{{"t", "k"}, {"t:1", ":k"}, {"", ""}, {"{x}", "y"}, {"12", "3:4"}} {
-		tenant, key, ok := routing.SplitRecordField(routing.RecordField(c[0], c[1]))
+		tenant, key, ok := routingfmt.SplitRecordField(routingfmt.RecordField(c[0], c[1]))
 		require.True(t, ok)
 		require.Equal(t, c, [2]string{tenant, key})
 	}
 	for _, bad := range []string{"", "x:ab", "5:ab", ":ab", "-1:a"} {
-		_, _, ok := routing.SplitRecordField(bad)
+		_, _, ok := routingfmt.SplitRecordField(bad)
 		require.False(t, ok, bad)
 	}
 }
@@ -43,6 +44,6 @@ func TestUnitTagsKeepTenantsInsideOneTag(t *testing.T) {
 	require.Equal(t, "{p:b:12}", k.Tag(routing.BucketUnit(12)))
 	require.Equal(t, "{p:t:a%7Db%7Bc%25}", k.Tag(routing.TenantUnit("a}b{c%")))
 	require.Equal(t, "{p:s:3:acme}", k.Tag(routing.SpreadUnit("acme", 3)))
-	require.Equal(t, "{celebrity:routing:b:0}:own", routing.Keys{}.Unit(routing.BucketUnit(0)).Own)
+	require.Equal(t, "{celebrity:routing:b:0}:own", routingfmt.Keys(routing.Keys{}.Tag(routing.BucketUnit(0))).Own)
 	require.NotEqual(t, k.Tag(routing.TenantUnit("a%7Db")), k.Tag(routing.TenantUnit("a}b")))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -54,9 +55,9 @@ func TestOverridesAndSpreadsRouteAsSpecified(t *testing.T) {
 		require.NoError(t, err)
 		rt, err := r.Route(w.tenant, w.key)
 		require.NoError(t, err)
-		keys := routing.Keys{Prefix: f.prefix}.Unit(rt.Unit)
+		keys := routingfmt.Keys(routing.Keys{Prefix: f.prefix}.Tag(rt.Unit))
 		for _, name := range shardNames {
-			has, err := f.clients[name].HExists(ctx, keys.Records, routing.RecordField(w.tenant, w.key)).Result()
+			has, err := f.clients[name].HExists(ctx, keys.Records, routingfmt.RecordField(w.tenant, w.key)).Result()
 			require.NoError(t, err)
 			require.Equal(t, name == rt.Shard.Name(), has, "%s/%s on shard %s", w.tenant, w.key, name)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"testing"
 	"time"
 
@@ -78,8 +79,8 @@ func TestDoRedirectsOnceAfterBucketMoved(t *testing.T) {
 	// On the servers: the old owner saw op-2 and refused it, the new owner applied it once.
 	require.Equal(t, 1, mon.count("a", "op-2"), "one attempt on the old owner")
 	require.Equal(t, 1, mon.count("b", "op-2"), "one attempt on the new owner, same op ID")
-	keys := routing.Keys{Prefix: f.prefix}.Unit(u)
-	rec, err := f.clients["b"].HGet(ctx, keys.Records, routing.RecordField(tenant, "seats")).Result()
+	keys := routingfmt.Keys(routing.Keys{Prefix: f.prefix}.Tag(u))
+	rec, err := f.clients["b"].HGet(ctx, keys.Records, routingfmt.RecordField(tenant, "seats")).Result()
 	require.NoError(t, err)
 	require.Equal(t, "2:l:98", rec)
 	n, err := celebritytest.AdminOf(t, f.clients["a"]).XLen(ctx, keys.Log).Result() // XLEN is not in the rule

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 )
 
 // Scripter is the part of a go-redis client a Shard needs: script execution and the plain
@@ -88,7 +90,7 @@ func (s *Shard) Exec(ctx context.Context, u Unit, gen uint64, tenant, opID strin
 	if err := op.validate(); err != nil {
 		return Result{}, err
 	}
-	k := s.keys.Unit(u)
+	k := s.keys.unit(u)
 	check := "0"
 	if op.Check {
 		check = "1"
@@ -96,7 +98,7 @@ func (s *Shard) Exec(ctx context.Context, u Unit, gen uint64, tenant, opID strin
 	reply, err := writeScript.Run(ctx, s.client,
 		[]string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log},
 		strconv.FormatUint(gen, 10), tenant, opID, op.fingerprint(tenant), op.kindArg(),
-		RecordField(tenant, op.Key), check, strconv.FormatUint(op.Version, 10), op.Value,
+		routingfmt.RecordField(tenant, op.Key), check, strconv.FormatUint(op.Version, 10), op.Value,
 		strconv.FormatInt(s.now().UnixMilli(), 10), strconv.FormatInt(s.opTTL, 10),
 		strconv.FormatInt(s.tombTTL, 10), strconv.FormatInt(s.logMax, 10),
 	).StringSlice()
@@ -125,11 +127,11 @@ func (s *Shard) writeResult(u Unit, gen uint64, opID string, op Op, reply []stri
 			return Result{}, fmt.Errorf("routing: write on shard %q: malformed version %q", s.name, reply[2])
 		}
 		res := Result{Version: v, Replayed: reply[0] == "dup"}
-		switch Outcome(reply[1]) {
-		case OutcomeApplied:
+		switch routingfmt.Outcome(reply[1]) {
+		case routingfmt.OutcomeApplied:
 			res.Applied = true
-		case OutcomeAbsent:
-		case OutcomeMismatch:
+		case routingfmt.OutcomeAbsent:
+		case routingfmt.OutcomeMismatch:
 			return res, &VersionMismatchError{Key: op.Key, Expected: op.Version, Current: v}
 		default:
 			return Result{}, fmt.Errorf("routing: write on shard %q: unknown outcome %q", s.name, reply[1])
@@ -149,9 +151,9 @@ func (s *Shard) Get(ctx context.Context, u Unit, gen uint64, tenant, key string)
 	if key == "" {
 		return Record{}, false, errInput("empty key")
 	}
-	k := s.keys.Unit(u)
+	k := s.keys.unit(u)
 	reply, err := getScript.Run(ctx, s.client, []string{k.Own, k.Records},
-		strconv.FormatUint(gen, 10), tenant, RecordField(tenant, key)).StringSlice()
+		strconv.FormatUint(gen, 10), tenant, routingfmt.RecordField(tenant, key)).StringSlice()
 	if err != nil {
 		return Record{}, false, fmt.Errorf("routing: get on shard %q %s: %w", s.name, u, err)
 	}
@@ -161,7 +163,7 @@ func (s *Shard) Get(ctx context.Context, u Unit, gen uint64, tenant, key string)
 	case len(reply) == 1 && reply[0] == "ok":
 		return Record{}, false, nil
 	case len(reply) == 2 && reply[0] == "ok":
-		r, err := DecodeRecord(reply[1])
+		r, err := routingfmt.DecodeRecord(reply[1])
 		return r, err == nil, err
 	}
 	return Record{}, false, fmt.Errorf("routing: get on shard %q: malformed reply %q", s.name, reply)

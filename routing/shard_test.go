@@ -10,6 +10,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -19,7 +20,7 @@ func TestWriteWithOlderGenerationIsRefusedAndChangesNothing(t *testing.T) {
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(4)
 		open(t, s, u, 12)
-		k := s.Keys().Unit(u)
+		k := routingfmt.Keys(s.Keys().Tag(u))
 
 		_, err := s.Exec(ctx, u, 11, "course", "op-1", routing.Put("seat", "alice"))
 		var stale *routing.StaleRouteError
@@ -169,14 +170,14 @@ func TestVersionedRecordStore(t *testing.T) {
 			kinds[i] = e.Kind
 		}
 		require.Equal(t, []string{"put", "noop", "del", "noop", "put"}, kinds)
-		require.Equal(t, routing.RecordField("big", "k"), entries[4].Field)
+		require.Equal(t, routingfmt.RecordField("big", "k"), entries[4].Field)
 		require.Equal(t, routing.Record{Version: 3, Value: "c"}, entries[4].Record)
 		require.Equal(t, routing.OpKey("big", "5"), entries[4].OpID)
-		require.Equal(t, routing.OpRecord{Fingerprint: entries[4].Op.Fingerprint, Outcome: routing.OutcomeApplied,
-			Version: 3, Field: routing.RecordField("big", "k")}, entries[4].Op)
-		raw, err := c.HGet(ctx, s.Keys().Unit(u).Ops, routing.OpKey("big", "5")).Result()
+		require.Equal(t, routingfmt.OpRecord{Fingerprint: entries[4].Op.Fingerprint, Outcome: routingfmt.OutcomeApplied,
+			Version: 3, Field: routingfmt.RecordField("big", "k")}, entries[4].Op)
+		raw, err := c.HGet(ctx, routingfmt.Keys(s.Keys().Tag(u)).Ops, routing.OpKey("big", "5")).Result()
 		require.NoError(t, err)
-		require.Equal(t, routing.EncodeOpRecord(entries[4].Op), raw, "the op record in Ops equals the logged one")
+		require.Equal(t, routingfmt.EncodeOpRecord(entries[4].Op), raw, "the op record in Ops equals the logged one")
 		require.Zero(t, entries[4].TombstoneExpiry)
 		require.Positive(t, entries[2].TombstoneExpiry, "a delete logs its tombstone's expiry")
 		require.Equal(t, entries[2].OpExpiry, entries[2].TombstoneExpiry, "both retentions default to 24h")
@@ -246,7 +247,7 @@ func TestExpiredOpRecordsAndTombstonesArePurged(t *testing.T) {
 		})
 		u := routing.BucketUnit(0)
 		open(t, s, u, 1)
-		k := s.Keys().Unit(u)
+		k := routingfmt.Keys(s.Keys().Tag(u))
 		_, err := s.Exec(ctx, u, 1, "t", "op-1", routing.Put("k", "v"))
 		require.NoError(t, err)
 		_, err = s.Exec(ctx, u, 1, "t", "op-2", routing.Delete("k"))
@@ -320,17 +321,17 @@ func TestReplayNeedsTheSameRecordFieldNotOnlyTheFingerprint(t *testing.T) {
 		open(t, s, u, 1)
 		_, err := s.Exec(ctx, u, 1, "alice", "op-1", routing.Put("k", "v"))
 		require.NoError(t, err)
-		k := s.Keys().Unit(u)
+		k := routingfmt.Keys(s.Keys().Tag(u))
 		stored, err := c.HGet(ctx, k.Ops, routing.OpKey("alice", "op-1")).Result()
 		require.NoError(t, err)
-		rec, err := routing.DecodeOpRecord(stored)
+		rec, err := routingfmt.DecodeOpRecord(stored)
 		require.NoError(t, err)
-		require.Equal(t, routing.RecordField("alice", "k"), rec.Field)
+		require.Equal(t, routingfmt.RecordField("alice", "k"), rec.Field)
 
 		// Stand-in for a collision: bob's record under op-2 carries the fingerprint of
 		// alice's op, with bob's field.
-		rec.Field = routing.RecordField("bob", "k")
-		require.NoError(t, c.HSet(ctx, k.Ops, routing.OpKey("alice", "op-2"), routing.EncodeOpRecord(rec)).Err())
+		rec.Field = routingfmt.RecordField("bob", "k")
+		require.NoError(t, c.HSet(ctx, k.Ops, routing.OpKey("alice", "op-2"), routingfmt.EncodeOpRecord(rec)).Err())
 		_, err = s.Exec(ctx, u, 1, "alice", "op-2", routing.Put("k", "v"))
 		require.ErrorIs(t, err, routing.ErrConflict, "bob's result is not alice's")
 		again, err := s.Exec(ctx, u, 1, "alice", "op-1", routing.Put("k", "v"))

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
@@ -106,18 +107,6 @@ type Keys struct {
 	Prefix string // Prefix is the key prefix; it must not contain '{' or '}'. Default: DefaultPrefix.
 }
 
-// UnitKeys are the keys of one unit on its shard. They all share the unit's hash tag, so they
-// live in one hash slot and one script can touch all of them on a cluster.
-type UnitKeys struct {
-	Tag        string // Tag is the hash tag including braces, e.g. "{celebrity:routing:b:12}".
-	Own        string // Own is the ownership record (HASH gen, state, x:<tenant>).
-	Records    string // Records is the record store (HASH field -> encoded Record).
-	Ops        string // Ops holds idempotency records (HASH op ID -> encoded OpRecord).
-	OpExpiry   string // OpExpiry holds op ID expiry times (ZSET, score unix ms).
-	Tombstones string // Tombstones holds tombstone expiry times (ZSET field, score unix ms).
-	Log        string // Log is the change log (STREAM).
-}
-
 func (k Keys) prefix() string {
 	if k.Prefix == "" {
 		return DefaultPrefix
@@ -149,19 +138,8 @@ func (k Keys) Tag(u Unit) string {
 	return b.String()
 }
 
-// Unit returns all keys of unit u.
-func (k Keys) Unit(u Unit) UnitKeys {
-	tag := k.Tag(u)
-	return UnitKeys{
-		Tag:        tag,
-		Own:        tag + ":own",
-		Records:    tag + ":rec",
-		Ops:        tag + ":ops",
-		OpExpiry:   tag + ":opx",
-		Tombstones: tag + ":tomb",
-		Log:        tag + ":log",
-	}
-}
+// unit returns all keys of unit u.
+func (k Keys) unit(u Unit) routingfmt.UnitKeys { return routingfmt.Keys(k.Tag(u)) }
 
 // Table returns the control-Redis key holding the current route table (HASH gen, table).
 func (k Keys) Table() string { return k.prefix() + ":table" }
@@ -191,29 +169,9 @@ func escapeTag(b *strings.Builder, s string) {
 	}
 }
 
-// RecordField returns the field under which a tenant's key is stored in a unit's Records
-// hash: the tenant's length, a colon, the tenant, then the key. The length prefix keeps
-// tenants apart inside a shared bucket without restricting the characters they use.
-func RecordField(tenant, key string) string {
-	return strconv.Itoa(len(tenant)) + ":" + tenant + key
-}
-
 // OpKey returns the field under which a tenant's operation opID is recorded in a unit's Ops
 // hash (and its member in OpExpiry): the op ID scoped by its tenant, in RecordField's form.
 // Operation IDs are per tenant: two tenants of a shared bucket may both use "confirm-1".
 // Op records written before op IDs were scoped are stored under the bare op ID; the write
 // script still finds them (for their own tenant only) until they expire.
-func OpKey(tenant, opID string) string { return RecordField(tenant, opID) }
-
-// SplitRecordField reverses RecordField.
-func SplitRecordField(field string) (tenant, key string, ok bool) {
-	i := strings.IndexByte(field, ':')
-	if i <= 0 {
-		return "", "", false
-	}
-	n, err := strconv.Atoi(field[:i])
-	if err != nil || n < 0 || i+1+n > len(field) {
-		return "", "", false
-	}
-	return field[i+1 : i+1+n], field[i+1+n:], true
-}
+func OpKey(tenant, opID string) string { return routingfmt.RecordField(tenant, opID) }

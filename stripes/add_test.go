@@ -148,7 +148,7 @@ func TestDedupSetsSplitAndKeepIntsetEncoding(t *testing.T) {
 
 		l, err := c.loadLayout(ctx)
 		require.NoError(t, err)
-		stripe := c.keys.stripe(l.doc.Gens[0].Tags[0], 1, 0)
+		stripe := c.keys.of(&l.doc.Gens[0], 0)
 		node := nodeFor(t, rc, stripe)
 		sl := now.UnixMilli() / c.opts.sliceMs()
 		ring := 2*((c.opts.DedupWindow.Milliseconds()+c.opts.sliceMs()-1)/c.opts.sliceMs()) + 3
@@ -206,7 +206,7 @@ func bucketOf(t *testing.T, rc redis.UniversalClient, c *Counter, ev Event) (str
 	ctx := context.Background()
 	l, err := c.loadLayout(ctx)
 	require.NoError(t, err)
-	stripe := c.keys.stripe(l.doc.Gens[0].Tags[0], 1, 0)
+	stripe := c.keys.of(&l.doc.Gens[0], 0)
 	node := nodeFor(t, rc, stripe)
 	member := newRoute(ev.ID, c.opts.DedupBits).member
 	keys, err := node.Keys(ctx, stripe+":e:*").Result()

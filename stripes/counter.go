@@ -236,7 +236,7 @@ func (c *Counter) addCall(g *genDoc, i int, ev Event, r route, delta int64) (str
 	if ev.Gen != 0 {
 		explicit = "1"
 	}
-	return c.keys.stripe(g.Tags[i], g.Gen, i), []any{
+	return c.keys.of(g, i), []any{
 		g.Gen, r.member, delta, ev.Time.UnixMilli(), c.opts.DedupWindow.Milliseconds(),
 		c.opts.sliceMs(), c.opts.SetMembers, explicit,
 	}

@@ -10,10 +10,18 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// TestKillAndRestartWithAOFKeepsCountsAndDedup: with 1 stripe the counter starts as a home
+// record, whose generation 1 stays in the layout hash across the resize.
 func TestKillAndRestartWithAOFKeepsCountsAndDedup(t *testing.T) {
+	for _, n := range []int{1, 4} {
+		t.Run(fmt.Sprintf("stripes=%d", n), func(t *testing.T) { killAndRestart(t, n) })
+	}
+}
+
+func killAndRestart(t *testing.T, stripes int) {
 	s := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	rc := s.Client(t)
-	c := newCounter(t, rc, Options{Stripes: 4})
+	c := newCounter(t, rc, Options{Stripes: stripes})
 	ctx := context.Background()
 	now := time.Now()
 	for i := range 300 {
@@ -22,6 +30,7 @@ func TestKillAndRestartWithAOFKeepsCountsAndDedup(t *testing.T) {
 	}
 	_, err := c.Resize(ctx, 6)
 	require.NoError(t, err)
+	require.Equal(t, stripes == 1, mustLayout(t, c).doc.Gens[0].Home, "generation 1 is a home generation")
 	for i := 300; i < 400; i++ {
 		_, err := c.Add(ctx, Event{ID: fmt.Sprintf("k%d", i), Time: now.Add(time.Second)}, 1)
 		require.NoError(t, err)

@@ -83,8 +83,8 @@
 // from memory.
 //
 // Adaptive striping: a new name gets Options.Stripes stripes (1 by default), so a cold
-// name costs one stripe key, one dedup set per slice in use and the layout record, and its
-// Sum reads one stripe. With FamilyOptions.HotStripes set, the loop promotes a name whose
+// name costs one hash (its home record, see "Key layout"), one dedup set per slice in use
+// and its field in a births hash, and its Sum reads one stripe. With FamilyOptions.HotStripes set, the loop promotes a name whose
 // write rate through this family (Add and AddBatch events per second over one Interval)
 // reaches HotRate, or that the host's [HotDetector] reports hot, to HotStripes stripes, and
 // demotes it to Options.Stripes once it stayed below CoolRate (and not reported hot) for
@@ -106,7 +106,8 @@
 //
 //	<prefix>{<name>}:layout              hash: doc (JSON: live generations, stripe counts,
 //	                                     tags, boundaries, dedup settings, birth token, floor),
-//	                                     ver, base, folded:<gen>, expiring:<gen>, pruned
+//	                                     ver, base, folded:<gen>, expiring:<gen>, pruned;
+//	                                     or a home record (below)
 //	<prefix>{<tag>}:<name>:<gen>:<i>     hash: stripe i of generation gen: v (value), g, n,
 //	                                     i, maxt (latest event time), end, sealed, d<r> (the
 //	                                     dedup table state of a slice, in a ring of slots)
@@ -124,6 +125,25 @@
 // from zero beside the old one, and count again the retries whose dedup records it cannot
 // see; nothing could detect it. A host that wants another prefix sets Options.Prefix on
 // every process of a new counter.
+//
+// A counter created with one stripe (a Family's cold name) has no document until its first
+// Resize: its layout hash is a home record, ver "home", holding its one stripe's fields (g,
+// v, maxt, end, sealed, d<r>), its birth token (born) and, unless they are the package's
+// defaults, its dedup settings (dedup); its dedup sets are "<prefix>{<name>}:layout:e:...".
+// It reads as version 1 with one generation. The first Resize writes the document into the
+// same hash, keeping the stripe's fields there as generation 1 ("home" in the document),
+// until that generation is sealed and dropped.
+//
+// Rolling upgrade: the version before home records refuses a home record, and a document
+// naming a home generation, with ErrLayout (it finds no version, or no tag for the stripe),
+// and writes nothing; its creation of a layout fails on a home record (cas.lua), and a home
+// record is created only where no layout record exists (home.lua), so the first writer of
+// a new counter's layout key decides its format and every process of either version agrees
+// with it or refuses the counter: an event retried across versions counts once
+// (TestUpgradeRaceCountsEveryEventOnce). Counters created by the version before keep their
+// format. While both versions run, a new cold counter created by this version is refused by
+// the old processes: upgrade them before relying on such counters from them. An old process
+// that lost that race leaves its empty stripe key behind (no TTL, value 0).
 //
 // A stripe's value and its dedup sets share the stripe's hash tag, hence one slot: add.lua
 // checks and increments atomically. Different stripes get different tags. When a generation
@@ -147,7 +167,10 @@
 // time (HINCRBY when the time is not the latest); a retry, HMGET and SADD. The first event
 // of a slice in a stripe, and every event of a closed stripe, also reads the server clock
 // (TIME). BenchmarkAdd compares Add with INCR and with a script doing SET NX PX and INCRBY
-// on a cluster; BenchmarkServerTimePerEvent does on dedicated servers.
+// on a cluster; BenchmarkServerTimePerEvent does on dedicated servers, and
+// BenchmarkServerTimeOnBusiestMaster on dedicated clusters at 1 and 16 stripes. A cold name
+// of a Family (home record, one dedup set, birth record) took 507 bytes of used_memory with
+// 3 events, against 571 for the same events through that script (BenchmarkColdNameMemory).
 //
 // # Collisions
 //

@@ -35,10 +35,10 @@ type HotDetector interface {
 type FamilyOptions struct {
 	// Counter holds the options every name of the family shares. Counter.Name must be
 	// empty: names are given per call and validated as Options.Name. Counter.Stripes is the
-	// stripe count of a new name; zero means 1, so that a cold name costs one stripe key and
-	// its reads no fan-out. Counter.SealInterval is how often the family's loop seals a name
-	// that has old generations (default DedupWindow/4; negative: on every round); names
-	// have no loop of their own.
+	// stripe count of a new name; zero means 1, so that a cold name costs one hash (its home
+	// record, see the package doc) and its reads no fan-out. Counter.SealInterval is how
+	// often the family's loop seals a name that has old generations (default
+	// DedupWindow/4; negative: on every round); names have no loop of their own.
 	Counter Options
 	// MaxNames bounds the names whose Counter (cached layout) and cached sum are kept in
 	// memory; the least recently used name is dropped first. Default: 10,000.
@@ -93,6 +93,7 @@ type Family struct {
 	done    sync.WaitGroup
 	once    sync.Once
 	lastRun time.Time
+	stats   familyStats
 }
 
 // familyMember is one name in memory.
@@ -236,6 +237,7 @@ func (f *Family) dropLocked(e *list.Element) {
 	m := e.Value.(*familyMember)
 	f.lru.Remove(e)
 	delete(f.names, m.name)
+	f.stats.retire(m.c)
 	if l := m.c.layout.Load(); l != nil && len(l.doc.Gens) > 1 {
 		f.unseal[m.name] = m.lastSeal
 	}
@@ -317,6 +319,7 @@ func (f *Family) Sum(ctx context.Context, name string) (int64, error) {
 		}
 		f.mu.Unlock()
 		if ok {
+			f.stats.cachedSums.Add(1)
 			return v, nil
 		}
 	}
@@ -413,11 +416,16 @@ func (f *Family) Tick(ctx context.Context) error {
 			note(f.adapt(ctx, m, writes, elapsed, now))
 		}
 		if l := m.c.layout.Load(); l != nil && len(l.doc.Gens) > 1 && f.sealDue(&m.lastSeal, now) {
+			f.stats.seals.Add(1)
 			note(f.step(ctx, func(ctx context.Context) error { _, err := m.c.Seal(ctx); return err }))
 		}
 	}
 	for _, name := range dropped {
+		f.stats.seals.Add(1)
 		note(f.sealDropped(ctx, name))
+	}
+	if first != nil {
+		f.stats.roundErrors.Add(1)
 	}
 	return first
 }
@@ -515,10 +523,15 @@ func (f *Family) adapt(ctx context.Context, m *familyMember, writes int64, elaps
 	f.mu.Unlock()
 	switch {
 	case hot && stripes < f.opts.HotStripes:
-		return f.step(ctx, func(ctx context.Context) error { _, err := m.c.Resize(ctx, f.opts.HotStripes); return err })
+		err := f.step(ctx, func(ctx context.Context) error { _, err := m.c.Resize(ctx, f.opts.HotStripes); return err })
+		if err == nil {
+			f.stats.promotions.Add(1)
+		}
+		return err
 	case demote:
 		err := f.step(ctx, func(ctx context.Context) error { _, err := m.c.Resize(ctx, f.copts.Stripes); return err })
 		if err == nil {
+			f.stats.demotions.Add(1)
 			f.mu.Lock()
 			m.coolSince, m.sawHot = time.Time{}, false
 			f.mu.Unlock()

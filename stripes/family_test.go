@@ -226,6 +226,9 @@ func TestFamilyPromotesHotAndDemotesCold(t *testing.T) {
 		require.NoError(t, f.Tick(ctx))
 		require.Equal(t, 1, stripesOf(t, f, "hot"), "demoted after CoolAfter")
 		require.Equal(t, 8, stripesOf(t, f, "flagged"), "the detector still reports it")
+		st := f.Stats()
+		require.Equal(t, [2]uint64{2, 1}, [2]uint64{st.Promotions, st.Demotions}, "hot and flagged promoted, hot demoted")
+		require.Zero(t, st.RoundErrors)
 		write("hot", 3)
 		var got int64
 		for _, name := range []string{"hot", "cold", "flagged"} {
@@ -273,9 +276,9 @@ func TestFamilyTwoProcessesExactlyOnce(t *testing.T) {
 			f := fams[w]
 			wg.Go(func() {
 				for k := range perName {
-					// Lose the replies of two event scripts (keys "<prefix>{<tag>}:<name>:...")
-					// of this round after they ran.
-					injs[w].DropReply(faults.Match{Command: "EVALSHA", Arg: "}:post:"}, 2)
+					// Lose the replies of two event scripts (add.lua, loaded, hence EVALSHA
+					// with its hash) of this round after they ran.
+					injs[w].DropReply(faults.Match{Command: "EVALSHA", Arg: addScript.Hash()}, 2)
 					var adds []FamilyAddition
 					for i := range names {
 						adds = append(adds, FamilyAddition{Name: name(i), Event: event(k), Delta: 1})

@@ -100,7 +100,7 @@ func TestResizeCrashedAfterClosingRedirectsByStripe(t *testing.T) {
 		next := l.doc.Gens[1]
 		require.NoError(t, c.createStripes(ctx, &next))
 		_, err := c.pipeline(ctx, closeScript, 2, func(i int) (string, []any) {
-			return c.keys.stripe(l.doc.Gens[0].Tags[i], 1, i), []any{1, next.Start}
+			return c.keys.of(&l.doc.Gens[0], i), []any{1, next.Start}
 		})
 		require.NoError(t, err)
 		// The layout still says generation 2 is pending; the closed stripes send new

@@ -83,7 +83,7 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 		ctx := context.Background()
 		require.Zero(t, mustSum(t, c))
 		gd := mustLayout(t, c).gen(1)
-		key := c.keys.stripe(gd.Tags[0], 1, 0)
+		key := c.keys.of(gd, 0)
 		now := time.Now().UnixMilli()
 		good := []any{"1", "12345", "1", now, 60000, 15000, 512, "0"}
 		for k, bad := range map[int][]any{

@@ -25,7 +25,12 @@ type genDoc struct {
 	// end (close.lua). Zero for the first generation.
 	Start int64 `json:"start"`
 	// Tags are the hash tags of the stripes, chosen once when the generation was created.
+	// None for a home generation.
 	Tags []string `json:"tags"`
+	// Home is set for generation 1 of a counter created as a home record (see homeLua):
+	// its one stripe's fields live in the layout hash itself. A version without home
+	// records finds no tag for the stripe and refuses the document.
+	Home bool `json:"home,omitempty"`
 	// Ends are the per-stripe boundaries, recorded once the next generation is open.
 	Ends []int64 `json:"ends,omitempty"`
 	// Pending is set while the generation is being opened: its stripes may not exist yet
@@ -230,6 +235,13 @@ func (c *Counter) checkIncarnation(ctx context.Context, l *layout, seen uint64) 
 func (c *Counter) parseLayout(m map[string]string) (*layout, error) {
 	var err error
 	l := &layout{folded: map[uint64]int64{}, expiring: map[uint64]int64{}, read: c.opts.Clock()}
+	if m["ver"] == homeVer && !c.opts.previousFormat {
+		if l.doc, err = parseHome(m); err != nil {
+			return nil, err
+		}
+		l.ver = 1
+		return l, c.checkDedup(l.doc.Dedup)
+	}
 	if l.ver, err = strconv.ParseUint(m["ver"], 10, 64); err != nil {
 		return nil, fmt.Errorf("%w: layout version %q", ErrLayout, m["ver"])
 	}
@@ -244,7 +256,7 @@ func (c *Counter) parseLayout(m map[string]string) (*layout, error) {
 	if err := l.parseGenFields(m); err != nil {
 		return nil, err
 	}
-	if err := l.doc.check(); err != nil {
+	if err := l.doc.check(!c.opts.previousFormat); err != nil {
 		return nil, err
 	}
 	if err := c.checkDedup(l.doc.Dedup); err != nil {
@@ -279,16 +291,24 @@ func (l *layout) parseGenFields(m map[string]string) error {
 	return nil
 }
 
-// check verifies the shape of a layout document read from Redis.
-func (d *layoutDoc) check() error {
+// check verifies the shape of a layout document read from Redis. A home generation is
+// generation 1 of one stripe and no tag; home=false refuses it, as the version before home
+// records did (Options.previousFormat).
+func (d *layoutDoc) check(home bool) error {
 	if len(d.Gens) == 0 {
 		return fmt.Errorf("%w: layout has no generation", ErrLayout)
 	}
 	for i, g := range d.Gens {
+		tags := len(g.Tags)
+		if g.Home && home && g.Gen == 1 && g.Stripes == 1 && tags == 0 && i == 0 {
+			tags = 1 // its key is the layout's
+		}
 		switch {
+		case g.Home && home && tags != 1:
+			return fmt.Errorf("%w: generation %d at position %d is not a home generation", ErrLayout, g.Gen, i)
 		case g.Gen != d.Gens[0].Gen+uint64(i) || g.Gen == 0:
 			return fmt.Errorf("%w: generation %d at position %d", ErrLayout, g.Gen, i)
-		case g.Stripes < 1 || g.Stripes > MaxStripes || len(g.Tags) != g.Stripes:
+		case g.Stripes < 1 || g.Stripes > MaxStripes || tags != g.Stripes:
 			return fmt.Errorf("%w: generation %d has %d stripes and %d tags", ErrLayout, g.Gen, g.Stripes, len(g.Tags))
 		case g.Ends != nil && len(g.Ends) != g.Stripes:
 			return fmt.Errorf("%w: generation %d has %d ends", ErrLayout, g.Gen, len(g.Ends))
@@ -298,6 +318,44 @@ func (d *layoutDoc) check() error {
 	}
 	if d.Gens[0].Pending {
 		return fmt.Errorf("%w: first generation is pending", ErrLayout)
+	}
+	return nil
+}
+
+// homeVer is the "ver" field of a home record: a counter created with one stripe and never
+// resized keeps that stripe in its layout hash, with no document (see homeLua). It reads
+// as version 1 with one home generation; the first Resize writes the document beside the
+// stripe's fields (cas.lua), version 2. A version before home records cannot parse it and
+// refuses the counter, and its creation (cas.lua from version "0") fails on it.
+const homeVer = "home"
+
+// parseHome builds the document of the home record m: generation 1, one home stripe,
+// the dedup settings (no field: the package's defaults) and birth token recorded by homeLua.
+func parseHome(m map[string]string) (layoutDoc, error) {
+	d := &dedupDoc{WindowMs: DefaultDedupWindow.Milliseconds(), Slices: DefaultDedupSlices, Bits: DefaultDedupBits}
+	if s, ok := m["dedup"]; ok {
+		if _, err := fmt.Sscanf(s, "%d:%d:%d", &d.WindowMs, &d.Slices, &d.Bits); err != nil {
+			return layoutDoc{}, fmt.Errorf("%w: home record dedup settings %q", ErrLayout, s)
+		}
+	}
+	if m["g"] != "1" {
+		return layoutDoc{}, fmt.Errorf("%w: home record of generation %q", ErrLayout, m["g"])
+	}
+	return layoutDoc{Gens: []genDoc{{Gen: 1, Stripes: 1, Home: true}}, Dedup: d, Born: m["born"]}, nil
+}
+
+// createHome creates the home record of a counter with one stripe, unless the layout key
+// exists (whatever it holds: another process created the counter first). Its birth token
+// has 64 bits (a document's has 128): a cold counter pays for it twice, in the record and in
+// the birth record.
+func (c *Counter) createHome(ctx context.Context) error {
+	d, dedup := c.dedupDoc(), ""
+	if d.WindowMs != DefaultDedupWindow.Milliseconds() || d.Slices != DefaultDedupSlices || d.Bits != DefaultDedupBits {
+		dedup = fmt.Sprintf("%d:%d:%d", d.WindowMs, d.Slices, d.Bits)
+	}
+	token := newToken()[:16]
+	if err := homeScript.Run(ctx, c.client, []string{c.keys.layout()}, token, dedup).Err(); err != nil {
+		return fmt.Errorf("stripes: create the home record: %w", err)
 	}
 	return nil
 }
@@ -324,6 +382,12 @@ func (c *Counter) ensureLayout(ctx context.Context) (*layout, error) {
 		l, err := c.loadLayout(ctx)
 		if err != nil || l != nil {
 			return l, err
+		}
+		if c.opts.Stripes == 1 && !c.opts.previousFormat {
+			if err := c.createHome(ctx); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		g := genDoc{Gen: 1, Stripes: c.opts.Stripes}
 		if g.Tags, err = c.place(ctx, g.Gen, g.Stripes); err != nil {

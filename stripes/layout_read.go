@@ -47,7 +47,8 @@ const (
 type Layout struct {
 	// Name is the counter's name; Key is the Redis key of its layout record.
 	Name, Key string
-	// Version grows by one with every change of the layout document.
+	// Version grows by one with every change of the layout document; a home record (no
+	// document yet) is version 1.
 	Version uint64
 	// Base is the total of the generations sealed and folded so far.
 	Base int64
@@ -91,7 +92,9 @@ type Generation struct {
 type StripeValue struct {
 	// Index is the stripe's index in its generation.
 	Index int
-	// Key is the stripe's Redis key, for an operator looking at the servers.
+	// Key is the stripe's Redis key, for an operator looking at the servers: the layout
+	// key itself for the stripe of a counter created with one stripe, until that generation
+	// is dropped (a home record, see the package doc).
 	Key string
 	// Value is the stripe's value (0 if the key is missing).
 	Value int64
@@ -151,17 +154,24 @@ func ReadLayout(ctx context.Context, client Client, prefix, name string) (Layout
 func decodeLayout(ks keys, m map[string]string) (Layout, error) {
 	name := ks.name
 	var doc layoutDoc
-	if err := json.Unmarshal([]byte(m["doc"]), &doc); err != nil {
-		return Layout{}, fmt.Errorf("%w: layout document of %q: %v", ErrLayout, name, err)
-	}
-	if err := doc.check(); err != nil {
-		return Layout{}, err
-	}
+	var err error
 	lo := Layout{Name: name, Key: ks.layout(), DedupWindow: DefaultDedupWindow,
 		DedupSlices: DefaultDedupSlices, DedupBits: DefaultDedupBits}
-	var err error
-	if lo.Version, err = strconv.ParseUint(m["ver"], 10, 64); err != nil {
-		return Layout{}, fmt.Errorf("%w: layout version %q of %q", ErrLayout, m["ver"], name)
+	if m["ver"] == homeVer {
+		if doc, err = parseHome(m); err != nil {
+			return Layout{}, err
+		}
+		lo.Version = 1
+	} else {
+		if err := json.Unmarshal([]byte(m["doc"]), &doc); err != nil {
+			return Layout{}, fmt.Errorf("%w: layout document of %q: %v", ErrLayout, name, err)
+		}
+		if err := doc.check(true); err != nil {
+			return Layout{}, err
+		}
+		if lo.Version, err = strconv.ParseUint(m["ver"], 10, 64); err != nil {
+			return Layout{}, fmt.Errorf("%w: layout version %q of %q", ErrLayout, m["ver"], name)
+		}
 	}
 	if b, ok := m["base"]; ok {
 		if lo.Base, err = strconv.ParseInt(b, 10, 64); err != nil {
@@ -202,8 +212,8 @@ func describeGen(ks keys, gens []genDoc, gi int, m map[string]string, window tim
 		w := window.Milliseconds()
 		gs.SealableAt = unixMs(last + w + w/int64(max(slices, 1)))
 	}
-	for i := 0; i < g.Stripes && i < len(g.Tags); i++ {
-		gs.Values = append(gs.Values, StripeValue{Index: i, Key: ks.stripe(g.Tags[i], g.Gen, i)})
+	for i := 0; i < g.Stripes && (g.Home || i < len(g.Tags)); i++ {
+		gs.Values = append(gs.Values, StripeValue{Index: i, Key: ks.of(&g, i)})
 	}
 	return gs
 }

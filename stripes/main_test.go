@@ -129,7 +129,7 @@ func stripeValues(t testing.TB, c *Counter, g uint64) []int64 {
 	require.NotNil(t, gd, "generation %d", g)
 	out := make([]int64, gd.Stripes)
 	for i := range out {
-		v, err := c.client.(redis.Cmdable).HGet(ctx, c.keys.stripe(gd.Tags[i], g, i), "v").Int64()
+		v, err := c.client.(redis.Cmdable).HGet(ctx, c.keys.of(gd, i), "v").Int64()
 		require.NoError(t, err)
 		out[i] = v
 	}

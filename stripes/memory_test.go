@@ -121,9 +121,9 @@ func BenchmarkColdCounters(b *testing.B) {
 		before := usedMemory(b, addr)
 		rc := redis.NewClient(&redis.Options{Addr: addr, PoolSize: 16})
 		fill(rc, prefix)
-		k := prefixKeys(b, rc, prefix)
 		_ = rc.Close()
-		return float64(k) / n, float64(usedMemory(b, addr)-before) / n
+		used := usedMemory(b, addr) - before
+		return float64(keysAt(b, addr, prefix)) / n, float64(used) / n
 	}
 	counters := func(stripes int) func(rc *redis.Client, prefix string) {
 		return func(rc *redis.Client, prefix string) {

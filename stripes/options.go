@@ -99,6 +99,12 @@ type Options struct {
 	Clock func() time.Time
 	// Logger receives background failures (a seal round that failed). Default: discard.
 	Logger *slog.Logger
+
+	// previousFormat makes the Counter behave as the version before home records did, for
+	// the rolling-upgrade tests: it creates every layout as a document with stripe keys of
+	// their own, and refuses (ErrLayout) a home record or a document listing a home
+	// generation, as that version's parser does.
+	previousFormat bool
 }
 
 // withDefaults validates o and fills its zero fields, in three steps: the names and the
@@ -232,6 +238,15 @@ func (k keys) layout() string {
 func (k keys) births() string {
 	s := (slot.Of(k.layout())/64*64 + slot.Count/2) % slot.Count
 	return slot.Tagged(k.prefix, slot.TagFor(s)) + ":births"
+}
+
+// of returns the key of stripe i of generation g: the layout key itself for a home
+// generation (see homeLua), else the stripe's own key.
+func (k keys) of(g *genDoc, i int) string {
+	if g.Home {
+		return k.layout()
+	}
+	return k.stripe(g.Tags[i], g.Gen, i)
 }
 
 // stripe returns the key of stripe i of generation g, placed by its tag.

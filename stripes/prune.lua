@@ -9,7 +9,9 @@
 --
 -- Invariant: field "pruned" only grows and names the newest dropped generation; fold.lua
 -- refuses to fold a generation at or below it, so dropping "folded:<gen>" can never let a
--- late sealer fold a generation twice. base is not touched.
+-- late sealer fold a generation twice. base is not touched. Dropping generation 1 drops the
+-- fields of its stripe when it was a home generation (g, n, i, v, maxt, end, sealed, d<r>;
+-- see home.lua): it is sealed and folded, and the document no longer names it.
 
 local layout = KEYS[1]
 if type(ARGV[1]) ~= 'string' or not string.match(ARGV[1], '^%d+$') or #ARGV[1] > 19 then
@@ -29,6 +31,8 @@ if first - 1 < pruned then return redis.error_reply('ERR stripes: pruned generat
 for _, f in ipairs(redis.call('HKEYS', layout)) do
   local g = string.match(f, '^folded:(%d+)$') or string.match(f, '^expiring:(%d+)$')
   if g and tonumber(g) < first then redis.call('HDEL', layout, f) end
+  if first > 1 and string.match(f, '^d%d+$') then redis.call('HDEL', layout, f) end
 end
+if first > 1 then redis.call('HDEL', layout, 'g', 'n', 'i', 'v', 'maxt', 'end', 'sealed') end
 redis.call('HSET', layout, 'doc', ARGV[2], 'pruned', string.format('%d', first - 1))
 return redis.call('HINCRBY', layout, 'ver', 1)

@@ -76,7 +76,7 @@ func (c *Counter) finishResize(ctx context.Context, l *layout) error {
 	}
 	ends := make([]int64, prev.Stripes)
 	cmds, err := c.pipeline(ctx, closeScript, prev.Stripes, func(i int) (string, []any) {
-		return c.keys.stripe(prev.Tags[i], prev.Gen, i), []any{prev.Gen, next.Start}
+		return c.keys.of(&prev, i), []any{prev.Gen, next.Start}
 	})
 	if err != nil {
 		return fmt.Errorf("stripes: close generation %d: %w", prev.Gen, err)
@@ -143,7 +143,7 @@ func (c *Counter) someStripe(ctx context.Context, g *genDoc, field string, set b
 	cmds := make([]*redis.StringCmd, g.Stripes)
 	_, err := bound.Pipelined(ctx, c.client, func(p redis.Pipeliner) error {
 		for i := range cmds {
-			cmds[i] = p.HGet(ctx, c.keys.stripe(g.Tags[i], g.Gen, i), field)
+			cmds[i] = p.HGet(ctx, c.keys.of(g, i), field)
 		}
 		return nil
 	})
@@ -164,7 +164,7 @@ func (c *Counter) someStripe(ctx context.Context, g *genDoc, field string, set b
 // createStripes creates every stripe of g (idempotent).
 func (c *Counter) createStripes(ctx context.Context, g *genDoc) error {
 	_, err := c.pipeline(ctx, createScript, g.Stripes, func(i int) (string, []any) {
-		return c.keys.stripe(g.Tags[i], g.Gen, i), []any{g.Gen, g.Stripes, i}
+		return c.keys.of(g, i), []any{g.Gen, g.Stripes, i}
 	})
 	if err != nil {
 		return fmt.Errorf("stripes: create generation %d: %w", g.Gen, err)

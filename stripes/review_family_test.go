@@ -66,7 +66,7 @@ func TestReviewLostPendingStripeIsNotRecreated(t *testing.T) {
 		next := l.doc.Gens[1]
 		require.NoError(t, c.createStripes(ctx, &next))
 		_, err := c.pipeline(ctx, closeScript, 1, func(i int) (string, []any) {
-			return c.keys.stripe(l.doc.Gens[0].Tags[i], 1, i), []any{1, next.Start}
+			return c.keys.of(&l.doc.Gens[0], i), []any{1, next.Start}
 		})
 		require.NoError(t, err)
 		ev := Event{ID: "in-pending", Time: time.UnixMilli(next.Start + 10)}
@@ -75,7 +75,7 @@ func TestReviewLostPendingStripeIsNotRecreated(t *testing.T) {
 		require.True(t, res.Applied)
 		require.Equal(t, uint64(2), res.Gen)
 		// The stripe's master loses it: the stripe hash and its dedup sets.
-		key := c.keys.stripe(next.Tags[0], 2, 0)
+		key := c.keys.of(&next, 0)
 		node := nodeFor(t, rc, key)
 		lost, err := node.Keys(ctx, key+"*").Result()
 		require.NoError(t, err)
@@ -578,7 +578,7 @@ func TestReviewStalledResizerDoesNotRecreateSealedStripes(t *testing.T) {
 		addEvents(t, w, "w", 2)
 		_, err = b.Resize(ctx, 1) // generation 3
 		require.NoError(t, err)
-		key := b.keys.stripe(stalled.doc.Gens[1].Tags[0], 2, 0)
+		key := b.keys.of(&stalled.doc.Gens[1], 0)
 		require.Eventually(t, func() bool {
 			_, err := sealer.Seal(ctx)
 			require.NoError(t, err)
@@ -688,7 +688,7 @@ func requireVanishedOrSurvivor(t *testing.T, rc redis.UniversalClient, f *Family
 	l := f.names[n].Value.(*familyMember).c.layout.Load()
 	g := l.gen(res.Gen)
 	require.NotNil(t, g, "%s %s counted in generation %d, not in its cached layout", op, n, res.Gen)
-	key := f.names[n].Value.(*familyMember).c.keys.stripe(g.Tags[res.Stripe], res.Gen, res.Stripe)
+	key := f.names[n].Value.(*familyMember).c.keys.of(g, res.Stripe)
 	e, err := nodeFor(t, rc, key).Exists(context.Background(), key).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), e, "%s %s counted in stripe %s, which does not exist", op, n, key)

@@ -29,6 +29,8 @@ var (
 	pruneLua string
 	//go:embed expiring.lua
 	expiringLua string
+	//go:embed home.lua
+	homeLua string
 
 	addScript      = script.New(addLua)
 	createScript   = script.New(createLua)
@@ -38,6 +40,7 @@ var (
 	casScript      = script.New(casLua)
 	pruneScript    = script.New(pruneLua)
 	expiringScript = script.New(expiringLua)
+	homeScript     = script.New(homeLua)
 )
 
 // Reply codes of add.lua.

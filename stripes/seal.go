@@ -128,7 +128,7 @@ func planSeal(l *layout, now, grace int64) []sealStep {
 // call did the fold.
 func (c *Counter) sealGen(ctx context.Context, g genDoc) (bool, error) {
 	cmds, err := c.pipeline(ctx, sealScript, g.Stripes, func(i int) (string, []any) {
-		return c.keys.stripe(g.Tags[i], g.Gen, i), []any{g.Gen}
+		return c.keys.of(&g, i), []any{g.Gen}
 	})
 	if err != nil {
 		return false, fmt.Errorf("stripes: seal generation %d: %w", g.Gen, err)
@@ -180,14 +180,18 @@ func sealedTotal(g genDoc, cmds []*redis.Cmd) (*big.Int, error) {
 
 // expireSealed gives the sealed stripes of folded generation g a TTL of one more window, so
 // that late retries still find them sealed for a while, then marks g "expiring:<g>" in the
-// layout. Their dedup sets expire on their own.
+// layout. Their dedup sets expire on their own. A home stripe lives in the layout hash: it
+// stays, sealed, until prune drops its fields with the generation.
 func (c *Counter) expireSealed(ctx context.Context, g genDoc) error {
-	_, err := bound.Pipelined(ctx, c.client, func(p redis.Pipeliner) error {
-		for i := range g.Stripes {
-			p.PExpire(ctx, c.keys.stripe(g.Tags[i], g.Gen, i), c.opts.DedupWindow)
-		}
-		return nil
-	})
+	var err error
+	if !g.Home {
+		_, err = bound.Pipelined(ctx, c.client, func(p redis.Pipeliner) error {
+			for i := range g.Stripes {
+				p.PExpire(ctx, c.keys.of(&g, i), c.opts.DedupWindow)
+			}
+			return nil
+		})
+	}
 	var marked int64
 	if err == nil {
 		marked, err = expiringScript.Run(ctx, c.client, []string{c.keys.layout()}, g.Gen, c.opts.Clock().UnixMilli()).Int64()

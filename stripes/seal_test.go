@@ -119,7 +119,7 @@ func TestSealedGenerationFoldsOnceAndRejectsRetries(t *testing.T) {
 		// rereads the layout and reports ErrTooOld.
 		gd := mustLayout(t, c).gen(1)
 		for i := range gd.Stripes {
-			key := c.keys.stripe(gd.Tags[i], 1, i)
+			key := c.keys.of(gd, i)
 			ttl, err := nodeFor(t, rc, key).PTTL(ctx, key).Result()
 			require.NoError(t, err)
 			require.Greater(t, ttl, time.Duration(0), "sealed stripe %d expires", i)
@@ -149,7 +149,7 @@ func TestSealCrashBeforeFoldFoldsOnce(t *testing.T) {
 
 		// A seal round that marked the stripes sealed and crashed before folding.
 		cmds, err := c.pipeline(ctx, sealScript, gd.Stripes, func(i int) (string, []any) {
-			return c.keys.stripe(gd.Tags[i], 1, i), []any{gd.Gen}
+			return c.keys.of(&gd, i), []any{gd.Gen}
 		})
 		require.NoError(t, err)
 		for _, cmd := range cmds {
@@ -186,7 +186,7 @@ func TestSealCrashAfterFoldStillExpiresStripes(t *testing.T) {
 		gd := *mustLayout(t, c).gen(1)
 		keys := make([]string, gd.Stripes)
 		for i := range keys {
-			keys[i] = c.keys.stripe(gd.Tags[i], 1, i)
+			keys[i] = c.keys.of(&gd, i)
 			require.NoError(t, nodeFor(t, rc, keys[i]).Persist(ctx, keys[i]).Err())
 		}
 		require.NoError(t, rc.HDel(ctx, c.keys.layout(), "expiring:1").Err())

@@ -59,7 +59,7 @@ func (c *Counter) readStripes(ctx context.Context, l *layout) ([]stripeRead, err
 				continue
 			}
 			for i := range g.Stripes {
-				reads = append(reads, stripeRead{g, i, p.HGet(ctx, c.keys.stripe(g.Tags[i], g.Gen, i), "v")})
+				reads = append(reads, stripeRead{g, i, p.HGet(ctx, c.keys.of(g, i), "v")})
 			}
 		}
 		return nil

@@ -79,7 +79,7 @@ func TestVanishedStateIsReportedNeverRecreated(t *testing.T) {
 			c := newCounter(t, rc, Options{Stripes: 4})
 			addEvents(t, c, "e", 40)
 			gd := mustLayout(t, c).gen(1)
-			key := c.keys.stripe(gd.Tags[2], 1, 2)
+			key := c.keys.of(gd, 2)
 			require.NoError(t, nodeFor(t, rc, key).Del(ctx, key).Err())
 			require.NoError(t, rc.Del(ctx, c.keys.layout()).Err())
 
@@ -99,7 +99,7 @@ func TestVanishedStateIsReportedNeverRecreated(t *testing.T) {
 			c := newCounter(t, rc, Options{Stripes: 4})
 			addEvents(t, c, "e", 40)
 			gd := mustLayout(t, c).gen(1)
-			key := c.keys.stripe(gd.Tags[1], 1, 1)
+			key := c.keys.of(gd, 1)
 			require.NoError(t, nodeFor(t, rc, key).Del(ctx, key).Err())
 			fresh := newCounter(t, rc, Options{Prefix: c.opts.Prefix, Stripes: 4})
 			for _, cnt := range []*Counter{c, fresh} {

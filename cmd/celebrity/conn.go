@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/admin"
 )
 
 // connFlags are the address flags every command that talks to Redis takes.
@@ -138,4 +141,11 @@ func closeAll[T io.Closer](cs []T) {
 	for _, c := range cs {
 		_ = c.Close()
 	}
+}
+
+// printJSON writes v as one line of JSON in the shape the admin handler serves
+// (admin.Shape: snake_case keys, durations and errors as text), so that a field reads the
+// same in the CLI's --json and on a service's admin port.
+func printJSON(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(admin.Shape(v))
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -117,7 +116,7 @@ func (ef *escrowFlags) poolOptions() (escrow.PoolOptions, error) {
 
 func (ef *escrowFlags) print(e *env, v any, text string) error {
 	if ef.json {
-		return json.NewEncoder(e.stdout).Encode(v)
+		return printJSON(e.stdout, v)
 	}
 	_, err := fmt.Fprint(e.stdout, text)
 	return err

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"io"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/admin"
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/escrow"
 )
@@ -35,6 +39,19 @@ func TestEscrowAuditHoldersAndReconcile(t *testing.T) {
 	require.Equal(t, 2, rep.Held)
 	require.Equal(t, 8, rep.Free)
 	require.True(t, rep.Clean())
+
+	// The admin handler serves the same audit in the same shape: one JSON for both.
+	srv := httptest.NewServer(admin.Must(admin.Options{Sections: map[string]admin.Section{
+		"escrow": func(ctx context.Context) (any, error) { return pool.Audit(ctx) },
+	}}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL + "/escrow")
+	require.NoError(t, err)
+	served, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.JSONEq(t, string(served), r.stdout)
+	require.Contains(t, r.stdout, `"in_transfer":0`)
 
 	r = cli(t, "", nil, append([]string{"escrow", "holders", "--owner", "eu"}, flags...)...)
 	require.Equal(t, 0, r.code, r.stderr)

@@ -60,11 +60,20 @@ func TestTopShowsTheFleetHotSet(t *testing.T) {
 
 	var f topFrame
 	require.Eventually(t, func() bool {
-		r := cli(t, "", nil, "top", "--once", "--json", "--interval", "100ms", "--cluster", cl.Addrs()[0], "--cache-prefix", p)
+		r := cli(t, "", nil, "top", "--once", "--json", "--interval", "100ms", "--cluster", cl.Addrs()[0], "--cache-prefix", p,
+			"--report-interval", "100ms", "--summary-shards", "4")
 		require.Equal(t, 0, r.code, r.stderr)
 		f = decodeJSON[topFrame](t, r.stdout)
-		return f.HotSet != nil && f.HotSet.Leader != "" && len(f.HotSet.Members) == 2
-	}, 30*time.Second, 50*time.Millisecond, "a leader holds the lease while the loop runs")
+		if f.HotSet == nil || f.HotSet.Leader == "" || len(f.HotSet.Members) != 2 {
+			return false
+		}
+		for _, m := range f.HotSet.Members {
+			if m.Key == hot && m.NowRate <= 0 {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "a leader holds the lease while the loop runs, and the readers' rate shows now")
 	hs := f.HotSet
 	require.False(t, hs.Absent)
 	require.Contains(t, []string{"inst-0", "inst-1"}, hs.Leader)
@@ -78,6 +87,10 @@ func TestTopShowsTheFleetHotSet(t *testing.T) {
 	require.False(t, byKey[hot].Manual)
 	require.GreaterOrEqual(t, byKey[hot].Rate, 100.0, "the fleet-wide rate that decided the promotion")
 	require.False(t, byKey[hot].Decided.IsZero())
+	require.Zero(t, byKey[launch].NowRate, "nobody reads the launch key")
+	require.Empty(t, hs.RatesError)
+	require.Equal(t, "100ms", hs.RatesInterval)
+	require.WithinDuration(t, time.Now(), hs.RatesFrom, 10*time.Second, "the last complete interval")
 
 	// A prefix no fleet uses shows that there is no hot set, rather than an empty one.
 	r := cli(t, "", nil, "top", "--once", "--interval", "100ms", "--cluster", cl.Addrs()[0], "--cache-prefix", p+"other:")
@@ -93,16 +106,27 @@ func TestTopFrameWithHotSetRendering(t *testing.T) {
 	at := time.Date(2026, 1, 2, 21, 50, 1, 0, time.UTC)
 	f := topFrame{Interval: 1, Skew: 1.1, Nodes: []nodeRate{{Addr: "10.0.0.1:6379", OpsPerS: 100}, {Addr: "10.0.0.2:6379", OpsPerS: 90}},
 		HotSet: &hotSet{Prefix: "celebrity:cache:", Version: 7, Epoch: 3, Leader: "api-7", LeaseMs: 2100,
-			Members: []hotMember{{Key: "post:ronaldo", Rate: 15234.5, Decided: at}, {Key: "post:launch", Manual: true, Decided: at}},
-			Demoted: []hotMember{{Key: "post:old", Rate: 3, Decided: at.Add(time.Minute)}}}}
+			Members: []hotMember{{Key: "post:ronaldo", Rate: 15234.5, NowRate: 9120, Decided: at}, {Key: "post:launch", Manual: true, Decided: at}},
+			Demoted: []hotMember{{Key: "post:old", Rate: 3, Decided: at.Add(time.Minute)}}, DemotedWithin: "1m0s",
+			RatesFrom: at.Add(2 * time.Minute), RatesInterval: "1s"}}
 	want := "celebrity top — 2 node(s), 1.0s interval\n\n" +
 		"10.0.0.1:6379                100 ops/s  ██████████\n" +
 		"10.0.0.2:6379                 90 ops/s  █████████·\n" +
 		"\nskew (max/mean): 1.10  even\n" +
 		"\nfleet hot set (celebrity:cache:): version 7, 2 key(s), leader api-7 (epoch 3, lease 2.1s left)\n" +
-		"  post:ronaldo                     fleet     15234.5 reads/s  since 21:50:01\n" +
-		"  post:launch                      manual        0.0 reads/s  since 21:50:01\n" +
-		"  demoted post:old                                3.0 reads/s  at    21:51:01\n"
+		"  KEY                              BY       AT DECISION          NOW  SINCE\n" +
+		"  post:ronaldo                     fleet        15234.5       9120.0  21:50:01\n" +
+		"  post:launch                      manual           0.0          0.0  21:50:01\n" +
+		"  demoted in the last 1m0s:\n" +
+		"  post:old                         demoted          3.0          0.0  21:51:01\n" +
+		"  rates: Redis-level reads/s (L1 misses) the instances report, summed over the fleet; rate now: fleet reads/s in the report interval from 21:52:01\n"
 	got := renderTop(f, 10)
 	require.Equal(t, want, got, "got:\n%s", strings.ReplaceAll(got, " ", "."))
+
+	f.HotSet.RatesError = "celebrity: read the fleet's rates: i/o timeout"
+	f.HotSet.Demoted = nil
+	got = renderTop(f, 10)
+	require.Contains(t, got, "  post:ronaldo                     fleet        15234.5            ?  21:50:01\n")
+	require.Contains(t, got, "rate now unknown: celebrity: read the fleet's rates: i/o timeout\n")
+	require.NotContains(t, got, "demoted")
 }

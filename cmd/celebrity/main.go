@@ -39,8 +39,8 @@ type command struct {
 
 func commands() []command {
 	return []command{
-		{"top", "live per-node ops/s and skew (max/mean); --once prints one sample", runTop},
-		{"routes", "show | diff | override | spread | publish route tables", runRoutes},
+		{"top", "live per-node ops/s and skew (max/mean), the Cache fleet's hot set; --once prints one sample", runTop},
+		{"routes", "show | diff | init | override | spread | publish route tables", runRoutes},
 		{"escrow", "audit | holders | recover | reconcile a permit pool", runEscrow},
 		{"migrate", "start | status | watch | resume | cancel | list durable moves", runMigrate},
 		{"stripes", "sum | status | resize | seal a striped counter", runStripes},

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/migrate"
 )
 
 // binPath is the celebrity binary built once for the whole test run.
@@ -68,6 +69,7 @@ func TestUsageAndUnknownCommandsExitTwo(t *testing.T) {
 	r := cli(t, "", nil)
 	require.Equal(t, 2, r.code)
 	require.Contains(t, r.stdout, "usage: celebrity")
+	require.Contains(t, r.stdout, "show | diff | init | override | spread | publish route tables", "the help names every routes subcommand")
 	r = cli(t, "", nil, "frobnicate")
 	require.Equal(t, 2, r.code)
 	require.Contains(t, r.stderr, `unknown command "frobnicate"`)
@@ -83,3 +85,13 @@ func TestUnreachableAddressFailsClearly(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// statusJSON is the part of a migration's --json status the tests read; the keys are
+// snake_case, as admin.Shape writes them.
+type statusJSON struct {
+	ID      string        `json:"id"`
+	State   migrate.State `json:"state"`
+	Epoch   uint64        `json:"epoch"`
+	FlipGen uint64        `json:"flip_gen"`
+	Pause   string        `json:"pause"`
+}

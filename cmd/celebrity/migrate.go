@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -183,7 +183,7 @@ type migrator struct {
 
 func (m *migrator) print(v any, text string) error {
 	if m.mf.json {
-		return json.NewEncoder(m.e.stdout).Encode(v)
+		return printJSON(m.e.stdout, v)
 	}
 	_, err := fmt.Fprint(m.e.stdout, text)
 	return err
@@ -245,7 +245,7 @@ func (m *migrator) watch() error {
 			return err
 		}
 		if m.mf.json {
-			if err := json.NewEncoder(m.e.stdout).Encode(st); err != nil {
+			if err := printJSON(m.e.stdout, st); err != nil {
 				return err
 			}
 		} else {
@@ -292,7 +292,7 @@ func (m *migrator) unitSize(st migrate.Status) int64 {
 	if !ok {
 		return 0
 	}
-	keys := routing.Keys{Prefix: m.mf.prefix}.Unit(st.Unit)
+	keys := routingfmt.Keys(routing.Keys{Prefix: m.mf.prefix}.Tag(st.Unit))
 	ctx, cancel := context.WithTimeout(m.e.ctx, time.Second)
 	defer cancel()
 	n1, err1 := c.HLen(ctx, keys.Records).Result()

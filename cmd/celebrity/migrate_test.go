@@ -67,13 +67,16 @@ func TestMigrationDriverKilledIsFinishedByResume(t *testing.T) {
 
 	r := cli(t, "", nil, append([]string{"migrate", "list", "--json", "--shard", f.shardFlag}, f.controlFlags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Len(t, decodeJSON[[]migrate.Status](t, r.stdout), 1)
+	require.Len(t, decodeJSON[[]statusJSON](t, r.stdout), 1)
 
 	r = cli(t, "", nil, append([]string{"migrate", "resume", "m1", "--json", "--shard", f.shardFlag, "--lease", "1s"}, f.controlFlags...)...)
 	require.Equal(t, 0, r.code, r.stderr)
-	final := decodeJSON[migrate.Status](t, r.stdout)
+	final := decodeJSON[statusJSON](t, r.stdout)
 	require.Equal(t, migrate.OwnedB, final.State)
 	require.Greater(t, final.Epoch, st.Epoch, "resume took over with a newer epoch")
+	after, err := co.Status(t.Context(), "m1")
+	require.NoError(t, err)
+	require.Equal(t, after.Pause.String(), final.Pause, "the pause is printed as stored, as a duration's text")
 
 	r = cli(t, "", nil, append([]string{"migrate", "status", "m1", "--shard", f.shardFlag}, f.controlFlags...)...)
 	require.Equal(t, 0, r.code, r.stderr)

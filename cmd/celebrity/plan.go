@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -367,7 +368,7 @@ func (p *planner) fromChangeLogs(rep *planReport) (tenantRates, error) {
 		units := byShard[n]
 		logs := make([]string, len(units))
 		for i, pl := range units {
-			logs[i] = keys.Unit(pl.Unit).Log
+			logs[i] = routingfmt.Keys(keys.Tag(pl.Unit)).Log
 		}
 		counts, truncated, err := logRates(p.e.ctx, p.shards[n], logs, p.pf.window, p.pf.maxEntries)
 		if err != nil {
@@ -467,7 +468,7 @@ func logRates(ctx context.Context, c redis.UniversalClient, logs []string, windo
 		out[i] = map[string]float64{}
 		for _, m := range msgs {
 			f, _ := m.Values["f"].(string)
-			tenant, _, ok := routing.SplitRecordField(f)
+			tenant, _, ok := routingfmt.SplitRecordField(f)
 			if !ok {
 				continue // an entry without a record field (a "noop") names no tenant
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -174,7 +175,7 @@ func (rf *routesFlags) apply(e *env, sub string, plan func(*routing.Table) (*rou
 		return err
 	}
 	if rf.json {
-		if err := json.NewEncoder(e.stdout).Encode(map[string]any{"from": genOf(cur), "to": next.Generation, "changes": d}); err != nil {
+		if err := printJSON(e.stdout, map[string]any{"from": genOf(cur), "to": next.Generation, "changes": d}); err != nil {
 			return err
 		}
 	} else {
@@ -213,7 +214,7 @@ func confirm(e *env, q string) bool {
 
 func (rf *routesFlags) show(e *env, t *routing.Table) error {
 	if rf.json {
-		return json.NewEncoder(e.stdout).Encode(t)
+		return printJSON(e.stdout, t)
 	}
 	fmt.Fprintf(e.stdout, "generation %d, %d buckets, shards %s\n", t.Generation, t.Buckets, strings.Join(t.Shards, ", "))
 	for _, r := range t.Ranges {
@@ -330,8 +331,8 @@ func tenantHasNoRecords(ctx context.Context, cur *routing.Table, prefix, tenant 
 			"pass --shard %s=host:port (or --cache for a pure cache). A tenant with records moves with 'celebrity migrate start'",
 			tenant, b, owner, owner)
 	}
-	keys := routing.Keys{Prefix: prefix}.Unit(routing.BucketUnit(b))
-	match := globEscape(routing.RecordField(tenant, "")) + "*"
+	keys := routingfmt.Keys(routing.Keys{Prefix: prefix}.Tag(routing.BucketUnit(b)))
+	match := globEscape(routingfmt.RecordField(tenant, "")) + "*"
 	fields, _, err := c.HScan(ctx, keys.Records, 0, match, 1000).Result()
 	for cursor := uint64(1); err == nil && len(fields) == 0 && cursor != 0; {
 		fields, cursor, err = c.HScan(ctx, keys.Records, cursor, match, 1000).Result()

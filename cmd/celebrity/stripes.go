@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -318,7 +317,7 @@ func nonNil[T any](s []T) []T {
 // printOut prints v as JSON with --json, else text.
 func printOut(e *env, asJSON bool, v any, text string) error {
 	if asJSON {
-		return json.NewEncoder(e.stdout).Encode(v)
+		return printJSON(e.stdout, v)
 	}
 	_, err := fmt.Fprint(e.stdout, text)
 	return err

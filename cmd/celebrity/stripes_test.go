@@ -182,3 +182,65 @@ generation 2: open, 2 stripe(s), total 15
 `
 	require.Equal(t, want, renderStripes(st))
 }
+
+// TestStripesReadsAHomeRecord: a counter created with one stripe lives in its layout hash
+// until its first resize (a home record); status, sum, resize and seal read and change it as
+// they do a counter with a document, before and after the resize.
+func TestStripesReadsAHomeRecord(t *testing.T) {
+	for _, topo := range []string{"standalone", "cluster"} {
+		t.Run(topo, func(t *testing.T) {
+			var c redis.UniversalClient
+			var conn []string
+			if topo == "standalone" {
+				s := celebritytest.Standalone(t)
+				c, conn = s.Client(t), []string{"--addr", s.Addr()}
+			} else {
+				cl := celebritytest.SharedCluster(t)
+				c, conn = cl.Client(t), []string{"--cluster", cl.Addrs()[0]}
+			}
+			prefix := celebritytest.Prefix(t) + "stripes:"
+			conn = append(conn, "--prefix", prefix)
+			const name = "post:9:views"
+			ctr, err := stripes.New(c, stripes.Options{Name: name, Prefix: prefix, Stripes: 1,
+				DedupWindow: 2 * time.Second, SealInterval: -1})
+			require.NoError(t, err)
+			defer ctr.Close()
+			for i := range 5 {
+				_, err := ctr.Add(t.Context(), stripes.Event{ID: fmt.Sprint("view-", i), Time: time.Now()}, 1)
+				require.NoError(t, err)
+			}
+			st := stripesStatus(t, conn, name)
+			require.Equal(t, int64(5), st.Sum)
+			require.Equal(t, "2s", st.DedupWindow, "the recorded window, not the default")
+			require.Len(t, st.Generations, 1)
+			require.Equal(t, []stripeStatus{{Index: 0, Key: st.LayoutKey, Value: 5}}, st.Generations[0].Stripe,
+				"the one stripe lives in the layout hash")
+
+			r := cli(t, "", nil, append([]string{"stripes", "resize", name, "3", "--yes", "--json"}, conn...)...)
+			require.Equal(t, 0, r.code, r.stderr)
+			require.Equal(t, float64(2), decodeJSON[map[string]any](t, r.stdout)["gen"])
+			for i := 5; i < 9; i++ {
+				_, err := ctr.Add(t.Context(), stripes.Event{ID: fmt.Sprint("view-", i), Time: time.Now()}, 1)
+				require.NoError(t, err)
+			}
+			st = stripesStatus(t, conn, name)
+			require.Equal(t, int64(9), st.Sum)
+			require.Len(t, st.Generations, 2)
+			require.Equal(t, "closed", st.Generations[0].State)
+			require.Equal(t, st.LayoutKey, st.Generations[0].Stripe[0].Key)
+			require.Equal(t, 3, st.Generations[1].Stripes)
+
+			require.Eventually(t, func() bool {
+				r = cli(t, "", nil, append([]string{"stripes", "seal", name, "--json"}, conn...)...)
+				require.Equal(t, 0, r.code, r.stderr)
+				return len(decodeJSON[struct{ Folded []uint64 }](t, r.stdout).Folded) == 1
+			}, 30*time.Second, 200*time.Millisecond)
+			st = stripesStatus(t, conn, name)
+			require.Equal(t, int64(9), st.Sum)
+			require.Equal(t, "folded", st.Generations[0].State)
+			n, err := ctr.Sum(t.Context())
+			require.NoError(t, err)
+			require.Equal(t, int64(9), n, "the library agrees after the CLI's seal")
+		})
+	}
+}

@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -40,11 +40,13 @@ type topFrame struct {
 	TopKeysError string              `json:"top_keys_error,omitempty"`
 }
 
-// probeFreq is the server's own LFU counter for one key (OBJECT FREQ).
+// probeFreq is the server's own LFU counter for one key (OBJECT FREQ): Key as the operator
+// gave it, Stored the Redis key probed (for a logical key of the Cache, its record's key).
 type probeFreq struct {
-	Key   string `json:"key"`
-	Freq  int64  `json:"freq"`
-	Error string `json:"error,omitempty"`
+	Key    string `json:"key"`
+	Stored string `json:"stored"`
+	Freq   int64  `json:"freq"`
+	Error  string `json:"error,omitempty"`
 }
 
 func runTop(e *env, args []string) error {
@@ -53,15 +55,35 @@ func runTop(e *env, args []string) error {
 	interval := fs.Duration("interval", time.Second, "sampling `interval`")
 	once := fs.Bool("once", false, "print one sample and exit (no screen refresh)")
 	frames := fs.Int("frames", 0, "stop after this many frames (0: until interrupted)")
-	probeFlag := fs.String("probe", "", "comma-separated `keys` to probe with OBJECT FREQ (needs an LFU maxmemory-policy)")
+	probeFlag := fs.String("probe", "", "comma-separated logical `keys` of the Cache under --cache-prefix whose stored records to probe with OBJECT FREQ (needs an LFU maxmemory-policy)")
+	probeRaw := fs.String("probe-raw", "", "comma-separated Redis `keys` to probe with OBJECT FREQ as they are")
 	scan := fs.Int("scan", 0, "show the `n` keys with the highest LFU counters, found by SCAN on every node (needs an LFU maxmemory-policy; 0: off)")
 	scanLimit := fs.Int("scan-limit", 1000, "keys SCAN reads per node and frame for --scan")
 	cachePrefix := fs.String("cache-prefix", celebrity.DefaultPrefix, "celebrity.Cache `prefix` whose fleet hot set to show (Options.Prefix); \"\" to skip")
+	reportInterval := fs.Duration("report-interval", celebrity.DefaultReportInterval, "the fleet's Options.ReportInterval, to read its current rates")
+	summaryShards := fs.Int("summary-shards", celebrity.DefaultSummaryShards, "the fleet's Options.SummaryShards, to read its current rates")
+	demoted := fs.Duration("demoted", time.Minute, "show the demotions decided within this `window` (the fleet keeps them for max(Hold, 1m) after its last one); 0 hides them")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if *cachePrefix != "" && (strings.ContainsAny(*cachePrefix, "{}") || len(*cachePrefix) > 128) {
 		return usagef("--cache-prefix must be 1..128 bytes without '{' or '}', got %q", *cachePrefix)
+	}
+	if *probeFlag != "" && *cachePrefix == "" {
+		return usagef("--probe names logical keys of the Cache under --cache-prefix, which is \"\"; give --probe-raw for Redis keys")
+	}
+	if *reportInterval < time.Millisecond || *reportInterval > time.Hour || *summaryShards < 1 || *summaryShards > 1024 {
+		return usagef("--report-interval must be 1ms..1h and --summary-shards 1..1024 (the fleet's options), got %v and %d", *reportInterval, *summaryShards)
+	}
+	if *demoted < 0 || *demoted > 24*time.Hour {
+		return usagef("--demoted must be 0..24h, got %v", *demoted)
+	}
+	var probes []probeFreq
+	for _, k := range splitList(*probeFlag) {
+		probes = append(probes, probeFreq{Key: k, Stored: celebrity.RecordKey(*cachePrefix, k)})
+	}
+	for _, k := range splitList(*probeRaw) {
+		probes = append(probes, probeFreq{Key: k, Stored: k})
 	}
 	if *scan < 0 || *scan > 1000 || *scanLimit < 1 || *scanLimit > 1_000_000 {
 		return usagef("--scan must be 0..1000 and --scan-limit 1..1000000, got %d and %d", *scan, *scanLimit)
@@ -102,7 +124,7 @@ func runTop(e *env, args []string) error {
 			return err
 		}
 		f := rates(prev, cur)
-		f.Probes = probeKeys(e.ctx, c, splitList(*probeFlag))
+		f.Probes = probeKeys(e.ctx, c, probes)
 		f.Capabilities = caps
 		if capsErr != nil {
 			f.CapabilitiesError = capsErr.Error()
@@ -113,13 +135,14 @@ func runTop(e *env, args []string) error {
 			}
 		}
 		if *cachePrefix != "" {
-			if f.HotSet, err = readHotSet(e.ctx, c, *cachePrefix); err != nil {
+			q := hotSetQuery{prefix: *cachePrefix, reportInterval: *reportInterval, summaryShards: *summaryShards, demotedWithin: *demoted}
+			if f.HotSet, err = readHotSet(e.ctx, c, q); err != nil {
 				return err
 			}
 		}
 		prev = cur
 		if cf.json {
-			if err := json.NewEncoder(e.stdout).Encode(f); err != nil {
+			if err := printJSON(e.stdout, f); err != nil {
 				return err
 			}
 			continue
@@ -190,12 +213,14 @@ func maxf(a, b float64) float64 {
 	return b
 }
 
-func probeKeys(ctx context.Context, c redis.UniversalClient, keys []string) []probeFreq {
-	var out []probeFreq
-	for _, k := range keys {
-		p := probeFreq{Key: k}
-		n, err := c.ObjectFreq(ctx, k).Result()
-		if err != nil {
+func probeKeys(ctx context.Context, c redis.UniversalClient, probes []probeFreq) []probeFreq {
+	out := make([]probeFreq, 0, len(probes))
+	for _, p := range probes {
+		n, err := c.ObjectFreq(ctx, p.Stored).Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			p.Error = "no such key"
+		case err != nil:
 			p.Error = err.Error()
 		}
 		p.Freq = n
@@ -231,11 +256,15 @@ func renderTop(f topFrame, width int) string {
 	}
 	fmt.Fprintf(&b, "\nskew (max/mean): %.2f  %s\n", f.Skew, verdict)
 	for _, p := range f.Probes {
+		name := p.Key
+		if p.Stored != p.Key {
+			name += " (stored as " + p.Stored + ")"
+		}
 		if p.Error != "" {
-			fmt.Fprintf(&b, "OBJECT FREQ %s: %s\n", p.Key, p.Error)
+			fmt.Fprintf(&b, "OBJECT FREQ %s: %s\n", name, p.Error)
 			continue
 		}
-		fmt.Fprintf(&b, "OBJECT FREQ %s: %d\n", p.Key, p.Freq)
+		fmt.Fprintf(&b, "OBJECT FREQ %s: %d\n", name, p.Freq)
 	}
 	if len(f.Capabilities) > 0 {
 		b.WriteString("\nserver-side probes:")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity"
 	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
@@ -41,12 +43,23 @@ func hammer(t *testing.T, c redis.UniversalClient, key string) (stop func()) {
 	return stop
 }
 
+// capsJSON is the part of top's --json frame that says what each node offers, with the
+// snake_case keys the CLI writes.
+type capsJSON struct {
+	Capabilities []struct {
+		Policy     string `json:"policy"`
+		ObjectFreq bool   `json:"object_freq"`
+	} `json:"capabilities"`
+}
+
 // TestTopFindsTheHotNode runs top against a 3-master cluster while one key is read in a
 // loop: the key's master must be the busiest node and the skew well above even.
 func TestTopFindsTheHotNode(t *testing.T) {
 	cl := celebritytest.SharedCluster(t)
 	c := cl.Client(t)
 	key := celebritytest.Prefix(t) + "post:ronaldo"
+	// A key to SCAN: on a cluster with no key at all, --scan would probe nothing.
+	require.NoError(t, c.Set(t.Context(), key, "v", 0).Err())
 	stop := hammer(t, c, key)
 	defer stop()
 
@@ -54,8 +67,10 @@ func TestTopFindsTheHotNode(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	f := decodeJSON[topFrame](t, r.stdout)
 	require.Len(t, f.Nodes, 3)
-	require.Len(t, f.Capabilities, 3, "every master says what it offers: %s", f.CapabilitiesError)
-	for _, c := range f.Capabilities {
+	caps := decodeJSON[capsJSON](t, r.stdout).Capabilities
+	require.Len(t, caps, 3, "every master says what it offers: %s", f.CapabilitiesError)
+	for _, c := range caps {
+		require.Equal(t, "noeviction", c.Policy)
 		require.False(t, c.ObjectFreq, "no LFU policy on this cluster: %+v", c)
 	}
 	require.Empty(t, f.TopKeys)
@@ -80,7 +95,7 @@ func TestTopOnStandaloneProbesObjectFreq(t *testing.T) {
 	}
 	stop := hammer(t, c, key)
 	defer stop()
-	r := cli(t, "", nil, "top", "--once", "--json", "--interval", "300ms", "--addr", s.Addr(), "--probe", key, "--scan", "1")
+	r := cli(t, "", nil, "top", "--once", "--json", "--interval", "300ms", "--addr", s.Addr(), "--probe-raw", key, "--scan", "1")
 	require.Equal(t, 0, r.code, r.stderr)
 	f := decodeJSON[topFrame](t, r.stdout)
 	require.Len(t, f.Nodes, 1)
@@ -89,9 +104,10 @@ func TestTopOnStandaloneProbesObjectFreq(t *testing.T) {
 	require.Len(t, f.Probes, 1)
 	require.Empty(t, f.Probes[0].Error)
 	require.Greater(t, f.Probes[0].Freq, int64(0), "a key read in a loop has an LFU counter above zero")
-	require.Len(t, f.Capabilities, 1)
-	require.True(t, f.Capabilities[0].ObjectFreq)
-	require.Equal(t, "allkeys-lfu", f.Capabilities[0].Policy)
+	caps := decodeJSON[capsJSON](t, r.stdout).Capabilities
+	require.Len(t, caps, 1)
+	require.True(t, caps[0].ObjectFreq)
+	require.Equal(t, "allkeys-lfu", caps[0].Policy)
 	require.Len(t, f.TopKeys, 1, f.TopKeysError)
 	require.Equal(t, key, f.TopKeys[0].Key, "the key read in a loop is the hottest the SCAN finds")
 }
@@ -107,4 +123,50 @@ func TestTopFrameRendering(t *testing.T) {
 		"10.0.0.3:6379                  0 ops/s  ··········\n" +
 		"\nskew (max/mean): 2.50  one node is carrying the load: look for a hot key\n"
 	require.Equal(t, want, renderTop(f, 10))
+}
+
+// TestTopProbesACacheKeyWhereTheCacheStoresIt probes logical keys of a live celebrity.Cache
+// on a server with an LFU policy: top probes the record's key (celebrity.RecordKey), not a
+// key of that name the Cache never wrote, and says which key it probed.
+func TestTopProbesACacheKeyWhereTheCacheStoresIt(t *testing.T) {
+	s := celebritytest.NewServer(t, celebritytest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lfu"}})
+	p := celebritytest.Prefix(t)
+	cache, err := celebrity.New(s.Client(t), func(context.Context, string) ([]byte, uint64, error) { return []byte("v"), 1, nil },
+		celebrity.Options[[]byte]{Prefix: p, ReportInterval: -1})
+	require.NoError(t, err)
+	defer cache.Close()
+	_, err = cache.Get(t.Context(), "post:7")
+	require.NoError(t, err)
+
+	r := cli(t, "", nil, "top", "--once", "--interval", "100ms", "--addr", s.Addr(), "--cache-prefix", p, "--probe", "post:7,post:none")
+	require.Equal(t, 0, r.code, r.stderr)
+	stored, none := celebrity.RecordKey(p, "post:7"), celebrity.RecordKey(p, "post:none")
+	require.Regexp(t, `\nOBJECT FREQ post:7 \(stored as `+regexp.QuoteMeta(stored)+`\): \d+\n`, r.stdout)
+	require.Contains(t, r.stdout, "\nOBJECT FREQ post:none (stored as "+none+"): no such key\n")
+
+	r = cli(t, "", nil, "top", "--once", "--json", "--interval", "100ms", "--addr", s.Addr(), "--cache-prefix", p, "--probe", "post:7")
+	require.Equal(t, 0, r.code, r.stderr)
+	f := decodeJSON[topFrame](t, r.stdout)
+	require.Equal(t, []probeFreq{{Key: "post:7", Stored: stored, Freq: f.Probes[0].Freq}}, f.Probes)
+	require.Positive(t, f.Probes[0].Freq, "the record was read: its LFU counter is above zero")
+}
+
+// TestTopRefusesBadFlags checks each refusal's exact message and exit code 2, before any
+// connection.
+func TestTopRefusesBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--probe", "post:7", "--cache-prefix", ""}, `celebrity: --probe names logical keys of the Cache under --cache-prefix, which is ""; give --probe-raw for Redis keys` + "\n"},
+		{[]string{"--report-interval", "0s"}, "celebrity: --report-interval must be 1ms..1h and --summary-shards 1..1024 (the fleet's options), got 0s and 16\n"},
+		{[]string{"--summary-shards", "0"}, "celebrity: --report-interval must be 1ms..1h and --summary-shards 1..1024 (the fleet's options), got 1s and 0\n"},
+		{[]string{"--demoted", "-1s"}, "celebrity: --demoted must be 0..24h, got -1s\n"},
+		{[]string{"--cache-prefix", "a{b}"}, `celebrity: --cache-prefix must be 1..128 bytes without '{' or '}', got "a{b}"` + "\n"},
+	} {
+		r := cli(t, "", nil, append([]string{"top", "--once", "--addr", "127.0.0.1:1"}, tc.args...)...)
+		require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)
+		require.Equal(t, tc.want, r.stderr, "%v", tc.args)
+		require.Empty(t, r.stdout)
+	}
 }

@@ -13,10 +13,11 @@
 // an amount that goes up and down and adds across instances (cache entries, hot keys) an
 // up-down counter; a value that does not add (a table generation, a pause in seconds,
 // subscribed or not) a gauge. Stats that are arrays or per-item become series with one
-// attribute of bounded cardinality: "copy" for replicas (at most replicas.MaxCopies),
-// "stripe" for the newest generation of a stripes counter (at most its stripe count). No
-// key, tenant or event ID is ever an attribute; Options.Name, chosen by the host, is the
-// only other one.
+// attribute of bounded cardinality: "copy" for replicas (only the copies in use: none on a
+// standalone server, where replication is off), "stripe" for the newest generation of a
+// stripes counter (at most its stripe count). No key, tenant or event ID is ever an
+// attribute; Options.Name, chosen by the host, is the only other one. A stripes.Family's
+// counts are added over its names.
 //
 // Latency: the only duration the components report per operation is l1cache's load
 // (Event.Duration); LoadDurations turns it into the histogram

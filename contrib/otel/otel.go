@@ -48,7 +48,8 @@ func Invalidator(m metric.Meter, inv interface {
 }
 
 // Replicas registers instruments that read r.Stats() of a *replicas.Replicator. CopyReads
-// becomes one series per copy index (attribute "copy", at most replicas.MaxCopies).
+// becomes one series per copy index in use (attribute "copy"): none before a copy was read,
+// as on a standalone server, then up to the highest index read (at most Options.Copies).
 func Replicas(m metric.Meter, r interface{ Stats() replicas.Stats }, o Options) (metric.Registration, error) {
 	return register(m, statsmap.Replicas, func() any { return r.Stats() }, r != nil, o)
 }
@@ -66,6 +67,14 @@ func StripesReader(m metric.Meter, r interface {
 	Stats() stripes.ReaderStats
 }, o Options) (metric.Registration, error) {
 	return register(m, statsmap.StripesReader, func() any { return r.Stats() }, r != nil, o)
+}
+
+// StripesFamily registers the instruments of f.Stats() of a *stripes.Family. No counter
+// name is ever an attribute: the family's counts are added over its names.
+func StripesFamily(m metric.Meter, f interface {
+	Stats() stripes.FamilyStats
+}, o Options) (metric.Registration, error) {
+	return register(m, statsmap.StripesFamily, func() any { return f.Stats() }, f != nil, o)
 }
 
 // Escrow registers instruments that read l.Stats() of an *escrow.Central or *escrow.Pool.

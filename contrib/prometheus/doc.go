@@ -12,9 +12,10 @@
 // durations (celebrity_migrate_last_pause_seconds); amounts that go up and down (cache
 // entries, hot keys) and values such as a table generation are gauges. Stats that are
 // arrays or per-item become series with one label of bounded cardinality: "copy" for
-// replicas (at most replicas.MaxCopies), "stripe" for the newest generation of a stripes
-// counter (at most its stripe count). No key, tenant or event ID is ever a label;
-// Options.Name, chosen by the host, is the only other one.
+// replicas (only the copies in use: none on a standalone server, where replication is
+// off), "stripe" for the newest generation of a stripes counter (at most its stripe
+// count). No key, tenant or event ID is ever a label; Options.Name, chosen by the host, is
+// the only other one. A stripes.Family's counts are added over its names.
 //
 // Latency: the only duration the components report per operation is l1cache's load
 // (Event.Duration); LoadDurations turns it into the histogram

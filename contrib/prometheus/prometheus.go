@@ -48,7 +48,8 @@ func Invalidator(reg prometheus.Registerer, inv interface {
 }
 
 // Replicas registers a collector of r.Stats() of a *replicas.Replicator. CopyReads becomes
-// one series per copy index (label "copy", at most replicas.MaxCopies).
+// one series per copy index in use (label "copy"): none before a copy was read, as on a
+// standalone server, then up to the highest index read (at most Options.Copies).
 func Replicas(reg prometheus.Registerer, r interface{ Stats() replicas.Stats }, o Options) (prometheus.Collector, error) {
 	return register(reg, statsmap.Replicas, func() any { return r.Stats() }, r != nil, o)
 }
@@ -66,6 +67,14 @@ func StripesReader(reg prometheus.Registerer, r interface {
 	Stats() stripes.ReaderStats
 }, o Options) (prometheus.Collector, error) {
 	return register(reg, statsmap.StripesReader, func() any { return r.Stats() }, r != nil, o)
+}
+
+// StripesFamily registers a collector of f.Stats() of a *stripes.Family. No counter name is
+// ever a label: the family's counts are added over its names.
+func StripesFamily(reg prometheus.Registerer, f interface {
+	Stats() stripes.FamilyStats
+}, o Options) (prometheus.Collector, error) {
+	return register(reg, statsmap.StripesFamily, func() any { return f.Stats() }, f != nil, o)
 }
 
 // Escrow registers a collector of l.Stats() of an *escrow.Central or *escrow.Pool.
@@ -93,7 +102,7 @@ func Hotkeys(reg prometheus.Registerer, d interface{ Stats() hotkeys.Stats }, o 
 // Cache registers a collector of c.Stats() of a *celebrity.Cache (of any value type): its
 // own counters as celebrity_cache_<field>, and its parts' under the part's name
 // (celebrity_cache_l1_hits_total, celebrity_cache_replicas_copy_reads_total with the label
-// "copy", celebrity_cache_invalidator_published_total).
+// "copy" for the copies in use only, celebrity_cache_invalidator_published_total).
 func Cache(reg prometheus.Registerer, c interface{ Stats() celebrity.Stats }, o Options) (prometheus.Collector, error) {
 	return register(reg, statsmap.Cache, func() any { return c.Stats() }, c != nil, o)
 }

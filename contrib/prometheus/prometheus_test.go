@@ -154,9 +154,9 @@ celebrity_hotkeys_tracked 1
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), names...); err != nil {
 		t.Error(err)
 	}
-	// One series per copy index, bounded by replicas.MaxCopies.
-	if n := len(series(t, reg, "celebrity_replicas_copy_reads_total")); n != replicas.MaxCopies {
-		t.Errorf("celebrity_replicas_copy_reads_total has %d series, want %d", n, replicas.MaxCopies)
+	// One series per copy index in use: none on a standalone server, where no copy is read.
+	if n := len(series(t, reg, "celebrity_replicas_copy_reads_total")); n != 0 {
+		t.Errorf("celebrity_replicas_copy_reads_total has %d series on a standalone server, want 0", n)
 	}
 	// Load durations: one observation per outcome.
 	got := map[string]uint64{}

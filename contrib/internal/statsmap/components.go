@@ -45,8 +45,13 @@ var (
 		},
 	}
 	StripesReader = Component{Pkg: "stripes.reader", Type: "stripes.ReaderStats", Specs: map[string]Spec{}}
-	Escrow        = Component{Pkg: "escrow", Type: "escrow.Stats", Specs: map[string]Spec{}}
-	Routing       = Component{Pkg: "routing", Type: "routing.Stats", Specs: map[string]Spec{
+	StripesFamily = Component{Pkg: "stripes.family", Type: "stripes.FamilyStats", Specs: map[string]Spec{
+		"Names": {Kind: UpDown, Unit: "{name}"}, "Sums": {Unit: "{read}"}, "CachedSums": {Unit: "{read}"},
+		"Dropped": {Unit: "{name}"}, "Promotions": {Unit: "{resize}"}, "Demotions": {Unit: "{resize}"},
+		"Seals": {Unit: "{seal}"}, "RoundErrors": {Unit: "{round}"},
+	}}
+	Escrow  = Component{Pkg: "escrow", Type: "escrow.Stats", Specs: map[string]Spec{}}
+	Routing = Component{Pkg: "routing", Type: "routing.Stats", Specs: map[string]Spec{
 		"Generation": {Kind: Gauge, Unit: "1"},
 	}}
 	Migrate = Component{Pkg: "migrate", Type: "migrate.Stats", Specs: map[string]Spec{

@@ -11,9 +11,9 @@ package statsmap
 import (
 	"reflect"
 	"strconv"
-	"strings"
 	"time"
-	"unicode"
+
+	"github.com/celebrity-go/celebrity/internal/naming"
 )
 
 // Kind is how a Stats field is exported.
@@ -28,7 +28,8 @@ const (
 
 // Spec overrides what a field's Go type implies. A field without a Spec is exported under
 // its snake_case name: an integer as a counter, a time.Duration as a gauge in seconds, a
-// bool as a 0/1 gauge, an array as one series per index labelled "index".
+// bool as a 0/1 gauge, an array as one series per index labelled "index", up to the last
+// index with a non-zero value.
 type Spec struct {
 	Kind  Kind
 	Unit  string
@@ -113,7 +114,14 @@ func (c Component) Samples(stats any) []Sample {
 		fv := v.Field(i)
 		name := snake(f.Name)
 		if fv.Kind() == reflect.Array {
-			for j := range fv.Len() {
+			// One series per index up to the last one with a non-zero value: none while
+			// nothing was counted (a Cache's copies on a standalone server, where
+			// replication is off), and at most as many as the indexes in use.
+			n := fv.Len()
+			for n > 0 && fv.Index(n-1).IsZero() {
+				n--
+			}
+			for j := range n {
 				if x, ok := number(fv.Index(j)); ok {
 					out = append(out, Sample{Name: name, LabelValue: strconv.Itoa(j), Value: x})
 				}
@@ -149,17 +157,4 @@ func number(v reflect.Value) (float64, bool) {
 }
 
 // snake turns a Go field name into snake_case: "StaleIfErrorHits" -> "stale_if_error_hits".
-func snake(s string) string {
-	var b strings.Builder
-	r := []rune(s)
-	for i, c := range r {
-		if unicode.IsUpper(c) {
-			if i > 0 && (unicode.IsLower(r[i-1]) || (i+1 < len(r) && unicode.IsLower(r[i+1]))) {
-				b.WriteByte('_')
-			}
-			c = unicode.ToLower(c)
-		}
-		b.WriteRune(c)
-	}
-	return b.String()
-}
+func snake(s string) string { return naming.Snake(s) }

@@ -17,7 +17,7 @@ import (
 func TestSnake(t *testing.T) {
 	for in, want := range map[string]string{
 		"StaleIfErrorHits": "stale_if_error_hits", "Hits": "hits", "CopyReads": "copy_reads",
-		"LastPause": "last_pause", "HTTPErrors": "http_errors",
+		"LastPause": "last_pause", "HTTPErrors": "http_errors", "DuplicateInstanceIDs": "duplicate_instance_ids",
 	} {
 		if got := snake(in); got != want {
 			t.Errorf("snake(%q) = %q, want %q", in, got, want)
@@ -37,7 +37,7 @@ func TestEverySampleHasItsMetric(t *testing.T) {
 	}{
 		{L1Cache, l1cache.Stats{Hits: 3}}, {Invalidator, l1cache.InvalidatorStats{}}, {Replicas, rs},
 		{Stripes, stripes.Stats{StripeWrites: []stripes.GenWrites{{Gen: 2, Writes: []uint64{1, 2}}}}},
-		{StripesReader, stripes.ReaderStats{}}, {Escrow, escrow.Stats{}}, {Routing, routing.Stats{}},
+		{StripesReader, stripes.ReaderStats{}}, {StripesFamily, stripes.FamilyStats{Names: 2, Applied: 5}}, {Escrow, escrow.Stats{}}, {Routing, routing.Stats{}},
 		{Migrate, migrate.Stats{}}, {Hotkeys, hotkeys.Stats{}}, {Ratelimit, ratelimit.Stats{Allowed: 2}},
 		{Cache, celebrity.Stats{SourceLoads: 1, L1: l1cache.Stats{Hits: 2}, Replicas: rs}},
 	} {
@@ -76,5 +76,28 @@ func TestCacheCarriesItsParts(t *testing.T) {
 		if got[k] != want {
 			t.Errorf("%s = %v, want %v", k, got[k], want)
 		}
+	}
+}
+
+// TestArraysExportOnlyTheIndexesInUse checks that a Cache whose copies were never read (a
+// standalone server, where replication is off) exports no per-copy series, and one that
+// read copies 0..2 exports three.
+func TestArraysExportOnlyTheIndexesInUse(t *testing.T) {
+	count := func(st celebrity.Stats) int {
+		n := 0
+		for _, s := range Cache.Samples(st) {
+			if s.Name == "replicas_copy_reads" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := count(celebrity.Stats{}); n != 0 {
+		t.Errorf("no copy read: %d per-copy series, want 0", n)
+	}
+	var st celebrity.Stats
+	st.Replicas.CopyReads[0], st.Replicas.CopyReads[2] = 4, 1
+	if n := count(st); n != 3 {
+		t.Errorf("copies 0..2 read: %d per-copy series, want 3", n)
 	}
 }
