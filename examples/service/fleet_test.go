@@ -37,11 +37,12 @@ type proc struct {
 	born time.Time
 	done chan struct{} // closed when its log ended (the process exited)
 
-	mu     sync.Mutex
-	events []hotEvent
-	loop   uint64 // the cache's LoopCommands as last scraped
-	warns  int
-	slow   []slowRequest // requests the process itself logged as past their deadline + 50ms
+	mu      sync.Mutex
+	events  []hotEvent
+	loop    uint64 // the cache's LoopCommands as last scraped
+	scraped bool   // loop was read at least once
+	warns   int
+	slow    []slowRequest // requests the process itself logged as past their deadline + 50ms
 }
 
 type slowRequest struct {
@@ -138,12 +139,17 @@ func (p *proc) alive() bool {
 	}
 }
 
-// scrape reads the cache's loop command count from the admin handler.
+// scrape reads the cache's loop command count from the admin handler (/admin/posts).
 func (p *proc) scrape(ctx context.Context) {
-	var st struct{ LoopCommands uint64 }
-	if r := p.cl.do(ctx, http.MethodGet, "/admin/posts", nil, &st); r.Status == http.StatusOK {
+	var st struct {
+		Stats *struct {
+			LoopCommands *uint64 `json:"loop_commands"`
+		}
+	}
+	if r := p.cl.do(ctx, http.MethodGet, "/admin/posts", nil, &st); r.Status == http.StatusOK && st.Stats != nil && st.Stats.LoopCommands != nil {
 		p.mu.Lock()
-		p.loop = max(p.loop, st.LoopCommands)
+		p.loop = max(p.loop, *st.Stats.LoopCommands)
+		p.scraped = true
 		p.mu.Unlock()
 	}
 }

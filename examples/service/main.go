@@ -58,7 +58,7 @@ func run(listen string, latency time.Duration, log *slog.Logger) error {
 	defer s.close()
 	mux := http.NewServeMux()
 	s.routes(mux)
-	if err := mountOps(mux, s.posts, s.payments); err != nil {
+	if err := mountOps(mux, s.posts, s.views, s.payments); err != nil {
 		return err
 	}
 	addr := listen

@@ -109,9 +109,13 @@ func (g *gameday) measure(tr *traffic, smp *sampler, pl plan, start, onset, fade
 	res.slowInServices(tr, procs)
 
 	var loop uint64
+	unread := 0
 	for _, p := range procs {
 		p.mu.Lock()
 		loop += p.loop
+		if !p.scraped {
+			unread++
+		}
 		p.mu.Unlock()
 	}
 	ar, aw := smp.delta(start, end)
@@ -123,7 +127,8 @@ func (g *gameday) measure(tr *traffic, smp *sampler, pl plan, start, onset, fade
 		all += v
 	}
 	share := 100 * float64(loop) / float64(max(all, 1))
-	res.add(tLoop, all > 0 && share <= 1, "%.2f%% (%d of %d data commands on the masters)", share, loop, all)
+	res.add(tLoop, all > 0 && unread == 0 && share <= 1, "%.2f%% (%d of %d data commands on the masters; %d processes whose loop count could not be read)",
+		share, loop, all, unread)
 	return res
 }
 

@@ -80,9 +80,11 @@ func selfCheck(ctx context.Context, base string) error {
 	fail(check(denied == 0, "%d payments denied at a quarter of the limit", denied))
 	fail(check(most <= int(MerchantLimit.Rate), "%d payments admitted in one period, limit %d", most, MerchantLimit.Rate))
 
-	var stats map[string]any
-	if r := c.do(ctx, http.MethodGet, "/admin/posts", nil, &stats); r.Status != http.StatusOK || stats["L1"] == nil {
-		fail(fmt.Errorf("GET /admin/posts: status %d %v", r.Status, r.Err))
+	for _, section := range []string{"posts", "views", "payments"} {
+		var got map[string]any
+		if r := c.do(ctx, http.MethodGet, "/admin/"+section, nil, &got); r.Status != http.StatusOK || len(got) == 0 {
+			fail(fmt.Errorf("GET /admin/%s: status %d %v", section, r.Status, r.Err))
+		}
 	}
 	fail(metricsServed(ctx, base))
 	if err := errors.Join(errs...); err != nil {
@@ -114,5 +116,6 @@ func metricsServed(ctx context.Context, base string) error {
 		}
 	}
 	return check(resp.StatusCode == http.StatusOK && strings.Contains(b.String(), "celebrity_ratelimit_") &&
-		strings.Contains(b.String(), "celebrity_cache_"), "GET /metrics: status %d without the components' metrics", resp.StatusCode)
+		strings.Contains(b.String(), "celebrity_cache_") && strings.Contains(b.String(), "celebrity_stripes_"),
+		"GET /metrics: status %d without the components' metrics", resp.StatusCode)
 }

@@ -66,16 +66,20 @@ func newPayments(rdb redis.UniversalClient, log *slog.Logger) (*ratelimit.Limite
 
 // mountOps mounts the operator endpoints: the admin handler under /admin/ and the
 // Prometheus metrics under /metrics.
-func mountOps(mux *http.ServeMux, posts *celebrity.Cache[Post], payments *ratelimit.Limiter) error {
+func mountOps(mux *http.ServeMux, posts *celebrity.Cache[Post], views *stripes.Family, payments *ratelimit.Limiter) error {
 	reg := prometheus.NewRegistry()
 	if _, err := celebrityprom.Cache(reg, posts, celebrityprom.Options{Name: "posts"}); err != nil {
+		return err
+	}
+	if _, err := celebrityprom.StripesFamily(reg, views, celebrityprom.Options{Name: "views"}); err != nil {
 		return err
 	}
 	if _, err := celebrityprom.Ratelimit(reg, payments, celebrityprom.Options{Name: "payments"}); err != nil {
 		return err
 	}
 	adm, err := admin.New(admin.Options{Sections: map[string]admin.Section{
-		"posts":    admin.Stats(posts),
+		"posts":    admin.Cache(posts),
+		"views":    admin.Stats(views),
 		"payments": admin.Stats(payments),
 	}})
 	if err != nil {
