@@ -153,7 +153,7 @@ func TestGameDay(t *testing.T) {
 	time.Sleep(8 * time.Second) // promotion (2s) and the skew window (5s..8s), without faults
 	skewFrom, skewTo := onset.Add(5*time.Second), onset.Add(8*time.Second)
 
-	g.faults(tr, pl)
+	g.faults(tr, pl, hottest(g.cluster, smp, skewFrom, skewTo))
 
 	fadeAt := time.Now()
 	tr.celebOn.Store(false)
@@ -219,12 +219,13 @@ func seed(t *testing.T, g *gameday, tr *traffic, posts int) {
 	}
 }
 
-// faults injects, in order: the merchant pushed over its limit, pub/sub connections killed
+// faults injects, in order (hot is the index of the master that wrote the most, the one
+// holding the celebrity's view counter): the merchant pushed over its limit, pub/sub connections killed
 // on every node, a master SIGSTOPped for longer than go-redis's timeouts (and a failover of
 // its shard: the replica's own after the cluster's node timeout of 3s, or a CLUSTER
 // FAILOVER), a process SIGKILLed and replaced, pub/sub connections killed again, a CLUSTER
 // FAILOVER of another shard.
-func (g *gameday) faults(tr *traffic, pl plan) {
+func (g *gameday) faults(tr *traffic, pl plan, hot int) {
 	t := g.t
 	tr.overload.Store(true)
 	g.mark("merchant at 150% of its limit")
@@ -233,7 +234,7 @@ func (g *gameday) faults(tr *traffic, pl plan) {
 	g.mark("pub/sub connections killed (CLIENT KILL TYPE pubsub, every node)")
 	time.Sleep(time.Second)
 
-	m := g.cluster.Masters()[0]
+	m := g.cluster.Masters()[hot]
 	m.Pause()
 	g.mark(fmt.Sprintf("master %s SIGSTOPped for %s", m.Addr(), pl.pause))
 	time.Sleep(time.Second)
@@ -256,9 +257,9 @@ func (g *gameday) faults(tr *traffic, pl plan) {
 	tr.overload.Store(false)
 	tr.overEnd.Store(time.Now().UnixNano())
 	g.mark("merchant back at 40% of its limit")
-	rep := g.cluster.Replicas()[0]
+	rep := g.cluster.Replicas()[hot]
 	took := settle(t, rep.Addr(), m.Addr())
-	g.cluster.Failover(t, 0) // completes at once if the replica already took over
+	g.cluster.Failover(t, hot) // completes at once if the replica already took over
 	if took {
 		g.mark(fmt.Sprintf("failover: replica %s had taken over during the pause; slot map stable", rep.Addr()))
 	} else {
@@ -279,10 +280,24 @@ func (g *gameday) faults(tr *traffic, pl plan) {
 	g.mark("process " + np.name + " started in its place")
 	g.killPubSub()
 	g.mark("pub/sub connections killed again")
-	rep = g.cluster.Replicas()[2]
-	g.cluster.Failover(t, 2)
+	other := (hot + 1) % len(g.cluster.Masters())
+	rep = g.cluster.Replicas()[other]
+	g.cluster.Failover(t, other)
 	g.mark(fmt.Sprintf("failover: CLUSTER FAILOVER on replica %s", rep.Addr()))
 	time.Sleep(time.Second)
+}
+
+// hottest returns the index among the cluster's masters of the one that executed the most
+// writes between from and to.
+func hottest(c *celebritytest.Cluster, smp *sampler, from, to time.Time) int {
+	_, writes := smp.delta(from, to)
+	best := 0
+	for i, m := range c.Masters() {
+		if writes[m.Addr()] > writes[c.Masters()[best].Addr()] {
+			best = i
+		}
+	}
+	return best
 }
 
 // newNameKind records the first views of new posts during the pause (see tNewName).
