@@ -56,7 +56,8 @@ func (g *gameday) measure(tr *traffic, smp *sampler, pl plan, start, onset, fade
 		}
 	}
 	n := len(atOnset)
-	res.add(tPromoted, promoted == n && worstP <= 2*time.Second, "%d of %d processes promoted it, the last %s after onset", promoted, n, dur(worstP, promoted))
+	res.add(tPromoted, promoted == n && worstP <= 2*time.Second, "%d of %d processes promoted it, the last %s after onset; the fleet reported %.1f Redis-level reads/s of it 8s after onset (HTTP reads: %.0f/s; PromoteRate %.0f)",
+		promoted, n, dur(worstP, promoted), g.celebRate, pl.celebReads, celebrity.DefaultPromoteRate)
 	res.add(tStriped, striped == n && worstS <= 2*time.Second, "%d of %d processes wrote it in a stripe other than 0, the last %s after onset", striped, n, dur(worstS, striped))
 
 	// Skew over the fault-free window onset+5s..onset+8s.
@@ -160,6 +161,9 @@ func (res *results) views(g *gameday, tr *traffic) {
 		}
 		lost += max(0, acked[post]-sum)
 		doubled += max(0, sum-s)
+		if sum < acked[post] || sum > s {
+			res.notes = append(res.notes, fmt.Sprintf("views of post %s: %d acknowledged, %d sent, %d counted", post, acked[post], s, sum))
+		}
 		ambiguous += s - acked[post]
 		totalAcked += acked[post]
 	}
