@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/celebrity-go/celebrity/internal/bound"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -16,10 +17,11 @@ type Map struct {
 }
 
 // Load reads the slot map of the cluster behind c with CLUSTER SLOTS, which every Redis
-// Cluster version answers (CLUSTER SHARDS needs Redis 7).
+// Cluster version answers (CLUSTER SHARDS needs Redis 7). It returns by ctx's end even when
+// the node asked does not answer (go-redis waits its own timeouts, and retries, otherwise).
 func Load(ctx context.Context, c *redis.ClusterClient) (*Map, error) {
 	//lint:ignore SA1019 CLUSTER SLOTS still works on Redis 7 and is the only choice on Redis 6.
-	ranges, err := c.ClusterSlots(ctx).Result()
+	ranges, err := bound.Do(ctx, func() ([]redis.ClusterSlot, error) { return c.ClusterSlots(ctx).Result() })
 	if err != nil {
 		return nil, fmt.Errorf("slot: CLUSTER SLOTS: %w", err)
 	}
