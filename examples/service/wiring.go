@@ -23,11 +23,13 @@ import (
 // MerchantLimit is every merchant's payment rate limit.
 var MerchantLimit = ratelimit.Limit{Rate: 100, Period: time.Second}
 
-// ViewsHotRate is the write rate (view Adds per second, as one process measures it) at
-// which a post's view counter is spread over ViewsHotStripes stripes: the same figure as
-// the cache's default PromoteRate for reads.
+// ViewsHotRate is the write rate (views counted per second by the whole fleet: every
+// process's Family reports its share to a count they share) at which a post's view counter
+// is spread over ViewsHotStripes stripes. A post viewed 100 times a second is a small part
+// of one master's capacity, but the fleet's hottest counters are the ones to spread before
+// they become its hottest key.
 const (
-	ViewsHotRate    = celebrity.DefaultPromoteRate
+	ViewsHotRate    = 100
 	ViewsHotStripes = 6
 )
 
