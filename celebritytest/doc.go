@@ -19,9 +19,11 @@
 // A test binary shares one fleet: [Standalone] and [Shards] hand out standalone servers and
 // [SharedCluster] a Redis Cluster of three masters, each started on first use and stopped by
 // [Main] when the binary's tests end. Tests that break servers on purpose take their own
-// with [NewServer] or [NewCluster]; those stop at the end of the test. [Prefix] gives a new
-// key prefix on every call (keep the one a component was given), so tests sharing a server
-// can run in parallel without flushing each other.
+// with [NewServer] or [NewCluster]; those stop at the end of the test. [Prefix] gives the
+// test its own key prefix (the same on every call in one test; [NewPrefix] a new one per
+// call, for components that must not share keys), so tests sharing a server can run in
+// parallel without flushing each other. The package example shows a host's test of its own
+// script with a lost reply, on a standalone server and a cluster.
 //
 // What a test can do to a server: [Server.Kill] (SIGKILL, as a crash), [Server.Restart]
 // (loads its AOF with ServerOptions.AOF), [Server.Pause] and [Server.Resume] (SIGSTOP and
