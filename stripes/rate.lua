@@ -11,10 +11,13 @@
 -- Reply: {writes counted in window ARGV[4], writes counted in window ARGV[4] - 1}.
 --
 -- Fields: "w:<window>" the writes reported in that window; "i:<family ID>" the sequence
--- number of that family's last report. A report whose sequence number is the family's last
--- one (a retry after a lost reply, by go-redis or by the family) adds nothing, so the
--- measure never counts one write twice. Windows older than the previous one are deleted as
--- reports arrive; the whole hash expires three windows after the last report.
+-- number of that family's last report.
+--
+-- Invariant: a family's report is counted at most once. A report whose sequence number is
+-- the family's last one (a retry after a lost reply, by go-redis or by the family) adds
+-- nothing, so the measure never counts one write twice. Windows older than the previous
+-- one are deleted as reports arrive; the whole hash expires three windows after the last
+-- report.
 local key = KEYS[1]
 local id, seq, n, w = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 if n > 0 and redis.call('HGET', key, 'i:' .. id) ~= seq then
