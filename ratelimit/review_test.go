@@ -249,10 +249,16 @@ func TestReviewLeasedPausedHolderDoesNotSpendItsOldChunk(t *testing.T) {
 		a.watch(holder)
 		a.watch(other)
 		key := "merchant:holder"
-		// Requests in a quick row build demand, so the holder soon takes a chunk bigger than
-		// one request, and keeps its rest.
+		// Bursts of concurrent requests build demand (8 asked per round trip, so a loaded
+		// machine's slow round trips do not keep the chunk at one cell), so the holder soon
+		// takes a chunk bigger than one request and keeps its rest after the next request.
 		var r Result
-		for range 1000 {
+		for range 200 {
+			var wg sync.WaitGroup
+			for range 8 {
+				wg.Go(func() { _, _ = holder.Allow(t.Context(), key) })
+			}
+			wg.Wait()
 			var err error
 			r, err = holder.Allow(t.Context(), key)
 			require.NoError(t, err)
