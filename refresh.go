@@ -46,7 +46,7 @@ func (c *Cache[V]) refresh(ctx context.Context, key string) {
 		return c.loadSource(ctx, key)
 	})
 	if err != nil {
-		c.fleet.hotEntries.Delete(key)
+		c.failedRefresh(key)
 		return
 	}
 	v, err := decode(c.o.Codec, key, item.Value)
@@ -60,4 +60,17 @@ func (c *Cache[V]) refresh(ctx context.Context, key string) {
 		c.fleet.hotEntries.Store(key, e)
 	}
 	st.mu.Unlock()
+}
+
+// failedRefresh forgets key's last entry after a refresh failed, so that the next round tries
+// again, if the key was read here since that entry was installed. A key nobody here has read
+// (a newly promoted one, or one whose entry was not touched) gets an untouched placeholder
+// instead: the loop tries it once, not every RefreshAhead, and a Get that loads it installs a
+// real entry.
+func (c *Cache[V]) failedRefresh(key string) {
+	if v, ok := c.fleet.hotEntries.Load(key); ok && v.(*entry[V]).touched.Load() {
+		c.fleet.hotEntries.Delete(key)
+		return
+	}
+	c.fleet.hotEntries.Store(key, &entry[V]{hot: true})
 }

@@ -1,11 +1,15 @@
 package celebrity_test
 
 import (
+	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity"
 	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
@@ -40,4 +44,49 @@ func TestRefreshAheadSkipsTheReadThatLoaded(t *testing.T) {
 		require.NoError(t, err)
 		return c.Stats().Refreshes >= deadline
 	}, 30*time.Second, time.Millisecond)
+}
+
+// TestAFailedRefreshOfAKeyNobodyReadsIsTriedOnce: a key promoted by hand that nobody here
+// reads is refreshed once; when that refresh fails (its source is down) it is not tried again
+// every RefreshAhead, which would turn a key nobody reads into a steady stream of Redis
+// reads and source loads, counted in the fleet's rates. A key that is read here is retried.
+func TestAFailedRefreshOfAKeyNobodyReadsIsTriedOnce(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	p := celebritytest.NewPrefix(t)
+	launch, read := p+"launch", p+"read"
+	var launchLoads atomic.Int64
+	load := func(_ context.Context, key string) (string, uint64, error) {
+		if key == launch {
+			launchLoads.Add(1)
+			return "", 0, errors.New("source down")
+		}
+		return "v1", 1, nil
+	}
+	o := loopOptions()
+	o.Prefix, o.ReportInterval = p, -1
+	c, err := celebrity.New(srv.Client(t), load, o)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	require.NoError(t, c.Ready(t.Context()))
+	require.NoError(t, c.Promote(t.Context(), launch))
+	require.Eventually(t, func() bool { return launchLoads.Load() >= 1 }, 30*time.Second, time.Millisecond,
+		"a newly promoted key is refreshed once")
+	require.NoError(t, c.Promote(t.Context(), read))
+
+	// Read the other hot key until refresh-ahead has reloaded it 300 times, one per round of
+	// RefreshAhead (10 ms): at least 1.5 s even if the launch key were refreshed in every round
+	// too, longer than the 1 s for which the fleet answers a failed load's error without asking
+	// the source again. Every one of those rounds passed over the launch key.
+	base := c.Stats().Refreshes
+	require.Eventually(t, func() bool {
+		_, err := c.Get(t.Context(), read)
+		require.NoError(t, err)
+		return c.Stats().Refreshes >= base+300
+	}, 60*time.Second, time.Millisecond)
+	require.Equal(t, int64(1), launchLoads.Load(), "the failed refresh of a key nobody reads is not retried")
+
+	// A Get of the launch key is a read here: it is answered (by the fleet's error record, or a
+	// load), and refresh-ahead tries the key again from then on.
+	_, err = c.Get(t.Context(), launch)
+	require.ErrorContains(t, err, "source down")
 }
