@@ -59,6 +59,16 @@ func (l *Limiter) approximate(ctx context.Context, key string, n int64) (Result,
 	st.mu.Unlock()
 	if due {
 		if err := l.syncTurn(ctx, st, key, first); err != nil {
+			if first || ctx.Err() != nil {
+				return Result{RetryAfter: -1}, err
+			}
+			// The sync failed (its counts stay pending and go with the next one): decide on
+			// the last estimate, as between syncs, while the unsynced admissions stay within
+			// MaxUnsynced; only a request that needs the sync itself gets the error.
+			l.stats.syncErrors.Add(1)
+			if r := l.admitApprox(st, key, n); r.Allowed || r.RetryAfter != 0 {
+				return r, nil
+			}
 			return Result{RetryAfter: -1}, err
 		}
 	}

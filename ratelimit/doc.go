@@ -112,6 +112,10 @@
 // Take the instance whose last sync read in the window came last: its estimate included
 // every count synced before then, and its decision kept estimate + own unsynced within
 // Rate; every other instance can only add the admissions it had not synced yet, at most U.
+// While an instance's syncs fail (Options.Attempts sent, no reply) it decides on its last
+// estimate, as between syncs, and its unsynced admissions stay within MaxUnsynced: U is
+// MaxUnsynced for it, and only a request that would pass MaxUnsynced gets the sync's error
+// (Stats.SyncErrors counts the failures; the counts go with the next sync, once each).
 // With the defaults (MaxUnsynced = Rate/100) the overshoot is at most (N-1)% of Rate. The
 // seed's example, ten instances each allowing 100/s on their own, is N=10 with U=100: up to
 // 1,000/s. Redis load: at most one call per instance per SyncInterval per key, plus one per

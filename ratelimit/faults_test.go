@@ -254,7 +254,10 @@ func TestLeasedHeldBackGrantIsNotSpentLate(t *testing.T) {
 		var a admissions
 		// One slot: when the late grant is dropped there is no other slot to fall back on,
 		// so the woken request itself must be denied.
-		o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Slots: 1, Prefix: celebritytest.NewPrefix(t)}
+		// The test is about the late grant, not slow masters: a loaded machine's round trips
+		// may pass the default SlotTimeout (250ms), and the hammer would count those errors.
+		o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Slots: 1, Prefix: celebritytest.NewPrefix(t),
+			SlotTimeout: 5 * time.Second}
 		mk := clients(t, c)
 		hook := &holdHook{held: make(chan struct{}), release: make(chan struct{})}
 		pausedClient := mk()
@@ -287,6 +290,7 @@ func TestLeasedHeldBackGrantIsNotSpentLate(t *testing.T) {
 		close(stop)
 		require.Zero(t, <-done)
 		require.False(t, r.Allowed, "a grant that arrived %v late must not be spent", time.Since(heldAt))
+		require.Positive(t, paused.Stats().LateGrants, "the held grant arrived after its sub-window and was dropped")
 		worst := a.worstWindow(SubMs(paused), paused.o.span())
 		require.LessOrEqual(t, worst, int64(fleetRate))
 		t.Logf("worst window %d/%d", worst, fleetRate)
@@ -364,4 +368,52 @@ func TestLeasedRidesOutAStoppedMaster(t *testing.T) {
 	worst := a.worstWindow(SubMs(lims[0]), lims[0].o.span())
 	require.LessOrEqual(t, worst, int64(fleetRate))
 	t.Logf("%d admitted while stopped, %d in all, %d errors, worst window %d/%d", during, a.total(), errs, worst, fleetRate)
+}
+
+// An Approximate limiter whose syncs fail (every reply lost, go-redis retries off) decides
+// on its last estimate, as between syncs, rather than failing its callers: it admits until
+// its unsynced admissions reach MaxUnsynced, and only then does a request get the error.
+// Once Redis answers again, the counts of the failed syncs reach the shared count once each.
+func TestApproximateDecidesOnItsEstimateWhileASyncFails(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		inj := faults.New()
+		o := Options{Limit: Limit{Rate: 1000, Period: time.Minute}, Mode: Approximate, MaxUnsynced: 10,
+			SyncInterval: time.Millisecond, Prefix: celebritytest.NewPrefix(t)}
+		l := newLimiter(t, faultyClients(t, c, inj, -1)(), o)
+		key := "merchant:outage"
+		r, err := l.Allow(t.Context(), key)
+		require.NoError(t, err)
+		require.True(t, r.Allowed)
+		require.Equal(t, uint64(1), l.Stats().Syncs, "the key's first sync")
+
+		inj.DropReply(faults.Match{Command: "EVALSHA"}, 1_000_000)
+		inj.DropReply(faults.Match{Command: "EVAL"}, 1_000_000)
+		admitted := 1
+		for {
+			time.Sleep(2 * time.Millisecond) // every request is due for a sync
+			r, err = l.Allow(t.Context(), key)
+			if err != nil {
+				break
+			}
+			require.True(t, r.Allowed, "within Rate and MaxUnsynced: %+v", r)
+			admitted++
+		}
+		require.ErrorContains(t, err, "sync")
+		require.Equal(t, int(o.MaxUnsynced), admitted, "admitted until the unsynced admissions reached MaxUnsynced")
+		require.Positive(t, l.Stats().SyncErrors)
+		require.Positive(t, inj.Dropped())
+
+		inj.Clear()
+		for l.Stats().Syncs < 3 { // the failed sync, sent again unchanged, then the rest
+			time.Sleep(2 * time.Millisecond)
+			r, err = l.Allow(t.Context(), key)
+			require.NoError(t, err)
+			require.True(t, r.Allowed)
+			admitted++
+		}
+		// Each request synced before it was admitted: all but the last are in Redis.
+		u, err := l.Peek(t.Context(), key)
+		require.NoError(t, err)
+		require.Equal(t, int64(admitted-1), u.Used, "every admission counted once")
+	})
 }

@@ -10,8 +10,9 @@ type Stats struct {
 	Calls uint64
 	// Chunks counts chunk grants received in Leased mode, and Cells the cells they held.
 	Chunks, Cells uint64
-	// Syncs counts completed syncs in Approximate mode.
-	Syncs uint64
+	// Syncs counts completed syncs in Approximate mode; SyncErrors counts syncs that failed
+	// after Options.Attempts, while the instance decided on its last estimate.
+	Syncs, SyncErrors uint64
 	// SlotTimeouts counts chunk requests left after Options.SlotTimeout in Leased mode.
 	SlotTimeouts uint64
 	// LateGrants counts chunk grants in Leased mode that arrived after their sub-window
@@ -23,7 +24,7 @@ type Stats struct {
 
 // counters holds the atomic counters behind Stats.
 type counters struct {
-	allowed, denied, errors, calls, chunks, cells, syncs, slotTimeouts, lateGrants atomic.Uint64
+	allowed, denied, errors, calls, chunks, cells, syncs, syncErrors, slotTimeouts, lateGrants atomic.Uint64
 }
 
 // Stats returns a snapshot of the counters. Fields are read one by one, not atomically
@@ -38,6 +39,7 @@ func (l *Limiter) Stats() Stats {
 		Cells:   l.stats.cells.Load(),
 		Syncs:   l.stats.syncs.Load(),
 
+		SyncErrors:   l.stats.syncErrors.Load(),
 		SlotTimeouts: l.stats.slotTimeouts.Load(),
 		LateGrants:   l.stats.lateGrants.Load(),
 	}

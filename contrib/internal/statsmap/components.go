@@ -63,7 +63,8 @@ var (
 	Ratelimit = Component{Pkg: "ratelimit", Type: "ratelimit.Stats", Specs: map[string]Spec{
 		"Allowed": {Unit: "{request}"}, "Denied": {Unit: "{request}"}, "Errors": {Unit: "{request}"},
 		"Calls": {Unit: "{call}"}, "Chunks": {Unit: "{chunk}"}, "Cells": {Unit: "{cell}"}, "Syncs": {Unit: "{sync}"},
-		"Keys": {Kind: UpDown, Unit: "{key}"},
+		"SyncErrors": {Unit: "{sync}"},
+		"Keys":       {Kind: UpDown, Unit: "{key}"},
 	}}
 )
 
