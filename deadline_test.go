@@ -16,6 +16,7 @@ import (
 // deadline plus 50ms, and a ctx cancelled without a deadline ends them as promptly: the
 // Cache (default options: its fleet loop on), and the Replicator under it.
 func TestReadPathReturnsByItsDeadlineWithAPausedServer(t *testing.T) {
+	celebritytest.Long(t)
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	src := newSource()
 	src.write("post:1", "v1")

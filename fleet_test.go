@@ -282,6 +282,7 @@ func TestLeaderLostMidPromotion(t *testing.T) {
 // write it; every value read is one that was written, writes retried with their version
 // complete, and every instance ends on the last version.
 func TestFailoverDuringTheLoop(t *testing.T) {
+	celebritytest.Long(t)
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
 	p := celebritytest.NewPrefix(t)
 	src := newSource()

@@ -22,6 +22,7 @@ import (
 // one member and the version the survivors apply, reads stay correct, and the new leader
 // demotes the key once its reads stop, once per instance.
 func TestInstanceKilledMidPromotion(t *testing.T) {
+	celebritytest.Long(t)
 	cl := celebritytest.SharedCluster(t)
 	p := celebritytest.NewPrefix(t)
 	src := newSource()

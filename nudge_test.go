@@ -59,6 +59,7 @@ func TestHotKeyReportsDoNotNudge(t *testing.T) {
 // however many reports nudge it: at most 4 partial evaluations per interval (plus one
 // interval's worth either side of the measured span), where it used to make one per nudge.
 func TestManyNudgesCostTheLeaderAtMostFourPartialEvaluationsPerInterval(t *testing.T) {
+	celebritytest.Long(t)
 	deployments(t, func(t *testing.T, d deployment) {
 		p := celebritytest.NewPrefix(t)
 		src := newSource()

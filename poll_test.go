@@ -22,6 +22,7 @@ import (
 // while the leader is live) and learns a change by polling; when the subscription is back it
 // polls slowly again.
 func TestPollsFastOnlyWhilePubSubIsDown(t *testing.T) {
+	celebritytest.Long(t)
 	srv := celebritytest.Standalone(t)
 	p := celebritytest.NewPrefix(t)
 	src := newSource()
@@ -156,6 +157,7 @@ func (h refuseHeartbeat) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // leader and one per 2 intervals for each other instance (counted in wall-clock intervals,
 // which a loaded machine's loop can only fall behind). A change is still learned everywhere.
 func TestLateHeartbeatsDoNotMakeTheFleetPollEveryInterval(t *testing.T) {
+	celebritytest.Long(t)
 	srv := celebritytest.Standalone(t)
 	p := celebritytest.NewPrefix(t)
 	src := newSource()
@@ -203,6 +205,7 @@ func TestLateHeartbeatsDoNotMakeTheFleetPollEveryInterval(t *testing.T) {
 // polls in the same run), and applies a promotion made elsewhere by its first poll after it:
 // within 4 intervals, the bound the package documents.
 func TestCutSubscriptionLearnsByPolling(t *testing.T) {
+	celebritytest.Long(t)
 	srv := celebritytest.Standalone(t)
 	p := celebritytest.NewPrefix(t)
 	src := newSource()

@@ -51,6 +51,7 @@ func TestRefreshAheadSkipsTheReadThatLoaded(t *testing.T) {
 // every RefreshAhead, which would turn a key nobody reads into a steady stream of Redis
 // reads and source loads, counted in the fleet's rates. A key that is read here is retried.
 func TestAFailedRefreshOfAKeyNobodyReadsIsTriedOnce(t *testing.T) {
+	celebritytest.Long(t)
 	srv := celebritytest.Standalone(t)
 	p := celebritytest.NewPrefix(t)
 	launch, read := p+"launch", p+"read"

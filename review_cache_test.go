@@ -206,6 +206,7 @@ func settledEverywhere(t *testing.T, caches []*celebrity.Cache[string], key stri
 // invalidation's delivery (1 s on this loaded machine) before it, and once the writes stop
 // every instance serves the last one, also from the copies.
 func TestReviewWritesRacePromoteAndDemote(t *testing.T) {
+	celebritytest.Long(t)
 	for _, fresh := range []time.Duration{time.Hour, 40 * time.Millisecond} {
 		t.Run(fresh.String(), func(t *testing.T) {
 			deployments(t, func(t *testing.T, d deployment) {
@@ -302,6 +303,7 @@ func pubsubKiller(t *testing.T, admin redis.UniversalClient) func(ctx context.Co
 // whose subscription was down marks its entries stale when it comes back, and never serves
 // an older version than an acknowledged write for longer than Fresh+Stale.
 func TestReviewInvalidationSubscriptionKilledDuringWrites(t *testing.T) {
+	celebritytest.Long(t)
 	deployments(t, func(t *testing.T, d deployment) {
 		o := celebrity.Options[string]{Fresh: 2 * time.Second, Stale: time.Second, ReportInterval: 100 * time.Millisecond,
 			PromoteRate: 1e9, DemoteRate: 1, ReportMinRate: 1e6}
@@ -354,6 +356,7 @@ func TestReviewInvalidationSubscriptionKilledDuringWrites(t *testing.T) {
 // make no instance apply an older set, and within 4 intervals after the hold every instance
 // applies the fleet's set, with the demotion made once.
 func TestReviewLeaderHeldPastItsLease(t *testing.T) {
+	celebritytest.Long(t)
 	srv := celebritytest.Standalone(t)
 	p := celebritytest.NewPrefix(t)
 	src := newSource()
@@ -414,6 +417,7 @@ func TestReviewLeaderHeldPastItsLease(t *testing.T) {
 // the next announcement, version 3, was applied on top of that wrong base. Each version now
 // carries a vid (apply.lua), which announcements, heartbeats and polls compare too.)
 func TestReviewHotSetRestoredToAnEarlierVersionConverges(t *testing.T) {
+	celebritytest.Long(t)
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	p := celebritytest.NewPrefix(t)
 	src := newSource()

@@ -74,6 +74,7 @@ func pacedReaders(t *testing.T, caches []*celebrity.Cache[string], key string) (
 // promoted on every instance at a fleet-wide rate over PromoteRate, each instance sends one
 // report per SlowReportEvery intervals, and the key is demoted once the reads stop.
 func TestSlowLaneFindsAKeyHotOnlyInTheFleetsSum(t *testing.T) {
+	celebritytest.Long(t)
 	t.Run("off", func(t *testing.T) {
 		caches, _, key, leader := slowFleet(t, 0)
 		stop := pacedReaders(t, caches, key)

@@ -92,6 +92,7 @@ func (g *gate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Process
 // it over); just over, it is promoted at the fleet's true rate, not more; when the reports
 // stop it is demoted once, with no flap.
 func TestSlowLaneLeaderTakeover(t *testing.T) {
+	celebritytest.Long(t)
 	const (
 		every = 4
 		n     = 20

@@ -30,7 +30,8 @@
 // SIGCONT: connections stay open, nothing is answered), [Server.Snapshot] and
 // [Server.RestoreSnapshot] (back to an earlier point, as from an old backup),
 // [Cluster.Failover] and [Cluster.ForceFailover] (promote a replica), and [Server.User] or
-// [Cluster.User] (a client of an ACL user holding only the given rules).
+// [Cluster.User] (a client of an ACL user holding only the given rules). A test that breaks
+// servers takes seconds: [Long] marks it, and go test -short skips it.
 //
 // A test binary can run every test as a user limited to a package's ACL rule, so that a
 // command or key the rule does not grant fails the suite: TestMain registers the rule with

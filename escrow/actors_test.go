@@ -197,6 +197,7 @@ func restoreMaster(t *testing.T, cl *celebritytest.Cluster, m *celebritytest.Ser
 // point (a real AOF copy) on a 3-master cluster, and checks that neither Reconcile nor
 // Recover lets the transfer's permits exist at two owners.
 func TestTransfersAcrossARestoredTarget(t *testing.T) {
+	celebritytest.Long(t)
 	t.Parallel()
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{AOF: true})
 
@@ -255,6 +256,7 @@ func TestTransfersAcrossARestoredTarget(t *testing.T) {
 // Either way no permit may be in two places, and after a restore no step of the restored
 // ledger may be acknowledged.
 func TestEveryCallAgainstASecondActorAndARestore(t *testing.T) {
+	celebritytest.Long(t)
 	t.Parallel()
 	type call struct {
 		name   string
@@ -355,6 +357,7 @@ func TestEveryCallAgainstASecondActorAndARestore(t *testing.T) {
 // 3-master cluster: the ledger's master is restored from an AOF copy while the witness, on
 // another master, keeps the victim's grant.
 func TestStaleWitnessReadCannotRegrantAfterRestoreOnCluster(t *testing.T) {
+	celebritytest.Long(t)
 	t.Parallel()
 	ctx := testCtx(t)
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{AOF: true})

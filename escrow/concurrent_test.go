@@ -76,6 +76,7 @@ func (p poolLimiter) release(ctx context.Context, w int, job string) error {
 // worker audits the server side after each of its steps, and the downstream checks every
 // instant between a grant's return and its release.
 func TestConcurrentAcquireReleaseWithLostRepliesNeverExceedsCapacity(t *testing.T) {
+	celebritytest.Long(t)
 	t.Parallel()
 	const (
 		workers  = 50

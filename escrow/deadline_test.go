@@ -14,6 +14,7 @@ import (
 // Rebalancer returns by its ctx's deadline plus 50ms, and a ctx cancelled without a
 // deadline ends the call as promptly.
 func TestCallsReturnByTheirDeadlineWithAPausedServer(t *testing.T) {
+	celebritytest.Long(t)
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	wit := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	c := srv.Client(t)

@@ -38,6 +38,7 @@ var leasedKinds = map[string]func(t *testing.T, c Client, capacity int, lease, s
 // first holder stopped. Before the fix, a replay reported the server's expiry less the skew
 // as a holder-clock instant: 59.8 s too late with the holder 60 s behind.
 func TestReplayedGrantNeverOutlivesTheLedgersLease(t *testing.T) {
+	celebritytest.Long(t)
 	const lease, skew = 150 * time.Millisecond, 100 * time.Millisecond
 	for _, kind := range []string{"central", "pool"} {
 		for _, replay := range []string{"caller", "go-redis"} {

@@ -54,6 +54,7 @@ func syncReplica(t *testing.T, cl *celebritytest.Cluster, i int) {
 //
 // Both cases share one cluster (starting one takes seconds): each uses its own master.
 func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
+	celebritytest.Long(t)
 	t.Parallel()
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
 	t.Run("Init checks every master", func(t *testing.T) {

@@ -60,6 +60,7 @@ func TestNamesThatCouldAliasOrBeMangledAreRefused(t *testing.T) {
 // TestTransferOfMostOfAFullCapacityPool moves 90,000 permits in one transfer (Lua's unpack
 // limit is about 8,000 arguments), and a rebalancer accepts such a batch.
 func TestTransferOfMostOfAFullCapacityPool(t *testing.T) {
+	celebritytest.Long(t)
 	func(t *testing.T, c redis.UniversalClient) {
 		ctx := testCtx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: MaxCapacity, Owners: []Owner{{"a", 1, 95000}, {"b", 95001, MaxCapacity}}})

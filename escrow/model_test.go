@@ -344,6 +344,7 @@ func (m *escrowMachine) audit() {
 }
 
 func TestModelEveryPermitInExactlyOnePlace(t *testing.T) {
+	celebritytest.Long(t)
 	t.Parallel()
 	c := celebritytest.Standalone(t).Client(t)
 	inj := faults.New()

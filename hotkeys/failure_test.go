@@ -52,6 +52,7 @@ func TestProbeFailureIsNotUnsupported(t *testing.T) {
 // TestClusterShardsFollowFailoverOnRefresh promotes a replica: the slot map names the old
 // master until Refresh, then the new one; a failed Refresh keeps the last good map.
 func TestClusterShardsFollowFailoverOnRefresh(t *testing.T) {
+	celebritytest.Long(t)
 	t.Parallel() // a dedicated cluster: overlap its start-up with the other parallel tests
 	ctx := t.Context()
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})

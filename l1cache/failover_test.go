@@ -16,6 +16,7 @@ import (
 // replica on its own, within a small multiple of the node timeout (3s here), and while it
 // is down the cache must not serve entries as fresh.
 func TestInvalidatorFollowsAFailoverOfItsMaster(t *testing.T) {
+	celebritytest.Long(t)
 	for _, tc := range []struct {
 		name string
 		fail func(cl *celebritytest.Cluster, master *celebritytest.Server, i int)

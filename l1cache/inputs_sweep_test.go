@@ -45,6 +45,7 @@ func TestOddKeysStayDistinctInTheCache(t *testing.T) {
 // ':' and braces, every sweep key published by one instance reaches the other byte for byte.
 // A channel over 256 bytes is refused, naming the option.
 func TestOddKeysAndChannelsTravelUnchanged(t *testing.T) {
+	celebritytest.Long(t)
 	onBothFleets(t, func(t *testing.T, newClient clientFactory) {
 		p := celebritytest.NewPrefix(t)
 		for _, ch := range []string{"\xff\xfe", "a\x00b", ":", "{", "}", "{tag}"} {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
 // slowLoadCache returns a cache whose first load of each key takes delta on the fake clock,
@@ -112,6 +114,7 @@ func TestEarlyRefreshNeverRunsWithBetaZero(t *testing.T) {
 }
 
 func TestJitterSpreadsExpiriesAcrossTheBand(t *testing.T) {
+	celebritytest.Long(t)
 	clock := &fakeClock{}
 	const n = 10_000
 	const fresh = 10 * time.Second

@@ -589,6 +589,7 @@ func TestCarveOutCancelAndAbortGiveTheTenantBack(t *testing.T) {
 // new shard equals its acknowledged history and the neighbour that stayed never met a stale
 // route.
 func TestCarveOutDriverProcessesKilledOrStoppedAtEveryState(t *testing.T) {
+	celebritytest.Long(t)
 	for name, pe := range newProcEnvs(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -15,6 +15,7 @@ import (
 // cancelled without a deadline ends them as promptly: with the target shard stopped (a move
 // and a carve-out that must copy to it), then with the control Redis stopped.
 func TestCallsReturnByTheirDeadlineWithAPausedServer(t *testing.T) {
+	celebritytest.Long(t)
 	ctl := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	a, b := celebritytest.NewServer(t, celebritytest.ServerOptions{}), celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	e := newEnvOver(t, ctl.Client(t), map[string]migrate.ShardClient{"a": a.Client(t), "b": b.Client(t)}, routing.ShardOptions{})

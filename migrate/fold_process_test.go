@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -25,6 +26,7 @@ import (
 // names; at the end every tenant's part of the bucket equals its acknowledged history and
 // the neighbour that stayed never met a stale route.
 func TestFoldBackDriverProcessesKilledOrStoppedAtEveryState(t *testing.T) {
+	celebritytest.Long(t)
 	for name, pe := range newProcEnvs(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

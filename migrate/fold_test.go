@@ -472,6 +472,7 @@ func TestFoldBackCancelAndAbortKeepTheTenantOnItsUnit(t *testing.T) {
 // client of the coordinator lossy. The tenants folded back hold exactly their acknowledged
 // history in the bucket, and so does the neighbour that stayed.
 func TestFoldBackSurvivesALostReplyOfEachScript(t *testing.T) {
+	celebritytest.Long(t)
 	srv := celebritytest.Shards(t, 3)
 	cl := celebritytest.SharedCluster(t)
 	sb := celebritytest.Standalone(t)

@@ -142,6 +142,7 @@ func (a *actor) settle(t *rapid.T) {
 // after every command: never two open owners, the journal agrees with the shards; at the end,
 // once a last driver finished, exactly one open owner and no claim left.
 func TestModelTwoDriversCancelAndResumeWithLostReplies(t *testing.T) {
+	celebritytest.Long(t)
 	if f := flag.Lookup("rapid.checks"); f != nil {
 		explicit := false
 		flag.Visit(func(v *flag.Flag) { explicit = explicit || v.Name == "rapid.checks" })

@@ -238,6 +238,7 @@ func other(s string) string {
 // takes over once the first's lease expired and finishes; the first, continued, is fenced
 // at its next step. Or the first is SIGKILLed and the second resumes.
 func TestTwoDriverProcessesOfOneMigrationLeaveOneOpenOwner(t *testing.T) {
+	celebritytest.Long(t)
 	for name, pe := range newProcEnvs(t) {
 		t.Run(name, func(t *testing.T) {
 			u := routing.BucketUnit(1)
@@ -290,6 +291,7 @@ func TestTwoDriverProcessesOfOneMigrationLeaveOneOpenOwner(t *testing.T) {
 // a running driver at random instants: either the migration is cancelled or it finishes,
 // and nothing is left behind either way.
 func TestCancelRacingADriverProcessLeavesNoClaim(t *testing.T) {
+	celebritytest.Long(t)
 	for name, pe := range newProcEnvs(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := ctxT(t)
@@ -349,6 +351,7 @@ func TestCancelRacingADriverProcessLeavesNoClaim(t *testing.T) {
 // another driver finishes the migration and the unit is moved back. The old driver,
 // continued, cannot publish a table that sends the unit to the closed target.
 func TestZombieDriverProcessCannotRevertALaterMove(t *testing.T) {
+	celebritytest.Long(t)
 	for name, pe := range newProcEnvs(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := ctxT(t)
@@ -386,6 +389,7 @@ func TestZombieDriverProcessCannotRevertALaterMove(t *testing.T) {
 // (taken over by another driver) and the unit moved back: it cannot claim the old target
 // again nor wipe the closed copy there.
 func TestZombieDriverProcessCannotReclaimTheOldTarget(t *testing.T) {
+	celebritytest.Long(t)
 	for name, pe := range newProcEnvs(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := ctxT(t)

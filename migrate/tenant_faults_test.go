@@ -176,6 +176,7 @@ func TestTenantMovesSurviveAnAOFRestartOfTheirShard(t *testing.T) {
 // finish with the tenant's whole acknowledged history: the stock cluster client follows the
 // new slot map, and every step re-checks the shards instead of trusting a lost reply.
 func TestTenantMovesSurviveAFailoverOfTheBucketsMaster(t *testing.T) {
+	celebritytest.Long(t)
 	ctl := celebritytest.Standalone(t)
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
 	b := celebritytest.Standalone(t)

@@ -198,6 +198,7 @@ func TestLeasedAbandonedGrantIsTheOnlyGap(t *testing.T) {
 // (GCRA) but never admits beyond the window; Approximate's syncs are applied once per
 // sequence number, so the bound holds.
 func TestLostRepliesKeepEveryModeWithinItsBound(t *testing.T) {
+	celebritytest.Long(t)
 	for _, mode := range []Mode{Exact, Approximate} {
 		t.Run(mode.String(), func(t *testing.T) {
 			celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
@@ -250,6 +251,7 @@ func (h *holdHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // request was sent, so it has passed. Meanwhile the rest of the fleet spends the windows
 // to the limit.
 func TestLeasedHeldBackGrantIsNotSpentLate(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		var a admissions
 		// One slot: when the late grant is dropped there is no other slot to fall back on,
@@ -304,6 +306,7 @@ func TestLeasedHeldBackGrantIsNotSpentLate(t *testing.T) {
 // under the race detector (clusterNodes.GetOrCreateWithNodeAddress); the windows around
 // the switch still hold admissions from both sides of it.
 func TestFailoverKeepsTheLimit(t *testing.T) {
+	celebritytest.Long(t)
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
 	c := cl.Client(t)
 	for _, mode := range []Mode{Exact, Leased} {
@@ -344,6 +347,7 @@ func TestFailoverKeepsTheLimit(t *testing.T) {
 // its slot and keep admitting from the others, never beyond the limit; when it resumes, the
 // commands it had queued run late, and their grants are never spent.
 func TestLeasedRidesOutAStoppedMaster(t *testing.T) {
+	celebritytest.Long(t)
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{})
 	var a admissions
 	o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Slots: 3, Attempts: 1}

@@ -36,6 +36,7 @@ func requireGCRABound(t *testing.T, times []time.Time, lim Limit) {
 }
 
 func TestExactFleetNeverExceedsTheWindow(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		for _, w := range []Window{GCRA, Sliding, Fixed} {
 			t.Run(w.String(), func(t *testing.T) {
@@ -62,6 +63,7 @@ func TestExactFleetNeverExceedsTheWindow(t *testing.T) {
 }
 
 func TestLeasedFleetNeverExceedsTheWindow(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		for _, w := range []Window{Sliding, Fixed} {
 			t.Run(w.String(), func(t *testing.T) {
@@ -85,6 +87,7 @@ func TestLeasedFleetNeverExceedsTheWindow(t *testing.T) {
 }
 
 func TestApproximateFleetStaysWithinTheStatedBound(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		for _, w := range []Window{Sliding, Fixed} {
 			t.Run(w.String(), func(t *testing.T) {

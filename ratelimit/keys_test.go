@@ -122,6 +122,7 @@ func TestLeasedSlotsSpreadOverMasters(t *testing.T) {
 // Under-admission is bounded by construction: the cells granted in a Fixed window but not
 // admitted in it (chunks left when it ends) are at most N·MaxChunk, whatever the demand.
 func TestLeasedUnderAdmissionIsBounded(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		const n, maxChunk, rate = 10, 3, 120
 		var a admissions

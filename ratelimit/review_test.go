@@ -41,6 +41,7 @@ func (a *admissions) watchReal(l *Limiter) {
 // 399–657 in a window of bound 303. Instances now count in the server's sub-windows,
 // through the offset each sync bounds: 303–304.)
 func TestReviewApproximateSkewedInstanceClockKeepsTheBound(t *testing.T) {
+	celebritytest.Long(t)
 	sub := fleetPeriod / DefaultSubWindows
 	for _, skew := range []time.Duration{0, -sub, -5 * sub, 2 * sub, -2 * fleetPeriod} {
 		t.Run("skew "+skew.String(), func(t *testing.T) {
@@ -102,6 +103,7 @@ func waitWindowStart(p time.Duration) int64 {
 // server forgot: admitted in the window <= Rate + cells counted after the snapshot (plus
 // the stated (N-1)·MaxUnsynced in Approximate mode).
 func TestReviewRestoreOverAdmitsAtMostWhatItForgot(t *testing.T) {
+	celebritytest.Long(t)
 	const rate, period = 120, 4 * time.Second
 	for _, mode := range []Mode{Exact, Leased, Approximate} {
 		t.Run(mode.String(), func(t *testing.T) {
@@ -159,6 +161,7 @@ func untilDeniedOrErr(l *Limiter, key string) int64 {
 // requests of the largest cost, shared by several instances at once: never more than the
 // limit per window.
 func TestReviewLimitBoundaries(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		for _, tc := range []struct {
 			name string
@@ -302,6 +305,7 @@ func TestReviewApproximateCostAboveMaxUnsyncedIsRefused(t *testing.T) {
 // instance's clock from the moment its request was sent, so an offset (not a rate error)
 // changes nothing; the limit holds in every window.
 func TestReviewLeasedSkewedInstanceClockKeepsTheLimit(t *testing.T) {
+	celebritytest.Long(t)
 	sub := fleetPeriod / DefaultSubWindows
 	for _, skew := range []time.Duration{-5 * sub, 2 * sub, -2 * fleetPeriod, fleetPeriod} {
 		t.Run("skew "+skew.String(), func(t *testing.T) {
@@ -434,6 +438,7 @@ func (f flippingHot) Hot() []string {
 // takes from the same slots) every 20ms, out of phase with each other: the doc promises a
 // key can change between the two at any time without overshoot.
 func TestReviewLeasedHotColdFlipsKeepTheLimit(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		var a admissions
 		key := "merchant:flip"

@@ -104,6 +104,7 @@ func (tl *tally) one(l *Limiter, key string, timeout time.Duration) {
 // when its chunk request was answered in the last moment of a sub-window: the grant was
 // dropped and the denial carried RetryAfter -1.)
 func TestNoDenialBelowHalfTheLimit(t *testing.T) {
+	celebritytest.Long(t)
 	const rate = 5000
 	dur := loadSeconds(t)
 	for _, mode := range []Mode{Exact, Leased, Approximate} {
@@ -196,6 +197,7 @@ func TestTwoLimitsOnOneKeyAreIndependent(t *testing.T) {
 // timeouts: about 5s), and the slot was skipped for one sub-window from the moment that
 // request was sent, so the skip had ended when its error came back.
 func TestLeasedKeepsServingWhileAMasterIsPaused(t *testing.T) {
+	celebritytest.Long(t)
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{})
 	var a admissions
 	const rate = 300
@@ -302,6 +304,7 @@ func TestAllowReturnsByItsDeadlineWithAPausedMaster(t *testing.T) {
 // one round trip per instance for up to 512ms, cutting Leased throughput from about 340 to
 // 69–108 admitted per second.)
 func TestLostRepliesUnderOrdinaryLoadDenyNothing(t *testing.T) {
+	celebritytest.Long(t)
 	const rate = 5000
 	for _, mode := range []Mode{Leased, Approximate} {
 		for _, retries := range []int{3, -1} {

@@ -88,6 +88,7 @@ func stuckLoader(started chan<- struct{}, release <-chan struct{}, first, later 
 }
 
 func TestCancelledLeaseHolderIsTakenOver(t *testing.T) {
+	celebritytest.Long(t)
 	bothFleets(t, func(t *testing.T, f fleet) {
 		key := celebritytest.NewPrefix(t) + "k"
 		prefix := celebritytest.NewPrefix(t)

@@ -190,6 +190,7 @@ func (h *leaseChecks) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // TestAbsentAndErrorRecordsEndWithTheirWindow: once NegativeTTL (ErrorTTL) has passed, the
 // next caller asks the source again: one load per window, not one forever.
 func TestAbsentAndErrorRecordsEndWithTheirWindow(t *testing.T) {
+	celebritytest.Long(t)
 	s := celebritytest.Standalone(t)
 	// The windows outlast the fleet's first asks many times over, even on a busy machine
 	// (a window that ended during them would let a second load through).

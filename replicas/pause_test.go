@@ -13,6 +13,7 @@ import (
 )
 
 func TestPausedMasterReadsFallBackAndWritesReportIt(t *testing.T) {
+	celebritytest.Long(t)
 	t.Parallel() // a dedicated cluster: runs alongside the other dedicated-cluster test
 	c := celebritytest.NewCluster(t, celebritytest.ClusterOptions{})
 	paused := c.Masters()[0]

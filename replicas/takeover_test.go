@@ -93,6 +93,7 @@ func (e errWrongValue) Error() string { return "wrong value " + string(e.Value) 
 // over, with a lease of its own whole LeaseTTL, and the source is loaded once after the
 // death, however late the waiters' calls began.
 func TestKilledHolderIsTakenOverOnce(t *testing.T) {
+	celebritytest.Long(t)
 	bothFleets(t, func(t *testing.T, f fleet) {
 		prefix := celebritytest.NewPrefix(t)
 		key := prefix + "post:viral"
@@ -127,6 +128,7 @@ func TestKilledHolderIsTakenOverOnce(t *testing.T) {
 // once, however long the winner's fill waits on a loaded machine, since the winner keeps its
 // lease while it works.
 func TestStampedeOfTwentyInstancesLoadsOnce(t *testing.T) {
+	celebritytest.Long(t)
 	bothFleets(t, func(t *testing.T, f fleet) {
 		prefix := celebritytest.NewPrefix(t)
 		key := prefix + "post:viral"

@@ -19,6 +19,7 @@ import (
 // that leaves a copy early lets a late copy write of an older Set resurrect the value there
 // while the logical key still says deleted.
 func TestCopyTombstonesLastTheTombstoneTTL(t *testing.T) {
+	celebritytest.Long(t)
 	t.Parallel()
 	c := celebritytest.Standalone(t).Client(t)
 	key := celebritytest.NewPrefix(t) + "k"

@@ -16,6 +16,7 @@ import (
 )
 
 func TestFailoverRecomputesLayoutWithoutMisses(t *testing.T) {
+	celebritytest.Long(t)
 	t.Parallel() // a dedicated cluster: runs alongside the other dedicated-cluster test
 	c := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
 	client := c.Client(t)
@@ -54,6 +55,7 @@ func TestFailoverRecomputesLayoutWithoutMisses(t *testing.T) {
 }
 
 func TestCopiesOfAnAbandonedLayoutExpire(t *testing.T) {
+	celebritytest.Long(t)
 	bothFleets(t, func(t *testing.T, f fleet) {
 		key := celebritytest.NewPrefix(t) + "k"
 		prefix := celebritytest.NewPrefix(t)

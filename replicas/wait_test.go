@@ -15,6 +15,7 @@ import (
 // returns nil was on the replica, so a forced failover of that master (its replica taking
 // over without the old master's agreement, as after a crash) keeps it.
 func TestWaitReplicasReportsUnacknowledgedWritesAndSurvivesFailover(t *testing.T) {
+	celebritytest.Long(t)
 	t.Parallel() // a dedicated cluster
 	c := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
 	client := c.Client(t)

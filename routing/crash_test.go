@@ -16,6 +16,7 @@ import (
 // first result. Without persistence the ownership record is gone too, so the restarted,
 // empty shard refuses the write instead of accepting it as if it still owned the bucket.
 func TestShardCrashKeepsOrRefusesButNeverForgetsSilently(t *testing.T) {
+	celebritytest.Long(t)
 	for _, tc := range []struct {
 		name string
 		aof  bool

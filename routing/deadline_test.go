@@ -16,6 +16,7 @@ import (
 // the shard's own calls), then with the control Redis stopped (the Store, Await,
 // Provision).
 func TestCallsReturnByTheirDeadlineWithAPausedServer(t *testing.T) {
+	celebritytest.Long(t)
 	ctl, shard := celebritytest.NewServer(t, celebritytest.ServerOptions{}), celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	p := prefix(t)
 	a := shard.Client(t)

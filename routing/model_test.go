@@ -41,6 +41,7 @@ func modelApply(m map[string]routing.Record, op routing.Op) modelOutcome {
 }
 
 func TestModelStoreEqualsMapAndStaleWritesNeverLand(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx := context.Background()
 		admin := celebritytest.AdminOf(t, c) // XLEN is not in the rule

@@ -11,6 +11,12 @@
 #   scripts/matrix.sh                      # every server other than the default
 #   scripts/matrix.sh valkey-8.1           # only these servers
 #   MATRIX_EXAMPLES=0 scripts/matrix.sh    # package tests only
+#   CELEBRITY_FULL=1 scripts/matrix.sh     # the long tests too
+#
+# The package tests run with -short: the long fault, failover and load tests (those that
+# call celebritytest.Long, seconds each) are skipped here, since test.sh runs every one of
+# them with the race detector on the default server; the commands they send are those of
+# the quick tests, which run on every server. CELEBRITY_FULL=1 runs them on every server.
 #
 # It prints one line per leg and its time, and exits non-zero when a leg failed.
 set -euo pipefail
@@ -60,6 +66,8 @@ run_pids() {
   return 0
 }
 export CI="${CI:-true}"
+short=-short
+[ "${CELEBRITY_FULL:-0}" != 1 ] || short=
 # The library's legs run its module alone (GOWORK=off), as test.sh does: with the dependency
 # versions its go.mod names, and on Go 1.25, which go.work (go 1.26) would refuse. The
 # examples build in the workspace, against this tree's library.
@@ -114,11 +122,11 @@ for s in "${servers[@]}"; do
   r=${go_for[$s]:-}
   if [ -n "$r" ]; then
     tc=$(toolchain "$r")
-    leg "$s, Go $r ($tc): go test ./... (package tests)" \
-      env GOWORK=off REDIS_SERVER="$bin" GOTOOLCHAIN="$tc" go test -count=1 -timeout 20m ./...
+    leg "$s, Go $r ($tc): go test $short ./... (package tests)" \
+      env GOWORK=off REDIS_SERVER="$bin" GOTOOLCHAIN="$tc" go test $short -count=1 -timeout 20m ./...
   else
-    leg "$s: go test ./... (package tests)" \
-      env GOWORK=off REDIS_SERVER="$bin" go test -count=1 -timeout 20m ./...
+    leg "$s: go test $short ./... (package tests)" \
+      env GOWORK=off REDIS_SERVER="$bin" go test $short -count=1 -timeout 20m ./...
   fi
   if [ "${MATRIX_EXAMPLES:-1}" != 0 ] && [ -x scripts/examples.sh ]; then
     leg "$s: examples (standalone, cluster)" \
@@ -129,7 +137,7 @@ done
 # Older releases left without a server run the tests on the default one.
 for r in "${older[@]:${#servers[@]}}"; do
   tc=$(toolchain "$r")
-  leg "Go $r ($tc): go test ./..." env GOWORK=off GOTOOLCHAIN="$tc" go test -count=1 -timeout 20m ./...
+  leg "Go $r ($tc): go test $short ./..." env GOWORK=off GOTOOLCHAIN="$tc" go test $short -count=1 -timeout 20m ./...
 done
 
 left=$(run_pids)

@@ -221,6 +221,7 @@ func bucketOf(t *testing.T, rc redis.UniversalClient, c *Counter, ev Event) (str
 }
 
 func TestRetryAfterItsDedupSetExpiredIsRefused(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		// The event's set expires one window plus one slice after its slice ends, while the
 		// stripe still names the slice in its ring.

@@ -13,6 +13,7 @@ import (
 // context says) and the server stopped, every I/O method returns by its ctx's deadline plus
 // 50ms, and a ctx cancelled without a deadline ends the call as promptly.
 func TestCallsReturnByTheirDeadlineWithAPausedMaster(t *testing.T) {
+	celebritytest.Long(t)
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	c := srv.Client(t)
 	prefix := celebritytest.NewPrefix(t)

@@ -297,6 +297,7 @@ func TestFamilyRetriesAndFailedAddsDoNotPromote(t *testing.T) {
 // loops promoting and demoting names at random (TestModelFamily adds sealing).
 // Every name's Sum must equal the number of its distinct events.
 func TestFamilyTwoProcessesExactlyOnce(t *testing.T) {
+	celebritytest.Long(t)
 	run := func(t *testing.T, clients [2]redis.UniversalClient, injs [2]*faults.Injector) {
 		ctx := context.Background()
 		prefix := celebritytest.NewPrefix(t)

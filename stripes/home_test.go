@@ -123,6 +123,7 @@ func TestColdCounterIsOneHashUntilResized(t *testing.T) {
 // and folded one window after the resize, then dropped from the layout with its stripe's
 // fields, after which the version before home records can read the counter again.
 func TestHomeGenerationIsSealedFoldedAndDropped(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		ctx := t.Context()
 		const window = time.Second

@@ -17,6 +17,7 @@ import (
 // Add must report Applied exactly when the event is new to the model, every retry must land
 // in its first attempt's generation, and Sum must equal the model's total after every step.
 func TestModelExactlyOnce(t *testing.T) {
+	celebritytest.Long(t)
 	rc := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
 	rapid.Check(t, func(rt *rapid.T) {
@@ -205,6 +206,7 @@ func TestModelWritersWithOldLayoutsAndSealing(t *testing.T) {
 // counted at once, retries never again, and every name's Sum must equal the model after
 // every step.
 func TestModelFamilyPromoteDemote(t *testing.T) {
+	celebritytest.Long(t)
 	rc := celebritytest.Standalone(t).Client(t)
 	ctx := context.Background()
 	const window = modelWindow

@@ -13,6 +13,7 @@ import (
 )
 
 func TestLayoutDropsSealedGenerationsOnceTheirStripesExpired(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		// Every event below is stamped with the local time and must reach its stripe within
 		// one window: 1s leaves a loaded machine a margin of three over the slowest Add

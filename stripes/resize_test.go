@@ -21,6 +21,7 @@ type attempt struct {
 }
 
 func TestRetriesAcrossResizeCountEachEventOnce(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		const n = 100_000
 		c := newCounter(t, rc, Options{Stripes: 4, DedupWindow: 10 * time.Minute})

@@ -335,6 +335,7 @@ func staleRetries(t *testing.T, stale *Family, log *eventLog, old map[string]*la
 // generation, and every Sum equals the number of distinct events acknowledged (an attempt
 // refused as too old changes nothing).
 func TestReviewFamilySealRacesResize(t *testing.T) {
+	celebritytest.Long(t)
 	for _, cluster := range []bool{false, true} {
 		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {
 			reviewSealRace(t, cluster)
@@ -554,6 +555,7 @@ func TestReviewFamilySumBySameCallerNeverDecreases(t *testing.T) {
 // read while generation 2 was the newest, acknowledged Applied, and Sum never read it
 // (found in review: Applied in generation 2, Sum 5 before and after).
 func TestReviewStalledResizerDoesNotRecreateSealedStripes(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		ctx := context.Background()
 		const window = 500 * time.Millisecond
@@ -609,6 +611,7 @@ func TestReviewStalledResizerDoesNotRecreateSealedStripes(t *testing.T) {
 // either does too or counts in a stripe that survived (see requireVanishedOrSurvivor), and
 // no layout record was written again.
 func TestReviewFamilyFlushDuringPromotionIsReported(t *testing.T) {
+	celebritytest.Long(t)
 	for _, cluster := range []bool{false, true} {
 		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {
 			var clients [2]redis.UniversalClient
@@ -718,6 +721,7 @@ func flushRaceWriter(f *Family, names []string, done *atomic.Bool) {
 // were on the way, and each event is then retried through the fast family. No event counts
 // twice or goes missing.
 func TestReviewFamilySlowClientAcrossResizes(t *testing.T) {
+	celebritytest.Long(t)
 	for _, cluster := range []bool{false, true} {
 		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {
 			const window = time.Second

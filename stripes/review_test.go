@@ -81,6 +81,7 @@ func TestReviewSameEventFromTwoCountersAtOnce(t *testing.T) {
 // records' expiry. Other events keep the slice open so the retries take the fast path while
 // it lasts. The event is never counted a second time.
 func TestReviewLostReplyRetriedAcrossSlices(t *testing.T) {
+	celebritytest.Long(t)
 	bothWithFaults(t, -1, func(t *testing.T, rc redis.UniversalClient, inj *faults.Injector) {
 		const window, slices = 800 * time.Millisecond, 4
 		sl := window / slices
@@ -132,6 +133,7 @@ func TestReviewLostReplyRetriedAcrossSlices(t *testing.T) {
 // through a new writer), then after the old generation is sealed: it stays counted once.
 // Both kinds of event: by time and stamped.
 func TestReviewRetryAfterResizeAndSeal(t *testing.T) {
+	celebritytest.Long(t)
 	both(t, func(t *testing.T, rc redis.UniversalClient) {
 		// The first attempts (a Stamp and two Adds) must reach the stripes within one window
 		// of the stamps on a loaded machine.

@@ -205,6 +205,7 @@ func TestSealCrashAfterFoldStillExpiresStripes(t *testing.T) {
 }
 
 func TestSealLoopSealsInTheBackground(t *testing.T) {
+	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		// The window must outlast one Add on a loaded machine: the event is stamped before
 		// the call and checked against the server's clock when the script runs.
