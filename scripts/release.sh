@@ -5,7 +5,7 @@
 #
 #   go install github.com/celebrity-go/celebrity/cmd/celebrity@VERSION, and runs it;
 #   go get the library at VERSION into a module that declares go 1.25 (the README's promise),
-#   checks that nothing raised that, and builds the README's "A taste of each package";
+#   checks that nothing raised that, and builds the README's snippets (the first and "A taste of each package");
 #   go get contrib/otel and contrib/prometheus at VERSION and builds their doc examples.
 #
 # Our modules come only from the proxy on disk (GONOSUMDB: no checksum database knows them
@@ -60,16 +60,18 @@ newmod() {
   cat go.sum cmd/celebrity/go.sum contrib/otel/go.sum contrib/prometheus/go.sum | sort -u >"$1/go.sum"
 }
 
-# readme_program prints the README's "A taste of each package" as a program: each paragraph
-# of the snippet in a block of its own (they reuse names such as res), the variables it
-# declares used, and the names it takes as given (rdb, db, loadUser, ...) declared first.
+# readme_program prints the README's first snippet and its "A taste of each package" as a
+# program: each paragraph of a snippet in a block of its own (they reuse names such as res),
+# the variables it declares used, and the names it takes as given (rdb, db, loadUser, ...)
+# declared first.
 readme_program() {
   cat <<'GO'
-// The README's "A taste of each package", as a user copies it.
+// The README's first snippet and "A taste of each package", as a user copies them.
 package main
 
 import (
 	"context"
+	"log"
 	"time"
 
 	"github.com/celebrity-go/celebrity"
@@ -110,8 +112,8 @@ GO
   awk '
     function close_block() { print used "\t}"; used = "" }
     /^## A taste of each package/ { inside = 1 }
-    inside && /^```go/ { code = 1; print "\t{"; next }
-    code && /^```/ { close_block(); exit }
+    (inside || !first) && /^```go/ { code = 1; print "\t{"; next }
+    code && /^```/ { close_block(); if (inside) exit; code = 0; first = 1; next }
     code && /^$/ { close_block(); print "\t{"; next }
     code {
       print "\t" $0
