@@ -50,68 +50,73 @@
 // hot keys), not its requests: that is the load that hurts a node. Its local rates cover the
 // last half ReportInterval (the promote decision's window; demotion is governed by Hold); an
 // instance younger than that divides its reads by the whole half interval, not by the little
-// history it has, so a fleet started at once does not report a few reads as a hot key. Once
-// per ReportInterval, at its own random moment of the interval, it adds the rates of its
-// ReportTop heaviest keys (those at or above ReportMinRate) to a summary of that interval in
-// Redis, spread over SummaryShards keys in distinct slots (each instance writes one, chosen by
-// its ID), so the summary is never a hot key itself. A key not yet hot that reaches
-// EarlyReportRate locally is reported at once instead, in at most one early report per
-// interval; no key counts twice. With HotReportEvery, hot keys are reported by a rotating
-// share of the fleet. With SlowReportEvery, a slow lane adds what the regular reports leave
-// out: once per interval each instance adds up its reads over the last interval of the keys
-// it reads under ReportMinRate (lukewarm), and once every SlowReportEvery intervals, on its
-// turn, adds the average rates of the ReportTop/4 heaviest of them (read at least twice) to
-// its report; the leader adds to each key's rate the slow reports of the last
-// SlowReportEvery intervals, one per instance, so a key that each of 1,000 instances reads
-// once a second counts 1,000 reads a second (a moving average: each report averages the
-// SlowReportEvery intervals before it, so a lukewarm key is promoted and demoted up to
-// 2×SlowReportEvery-1 intervals late). One instance, holding a
-// leader lease, sums the summary of each interval once it ended (promotions and demotions),
-// and sums the interval under way (promotions only:
-// a partial sum never overstates a rate) as soon as a report nudges it — the report whose
-// addition takes a key's sum on its shard across PromoteRate/SummaryShards publishes the nudge
-// in the same script (only for a key the reporter does not apply as hot: a hot key needs no
-// promotion) — and then every quarter interval until that interval ends. It makes at most one
-// such partial sum per quarter interval, however many reports nudge it (a nudge in a quarter
-// that had one waits for the next quarter's), so its evaluations per interval are at most
-// five. It changes
-// the hot set in one fenced script: a key whose fleet-wide rate reaches PromoteRate is
-// promoted, and so is, with PromoteShare, a key whose rate reaches that share of its master's
-// commands per second (the leader reads each master's INFO stats once every 5 intervals) and at
-// least ShareMinRate; a fleet-decided member whose rate stays under DemoteRate for Hold is
-// demoted (two thresholds and a hold: no flapping). A member's reported rate counts only its
-// reads inside the interval reported (over at least half an interval), not the local
-// window's look-back into the previous one. So a member that stops being read is demoted by
-// the evaluation of the interval ⌈Hold/ReportInterval⌉ intervals after the one that held its
-// last Redis-level read (the last request's, or the one refresh-ahead after it, within
-// RefreshAhead): at most Hold (rounded up to whole intervals) + ReportInterval +
-// ReportInterval/20 (when that evaluation starts) plus the evaluation's own time after that
-// read (with SlowReportEvery, a lukewarm tail may add up to SlowReportEvery intervals). And
-// Hold is not a minimum after the last read: it counts whole intervals under DemoteRate, and
-// the interval that holds the last reads counts when its rate is under DemoteRate (a key
-// read at a fading rate, or one that stopped early in it), so the demotion may come as soon
-// as Hold − ReportInterval after the last read (2 s after it with Hold 3 s and 1 s
-// intervals), never sooner than that after the fleet's rate fell under DemoteRate. The
-// hot set is versioned; the script that changes it announces the change on the hot-set
-// channel in the same step (the new
-// version and every key it changed, with the record that decided it), and the leader
-// publishes the version again once per interval as a heartbeat. An instance that applied the
-// version before an announcement applies the change from the announcement itself, without a
-// command; one that missed a version (a lost message, a subscription that was down) reads the
-// whole set, at once on the next announcement or heartbeat. An instance that hears the
-// channel polls the version only once per PollInterval (default 60 intervals); one that has
-// heard nothing for 3 intervals (its subscription is down, the leader's heartbeat is late, or
-// the leader is gone) polls, which is also how a new leader takes over: every interval while
-// a poll finds no live leader or a version it had not applied, and otherwise (another
-// instance's live lease, the version unchanged: the heartbeat is only late) not again before
-// that lease would expire, 3 intervals at most, so a slow leader does not make the whole
-// fleet poll every interval. The poll reads the version, so a change the channel did not
-// deliver is read by the next poll. So a subscribed instance applies a change as soon as the
-// announcement arrives: it warms the key's copies before its reads use them
+// history it has, so a fleet started at once does not report a few reads as a hot key. Once per
+// ReportInterval, at its own random moment of the interval, it adds the rates of its ReportTop
+// heaviest keys (those at or above ReportMinRate) to a summary of that interval in Redis,
+// spread over SummaryShards keys in distinct slots (each instance writes one, chosen by its
+// ID), so the summary is never a hot key itself. A key not yet hot that reaches EarlyReportRate
+// locally is reported at once instead, in at most one early report per interval; no key counts
+// twice.
+//
+// With HotReportEvery, hot keys are reported by a rotating share of the fleet. With
+// SlowReportEvery, a slow lane adds what the regular reports leave out: once per interval each
+// instance adds up its reads over the last interval of the keys it reads under ReportMinRate
+// (lukewarm), and once every SlowReportEvery intervals, on its turn, adds the average rates of
+// the ReportTop/4 heaviest of them (read at least twice) to its report; the leader adds to each
+// key's rate the slow reports of the last SlowReportEvery intervals, one per instance, so a key
+// that each of 1,000 instances reads once a second counts 1,000 reads a second (a moving
+// average: each report averages the SlowReportEvery intervals before it, so a lukewarm key is
+// promoted and demoted up to 2×SlowReportEvery-1 intervals late).
+//
+// One instance, holding a leader lease, sums the summary of each interval once it ended
+// (promotions and demotions), and sums the interval under way (promotions only: a partial sum
+// never overstates a rate) as soon as a report nudges it — the report whose addition takes a
+// key's sum on its shard across PromoteRate/SummaryShards publishes the nudge in the same
+// script (only for a key the reporter does not apply as hot: a hot key needs no promotion) —
+// and then every quarter interval until that interval ends. It makes at most one such partial
+// sum per quarter interval, however many reports nudge it (a nudge in a quarter that had one
+// waits for the next quarter's), so its evaluations per interval are at most five.
+//
+// It changes the hot set in one fenced script: a key whose fleet-wide rate reaches PromoteRate
+// is promoted, and so is, with PromoteShare, a key whose rate reaches that share of its
+// master's commands per second (the leader reads each master's INFO stats once every 5
+// intervals) and at least ShareMinRate; a fleet-decided member whose rate stays under
+// DemoteRate for Hold is demoted (two thresholds and a hold: no flapping).
+//
+// A member's reported rate counts only its reads inside the interval reported (over at least
+// half an interval), not the local window's look-back into the previous one. So a member that
+// stops being read is demoted by the evaluation of the interval ⌈Hold/ReportInterval⌉ intervals
+// after the one that held its last Redis-level read (the last request's, or the one
+// refresh-ahead after it, within RefreshAhead): at most Hold (rounded up to whole intervals) +
+// ReportInterval + ReportInterval/20 (when that evaluation starts) plus the evaluation's own
+// time after that read (with SlowReportEvery, a lukewarm tail may add up to SlowReportEvery
+// intervals). And Hold is not a minimum after the last read: it counts whole intervals under
+// DemoteRate, and the interval that holds the last reads counts when its rate is under
+// DemoteRate (a key read at a fading rate, or one that stopped early in it), so the demotion
+// may come as soon as Hold − ReportInterval after the last read (2 s after it with Hold 3 s and
+// 1 s intervals), never sooner than that after the fleet's rate fell under DemoteRate.
+//
+// The hot set is versioned; the script that changes it announces the change on the hot-set
+// channel in the same step (the new version and every key it changed, with the record that
+// decided it), and the leader publishes the version again once per interval as a heartbeat. An
+// instance that applied the version before an announcement applies the change from the
+// announcement itself, without a command; one that missed a version (a lost message, a
+// subscription that was down) reads the whole set, at once on the next announcement or
+// heartbeat.
+//
+// An instance that hears the channel polls the version only once per PollInterval (default 60
+// intervals); one that has heard nothing for 3 intervals (its subscription is down, the
+// leader's heartbeat is late, or the leader is gone) polls, which is also how a new leader
+// takes over: every interval while a poll finds no live leader or a version it had not applied,
+// and otherwise (another instance's live lease, the version unchanged: the heartbeat is only
+// late) not again before that lease would expire, 3 intervals at most, so a slow leader does
+// not make the whole fleet poll every interval. The poll reads the version, so a change the
+// channel did not deliver is read by the next poll. So a subscribed instance applies a change
+// as soon as the announcement arrives: it warms the key's copies before its reads use them
 // (replicas.Promote) and refreshes the key ahead of its L1 expiry while it is read, so a hot
-// key never misses. Cache.Promote and Cache.Demote change the hot set by hand (a launch
-// known in advance); a manual member is never demoted by the fleet. Options.OnEvent receives
-// each change as this instance applies it, with the fleet-wide rate that decided it.
+// key never misses. Cache.Promote and Cache.Demote change the hot set by hand (a launch known
+// in advance); a manual member is never demoted by the fleet. Options.OnEvent receives each
+// change as this instance applies it, with the fleet-wide rate that decided it.
 //
 // On a standalone server copies spread nothing, so replication is off there (logged once);
 // detection, the hot set and refresh-ahead still run.
@@ -146,7 +151,7 @@
 // failover under asynchronous replication) makes its version number again for another
 // change: every version carries a vid, which announcements, heartbeats and polls compare
 // with the number, so an instance that applied the lost change reads the fleet's set like
-// any missed change (TestReviewHotSetRestoredToAnEarlierVersionConverges). The summary
+// any missed change. The summary
 // assumes the instances' clocks agree within a fraction of ReportInterval (an interval is named by
 // wall-clock time). The loop's own commands per interval: at most one report (two with an
 // early one) per instance that has a key at or above ReportMinRate or, with SlowReportEvery,

@@ -130,42 +130,31 @@
 //   - every mutating call (Acquire, Release, Freeze, Deliver, Complete, Cancel), paused
 //     between its witness read and its script while a second actor acts on the same ledger,
 //     then resumed against the newer state, and again after the ledger's server was restored
-//     to a point before the second actor's step (TestEveryCallAgainstASecondActorAndARestore,
-//     TestStaleWitnessReadCannotRegrantAfterRestore and its cluster variant,
-//     TestStaleWitnessReadCannotFreezeAGrantedPermit);
-//   - holders that die without Release under leases, and renewals
-//     (TestLeasedPermitOfADeadHolderIsReissuedWithAHigherToken, TestRenewedLeaseKeepsThePermit),
-//     their permits taken back by a transfer, the Rebalancer and Sweep
-//     (TestDeadHoldersPermitsComeBackWithoutAnAcquire), holders whose clocks are off the
-//     server's by ±60 s and ±2×LeaseSkew whose grant is replayed by the caller or by go-redis
-//     after a lost reply (TestReplayedGrantNeverOutlivesTheLedgersLease), and a renewal after
-//     the lease lapsed, also on a restored and reconciled ledger
-//     (TestRenewAfterTheLeaseLapsedIsRefused); each of them checks after every step that no
-//     more permits are held than capacity, from Redis and from the holders' view;
-//     and an old holder renewing on a ledger restored to before its permit was reissued
-//     (TestRenewOnARestoredLedgerIsNotAcknowledged);
+//     to a point before the second actor's step, standalone and on a cluster;
+//   - holders that die without Release under leases, and renewals; their permits taken back
+//     by a transfer, the Rebalancer and Sweep; holders whose clocks are off the server's by
+//     ±60 s and ±2×LeaseSkew whose grant is replayed by the caller or by go-redis after a lost
+//     reply; a renewal after the lease lapsed, also on a restored and reconciled ledger; each
+//     of them checks after every step that no more permits are held than capacity, from
+//     Redis and from the holders' view; and an old holder renewing on a ledger restored to
+//     before its permit was reissued;
 //   - two RestoreLost calls, one paused between its reading of the pool and its claim or its
-//     write (TestRestoreLostPausedAcrossAnotherRestoreLost), and a Reconcile paused between
-//     its reading of the pool and its write across another Reconcile and the grants after it
-//     (TestReconcilePausedAcrossAnotherReconcile); a lost reply of the witness step that
-//     starts a new chain, retried by go-redis (TestReconcileAndRestoreLostWithALostRebaseReply);
+//     write, and a Reconcile paused between its reading of the pool and its write across
+//     another Reconcile and the grants after it; a lost reply of the witness step that starts
+//     a new chain, retried by go-redis;
 //   - a Central's Init paused between its read of the marker and its creation, across
-//     another process's Init, grants and the ledger's loss
-//     (TestCentralInitPausedAcrossALostLedger);
-//   - the witness's server restored alone, and with the ledger's to different points
-//     (TestWitnessRestoredAloneOrWithTheLedger), and a confirmation held back across more
-//     than the log's 1024 steps (TestConfirmationAfterTheLogWindow);
+//     another process's Init, grants and the ledger's loss;
+//   - the witness's server restored alone, and with the ledger's to different points, and a
+//     confirmation held back across more than the log's 1024 steps;
 //   - strict Init against servers without AOF and witnesses on their ledger's server, on a
-//     standalone server and a 3-master cluster (TestStrictInitPlacesWitnessesAwayFromTheirLedgers);
+//     standalone server and a 3-master cluster;
 //   - a target's master restored under a refusal the source acted on, and under an accept
-//     whose permits moved on, then Reconcile and Recover (TestTransfersAcrossARestoredTarget);
-//   - a ledger restored from an old AOF, and a failover that loses acknowledged writes
-//     (TestLedgerRestoredFromAnOldAOFIsFenced, TestFailoverAfterAcknowledgedFreeze);
+//     whose permits moved on, then Reconcile and Recover;
+//   - a ledger restored from an old AOF, and a failover that loses acknowledged writes;
 //   - a reply lost after every transfer step, and a process gone after every step, then
-//     Recover from another process (TestCrashAfterEachTransferStepThenRecover and the lost
-//     reply tests);
+//     Recover from another process;
 //   - concurrent acquirers and transfers against one audit, and a model-based run of random
-//     operations (concurrent_test.go, model_test.go).
+//     operations.
 //
 // # Rebalancing, leases
 //

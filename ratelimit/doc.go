@@ -35,7 +35,7 @@
 //     shrink it).
 //   - Fixed: one counter per aligned Period. At most Rate per window, but an interval of
 //     length Period straddling a boundary can see 2·Rate: Rate admitted at the end of one
-//     window and Rate at the start of the next (TestFixedWindowBoundaryBurst shows it).
+//     window and Rate at the start of the next.
 //
 // # Modes and their guarantees
 //
@@ -84,7 +84,7 @@
 // request ends (the master answers, or the client's own timeouts end it), so a stopped
 // master costs one instance one wait of SlotTimeout, not one per request; the other slots
 // keep serving (4 instances, 3 slots, one master stopped for 4s: 96–99% of the live slots'
-// capacity admitted, no request past its deadline; TestLeasedKeepsServingWhileAMasterIsPaused).
+// capacity admitted, no request past its deadline).
 // A request fails only when no slot answered. A grant that arrives after its sub-window
 // ended (a round trip longer than what was left of it) is never spent, and the slot is
 // asked again, in its next sub-window (Stats.LateGrants counts them). A denial always
@@ -93,7 +93,7 @@
 // never spent (under-admission).
 // So is the grant of a chunk request that ran but lost the reply to every one of its
 // Options.Attempts sends: the instance asks the next slot, and that grant, at most MaxChunk
-// cells, is never spent (TestLeasedAbandonedGrantIsTheOnlyGap).
+// cells, is never spent.
 //
 // With Options.HotKeys, keys the detector does not report hot take exactly their cost from
 // one slot per request (Exact behaviour on the same budget slots), so only hot keys hold
@@ -163,16 +163,14 @@
 // count an admission made within a round trip of a sub-window boundary in the neighbouring
 // sub-window, and exceed the bound below by those admissions (2 instances, Rate 300 per
 // 500ms, bound 303, one instance 50ms or 250ms behind, 100ms ahead or 1s behind: 303–304 in
-// the worst window, against 399–657 before the offset;
-// TestReviewApproximateSkewedInstanceClockKeepsTheBound). A host clock stepped between two
+// the worst window, against 399–657 before the offset). A host clock stepped between two
 // syncs can misfile the counts the instance makes until its next sync (at most MaxUnsynced).
 // All instances of a limit use the same Options. Durability: budgets live in the masters' memory; a server
 // that loses acknowledged writes (a failover under asynchronous replication, a restart
 // without AOF, a restore from an earlier snapshot or backup) can forget grants and counts
 // of the current window and so over-admit by at most what it forgot, for one window: a
 // restore to the start of a window after its whole budget was spent admits it again
-// (TestReviewRestoreOverAdmitsAtMostWhatItForgot: 2·Rate in that Fixed window, Exact,
-// Leased and Approximate). A coordinated failover (CLUSTER FAILOVER) loses nothing. A request admitted by
+// (2·Rate in that Fixed window, in Exact, Leased and Approximate modes). A coordinated failover (CLUSTER FAILOVER) loses nothing. A request admitted by
 // a decision is served after it: a process paused between decision and serving serves
 // late, as with any limiter.
 //
@@ -182,7 +180,7 @@
 // a stock go-redis client does not end a read when its context ends (ContextTimeoutEnabled
 // is off by default), so the package waits for each round trip itself and leaves a call
 // that outlives the caller's ctx to finish in the background; its outcome is then unknown,
-// as after a lost reply, which every script tolerates (TestAllowReturnsByItsDeadlineWithAPausedMaster).
+// as after a lost reply, which every script tolerates.
 // A stock client (redis.Options{Addr: …} or redis.ClusterOptions{Addrs: …}) suits every
 // mode. The package resends chunk, take and sync requests itself (Options.Attempts, with
 // the same request ID), so go-redis's own retries (MaxRetries, 3 by default) add only their

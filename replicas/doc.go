@@ -127,7 +127,7 @@
 // load keeps it (up to [Options].LoadTimeout); a holder that dies (or is paused, or cut off)
 // loses it LeaseTTL after its last renewal, and one waiter takes over with a lease of a whole
 // LeaseTTL from that moment, by the server's clock, so the source runs once more for the
-// fleet, not once per waiter (TestKilledHolderIsTakenOverOnce); a fill whose token is no
+// fleet, not once per waiter; a fill whose token is no
 // longer the lease is refused, so a slow filler cannot overwrite a newer value (its callers get the stored value
 // or, when none is live, it takes the lease again and fills under it). A caller arriving while its instance's fetch is
 // reading starts a fetch of its own, so it always sees the writes that returned before it

@@ -157,9 +157,8 @@
 // and writes nothing; its creation of a layout fails on a home record (cas.lua), and a home
 // record is created only where no layout record exists (home.lua), so the first writer of
 // a new counter's layout key decides its format and every process of either version agrees
-// with it or refuses the counter: an event retried across versions counts once
-// (TestUpgradeRaceCountsEveryEventOnce). Counters created by the version before keep their
-// format. While both versions run, a new cold counter created by this version is refused by
+// with it or refuses the counter: an event retried across versions counts once. Counters
+// created by the version before keep their format. While both versions run, a new cold counter created by this version is refused by
 // the old processes: upgrade them before relying on such counters from them. An old process
 // that lost that race leaves its empty stripe key behind (no TTL, value 0).
 //
@@ -249,7 +248,7 @@
 //   - A [Family] detects as a Counter does for the names it holds in memory. A name it
 //     dropped (MaxNames, IdleAfter) keeps nothing in memory, so its next use detects as a
 //     fresh Counter does: when the birth record was lost too, the name starts again from
-//     zero (TestFamilyDroppedNameDetectsAsAFreshCounter).
+//     zero.
 //   - A stripe or layout restored to an older value (a stale backup) with the same keys
 //     present is not detected unless this process saw a later layout version.
 package stripes
