@@ -21,7 +21,7 @@ import (
 // given the value's TTL) is taken over by three instances at once: exactly one of them loads
 // and fills version 2. When the paused holder resumes with the version 1 it loaded, its fill
 // is refused and its caller gets what the key holds; version 2 stays.
-func TestReviewZombieHolderAfterTakeover(t *testing.T) {
+func TestZombieHolderAfterTakeover(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond}
@@ -93,7 +93,7 @@ func TestReviewZombieHolderAfterTakeover(t *testing.T) {
 // TTL) wins over that holder's fill of the version it loaded before the delete: after the
 // holder's call returns, no instance serves that version, from the key or from a new load of
 // a source that still has it.
-func TestReviewDeleteWhileHolderLoads(t *testing.T) {
+func TestDeleteWhileHolderLoads(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 10 * time.Second}
@@ -151,7 +151,7 @@ func faultFleets(t *testing.T, fn func(t *testing.T, c redis.UniversalClient, in
 // second attempt finds the caller's own marker. The caller must know the lease as its own
 // and load at once (once), not wait for its own lease to run out (LeaseTTL is longer than
 // the test's context), and the fleet then reads the fill without loading again.
-func TestReviewLostLeaseReplyRetried(t *testing.T) {
+func TestLostLeaseReplyRetried(t *testing.T) {
 	faultFleets(t, func(t *testing.T, c redis.UniversalClient, inj *faults.Injector, f fleet) {
 		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 5 * time.Minute, LoadTimeout: 5 * time.Minute}
@@ -179,7 +179,7 @@ func TestReviewLostLeaseReplyRetried(t *testing.T) {
 // The reply of the fill is lost and go-redis sends it again: the retry finds the record
 // its first attempt swapped in for the lease, which is the same content; the caller gets
 // its value, and the key holds it with its TTL.
-func TestReviewLostFillReplyRetried(t *testing.T) {
+func TestLostFillReplyRetried(t *testing.T) {
 	faultFleets(t, func(t *testing.T, c redis.UniversalClient, inj *faults.Injector, f fleet) {
 		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix}
@@ -207,7 +207,7 @@ func TestReviewLostFillReplyRetried(t *testing.T) {
 // filled: its fill finds the new holder's marker, must leave it exactly as it was (the new
 // holder's fill still swaps it), and its caller waits for that fill instead of putting its
 // own, older load in.
-func TestReviewZombieResumesBeforeTheNewHolderFills(t *testing.T) {
+func TestZombieResumesBeforeTheNewHolderFills(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		prefix := celebritytest.NewPrefix(t)
 		zombie := newReplicator(t, hooked(t, f, noRenewals{}), replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond})
@@ -274,7 +274,7 @@ func TestReviewZombieResumesBeforeTheNewHolderFills(t *testing.T) {
 // took its lease over (before that one filled, or after): the absent or error record it
 // leaves must not replace the new holder's lease or its value, and the fleet keeps
 // answering with version 2 without loading again.
-func TestReviewZombieAbsentOrErrorAfterTakeover(t *testing.T) {
+func TestZombieAbsentOrErrorAfterTakeover(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		outcomes := map[string]error{"absent": replicas.ErrNotFound, "error": errors.New("source down")}
 		for name, outcome := range outcomes {
@@ -355,7 +355,7 @@ func TestReviewZombieAbsentOrErrorAfterTakeover(t *testing.T) {
 // TTL, a minute): the holder's fill finds the Set's record, puts it back exactly (the Set's
 // shorter TTL, not the lease's) and is refused; after the Set returned, no instance reads an
 // older version.
-func TestReviewSetWhileHolderLoadsOlder(t *testing.T) {
+func TestSetWhileHolderLoadsOlder(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 10 * time.Second}

@@ -26,30 +26,30 @@ type hookControl interface {
 	AddHook(redis.Hook)
 }
 
-// reviewEnv is an env plus a way to open more clients to its control Redis, one per
+// raceEnv is an env plus a way to open more clients to its control Redis, one per
 // coordinator (a process of its own, with its own faults).
-type reviewEnv struct {
+type raceEnv struct {
 	*env
 	newControl func() hookControl
 }
 
-// reviewEnvs returns a standalone env and one whose control Redis and shard "a" are the
+// raceEnvs returns a standalone env and one whose control Redis and shard "a" are the
 // shared 3-master cluster (shard "b" standalone).
-func reviewEnvs(t *testing.T) map[string]reviewEnv {
+func raceEnvs(t *testing.T) map[string]raceEnv {
 	srv := celebritytest.Shards(t, 3)
 	std := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": srv[2].Client(t)},
 		routing.ShardOptions{})
 	cl := celebritytest.SharedCluster(t)
 	b := celebritytest.Standalone(t)
 	clu := newEnvOver(t, cl.Client(t), map[string]migrate.ShardClient{"a": cl.Client(t), "b": b.Client(t)}, routing.ShardOptions{})
-	return map[string]reviewEnv{
+	return map[string]raceEnv{
 		"standalone": {std, func() hookControl { return srv[0].Client(t) }},
 		"cluster":    {clu, func() hookControl { return cl.Client(t) }},
 	}
 }
 
 // coordinatorOver returns a coordinator of the env over its own control client.
-func (e reviewEnv) coordinatorOver(t testing.TB, ctl migrate.Control, o migrate.Options) *migrate.Coordinator {
+func (e raceEnv) coordinatorOver(t testing.TB, ctl migrate.Control, o migrate.Options) *migrate.Coordinator {
 	o.Shards, o.Prefix = e.clients, e.prefix
 	c, err := migrate.New(ctl, o)
 	require.NoError(t, err)
@@ -183,8 +183,8 @@ func resumeUntilDone(ctx context.Context, co *migrate.Coordinator, id string) (m
 // is retried, no epoch goes to two holders, the epoch counter holds exactly the epochs
 // granted, at most one shard is open at every instant, and the target ends with every
 // acknowledged write.
-func TestReviewConcurrentResumesWithLostTakeoverReplies(t *testing.T) {
-	for name, e := range reviewEnvs(t) {
+func TestConcurrentResumesWithLostTakeoverReplies(t *testing.T) {
+	for name, e := range raceEnvs(t) {
 		t.Run(name, func(t *testing.T) {
 			ctx := ctxT(t)
 			u := routing.BucketUnit(3)
@@ -192,7 +192,7 @@ func TestReviewConcurrentResumesWithLostTakeoverReplies(t *testing.T) {
 			dst := other(src)
 			m := newModel()
 			// Paced writers: the catch-up (batches of 20) must outrun them on a loaded
-			// machine too (see TestReviewDriverStoppedAfterTakeoverWokenAfterAMoveBack).
+			// machine too (see TestDriverStoppedAfterTakeoverWokenAfterAMoveBack).
 			m.pace = 5 * time.Millisecond
 			m.seed(t, e.client(), u, 150)
 
@@ -263,8 +263,8 @@ func (e *env) prefixEpochKey(u routing.Unit) string {
 // (the carve-out refuses the Cancel from ClosedA on), at every instant at most one shard is
 // writable for the tenant, the neighbours never meet a stale route, and the tenant's owner
 // at the end holds every acknowledged write of it, as the bucket does for the neighbours.
-func TestReviewCarveOutWithLostRepliesAndARacingCancel(t *testing.T) {
-	for name, e := range reviewEnvs(t) {
+func TestCarveOutWithLostRepliesAndARacingCancel(t *testing.T) {
+	for name, e := range raceEnvs(t) {
 		for _, at := range []migrate.State{migrate.Copying, migrate.CatchingUp, migrate.ClosedA} {
 			t.Run(fmt.Sprintf("%s/cancelAt=%s", name, at), func(t *testing.T) {
 				ctx := ctxT(t)

@@ -36,7 +36,7 @@ func waitPast(t *testing.T, at time.Time) {
 
 // Two writers on separate clients add the same events at the same moment: every event is
 // counted once in all, whichever writer wins, and the sum is the number of events.
-func TestReviewSameEventFromTwoCountersAtOnce(t *testing.T) {
+func TestSameEventFromTwoCountersAtOnce(t *testing.T) {
 	both(t, func(t *testing.T, rc redis.UniversalClient) {
 		var other redis.UniversalClient
 		if _, ok := rc.(*redis.ClusterClient); ok {
@@ -80,7 +80,7 @@ func TestReviewSameEventFromTwoCountersAtOnce(t *testing.T) {
 // records are gone: in its slice, after the slice rotated, past the window, and past the
 // records' expiry. Other events keep the slice open so the retries take the fast path while
 // it lasts. The event is never counted a second time.
-func TestReviewLostReplyRetriedAcrossSlices(t *testing.T) {
+func TestLostReplyRetriedAcrossSlices(t *testing.T) {
 	celebritytest.Long(t)
 	bothWithFaults(t, -1, func(t *testing.T, rc redis.UniversalClient, inj *faults.Injector) {
 		const window, slices = 800 * time.Millisecond, 4
@@ -132,7 +132,7 @@ func TestReviewLostReplyRetriedAcrossSlices(t *testing.T) {
 // The same event retried after Resize (through the writer whose layout predates it, and
 // through a new writer), then after the old generation is sealed: it stays counted once.
 // Both kinds of event: by time and stamped.
-func TestReviewRetryAfterResizeAndSeal(t *testing.T) {
+func TestRetryAfterResizeAndSeal(t *testing.T) {
 	celebritytest.Long(t)
 	both(t, func(t *testing.T, rc redis.UniversalClient) {
 		// The first attempts (a Stamp and two Adds) must reach the stripes within one window
@@ -180,7 +180,7 @@ func TestReviewRetryAfterResizeAndSeal(t *testing.T) {
 // A server restart (AOF, appendfsync always) between the attempt whose reply was lost and
 // its retry: the record survives with the value, so the retry is a duplicate. Standalone
 // only: the shared cluster is not one to restart.
-func TestReviewRetryAfterServerRestart(t *testing.T) {
+func TestRetryAfterServerRestart(t *testing.T) {
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	inj := faults.New()
 	rc := srv.Client(t, func(o *redis.Options) {
@@ -214,7 +214,7 @@ func TestReviewRetryAfterServerRestart(t *testing.T) {
 // duplicates and the others are counted, so the sum ends exact. A restore that kept a
 // value without its records (or records without their value) would count some event twice
 // or never. The events of the restored slice then take the fast path.
-func TestReviewRetriesAfterSnapshotRestore(t *testing.T) {
+func TestRetriesAfterSnapshotRestore(t *testing.T) {
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	prefix := celebritytest.NewPrefix(t)
 	o := Options{Prefix: prefix, Stripes: 3, SetMembers: 8, DedupWindow: 30 * time.Second}

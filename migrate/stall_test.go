@@ -85,8 +85,8 @@ func (p *pauser) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // is fenced (or finds its migration finished), the unit stays open on its original shard
 // only, the table keeps it there, and every acknowledged write of the writers that ran
 // throughout is there.
-func TestReviewDriverStoppedAfterTakeoverWokenAfterAMoveBack(t *testing.T) {
-	for name, e := range reviewEnvs(t) {
+func TestDriverStoppedAfterTakeoverWokenAfterAMoveBack(t *testing.T) {
+	for name, e := range raceEnvs(t) {
 		for _, lose := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/lostTakeoverReply=%v", name, lose), func(t *testing.T) {
 				ctx := ctxT(t)

@@ -197,7 +197,7 @@ func settledEverywhere(t *testing.T, caches []*celebrity.Cache[string], key stri
 	}
 }
 
-// TestReviewWritesRacePromoteAndDemote: while Sets and Deletes of one key flow through random
+// TestWritesRacePromoteAndDemote: while Sets and Deletes of one key flow through random
 // instances and every instance reads it, the key is promoted and demoted by hand over and
 // over from random instances (each change reaching the others by announcement), so writes
 // race promotions (the copies' registration and warm-up) and demotions on other instances.
@@ -205,7 +205,7 @@ func settledEverywhere(t *testing.T, caches []*celebrity.Cache[string], key stri
 // version: no read may serve a state older than a write acknowledged more than the
 // invalidation's delivery (1 s on this loaded machine) before it, and once the writes stop
 // every instance serves the last one, also from the copies.
-func TestReviewWritesRacePromoteAndDemote(t *testing.T) {
+func TestWritesRacePromoteAndDemote(t *testing.T) {
 	celebritytest.Long(t)
 	for _, fresh := range []time.Duration{time.Hour, 40 * time.Millisecond} {
 		t.Run(fresh.String(), func(t *testing.T) {
@@ -297,12 +297,12 @@ func pubsubKiller(t *testing.T, admin redis.UniversalClient) func(ctx context.Co
 	}
 }
 
-// TestReviewInvalidationSubscriptionKilledDuringWrites: the pub/sub connections of every
+// TestInvalidationSubscriptionKilledDuringWrites: the pub/sub connections of every
 // instance are killed (CLIENT KILL TYPE pubsub) over and over while writes flow and the key
 // is hot, so invalidations are lost while subscriptions are down. The promise: an instance
 // whose subscription was down marks its entries stale when it comes back, and never serves
 // an older version than an acknowledged write for longer than Fresh+Stale.
-func TestReviewInvalidationSubscriptionKilledDuringWrites(t *testing.T) {
+func TestInvalidationSubscriptionKilledDuringWrites(t *testing.T) {
 	celebritytest.Long(t)
 	deployments(t, func(t *testing.T, d deployment) {
 		o := celebrity.Options[string]{Fresh: 2 * time.Second, Stale: time.Second, ReportInterval: 100 * time.Millisecond,
@@ -348,14 +348,14 @@ func TestReviewInvalidationSubscriptionKilledDuringWrites(t *testing.T) {
 	})
 }
 
-// TestReviewLeaderHeldPastItsLease: the leader's commands are held (each forwarded 6
+// TestLeaderHeldPastItsLease: the leader's commands are held (each forwarded 6
 // intervals late, as a paused process or a stalled network would) just as its key's reads
 // stop, so its lease (3 intervals) expires while its renewal, evaluations, changes and
 // heartbeats are in flight. Another instance takes over with a new epoch and demotes the key;
 // the held commands then arrive: the old leader's changes are fenced, its stale heartbeats
 // make no instance apply an older set, and within 4 intervals after the hold every instance
 // applies the fleet's set, with the demotion made once.
-func TestReviewLeaderHeldPastItsLease(t *testing.T) {
+func TestLeaderHeldPastItsLease(t *testing.T) {
 	celebritytest.Long(t)
 	srv := celebritytest.Standalone(t)
 	p := celebritytest.NewPrefix(t)
@@ -404,19 +404,19 @@ func TestReviewLeaderHeldPastItsLease(t *testing.T) {
 		before.Epoch, hs.Epoch, before.Version, hs.Version, leader.Stats().Fenced, hs.Leader)
 }
 
-// TestReviewHotSetRestoredToAnEarlierVersionConverges: the server holding the hot set is
+// TestHotSetRestoredToAnEarlierVersionConverges: the server holding the hot set is
 // restored to an earlier snapshot (a backup, or a failover that lost the last writes): the
 // hot set's version goes back from 2 to 1 while the instances applied 2. The next change
 // makes version 2 again, with other members. Every instance must apply what the fleet's hot
 // set holds within the documented repair (the next heartbeat, one interval; 4 intervals for an
 // instance that missed the channel), not keep its own version 2 because the number matches.
 //
-// (Found in review: the instances compared hot-set versions by number only, so after the
+// (The bug this test pins: the instances compared hot-set versions by number only, so after the
 // restore the new version 2 was taken for the lost one: instance 0 kept {first, lost} at
 // version 2 while the fleet's set was {first, later}, 8 intervals later and for good, and
 // the next announcement, version 3, was applied on top of that wrong base. Each version now
 // carries a vid (apply.lua), which announcements, heartbeats and polls compare too.)
-func TestReviewHotSetRestoredToAnEarlierVersionConverges(t *testing.T) {
+func TestHotSetRestoredToAnEarlierVersionConverges(t *testing.T) {
 	celebritytest.Long(t)
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	p := celebritytest.NewPrefix(t)

@@ -56,7 +56,7 @@ func TestFamilyDroppedNameDetectsAsAFreshCounter(t *testing.T) {
 // leaves events counted in the pending generation's stripes. If such a stripe is lost, the
 // next Seal or Resize finishing the resize must not create it again from zero: the events
 // it held would be lost and their retries counted again.
-func TestReviewLostPendingStripeIsNotRecreated(t *testing.T) {
+func TestLostPendingStripeIsNotRecreated(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		ctx := context.Background()
 		c := newCounter(t, rc, Options{Stripes: 1})
@@ -200,7 +200,7 @@ func addUntilDone(t *testing.T, f *Family, log *eventLog, name string, ev Event,
 // With go-redis retries (the default 3), a lost reply is retried inside the client; without
 // them (-1), every lost reply reaches the family: a Resize stops half way and the next one
 // finishes it.
-func TestReviewFamilyTwoInstancesResizeRaceWithCrossRetries(t *testing.T) {
+func TestFamilyTwoInstancesResizeRaceWithCrossRetries(t *testing.T) {
 	for _, cluster := range []bool{false, true} {
 		for _, retries := range []int{3, -1} {
 			t.Run(fmt.Sprintf("%s/retries=%d", map[bool]string{false: "standalone", true: "cluster"}[cluster], retries), func(t *testing.T) {
@@ -334,7 +334,7 @@ func staleRetries(t *testing.T, stale *Family, log *eventLog, old map[string]*la
 // pruned by then. No event is counted twice: each is reported Applied at most once, in one
 // generation, and every Sum equals the number of distinct events acknowledged (an attempt
 // refused as too old changes nothing).
-func TestReviewFamilySealRacesResize(t *testing.T) {
+func TestFamilySealRacesResize(t *testing.T) {
 	celebritytest.Long(t)
 	for _, cluster := range []bool{false, true} {
 		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {
@@ -431,7 +431,7 @@ func raceSeals(t *testing.T, sealers map[string]*Counter, done *atomic.Bool, fol
 // Family.Sum and SumMany may serve a value up to MaxStaleness old, and no older: a Sum
 // called at T counts every event acknowledged before T - MaxStaleness, and none that was
 // not yet sent when it returned, while another family promotes and demotes the name.
-func TestReviewFamilySumCacheBoundsAcrossResizes(t *testing.T) {
+func TestFamilySumCacheBoundsAcrossResizes(t *testing.T) {
 	both(t, func(t *testing.T, rc redis.UniversalClient) {
 		const stale = 30 * time.Millisecond
 		o := FamilyOptions{Counter: Options{DedupWindow: 30 * time.Second}, Interval: -1, MaxStaleness: stale, HotStripes: 6}
@@ -522,7 +522,7 @@ func checkSums(t *testing.T, f *Family, mu *sync.Mutex, sent, acked *[]time.Time
 // decrease, as Counter.Sum's do. A Sum whose reads were overtaken by a concurrent Sum that
 // started later keeps its (newer) value to itself, and the cache keeps the other one.
 // (Found in review: the caller below read 2 and then, within MaxStaleness, 1.)
-func TestReviewFamilySumBySameCallerNeverDecreases(t *testing.T) {
+func TestFamilySumBySameCallerNeverDecreases(t *testing.T) {
 	rc := celebritytest.Standalone(t).Client(t)
 	h := &holdHook{armed: make(chan struct{}), release: make(chan struct{})}
 	rc.AddHook(h)
@@ -554,7 +554,7 @@ func TestReviewFamilySumBySameCallerNeverDecreases(t *testing.T) {
 // stripe (no TTL, no boundary, not sealed) took the new event of a writer whose layout was
 // read while generation 2 was the newest, acknowledged Applied, and Sum never read it
 // (found in review: Applied in generation 2, Sum 5 before and after).
-func TestReviewStalledResizerDoesNotRecreateSealedStripes(t *testing.T) {
+func TestStalledResizerDoesNotRecreateSealedStripes(t *testing.T) {
 	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
 		ctx := context.Background()
@@ -610,7 +610,7 @@ func TestReviewStalledResizerDoesNotRecreateSealedStripes(t *testing.T) {
 // in memory. Afterwards Sum, Resize and Tick of either family report ErrVanished, an Add
 // either does too or counts in a stripe that survived (see requireVanishedOrSurvivor), and
 // no layout record was written again.
-func TestReviewFamilyFlushDuringPromotionIsReported(t *testing.T) {
+func TestFamilyFlushDuringPromotionIsReported(t *testing.T) {
 	celebritytest.Long(t)
 	for _, cluster := range []bool{false, true} {
 		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {
@@ -720,7 +720,7 @@ func flushRaceWriter(f *Family, names []string, done *atomic.Bool) {
 // promotions, demotions and seals (by a sealer half a window ahead) that happened while they
 // were on the way, and each event is then retried through the fast family. No event counts
 // twice or goes missing.
-func TestReviewFamilySlowClientAcrossResizes(t *testing.T) {
+func TestFamilySlowClientAcrossResizes(t *testing.T) {
 	celebritytest.Long(t)
 	for _, cluster := range []bool{false, true} {
 		t.Run(map[bool]string{false: "standalone", true: "cluster"}[cluster], func(t *testing.T) {

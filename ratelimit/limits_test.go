@@ -40,7 +40,7 @@ func (a *admissions) watchReal(l *Limiter) {
 // ahead or older than the window, so a skewed instance's admissions were never counted:
 // 399–657 in a window of bound 303. Instances now count in the server's sub-windows,
 // through the offset each sync bounds: 303–304.)
-func TestReviewApproximateSkewedInstanceClockKeepsTheBound(t *testing.T) {
+func TestApproximateSkewedInstanceClockKeepsTheBound(t *testing.T) {
 	celebritytest.Long(t)
 	sub := fleetPeriod / DefaultSubWindows
 	for _, skew := range []time.Duration{0, -sub, -5 * sub, 2 * sub, -2 * fleetPeriod} {
@@ -102,7 +102,7 @@ func waitWindowStart(p time.Duration) int64 {
 // the budget again in the same window. The over-admission must be bounded by what the
 // server forgot: admitted in the window <= Rate + cells counted after the snapshot (plus
 // the stated (N-1)·MaxUnsynced in Approximate mode).
-func TestReviewRestoreOverAdmitsAtMostWhatItForgot(t *testing.T) {
+func TestRestoreOverAdmitsAtMostWhatItForgot(t *testing.T) {
 	celebritytest.Long(t)
 	const rate, period = 120, 4 * time.Second
 	for _, mode := range []Mode{Exact, Leased, Approximate} {
@@ -160,7 +160,7 @@ func untilDeniedOrErr(l *Limiter, key string) int64 {
 // The smallest limit, Rate 1 (GCRA with Burst 1), and the largest, Rate 2^40 spent by
 // requests of the largest cost, shared by several instances at once: never more than the
 // limit per window.
-func TestReviewLimitBoundaries(t *testing.T) {
+func TestLimitBoundaries(t *testing.T) {
 	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		for _, tc := range []struct {
@@ -243,7 +243,7 @@ func requireHugeCostsWithinTheLimit(t *testing.T, c redis.UniversalClient, mode 
 // An instance holding a live chunk stops (a GC pause, SIGSTOP) past its sub-window and
 // resumes spending while another instance, on its own client, spends the next windows to
 // the limit: the old chunk is never spent late.
-func TestReviewLeasedPausedHolderDoesNotSpendItsOldChunk(t *testing.T) {
+func TestLeasedPausedHolderDoesNotSpendItsOldChunk(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		var a admissions
 		o := Options{Limit: Limit{Rate: fleetRate, Period: fleetPeriod}, Mode: Leased, Slots: 1, MaxChunk: fleetRate, Prefix: celebritytest.NewPrefix(t)}
@@ -285,7 +285,7 @@ func TestReviewLeasedPausedHolderDoesNotSpendItsOldChunk(t *testing.T) {
 // than MaxUnsynced admissions unsynced, so a cost above MaxUnsynced can never be admitted:
 // it must be refused as invalid (as a GCRA cost above Burst is), not denied forever with
 // RetryAfter 0, which tells the caller to try again at once.
-func TestReviewApproximateCostAboveMaxUnsyncedIsRefused(t *testing.T) {
+func TestApproximateCostAboveMaxUnsyncedIsRefused(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		l := newLimiter(t, c, Options{Limit: Limit{Rate: 100, Period: time.Minute}, Mode: Approximate})
 		require.Equal(t, int64(1), l.o.MaxUnsynced, "the default: max(1, Rate/100)")
@@ -304,7 +304,7 @@ func TestReviewApproximateCostAboveMaxUnsyncedIsRefused(t *testing.T) {
 // The same host clock offsets in Leased mode: a chunk's deadline is measured on the
 // instance's clock from the moment its request was sent, so an offset (not a rate error)
 // changes nothing; the limit holds in every window.
-func TestReviewLeasedSkewedInstanceClockKeepsTheLimit(t *testing.T) {
+func TestLeasedSkewedInstanceClockKeepsTheLimit(t *testing.T) {
 	celebritytest.Long(t)
 	sub := fleetPeriod / DefaultSubWindows
 	for _, skew := range []time.Duration{-5 * sub, 2 * sub, -2 * fleetPeriod, fleetPeriod} {
@@ -332,7 +332,7 @@ func TestReviewLeasedSkewedInstanceClockKeepsTheLimit(t *testing.T) {
 // counted twice. The doc promises under-admission by one per lost reply, never
 // over-admission: from a full burst on a slow refill, the admissions stay within GCRA's
 // bound and fall short of the burst by at most the replies lost.
-func TestReviewGCRALostRepliesOnlyUnderAdmit(t *testing.T) {
+func TestGCRALostRepliesOnlyUnderAdmit(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		const drops = 5
 		inj := faults.New()
@@ -437,7 +437,7 @@ func (f flippingHot) Hot() []string {
 // Instances whose hot-key detectors flip the key between hot (chunks) and cold (exact
 // takes from the same slots) every 20ms, out of phase with each other: the doc promises a
 // key can change between the two at any time without overshoot.
-func TestReviewLeasedHotColdFlipsKeepTheLimit(t *testing.T) {
+func TestLeasedHotColdFlipsKeepTheLimit(t *testing.T) {
 	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		var a admissions
@@ -468,7 +468,7 @@ func TestReviewLeasedHotColdFlipsKeepTheLimit(t *testing.T) {
 // server now) - 1ms, the server counting whole milliseconds: with 1ms sub-windows that is
 // never, so every fetch took cells from the budget and dropped them (0 admitted, about 170
 // chunks granted in 200ms). Such options are refused; 2ms sub-windows admit.
-func TestReviewLeasedShortestSubWindows(t *testing.T) {
+func TestLeasedShortestSubWindows(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		for _, o := range []Options{
 			{Limit: Limit{Rate: 10, Period: time.Millisecond}, Window: Fixed},
@@ -499,7 +499,7 @@ func TestReviewLeasedShortestSubWindows(t *testing.T) {
 // wait for its first sync, and each takes the outcome of the attempt under way when it came:
 // they fail together, one sync's time after the first came, instead of trying one after
 // another (found in review: the k-th caller waited k sync timeouts).
-func TestReviewApproximateFirstSyncFailsTogether(t *testing.T) {
+func TestApproximateFirstSyncFailsTogether(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = ln.Close() })

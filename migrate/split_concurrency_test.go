@@ -135,7 +135,7 @@ func resumeWhenFree(t *testing.T, co *migrate.Coordinator, id string) migrate.St
 func TestSplitReviewDriverStoppedBeforeItsFlipPublishesNothingAfterALaterMove(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
-	tenant := "review-late"
+	tenant := "split-late"
 	e.override(tenant, "a")
 	m := newTModel()
 	m.seed(t, e.client(), tenant, 200)
@@ -182,7 +182,7 @@ func TestSplitReviewDriverStoppedBeforeItsFlipPublishesNothingAfterALaterMove(t 
 func TestSplitReviewTwoDriversOfOneSplit(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
-	tenant := "review-two"
+	tenant := "split-two"
 	e.override(tenant, "a")
 	m := newTModel()
 	m.seed(t, e.client(), tenant, 200)
@@ -202,8 +202,8 @@ func TestSplitReviewTwoDriversOfOneSplit(t *testing.T) {
 	require.NoError(t, err)
 	stop := make(chan struct{})
 	var stale, nstale atomic.Int64
-	e.override("review-two-n", "b")
-	wait := splitWriters(t, e, m, 1, tenant, "review-two-n", stop, &stale, &nstale)
+	e.override("split-two-n", "b")
+	wait := splitWriters(t, e, m, 1, tenant, "split-two-n", stop, &stale, &nstale)
 	done := make(chan error, 1)
 	go func() {
 		_, err := paused.Split(ctx, migrate.SplitSpec{ID: "two", Tenant: tenant, Targets: []string{"c", "d", "a", "b", "b", "c", "d", "a"}})
@@ -227,7 +227,7 @@ func TestSplitReviewTwoDriversOfOneSplit(t *testing.T) {
 func TestSplitReviewLostReplyRetriedThroughEveryGeneration(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
-	tenant := "review-gens"
+	tenant := "split-gens"
 	e.override(tenant, "a")
 	m := newTModel()
 	m.seed(t, e.client(), tenant, 50)
@@ -305,7 +305,7 @@ func TestSplitReviewLostReplyRetriedThroughEveryGeneration(t *testing.T) {
 func TestSplitReviewWidthChangeWhileAnotherMoveIsInFlight(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
-	tenant := "review-busy"
+	tenant := "split-busy"
 	e.override(tenant, "a")
 	m := newTModel()
 	m.seed(t, e.client(), tenant, 60)
@@ -359,7 +359,7 @@ func TestSplitReviewWidthChangeWhileAnotherMoveIsInFlight(t *testing.T) {
 func TestSplitReviewCancelRacingTheFlip(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
-	tenant := "review-cancel"
+	tenant := "split-cancel"
 	e.override(tenant, "a")
 	m := newTModel()
 	m.seed(t, e.client(), tenant, 100)
@@ -391,7 +391,7 @@ func TestSplitReviewTargetRestoredBeforeTheFlipStopsTheSplit(t *testing.T) {
 	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": tgt.Client(t),
 		"c": srv[2].Client(t), "d": srv[3].Client(t)}, routing.ShardOptions{})
 	ctx := ctxT(t)
-	tenant := "review-restore"
+	tenant := "split-restore"
 	e.override(tenant, "a")
 	m := newTModel()
 	m.seed(t, e.client(), tenant, 300)
@@ -445,7 +445,7 @@ func TestSplitReviewSourceRestoredDuringTheCopyStopsTheSplit(t *testing.T) {
 	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": src.Client(t), "b": srv[1].Client(t),
 		"c": srv[2].Client(t), "d": srv[3].Client(t)}, routing.ShardOptions{})
 	ctx := ctxT(t)
-	tenant := "review-srcrestore"
+	tenant := "split-srcrestore"
 	e.override(tenant, "a")
 	m := newTModel()
 	m.seed(t, e.client(), tenant, 100)
@@ -484,7 +484,7 @@ func TestSplitReviewSourceRestoredDuringTheCopyStopsTheSplit(t *testing.T) {
 func TestSplitReviewReadersDuringTheWidthChange(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
-	tenant := "review-read"
+	tenant := "split-read"
 	e.override(tenant, "a")
 	co := e.coordinator(migrate.Options{})
 	_, err := co.Split(ctx, migrate.SplitSpec{Tenant: tenant, Targets: []string{"b", "c", "d", "a"}})
@@ -570,7 +570,7 @@ func TestSplitReviewReadersDuringTheWidthChange(t *testing.T) {
 func TestSplitReviewDeletesRacingTheCopy(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
-	tenant := "review-del"
+	tenant := "split-del"
 	e.override(tenant, "a")
 	m := newTModel()
 	m.seed(t, e.client(), tenant, 300)

@@ -26,7 +26,7 @@ import (
 // whose reply was lost and which go-redis sent again reports its events as duplicates (see
 // Result.Applied), so the Applied flags may fall short of the events by at most that one
 // pipeline; Sum may not.
-func TestReviewSplitTablesUnderConcurrentBatches(t *testing.T) {
+func TestSplitTablesUnderConcurrentBatches(t *testing.T) {
 	bothWithFaults(t, 3, func(t *testing.T, rc redis.UniversalClient, inj *faults.Injector) {
 		var other redis.UniversalClient
 		if _, ok := rc.(*redis.ClusterClient); ok {
