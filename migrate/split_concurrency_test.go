@@ -132,7 +132,7 @@ func resumeWhenFree(t *testing.T, co *migrate.Coordinator, id string) migrate.St
 // nothing when it wakes: it is fenced, the table keeps the later spread and the data is the
 // acknowledged history. The same for a re-split driver stopped before its reshaped
 // publication, overtaken and followed by a re-split back.
-func TestSplitReviewDriverStoppedBeforeItsFlipPublishesNothingAfterALaterMove(t *testing.T) {
+func TestSplitDriverStoppedBeforeItsFlipPublishesNothingAfterALaterMove(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
 	tenant := "split-late"
@@ -179,7 +179,7 @@ func TestSplitReviewDriverStoppedBeforeItsFlipPublishesNothingAfterALaterMove(t 
 // Two drivers of one split at once: the first is stopped right after it closed its sources
 // (the barrier), a second takes the split over and finishes it, then the first wakes: it
 // changes nothing (fenced) and the spread holds the acknowledged history.
-func TestSplitReviewTwoDriversOfOneSplit(t *testing.T) {
+func TestSplitTwoDriversOfOneSplit(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
 	tenant := "split-two"
@@ -224,7 +224,7 @@ func TestSplitReviewTwoDriversOfOneSplit(t *testing.T) {
 // split and a re-split), retried with the same op ID through a router on each of the three
 // generations (before the split, after it, after the re-split), returns its original result
 // every time and is applied once.
-func TestSplitReviewLostReplyRetriedThroughEveryGeneration(t *testing.T) {
+func TestSplitLostReplyRetriedThroughEveryGeneration(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
 	tenant := "split-gens"
@@ -302,7 +302,7 @@ func TestSplitReviewLostReplyRetriedThroughEveryGeneration(t *testing.T) {
 // ErrBusy and changes nothing; once that move ends, it runs. Both ways: a split while one
 // sub-bucket moves, and a move of a sub-bucket (or of the override) while a split is in
 // flight.
-func TestSplitReviewWidthChangeWhileAnotherMoveIsInFlight(t *testing.T) {
+func TestSplitWidthChangeWhileAnotherMoveIsInFlight(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
 	tenant := "split-busy"
@@ -356,10 +356,10 @@ func TestSplitReviewWidthChangeWhileAnotherMoveIsInFlight(t *testing.T) {
 // A Cancel racing the flip: the driver is stopped just before it publishes (after the
 // barrier); the Cancel is refused (ErrCancelRefused) and takes nothing over; the driver
 // finishes, and the spread holds the acknowledged history.
-func TestSplitReviewCancelRacingTheFlip(t *testing.T) {
+func TestSplitCancelRacingTheFlip(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
-	tenant := "split-cancel"
+	tenant := "split-cancel-flip"
 	e.override(tenant, "a")
 	m := newTModel()
 	m.seed(t, e.client(), tenant, 100)
@@ -385,7 +385,7 @@ func TestSplitReviewCancelRacingTheFlip(t *testing.T) {
 // records copied after the snapshot are gone. The driver must stop with an error rather than
 // open that target and publish a table under which acknowledged writes are missing; with no
 // target open yet, it aborts and reopens the source.
-func TestSplitReviewTargetRestoredBeforeTheFlipStopsTheSplit(t *testing.T) {
+func TestSplitTargetRestoredBeforeTheFlipStopsTheSplit(t *testing.T) {
 	srv := celebritytest.Shards(t, 4)
 	tgt := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": tgt.Client(t),
@@ -439,7 +439,7 @@ func other4(s string) string {
 // writes made after the snapshot vanish from the source, but were copied already): the
 // split must not publish a spread that differs from what its source holds; it stops with a
 // clear error and the tenant stays on its override, open.
-func TestSplitReviewSourceRestoredDuringTheCopyStopsTheSplit(t *testing.T) {
+func TestSplitSourceRestoredDuringTheCopyStopsTheSplit(t *testing.T) {
 	srv := celebritytest.Shards(t, 4)
 	src := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": src.Client(t), "b": srv[1].Client(t),
@@ -481,7 +481,7 @@ func TestSplitReviewSourceRestoredDuringTheCopyStopsTheSplit(t *testing.T) {
 // re-split 4 -> 8 -> 4, merged back into one unit and split again 1 -> 2: every read
 // succeeds, finds the key, and never returns a version older than the one acknowledged to
 // the writer before the read began (no read from a stale copy, no going back in time).
-func TestSplitReviewReadersDuringTheWidthChange(t *testing.T) {
+func TestSplitReadersDuringTheWidthChange(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
 	tenant := "split-read"
@@ -567,7 +567,7 @@ func TestSplitReviewReadersDuringTheWidthChange(t *testing.T) {
 // the tenant deletes keys already copied and keys not copied yet (and rewrites some it
 // deleted). No deleted record comes back, every tombstone keeps its version, and the spread
 // holds exactly the acknowledged history.
-func TestSplitReviewDeletesRacingTheCopy(t *testing.T) {
+func TestSplitDeletesRacingTheCopy(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
 	ctx := ctxT(t)
 	tenant := "split-del"
