@@ -3,7 +3,6 @@ package celebrity_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -24,21 +23,8 @@ func TestMain(m *testing.M) {
 		return celebrity.ACLRule(celebrity.Options[string]{Prefix: p + "*", PromoteShare: 0.5})
 	})
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
-	celebrity.ExampleAddr = celebritytest.Standalone(mainTB{}).Addr()
+	celebrity.ExampleAddr = celebritytest.Standalone(celebritytest.ForMain()).Addr()
 	celebritytest.Main(m)
-}
-
-// mainTB lets TestMain ask the kit for its shared server before any test runs.
-type mainTB struct{ testing.TB }
-
-func (mainTB) Helper() {}
-func (mainTB) Fatal(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(1)
-}
-func (mainTB) Skip(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(0)
 }
 
 // source is the host's database: values with versions, and a count of loads per key.

@@ -2,8 +2,6 @@ package escrow
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -19,24 +17,9 @@ func TestMain(m *testing.M) {
 	celebritytest.RegisterRule("escrow", ACLRule)
 	// The runnable examples use two servers with appendfsync always, one for the ledgers and
 	// one for the witnesses, as production would; the kit stops them at the end.
-	ExampleAddr = celebritytest.NewServer(mainTB{}, celebritytest.ServerOptions{AOF: true}).Addr()
-	ExampleWitnessAddr = celebritytest.NewServer(mainTB{}, celebritytest.ServerOptions{AOF: true}).Addr()
+	ExampleAddr = celebritytest.NewServer(celebritytest.ForMain(), celebritytest.ServerOptions{AOF: true}).Addr()
+	ExampleWitnessAddr = celebritytest.NewServer(celebritytest.ForMain(), celebritytest.ServerOptions{AOF: true}).Addr()
 	celebritytest.Main(m)
-}
-
-// mainTB lets TestMain ask the kit for servers before any test runs. The kit's teardown in
-// Main stops every server it started, so Cleanup has nothing to do.
-type mainTB struct{ testing.TB }
-
-func (mainTB) Helper()        {}
-func (mainTB) Cleanup(func()) {}
-func (mainTB) Fatal(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(1)
-}
-func (mainTB) Skip(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(0)
 }
 
 // testCtx returns a context bounded generously, cancelled when the test ends.

@@ -1,8 +1,6 @@
 package hotkeys_test
 
 import (
-	"fmt"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -18,8 +16,8 @@ func TestMain(m *testing.M) {
 	celebritytest.RegisterRule("hotkeys", func(prefix string) []string { return hotkeys.ACLRule(prefix + "*") })
 	// The runnable examples use the shared cluster and a server with an LFU policy (the
 	// Probe's OBJECT FREQ needs one); the kit stops them at the end.
-	exampleClusterAddrs = celebritytest.SharedCluster(mainTB{}).Addrs()
-	exampleLFUAddr = celebritytest.NewServer(mainTB{}, celebritytest.ServerOptions{
+	exampleClusterAddrs = celebritytest.SharedCluster(celebritytest.ForMain()).Addrs()
+	exampleLFUAddr = celebritytest.NewServer(celebritytest.ForMain(), celebritytest.ServerOptions{
 		Config: []string{"maxmemory-policy", "allkeys-lfu"},
 	}).Addr()
 	celebritytest.Main(m)
@@ -31,21 +29,6 @@ var (
 	exampleClusterAddrs []string
 	exampleLFUAddr      string
 )
-
-// mainTB lets TestMain ask the kit for servers before any test runs. The kit's teardown in
-// celebritytest.Main stops them, so Cleanup has nothing to do.
-type mainTB struct{ testing.TB }
-
-func (mainTB) Helper()        {}
-func (mainTB) Cleanup(func()) {}
-func (mainTB) Fatal(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(1)
-}
-func (mainTB) Skip(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(0)
-}
 
 // fakeClock is a manual clock for window and hysteresis tests.
 type fakeClock struct {

@@ -2,16 +2,15 @@ package l1cache
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
 func TestMain(m *testing.M) {
@@ -19,26 +18,13 @@ func TestMain(m *testing.M) {
 	// for a channel pattern covering the channels the tests build under Prefix.
 	celebritytest.RegisterRule("l1cache", func(prefix string) []string { return ACLRule(prefix + "*") })
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
-	ExampleAddr = celebritytest.Standalone(mainTB{}).Addr()
+	ExampleAddr = celebritytest.Standalone(celebritytest.ForMain()).Addr()
 	celebritytest.Main(m)
 }
 
 // ExampleAddr is the address of the standalone server the runnable examples use, started by
 // TestMain.
 var ExampleAddr string
-
-// mainTB lets TestMain ask the kit for its shared server before any test runs.
-type mainTB struct{ testing.TB }
-
-func (mainTB) Helper() {}
-func (mainTB) Fatal(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(1)
-}
-func (mainTB) Skip(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(0)
-}
 
 // fakeClock is a clock that moves only when told; its Time method is an Options.Clock.
 type fakeClock struct{ n atomic.Int64 }

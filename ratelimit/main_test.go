@@ -2,38 +2,24 @@ package ratelimit
 
 import (
 	"context"
-	"fmt"
-	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
 )
 
 func TestMain(m *testing.M) {
 	// CELEBRITYTEST_ACL=ratelimit runs every test as a user holding only the package's rule.
 	celebritytest.RegisterRule("ratelimit", ACLRule)
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
-	ExampleAddr = celebritytest.Standalone(mainTB{}).Addr()
+	ExampleAddr = celebritytest.Standalone(celebritytest.ForMain()).Addr()
 	celebritytest.Main(m)
-}
-
-// mainTB lets TestMain ask the kit for its shared server before any test runs.
-type mainTB struct{ testing.TB }
-
-func (mainTB) Helper() {}
-func (mainTB) Fatal(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(1)
-}
-func (mainTB) Skip(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(0)
 }
 
 // newLimiter returns a Limiter under a prefix unique to t, closed when t ends.

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,26 +25,13 @@ func TestMain(m *testing.M) {
 		return replicas.ACLRule(replicas.Options{Prefix: prefix, WaitReplicas: 1, FleetKey: prefix + "roll"})
 	})
 	// The runnable examples use the shared cluster; the kit stops it at the end.
-	exampleAddrs = celebritytest.SharedCluster(mainTB{}).Addrs()
+	exampleAddrs = celebritytest.SharedCluster(celebritytest.ForMain()).Addrs()
 	celebritytest.Main(m)
 }
 
 // exampleAddrs are the addresses of the cluster the runnable examples use, started by
 // TestMain.
 var exampleAddrs []string
-
-// mainTB lets TestMain ask the kit for its shared cluster before any test runs.
-type mainTB struct{ testing.TB }
-
-func (mainTB) Helper() {}
-func (mainTB) Fatal(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(1)
-}
-func (mainTB) Skip(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(0)
-}
 
 // newReplicator builds a Replicator under the test's own prefix, closed when t ends.
 func newReplicator(t testing.TB, c redis.UniversalClient, o replicas.Options) *replicas.Replicator {

@@ -3,8 +3,6 @@ package routing_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +21,7 @@ func TestMain(m *testing.M) {
 	celebritytest.RegisterRule("routing", func(p string) []string { return routing.ACLRule(p + "*") })
 	// The runnable examples use two shared standalone servers, one the control Redis and
 	// shard "a", the other shard "b"; the kit stops them at the end.
-	for _, s := range celebritytest.Shards(mainTB{}, 2) {
+	for _, s := range celebritytest.Shards(celebritytest.ForMain(), 2) {
 		exampleAddrs = append(exampleAddrs, s.Addr())
 	}
 	celebritytest.Main(m)
@@ -32,19 +30,6 @@ func TestMain(m *testing.M) {
 // exampleAddrs are the addresses of the servers the runnable examples use, started by
 // TestMain.
 var exampleAddrs []string
-
-// mainTB lets TestMain ask the kit for its shared servers before any test runs.
-type mainTB struct{ testing.TB }
-
-func (mainTB) Helper() {}
-func (mainTB) Fatal(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(1)
-}
-func (mainTB) Skip(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(0)
-}
 
 // prefix returns a key prefix unique to the test.
 func prefix(t testing.TB) string {

@@ -3,42 +3,29 @@ package stripes
 import (
 	"context"
 	"fmt"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/internal/script"
-	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 )
 
 func TestMain(m *testing.M) {
 	// CELEBRITYTEST_ACL=stripes runs every test as a user holding only the package's rule.
 	celebritytest.RegisterRule("stripes", ACLRule)
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
-	ExampleAddr = celebritytest.Standalone(mainTB{}).Addr()
+	ExampleAddr = celebritytest.Standalone(celebritytest.ForMain()).Addr()
 	celebritytest.Main(m)
 }
 
 // ExampleAddr is the address of the standalone server the runnable examples use, started by
 // TestMain.
 var ExampleAddr string
-
-// mainTB lets TestMain ask the kit for its shared server before any test runs.
-type mainTB struct{ testing.TB }
-
-func (mainTB) Helper() {}
-func (mainTB) Fatal(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(1)
-}
-func (mainTB) Skip(args ...any) {
-	fmt.Fprintln(os.Stderr, args...)
-	os.Exit(0)
-}
 
 // newCounter returns a Counter under a prefix unique to t, closed when t ends. Unset
 // fields get test defaults: name "views", 4 stripes, a one-minute window, no seal loop.
