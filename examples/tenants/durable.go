@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/examples/internal/redisenv"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -118,7 +119,7 @@ func (l *ledger) flow(ctx context.Context, r *routing.Router, tenants []string, 
 // with its writes and its neighbours' writes flowing throughout.
 func durable(ctx context.Context, w *world, shards map[string]redis.UniversalClient, prefix, runID string, c *checker) error {
 	fmt.Printf("\n6. durable records: %s is carved out of its shared bucket onto d, then folded back, writes flowing\n", durableFat)
-	if w.t.Kind == "embedded" {
+	if w.t.Kind == redisenv.Embedded {
 		fmt.Println("   not run on the embedded server: durable migrations need a real Redis 7 " +
 			"(set REDIS_ADDR or REDIS_CLUSTER_ADDRS)")
 		c.skip("6. durable carve-out and fold-back (needs a real Redis server)")

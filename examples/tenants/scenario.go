@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/examples/internal/redisenv"
 	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
@@ -35,7 +36,7 @@ const (
 var shared = []string{"a", "b", "c"}
 
 type world struct {
-	t      *target
+	t      *redisenv.Target
 	shards map[string]redis.UniversalClient
 	r      *routing.Router
 	prefix string // key prefix of this run in the cache
@@ -52,7 +53,7 @@ type phase struct {
 	gen         uint64
 }
 
-func run(ctx context.Context, t *target, shards map[string]redis.UniversalClient, c *checker) error {
+func run(ctx context.Context, t *redisenv.Target, shards map[string]redis.UniversalClient, c *checker) error {
 	runID := fmt.Sprintf("celebrity-example-%d", time.Now().UnixNano())
 	prefix := runID + ":routing"
 	store, err := routing.NewStore(t.Client, routing.StoreOptions{Prefix: prefix})

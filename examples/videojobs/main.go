@@ -25,6 +25,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/escrow"
+	"github.com/celebrity-go/celebrity/examples/internal/redisenv"
 )
 
 const (
@@ -39,12 +40,12 @@ const (
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	t, err := connect(ctx)
+	t, err := redisenv.Connect(ctx, redisenv.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "videojobs:", err)
 		os.Exit(2)
 	}
-	defer t.close()
+	defer t.Close()
 	fmt.Printf("videojobs: at most %d encoding jobs at once, split eu 1-50 / us 51-100; %d eu and %d us workers\n",
 		capacity, euWorkers, usWorkers)
 	fmt.Printf("running against: %s\n\n", t.Desc)
@@ -54,7 +55,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, t *target) error {
+func run(ctx context.Context, t *redisenv.Target) error {
 	opts := escrow.PoolOptions{
 		Name:     fmt.Sprintf("videojobs-%d", time.Now().UnixNano()),
 		Capacity: capacity,
@@ -62,12 +63,12 @@ func run(ctx context.Context, t *target) error {
 		Prefix:   "celebrity-example:escrow:",
 		// The embedded server and test servers have no maxmemory policy to worry about; a
 		// production pool keeps the default refusal of evicting policies.
-		AllowEviction: t.Kind == "embedded",
+		AllowEviction: t.Kind == redisenv.Embedded,
 		// The example's servers may run without AOF, and a standalone target keeps ledgers
 		// and witnesses on one server; a production pool keeps the default refusals
 		// (ErrWeakDurability, ErrSharedWitness) and gives a Witness on another server.
 		AllowWeakDurability: true,
-		AllowSharedWitness:  t.Kind != "cluster",
+		AllowSharedWitness:  t.Kind != redisenv.Cluster,
 	}
 	pool, err := escrow.NewPool(t.Client, opts)
 	if err != nil {
@@ -79,7 +80,7 @@ func run(ctx context.Context, t *target) error {
 	// The coordinator's connections lose replies on demand: the command runs on the server,
 	// the reply never arrives.
 	inj := faults.New()
-	fc := t.faulty(t.Client, inj.Dialer(nil))
+	fc := redisenv.Faulty(t.Client, inj.Dialer(nil))
 	defer fc.Close()
 	lossy, err := escrow.NewPool(fc, opts)
 	if err != nil {
