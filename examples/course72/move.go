@@ -128,14 +128,14 @@ func move(ctx context.Context, t *redisenv.Target, shards map[string]redis.Unive
 	// A writer that never learned the new table cannot write on the old owner.
 	_, oldErr := r.Shard("a").Exec(ctx, unit, route.Generation, tenant, "late-write-on-a", routing.Put("note", "x"))
 
-	c.check(lostErr != nil, "the confirmation's reply was lost before the move")
-	c.check(st.State == migrate.OwnedB && owner == "b", "the migration finished: %s, owner %s", st.State, owner)
-	c.check(errors.Is(staleErr, routing.ErrStaleRoute), "the old owner refused the stale route")
-	c.check(res.Applied && res.Replayed && res.Version == 1,
+	c.Check(lostErr != nil, "the confirmation's reply was lost before the move")
+	c.Check(st.State == migrate.OwnedB && owner == "b", "the migration finished: %s, owner %s", st.State, owner)
+	c.Check(errors.Is(staleErr, routing.ErrStaleRoute), "the old owner refused the stale route")
+	c.Check(res.Applied && res.Replayed && res.Version == 1,
 		"the retry found the original confirmation on the new owner (replayed, version 1)")
 	var vm *routing.VersionMismatchError
-	c.check(errors.As(thiefErr, &vm), "the seat cannot be confirmed a second time for someone else (%v)", thiefErr)
-	c.check(errors.Is(oldErr, routing.ErrStaleRoute), "the old owner refuses every write routed by generation 1")
+	c.Check(errors.As(thiefErr, &vm), "the seat cannot be confirmed a second time for someone else (%v)", thiefErr)
+	c.Check(errors.Is(oldErr, routing.ErrStaleRoute), "the old owner refuses every write routed by generation 1")
 	return checkSeats(ctx, r, sold, c, owner)
 }
 
@@ -153,7 +153,7 @@ func checkSeats(ctx context.Context, r *routing.Router, sold map[string]int, c *
 			wrong++
 		}
 	}
-	c.check(wrong == 0, "all %d confirmations are readable on shard %s, each once, for the right buyer (%d wrong)",
+	c.Check(wrong == 0, "all %d confirmations are readable on shard %s, each once, for the right buyer (%d wrong)",
 		len(sold), shard, wrong)
 	return nil
 }

@@ -93,12 +93,12 @@ func seats(ctx context.Context, t *redisenv.Target, run string, c *checker) (map
 			double++
 		}
 	}
-	c.check(errs == 0, "no buyer saw an error other than ErrExhausted (%d)", errs)
-	c.check(len(sold) == seatCount && refused == buyers-(seatCount-1) && double == 0,
+	c.Check(errs == 0, "no buyer saw an error other than ErrExhausted (%d)", errs)
+	c.Check(len(sold) == seatCount && refused == buyers-(seatCount-1) && double == 0,
 		"exactly %d seats sold, each to one buyer (%d sold, %d refused, %d seats sold twice)",
 		seatCount, len(sold), refused, double)
-	c.check(lostErr != nil && retry.Replayed, "the buyer whose reply was lost got its seat back, not a second one")
-	c.check(rep.Clean(), "the escrow audit is clean")
+	c.Check(lostErr != nil && retry.Replayed, "the buyer whose reply was lost got its seat back, not a second one")
+	c.Check(rep.Clean(), "the escrow audit is clean")
 	fmt.Println()
 	return sold, nil
 }

@@ -96,9 +96,9 @@ func views(ctx context.Context, t *redisenv.Target, run string, c *checker) erro
 	}
 	fmt.Printf("   %d late retries of pre-resize events after the resize: %d recognised\n", len(first), lateDup)
 	fmt.Printf("   Sum = %d\n", sum)
-	c.check(lateDup == len(first), "late retries across the resize were not counted again (%d of %d)", lateDup, len(first))
-	c.check(errs.Load() == 0, "every Add succeeded (%d errors)", errs.Load())
-	c.check(sum == sent.Load() && applied.Load() == sent.Load(),
+	c.Check(lateDup == len(first), "late retries across the resize were not counted again (%d of %d)", lateDup, len(first))
+	c.Check(errs.Load() == 0, "every Add succeeded (%d errors)", errs.Load())
+	c.Check(sum == sent.Load() && applied.Load() == sent.Load(),
 		"the view count equals the distinct events: %d == %d (retries counted once, across the resize)", sum, sent.Load())
 	fmt.Println()
 	return nil

@@ -112,8 +112,8 @@ func run(ctx context.Context, t *redisenv.Target, shards map[string]redis.Univer
 	for _, s := range shared {
 		even = even && within(float64(counts[s]), tenantCount/3.0, shareTolerance)
 	}
-	c.check(twice == 0, "every merchant's keys route to one shard (%d split)", twice)
-	c.check(even, "the shared shards hold about a third of the merchants each (±%.0f%%)", shareTolerance*100)
+	c.Check(twice == 0, "every merchant's keys route to one shard (%d split)", twice)
+	c.Check(even, "the shared shards hold about a third of the merchants each (±%.0f%%)", shareTolerance*100)
 
 	// 2. Merchant 42 grows.
 	fmt.Printf("\n2. %s grows to %.0f%% of all requests\n", big, bigShare*100)
@@ -122,7 +122,7 @@ func run(ctx context.Context, t *redisenv.Target, shards map[string]redis.Univer
 		return err
 	}
 	w.print(p)
-	c.check(p.perShard[home.Shard.Name()] > 2*p.perShard[other(home.Shard.Name())],
+	c.Check(p.perShard[home.Shard.Name()] > 2*p.perShard[other(home.Shard.Name())],
 		"%s's shard %s is the hot one", big, home.Shard.Name())
 	det.Evaluate()
 	top, err := det.Top(hotListed * 4)
@@ -153,9 +153,9 @@ func run(ctx context.Context, t *redisenv.Target, shards map[string]redis.Univer
 		return err
 	}
 	w.print(p)
-	c.check(st.Warmed == len(hot) && p.bigPerShard["d"] == sum(p.bigPerShard),
+	c.Check(st.Warmed == len(hot) && p.bigPerShard["d"] == sum(p.bigPerShard),
 		"after the flip every request of %s goes to d (%d of %d)", big, p.bigPerShard["d"], sum(p.bigPerShard))
-	c.check(p.hotMisses == 0, "the warmed keys were hits on d from the first request (%d misses)", p.hotMisses)
+	c.Check(p.hotMisses == 0, "the warmed keys were hits on d from the first request (%d misses)", p.hotMisses)
 
 	// 4. Rollback while the old copy lives.
 	fmt.Println("\n4. rollback (the old copy has not expired): flip back to the warm source")
@@ -172,8 +172,8 @@ func run(ctx context.Context, t *redisenv.Target, shards map[string]redis.Univer
 	}
 	fmt.Printf("   %s at generation %d\n", rb.State, rb.BackGen)
 	w.print(p)
-	c.check(rb.BackGen > st.FlipGen, "the rollback is a new generation (%d > %d), never an old table", rb.BackGen, st.FlipGen)
-	c.check(p.bigPerShard[home.Shard.Name()] == sum(p.bigPerShard) && p.hotMisses == 0,
+	c.Check(rb.BackGen > st.FlipGen, "the rollback is a new generation (%d > %d), never an old table", rb.BackGen, st.FlipGen)
+	c.Check(p.bigPerShard[home.Shard.Name()] == sum(p.bigPerShard) && p.hotMisses == 0,
 		"after the rollback %s is served by %s again, warm (%d hot-key misses)", big, home.Shard.Name(), p.hotMisses)
 
 	// 5. Move again, finish, then spread over four shards.
@@ -217,7 +217,7 @@ func run(ctx context.Context, t *redisenv.Target, shards map[string]redis.Univer
 	for _, s := range []string{"a", "b", "c", "d"} {
 		spread = spread && within(float64(keysPer[s]), bigKeys/4.0, 0.3)
 	}
-	c.check(spread, "the spread divides %s's keys over the four shards (each within 30%% of a quarter)", big)
+	c.Check(spread, "the spread divides %s's keys over the four shards (each within 30%% of a quarter)", big)
 	return durable(ctx, w, shards, prefix, runID, c)
 }
 
