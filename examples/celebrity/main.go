@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/celebrity-go/celebrity"
+	"github.com/celebrity-go/celebrity/examples/internal/redisenv"
 	"github.com/celebrity-go/celebrity/l1cache"
 )
 
@@ -95,22 +96,22 @@ func main() {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	t, err := connect(ctx)
+	t, err := redisenv.Connect(ctx, redisenv.Options{EmbeddedServers: 3})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "celebrity:", err)
 		os.Exit(2)
 	}
-	defer t.close()
+	defer t.Close()
 	if *instances <= 0 {
 		*instances = 100
-		if len(t.embedded) > 0 {
+		if t.Kind == redisenv.Embedded {
 			*instances = 20 // the embedded servers run scripts in an interpreter, far slower than Redis
 		}
 	}
 	run := fmt.Sprintf("celebrity-example:%d:", time.Now().UnixNano())
 	viral := run + "post:ronaldo"
 	fmt.Printf("celebrity: a viral post read by %d instances, %.0f%% of reads, for at least %ds\n", *instances, *share*100, *seconds)
-	fmt.Printf("running against: %s\n\n", t.desc)
+	fmt.Printf("running against: %s\n\n", t.Desc)
 	pick := func(r *rand.Rand) string {
 		if r.Float64() < *share {
 			return viral
@@ -126,7 +127,7 @@ func main() {
 	fmt.Printf("%-10s %-24s %-22s %6s   %s\n", "run", "per node", "all (data + loop)", "skew", "window")
 	naive.print("naive", "")
 	s.window.print("protected", ", after every instance applied the promotion")
-	fmt.Printf("\nnodes: %s\n", strings.Join(t.masters, ", "))
+	fmt.Printf("\nnodes: %s\n", strings.Join(t.Masters, ", "))
 	if s.promotedAt > 0 {
 		fmt.Printf("detected and promoted by the fleet %s after the traffic started, at %.0f Redis-level reads/s fleet-wide;\n",
 			s.promotedAt.Round(time.Millisecond), s.rate)
@@ -138,7 +139,7 @@ func main() {
 		reportInterval, *instances*int(time.Second/readEvery))
 	fmt.Printf("database loads: %d for the viral post, %d in all for %d distinct posts\n", s.viralLoads, s.loads, s.distinct)
 	fmt.Printf("fill leases: %d won, %d after waiting for another holder, %d fills refused\n\n", s.leaseWins, s.takeovers, s.fillsRefused)
-	if len(t.embedded) > 0 {
+	if t.Kind == redisenv.Embedded {
 		fmt.Println("note: on the embedded default the skew figures are not those of a real cluster: the three")
 		fmt.Println("  miniredis servers share this process and its CPU, count every command (connection")
 		fmt.Println("  handshakes, pub/sub, scripts) rather than the data commands a real node's commandstats")
@@ -146,7 +147,7 @@ func main() {
 		fmt.Println("  direction (the skew comes down once the post is promoted) holds, the figures do not.")
 		fmt.Println("  Set REDIS_CLUSTER_ADDRS to a 3-master Redis Cluster to see real per-node load.")
 	}
-	if len(t.masters) > 1 {
+	if len(t.Masters) > 1 {
 		c.check(s.skew < naive.skew, "copies spread the post over the nodes: skew %.2f < %.2f without protection", s.skew, naive.skew)
 	} else {
 		fmt.Println("note: one node only: skew is 1 by definition and copies spread nothing (replication is off)")
@@ -178,18 +179,34 @@ func (w window) print(name, note string) {
 		fmt.Sprintf("%.0f (%.0f + %.0f)", per(all), per(all-loop), per(loop)), w.skew, w.reads, w.took.Seconds(), note)
 }
 
+// skew returns max/mean of the commands each master executed between two CommandCounts,
+// and those commands in the order of masters.
+func skew(masters []string, before, after map[string]uint64) (float64, []uint64) {
+	d := make([]uint64, len(masters))
+	var sum, hi uint64
+	for i, a := range masters {
+		d[i] = after[a] - before[a]
+		sum += d[i]
+		hi = max(hi, d[i])
+	}
+	if sum == 0 {
+		return 1, d
+	}
+	return float64(hi) / (float64(sum) / float64(len(d))), d
+}
+
 // runNaive reads every post straight from Redis, for 3 seconds.
-func runNaive(ctx context.Context, t *target, n int, pick func(*rand.Rand) string, viral string) window {
-	before, _ := t.nodeOps(ctx)
+func runNaive(ctx context.Context, t *redisenv.Target, n int, pick func(*rand.Rand) string, viral string) window {
+	before, _ := t.CommandCounts(ctx)
 	var reads atomic.Uint64
 	start := time.Now()
 	traffic(ctx, n, 3*time.Second, nil, func(i int, r *rand.Rand) {
-		_ = t.client.Get(ctx, pick(r)).Err() // the posts are not even there: a miss costs as much
+		_ = t.Client.Get(ctx, pick(r)).Err() // the posts are not even there: a miss costs as much
 		reads.Add(1)
 	})
 	w := window{reads: reads.Load(), took: time.Since(start)}
-	after, _ := t.nodeOps(ctx)
-	w.skew, w.ops = t.skew(before, after)
+	after, _ := t.CommandCounts(ctx)
+	w.skew, w.ops = skew(t.Masters, before, after)
 	return w
 }
 
@@ -234,7 +251,7 @@ type summary struct {
 	leaseWins, takeovers, fillsRefused uint64
 }
 
-func runProtected(ctx context.Context, t *target, n int, d time.Duration, pick func(*rand.Rand) string,
+func runProtected(ctx context.Context, t *redisenv.Target, n int, d time.Duration, pick func(*rand.Rand) string,
 	viral, run string, c *checker) summary {
 	db := &database{posts: map[string]uint64{viral: 1}}
 	for i := range tailPosts {
@@ -246,11 +263,11 @@ func runProtected(ctx context.Context, t *target, n int, d time.Duration, pick f
 	var rate float64
 	caches := make([]*celebrity.Cache[string], n)
 	pubsub := l1cache.PubSubAuto
-	if len(t.embedded) > 0 {
+	if t.Kind == redisenv.Embedded {
 		pubsub = l1cache.PubSubGlobal // the embedded servers have no sharded pub/sub (SSUBSCRIBE)
 	}
 	for i := range caches {
-		cache, err := celebrity.New(t.client, db.load, celebrity.Options[string]{
+		cache, err := celebrity.New(t.Client, db.load, celebrity.Options[string]{
 			Prefix: run + "cache:", PubSub: pubsub,
 			// Short windows so that a few seconds show the whole loop.
 			Fresh: 100 * time.Millisecond, ReportInterval: reportInterval,
@@ -286,7 +303,7 @@ func runProtected(ctx context.Context, t *target, n int, d time.Duration, pick f
 		}
 		return n
 	}
-	runStart, _ := t.nodeOps(ctx)
+	runStart, _ := t.CommandCounts(ctx)
 	loopStart := loopCommands()
 	var wrong, errs atomic.Int64
 	var lastErr atomic.Value
@@ -317,7 +334,7 @@ func runProtected(ctx context.Context, t *target, n int, d time.Duration, pick f
 			all := len(promoted) == n
 			mu.Unlock()
 			if all {
-				before, _ = t.nodeOps(ctx)
+				before, _ = t.CommandCounts(ctx)
 				readsFrom.Store(reads.Load())
 				loopFrom.Store(loopCommands())
 				measuredFrom.Store(time.Now().UnixNano())
@@ -325,12 +342,12 @@ func runProtected(ctx context.Context, t *target, n int, d time.Duration, pick f
 			}
 		}
 	})
-	after, _ := t.nodeOps(ctx)
+	after, _ := t.CommandCounts(ctx)
 	var s summary
 	if before != nil {
 		s.window = window{reads: reads.Load() - readsFrom.Load(), loop: loopCommands() - loopFrom.Load(),
 			took: time.Since(time.Unix(0, measuredFrom.Load()))}
-		s.skew, s.ops = t.skew(before, after)
+		s.skew, s.ops = skew(t.Masters, before, after)
 	}
 	s.reads = reads.Load()
 	s.loopCommands = loopCommands() - loopStart
@@ -352,7 +369,7 @@ func runProtected(ctx context.Context, t *target, n int, d time.Duration, pick f
 		}
 	}
 
-	_, all := t.skew(runStart, after)
+	_, all := skew(t.Masters, runStart, after)
 	for _, n := range all {
 		s.total += n
 	}

@@ -24,20 +24,22 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/celebrity-go/celebrity/examples/internal/redisenv"
 )
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	t, err := connect(ctx)
+	t, err := redisenv.Connect(ctx, redisenv.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "course72:", err)
 		os.Exit(2)
 	}
-	defer t.close()
+	defer t.Close()
 	fmt.Println("course72: launch day of course 72 — views, 100 seats, and a move to a new shard")
 	fmt.Printf("running against: %s\n", t.Desc)
-	shards, where, err := t.shards("a", "b")
+	shards, where, err := t.Shards("a", "b")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "course72:", err)
 		os.Exit(2)

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/examples/internal/redisenv"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -22,7 +23,7 @@ const (
 // move confirms every sale in the course's routed records on shard a, loses the reply of one
 // confirmation, moves the course's bucket to shard b and lets the client retry through its
 // stale route.
-func move(ctx context.Context, t *target, shards map[string]redis.UniversalClient, run string, sold map[string]int, c *checker) error {
+func move(ctx context.Context, t *redisenv.Target, shards map[string]redis.UniversalClient, run string, sold map[string]int, c *checker) error {
 	fmt.Println("3. every sale is confirmed in the course's records (routing), then the course moves to shard b (migrate)")
 	prefix := run + ":routing"
 	store, err := routing.NewStore(t.Client, routing.StoreOptions{Prefix: prefix})
@@ -69,7 +70,7 @@ func move(ctx context.Context, t *target, shards map[string]redis.UniversalClien
 	}
 	// The lost buyer's client talks to shard a over a network that loses this reply.
 	inj := faults.New()
-	fa := t.faulty(shards["a"], inj.Dialer(nil))
+	fa := redisenv.Faulty(shards["a"], inj.Dialer(nil))
 	defer fa.Close()
 	stale, err := routing.NewShard("a", fa, routing.ShardOptions{Prefix: prefix})
 	if err != nil {
@@ -82,7 +83,7 @@ func move(ctx context.Context, t *target, shards map[string]redis.UniversalClien
 	fmt.Printf("   %d confirmations on shard a (unit %v, generation %d); %s's reply: %v\n",
 		len(buyersSorted)+1, unit, route.Generation, lostBuyer, lostErr)
 
-	if t.Kind == "embedded" {
+	if t.Kind == redisenv.Embedded {
 		// The sales above are checked; the move and the six invariants around it are not.
 		if err := checkSeats(ctx, r, sold, c, "a"); err != nil {
 			return err
@@ -127,14 +128,14 @@ func move(ctx context.Context, t *target, shards map[string]redis.UniversalClien
 	// A writer that never learned the new table cannot write on the old owner.
 	_, oldErr := r.Shard("a").Exec(ctx, unit, route.Generation, tenant, "late-write-on-a", routing.Put("note", "x"))
 
-	c.check(lostErr != nil, "the confirmation's reply was lost before the move")
-	c.check(st.State == migrate.OwnedB && owner == "b", "the migration finished: %s, owner %s", st.State, owner)
-	c.check(errors.Is(staleErr, routing.ErrStaleRoute), "the old owner refused the stale route")
-	c.check(res.Applied && res.Replayed && res.Version == 1,
+	c.Check(lostErr != nil, "the confirmation's reply was lost before the move")
+	c.Check(st.State == migrate.OwnedB && owner == "b", "the migration finished: %s, owner %s", st.State, owner)
+	c.Check(errors.Is(staleErr, routing.ErrStaleRoute), "the old owner refused the stale route")
+	c.Check(res.Applied && res.Replayed && res.Version == 1,
 		"the retry found the original confirmation on the new owner (replayed, version 1)")
 	var vm *routing.VersionMismatchError
-	c.check(errors.As(thiefErr, &vm), "the seat cannot be confirmed a second time for someone else (%v)", thiefErr)
-	c.check(errors.Is(oldErr, routing.ErrStaleRoute), "the old owner refuses every write routed by generation 1")
+	c.Check(errors.As(thiefErr, &vm), "the seat cannot be confirmed a second time for someone else (%v)", thiefErr)
+	c.Check(errors.Is(oldErr, routing.ErrStaleRoute), "the old owner refuses every write routed by generation 1")
 	return checkSeats(ctx, r, sold, c, owner)
 }
 
@@ -152,7 +153,7 @@ func checkSeats(ctx context.Context, r *routing.Router, sold map[string]int, c *
 			wrong++
 		}
 	}
-	c.check(wrong == 0, "all %d confirmations are readable on shard %s, each once, for the right buyer (%d wrong)",
+	c.Check(wrong == 0, "all %d confirmations are readable on shard %s, each once, for the right buyer (%d wrong)",
 		len(sold), shard, wrong)
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/escrow"
+	"github.com/celebrity-go/celebrity/examples/internal/redisenv"
 )
 
 const (
@@ -18,11 +19,11 @@ const (
 
 // seats sells the course's 100 seats to 300 concurrent buyers with an escrow limit; one
 // buyer's reply is lost and the buyer retries. It returns each buyer's seat.
-func seats(ctx context.Context, t *target, run string, c *checker) (map[string]int, error) {
+func seats(ctx context.Context, t *redisenv.Target, run string, c *checker) (map[string]int, error) {
 	fmt.Printf("2. seats: %d buyers race for %d seats; %s's reply is lost and it retries\n", buyers, seatCount, lostBuyer)
 	opts := escrow.CentralOptions{
 		Name: run + "-course72-seats", Capacity: seatCount, Prefix: "celebrity-example:escrow:",
-		AllowEviction: t.Kind == "embedded",
+		AllowEviction: t.Kind == redisenv.Embedded,
 		// The example's servers may run without AOF; a production limiter keeps the default
 		// refusal (ErrWeakDurability).
 		AllowWeakDurability: true,
@@ -35,7 +36,7 @@ func seats(ctx context.Context, t *target, run string, c *checker) (map[string]i
 		return nil, err
 	}
 	inj := faults.New()
-	fc := t.faulty(t.Client, inj.Dialer(nil))
+	fc := redisenv.Faulty(t.Client, inj.Dialer(nil))
 	defer fc.Close()
 	lossy, err := escrow.NewCentral(fc, opts)
 	if err != nil {
@@ -92,12 +93,12 @@ func seats(ctx context.Context, t *target, run string, c *checker) (map[string]i
 			double++
 		}
 	}
-	c.check(errs == 0, "no buyer saw an error other than ErrExhausted (%d)", errs)
-	c.check(len(sold) == seatCount && refused == buyers-(seatCount-1) && double == 0,
+	c.Check(errs == 0, "no buyer saw an error other than ErrExhausted (%d)", errs)
+	c.Check(len(sold) == seatCount && refused == buyers-(seatCount-1) && double == 0,
 		"exactly %d seats sold, each to one buyer (%d sold, %d refused, %d seats sold twice)",
 		seatCount, len(sold), refused, double)
-	c.check(lostErr != nil && retry.Replayed, "the buyer whose reply was lost got its seat back, not a second one")
-	c.check(rep.Clean(), "the escrow audit is clean")
+	c.Check(lostErr != nil && retry.Replayed, "the buyer whose reply was lost got its seat back, not a second one")
+	c.Check(rep.Clean(), "the escrow audit is clean")
 	fmt.Println()
 	return sold, nil
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/celebrity-go/celebrity/examples/internal/redisenv"
 	"github.com/celebrity-go/celebrity/stripes"
 )
 
@@ -19,7 +20,7 @@ const (
 
 // views counts page views of the course with a striped counter: every event is counted once
 // although 30% are sent twice, and the stripe count goes from 4 to 16 half way.
-func views(ctx context.Context, t *target, run string, c *checker) error {
+func views(ctx context.Context, t *redisenv.Target, run string, c *checker) error {
 	fmt.Printf("1. page views: %d viewers x %d views, %.0f%% of events retried, stripes 4 -> 16 mid-stream\n",
 		viewers, viewsPerViewer, retryShare*100)
 	ctr, err := stripes.New(t.Client, stripes.Options{
@@ -95,9 +96,9 @@ func views(ctx context.Context, t *target, run string, c *checker) error {
 	}
 	fmt.Printf("   %d late retries of pre-resize events after the resize: %d recognised\n", len(first), lateDup)
 	fmt.Printf("   Sum = %d\n", sum)
-	c.check(lateDup == len(first), "late retries across the resize were not counted again (%d of %d)", lateDup, len(first))
-	c.check(errs.Load() == 0, "every Add succeeded (%d errors)", errs.Load())
-	c.check(sum == sent.Load() && applied.Load() == sent.Load(),
+	c.Check(lateDup == len(first), "late retries across the resize were not counted again (%d of %d)", lateDup, len(first))
+	c.Check(errs.Load() == 0, "every Add succeeded (%d errors)", errs.Load())
+	c.Check(sum == sent.Load() && applied.Load() == sent.Load(),
 		"the view count equals the distinct events: %d == %d (retries counted once, across the resize)", sum, sent.Load())
 	fmt.Println()
 	return nil

@@ -30,6 +30,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/celebrity-go/celebrity/examples/internal/redisenv"
 )
 
 func main() {
@@ -46,11 +48,11 @@ func main() {
 func run(listen string, latency time.Duration, log *slog.Logger) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	t, err := connect(ctx)
+	t, err := redisenv.Connect(ctx, redisenv.Options{EmbeddedServers: 3})
 	if err != nil {
 		return err
 	}
-	defer t.close()
+	defer t.Close()
 	s, err := newService(t, latency, log)
 	if err != nil {
 		return err
@@ -77,28 +79,28 @@ func run(listen string, latency time.Duration, log *slog.Logger) error {
 		_ = srv.Shutdown(sctx)
 	}()
 	if listen == "" {
-		fmt.Printf("service: self-check against %s\n", t.desc)
+		fmt.Printf("service: self-check against %s\n", t.Desc)
 		return selfCheck(ctx, "http://"+ln.Addr().String())
 	}
-	log.Info("serving", "addr", ln.Addr().String(), "redis", t.desc)
+	log.Info("serving", "addr", ln.Addr().String(), "redis", t.Desc)
 	<-ctx.Done()
 	return nil
 }
 
-func newService(t *target, latency time.Duration, log *slog.Logger) (s *service, err error) {
-	s = &service{store: &store{rdb: t.client, latency: latency}, log: log}
+func newService(t *redisenv.Target, latency time.Duration, log *slog.Logger) (s *service, err error) {
+	s = &service{store: &store{rdb: t.Client, latency: latency}, log: log}
 	defer func() {
 		if err != nil {
 			s.close()
 		}
 	}()
-	if s.posts, err = newPosts(t.client, len(t.embedded) > 0, s.store, log); err != nil {
+	if s.posts, err = newPosts(t.Client, t.Kind == redisenv.Embedded, s.store, log); err != nil {
 		return nil, err
 	}
-	if s.views, err = newViews(t.client); err != nil {
+	if s.views, err = newViews(t.Client); err != nil {
 		return nil, err
 	}
-	if s.payments, err = newPayments(t.client, log); err != nil {
+	if s.payments, err = newPayments(t.Client, log); err != nil {
 		return nil, err
 	}
 	return s, nil

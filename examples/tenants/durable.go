@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/examples/internal/redisenv"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -118,7 +119,7 @@ func (l *ledger) flow(ctx context.Context, r *routing.Router, tenants []string, 
 // with its writes and its neighbours' writes flowing throughout.
 func durable(ctx context.Context, w *world, shards map[string]redis.UniversalClient, prefix, runID string, c *checker) error {
 	fmt.Printf("\n6. durable records: %s is carved out of its shared bucket onto d, then folded back, writes flowing\n", durableFat)
-	if w.t.Kind == "embedded" {
+	if w.t.Kind == redisenv.Embedded {
 		fmt.Println("   not run on the embedded server: durable migrations need a real Redis 7 " +
 			"(set REDIS_ADDR or REDIS_CLUSTER_ADDRS)")
 		c.skip("6. durable carve-out and fold-back (needs a real Redis server)")
@@ -195,13 +196,13 @@ func durable(ctx context.Context, w *world, shards map[string]redis.UniversalCli
 		if err != nil {
 			return err
 		}
-		c.check(bad == "", "every acknowledged write of %s (%d keys) reads back from %s %s", durableFat, n, where, bad)
+		c.Check(bad == "", "every acknowledged write of %s (%d keys) reads back from %s %s", durableFat, n, where, bad)
 		for _, nb := range neighbours {
 			n, bad, err := l.verify(ctx, nr, nb)
 			if err != nil {
 				return err
 			}
-			c.check(bad == "", "every acknowledged write of neighbour %s (%d keys) reads back from its bucket %s", nb, n, bad)
+			c.Check(bad == "", "every acknowledged write of neighbour %s (%d keys) reads back from its bucket %s", nb, n, bad)
 		}
 		return nil
 	}
@@ -214,10 +215,10 @@ func durable(ctx context.Context, w *world, shards map[string]redis.UniversalCli
 		return err
 	}
 	tbl = w.r.Table()
-	c.check(st.State == migrate.OwnedB && tbl.Overrides[durableFat] == "d",
+	c.Check(st.State == migrate.OwnedB && tbl.Overrides[durableFat] == "d",
 		"%s is overridden onto d (table generation %d)", durableFat, tbl.Generation)
 	_, _, gerr := w.r.Shard(home).Get(ctx, routing.BucketUnit(b), tbl.Generation, durableFat, "order-0")
-	c.check(errors.Is(gerr, routing.ErrStaleRoute), "the bucket on %s refuses %s (one open owner): %v", home, durableFat, gerr)
+	c.Check(errors.Is(gerr, routing.ErrStaleRoute), "the bucket on %s refuses %s (one open owner): %v", home, durableFat, gerr)
 	if err := check("d"); err != nil {
 		return err
 	}
@@ -231,14 +232,14 @@ func durable(ctx context.Context, w *world, shards map[string]redis.UniversalCli
 	}
 	tbl = w.r.Table()
 	_, over := tbl.Overrides[durableFat]
-	c.check(st2.State == migrate.OwnedB && !over && st2.FlipGen > st.FlipGen,
+	c.Check(st2.State == migrate.OwnedB && !over && st2.FlipGen > st.FlipGen,
 		"%s is back in bucket %d on %s at a new generation (%d > %d)", durableFat, b, home, st2.FlipGen, st.FlipGen)
 	_, _, gerr = w.r.Shard("d").Get(ctx, routing.TenantUnit(durableFat), tbl.Generation, durableFat, "order-0")
-	c.check(errors.Is(gerr, routing.ErrStaleRoute), "its unit on d refuses it (closed, kept for inspection until Cleanup): %v", gerr)
+	c.Check(errors.Is(gerr, routing.ErrStaleRoute), "its unit on d refuses it (closed, kept for inspection until Cleanup): %v", gerr)
 	if err := check(home); err != nil {
 		return err
 	}
-	c.check(nr.Stats().Redirects == 0, "the neighbours never met a stale route (%d redirects)", nr.Stats().Redirects)
+	c.Check(nr.Stats().Redirects == 0, "the neighbours never met a stale route (%d redirects)", nr.Stats().Redirects)
 	return split(ctx, w, co, c, move, check)
 }
 
@@ -265,10 +266,10 @@ func split(ctx context.Context, w *world, co *migrate.Coordinator, c *checker,
 	}
 	tbl := w.r.Table()
 	_, over := tbl.Overrides[durableFat]
-	c.check(st.State == migrate.OwnedB && !over && slices.Equal(tbl.Spreads[durableFat], targets),
+	c.Check(st.State == migrate.OwnedB && !over && slices.Equal(tbl.Spreads[durableFat], targets),
 		"%s is spread over %v (table generation %d)", durableFat, tbl.Spreads[durableFat], tbl.Generation)
 	_, _, gerr := w.r.Shard("d").Get(ctx, routing.TenantUnit(durableFat), tbl.Generation, durableFat, "order-0")
-	c.check(errors.Is(gerr, routing.ErrStaleRoute), "its override unit on d refuses it (closed, kept until Cleanup): %v", gerr)
+	c.Check(errors.Is(gerr, routing.ErrStaleRoute), "its override unit on d refuses it (closed, kept until Cleanup): %v", gerr)
 	// Every sub-bucket holds the keys that hash to it, and only those.
 	per := make([]int, len(targets))
 	for i := range durableSeed {
@@ -282,7 +283,7 @@ func split(ctx context.Context, w *world, co *migrate.Coordinator, c *checker,
 			if err != nil {
 				return err
 			}
-			c.check(ok, "order-%d is in %s on %s", i, rt.Unit, rt.Shard.Name())
+			c.Check(ok, "order-%d is in %s on %s", i, rt.Unit, rt.Shard.Name())
 		}
 	}
 	fmt.Printf("   the seeded orders per sub-bucket: %v\n", per)

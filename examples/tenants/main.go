@@ -25,20 +25,22 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/celebrity-go/celebrity/examples/internal/redisenv"
 )
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	t, err := connect(ctx)
+	t, err := redisenv.Connect(ctx, redisenv.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tenants:", err)
 		os.Exit(2)
 	}
-	defer t.close()
+	defer t.Close()
 	fmt.Println("tenants: 100,000 merchants on shared shards a, b, c; merchant 42 outgrows its shard")
 	fmt.Printf("running against: %s\n", t.Desc)
-	shards, where, err := t.shards("a", "b", "c", "d")
+	shards, where, err := t.Shards("a", "b", "c", "d")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "tenants:", err)
 		os.Exit(2)

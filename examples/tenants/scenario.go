@@ -16,6 +16,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/examples/internal/redisenv"
 	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
@@ -37,7 +38,7 @@ const (
 var shared = []string{"a", "b", "c"}
 
 type world struct {
-	t      *target
+	t      *redisenv.Target
 	shards map[string]redis.UniversalClient
 	r      *routing.Router
 	prefix string // key prefix of this run in the cache
@@ -54,7 +55,7 @@ type phase struct {
 	gen         uint64
 }
 
-func run(ctx context.Context, t *target, shards map[string]redis.UniversalClient, c *checker) error {
+func run(ctx context.Context, t *redisenv.Target, shards map[string]redis.UniversalClient, c *checker) error {
 	runID := fmt.Sprintf("celebrity-example-%d", time.Now().UnixNano())
 	prefix := runID + ":routing"
 	store, err := routing.NewStore(t.Client, routing.StoreOptions{Prefix: prefix})
@@ -113,8 +114,8 @@ func run(ctx context.Context, t *target, shards map[string]redis.UniversalClient
 	for _, s := range shared {
 		even = even && within(float64(counts[s]), tenantCount/3.0, shareTolerance)
 	}
-	c.check(twice == 0, "every merchant's keys route to one shard (%d split)", twice)
-	c.check(even, "the shared shards hold about a third of the merchants each (±%.0f%%)", shareTolerance*100)
+	c.Check(twice == 0, "every merchant's keys route to one shard (%d split)", twice)
+	c.Check(even, "the shared shards hold about a third of the merchants each (±%.0f%%)", shareTolerance*100)
 
 	// 2. Merchant 42 grows.
 	fmt.Printf("\n2. %s grows to %.0f%% of all requests\n", big, bigShare*100)
@@ -123,7 +124,7 @@ func run(ctx context.Context, t *target, shards map[string]redis.UniversalClient
 		return err
 	}
 	w.print(p)
-	c.check(p.perShard[home.Shard.Name()] > 2*p.perShard[other(home.Shard.Name())],
+	c.Check(p.perShard[home.Shard.Name()] > 2*p.perShard[other(home.Shard.Name())],
 		"%s's shard %s is the hot one", big, home.Shard.Name())
 	det.Evaluate()
 	top, err := det.Top(hotListed * 4)
@@ -154,9 +155,9 @@ func run(ctx context.Context, t *target, shards map[string]redis.UniversalClient
 		return err
 	}
 	w.print(p)
-	c.check(st.Warmed == len(hot) && p.bigPerShard["d"] == sum(p.bigPerShard),
+	c.Check(st.Warmed == len(hot) && p.bigPerShard["d"] == sum(p.bigPerShard),
 		"after the flip every request of %s goes to d (%d of %d)", big, p.bigPerShard["d"], sum(p.bigPerShard))
-	c.check(p.hotMisses == 0, "the warmed keys were hits on d from the first request (%d misses)", p.hotMisses)
+	c.Check(p.hotMisses == 0, "the warmed keys were hits on d from the first request (%d misses)", p.hotMisses)
 
 	// 4. Rollback while the old copy lives.
 	fmt.Println("\n4. rollback (the old copy has not expired): flip back to the warm source")
@@ -173,8 +174,8 @@ func run(ctx context.Context, t *target, shards map[string]redis.UniversalClient
 	}
 	fmt.Printf("   %s at generation %d\n", rb.State, rb.BackGen)
 	w.print(p)
-	c.check(rb.BackGen > st.FlipGen, "the rollback is a new generation (%d > %d), never an old table", rb.BackGen, st.FlipGen)
-	c.check(p.bigPerShard[home.Shard.Name()] == sum(p.bigPerShard) && p.hotMisses == 0,
+	c.Check(rb.BackGen > st.FlipGen, "the rollback is a new generation (%d > %d), never an old table", rb.BackGen, st.FlipGen)
+	c.Check(p.bigPerShard[home.Shard.Name()] == sum(p.bigPerShard) && p.hotMisses == 0,
 		"after the rollback %s is served by %s again, warm (%d hot-key misses)", big, home.Shard.Name(), p.hotMisses)
 
 	// 5. Move again, finish, then spread over four shards.
@@ -220,7 +221,7 @@ func run(ctx context.Context, t *target, shards map[string]redis.UniversalClient
 	}
 	fmt.Printf("   %s's %d keys per shard: a=%d b=%d c=%d d=%d (xxhash64(key) %% 4 says a=%d b=%d c=%d d=%d)\n", big, bigKeys,
 		keysPer["a"], keysPer["b"], keysPer["c"], keysPer["d"], want["a"], want["b"], want["c"], want["d"])
-	c.check(maps.Equal(keysPer, want) && len(keysPer) == len(spreadOver),
+	c.Check(maps.Equal(keysPer, want) && len(keysPer) == len(spreadOver),
 		"the spread puts each of %s's keys on the shard of its sub-bucket, and every one of the four shards holds some", big)
 	return durable(ctx, w, shards, prefix, runID, c)
 }
