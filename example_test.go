@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,19 +18,32 @@ type Post struct {
 	Likes int
 }
 
-// db stands for the host's database.
-var db = struct {
-	Post  func(ctx context.Context, id string) (Post, uint64, error)
-	Write func(ctx context.Context, id string, p Post) (uint64, error)
-}{}
-
 // ExampleNew wires the whole read path of a posts service: L1, fleet-wide fill lease, copies
-// of hot posts, invalidation, and the fleet's own hot-key detection.
+// of hot posts, invalidation, and the fleet's own hot-key detection. A map with a version per
+// row stands for the service's database.
 func ExampleNew() {
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:7000"}})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")}) // or a *redis.ClusterClient
+	defer rdb.Close()
+	type row struct {
+		post    Post
+		version uint64
+	}
+	var mu sync.Mutex
+	table := map[string]row{"post:42": {Post{Title: "Hello"}, 1}}
+
 	posts, err := celebrity.New(rdb, func(ctx context.Context, id string) (Post, uint64, error) {
-		return db.Post(ctx, id) // celebrity.ErrNotFound for an unknown id
-	}, celebrity.Options[Post]{Fresh: time.Second, Stale: 10 * time.Second})
+		mu.Lock()
+		defer mu.Unlock()
+		r, ok := table[id]
+		if !ok {
+			return Post{}, 0, celebrity.ErrNotFound // an unknown id: cached as absent
+		}
+		return r.post, r.version, nil
+	}, celebrity.Options[Post]{
+		Fresh:  time.Second,
+		Stale:  10 * time.Second,
+		Prefix: fmt.Sprintf("example:%d:", time.Now().UnixNano()), // keys of this run's own
+	})
 	if err != nil {
 		panic(err)
 	}
@@ -36,20 +51,27 @@ func ExampleNew() {
 
 	ctx := context.Background()
 	p, err := posts.Get(ctx, "post:42")
-	if errors.Is(err, celebrity.ErrNotFound) {
-		fmt.Println("no such post")
-	}
+	fmt.Println(p.Title, p.Likes, err)
+	_, err = posts.Get(ctx, "post:7")
+	fmt.Println(errors.Is(err, celebrity.ErrNotFound))
 
 	// An update: the database first, then Set carries out the safe order.
 	p.Likes++
-	version, err := db.Write(ctx, "post:42", p)
-	if err == nil {
-		var werr *celebrity.WriteError
-		if err := posts.Set(ctx, "post:42", p, version); errors.As(err, &werr) {
-			fmt.Printf("step %s failed; older versions possible for %s; retrying\n", werr.Step, werr.MayServeOlderFor)
-		}
+	mu.Lock()
+	table["post:42"] = row{p, 2}
+	mu.Unlock()
+	var werr *celebrity.WriteError
+	if err := posts.Set(ctx, "post:42", p, 2); errors.As(err, &werr) {
+		fmt.Printf("step %s failed; older versions possible for %s; retrying\n", werr.Step, werr.MayServeOlderFor)
 	}
+	p, _ = posts.Get(ctx, "post:42")
+	fmt.Println(p.Title, p.Likes)
 
 	// A launch known in advance: promote before the traffic arrives.
-	_ = posts.Promote(ctx, "post:launch")
+	fmt.Println(posts.Promote(ctx, "post:launch"), posts.Hot())
+	// Output:
+	// Hello 0 <nil>
+	// true
+	// Hello 1
+	// <nil> [post:launch]
 }

@@ -1,9 +1,5 @@
 package celebrity
 
-// ExampleAddr is the address of the standalone server the runnable examples use, started by
-// TestMain.
-var ExampleAddr string
-
 // DemotedIn returns the interval (Unix time over ReportInterval) whose evaluation decided the
 // last demotion this instance made as leader, if it was of key.
 func DemotedIn[V any](c *Cache[V], key string) (int64, bool) {

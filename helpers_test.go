@@ -3,6 +3,7 @@ package celebrity_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 		return celebrity.ACLRule(celebrity.Options[string]{Prefix: p + "*", PromoteShare: 0.5})
 	})
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
-	celebrity.ExampleAddr = celebritytest.Standalone(celebritytest.ForMain()).Addr()
+	os.Setenv("REDIS_ADDR", celebritytest.Standalone(celebritytest.ForMain()).Addr())
 	celebritytest.Main(m)
 }
 

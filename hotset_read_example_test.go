@@ -3,27 +3,50 @@ package celebrity_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/celebrity-go/celebrity"
 )
 
-// ExampleReadHotSet prints the hot set a fleet of Caches publishes, from a process that has
+// ExampleReadHotSet reads the hot set a fleet of Caches publishes, from a process that has
 // no Cache (an operator tool, a status page).
 func ExampleReadHotSet() {
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:7000"}})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")}) // or a *redis.ClusterClient
 	defer rdb.Close()
-	hs, err := celebrity.ReadHotSet(context.Background(), rdb, celebrity.DefaultPrefix)
+	ctx := context.Background()
+	prefix := fmt.Sprintf("example:%d:", time.Now().UnixNano()) // the fleet's Options.Prefix
+
+	hs, err := celebrity.ReadHotSet(ctx, rdb, prefix)
 	if err != nil {
 		panic(err)
 	}
-	if hs.Empty() {
-		fmt.Println("no fleet under", hs.Prefix)
-		return
+	fmt.Println("empty:", hs.Empty()) // no fleet under this prefix yet
+
+	// An instance of the fleet promotes a launch by hand.
+	posts, err := celebrity.New(rdb, func(ctx context.Context, id string) (string, uint64, error) {
+		return "", 0, celebrity.ErrNotFound
+	}, celebrity.Options[string]{Prefix: prefix})
+	if err != nil {
+		panic(err)
 	}
-	fmt.Printf("version %d, leader %q (epoch %d, lease %v left)\n", hs.Version, hs.Leader, hs.Epoch, hs.LeaseRemaining)
+	defer posts.Close()
+	if err := posts.Promote(ctx, "post:launch"); err != nil {
+		panic(err)
+	}
+
+	hs, err = celebrity.ReadHotSet(ctx, rdb, prefix)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("empty:", hs.Empty(), "version:", hs.Version)
 	for _, m := range hs.Members {
-		fmt.Printf("%s manual=%v %.0f reads/s since %s\n", m.Key, m.Manual, m.Rate, m.Since.Format("15:04:05"))
+		fmt.Printf("%s manual=%v since a moment ago: %v\n", m.Key, m.Manual, time.Since(m.Since) < time.Minute)
 	}
+	// Output:
+	// empty: true
+	// empty: false version: 1
+	// post:launch manual=true since a moment ago: true
 }

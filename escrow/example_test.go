@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -11,12 +12,13 @@ import (
 	"github.com/celebrity-go/celebrity/escrow"
 )
 
-// The examples run against two servers the package's TestMain starts with appendfsync
-// always: one for the ledgers and one for the witnesses. Each example uses keys of its own.
+// The examples run against two servers, REDIS_ADDR for the ledgers and REDIS_WITNESS_ADDR for
+// the witnesses (the package's TestMain starts both with appendfsync always). Each example
+// uses keys of its own.
 
 // exampleClients returns a client of the ledgers' server and one of the witnesses' server.
 func exampleClients() (ledgers, witnesses *redis.Client) {
-	return redis.NewClient(&redis.Options{Addr: escrow.ExampleAddr}), redis.NewClient(&redis.Options{Addr: escrow.ExampleWitnessAddr})
+	return redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")}), redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_WITNESS_ADDR")})
 }
 
 // examplePrefix returns a key prefix no earlier run used.

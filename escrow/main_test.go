@@ -2,6 +2,7 @@ package escrow
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -15,10 +16,11 @@ import (
 func TestMain(m *testing.M) {
 	// CELEBRITYTEST_ACL=escrow runs every test as a user holding only the package's rule.
 	celebritytest.RegisterRule("escrow", ACLRule)
-	// The runnable examples use two servers with appendfsync always, one for the ledgers and
-	// one for the witnesses, as production would; the kit stops them at the end.
-	ExampleAddr = celebritytest.NewServer(celebritytest.ForMain(), celebritytest.ServerOptions{AOF: true}).Addr()
-	ExampleWitnessAddr = celebritytest.NewServer(celebritytest.ForMain(), celebritytest.ServerOptions{AOF: true}).Addr()
+	// The runnable examples use two servers with appendfsync always, one for the ledgers
+	// (REDIS_ADDR) and one for the witnesses (REDIS_WITNESS_ADDR), as production would; the kit
+	// stops them at the end.
+	os.Setenv("REDIS_ADDR", celebritytest.NewServer(celebritytest.ForMain(), celebritytest.ServerOptions{AOF: true}).Addr())
+	os.Setenv("REDIS_WITNESS_ADDR", celebritytest.NewServer(celebritytest.ForMain(), celebritytest.ServerOptions{AOF: true}).Addr())
 	celebritytest.Main(m)
 }
 

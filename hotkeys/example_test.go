@@ -3,12 +3,14 @@ package hotkeys_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/hotkeys"
 )
 
 // A detector on an injected clock, recording every call: one key takes half the traffic.
@@ -46,7 +48,7 @@ func ExampleNew() {
 // it on one of three masters is a skew of 3.
 func ExampleClusterShards() {
 	ctx := context.Background()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: exampleClusterAddrs})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv("REDIS_CLUSTER_ADDRS"), ",")})
 	defer c.Close()
 	shards, err := hotkeys.NewClusterShards(ctx, c)
 	if err != nil {
@@ -84,7 +86,7 @@ func ExampleClusterShards() {
 // with no I/O, and keys that share a hash tag share a master.
 func ExampleNewClusterShards() {
 	ctx := context.Background()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: exampleClusterAddrs})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv("REDIS_CLUSTER_ADDRS"), ",")})
 	defer c.Close()
 	shards, err := hotkeys.NewClusterShards(ctx, c)
 	if err != nil {
@@ -103,7 +105,7 @@ func ExampleNewClusterShards() {
 // stays in use.
 func ExampleClusterShards_Refresh() {
 	ctx := context.Background()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: exampleClusterAddrs})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv("REDIS_CLUSTER_ADDRS"), ",")})
 	defer c.Close()
 	shards, err := hotkeys.NewClusterShards(ctx, c)
 	if err != nil {
@@ -119,7 +121,7 @@ func ExampleClusterShards_Refresh() {
 // slot map in memory, with no I/O.
 func ExampleClusterShards_Shard() {
 	ctx := context.Background()
-	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: exampleClusterAddrs})
+	c := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv("REDIS_CLUSTER_ADDRS"), ",")})
 	defer c.Close()
 	shards, err := hotkeys.NewClusterShards(ctx, c)
 	if err != nil {
@@ -156,7 +158,7 @@ func exampleProbeData(ctx context.Context, c *redis.Client) (hot, cold string) {
 // needs an LFU maxmemory-policy.
 func ExampleNewProbe() {
 	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: exampleLFUAddr})
+	c := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer c.Close()
 	p, err := hotkeys.NewProbe(c)
 	if err != nil {
@@ -176,7 +178,7 @@ func ExampleNewProbe() {
 // Capabilities tells a host, before it relies on the Probe, which nodes can answer it.
 func ExampleProbe_Capabilities() {
 	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: exampleLFUAddr})
+	c := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer c.Close()
 	p, err := hotkeys.NewProbe(c)
 	if err != nil {
@@ -186,7 +188,7 @@ func ExampleProbe_Capabilities() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(len(caps), caps[0].Node == exampleLFUAddr, caps[0].ObjectFreq)
+	fmt.Println(len(caps), caps[0].Node == os.Getenv("REDIS_ADDR"), caps[0].ObjectFreq)
 	// Output:
 	// 1 true true
 }
@@ -195,7 +197,7 @@ func ExampleProbe_Capabilities() {
 // LFU counter is logarithmic and probabilistic, so the order is what to rely on.
 func ExampleProbe_Freq() {
 	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: exampleLFUAddr})
+	c := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer c.Close()
 	hot, cold := exampleProbeData(ctx, c)
 	p, err := hotkeys.NewProbe(c)
@@ -214,7 +216,7 @@ func ExampleProbe_Freq() {
 // Ask the server which keys it counts as most accessed (needs an LFU maxmemory-policy).
 func ExampleProbe_ScanTop() {
 	ctx := context.Background()
-	c := redis.NewClient(&redis.Options{Addr: exampleLFUAddr})
+	c := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer c.Close()
 	hot, _ := exampleProbeData(ctx, c)
 	p, err := hotkeys.NewProbe(c)
@@ -227,7 +229,7 @@ func ExampleProbe_ScanTop() {
 		panic(err) // errors.Is(err, hotkeys.ErrUnsupported) without an LFU policy
 	}
 	for _, k := range top {
-		fmt.Println(strings.TrimPrefix(k.Key, run), k.Node == exampleLFUAddr)
+		fmt.Println(strings.TrimPrefix(k.Key, run), k.Node == os.Getenv("REDIS_ADDR"))
 	}
 	// Output:
 	// post:viral true

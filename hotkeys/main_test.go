@@ -1,6 +1,8 @@
 package hotkeys_test
 
 import (
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,21 +16,14 @@ func TestMain(m *testing.M) {
 	// for the tests' keys; the tests write and read their keys (the host's traffic) as the
 	// administrator.
 	celebritytest.RegisterRule("hotkeys", func(prefix string) []string { return hotkeys.ACLRule(prefix + "*") })
-	// The runnable examples use the shared cluster and a server with an LFU policy (the
-	// Probe's OBJECT FREQ needs one); the kit stops them at the end.
-	exampleClusterAddrs = celebritytest.SharedCluster(celebritytest.ForMain()).Addrs()
-	exampleLFUAddr = celebritytest.NewServer(celebritytest.ForMain(), celebritytest.ServerOptions{
+	// The runnable examples use the shared cluster (REDIS_CLUSTER_ADDRS) and a server with an
+	// LFU policy (REDIS_ADDR: the Probe's OBJECT FREQ needs one); the kit stops them at the end.
+	os.Setenv("REDIS_CLUSTER_ADDRS", strings.Join(celebritytest.SharedCluster(celebritytest.ForMain()).Addrs(), ","))
+	os.Setenv("REDIS_ADDR", celebritytest.NewServer(celebritytest.ForMain(), celebritytest.ServerOptions{
 		Config: []string{"maxmemory-policy", "allkeys-lfu"},
-	}).Addr()
+	}).Addr())
 	celebritytest.Main(m)
 }
-
-// exampleClusterAddrs and exampleLFUAddr are the servers the runnable examples use, started
-// by TestMain.
-var (
-	exampleClusterAddrs []string
-	exampleLFUAddr      string
-)
 
 // fakeClock is a manual clock for window and hysteresis tests.
 type fakeClock struct {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
-	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/l1cache"
 )
 
 func ExampleNew() {
@@ -202,7 +204,7 @@ func received(inv *l1cache.Invalidator, n uint64) {
 
 // An Invalidator connects a cache to the other instances' caches over one pub/sub channel.
 func ExampleNewInvalidator() {
-	rdb := redis.NewClient(&redis.Options{Addr: l1cache.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	run := fmt.Sprintf("example:%d:", time.Now().UnixNano()) // fresh keys per run
 	cache, err := l1cache.New(func(ctx context.Context, key string) (string, error) {
@@ -240,7 +242,7 @@ func ExampleNewInvalidator() {
 
 // Invalidate on one instance drops the key on every instance subscribed to the channel.
 func ExampleInvalidator_Invalidate() {
-	rdb := redis.NewClient(&redis.Options{Addr: l1cache.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	run := fmt.Sprintf("example:%d:", time.Now().UnixNano())
 	a, b := newInstance(rdb, run+"inv"), newInstance(rdb, run+"inv")
@@ -267,7 +269,7 @@ func ExampleInvalidator_Invalidate() {
 
 // InvalidateAll drops every key on every instance, for example after a bulk import.
 func ExampleInvalidator_InvalidateAll() {
-	rdb := redis.NewClient(&redis.Options{Addr: l1cache.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	run := fmt.Sprintf("example:%d:", time.Now().UnixNano())
 	a, b := newInstance(rdb, run+"inv"), newInstance(rdb, run+"inv")
@@ -296,7 +298,7 @@ func ExampleInvalidator_InvalidateAll() {
 // Ready waits for the subscription, for example before a readiness probe reports the
 // instance up.
 func ExampleInvalidator_Ready() {
-	rdb := redis.NewClient(&redis.Options{Addr: l1cache.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	cache, err := l1cache.New(func(context.Context, string) (string, error) { return "", l1cache.ErrNotFound },
 		l1cache.Options[string]{MaxEntries: 10})

@@ -3,6 +3,7 @@ package l1cache
 import (
 	"context"
 	"math/rand/v2"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -18,13 +19,9 @@ func TestMain(m *testing.M) {
 	// for a channel pattern covering the channels the tests build under Prefix.
 	celebritytest.RegisterRule("l1cache", func(prefix string) []string { return ACLRule(prefix + "*") })
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
-	ExampleAddr = celebritytest.Standalone(celebritytest.ForMain()).Addr()
+	os.Setenv("REDIS_ADDR", celebritytest.Standalone(celebritytest.ForMain()).Addr())
 	celebritytest.Main(m)
 }
-
-// ExampleAddr is the address of the standalone server the runnable examples use, started by
-// TestMain.
-var ExampleAddr string
 
 // fakeClock is a clock that moves only when told; its Time method is an Options.Clock.
 type fakeClock struct{ n atomic.Int64 }

@@ -4,15 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
-	"github.com/celebrity-go/celebrity/ratelimit"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/ratelimit"
 )
 
 // Exact mode: one GCRA call per request; 3 per minute with a burst of 3.
 func ExampleLimiter_Allow() {
-	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	lim, err := ratelimit.New(rdb, ratelimit.Options{
 		Limit:  ratelimit.Limit{Rate: 3, Period: time.Minute},
@@ -41,7 +43,7 @@ func ExampleLimiter_Allow() {
 // Leased mode for a hot merchant: chunks of the budget are taken from three budget slots
 // and spent locally, so most requests make no Redis call, and the limit still holds.
 func ExampleNew_leased() {
-	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	lim, err := ratelimit.New(rdb, ratelimit.Options{
 		Limit:  ratelimit.Limit{Rate: 1000, Period: time.Minute},
@@ -71,7 +73,7 @@ func ExampleNew_leased() {
 
 // Bad input is refused with an error naming the field and the allowed range.
 func ExampleNew_invalid() {
-	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	_, err := ratelimit.New(rdb, ratelimit.Options{
 		Limit: ratelimit.Limit{Rate: 10, Period: time.Second, Burst: 20},
@@ -83,7 +85,7 @@ func ExampleNew_invalid() {
 
 // AllowN asks for several cells at once: all of them are admitted, or none.
 func ExampleLimiter_AllowN() {
-	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	lim, err := ratelimit.New(rdb, ratelimit.Options{
 		Limit:  ratelimit.Limit{Rate: 5, Period: time.Minute},
@@ -110,7 +112,7 @@ func ExampleLimiter_AllowN() {
 // Approximate mode counts locally and syncs a shared estimate; one instance alone never
 // passes the limit.
 func ExampleNew_approximate() {
-	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	lim, err := ratelimit.New(rdb, ratelimit.Options{
 		Limit:  ratelimit.Limit{Rate: 100, Period: time.Minute},
@@ -136,7 +138,7 @@ func ExampleNew_approximate() {
 
 // Stats counts the answers and the Redis calls of this process.
 func ExampleLimiter_Stats() {
-	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	lim, err := ratelimit.New(rdb, ratelimit.Options{
 		Limit:  ratelimit.Limit{Rate: 2, Period: time.Minute},
@@ -158,7 +160,7 @@ func ExampleLimiter_Stats() {
 
 // After Close every call returns ErrClosed; Close itself may be called again.
 func ExampleLimiter_Close() {
-	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	lim, err := ratelimit.New(rdb, ratelimit.Options{Limit: ratelimit.Limit{Rate: 2, Period: time.Minute}})
 	if err != nil {

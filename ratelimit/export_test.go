@@ -13,9 +13,6 @@ func SlotKey(l *Limiter, key string, j int) string { return l.slotKey(key, j) }
 // SubMs exposes the sub-window length in milliseconds.
 func SubMs(l *Limiter) int64 { return l.sub }
 
-// ExampleAddr is the address of the server the examples use, started by TestMain.
-var ExampleAddr string
-
 // SetGrantHook makes l call f with the server instant (ms) and size of every chunk it
 // installs in Leased mode.
 func SetGrantHook(l *Limiter, f func(serverMs, cells int64)) { l.onGrant = f }

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -18,7 +19,7 @@ func TestMain(m *testing.M) {
 	// CELEBRITYTEST_ACL=ratelimit runs every test as a user holding only the package's rule.
 	celebritytest.RegisterRule("ratelimit", ACLRule)
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
-	ExampleAddr = celebritytest.Standalone(celebritytest.ForMain()).Addr()
+	os.Setenv("REDIS_ADDR", celebritytest.Standalone(celebritytest.ForMain()).Addr())
 	celebritytest.Main(m)
 }
 

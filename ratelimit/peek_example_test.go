@@ -3,6 +3,7 @@ package ratelimit_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,7 +14,7 @@ import (
 // Peek shows how much of a key's limit is used, for an operator or a status page, without
 // admitting anything: the two requests still fit after any number of looks.
 func ExampleLimiter_Peek() {
-	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	lim, err := ratelimit.New(rdb, ratelimit.Options{
 		Limit:  ratelimit.Limit{Rate: 5, Period: time.Minute},
@@ -49,7 +50,7 @@ func ExampleLimiter_Peek() {
 
 // Options reports the defaults New filled in.
 func ExampleLimiter_Options() {
-	rdb := redis.NewClient(&redis.Options{Addr: ratelimit.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	lim, err := ratelimit.New(rdb, ratelimit.Options{
 		Limit: ratelimit.Limit{Rate: 100, Period: time.Second},

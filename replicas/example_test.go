@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,7 +16,7 @@ import (
 // exampleReplicator returns a Replicator over the examples' cluster, under a prefix of its
 // own so that every run starts with no keys, and a func that closes it and its client.
 func exampleReplicator(opts replicas.Options) (*replicas.Replicator, func()) {
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: exampleAddrs})
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv("REDIS_CLUSTER_ADDRS"), ",")})
 	opts.Prefix = fmt.Sprintf("example:%d:", time.Now().UnixNano())
 	r, err := replicas.New(client, opts)
 	if err != nil {
@@ -26,7 +28,7 @@ func exampleReplicator(opts replicas.Options) (*replicas.Replicator, func()) {
 // A service reads a viral post through three copies on three masters; a miss reaches the
 // database once for the whole fleet.
 func Example() {
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: exampleAddrs})
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv("REDIS_CLUSTER_ADDRS"), ",")})
 	defer client.Close()
 	r, err := replicas.New(client, replicas.Options{
 		Copies: 3,
@@ -60,7 +62,7 @@ func Example() {
 // New takes the host's client (standalone or cluster) and does no I/O without a FleetKey;
 // the zero Options are valid, and a bad field is refused with ErrInvalid.
 func ExampleNew() {
-	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: exampleAddrs})
+	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(os.Getenv("REDIS_CLUSTER_ADDRS"), ",")})
 	defer client.Close()
 	r, err := replicas.New(client, replicas.Options{
 		Copies: 3,

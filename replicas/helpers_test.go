@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 		return replicas.ACLRule(replicas.Options{Prefix: prefix, WaitReplicas: 1, FleetKey: prefix + "roll"})
 	})
 	// The runnable examples use the shared cluster; the kit stops it at the end.
-	exampleAddrs = celebritytest.SharedCluster(celebritytest.ForMain()).Addrs()
+	os.Setenv("REDIS_CLUSTER_ADDRS", strings.Join(celebritytest.SharedCluster(celebritytest.ForMain()).Addrs(), ","))
 	celebritytest.Main(m)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,13 +47,13 @@ type exampleFleet struct {
 }
 
 func newExampleFleet() exampleFleet {
-	control := redis.NewClient(&redis.Options{Addr: exampleAddrs[0]})
+	control := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	return exampleFleet{
 		prefix:  fmt.Sprintf("example:%d", time.Now().UnixNano()),
 		control: control,
 		shards: map[string]routing.Scripter{
 			"a": control,
-			"b": redis.NewClient(&redis.Options{Addr: exampleAddrs[1]}),
+			"b": redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_SHARD_B_ADDR")}),
 		},
 	}
 }
@@ -87,9 +88,9 @@ func (f exampleFleet) router(o routing.Options) (*routing.Router, func()) {
 func exampleRouter() (*routing.Router, func()) { return newExampleFleet().router(routing.Options{}) }
 
 func ExampleNew() {
-	control := redis.NewClient(&redis.Options{Addr: exampleAddrs[0]})
+	control := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer control.Close()
-	shardB := redis.NewClient(&redis.Options{Addr: exampleAddrs[1]})
+	shardB := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_SHARD_B_ADDR")})
 	defer shardB.Close()
 	r, err := routing.New(control, routing.Options{
 		Shards: map[string]routing.Scripter{

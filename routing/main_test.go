@@ -3,6 +3,7 @@ package routing_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,16 +21,13 @@ func TestMain(m *testing.M) {
 	// for a prefix pattern covering the prefixes the tests build with prefix(t).
 	celebritytest.RegisterRule("routing", func(p string) []string { return routing.ACLRule(p + "*") })
 	// The runnable examples use two shared standalone servers, one the control Redis and
-	// shard "a", the other shard "b"; the kit stops them at the end.
-	for _, s := range celebritytest.Shards(celebritytest.ForMain(), 2) {
-		exampleAddrs = append(exampleAddrs, s.Addr())
-	}
+	// shard "a" (REDIS_ADDR), the other shard "b" (REDIS_SHARD_B_ADDR); the kit stops them at
+	// the end.
+	shards := celebritytest.Shards(celebritytest.ForMain(), 2)
+	os.Setenv("REDIS_ADDR", shards[0].Addr())
+	os.Setenv("REDIS_SHARD_B_ADDR", shards[1].Addr())
 	celebritytest.Main(m)
 }
-
-// exampleAddrs are the addresses of the servers the runnable examples use, started by
-// TestMain.
-var exampleAddrs []string
 
 // prefix returns a key prefix unique to the test.
 func prefix(t testing.TB) string {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
-	"github.com/celebrity-go/celebrity/stripes"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/stripes"
 )
 
 // examplePrefix returns a key prefix of its own for one run of an example, so that every run
@@ -17,7 +19,7 @@ func examplePrefix() string { return fmt.Sprintf("example:%d:", time.Now().UnixN
 // exampleCounter returns a counter over the examples' server under a prefix of its own, and a
 // func that closes it and its client.
 func exampleCounter(o stripes.Options) (*stripes.Counter, func()) {
-	rdb := redis.NewClient(&redis.Options{Addr: stripes.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	o.Prefix = examplePrefix()
 	c, err := stripes.New(rdb, o)
 	if err != nil {
@@ -28,7 +30,7 @@ func exampleCounter(o stripes.Options) (*stripes.Counter, func()) {
 
 // A view counter split into 16 stripes; a bad option is refused with ErrInvalid.
 func ExampleNew() {
-	rdb := redis.NewClient(&redis.Options{Addr: stripes.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	c, err := stripes.New(rdb, stripes.Options{
 		Name:    "course:72:views",
@@ -271,7 +273,7 @@ func ExampleReader_Value() {
 // ReadLayout shows how a counter is spread, from a process that does not know the settings
 // it was created with.
 func ExampleReadLayout() {
-	rdb := redis.NewClient(&redis.Options{Addr: stripes.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	prefix := examplePrefix()
 	c, err := stripes.New(rdb, stripes.Options{Name: "course:72:views", Stripes: 2, Prefix: prefix, DedupWindow: time.Hour})
@@ -301,7 +303,7 @@ func ExampleReadLayout() {
 // exampleFamily returns a family over the examples' server under a prefix of its own, with
 // its loop and its sum cache off, and a func that closes it and its client.
 func exampleFamily(o stripes.FamilyOptions) (*stripes.Family, func()) {
-	rdb := redis.NewClient(&redis.Options{Addr: stripes.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	o.Counter.Prefix = examplePrefix()
 	if o.Interval == 0 {
 		o.Interval = -1
@@ -316,7 +318,7 @@ func exampleFamily(o stripes.FamilyOptions) (*stripes.Family, func()) {
 
 // Views per post: one Family for every post, one stripe per post until a post gets hot.
 func ExampleNewFamily() {
-	rdb := redis.NewClient(&redis.Options{Addr: stripes.ExampleAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	views, err := stripes.NewFamily(rdb, stripes.FamilyOptions{
 		Counter:    stripes.Options{Prefix: examplePrefix()},

@@ -3,6 +3,7 @@ package stripes
 import (
 	"context"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,13 +20,9 @@ func TestMain(m *testing.M) {
 	// CELEBRITYTEST_ACL=stripes runs every test as a user holding only the package's rule.
 	celebritytest.RegisterRule("stripes", ACLRule)
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
-	ExampleAddr = celebritytest.Standalone(celebritytest.ForMain()).Addr()
+	os.Setenv("REDIS_ADDR", celebritytest.Standalone(celebritytest.ForMain()).Addr())
 	celebritytest.Main(m)
 }
-
-// ExampleAddr is the address of the standalone server the runnable examples use, started by
-// TestMain.
-var ExampleAddr string
 
 // newCounter returns a Counter under a prefix unique to t, closed when t ends. Unset
 // fields get test defaults: name "views", 4 stripes, a one-minute window, no seal loop.
