@@ -25,14 +25,11 @@ func TestMain(m *testing.M) {
 	celebritytest.RegisterRule("replicas", func(prefix string) []string {
 		return replicas.ACLRule(replicas.Options{Prefix: prefix, WaitReplicas: 1, FleetKey: prefix + "roll"})
 	})
-	// The runnable examples use the shared cluster; the kit stops it at the end.
+	// The runnable examples use the shared cluster (REDIS_CLUSTER_ADDRS); the kit stops it at
+	// the end.
 	os.Setenv("REDIS_CLUSTER_ADDRS", strings.Join(celebritytest.SharedCluster(celebritytest.ForMain()).Addrs(), ","))
 	celebritytest.Main(m)
 }
-
-// exampleAddrs are the addresses of the cluster the runnable examples use, started by
-// TestMain.
-var exampleAddrs []string
 
 // newReplicator builds a Replicator under the test's own prefix, closed when t ends.
 func newReplicator(t testing.TB, c redis.UniversalClient, o replicas.Options) *replicas.Replicator {
