@@ -99,6 +99,34 @@
 // one slot per request (Exact behaviour on the same budget slots), so only hot keys hold
 // chunks, and a key can change between the two at any time without overshoot.
 //
+// A per-process detector cannot see a key that is hot only in the fleet's sum (four
+// instances at 40 requests/s each). With Options.HotRate instead, the decision is the
+// fleet's: a key takes the exact path until the fleet's rate for it reaches HotRate, then
+// leases on every instance, and goes back once the rate has stayed under HotRate/2 for
+// HotCoolDown Periods. The limit stays exact through every switch, since both paths take
+// from the same budget slots (a chunk held at a switch back is left unspent). The rate
+// costs no extra Redis command: take.lua counts requests per key in each slot's sub-window
+// hashes (field c) and returns the count of the last span+1 sub-windows with every reply. On
+// the exact path each request adds 1 in the first slot it asks (the start rotates, so the
+// requests spread evenly over the slots); on the leased path a chunk request adds the
+// requests this instance served since its last one. From a reply of slot j,
+//
+//	fleet rate ≈ Slots · seen_j / (span·sub + elapsed),   span = SubWindows+1 (1 when Fixed)
+//
+// with elapsed the part of the current sub-window gone, so the average covers between
+// Period+sub and Period+2·sub (Period and 2·Period when Fixed): a step to rate R reaches
+// HotRate after about Period·HotRate/R. Its error: sampling (a slot sees about 1/Slots of
+// the requests: relative error about sqrt(Slots/seen_total)); on the leased path, the
+// imbalance of the instances over the slots they ask (with few instances a slot's share is
+// uneven; the factor 2 between promotion and demotion absorbs up to that much); a denied
+// request that go-redis sends again after a lost reply counts twice (a granted one is
+// answered as a duplicate and counts once); requests whose chunk request lost every reply,
+// and those of processes running a version without the count (a rolling upgrade: old
+// processes ignore the field, new ones see only their own requests), are not counted. The
+// estimate decides a path, never an admission. A key with no requests at all keeps its
+// state until KeyIdle drops it; Stats.Leasing, HotSwitches and ColdSwitches count the
+// switches.
+//
 // Approximate: each instance counts its admissions per sub-window and syncs them
 // (sync.lua, idempotent by instance and sequence number) at most every SyncInterval, or
 // earlier when MaxUnsynced admissions are waiting; the reply is the shared count of the
@@ -134,7 +162,8 @@
 //	<prefix>{<t>}:g:<lim>:<key>                  GCRA: the theoretical arrival time (string, µs)
 //	<prefix>{<t>}:e:<lim>:<key>:0:<index>        Exact Sliding/Fixed: hash of sub-window <index>:
 //	                                             n (cells granted), r:<request id> (its grant)
-//	<prefix>{<t_j>}:l:<lim>:<key>:<j>:<index>    Leased: the same, for budget slot j
+//	<prefix>{<t_j>}:l:<lim>:<key>:<j>:<index>    Leased: the same, for budget slot j, and
+//	                                             c (requests counted, with HotRate)
 //	<prefix>{<t>}:a:<lim>:<key>:<index>          Approximate: hash, n = shared count
 //	<prefix>{<t>}:a:<lim>:<key>:s                Approximate: instance -> last applied sequence
 //

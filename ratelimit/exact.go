@@ -14,12 +14,14 @@ type takeReply struct {
 	status             string // "ok", "dup" or "empty"
 	granted, remaining int64
 	ms, resetMs, nowMs int64
+	seen               int64 // requests counted in the slot's last k+1 sub-windows; -1: unknown
 }
 
 // take runs take.lua on slot j of key, sending the same request ID up to Attempts times
-// while the connection fails, so a lost reply is answered by the original grant.
-func (l *Limiter) take(ctx context.Context, key string, j int, want, least int64, id string) (takeReply, error) {
-	args := []any{l.o.budget(j), want, least, l.sub, l.o.span(), id}
+// while the connection fails, so a lost reply is answered by the original grant. hits is
+// the number of requests the call adds to the slot's count for the fleet's rate estimate.
+func (l *Limiter) take(ctx context.Context, key string, j int, want, least int64, id string, hits int64) (takeReply, error) {
+	args := []any{l.o.budget(j), want, least, l.sub, l.o.span(), id, hits}
 	keys := []string{l.slotKey(key, j)}
 	var err error
 	for range l.o.Attempts {
@@ -45,12 +47,12 @@ func retryable(ctx context.Context, err error) bool {
 
 // decodeTake decodes take.lua's reply.
 func decodeTake(v []any) (takeReply, error) {
-	if len(v) != 6 {
+	if len(v) != 7 {
 		return takeReply{}, fmt.Errorf("ratelimit: take: malformed reply %v", v)
 	}
 	s, _ := v[0].(string)
 	r := takeReply{status: s}
-	for i, p := range []*int64{&r.granted, &r.remaining, &r.ms, &r.resetMs, &r.nowMs} {
+	for i, p := range []*int64{&r.granted, &r.remaining, &r.ms, &r.resetMs, &r.nowMs, &r.seen} {
 		x, ok := v[i+1].(int64)
 		if !ok {
 			return takeReply{}, fmt.Errorf("ratelimit: take: malformed reply %v", v)
@@ -65,23 +67,32 @@ func decodeTake(v []any) (takeReply, error) {
 
 // exact takes n cells for key from one budget slot per attempt (the only slot in Exact
 // mode; in Leased mode for a key that is not hot, the slots in turn from a rotating start),
-// all or nothing, consuming them at once. A denial carries a positive RetryAfter.
-func (l *Limiter) exact(ctx context.Context, key string, n int64) (Result, error) {
+// all or nothing, consuming them at once. A denial carries a positive RetryAfter. With st
+// (Options.HotRate set), the first slot asked counts the request for the fleet's rate
+// estimate, and every reply updates st's heat.
+func (l *Limiter) exact(ctx context.Context, key string, n int64, st *keyState) (Result, error) {
 	id := l.requestID()
 	start := int(l.ids.Load() % uint64(l.o.Slots))
 	retry := time.Duration(-1)
 	var reset time.Duration
 	for i := range l.o.Slots {
 		j := (start + i) % l.o.Slots
-		r, err := l.take(ctx, key, j, n, n, id+"/"+itoa(int64(j)))
+		var hits int64
+		if st != nil && i == 0 {
+			hits = 1
+		}
+		r, err := l.take(ctx, key, j, n, n, id+"/"+itoa(int64(j)), hits)
 		if err == nil && r.status == "dup" && r.ms <= 0 {
 			// A retry answered after the grant's sub-window ended: the cells were counted
 			// there, and spending them now would count in a later window. They are left
 			// unspent (under-admission), and the request is asked again, as a new one.
-			r, err = l.take(ctx, key, j, n, n, l.requestID()+"/"+itoa(int64(j)))
+			r, err = l.take(ctx, key, j, n, n, l.requestID()+"/"+itoa(int64(j)), 0)
 		}
 		if err != nil {
 			return Result{RetryAfter: -1}, err
+		}
+		if st != nil {
+			l.heat(st, r)
 		}
 		reset = max(reset, ms(r.resetMs))
 		if r.status == "ok" || (r.status == "dup" && r.ms > 0) {

@@ -20,3 +20,15 @@ func SetGrantHook(l *Limiter, f func(serverMs, cells int64)) { l.onGrant = f }
 // SetAbandonHook makes l call f with the slot and request ID of every chunk request it gave
 // up on in Leased mode (no attempt was answered), whose grant, if it ran, is never spent.
 func SetAbandonHook(l *Limiter, f func(slot int, id string)) { l.onAbandon = f }
+
+// Leases tells whether l leases key now because it is hot in the fleet's sum
+// (Options.HotRate), false when l holds no state for key.
+func Leases(l *Limiter, key string) bool {
+	st, ok := l.states.GetIfPresent(key)
+	if !ok {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.hot
+}

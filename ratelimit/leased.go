@@ -38,7 +38,11 @@ func (st *keyState) useChunk(now time.Time, n int64) (int64, bool) {
 // when the chunk is spent or expired. Only one goroutine per key per instance talks to
 // Redis at a time; the others wait for it and then use its chunk.
 func (l *Limiter) leased(ctx context.Context, key string, n int64) (Result, error) {
-	st := l.state(key)
+	return l.leasedOn(ctx, l.state(key), key, n)
+}
+
+// leasedOn is leased on key's local state st.
+func (l *Limiter) leasedOn(ctx context.Context, st *keyState, key string, n int64) (Result, error) {
 	if r, ok := l.fromChunk(st, key, n, true); ok {
 		return r, nil
 	}
@@ -53,11 +57,13 @@ func (l *Limiter) leased(ctx context.Context, key string, n int64) (Result, erro
 }
 
 // fromChunk admits n from st's chunk, or reports that it cannot; ask counts the request
-// in the demand that sizes the next chunk.
+// in the demand that sizes the next chunk and in the requests the next chunk request
+// reports for the fleet's rate estimate.
 func (l *Limiter) fromChunk(st *keyState, key string, n int64, ask bool) (Result, bool) {
 	st.mu.Lock()
 	if ask {
 		st.asked += n
+		st.unreported++
 	}
 	now := l.o.Clock() // after the lock: never earlier than the chunk's installation
 	left, ok := st.useChunk(now, n)
@@ -166,9 +172,17 @@ func (l *Limiter) trySlot(ctx context.Context, st *keyState, key string, j int, 
 		return Result{}, false
 	}
 	f.asked++
+	var hits int64
+	if l.o.HotRate > 0 {
+		// The requests since the last chunk request are reported once, to the first slot
+		// this fetch asks (a reply lost on every attempt loses them: an estimate).
+		st.mu.Lock()
+		hits, st.unreported = st.unreported, 0
+		st.mu.Unlock()
+	}
 	sent := l.o.Clock()
 	id := l.requestID()
-	r, err := l.takeSlot(ctx, st, key, j, min(want, l.o.budget(j)), n, id)
+	r, err := l.takeSlot(ctx, st, key, j, min(want, l.o.budget(j)), n, id, hits)
 	if err != nil {
 		// A slot whose master is unreachable is skipped for one sub-window from now (or,
 		// when it did not answer within SlotTimeout, until its request ends); the others
@@ -189,6 +203,9 @@ func (l *Limiter) trySlot(ctx context.Context, st *keyState, key string, j int, 
 	st.mu.Lock()
 	st.down[j] = false
 	st.mu.Unlock()
+	if l.o.HotRate > 0 {
+		l.heat(st, r)
+	}
 	if r.status == "empty" {
 		l.markEmpty(st, j, sent, r.ms, r.resetMs)
 		if r.ms >= 0 {
@@ -224,9 +241,9 @@ func (l *Limiter) skipSlot(st *keyState, key string, j int, f *fetchTry) bool {
 // takeSlot runs take for slot j, waiting at most SlotTimeout for it (and never past ctx):
 // a request still running then is left to finish by itself, slot j is skipped until it
 // does, and its grant, if any, is never spent (under-admission only).
-func (l *Limiter) takeSlot(ctx context.Context, st *keyState, key string, j int, want, n int64, id string) (takeReply, error) {
+func (l *Limiter) takeSlot(ctx context.Context, st *keyState, key string, j int, want, n int64, id string, hits int64) (takeReply, error) {
 	if l.o.SlotTimeout < 0 {
-		return l.take(ctx, key, j, want, n, id)
+		return l.take(ctx, key, j, want, n, id, hits)
 	}
 	wait, cancel := context.WithTimeout(ctx, l.o.SlotTimeout)
 	defer cancel()
@@ -246,7 +263,7 @@ func (l *Limiter) takeSlot(ctx context.Context, st *keyState, key string, j int,
 			st.probing[j] = false
 			st.mu.Unlock()
 		}()
-		return l.take(probe, key, j, want, n, id)
+		return l.take(probe, key, j, want, n, id, hits)
 	}, nil)
 	if err == nil || ctx.Err() != nil || wait.Err() == nil {
 		return r, err

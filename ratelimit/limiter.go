@@ -56,6 +56,7 @@ type keyState struct {
 	busy chan struct{} // one Redis round trip per key per instance at a time
 	lease
 	approx
+	heat
 }
 
 // New returns a Limiter over client. It validates o (errors wrap [ErrInvalid] and name the
@@ -89,6 +90,9 @@ func New(client Client, o Options) (*Limiter, error) {
 		l.states, err = otter.New(&otter.Options[string, *keyState]{
 			MaximumSize:      o.MaxKeys,
 			ExpiryCalculator: otter.ExpiryAccessing[string, *keyState](o.KeyIdle),
+			OnDeletion: func(e otter.DeletionEvent[string, *keyState]) {
+				l.dropped(e.Value)
+			},
 		})
 		if err != nil {
 			return nil, errors.Join(errors.New("ratelimit: key state store"), err)
@@ -125,9 +129,11 @@ func (l *Limiter) AllowN(ctx context.Context, key string, n int64) (Result, erro
 	case l.o.Window == GCRA:
 		r, err = l.gcra(ctx, key, n)
 	case l.o.Mode == Exact:
-		r, err = l.exact(ctx, key, n)
+		r, err = l.exact(ctx, key, n, nil)
+	case l.o.Mode == Leased && l.o.HotRate > 0:
+		r, err = l.byFleetRate(ctx, key, n)
 	case l.o.Mode == Leased && l.o.HotKeys != nil && !l.isHot(key):
-		r, err = l.exact(ctx, key, n)
+		r, err = l.exact(ctx, key, n, nil)
 	case l.o.Mode == Leased:
 		r, err = l.leased(ctx, key, n)
 	default:

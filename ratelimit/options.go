@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/celebrity-go/celebrity/internal/slot"
@@ -178,6 +179,15 @@ type Options struct {
 	// on the same budget, so a key may turn hot or cold at any time without overshoot.
 	// Default: nil (every key leases).
 	HotKeys HotKeys
+	// HotRate, when positive (Leased mode only), decides which keys lease by the fleet's
+	// request rate for the key, in requests per second: a key takes exactly its cost from
+	// one budget slot per request (as Exact does, on the same budget) until the fleet's
+	// rate reaches HotRate, then leases chunks on every instance, and goes back to the exact
+	// path once the rate has stayed under HotRate/2 for HotCoolDown (2·Period). The rate is
+	// estimated from the replies of the calls the instance makes anyway (no extra Redis
+	// command; see the package doc for the estimate and its error). Default: 0 (off); range:
+	// a finite number ≥ 0; not with HotKeys.
+	HotRate float64
 	// HotRefresh is how often the hot set is read from HotKeys. Default: 1s.
 	HotRefresh time.Duration
 	// MaxKeys bounds the keys whose local state (chunks, counts) one Limiter keeps; the
@@ -217,6 +227,12 @@ func (o Options) withDefaults() (Options, error) {
 		return o, invalidf("Options.Window GCRA needs Mode Exact, got %v", o.Mode)
 	case o.HotKeys != nil && o.Mode != Leased:
 		return o, invalidf("Options.HotKeys needs Mode Leased, got %v", o.Mode)
+	case math.IsNaN(o.HotRate) || math.IsInf(o.HotRate, 0) || o.HotRate < 0:
+		return o, invalidf("Options.HotRate must be a finite number of requests per second, 0 or more, got %v", o.HotRate)
+	case o.HotRate > 0 && o.Mode != Leased:
+		return o, invalidf("Options.HotRate needs Mode Leased, got %v", o.Mode)
+	case o.HotRate > 0 && o.HotKeys != nil:
+		return o, invalidf("Options.HotRate and Options.HotKeys both choose the keys that lease: set one, got HotRate %v and a HotKeys", o.HotRate)
 	case slot.HasBraces(o.Prefix) || len(o.Prefix) > maxPrefixBytes:
 		return o, invalidf("Options.Prefix must be at most %d bytes without '{' or '}', got %q", maxPrefixBytes, o.Prefix)
 	}
@@ -370,6 +386,16 @@ func (o Options) keyDefaults() (Options, error) {
 func (o Options) subMs() int64 {
 	return o.Limit.Period.Milliseconds() / int64(o.SubWindows)
 }
+
+// HotCoolDown is how many Periods the fleet's rate of a key leasing by Options.HotRate must
+// stay under HotRate/2 before the key goes back to the exact path. The estimate averages
+// over one Period and a little more, so after one Period it holds no request from before
+// the drop; the second Period keeps a key whose traffic dips briefly from switching back
+// and forth (each switch to the exact path leaves this instance's chunk unspent).
+const HotCoolDown = 2
+
+// coolDown is HotCoolDown Periods.
+func (o Options) coolDown() time.Duration { return HotCoolDown * o.Limit.Period }
 
 // budget returns the share of the limit held by slot j of Slots.
 func (o Options) budget(j int) int64 {

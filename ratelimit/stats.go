@@ -18,6 +18,11 @@ type Stats struct {
 	// LateGrants counts chunk grants in Leased mode that arrived after their sub-window
 	// ended (a round trip longer than what was left of it): never spent, and asked again.
 	LateGrants uint64
+	// Leasing is the number of keys this instance leases chunks for now because they are
+	// hot in the fleet's sum (Options.HotRate); HotSwitches and ColdSwitches count the keys
+	// that turned hot (exact path to leased) and cold (back, or dropped while hot).
+	Leasing                   int64
+	HotSwitches, ColdSwitches uint64
 	// Keys is the number of keys with local state (an estimate).
 	Keys int
 }
@@ -25,6 +30,8 @@ type Stats struct {
 // counters holds the atomic counters behind Stats.
 type counters struct {
 	allowed, denied, errors, calls, chunks, cells, syncs, syncErrors, slotTimeouts, lateGrants atomic.Uint64
+	hotSwitches, coldSwitches                                                                  atomic.Uint64
+	leasing                                                                                    atomic.Int64
 }
 
 // Stats returns a snapshot of the counters. Fields are read one by one, not atomically
@@ -42,6 +49,9 @@ func (l *Limiter) Stats() Stats {
 		SyncErrors:   l.stats.syncErrors.Load(),
 		SlotTimeouts: l.stats.slotTimeouts.Load(),
 		LateGrants:   l.stats.lateGrants.Load(),
+		Leasing:      l.stats.leasing.Load(),
+		HotSwitches:  l.stats.hotSwitches.Load(),
+		ColdSwitches: l.stats.coldSwitches.Load(),
 	}
 	if l.states != nil {
 		s.Keys = l.states.EstimatedSize()

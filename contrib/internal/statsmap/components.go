@@ -65,6 +65,7 @@ var (
 		"Calls": {Unit: "{call}"}, "Chunks": {Unit: "{chunk}"}, "Cells": {Unit: "{cell}"}, "Syncs": {Unit: "{sync}"},
 		"SyncErrors": {Unit: "{sync}"},
 		"Keys":       {Kind: UpDown, Unit: "{key}"},
+		"Leasing":    {Kind: UpDown, Unit: "{key}"}, "HotSwitches": {Unit: "{switch}"}, "ColdSwitches": {Unit: "{switch}"},
 	}}
 )
 
