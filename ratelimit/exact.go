@@ -21,7 +21,10 @@ type takeReply struct {
 // while the connection fails, so a lost reply is answered by the original grant. hits is
 // the number of requests the call adds to the slot's count for the fleet's rate estimate.
 func (l *Limiter) take(ctx context.Context, key string, j int, want, least int64, id string, hits int64) (takeReply, error) {
-	args := []any{l.o.budget(j), want, least, l.sub, l.o.span(), id, hits}
+	args := []any{l.o.budget(j), want, least, l.sub, l.o.span(), id}
+	if l.o.HotRate > 0 {
+		args = append(args, hits) // counted for the fleet's rate estimate only then
+	}
 	keys := []string{l.slotKey(key, j)}
 	var err error
 	for range l.o.Attempts {

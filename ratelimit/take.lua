@@ -15,10 +15,12 @@
 -- ARGV[4]  sub: sub-window length, milliseconds, 1..8.64e7
 -- ARGV[5]  k: sub-windows summed, 1..1001 (SubWindows+1 for Sliding, 1 for Fixed)
 -- ARGV[6]  id: request ID, 1..64 bytes
--- ARGV[7]  hits: requests to add to the current sub-window's c, 0..2^40; absent: 0
+-- ARGV[7]  hits: requests to add to the current sub-window's c, 0..2^40; absent: count
+--          nothing and reply seen -1
 -- Reply: {status, granted, remaining, ms, reset_ms, now_ms, seen}
 --   seen is the sum of c over the k+1 sub-windows up to the current one (this call's hits
---   included; k full sub-windows and the current one's elapsed part), or -1 with 'dup'
+--   included; k full sub-windows and the current one's elapsed part), or -1 with 'dup' or
+--   without ARGV[7]
 --   {'ok', g, rem, ms, reset, now}   g cells granted in the current sub-window, which
 --                                   ends in ms; rem cells left in the slot's window
 --   {'dup', g, 0, ms, 0, now, -1}    id was already granted g cells in a sub-window that
@@ -45,8 +47,11 @@ local least = int(ARGV[3])
 local sub = int(ARGV[4])
 local k = int(ARGV[5])
 local id = ARGV[6]
+-- Without ARGV[7] (Options.HotRate off) nothing is counted and seen is -1: the estimate
+-- costs nothing to a limiter that does not use it.
+local counting = ARGV[7] ~= nil
 local hits = 0
-if ARGV[7] ~= nil then hits = int(ARGV[7]) end
+if counting then hits = int(ARGV[7]) end
 if not budget or budget < 1 or budget > 1099511627776 then return redis.error_reply('ERR ratelimit: bad budget') end
 if not want or want < 1 or want > budget then return redis.error_reply('ERR ratelimit: bad want') end
 if not least or least < 1 or least > want then return redis.error_reply('ERR ratelimit: bad least') end
@@ -75,10 +80,13 @@ end
 -- until (cur+1)*sub, so it is still there. The current one's count is added with the hits
 -- below, where it is written.
 local key = base .. ':' .. string.format('%.0f', cur)
-local seen = hits
-for i = 0, k do
-  local c = redis.call('HGET', base .. ':' .. string.format('%.0f', cur - k + i), 'c')
-  seen = seen + (tonumber(c) or 0)
+local seen = -1
+if counting then
+  seen = hits
+  for i = 0, k do
+    local c = redis.call('HGET', base .. ':' .. string.format('%.0f', cur - k + i), 'c')
+    seen = seen + (tonumber(c) or 0)
+  end
 end
 if hits > 0 then
   redis.call('HINCRBY', key, 'c', hits)
