@@ -48,6 +48,8 @@ type Cache[V any] struct {
 	// "<InstanceID>/<nonce>", so two instances given one InstanceID never share a leadership
 	// or drop each other's reports as retries.
 	fleetID string
+	// sumTags are the summary shards' keys less their interval (summaryTags).
+	sumTags []string
 	// The fields above are read by every Get and written only by New; the stripes below are
 	// written by every local change. The padding keeps them off the lines (and line pairs)
 	// the Gets read.
@@ -101,7 +103,8 @@ func New[V any](client redis.UniversalClient, loader Loader[V], opts Options[V])
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache[V]{o: o, client: client, loader: loader, fleetID: o.InstanceID + "/" + randomID()}
+	c := &Cache[V]{o: o, client: client, loader: loader, fleetID: o.InstanceID + "/" + randomID(),
+		sumTags: summaryTags(o.Prefix, o.SummaryShards)}
 	_, c.cluster = client.(*redis.ClusterClient)
 	if err := c.compose(); err != nil {
 		c.closeParts()

@@ -53,10 +53,19 @@
 // history it has, so a fleet started at once does not report a few reads as a hot key. Once per
 // ReportInterval, at its own random moment of the interval, it adds the rates of its ReportTop
 // heaviest keys (those at or above ReportMinRate) to a summary of that interval in Redis,
-// spread over SummaryShards keys in distinct slots (each instance writes one, chosen by its
-// ID), so the summary is never a hot key itself. A key not yet hot that reaches EarlyReportRate
-// locally is reported at once instead, in at most one early report per interval; no key counts
-// twice.
+// spread over SummaryShards keys whose slots are spread over the slot space, so over the
+// masters (each instance writes one, chosen by its ID): the summary is never a hot key itself.
+// A key not yet hot that reaches EarlyReportRate locally is reported at once instead, in at most
+// one early report per interval; no key counts twice.
+//
+// A fleet larger than ReportsPerInterval reports in turns, so that its reports do not grow with
+// it: the leader estimates the fleet's size N from the reports (each stands for K instances)
+// and writes it where every instance's poll reads it; each instance then makes its regular
+// report once every K = ⌈N/ReportsPerInterval⌉ intervals, its rates times K, except for a key it
+// reads at PromoteRate/K or faster, which it reports every interval at its own rate (one
+// instance's reads never count K times towards a promotion). The leader scales each interval's
+// sampled rates by N over the instances that interval's reports stood for, since the turns
+// split the fleet unevenly.
 //
 // With HotReportEvery, hot keys are reported by a rotating share of the fleet. With
 // SlowReportEvery, a slow lane adds what the regular reports leave out: once per interval each
@@ -154,29 +163,29 @@
 // any missed change. The summary
 // assumes the instances' clocks agree within a fraction of ReportInterval (an interval is named by
 // wall-clock time). The loop's own commands per interval: at most one report (two with an
-// early one) per instance that has a key at or above ReportMinRate or, with SlowReportEvery,
-// whose slow-lane turn it is (once every SlowReportEvery intervals), one poll per instance per
-// PollInterval (while it hears no heartbeat: one per 3 intervals while a live leader's
-// heartbeat is late, one per interval while there is no leader or its polls find changes it
-// missed), SummaryShards reads (at most 4×SummaryShards more in an interval with nudges,
-// whatever their number, and
-// with SlowReportEvery up to (SlowReportEvery-1)×SummaryShards more once when the leader
-// takes over or skipped an interval), with PromoteShare one INFO per master every 5
-// intervals, one lease renewal and one heartbeat by the leader, and, per hot-set change,
-// one by the instance that makes it (the announcement is published by the same script) and one (the hot set read in one script) by each instance
-// that missed the version before. In commands per second, with N instances of which R report
-// in an interval (those with a key at or above ReportMinRate), S = SummaryShards, I =
-// ReportInterval and P = PollInterval, in a steady state (a live leader, no change, without
-// SlowReportEvery and PromoteShare):
+// early one) per instance that has a key at or above ReportMinRate on its turn (every interval
+// in a fleet of up to ReportsPerInterval), or a key at PromoteRate/K or faster, or, with
+// SlowReportEvery, whose slow-lane turn it is (once every SlowReportEvery intervals), one poll
+// per instance per PollInterval (while it hears no heartbeat: one per 3 intervals while a live
+// leader's heartbeat is late, one per interval while there is no leader or its polls find
+// changes it missed), SummaryShards reads (at most 4×SummaryShards more in an interval with
+// nudges, whatever their number, and with SlowReportEvery up to
+// (SlowReportEvery-1)×SummaryShards more once when the leader takes over or skipped an
+// interval), with PromoteShare one INFO per master every 5 intervals, one lease renewal and
+// one heartbeat by the leader, and, per hot-set change, one by the instance that makes it (the
+// announcement is published by the same script) and one (the hot set read in one script) by
+// each instance that missed the version before. In commands per second, with N instances, M =
+// ReportsPerInterval, H the instances that read some key at PromoteRate/K or faster (K =
+// ⌈N/M⌉), S = SummaryShards, I = ReportInterval and P = PollInterval, in a steady state (a live
+// leader, no change, without SlowReportEvery and PromoteShare):
 //
-//	loop/s ≤ (R·(1+e) + S·(1+4ν) + 2)/I + N_silent/P
+//	loop/s ≤ (min(N, M+H)·(1+e) + S·(1+4ν) + 2)/I + N/P
 //
-// where e is 1 with EarlyReportRate (an early report) and 0 otherwise, ν is 1 in an interval
-// with a nudge and 0 otherwise, and N_silent counts the instances that hear no heartbeat
-// (0 while the channel is live). The number of keys reported does not change the count (a
-// report carries up to ReportTop keys in one command); R does: with ReportMinRate 0 every
-// instance that read anything reports once per interval, so the loop grows with the fleet.
-// 4 instances, defaults: at most (4 + 16·5 + 2)/1 s = 86 commands/s.
+// where e is 1 with EarlyReportRate (an early report) and 0 otherwise and ν is 1 in an
+// interval with a nudge and 0 otherwise. The number of keys reported does not change the count
+// (a report carries up to ReportTop keys in one command). With the defaults (M 32, S 4, I 1 s,
+// P 60 s): 4 instances, at most 4 + 20 + 2 = 26 commands/s; 1,000 instances whose reads are
+// spread thin (H = 0), at most 32 + 20 + 2 + 17 = 71, and 39 in an interval without a nudge.
 //
 // # ACL
 //

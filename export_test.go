@@ -26,3 +26,13 @@ func LastHotRead[V any](c *Cache[V], key string) int64 {
 	}
 	return last
 }
+
+// FleetSizeOf returns the fleet's size as this instance knows it (the leader's estimate,
+// read by its polls), which sets how many intervals apart it reports.
+func FleetSizeOf[V any](c *Cache[V]) int64 { return c.fleet.fleetN.Load() }
+
+// SummaryTags returns the summary shards' keys under prefix (less their interval).
+func SummaryTags(prefix string, shards int) []string { return summaryTags(prefix, shards) }
+
+// SumSlotWidth is how far from its target slot a summary shard's slot may be.
+var SumSlotWidth = sumSlotWidth

@@ -2,6 +2,7 @@ package celebrity
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -33,6 +34,9 @@ type fleet struct {
 	slowN     int                            // the intervals slowReads covers
 	slowRing  map[int64]map[string]float64   // leader only: each interval's slow-lane sums
 	lastEval  int64                          // the last interval this instance evaluated as leader
+	estimate  float64                        // leader only: the fleet's size, smoothed over full evaluations
+	fleetN    atomic.Int64                   // the fleet's size as this instance knows it (estimate, or the leader's by poll)
+	estimated atomic.Bool                    // estimate was set: a leader's polls keep its own
 	lastDemo  atomic.Pointer[demoteDecision] // leader only: the last demotion this instance decided
 	nodes     nodeLoad                       // leader only: the masters' commands per second (PromoteShare)
 	ticks     int64                          // the report loop's ticks
@@ -58,6 +62,39 @@ type fleet struct {
 
 	twinMu sync.Mutex
 	twins  map[string]int64 // leader IDs with this InstanceID and another nonce: first seen (Unix ns), -1 once counted
+}
+
+// estimateFleet updates the leader's estimate of the fleet's size with the instances the
+// regular reports of one interval stand for (each counts K on its turn, once in K intervals,
+// so the sum is the reporting fleet on average): an average over about 4 intervals, which
+// the leader writes into the hot set's meta with its next poll for every instance to read.
+func (f *fleet) estimateFleet(instances int64) {
+	if instances <= 0 {
+		return
+	}
+	if f.estimate == 0 {
+		f.estimate = float64(instances)
+	} else {
+		f.estimate += (float64(instances) - f.estimate) / 4
+	}
+	f.fleetN.Store(int64(math.Round(f.estimate)))
+	f.estimated.Store(true)
+}
+
+// sampleScale is what the leader multiplies the sampled rates of an evaluation by: the
+// fleet's size over the instances the reports read stand for. The turns split the fleet
+// unevenly (by the hash of each ID), so one interval's turns may hold twice the share of
+// another's; scaling by the share each interval actually had keeps the estimate level. A
+// partial evaluation only scales down (its first few reports must not stand for the fleet).
+func (f *fleet) sampleScale(instances int64, partial bool) float64 {
+	if instances <= 0 || f.estimate <= 0 {
+		return 1
+	}
+	scale := f.estimate / float64(instances)
+	if partial {
+		return min(scale, 1)
+	}
+	return scale
 }
 
 // demoteDecision is a demotion the leader decided: the key and the interval whose evaluation

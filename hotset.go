@@ -51,8 +51,36 @@ func keysFor(p string) keyset {
 
 // summaryKey is shard's part of the summary of one interval; every shard is its own slot.
 func (c *Cache[V]) summaryKey(shard int, interval int64) string {
-	return slot.Tagged(c.o.Prefix, c.o.Prefix+"sum"+strconv.Itoa(shard)) + ":" + strconv.FormatInt(interval, 10)
+	return c.sumTags[shard] + ":" + strconv.FormatInt(interval, 10)
 }
+
+// summaryTags returns the keys (less their ":<interval>") of the summary's shards under
+// prefix. Shard i's hash tag is prefix+"sum<i>.<j>" with the first j that puts it within
+// sumSlotWidth(shards) slots of (2i+1)·Count/(2·shards): the shards spread evenly over the
+// slot space, so that 3 or more of them land on every master of a 3-master cluster with even
+// slot ranges (not on one by chance of their names' hashes), and every instance finds the
+// same names.
+func summaryTags(prefix string, shards int) []string {
+	tags := make([]string, shards)
+	width := sumSlotWidth(shards)
+	for i := range tags {
+		center := (2*i + 1) * slot.Count / (2 * shards)
+		base := prefix + "sum" + strconv.Itoa(i) + "."
+		for j := 0; ; j++ {
+			tag := base + strconv.Itoa(j)
+			if d := int(slot.Of("{"+tag+"}")) - center; d > -width && d < width {
+				tags[i] = slot.Tagged(prefix, tag)
+				break
+			}
+		}
+	}
+	return tags
+}
+
+// sumSlotWidth is how far from its target slot a summary shard's slot may be: a sixteenth of
+// the space between two shards' targets (a few tries per shard to find), at least 8 slots (at
+// most about 1,000 tries per shard with 1,024 shards).
+func sumSlotWidth(shards int) int { return max(slot.Count/(16*shards), 8) }
 
 // report adds this instance's heaviest Redis-level reads to the summary of the current
 // interval, on the shard its ID hashes to: once per interval at this instance's phase of the
@@ -83,9 +111,14 @@ func (c *Cache[V]) report(ctx context.Context) error {
 	top = settled(top, time.Duration(now-f.born), c.o.ReportInterval/2)
 	id := c.fleetID
 	var pairs, slow []any
+	weight := 0
 	if regular {
 		f.lastSlot = slot
-		pairs = c.regularPairs(top, slot, time.Duration(now%iv))
+		k := c.sampleEvery()
+		if c.onTurn(slot, k) {
+			weight = int(k)
+		}
+		pairs = c.regularPairs(top, slot, time.Duration(now%iv), k, weight > 0)
 		f.dropCold()
 		slow = c.slowLane(top, slot)
 	} else if pairs = c.earlyPairs(top); len(pairs) > 0 {
@@ -95,20 +128,42 @@ func (c *Cache[V]) report(ctx context.Context) error {
 	if len(pairs) == 0 && len(slow) == 0 {
 		return nil
 	}
-	return c.sendReport(ctx, id, slot, pairs, slow)
+	return c.sendReport(ctx, id, slot, weight, pairs, slow)
+}
+
+// sampleEvery is K, how many intervals apart this instance makes its regular report (see
+// Options.ReportsPerInterval): ⌈N/ReportsPerInterval⌉ for the fleet's size N as last
+// estimated (1 before any estimate, and with the sampling off).
+func (c *Cache[V]) sampleEvery() int64 {
+	per := int64(c.o.ReportsPerInterval)
+	if per < 0 {
+		return 1
+	}
+	return min(max(1, (c.fleet.fleetN.Load()+per-1)/per), maxSampleEvery)
+}
+
+// maxSampleEvery bounds K: a fleet of more than 1024×ReportsPerInterval instances reports
+// more than ReportsPerInterval times per interval.
+const maxSampleEvery = 1024
+
+// onTurn reports whether interval slot is this instance's turn to report every key of its
+// regular report when instances take turns every k intervals (by their ID).
+func (c *Cache[V]) onTurn(slot, k int64) bool {
+	return (slot+int64(xxhash.Sum64String(c.o.InstanceID)%uint64(k)))%k == 0
 }
 
 // sendReport adds the key/rate pairs (those that may nudge the leader first) and the slow
 // lane's pairs to interval slot's summary, on the shard this instance's ID hashes to, as
-// the report id (idempotent: a retried report adds nothing).
-func (c *Cache[V]) sendReport(ctx context.Context, id string, slot int64, pairs, slow []any) error {
+// the report id (idempotent: a retried report adds nothing), with the instances it stands
+// for (weight: K on its turn, 0 otherwise) towards the leader's estimate of the fleet.
+func (c *Cache[V]) sendReport(ctx context.Context, id string, slot int64, weight int, pairs, slow []any) error {
 	f := &c.fleet
 	for i := 0; i < len(pairs); i += 2 {
 		f.sent[pairs[i].(string)] = true
 	}
 	pairs, nudging := nudgingFirst(pairs, f.isHot)
 	args := append([]any{id, (time.Duration(c.o.summaryIntervals()) * c.o.ReportInterval).Milliseconds() + 1,
-		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().channel, "n" + strconv.FormatInt(slot, 10), nudging, len(slow) / 2}, pairs...)
+		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().channel, "n" + strconv.FormatInt(slot, 10), nudging, len(slow) / 2, weight}, pairs...)
 	args = append(args, slow...)
 	shard := int(xxhash.Sum64String(c.o.InstanceID) % uint64(c.o.SummaryShards))
 	f.loopCommands.Add(1)
@@ -150,33 +205,42 @@ func nudgingFirst(pairs []any, hot func(string) bool) ([]any, int) {
 }
 
 // regularPairs returns the key/rate pairs of the regular report of interval slot, made
-// elapsed into it: every key of top at or above ReportMinRate not sent yet in the interval;
-// with HotReportEvery, a hot key only on this instance's turn, its rate scaled by
+// elapsed into it, when instances take turns every k intervals and turn says whether slot
+// is this instance's: every key of top at or above ReportMinRate not sent yet in the
+// interval; with k > 1, on its turn at k times its rate, marked sampled (the leader scales
+// the sum of those to the fleet, see fleetRates), otherwise only the keys it reads at
+// PromoteRate/k or faster, at their rate;
+// with k = 1 and HotReportEvery, a hot key only on this instance's turn, its rate scaled by
 // HotReportEvery. A hot key's rate counts only its reads inside the interval (hotRate), not
 // the detector's look-back into the previous one: a key that faded late in one interval
 // counts nothing in the next, and its hold starts there.
-func (c *Cache[V]) regularPairs(top []hotkeys.KeyLoad, slot int64, elapsed time.Duration) []any {
+func (c *Cache[V]) regularPairs(top []hotkeys.KeyLoad, slot int64, elapsed time.Duration, k int64, turn bool) []any {
 	f := &c.fleet
 	every := int64(c.o.HotReportEvery)
-	turn := (slot+int64(xxhash.Sum64String(c.o.InstanceID)%uint64(every)))%every == 0
+	hotTurn := c.onTurn(slot, every)
 	var pairs []any
-	for _, k := range top {
-		if k.Rate <= 0 || f.sent[k.Key] {
+	for _, kl := range top {
+		if kl.Rate <= 0 || f.sent[kl.Key] {
 			continue
 		}
-		hot := f.isHot(k.Key)
-		rate := k.Rate
+		hot := f.isHot(kl.Key)
+		rate := kl.Rate
 		if hot {
-			rate = c.hotRate(k.Key, slot, elapsed)
+			rate = c.hotRate(kl.Key, slot, elapsed)
 		}
 		if rate <= 0 || rate < c.o.ReportMinRate {
 			continue
 		}
 		switch {
+		case k > 1 && rate >= c.o.PromoteRate/float64(k):
+			pairs = append(pairs, kl.Key, fmtRate(rate))
+		case k > 1 && turn:
+			pairs = append(pairs, kl.Key, "t"+fmtRate(rate*float64(k)))
+		case k > 1:
 		case every == 1 || !hot:
-			pairs = append(pairs, k.Key, fmtRate(rate))
-		case turn:
-			pairs = append(pairs, k.Key, fmtRate(rate*float64(every)))
+			pairs = append(pairs, kl.Key, fmtRate(rate))
+		case hotTurn:
+			pairs = append(pairs, kl.Key, fmtRate(rate*float64(every)))
 		}
 	}
 	return pairs
@@ -214,11 +278,11 @@ func (c *Cache[V]) poll(ctx context.Context) (quiet time.Duration, err error) {
 	lease := (3 * c.o.ReportInterval).Milliseconds() + 1
 	c.fleet.loopCommands.Add(1)
 	c.fleet.polls.Add(1)
-	res, err := pollScript.Run(ctx, c.client, []string{ks.meta, ks.lease}, c.fleetID, lease).Slice()
+	res, err := pollScript.Run(ctx, c.client, []string{ks.meta, ks.lease}, c.fleetID, lease, c.fleet.fleetN.Load()).Slice()
 	if err != nil {
 		return 0, err
 	}
-	if len(res) != 7 {
+	if len(res) != 8 {
 		return 0, fmt.Errorf("celebrity: poll: unexpected reply %v", res)
 	}
 	version, _ := res[1].(int64)
@@ -230,6 +294,9 @@ func (c *Cache[V]) poll(ctx context.Context) (quiet time.Duration, err error) {
 	c.sawLeader(other, time.Duration(lease)*time.Millisecond)
 	c.fleet.leader.Store(lead == 1)
 	c.fleet.epoch.Store(epoch)
+	if n, _ := res[7].(int64); lead != 1 || !c.fleet.estimated.Load() {
+		c.fleet.fleetN.Store(n)
+	}
 	c.fleet.firstPoll.CompareAndSwap(0, c.o.Clock().UnixNano())
 	if cur, curVid := c.fleet.applied(); uint64(version) != cur || vid != curVid {
 		return 0, c.learn(ctx)
@@ -322,7 +389,9 @@ func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error
 }
 
 // fleetRates reads the summary of interval slot in one pipeline and returns each key's
-// fleet-wide rate: the sum of the regular reports plus the slow lane's. A leader that just
+// fleet-wide rate: the sum of the regular reports (their sampled rates scaled to the fleet,
+// see sampleScale, in a full evaluation) plus the slow lane's; a full evaluation also updates
+// the estimate of the fleet's size. A leader that just
 // took over (or skipped an interval) reads back the slow reports of the slow lane's window
 // once, in the same pipeline.
 func (c *Cache[V]) fleetRates(ctx context.Context, slot int64, partial bool) (map[string]float64, error) {
@@ -339,9 +408,17 @@ func (c *Cache[V]) fleetRates(ctx context.Context, slot int64, partial bool) (ma
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	rates, slow := map[string]float64{}, map[string]float64{}
+	var instances int64
+	rates, sampled, slow := map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for _, s := range sums {
-		parseSummary(s.Val(), rates, slow)
+		instances += parseSummary(s.Val(), rates, sampled, slow)
+	}
+	if !partial {
+		c.fleet.estimateFleet(instances)
+	}
+	scale := c.fleet.sampleScale(instances, partial)
+	for k, r := range sampled {
+		rates[k] += r * scale
 	}
 	if c.slow != nil {
 		c.addSlow(slot, partial, rates, slow, back, backSums)
@@ -366,7 +443,7 @@ func (c *Cache[V]) addSlow(slot int64, partial bool, rates, slow map[string]floa
 	for i, s := range back {
 		old := map[string]float64{}
 		for _, cmd := range backSums[i] {
-			parseSummary(cmd.Val(), map[string]float64{}, old)
+			parseSummary(cmd.Val(), map[string]float64{}, map[string]float64{}, old)
 		}
 		f.keepSlow(s, c.o.SlowReportEvery, old)
 	}

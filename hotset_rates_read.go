@@ -55,10 +55,11 @@ func ReadFleetRates(ctx context.Context, client redis.UniversalClient, prefix st
 	}
 	n := time.Now().UnixNano()/int64(interval) - 1
 	cmds := make([]*redis.MapStringStringCmd, shards)
+	tags := summaryTags(prefix, shards)
 	_, err := bound.Do(ctx, func() ([]redis.Cmder, error) {
 		return client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i := range cmds {
-				cmds[i] = p.HGetAll(ctx, summaryKeyOf(prefix, i, n))
+				cmds[i] = p.HGetAll(ctx, tags[i]+":"+strconv.FormatInt(n, 10))
 			}
 			return nil
 		})
@@ -69,13 +70,7 @@ func ReadFleetRates(ctx context.Context, client redis.UniversalClient, prefix st
 	fr := FleetRates{Prefix: prefix, Start: time.Unix(0, n*int64(interval)).UTC(), Interval: interval, Rates: map[string]float64{}}
 	slow := map[string]float64{}
 	for _, c := range cmds {
-		parseSummary(c.Val(), fr.Rates, slow)
+		parseSummary(c.Val(), fr.Rates, fr.Rates, slow)
 	}
 	return fr, nil
-}
-
-// summaryKeyOf is shard's part of the summary of interval n under prefix, as a Cache writes
-// it (Cache.summaryKey).
-func summaryKeyOf(prefix string, shard int, n int64) string {
-	return slot.Tagged(prefix, prefix+"sum"+strconv.Itoa(shard)) + ":" + strconv.FormatInt(n, 10)
 }

@@ -39,7 +39,9 @@ const (
 	// DefaultReportTop is the default Options.ReportTop.
 	DefaultReportTop = 16
 	// DefaultSummaryShards is the default Options.SummaryShards.
-	DefaultSummaryShards = 16
+	DefaultSummaryShards = 4
+	// DefaultReportsPerInterval is the default Options.ReportsPerInterval.
+	DefaultReportsPerInterval = 32
 	// MaxKeyLen is the longest key accepted, in bytes.
 	MaxKeyLen = 16 << 10
 )
@@ -189,13 +191,29 @@ type Options[V any] struct {
 	// Default: 0 (off). Range 0 or 2..60.
 	SlowReportEvery int
 	// SummaryShards is the number of Redis keys (each in its own slot) the fleet summary of
-	// one interval is spread over; instances are assigned to shards by their ID, so each key
-	// takes fleet/SummaryShards writes per interval. The leader reads every shard at each
-	// evaluation (one full and at most 4 partial ones per interval), so in a small fleet the
-	// shards are most of the loop's commands: 4 instances at the default make at most 4
-	// reports and up to 80 summary reads per interval (see the package doc's formula), and
-	// 4 shards would do. Default: 16. Range 1..1024.
+	// one interval is spread over; instances are assigned to shards by their ID. The shards'
+	// slots are spread evenly over the slot space (shard i near slot (2i+1)·16384/(2·shards)),
+	// so on a cluster whose masters own even slot ranges, as many masters as there are shards
+	// (all of them when shards ≥ masters) hold one. The leader reads every shard at each
+	// evaluation (one full and at most 4 partial ones per interval), so the shards are most of
+	// the loop's commands in a small fleet: 4 instances at the default make at most 4 reports
+	// and 20 summary reads per interval (see the package doc's formula). Every instance of a
+	// fleet must use the same value. Default: 4. Range 1..1024.
 	SummaryShards int
+	// ReportsPerInterval bounds the regular reports of a large fleet: with N instances
+	// reporting (the leader's estimate, which every instance reads with its polls), each
+	// instance makes its regular report only once every K = ⌈N/ReportsPerInterval⌉ intervals
+	// (the instances take turns by their ID), with its rates multiplied by K, an estimate of
+	// the fleet's rate from a share of the fleet; a key it reads at PromoteRate/K or faster
+	// it reports every interval at its own rate, so that one instance's reads never count K
+	// times towards a promotion. The regular reports then cost about ReportsPerInterval
+	// commands per interval whatever the fleet's size, plus one per instance that reads a key
+	// that fast (a cost that follows the hot traffic, not the fleet). The price is accuracy:
+	// a key's fleet rate is estimated from 1/K of the instances' reads, so a key near
+	// PromoteRate may be promoted an interval sooner or later. A fleet of up to
+	// ReportsPerInterval instances (K = 1) reports every interval, as with a negative value,
+	// which turns the sampling off. Default: 32. Range 1..1024.
+	ReportsPerInterval int
 	// RefreshAhead is how often a hot key that was read since its last refresh is reloaded
 	// into the L1 ahead of its expiry, so it never misses. A negative value turns it off.
 	// Default: Fresh/2.
@@ -352,6 +370,10 @@ func (o Options[V]) reportDefaults() (Options[V], error) {
 	}
 	if o.SlowReportEvery != 0 && (o.SlowReportEvery < 2 || o.SlowReportEvery > 60) {
 		return o, invalidf("Options.SlowReportEvery must be 0 (off) or 2..60, got %d", o.SlowReportEvery)
+	}
+	o.ReportsPerInterval = cmp.Or(o.ReportsPerInterval, DefaultReportsPerInterval)
+	if o.ReportsPerInterval > 1024 {
+		return o, invalidf("Options.ReportsPerInterval must be negative (off) or 1..1024, got %d", o.ReportsPerInterval)
 	}
 	o.SummaryShards = cmp.Or(o.SummaryShards, DefaultSummaryShards)
 	if o.SummaryShards < 1 || o.SummaryShards > 1024 {

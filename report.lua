@@ -13,7 +13,13 @@
 --          apply as hot: a hot key needs no promotion, so its sum nudges nobody)
 -- ARGV[7]  how many of the pairs, from the last, are the slow lane's (lukewarm keys' average
 --          rates, added to the fields "s:<key>"; the others to "k:<key>"); they never nudge
--- ARGV[8..] pairs: key, rate (reads per second, a non-negative number)
+-- ARGV[8]  how many instances this report stands for in the leader's estimate of the fleet's
+--          size (a non-negative integer: K, the intervals between its turns, on its turn; 0
+--          otherwise), added to the field "n"
+-- ARGV[9..] pairs: key, rate (reads per second, a non-negative number); a rate written "t<rate>"
+--          is a sampled one (an instance's reads times K, on its turn), added to the field
+--          "t:<key>" (the leader scales those by the fleet's size over "n"), the others to
+--          "k:<key>"
 --
 -- Reply: {"ok", nudged (1 if this report published the nudge)}, or {"dup", 0} when this
 -- report ID was already added.
@@ -36,10 +42,14 @@ end
 if channel == nil or channel == '' or message == nil or message == '' then
   return redis.error_reply('ERR celebrity: report: empty channel or nudge message')
 end
-if #ARGV < 7 or (#ARGV - 7) % 2 ~= 0 then
+if #ARGV < 8 or (#ARGV - 8) % 2 ~= 0 then
   return redis.error_reply('ERR celebrity: report: key/rate pairs expected')
 end
-local npairs = (#ARGV - 7) / 2
+local npairs = (#ARGV - 8) / 2
+local weight = tonumber(ARGV[8])
+if not weight or weight < 0 or weight ~= math.floor(weight) then
+  return redis.error_reply('ERR celebrity: report: the weight must be a non-negative integer')
+end
 local nudging, slow = tonumber(ARGV[6]), tonumber(ARGV[7])
 if not slow or slow < 0 or slow ~= math.floor(slow) or slow > npairs then
   return redis.error_reply('ERR celebrity: report: the slow pairs must be 0..pairs')
@@ -47,8 +57,16 @@ end
 if not nudging or nudging < 0 or nudging ~= math.floor(nudging) or nudging > npairs - slow then
   return redis.error_reply('ERR celebrity: report: the nudging pairs must be 0..pairs-slow')
 end
-for i = 8, #ARGV, 2 do
-  local r = tonumber(ARGV[i + 1])
+-- rateOf splits a pair's rate into its field prefix and its number.
+local function rateOf(v)
+  if string.sub(v, 1, 1) == 't' then
+    return 't:', string.sub(v, 2)
+  end
+  return 'k:', v
+end
+for i = 9, #ARGV, 2 do
+  local _, v = rateOf(ARGV[i + 1])
+  local r = tonumber(v)
   if ARGV[i] == '' or not r or r < 0 or r ~= r or r == math.huge then
     return redis.error_reply('ERR celebrity: report: bad pair at ' .. i)
   end
@@ -56,14 +74,18 @@ end
 if redis.call('HSETNX', sum, 'r:' .. id, 1) == 0 then
   return {'dup', 0}
 end
+if weight > 0 then
+  redis.call('HINCRBY', sum, 'n', weight)
+end
 local cross = false
-for i = 8, #ARGV, 2 do
-  local n = (i - 8) / 2
+for i = 9, #ARGV, 2 do
+  local n = (i - 9) / 2
   if n >= npairs - slow then
     redis.call('HINCRBYFLOAT', sum, 's:' .. ARGV[i], ARGV[i + 1])
   else
-    local r = tonumber(ARGV[i + 1])
-    local now = tonumber(redis.call('HINCRBYFLOAT', sum, 'k:' .. ARGV[i], ARGV[i + 1]))
+    local field, v = rateOf(ARGV[i + 1])
+    local r = tonumber(v)
+    local now = tonumber(redis.call('HINCRBYFLOAT', sum, field .. ARGV[i], v))
     if level > 0 and n < nudging and now >= level and now - r < level then
       cross = true
     end

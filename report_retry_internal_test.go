@@ -31,13 +31,13 @@ func TestReportRetryAddsSlowPairsOnce(t *testing.T) {
 			sum := p + "{" + p + "sum0}:7"
 			inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "sum0"}, 1)
 			res, err := reportScript.Run(t.Context(), faulty, []string{sum},
-				"inst1", 10000, "25.000", p+"hot", "n7", 1, 1, "warm", "30.000", "lukewarm", "1.500").Slice()
+				"inst1", 10000, "25.000", p+"hot", "n7", 1, 1, 4, "warm", "30.000", "lukewarm", "1.500").Slice()
 			require.NoError(t, err, "retried after the lost reply")
 			require.Equal(t, int64(1), inj.Dropped())
 			require.Equal(t, "dup", res[0], "the retry found the report already added")
 			h, err := plain.HGetAll(t.Context(), sum).Result()
 			require.NoError(t, err)
-			require.Equal(t, map[string]string{"r:inst1": "1", "k:warm": "30", "s:lukewarm": "1.5"}, h)
+			require.Equal(t, map[string]string{"r:inst1": "1", "k:warm": "30", "s:lukewarm": "1.5", "n": "4"}, h)
 		})
 	}
 }

@@ -114,16 +114,23 @@ func (c *Cache[V]) slowPairs() []any {
 // and two more, so that a new leader reads back the slow reports it needs.
 func (o Options[V]) summaryIntervals() int64 { return max(3, int64(o.SlowReportEvery)+2) }
 
-// parseSummary adds one summary hash's regular rates to rates and its slow-lane rates to slow.
-func parseSummary(h map[string]string, rates, slow map[string]float64) {
+// parseSummary adds one summary hash's regular rates to rates, its sampled ones (K times an
+// instance's rate, reported on its turn) to sampled and its slow-lane rates to slow, and
+// returns the instances its reports stand for (the field "n", see report.lua).
+func parseSummary(h map[string]string, rates, sampled, slow map[string]float64) (instances int64) {
 	for field, v := range h {
 		r, _ := strconv.ParseFloat(v, 64)
 		if k, ok := strings.CutPrefix(field, "k:"); ok {
 			rates[k] += r
+		} else if k, ok := strings.CutPrefix(field, "t:"); ok {
+			sampled[k] += r
 		} else if k, ok := strings.CutPrefix(field, slowField); ok {
 			slow[k] += r
+		} else if field == "n" {
+			instances += int64(r)
 		}
 	}
+	return instances
 }
 
 // slowWindow returns the slow-lane rates of the intervals slot-SlowReportEvery+1..slot: the

@@ -30,6 +30,7 @@
 //	go run . -addrs 127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
 //	go run . -timeseries -keys 100000 -out results/closed-loop.png
 //	go run . -timeseries -instances 4 -promote-rate 30 -summary-shards 16 -out /tmp/small-fleet.png
+//	go run . -timeseries -keys 100000 -instances 1000 -loop-defaults -out /tmp/large-fleet.png
 //
 // The last one is a small fleet: 4 instances with an L1 fresh window of 100 ms read a key at
 // 40 Redis-level reads per second at most, so PromoteRate must be under that (see the
@@ -74,6 +75,7 @@ type config struct {
 	timeseries      bool
 	tsPromote       float64
 	tsShards        int
+	tsDefaults      bool
 	rate            int
 	seed            uint64
 }
@@ -104,6 +106,7 @@ func main() {
 	flag.BoolVar(&cfg.timeseries, "timeseries", false, "run the closed-loop time series (celebrity.Cache) instead of the strategies")
 	flag.Float64Var(&cfg.tsPromote, "promote-rate", 300, "with -timeseries: Options.PromoteRate (DemoteRate is a quarter of it)")
 	flag.IntVar(&cfg.tsShards, "summary-shards", 2, "with -timeseries: Options.SummaryShards")
+	flag.BoolVar(&cfg.tsDefaults, "loop-defaults", false, "with -timeseries: the library's default loop options (PromoteRate, DemoteRate, Hold, the report options, SummaryShards), not the harness's")
 	flag.Parse()
 	if err := validate(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)

@@ -36,12 +36,19 @@ type tsConfig struct {
 }
 
 func defaultTS(cfg config) tsConfig {
-	return tsConfig{
+	ts := tsConfig{
 		duration: 60 * time.Second, onset: 10 * time.Second, fade: 40 * time.Second,
 		rate: 6000, fresh: 100 * time.Millisecond, interval: time.Second, hold: 5 * time.Second,
 		promote: cfg.tsPromote, demote: cfg.tsPromote / 4, sample: 500 * time.Millisecond, shards: cfg.tsShards,
 		hotEvery: 10, minShare: 2, earlyShare: 2, slowEvery: 10, promoteShare: 0.05,
 	}
+	if cfg.tsDefaults {
+		// The library's defaults for every loop option (the zero values, printed as such);
+		// the L1's fresh window stays the harness's.
+		ts.hold, ts.promote, ts.demote = celebrity.DefaultHold, celebrity.DefaultPromoteRate, celebrity.DefaultPromoteRate/4
+		ts.shards, ts.hotEvery, ts.minShare, ts.earlyShare, ts.slowEvery, ts.promoteShare = 0, 0, 0, 0, 0, 0
+	}
+	return ts
 }
 
 // tsSample is the per-node load of one sampling period.

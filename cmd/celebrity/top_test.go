@@ -159,7 +159,7 @@ func TestTopRefusesBadFlags(t *testing.T) {
 		want string
 	}{
 		{[]string{"--probe", "post:7", "--cache-prefix", ""}, `celebrity: --probe names logical keys of the Cache under --cache-prefix, which is ""; give --probe-raw for Redis keys` + "\n"},
-		{[]string{"--report-interval", "0s"}, "celebrity: --report-interval must be 1ms..1h and --summary-shards 1..1024 (the fleet's options), got 0s and 16\n"},
+		{[]string{"--report-interval", "0s"}, "celebrity: --report-interval must be 1ms..1h and --summary-shards 1..1024 (the fleet's options), got 0s and 4\n"},
 		{[]string{"--summary-shards", "0"}, "celebrity: --report-interval must be 1ms..1h and --summary-shards 1..1024 (the fleet's options), got 1s and 0\n"},
 		{[]string{"--demoted", "-1s"}, "celebrity: --demoted must be 0..24h, got -1s\n"},
 		{[]string{"--cache-prefix", "a{b}"}, `celebrity: --cache-prefix must be 1..128 bytes without '{' or '}', got "a{b}"` + "\n"},
