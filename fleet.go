@@ -21,27 +21,29 @@ type fleet struct {
 	hotReads   sync.Map                          // key -> *hotCount: a hot key's reads per interval
 	learnMu    sync.Mutex
 
-	leader    atomic.Bool
-	epoch     atomic.Int64
-	lowSince  map[string]int64               // leader only: the first interval of a member's run under DemoteRate
-	lastSlot  int64                          // the last interval this instance made its regular report for
-	earlySlot int64                          // the last interval this instance made an early report for
-	sent      map[string]bool                // the keys this instance reported for the interval lastSlot/earlySlot
-	sentSlot  int64                          // the interval sent describes
-	phase     time.Duration                  // when in each interval this instance reports, unless early
-	born      int64                          // when the local detector began counting, Unix nanoseconds
-	slowReads map[string]float64             // the slow lane: lukewarm keys' reads since the last slow report
-	slowN     int                            // the intervals slowReads covers
-	slowRing  map[int64]map[string]float64   // leader only: each interval's slow-lane sums
-	lastEval  int64                          // the last interval this instance evaluated as leader
-	estimate  float64                        // leader only: the fleet's size, smoothed over full evaluations
-	fleetN    atomic.Int64                   // the fleet's size as this instance knows it (estimate, or the leader's by poll)
-	estimated atomic.Bool                    // estimate was set: a leader's polls keep its own
-	lastDemo  atomic.Pointer[demoteDecision] // leader only: the last demotion this instance decided
-	nodes     nodeLoad                       // leader only: the masters' commands per second (PromoteShare)
-	ticks     int64                          // the report loop's ticks
-	quietTill int64                          // the first tick at which a silent channel makes this instance poll again
-	warnAlone sync.Once
+	leader     atomic.Bool
+	epoch      atomic.Int64
+	lowSince   map[string]int64               // leader only: the first interval of a member's run under DemoteRate
+	lastSlot   int64                          // the last interval this instance made its regular report for
+	earlySlot  int64                          // the last interval this instance made an early report for
+	sent       map[string]bool                // the keys this instance reported for the interval lastSlot/earlySlot
+	sentSlot   int64                          // the interval sent describes
+	phase      time.Duration                  // when in each interval this instance reports, unless early
+	born       int64                          // when the local detector began counting, Unix nanoseconds
+	slowReads  map[string]float64             // the slow lane: lukewarm keys' reads since the last slow report
+	slowN      int                            // the intervals slowReads covers
+	slowRing   map[int64]map[string]float64   // leader only: each interval's slow-lane sums
+	lastEval   int64                          // the last interval this instance evaluated as leader
+	estimate   float64                        // leader only: the fleet's size, smoothed over full evaluations
+	fleetN     atomic.Int64                   // the fleet's size as this instance knows it (estimate, or the leader's by poll)
+	estimated  atomic.Bool                    // estimate was set: a leader's polls keep its own
+	sizeSent   int64                          // leader only: the fleet's size it last published
+	sizeSentAt int64                          // leader only: when, Unix nanoseconds
+	lastDemo   atomic.Pointer[demoteDecision] // leader only: the last demotion this instance decided
+	nodes      nodeLoad                       // leader only: the masters' commands per second (PromoteShare)
+	ticks      int64                          // the report loop's ticks
+	quietTill  int64                          // the first tick at which a silent channel makes this instance poll again
+	warnAlone  sync.Once
 
 	heard     atomic.Int64  // when this instance last heard the hot-set channel, Unix nanoseconds
 	nudge     chan struct{} // a report crossed a shard's share of PromoteRate (leader only)
@@ -430,7 +432,11 @@ func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 				return
 			}
 			if s, ok := strings.CutPrefix(msg.Payload, "n"); ok {
-				c.nudged(s) // a report's: it says nothing of the leader
+				if size, ok := strings.CutPrefix(s, "f"); ok {
+					c.fleet.heardSize(size)
+				} else {
+					c.nudged(s) // a report's: it says nothing of the leader
+				}
 				continue
 			}
 			c.fleet.heard.Store(c.o.Clock().UnixNano())
@@ -476,6 +482,46 @@ func (c *Cache[V]) heartbeat(ctx context.Context) {
 	if err := c.publish(ctx); err != nil {
 		c.loopError("heartbeat", err)
 	}
+	c.announceSize(ctx, now)
+}
+
+// announceSize publishes the leader's estimate of the fleet's size as "nf<size>" when it
+// moved by a tenth or more since it was last published, or sizeEvery intervals passed: every
+// instance then reports in turns within an interval of the estimate, not a PollInterval
+// later. The message starts as a nudge does, which a release that does not know it ignores
+// (it names no interval).
+func (c *Cache[V]) announceSize(ctx context.Context, now int64) {
+	f := &c.fleet
+	n := f.fleetN.Load()
+	if !f.estimated.Load() || n <= 0 {
+		return
+	}
+	moved := f.sizeSent == 0 || 10*abs(n-f.sizeSent) >= f.sizeSent
+	if !moved && now-f.sizeSentAt < sizeEvery*int64(c.o.ReportInterval) {
+		return
+	}
+	f.loopCommands.Add(1)
+	if err := c.client.Publish(ctx, c.keys().channel, "nf"+strconv.FormatInt(n, 10)).Err(); err != nil {
+		c.loopError("announce the fleet's size", err)
+		return
+	}
+	f.sizeSent, f.sizeSentAt = n, now
+}
+
+// sizeEvery is how many intervals apart the leader publishes the fleet's size when it holds
+// steady.
+const sizeEvery = 10
+
+func abs(n int64) int64 { return max(n, -n) }
+
+// heardSize takes the fleet's size the leader published (see announceSize); the leader keeps
+// its own estimate.
+func (f *fleet) heardSize(s string) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || f.leader.Load() {
+		return
+	}
+	f.fleetN.Store(n)
 }
 
 // publish announces the version this instance applies on the hot-set channel, as

@@ -16,7 +16,8 @@ import (
 )
 
 // turnFleet is the sampling's test fleet: 12 instances with ReportsPerInterval 3, so that
-// once the leader counts them each reports once every 4 intervals. Every instance reads a
+// once the leader counts them (and publishes their number) each reports once every 4
+// intervals. They poll once a minute: the size reaches them by the leader's announcement. Every instance reads a
 // background key once per 60 ms: about 200 Redis-level reads a second in the fleet's sum,
 // under PromoteRate (400).
 func turnFleet(t *testing.T, client func(testing.TB) redis.UniversalClient) (caches []*celebrity.Cache[string], recs []*recorder, p string, leader *celebrity.Cache[string]) {
@@ -30,7 +31,7 @@ func turnFleet(t *testing.T, client func(testing.TB) redis.UniversalClient) (cac
 		recs[i] = &recorder{}
 		o := loopOptions()
 		o.Fresh, o.ReportMinRate, o.PromoteRate, o.DemoteRate = 5*time.Millisecond, 0, 400, 100
-		o.ReportsPerInterval, o.PollInterval = 3, 300*time.Millisecond
+		o.ReportsPerInterval, o.PollInterval = 3, time.Minute
 		o.OnEvent = recs[i].add
 		caches = append(caches, newCache(t, client(t), src, p, o))
 	}
@@ -96,7 +97,7 @@ func testReportsInTurns(t *testing.T, client func(testing.TB) redis.UniversalCli
 			}
 		}
 		return true
-	}, 30*time.Second, 10*time.Millisecond, "every instance learns the fleet's size (12 reading)")
+	}, 30*time.Second, 10*time.Millisecond, "every instance hears the fleet's size (12 reading) from the leader, a minute before its next poll")
 
 	celeb := p + "celebrity"
 	stop := everyReaders(t, caches, celeb, 20*time.Millisecond)

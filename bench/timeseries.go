@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -564,10 +565,11 @@ func windowSkew(s []tsSample, i, w int) float64 {
 // printLoopBreakdown splits the loop's commands by kind, and by phase of the run (before the
 // onset, while the celebrity is on, after it faded) from the sampled counters.
 func printLoopBreakdown(ts tsConfig, r *tsResult) {
-	summaries := r.evaluations * uint64(ts.shards)
+	shards := cmp.Or(ts.shards, celebrity.DefaultSummaryShards)
+	summaries := r.evaluations * uint64(shards)
 	rest := r.loopCommands - min(r.loopCommands, r.reports+r.polls+summaries+r.heartbeats)
 	fmt.Printf("%-58s %12s reports %d, polls (and the leader's lease renewals) %d, summary reads %d (%d evaluations × %d shards), heartbeats %d, hot-set reads, changes and announcements %d\n",
-		"  of which", "", r.reports, r.polls, summaries, r.evaluations, ts.shards, r.heartbeats, rest)
+		"  of which", "", r.reports, r.polls, summaries, r.evaluations, shards, r.heartbeats, rest)
 	var before, during loopCounts
 	for _, s := range r.samples {
 		if s.at <= ts.onset {
