@@ -36,6 +36,7 @@ type fleet struct {
 	lastEval   int64                          // the last interval this instance evaluated as leader
 	estimate   float64                        // leader only: the fleet's size, smoothed over full evaluations
 	fleetN     atomic.Int64                   // the fleet's size as this instance knows it (estimate, or the leader's by poll)
+	sizeAt     atomic.Int64                   // when a leader last stated fleetN, Unix nanoseconds
 	estimated  atomic.Bool                    // estimate was set: a leader's polls keep its own
 	sizeSent   int64                          // leader only: the fleet's size it last published
 	sizeSentAt int64                          // leader only: when, Unix nanoseconds
@@ -70,7 +71,7 @@ type fleet struct {
 // regular reports of one interval stand for (each counts K on its turn, once in K intervals,
 // so the sum is the reporting fleet on average): an average over about 4 intervals, which
 // the leader writes into the hot set's meta with its next poll for every instance to read.
-func (f *fleet) estimateFleet(instances int64) {
+func (f *fleet) estimateFleet(instances, now int64) {
 	if instances <= 0 {
 		return
 	}
@@ -79,8 +80,8 @@ func (f *fleet) estimateFleet(instances int64) {
 	} else {
 		f.estimate += (float64(instances) - f.estimate) / 4
 	}
-	f.fleetN.Store(int64(math.Round(f.estimate)))
 	f.estimated.Store(true)
+	f.setSize(int64(math.Round(f.estimate)), now)
 }
 
 // sampleScale is what the leader multiplies the sampled rates of an evaluation by: the
@@ -433,7 +434,7 @@ func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 			}
 			if s, ok := strings.CutPrefix(msg.Payload, "n"); ok {
 				if size, ok := strings.CutPrefix(s, "f"); ok {
-					c.fleet.heardSize(size)
+					c.fleet.heardSize(size, c.o.Clock().UnixNano())
 				} else {
 					c.nudged(s) // a report's: it says nothing of the leader
 				}
@@ -516,13 +517,26 @@ func abs(n int64) int64 { return max(n, -n) }
 
 // heardSize takes the fleet's size the leader published (see announceSize); the leader keeps
 // its own estimate.
-func (f *fleet) heardSize(s string) {
+func (f *fleet) heardSize(s string, now int64) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || n < 0 || f.leader.Load() {
 		return
 	}
-	f.fleetN.Store(n)
+	f.setSize(n, now)
 }
+
+// setSize takes the fleet's size a leader stated at now (by announcement or in the hot set's
+// meta, read by a poll); 0 states none.
+func (f *fleet) setSize(n, now int64) {
+	f.fleetN.Store(n)
+	if n > 0 {
+		f.sizeAt.Store(now)
+	}
+}
+
+// sizeLife is how many intervals a stated fleet size lasts without a leader stating it again
+// (the leader announces it at least every sizeEvery intervals and writes it with every poll).
+const sizeLife = 3 * sizeEvery
 
 // publish announces the version this instance applies on the hot-set channel, as
 // "<version> <vid>".

@@ -36,8 +36,8 @@ var (
 
 // keyset names the Redis keys and channels of the fleet loop.
 type keyset struct {
-	meta, lease, members, demoted string
-	channel                       string
+	meta, lease, members, demoted, size string
+	channel                             string
 }
 
 func (c *Cache[V]) keys() keyset { return keysFor(c.o.Prefix) }
@@ -46,7 +46,7 @@ func (c *Cache[V]) keys() keyset { return keysFor(c.o.Prefix) }
 func keysFor(p string) keyset {
 	tag := slot.Tagged(p, p+"hot")
 	return keyset{meta: tag + "meta", lease: tag + "leader", members: tag + "members",
-		demoted: tag + "demoted", channel: p + "hot"}
+		demoted: tag + "demoted", size: tag + "size", channel: p + "hot"}
 }
 
 // summaryKey is shard's part of the summary of one interval; every shard is its own slot.
@@ -133,13 +133,16 @@ func (c *Cache[V]) report(ctx context.Context) error {
 
 // sampleEvery is K, how many intervals apart this instance makes its regular report (see
 // Options.ReportsPerInterval): ⌈N/ReportsPerInterval⌉ for the fleet's size N as last
-// estimated (1 before any estimate, and with the sampling off).
+// estimated; 1 with the sampling off, and while no size is known that a leader stated
+// within sizeLife intervals (before the first estimate, or with a leader of a release that
+// reads no sampled rates).
 func (c *Cache[V]) sampleEvery() int64 {
 	per := int64(c.o.ReportsPerInterval)
-	if per < 0 {
-		return 1
+	f := &c.fleet
+	if per < 0 || c.o.Clock().UnixNano()-f.sizeAt.Load() > int64(sizeLife*c.o.ReportInterval) {
+		return 1 // no leader that estimates the fleet's size (one of a release without it)
 	}
-	return min(max(1, (c.fleet.fleetN.Load()+per-1)/per), maxSampleEvery)
+	return min(max(1, (f.fleetN.Load()+per-1)/per), maxSampleEvery)
 }
 
 // maxSampleEvery bounds K: a fleet of more than 1024×ReportsPerInterval instances reports
@@ -278,7 +281,12 @@ func (c *Cache[V]) poll(ctx context.Context) (quiet time.Duration, err error) {
 	lease := (3 * c.o.ReportInterval).Milliseconds() + 1
 	c.fleet.loopCommands.Add(1)
 	c.fleet.polls.Add(1)
-	res, err := pollScript.Run(ctx, c.client, []string{ks.meta, ks.lease}, c.fleetID, lease, c.fleet.fleetN.Load()).Slice()
+	size := int64(0)
+	if c.fleet.estimated.Load() {
+		size = c.fleet.fleetN.Load()
+	}
+	res, err := pollScript.Run(ctx, c.client, []string{ks.meta, ks.lease, ks.size}, c.fleetID, lease, size,
+		(sizeLife * c.o.ReportInterval).Milliseconds()).Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -295,7 +303,7 @@ func (c *Cache[V]) poll(ctx context.Context) (quiet time.Duration, err error) {
 	c.fleet.leader.Store(lead == 1)
 	c.fleet.epoch.Store(epoch)
 	if n, _ := res[7].(int64); lead != 1 || !c.fleet.estimated.Load() {
-		c.fleet.fleetN.Store(n)
+		c.fleet.setSize(n, c.o.Clock().UnixNano())
 	}
 	c.fleet.firstPoll.CompareAndSwap(0, c.o.Clock().UnixNano())
 	if cur, curVid := c.fleet.applied(); uint64(version) != cur || vid != curVid {
@@ -414,7 +422,7 @@ func (c *Cache[V]) fleetRates(ctx context.Context, slot int64, partial bool) (ma
 		instances += parseSummary(s.Val(), rates, sampled, slow)
 	}
 	if !partial {
-		c.fleet.estimateFleet(instances)
+		c.fleet.estimateFleet(instances, c.o.Clock().UnixNano())
 	}
 	scale := c.fleet.sampleScale(instances, partial)
 	for k, r := range sampled {
