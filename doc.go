@@ -65,7 +65,10 @@
 // reads at PromoteRate/K or faster, which it reports every interval at its own rate (one
 // instance's reads never count K times towards a promotion). The leader scales each interval's
 // sampled rates by N over the instances that interval's reports stood for, since the turns
-// split the fleet unevenly.
+// split the fleet unevenly. It states N on the hot-set channel (when it moved by a tenth, and
+// every 10 intervals) and in an expiring key its polls renew; a size no leader restated
+// within 30 intervals lapses, and the fleet reports every interval again (as a leader of a
+// release without turns needs: it reads no sampled rates).
 //
 // With HotReportEvery, hot keys are reported by a rotating share of the fleet. With
 // SlowReportEvery, a slow lane adds what the regular reports leave out: once per interval each
