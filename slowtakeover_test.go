@@ -24,6 +24,7 @@ func slowInjector(t *testing.T, rdb redis.UniversalClient, prefix, key string, n
 	injected = new(atomic.Int64)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
+	tags := celebrity.SummaryTags(prefix, shards)
 	wg.Go(func() {
 		last := int64(0)
 		for ctx.Err() == nil {
@@ -36,7 +37,7 @@ func slowInjector(t *testing.T, rdb redis.UniversalClient, prefix, key string, n
 					if (slot+int64(i))%int64(every) != 0 {
 						continue
 					}
-					sum := prefix + "{" + prefix + "sum" + strconv.Itoa(i%shards) + "}:" + strconv.FormatInt(slot, 10)
+					sum := tags[i%shards] + ":" + strconv.FormatInt(slot, 10)
 					pipe := rdb.TxPipeline()
 					pipe.HSetNX(ctx, sum, "r:fake"+strconv.Itoa(i), 1)
 					pipe.HIncrByFloat(ctx, sum, "s:"+key, rate)
