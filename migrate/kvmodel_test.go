@@ -180,8 +180,8 @@ func describeKV(in kvInput, out kvOutput) string {
 
 // requireLinearizable checks history against kvModel within timeout and fails t unless
 // porcupine proves it linearizable. On a failure it writes porcupine's visualization (open
-// it in a browser) to a file under t.TempDir and logs its path and the calls of every record
-// whose history has no linearization.
+// it in a browser) to a file under t.TempDir and logs its path, the calls of the first record
+// whose history has no linearization, and the names of the others.
 func requireLinearizable(t testing.TB, history []porcupine.Operation, timeout time.Duration) {
 	t.Helper()
 	res, info := porcupine.CheckOperationsVerbose(kvModel, history, timeout)
@@ -194,11 +194,17 @@ func requireLinearizable(t testing.TB, history []porcupine.Operation, timeout ti
 	} else {
 		t.Logf("visualization: %s", path)
 	}
+	shown := false
 	for _, part := range kvModel.Partition(history) {
 		if porcupine.CheckOperationsTimeout(kvModel, part, timeout) == porcupine.Ok {
 			continue
 		}
 		in := part[0].Input.(kvInput)
+		if shown {
+			t.Logf("record %s/%s: %d calls, not linearizable either", in.Tenant, in.Key, len(part))
+			continue
+		}
+		shown = true
 		t.Logf("record %s/%s, %d calls:\n%s", in.Tenant, in.Key, len(part), describeHistory(part))
 	}
 	t.Fatalf("the history of %d calls is not linearizable (porcupine: %s)", len(history), res)

@@ -37,6 +37,8 @@ import (
 //     history with an unknown outcome, as in Jepsen) or, holding the operation across the
 //     next move, retries it with the same operation ID through its stale table and must get
 //     the first attempt's result from the new owner;
+//   - a reader on another such Router, which only reads: it learns a new table only when a
+//     shard refuses one of its reads;
 //   - the migration driver, which loses replies of the clients at chosen states (the copy,
 //     the catch-up, the barrier, the flip) and waits in the catch-up for the clients to
 //     write what it must catch up with;
@@ -180,17 +182,21 @@ func (le *linEnv) run(t *testing.T, plan linPlan) {
 	e.openOwner(bu)
 
 	stock, stale := faults.New(), faults.New()
-	r0, err := routing.New(e.control, routing.Options{Shards: le.shards(t, stock, true), Prefix: e.prefix})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, r0.Close()) }()
-	r1, err := routing.New(deafControl{Control: e.control, quiet: le.quiet},
-		routing.Options{Shards: le.shards(t, stale, false), Prefix: e.prefix, PollInterval: time.Hour})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, r1.Close()) }()
-	for _, r := range []*routing.Router{r0, r1} {
-		_, err := r.Await(ctx, 1)
+	newRouter := func(control routing.Control, o routing.Options) *routing.Router {
+		o.Prefix = e.prefix
+		r, err := routing.New(control, o)
 		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, r.Close()) })
+		_, err = r.Await(ctx, 1)
+		require.NoError(t, err)
+		return r
 	}
+	// The stock Router; the stale writers' and the stale readers' Routers, deaf to
+	// announcements and polling once an hour.
+	r0 := newRouter(e.control, routing.Options{Shards: le.shards(t, stock, true)})
+	deaf := deafControl{Control: e.control, quiet: le.quiet}
+	r1 := newRouter(deaf, routing.Options{Shards: le.shards(t, stale, false), PollInterval: time.Hour})
+	r2 := newRouter(deaf, routing.Options{Shards: le.shards(t, stale, false), PollInterval: time.Hour})
 
 	run := &linRun{t: t, start: time.Now(), stop: make(chan struct{})}
 	var records [][2]string // the hot tenant's six records (over both sub-buckets of its spread) and three of its neighbour's
@@ -201,23 +207,30 @@ func (le *linEnv) run(t *testing.T, plan linPlan) {
 		records = append(records, [2]string{cold, fmt.Sprintf("k%d", k)})
 	}
 	var wg sync.WaitGroup
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	for i := range plan.clients {
-		c := &linClient{run: run, name: fmt.Sprintf("c%d", i), id: run.newClientID(), r: r0,
-			rnd: rand.New(rand.NewPCG(uint64(i), 33)), seen: map[string]uint64{}}
-		if i%2 == 1 {
-			c.r, c.surfaced = r1, true
+		c := &linClient{run: run, name: fmt.Sprintf("c%d", i), id: run.newClientID(), r: r0, records: records,
+			reads: 35, rnd: rand.New(rand.NewPCG(uint64(i), 33)), seen: map[string]uint64{}}
+		switch i % 4 {
+		case 1:
+			c.r = r1
+		case 3:
+			c.r, c.reads = r2, 100
 		}
-		c.records = records
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c.loop(ctx)
+			c.loop(cctx)
 		}()
 	}
 	stopped := false
 	stopClients := func() {
 		if !stopped {
 			stopped = true
+			if t.Failed() {
+				cancel() // a call waiting for a table that a failed move never published
+			}
 			close(run.stop)
 			wg.Wait()
 		}
@@ -281,10 +294,8 @@ func (le *linEnv) run(t *testing.T, plan linPlan) {
 
 	// A reader on a fresh Router reads every record once, after every other call returned
 	// (or was given up): the final state the history must explain.
-	r2, err := routing.New(e.control, routing.Options{Shards: scripters(e), Prefix: e.prefix})
-	require.NoError(t, err)
-	defer func() { require.NoError(t, r2.Close()) }()
-	reader := &linClient{run: run, name: "reader", id: run.newClientID(), r: r2, seen: map[string]uint64{}}
+	reader := &linClient{run: run, name: "reader", id: run.newClientID(), seen: map[string]uint64{},
+		r: newRouter(e.control, routing.Options{Shards: scripters(e)})}
 	for _, rec := range records {
 		reader.call(ctx, kvInput{Kind: kvGet, Tenant: rec[0], Key: rec[1]})
 	}
@@ -293,18 +304,18 @@ func (le *linEnv) run(t *testing.T, plan linPlan) {
 	requireLinearizable(t, run.history, time.Minute)
 	checked := time.Since(checkStart)
 	require.Empty(t, run.fails, "calls failed other than by a lost reply")
-	st1 := r1.Stats()
+	redirects := r1.Stats().Redirects + r2.Stats().Redirects
 	t.Logf("%d calls (%d clients, %d rounds of %d moves), %d replies lost (%d by go-redis's retries, %d to callers), "+
 		"%d calls retried by their callers after a move, %d replayed (%d by another owner), %d left with an unknown outcome; "+
-		"the stale Router was redirected %d times; checked in %v, run in %v",
+		"the stale Routers were redirected %d times; checked in %v, run in %v",
 		len(run.history), plan.clients, plan.rounds, len(moves), stock.Dropped()+stale.Dropped(), stock.Dropped(),
 		stale.Dropped(), run.retried.Load(), run.replayed.Load(), run.replayedMoved.Load(), run.unknown.Load(),
-		st1.Redirects, checked, time.Since(began))
-	// The run did what it claims: replies were lost on both Routers, the stale Router met
-	// refusals, and a lost write was replayed by the unit's new owner.
+		redirects, checked, time.Since(began))
+	// The run did what it claims: replies were lost on both kinds of Router, the stale
+	// Routers met refusals, and a lost write was replayed by the unit's new owner.
 	require.Positive(t, stock.Dropped())
 	require.Positive(t, stale.Dropped())
-	require.Positive(t, st1.Redirects)
+	require.Positive(t, redirects)
 	require.Positive(t, run.replayedMoved.Load(), "a write whose reply was lost, retried after a move, replayed by the new owner")
 }
 
@@ -326,13 +337,17 @@ func (r *linRun) waitFor(ctx context.Context, n int64) {
 	}
 }
 
+// callTimeout bounds one attempt of a call: far above a move's write pause, so that a call
+// that runs into it is a failure of the run.
+const callTimeout = 30 * time.Second
+
 // linClient is one client: one call at a time, each recorded in the history.
 type linClient struct {
 	run      *linRun
 	name     string
 	id       int // porcupine client ID; a new one after a call left with an unknown outcome
 	r        *routing.Router
-	surfaced bool // its go-redis clients do not retry: lost replies reach it
+	reads    int // the share of its calls that are gets, in percent
 	rnd      *rand.Rand
 	records  [][2]string
 	seen     map[string]uint64 // the last version seen of each record, for conditional writes
@@ -359,13 +374,13 @@ func (c *linClient) next() kvInput {
 	in := kvInput{Tenant: rec[0], Key: rec[1], OpID: fmt.Sprintf("op:%s:%d", c.name, c.n),
 		Value: fmt.Sprintf("%s-%d", c.name, c.n), Version: c.seen[rec[0]+"/"+rec[1]]}
 	switch x := c.rnd.IntN(100); {
-	case x < 35:
+	case x < c.reads:
 		in.Kind, in.Value, in.OpID, in.Version = kvGet, "", "", 0
-	case x < 55:
+	case x < c.reads+20:
 		in.Kind, in.Version = kvPut, 0
-	case x < 80:
+	case x < c.reads+45:
 		in.Kind = kvPutIf
-	case x < 88:
+	case x < c.reads+53:
 		in.Kind, in.Value, in.Version = kvDel, "", 0
 	default:
 		in.Kind, in.Value = kvDelIf, ""
@@ -388,6 +403,8 @@ func (in kvInput) op() routing.Op {
 
 // once makes one attempt of in.
 func (c *linClient) once(ctx context.Context, in kvInput) (kvOutput, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
 	if in.Kind == kvGet {
 		rec, ok, err := c.r.Get(ctx, in.Tenant, in.Key)
 		return kvOutput{Found: ok, Deleted: rec.Deleted, Value: rec.Value, Version: rec.Version}, false, err
