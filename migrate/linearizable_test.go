@@ -48,18 +48,19 @@ import (
 // the control Redis). The long form repeats the cycle with more clients.
 func TestRouterDoStaysLinearizableThroughMoves(t *testing.T) {
 	for name, le := range linEnvs(t) {
-		t.Run(name, func(t *testing.T) { le.run(t, linPlan{clients: 4, rounds: 1}) })
+		t.Run(name, func(t *testing.T) { le.run(t, linPlan{clients: 4, rounds: 2}) })
 	}
 }
 
 func TestRouterDoStaysLinearizableThroughRepeatedMoves(t *testing.T) {
 	celebritytest.Long(t)
 	for name, le := range linEnvs(t) {
-		t.Run(name, func(t *testing.T) { le.run(t, linPlan{clients: 6, rounds: 3}) })
+		t.Run(name, func(t *testing.T) { le.run(t, linPlan{clients: 6, rounds: 4}) })
 	}
 }
 
-// linPlan sizes a run: clients (half on each Router) and rounds of the six moves.
+// linPlan sizes a run: clients (half on the stock Router, a quarter on each stale one) and
+// rounds of the six moves.
 type linPlan struct {
 	clients, rounds int
 }
