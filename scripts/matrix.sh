@@ -2,16 +2,22 @@
 # The version matrix, as CI runs it after scripts/test.sh (which runs the whole suite, with
 # the race detector, on the default server and the machine's Go): the library's package
 # tests, each against a standalone server and a Redis Cluster of its own, on every other
-# server of scripts/servers.sh, and the examples against each; and go vet on every older Go
-# release the module supports. The matrix is diagonal: each older Go release runs the package
-# tests of one of those servers (the first older release with the last server, and so on),
+# server of scripts/servers.sh, and the examples against the last of them; and go vet on
+# every older Go release the module supports. The matrix is diagonal: each older Go release
+# runs the package tests of one of those servers (the first older release with the last
+# server, and so on),
 # so every server and every Go release is tested without a leg per pair; a release left over
 # runs them on the default server.
 #
 #   scripts/matrix.sh                      # every server other than the default
 #   scripts/matrix.sh valkey-8.1           # only these servers
 #   MATRIX_EXAMPLES=0 scripts/matrix.sh    # package tests only
+#   MATRIX_EXAMPLES=all scripts/matrix.sh  # the examples against every server
 #   CELEBRITY_FULL=1 scripts/matrix.sh     # the long tests too
+#
+# The examples run against the last server only (Valkey 8.1 by default, the other
+# implementation): test.sh runs them against the default server, and they send no command the
+# package tests do not. The package tests of a leg run MATRIX_PARALLEL (3) packages at once.
 #
 # The package tests run with -short: the long fault, failover and load tests (those that
 # call celebritytest.Long, seconds each) are skipped here, since test.sh runs every one of
@@ -68,6 +74,7 @@ run_pids() {
 export CI="${CI:-true}"
 short=-short
 [ "${CELEBRITY_FULL:-0}" != 1 ] || short=
+parallel=${MATRIX_PARALLEL:-3}
 # The library's legs run its module alone (GOWORK=off), as test.sh does: with the dependency
 # versions its go.mod names, and on Go 1.25, which go.work (go 1.26) would refuse. The
 # examples build in the workspace, against this tree's library.
@@ -123,12 +130,16 @@ for s in "${servers[@]}"; do
   if [ -n "$r" ]; then
     tc=$(toolchain "$r")
     leg "$s, Go $r ($tc): go test $short ./... (package tests)" \
-      env GOWORK=off REDIS_SERVER="$bin" GOTOOLCHAIN="$tc" go test $short -count=1 -timeout 20m ./...
+      env GOWORK=off REDIS_SERVER="$bin" GOTOOLCHAIN="$tc" go test $short -count=1 -p "$parallel" -timeout 20m ./...
   else
     leg "$s: go test $short ./... (package tests)" \
-      env GOWORK=off REDIS_SERVER="$bin" go test $short -count=1 -timeout 20m ./...
+      env GOWORK=off REDIS_SERVER="$bin" go test $short -count=1 -p "$parallel" -timeout 20m ./...
   fi
-  if [ "${MATRIX_EXAMPLES:-1}" != 0 ] && [ -x scripts/examples.sh ]; then
+  examples=${MATRIX_EXAMPLES:-last}
+  if [ "$examples" = last ] && [ "$s" = "${servers[-1]}" ] || [ "$examples" = all ] || [ "$examples" = 1 ]; then
+    examples=yes
+  fi
+  if [ "$examples" = yes ] && [ -x scripts/examples.sh ]; then
     leg "$s: examples (standalone, cluster)" \
       env REDIS_SERVER="$bin" EXAMPLES_MODES="standalone cluster" scripts/examples.sh
   fi
