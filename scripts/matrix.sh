@@ -5,9 +5,8 @@
 # server of scripts/servers.sh, and the examples against the last of them; and go vet on
 # every older Go release the module supports. The matrix is diagonal: each older Go release
 # runs the package tests of one of those servers (the first older release with the last
-# server, and so on),
-# so every server and every Go release is tested without a leg per pair; a release left over
-# runs them on the default server.
+# server, and so on), so every server and every Go release is tested without a leg per pair;
+# a release left over runs them on the default server.
 #
 #   scripts/matrix.sh                      # every server other than the default
 #   scripts/matrix.sh valkey-8.1           # only these servers
