@@ -293,3 +293,41 @@ func TestFailedReloadAfterMarkAllStaleReturnsTheErrorWithoutStaleIfError(t *test
 	require.Equal(t, "old", get(t, sie, "k"))
 	require.Equal(t, uint64(1), sie.Stats().StaleIfErrorHits)
 }
+
+// TestRefreshIsCountedBeforeItsLoaderRuns: a background refresh, stale or early, is in
+// Stats before its loader is called, so a caller that saw the loader run (or the value it
+// installed) reads the refresh in Stats too.
+func TestRefreshIsCountedBeforeItsLoaderRuns(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		t.Run(fmt.Sprint("early=", early), func(t *testing.T) {
+			clock := new(testkit.Clock)
+			var c *Cache[string]
+			var calls atomic.Int64
+			seen := make(chan Stats, 1)
+			o := Options[string]{Clock: clock.Now, Fresh: 10 * time.Second, Stale: time.Hour, NoJitter: true}
+			if early {
+				o.Beta, o.Rand = 1, func() float64 { return 0.5 }
+			}
+			c = newCache(t, func(ctx context.Context, key string) (string, error) {
+				if calls.Add(1) == 2 {
+					seen <- c.Stats()
+				}
+				clock.Advance(time.Second) // a load that takes a second, for XFetch
+				return "v", nil
+			}, o)
+			get(t, c, "k")
+			if early {
+				clock.SetElapsed(10*time.Second - 100*time.Millisecond) // fresh, past the XFetch threshold
+			} else {
+				clock.SetElapsed(20 * time.Second) // stale
+			}
+			get(t, c, "k")
+			s := waitFor(t, seen, "the refresh's loader")
+			if early {
+				require.Equal(t, uint64(1), s.EarlyRefreshes)
+			} else {
+				require.Equal(t, uint64(1), s.Refreshes)
+			}
+		})
+	}
+}
