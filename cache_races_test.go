@@ -27,6 +27,9 @@ type writeLog struct {
 	// lag is the longest time a read was served a state older than an acknowledged write,
 	// measured from that write's acknowledgement to the read's start.
 	lag time.Duration
+	// held counts the reads the bound held to a write: reads that began more than the bound
+	// after a write was acknowledged, so that serving a state older than it would fail.
+	held int
 }
 
 type writeOp struct {
@@ -67,16 +70,21 @@ func (w *writeLog) check(start time.Time, got uint64, deleted bool, bound time.D
 	// first acknowledged write newer than what the read returned was acknowledged.
 	var newest writeOp
 	var lagged time.Time
+	held := false
 	for _, op := range w.ops {
 		if op.acked.IsZero() || !op.acked.Before(start) {
 			continue
 		}
+		held = held || start.Sub(op.acked) > bound
 		if op.version > newest.version {
 			newest = op
 		}
 		if op.version > got && (lagged.IsZero() || op.acked.Before(lagged)) {
 			lagged = op.acked
 		}
+	}
+	if held {
+		w.held++
 	}
 	if got >= newest.version && (deleted || !newest.del || got > newest.version) {
 		return nil
@@ -90,10 +98,37 @@ func (w *writeLog) check(start time.Time, got uint64, deleted bool, bound time.D
 		start.Format("15:04:05.000"), got, deleted, newest.version, newest.del, lag)
 }
 
+// heldReads returns how many reads the bound held to an acknowledged write.
+func (w *writeLog) heldReads() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.held
+}
+
+// writes returns how many writes were made, acknowledged or not.
+func (w *writeLog) writes() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.ops)
+}
+
 func (w *writeLog) maxLag() time.Duration {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.lag
+}
+
+// lastAck returns when the last acknowledged write was acknowledged.
+func (w *writeLog) lastAck() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var last time.Time
+	for _, op := range w.ops {
+		if op.acked.After(last) {
+			last = op.acked
+		}
+	}
+	return last
 }
 
 // final returns the last acknowledged state: the highest acknowledged version and whether it
@@ -178,12 +213,23 @@ func churn(ctx context.Context, t *testing.T, wg *sync.WaitGroup, n int, pause t
 	}
 }
 
-// settledEverywhere waits bound, then reads key reads times from every instance: each must
-// serve the last acknowledged state.
+// settledEverywhere waits, for at most bound after the last acknowledged write, until every
+// instance serves it, then reads key 20 times from every instance: each read must serve it.
 func settledEverywhere(t *testing.T, caches []*celebrity.Cache[string], key string, log *writeLog, bound time.Duration) {
 	t.Helper()
-	time.Sleep(bound)
 	want, del := log.final()
+	serves := func(c *celebrity.Cache[string]) bool {
+		v, err := c.Get(t.Context(), key)
+		if del {
+			return errors.Is(err, celebrity.ErrNotFound)
+		}
+		return err == nil && v == "v"+strconvU(want)
+	}
+	for deadline := log.lastAck().Add(bound); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if !slices.ContainsFunc(caches, func(c *celebrity.Cache[string]) bool { return !serves(c) }) {
+			break
+		}
+	}
 	for i, c := range caches {
 		for range 20 {
 			v, err := c.Get(t.Context(), key)
@@ -253,14 +299,16 @@ func raceWritesWithHotSet(t *testing.T, d deployment, o celebrity.Options[string
 			return readAndCheck(ctx, c, key, log, bound)
 		})
 	}
-	time.Sleep(8 * time.Second)
+	// The race runs until it has made enough of each actor's moves: hot-set changes, writes,
+	// and reads the bound held to an acknowledged write.
+	require.Eventually(t, func() bool {
+		return promotes.Load() > 40 && log.writes() > 60 && log.heldReads() > 1000
+	}, 2*time.Minute, 10*time.Millisecond, "the churn made too few moves")
 	cancel()
 	wg.Wait()
 	last, _ := log.final()
-	t.Logf("%d writes (last acknowledged v%d), %d hot-set changes, %d reads; longest lag behind an acknowledged write %s",
-		len(log.ops), last, promotes.Load(), reads.Load(), log.maxLag())
-	require.Greater(t, promotes.Load(), int64(20))
-	require.Greater(t, reads.Load(), int64(1000))
+	t.Logf("%d writes (last acknowledged v%d), %d hot-set changes, %d reads (%d held to a write); longest lag behind an acknowledged write %s",
+		log.writes(), last, promotes.Load(), reads.Load(), log.heldReads(), log.maxLag())
 	// A write cancelled with the churn may have applied unacknowledged: one more write makes
 	// the last state certain. The key ends hot on some runs and not on others; both must
 	// serve the last write.
@@ -336,13 +384,16 @@ func TestInvalidationSubscriptionKilledDuringWrites(t *testing.T) {
 				return readAndCheck(ctx, c, key, log, bound)
 			})
 		}
-		time.Sleep(8 * time.Second)
+		// The churn runs until it has made enough of each actor's moves: kills, writes, and
+		// reads the bound held to an acknowledged write.
+		require.Eventually(t, func() bool {
+			return kills.Load() > 20 && log.writes() > 60 && log.heldReads() > 1000
+		}, 2*time.Minute, 10*time.Millisecond, "the churn made too few moves")
 		cancel()
 		wg.Wait()
 		last, _ := log.final()
-		t.Logf("%d writes (last acknowledged v%d), %d kills, %d reads; longest lag behind an acknowledged write %s",
-			len(log.ops), last, kills.Load(), reads.Load(), log.maxLag())
-		require.Greater(t, kills.Load(), int64(20))
+		t.Logf("%d writes (last acknowledged v%d), %d kills, %d reads (%d held to a write); longest lag behind an acknowledged write %s",
+			log.writes(), last, kills.Load(), reads.Load(), log.heldReads(), log.maxLag())
 		require.NoError(t, writeKey(t.Context(), caches[1], src, key, false, log))
 		settledEverywhere(t, caches, key, log, bound)
 	})
@@ -456,11 +507,17 @@ func TestHotSetRestoredToAnEarlierVersionConverges(t *testing.T) {
 	// apply it on top of that.
 	third := p + "third"
 	require.NoError(t, caches[2].Promote(ctx, third))
-	time.Sleep(4 * o.ReportInterval)
+	// Documented: a change reaches every instance within 4 intervals.
+	want := []string{first, later, third}
+	for deadline := time.Now().Add(4 * o.ReportInterval); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if !slices.ContainsFunc(caches, func(c *celebrity.Cache[string]) bool { return !slices.Equal(want, c.Hot()) }) {
+			break
+		}
+	}
 	hs, err = celebrity.ReadHotSet(ctx, srv.AdminClient(t), p)
 	require.NoError(t, err)
 	for i, c := range caches {
-		require.Equal(t, []string{first, later, third}, c.Hot(), "instance %d (diverged after version 2: %v): the fleet's hot set is %s v%d",
+		require.Equal(t, want, c.Hot(), "instance %d (diverged after version 2: %v): the fleet's hot set is %s v%d",
 			i, diverged, members(hs), hs.Version)
 	}
 }

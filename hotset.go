@@ -729,9 +729,11 @@ func (c *Cache[V]) install(ctx context.Context, version uint64, vid string, old,
 	for _, d := range ch.demoted {
 		c.demoteLocal(ctx, d.key, d.rate, d.decided, version)
 	}
-	f.hot.Store(&next)
+	// The version goes in before the members, so that a caller that saw the new members in
+	// Hot reads their version in Stats (the promotions and demotions are counted above).
 	f.vid.Store(&vid)
 	f.version.Store(version)
+	f.hot.Store(&next)
 }
 
 // learnPlan is what a new version of the hot set changes on an instance that applied old.

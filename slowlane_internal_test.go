@@ -2,7 +2,6 @@ package celebrity
 
 import (
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -10,25 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/hotkeys"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
-
-// fakeClock is a settable clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // slowLaneCache is a Cache with only what slowLane uses: its options and its slow detector,
 // as New builds them, on a settable clock.
-func slowLaneCache(t *testing.T, every int) (*Cache[string], *fakeClock) {
-	clk := &fakeClock{now: time.Unix(1_000_000, 0)}
+func slowLaneCache(t *testing.T, every int) (*Cache[string], *testkit.Clock) {
+	clk := testkit.NewClock(time.Unix(1_000_000, 0))
 	o := Options[string]{ReportInterval: time.Second, ReportMinRate: 40, ReportTop: 8, SlowReportEvery: every, InstanceID: "inst", Clock: clk.Now}
 	det, err := hotkeys.New(hotkeys.Options{
 		SampleRate: 1, Capacity: slowCapacity, Window: o.ReportInterval, Buckets: 10, EvalInterval: -1,
@@ -56,7 +43,7 @@ func turn(c *Cache[string], slot int64) int64 {
 func TestSlowLaneRateIsTheReadsCounted(t *testing.T) {
 	t.Run("young", func(t *testing.T) {
 		c, clk := slowLaneCache(t, 2)
-		clk.Add(50 * time.Millisecond)
+		clk.Advance(50 * time.Millisecond)
 		c.slow.Observe("k")
 		c.slow.Observe("k")
 		pairs := c.slowLane(nil, turn(c, 0))
@@ -70,7 +57,7 @@ func TestSlowLaneRateIsTheReadsCounted(t *testing.T) {
 		var pairs []any
 		for slot := start + 1; slot <= first; slot++ {
 			for range 10 { // ten reads a second, evenly spread
-				clk.Add(100 * time.Millisecond)
+				clk.Advance(100 * time.Millisecond)
 				c.slow.Observe("k")
 			}
 			pairs = c.slowLane(nil, slot)

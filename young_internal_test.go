@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/hotkeys"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // TestYoungInstanceDoesNotOverstateItsReads: an instance 50 ms old that read a key 4 times
@@ -15,7 +16,7 @@ import (
 // sub-window: 32 a second, over a ReportMinRate of 20); once the detector's window is full,
 // rates are the detector's own.
 func TestYoungInstanceDoesNotOverstateItsReads(t *testing.T) {
-	clk := &fakeClock{now: time.Unix(1_000_000, 0)}
+	clk := testkit.NewClock(time.Unix(1_000_000, 0))
 	const window = 500 * time.Millisecond
 	det, err := hotkeys.New(hotkeys.Options{
 		SampleRate: 1, Capacity: 256, Window: window, Buckets: 4, EvalInterval: -1,
@@ -25,7 +26,7 @@ func TestYoungInstanceDoesNotOverstateItsReads(t *testing.T) {
 	t.Cleanup(func() { _ = det.Close() })
 	born := clk.Now()
 
-	clk.Add(50 * time.Millisecond)
+	clk.Advance(50 * time.Millisecond)
 	for range 4 {
 		det.Observe("k")
 	}
@@ -37,7 +38,7 @@ func TestYoungInstanceDoesNotOverstateItsReads(t *testing.T) {
 	require.InDelta(t, 8.0, top[0].Rate, 0.01, "4 reads over the whole 500 ms window")
 
 	for range 10 { // a full window of 20 reads a second
-		clk.Add(50 * time.Millisecond)
+		clk.Advance(50 * time.Millisecond)
 		det.Observe("k")
 	}
 	top, err = det.Top(8)

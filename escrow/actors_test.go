@@ -15,6 +15,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/script"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // gate holds back the first command of a client that runs script s (EVALSHA or EVAL), so
@@ -91,7 +92,7 @@ func restoredPool(t *testing.T) (*celebritytest.Server, PoolOptions, *Pool) {
 // the victim's permit with the victim's token: the ledger is fenced instead.
 func TestStaleWitnessReadCannotRegrantAfterRestore(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	srv, opts, p := restoredPool(t)
 	_, err := p.Acquire(ctx, "a", "first")
 	require.NoError(t, err)
@@ -129,7 +130,7 @@ func TestStaleWitnessReadCannotRegrantAfterRestore(t *testing.T) {
 // paused freeze must not move the victim's permit to b, which would grant it again.
 func TestStaleWitnessReadCannotFreezeAGrantedPermit(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	srv, opts, p := restoredPool(t)
 	_, err := p.Acquire(ctx, "a", "first")
 	require.NoError(t, err)
@@ -184,7 +185,7 @@ func restoreMaster(t *testing.T, cl *celebritytest.Cluster, m *celebritytest.Ser
 	m.RestoreSnapshot(t, snap)
 	require.Eventually(t, func() bool {
 		for _, s := range cl.Masters() {
-			info, err := s.AdminClient(t).ClusterInfo(testCtx(t)).Result()
+			info, err := s.AdminClient(t).ClusterInfo(testkit.Ctx(t)).Result()
 			if err != nil || !strings.Contains(info, "cluster_state:ok") {
 				return false
 			}
@@ -204,7 +205,7 @@ func TestTransfersAcrossARestoredTarget(t *testing.T) {
 	// b durably refused T and a aborted it; b's master then loses the refusal. Reconcile(b)
 	// must record the refusal again, or a late delivery of T lands while a has T's permits.
 	t.Run("refusal lost, then Reconcile", func(t *testing.T) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		c := cl.Client(t)
 		opts := clusterPlacement(t, cl, c, 10)
 		p := newTestPool(t, c, opts)
@@ -226,7 +227,7 @@ func TestTransfersAcrossARestoredTarget(t *testing.T) {
 	// b's master then loses the accept. Reconcile(b), then Recover, must not deliver T again
 	// as new: its permits are at a already.
 	t.Run("accept lost, permits moved on, Reconcile then Recover", func(t *testing.T) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		c := cl.Client(t)
 		opts := clusterPlacement(t, cl, c, 10)
 		p := newTestPool(t, c, opts)
@@ -308,7 +309,7 @@ func TestEveryCallAgainstASecondActorAndARestore(t *testing.T) {
 				name = c.name + "/restore"
 			}
 			t.Run(name, func(t *testing.T) {
-				ctx := testCtx(t)
+				ctx := testkit.Ctx(t)
 				srv, opts, p := restoredPool(t)
 				if c.setup != nil {
 					c.setup(ctx, t, p)
@@ -359,7 +360,7 @@ func TestEveryCallAgainstASecondActorAndARestore(t *testing.T) {
 func TestStaleWitnessReadCannotRegrantAfterRestoreOnCluster(t *testing.T) {
 	celebritytest.Long(t)
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{AOF: true})
 	opts := clusterPlacement(t, cl, cl.Client(t), 10)
 	p := newTestPool(t, cl.Client(t), opts)

@@ -14,6 +14,7 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/internal/script"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // TestRenewOnARestoredLedgerIsNotAcknowledged: a holder's lease ends while it is paused, the
@@ -26,7 +27,7 @@ import (
 // and fences it.
 func TestRenewOnARestoredLedgerIsNotAcknowledged(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	srv, opts, _ := restoredPool(t)
 	opts.Name = "lease"
 	opts.Capacity = 2
@@ -89,7 +90,7 @@ func TestRestoreLostPausedAcrossAnotherRestoreLost(t *testing.T) {
 	t.Parallel()
 	for _, at := range []string{"before the claim", "before the write"} {
 		t.Run(at, func(t *testing.T) {
-			ctx := testCtx(t)
+			ctx := testkit.Ctx(t)
 			srv, opts, _ := restoredPool(t)
 			opts.Owners = owners(10, "a", "b", "c")
 			opts.Name = "lost"
@@ -161,7 +162,7 @@ func TestRestoreLostPausedAcrossAnotherRestoreLost(t *testing.T) {
 // holds, or the next acquire gets it too.
 func TestReconcilePausedAcrossAnotherReconcile(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	srv, opts, p := restoredPool(t)
 	snap := srv.Snapshot(t)
 
@@ -209,7 +210,7 @@ func TestReconcilePausedAcrossAnotherReconcile(t *testing.T) {
 // it. The retry must be an idempotent repeat, not a refusal of the new chain.
 func TestReconcileAndRestoreLostWithALostRebaseReply(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	srv, opts, _ := restoredPool(t)
 	opts.Owners = owners(10, "a", "b", "c")
 	opts.Name = "rebase"
@@ -249,7 +250,7 @@ func TestReconcileAndRestoreLostWithALostRebaseReply(t *testing.T) {
 // resumes: it must not re-create the ledger with its permit free while the old holder runs.
 func TestCentralInitPausedAcrossALostLedger(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	opts := CentralOptions{Name: "l", Capacity: 1, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true,
 		Witness: celebritytest.Standalone(t).Client(t)}
@@ -289,7 +290,7 @@ func TestCentralInitPausedAcrossALostLedger(t *testing.T) {
 // that permit again.
 func TestWitnessRestoredAloneOrWithTheLedger(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	wsrv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	opts := PoolOptions{Name: "w", Prefix: celebritytest.NewPrefix(t), Capacity: 20, Owners: owners(20, "a", "b"),
@@ -330,7 +331,7 @@ func TestWitnessRestoredAloneOrWithTheLedger(t *testing.T) {
 // permit and token, and no (permit, token) pair is granted twice.
 func TestConfirmationAfterTheLogWindow(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	srv, opts, p := restoredPool(t)
 	lw := celebritytest.Standalone(t).Client(t)
 	g := newGate(witnessScript)

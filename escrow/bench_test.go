@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // spreadPool returns pool options whose n owners' ledgers sit on n different masters of the
@@ -90,7 +91,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		b.ResetTimer()
 		rt.n.Store(0)
 		b.RunParallel(func(pb *testing.PB) {
-			ctx := testCtx(b)
+			ctx := testkit.Ctx(b)
 			for pb.Next() {
 				job := fmt.Sprint("j", seq.Add(1))
 				if _, err := lim.Acquire(ctx, job); err != nil {
@@ -125,7 +126,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 			b.ResetTimer()
 			rt.n.Store(0)
 			b.RunParallel(func(pb *testing.PB) {
-				ctx := testCtx(b)
+				ctx := testkit.Ctx(b)
 				owner := p.order[int(worker.Add(1))%len(p.order)]
 				for pb.Next() {
 					job := fmt.Sprint("j", seq.Add(1))
@@ -159,7 +160,7 @@ func BenchmarkTransfer10(b *testing.B) {
 	var pairNs float64
 	b.Run("reference-central-pair", func(b *testing.B) {
 		b.ReportAllocs()
-		ctx := testCtx(b)
+		ctx := testkit.Ctx(b)
 		lim := newTestCentral(b, c, 10)
 		b.ResetTimer()
 		for i := range b.N {
@@ -175,7 +176,7 @@ func BenchmarkTransfer10(b *testing.B) {
 	})
 	b.Run("transfer", func(b *testing.B) {
 		b.ReportAllocs()
-		ctx := testCtx(b)
+		ctx := testkit.Ctx(b)
 		p := newTestPool(b, c, spreadPool(b, cl, c, 2, 40))
 		b.ResetTimer()
 		rt.n.Store(0)

@@ -10,19 +10,20 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 func newTestCentral(t testing.TB, c Client, capacity int) *Central {
 	t.Helper()
 	cl, err := NewCentral(c, CentralOptions{Name: "limit", Capacity: capacity, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true})
 	require.NoError(t, err)
-	require.NoError(t, cl.Init(testCtx(t)))
+	require.NoError(t, cl.Init(testkit.Ctx(t)))
 	return cl
 }
 
 func TestCentralGrantsEachPermitOnceThenExhausts(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		cl := newTestCentral(t, c, 5)
 		seen := map[int]bool{}
 		var last int64
@@ -48,7 +49,7 @@ func TestCentralGrantsEachPermitOnceThenExhausts(t *testing.T) {
 }
 
 func TestCentralAcquireIsIdempotentPerJob(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	cl := newTestCentral(t, celebritytest.Standalone(t).Client(t), 3)
 	g1, err := cl.Acquire(ctx, "job")
 	require.NoError(t, err)
@@ -62,7 +63,7 @@ func TestCentralAcquireIsIdempotentPerJob(t *testing.T) {
 
 func TestCentralRetryAfterLostReplyGetsTheSamePermit(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		inj := faults.New()
 		var faulty redis.UniversalClient
 		if _, ok := c.(*redis.ClusterClient); ok {
@@ -90,7 +91,7 @@ func TestCentralRetryAfterLostReplyGetsTheSamePermit(t *testing.T) {
 }
 
 func TestCentralRepeatedReleaseNeverAddsCapacity(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	cl := newTestCentral(t, celebritytest.Standalone(t).Client(t), 2)
 	_, err := cl.Acquire(ctx, "a")
 	require.NoError(t, err)
@@ -106,7 +107,7 @@ func TestCentralRepeatedReleaseNeverAddsCapacity(t *testing.T) {
 }
 
 func TestCentralBadInputChangesNothing(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c := celebritytest.Standalone(t).Client(t)
 	cl := newTestCentral(t, c, 2)
 	_, err := cl.Acquire(ctx, "")
@@ -121,7 +122,7 @@ func TestCentralBadInputChangesNothing(t *testing.T) {
 }
 
 func TestCentralInitRefusesAnotherCapacity(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c := celebritytest.Standalone(t).Client(t)
 	prefix := celebritytest.NewPrefix(t)
 	a, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: prefix, AllowWeakDurability: true})
@@ -138,7 +139,7 @@ func TestCentralInitRefusesAnotherCapacity(t *testing.T) {
 // holders run; the operator's RestoreLost brings it back, with tokens above the old ones.
 func TestLostCentralIsNotRecreatedUntilRestored(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	opts := CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true,
 		Witness: celebritytest.Standalone(t).Client(t)}
@@ -168,6 +169,6 @@ func TestLostCentralIsNotRecreatedUntilRestored(t *testing.T) {
 func TestAcquireWithoutLedgerReportsMissing(t *testing.T) {
 	cl, err := NewCentral(celebritytest.Standalone(t).Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true})
 	require.NoError(t, err)
-	_, err = cl.Acquire(testCtx(t), "job")
+	_, err = cl.Acquire(testkit.Ctx(t), "job")
 	require.True(t, errors.Is(err, ErrLedgerMissing), "got %v", err)
 }

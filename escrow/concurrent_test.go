@@ -14,6 +14,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // downstream stands for the system the permits protect: it records which job holds which
@@ -92,7 +93,7 @@ func TestConcurrentAcquireReleaseWithLostRepliesNeverExceedsCapacity(t *testing.
 	for _, kind := range []string{"central", "pool"} {
 		t.Run(kind, func(t *testing.T) {
 			celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-				ctx := testCtx(t)
+				ctx := testkit.Ctx(t)
 				preload(t, c)
 				lim := kinds[kind](t, c)
 				d := &downstream{holders: map[int]string{}, capacity: capacity}

@@ -8,13 +8,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 func TestInitRefusesAnEvictingPolicyUnlessOverridden(t *testing.T) {
 	t.Parallel()
 	s := celebritytest.NewServer(t, celebritytest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lru"}})
 	c := s.Client(t)
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true})
 	require.NoError(t, err)
 	err = cl.Init(ctx)
@@ -39,7 +40,7 @@ func TestInitRefusesAnEvictingPolicyUnlessOverridden(t *testing.T) {
 // its durability settings; strict Init says so, and works once the host vouches for them.
 func TestInitRefusesForbiddenConfigUnlessOverridden(t *testing.T) {
 	s := celebritytest.Standalone(t)
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	admin := s.AdminClient(t)
 	user := "escrow-noconfig-" + celebritytest.NewPrefix(t)
 	require.NoError(t, admin.Do(ctx, "ACL", "SETUSER", user, "on", ">pw", "~*", "+@all", "-config").Err())
@@ -60,7 +61,7 @@ func TestInitRefusesForbiddenConfigUnlessOverridden(t *testing.T) {
 
 func TestInitChecksEveryClusterMaster(t *testing.T) {
 	c := celebritytest.SharedCluster(t).Client(t)
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	cl, err := NewCentral(c, CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t), AllowWeakDurability: true})
 	require.NoError(t, err)
 	require.NoError(t, cl.Init(ctx))
@@ -72,7 +73,7 @@ func TestInitChecksEveryClusterMaster(t *testing.T) {
 // is refused at Init even without a Logger, unless the host opts out.
 func TestStrictInitRefusesAServerWithoutAOFAlways(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	weak := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	cl, err := NewCentral(weak.Client(t), CentralOptions{Name: "l", Capacity: 3, Prefix: celebritytest.NewPrefix(t)})
 	require.NoError(t, err)
@@ -94,7 +95,7 @@ func TestStrictInitRefusesAServerWithoutAOFAlways(t *testing.T) {
 // on another master than its ledger, and strict Init passes.
 func TestStrictInitPlacesWitnessesAwayFromTheirLedgers(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	durable := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	opts := PoolOptions{Name: "p", Capacity: 4, Owners: owners(4, "a", "b"), Prefix: celebritytest.NewPrefix(t)}
 	p, err := NewPool(durable.Client(t), opts)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // leasedKinds builds a Central or a one-owner Pool of capacity permits with the lease,
@@ -19,7 +20,7 @@ var leasedKinds = map[string]func(t *testing.T, c Client, capacity int, lease, s
 		cl, err := NewCentral(c, CentralOptions{Name: "limit", Capacity: capacity, Prefix: celebritytest.NewPrefix(t),
 			AllowWeakDurability: true, Lease: lease, LeaseSkew: skew, Clock: clock})
 		require.NoError(t, err)
-		require.NoError(t, cl.Init(testCtx(t)))
+		require.NoError(t, cl.Init(testkit.Ctx(t)))
 		return centralLimiter{cl}
 	},
 	"pool": func(t *testing.T, c Client, capacity int, lease, skew time.Duration, clock func() time.Time) leasedLimiter {
@@ -59,7 +60,7 @@ func TestReplayedGrantNeverOutlivesTheLedgersLease(t *testing.T) {
 }
 
 func replayedGrantCase(t *testing.T, kind, replay string, off, lease, skew time.Duration) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	inj := faults.New()
 	c := faultyClient(t, celebritytest.Standalone(t).Client(t), inj, 0)
 	clock := offsetClock(off)
@@ -108,7 +109,7 @@ func replayedGrantCase(t *testing.T, kind, replay string, off, lease, skew time.
 // its clock up when it sets an expiry (before the fix it rounded down, and a holder whose
 // request reached the server within the same millisecond got up to 1 ms too much).
 func TestLeaseIsWholeMillisecondsRoundedSafely(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c := celebritytest.Standalone(t).Client(t)
 	for _, bad := range []struct {
 		lease, skew time.Duration
@@ -157,7 +158,7 @@ func TestRenewAfterTheLeaseLapsedIsRefused(t *testing.T) {
 	const lease, skew = 100 * time.Millisecond, 50 * time.Millisecond
 	for _, kind := range []string{"central", "pool"} {
 		t.Run(kind+"/lapsed", func(t *testing.T) {
-			ctx := testCtx(t)
+			ctx := testkit.Ctx(t)
 			c := celebritytest.Standalone(t).Client(t)
 			lim := leasedKinds[kind](t, c, 1, lease, skew, time.Now)
 			occ := newOccupancy(t, lim, 1)
@@ -175,7 +176,7 @@ func TestRenewAfterTheLeaseLapsedIsRefused(t *testing.T) {
 		})
 	}
 	t.Run("pool/restored-and-reconciled", func(t *testing.T) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		c := celebritytest.Standalone(t).Client(t)
 		lim := leasedKinds["pool"](t, c, 1, lease, skew, time.Now).(poolLimiter)
 		occ := newOccupancy(t, lim, 1)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // placedPool picks a pool name whose owner a has its ledger on one master, its witness on
@@ -41,7 +42,7 @@ func placedPool(t *testing.T, cl *celebritytest.Cluster, c *redis.ClusterClient,
 // syncReplica waits until master i's replica has every write so far.
 func syncReplica(t *testing.T, cl *celebritytest.Cluster, i int) {
 	t.Helper()
-	n, err := cl.Masters()[i].AdminClient(t).Wait(testCtx(t), 1, 5*time.Second).Result()
+	n, err := cl.Masters()[i].AdminClient(t).Wait(testkit.Ctx(t), 1, 5*time.Second).Result()
 	require.NoError(t, err)
 	require.Equal(t, int64(1), n)
 }
@@ -60,7 +61,7 @@ func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
 	t.Run("Init checks every master", func(t *testing.T) {
 		// On this dedicated cluster (the shared one serves parallel tests): one master with an
 		// evicting policy makes Init refuse, naming that master.
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		m := cl.Masters()[len(cl.Masters())-1]
 		require.NoError(t, m.AdminClient(t).ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
 		defer func() { require.NoError(t, m.AdminClient(t).ConfigSet(ctx, "maxmemory-policy", "noeviction").Err()) }()
@@ -72,7 +73,7 @@ func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
 	})
 	first := -1
 	t.Run("coordinated", func(t *testing.T) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		c := cl.Client(t)
 		opts, i := placedPool(t, cl, c, -1)
 		first = i
@@ -92,7 +93,7 @@ func TestFailoverAfterAcknowledgedFreeze(t *testing.T) {
 	})
 
 	t.Run("forced while the replica lags", func(t *testing.T) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		c := cl.Client(t)
 		opts, i := placedPool(t, cl, c, first)
 		p := newTestPool(t, c, opts)

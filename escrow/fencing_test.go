@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // copyDir copies a folder with cp -a (the AOF folder of a stopped or live server).
@@ -21,7 +22,7 @@ func copyDir(t *testing.T, from, to string) {
 
 func TestLedgerRestoredFromAnOldAOFIsFenced(t *testing.T) {
 	t.Parallel()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	ledgers := srv.Client(t)
 	witness := celebritytest.Standalone(t).Client(t) // another server: it does not share the restore
@@ -83,7 +84,7 @@ func TestLedgerRestoredFromAnOldAOFIsFenced(t *testing.T) {
 func TestFencedLedgerRefusesUntilReconciledOnCluster(t *testing.T) {
 	// The same fence on the shared cluster: the witness is raised past the ledger by hand,
 	// as a lost write would leave it.
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c := celebritytest.SharedCluster(t).Client(t)
 	p := newTestPool(t, c, PoolOptions{Capacity: 6, Owners: owners(6, "a", "b")})
 	require.NoError(t, p.Transfer(ctx, "b", "a", 2, "t1"))

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // TestNamesThatCouldAliasOrBeMangledAreRefused: a name with ':' could share a hash tag with
@@ -34,7 +35,7 @@ func TestNamesThatCouldAliasOrBeMangledAreRefused(t *testing.T) {
 		require.ErrorContains(t, err, "CentralOptions.Name", kind)
 	}
 
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	p := newTestPool(t, c, PoolOptions{Capacity: 4, Owners: owners(4, "a", "b")})
 	cl := newTestCentral(t, c, 4)
 	before, err := p.Audit(ctx)
@@ -62,7 +63,7 @@ func TestNamesThatCouldAliasOrBeMangledAreRefused(t *testing.T) {
 func TestTransferOfMostOfAFullCapacityPool(t *testing.T) {
 	celebritytest.Long(t)
 	func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: MaxCapacity, Owners: []Owner{{"a", 1, 95000}, {"b", 95001, MaxCapacity}}})
 		require.NoError(t, p.Transfer(ctx, "a", "b", 90000, "big"))
 		rep := requireClean(t, p)
@@ -81,7 +82,7 @@ func TestTransferOfMostOfAFullCapacityPool(t *testing.T) {
 // TestStatsCountOnlyStepsThatChangedState repeats every transfer step: the counters move
 // once per real change.
 func TestStatsCountOnlyStepsThatChangedState(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	p := newTestPool(t, celebritytest.Standalone(t).Client(t), PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 	for range 3 {
 		require.NoError(t, p.Transfer(ctx, "a", "b", 2, "T"))

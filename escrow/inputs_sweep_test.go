@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // sweepIDs are job and transfer IDs an acceptance suite probes with that escrow accepts:
@@ -20,7 +21,7 @@ var sweepIDs = []string{"\ufffd", "?", "a\x00b", "a", "a:b", "a_b", ":", "{", "}
 // byte for byte, a transfer under each ID moves exactly once, and every Release frees it.
 func TestOddIDsRoundTrip(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		n := len(sweepIDs)
 		p := newTestPool(t, c, PoolOptions{Capacity: 4 * n, Owners: owners(4*n, "a\x00b", "a")})
 		permits := map[int]bool{}
@@ -79,7 +80,7 @@ func TestRefusedNamesAndIDsNameTheFieldAndWriteNothing(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalid, "name %.20q", name)
 		require.ErrorContains(t, err, "CentralOptions.Name must", "name %.20q", name)
 	}
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	p := newTestPool(t, c, PoolOptions{Capacity: 4, Owners: owners(4, "a", "b")})
 	before, err := p.Audit(ctx)
 	require.NoError(t, err)

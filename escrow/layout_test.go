@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // TestKeyLayoutIsTheDocumentedOne drives a Pool and a Central through every kind of write
@@ -20,7 +21,7 @@ import (
 // keys per owner it states, the name of each, and the witness and marker keys. Before the
 // fix doc.go said seven keys per owner and did not name leases.
 func TestKeyLayoutIsTheDocumentedOne(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c := celebritytest.Standalone(t).Client(t)
 	prefix := celebritytest.NewPrefix(t)
 	p := newTestPool(t, c, PoolOptions{Name: "N", Prefix: prefix, Capacity: 4, Owners: owners(4, "O", "B"), Lease: time.Minute})

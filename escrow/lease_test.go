@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // TestLeasedPermitOfADeadHolderIsReissuedWithAHigherToken: a job acquires with a lease and
@@ -15,7 +16,7 @@ import (
 // refuses the dead holder if it was only paused. The old holder's Renew and Release get
 // ErrNotHeld.
 func TestLeasedPermitOfADeadHolderIsReissuedWithAHigherToken(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c := celebritytest.Standalone(t).Client(t)
 	p := newTestPool(t, c, PoolOptions{Capacity: 1, Owners: owners(1, "a"), Lease: 50 * time.Millisecond, LeaseSkew: 50 * time.Millisecond})
 	dead, err := p.Acquire(ctx, "a", "dead")
@@ -56,7 +57,7 @@ func TestLeasedPermitOfADeadHolderIsReissuedWithAHigherToken(t *testing.T) {
 // its holder; Renew moves the expiry forward; Holders lists job, permit, token and expiry;
 // a release at the wrong owner, or of a job holding nothing, is ErrNotHeld.
 func TestRenewedLeaseKeepsThePermit(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	p := newTestPool(t, celebritytest.Standalone(t).Client(t), PoolOptions{Capacity: 2, Owners: owners(2, "a", "b"), Lease: time.Minute})
 	g, err := p.Acquire(ctx, "a", "job")
 	require.NoError(t, err)

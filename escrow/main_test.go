@@ -4,13 +4,13 @@ import (
 	"context"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/script"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 func TestMain(m *testing.M) {
@@ -22,14 +22,6 @@ func TestMain(m *testing.M) {
 	os.Setenv("REDIS_ADDR", celebritytest.NewServer(celebritytest.ForMain(), celebritytest.ServerOptions{AOF: true}).Addr())
 	os.Setenv("REDIS_WITNESS_ADDR", celebritytest.NewServer(celebritytest.ForMain(), celebritytest.ServerOptions{AOF: true}).Addr())
 	celebritytest.Main(m)
-}
-
-// testCtx returns a context bounded generously, cancelled when the test ends.
-func testCtx(t testing.TB) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // owners splits 1..capacity evenly among the named owners.
@@ -60,7 +52,7 @@ func newTestPool(t testing.TB, c Client, opts PoolOptions) *Pool {
 	}
 	p, err := NewPool(c, opts)
 	require.NoError(t, err)
-	require.NoError(t, p.Init(testCtx(t)))
+	require.NoError(t, p.Init(testkit.Ctx(t)))
 	return p
 }
 
@@ -69,7 +61,7 @@ func requireClean(t testing.TB, a interface {
 	Audit(context.Context) (AuditReport, error)
 }) AuditReport {
 	t.Helper()
-	rep, err := a.Audit(testCtx(t))
+	rep, err := a.Audit(testkit.Ctx(t))
 	require.NoError(t, err)
 	require.Truef(t, rep.Clean(), "audit: %s", rep)
 	require.LessOrEqual(t, rep.Held, rep.Capacity)
@@ -79,7 +71,7 @@ func requireClean(t testing.TB, a interface {
 // freeAt returns the number of free permits of owner from an audit.
 func freeAt(t testing.TB, p *Pool, owner string) int {
 	t.Helper()
-	rep, err := p.Audit(testCtx(t))
+	rep, err := p.Audit(testkit.Ctx(t))
 	require.NoError(t, err)
 	for _, o := range rep.Owners {
 		if o.Owner == owner {
@@ -94,7 +86,7 @@ func freeAt(t testing.TB, p *Pool, owner string) int {
 // dropped NOSCRIPT reply would look like a lost reply of a command that never ran).
 func preload(t testing.TB, c redis.UniversalClient) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c = celebritytest.AdminOf(t, c) // SCRIPT LOAD is not in the package's rule
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		// Every node, replicas too: a test that fails over must not meet NOSCRIPT after it.

@@ -15,6 +15,7 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/internal/script"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // pending is the model of a transfer frozen at its source and not settled there.
@@ -57,7 +58,7 @@ func (m *escrowMachine) newPools() {
 	if err != nil {
 		m.t.Fatal(err)
 	}
-	if err := m.p.Init(testCtx(m.ctxTest)); err != nil {
+	if err := m.p.Init(testkit.Ctx(m.ctxTest)); err != nil {
 		m.t.Fatal(err)
 	}
 	m.fp, err = NewPool(m.faulty, m.opts)
@@ -126,7 +127,7 @@ func (m *escrowMachine) expectAcquire(owner, job string, g Grant, err error, rep
 }
 
 func (m *escrowMachine) actions() map[string]func(*rapid.T) {
-	ctx := testCtx(m.ctxTest)
+	ctx := testkit.Ctx(m.ctxTest)
 	return map[string]func(*rapid.T){
 		"acquire": func(t *rapid.T) {
 			owner, job := rapid.SampledFrom(m.owners).Draw(t, "owner"), rapid.SampledFrom(m.jobIDs).Draw(t, "job")
@@ -309,7 +310,7 @@ func (m *escrowMachine) actions() map[string]func(*rapid.T) {
 }
 
 func (m *escrowMachine) frozen(id string) Frozen {
-	snap, err := m.p.ledgers[m.pend[id].from].snapshot(testCtx(m.ctxTest), m.c)
+	snap, err := m.p.ledgers[m.pend[id].from].snapshot(testkit.Ctx(m.ctxTest), m.c)
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ func (m *escrowMachine) frozen(id string) Frozen {
 // audit checks the invariants after every step: every permit in exactly one place, totals
 // equal to capacity, held never above capacity, and the model's counts.
 func (m *escrowMachine) audit() {
-	rep, err := m.p.Audit(testCtx(m.ctxTest))
+	rep, err := m.p.Audit(testkit.Ctx(m.ctxTest))
 	if err != nil {
 		m.t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // The lease tests drive the limiters of concurrent_test.go (centralLimiter, poolLimiter) with
@@ -145,7 +147,7 @@ func offsetClock(off time.Duration) func() time.Time {
 // leaseExpiry reads job's lease expiry from the ledger (server milliseconds).
 func leaseExpiry(t testing.TB, c Client, l ledger, job string) time.Time {
 	t.Helper()
-	ms, err := c.(redis.Cmdable).ZScore(testCtx(t), l.keys[7], job).Result()
+	ms, err := c.(redis.Cmdable).ZScore(testkit.Ctx(t), l.keys[7], job).Result()
 	require.NoError(t, err, "job %q has a lease", job)
 	return time.UnixMilli(int64(ms))
 }
@@ -154,7 +156,7 @@ func leaseExpiry(t testing.TB, c Client, l ledger, job string) time.Time {
 // machine's clock) has passed at: the event a lease test waits for, never a fixed sleep.
 func awaitServerTime(t testing.TB, c Client, at time.Time) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	for {
 		now, err := c.Time(ctx).Result()
 		require.NoError(t, err)

@@ -8,11 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 func TestOwnersGrantOnlyTheirOwnPermits(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: []Owner{{"a", 1, 4}, {"b", 5, 10}}})
 		for i := range 4 {
 			g, err := p.Acquire(ctx, "a", fmt.Sprint("j", i))
@@ -38,7 +39,7 @@ func TestOwnersGrantOnlyTheirOwnPermits(t *testing.T) {
 }
 
 func TestPoolGrantIsWitnessedBeforeItIsReturned(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c := celebritytest.Standalone(t).Client(t)
 	p := newTestPool(t, c, PoolOptions{Capacity: 4, Owners: owners(4, "a", "b")})
 	g, err := p.Acquire(ctx, "a", "job")
@@ -58,7 +59,7 @@ func TestPoolGrantIsWitnessedBeforeItIsReturned(t *testing.T) {
 }
 
 func TestInitIsIdempotentAndChecksTheLayout(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c := celebritytest.Standalone(t).Client(t)
 	prefix := celebritytest.NewPrefix(t)
 	opts := PoolOptions{Name: "p", Prefix: prefix, Capacity: 6, Owners: owners(6, "a", "b"), AllowWeakDurability: true, AllowSharedWitness: true}
@@ -79,7 +80,7 @@ func TestInitIsIdempotentAndChecksTheLayout(t *testing.T) {
 }
 
 func TestLostLedgerIsNeverRecreatedFromItsInitialRange(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c := celebritytest.Standalone(t).Client(t)
 	opts := PoolOptions{Name: "p", Prefix: celebritytest.NewPrefix(t), Capacity: 6, Owners: owners(6, "a", "b"), AllowWeakDurability: true, AllowSharedWitness: true}
 	p := newTestPool(t, c, opts)

@@ -11,11 +11,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 func TestRebalancerMovesIdlePermitsToBusyOwnersWithHysteresis(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 40, Owners: owners(40, "a", "b")})
 		r, err := NewRebalancer(p, RebalanceOptions{Low: 2, High: 10, Batch: 5})
 		require.NoError(t, err)
@@ -42,7 +43,7 @@ func TestRebalancerMovesIdlePermitsToBusyOwnersWithHysteresis(t *testing.T) {
 }
 
 func TestRebalancerFinishesATransferLeftPending(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	p := newTestPool(t, celebritytest.Standalone(t).Client(t), PoolOptions{Capacity: 20, Owners: owners(20, "a", "b")})
 	_, err := p.Freeze(ctx, "a", "b", 3, "crashed")
 	require.NoError(t, err)
@@ -58,7 +59,7 @@ func TestRebalancerFinishesATransferLeftPending(t *testing.T) {
 
 func TestRebalancerRunStopsWithItsContext(t *testing.T) {
 	p := newTestPool(t, celebritytest.Standalone(t).Client(t), PoolOptions{Capacity: 20, Owners: owners(20, "a", "b")})
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	for i := range 10 {
 		_, err := p.Acquire(ctx, "b", fmt.Sprint("job", i))
 		require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // ledgerCopy is an old copy of one owner's ledger keys (DUMP payloads), standing for a
@@ -19,7 +20,7 @@ func copyLedger(t *testing.T, c redis.UniversalClient, l ledger) ledgerCopy {
 	cp := ledgerCopy{}
 	c = celebritytest.AdminOf(t, c) // DUMP is not in the package's rule
 	for _, k := range l.keys {
-		v, err := c.Dump(testCtx(t), k).Result()
+		v, err := c.Dump(testkit.Ctx(t), k).Result()
 		if errors.Is(err, redis.Nil) {
 			continue
 		}
@@ -31,7 +32,7 @@ func copyLedger(t *testing.T, c redis.UniversalClient, l ledger) ledgerCopy {
 
 func (cp ledgerCopy) restore(t *testing.T, c redis.UniversalClient, l ledger) {
 	t.Helper()
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c = celebritytest.AdminOf(t, c) // RESTORE is not in the package's rule
 	for _, k := range l.keys {
 		if v, ok := cp[k]; ok {
@@ -44,7 +45,7 @@ func (cp ledgerCopy) restore(t *testing.T, c redis.UniversalClient, l ledger) {
 
 func TestReconcileCancelsAStaleFreezeWhosePermitsMovedOn(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		old, err := p.Freeze(ctx, "a", "b", 2, "T1")
 		require.NoError(t, err)
@@ -71,7 +72,7 @@ func TestReconcileCancelsAStaleFreezeWhosePermitsMovedOn(t *testing.T) {
 
 func TestReconcileRestoresAnAcceptedTransferTheTargetLost(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		backup := copyLedger(t, c, p.ledgers["b"])
 		require.NoError(t, p.Transfer(ctx, "a", "b", 3, "T"))
@@ -92,7 +93,7 @@ func TestReconcileRestoresAnAcceptedTransferTheTargetLost(t *testing.T) {
 }
 
 func TestReconcileScriptValidatesItsPlan(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c := celebritytest.Standalone(t).Client(t)
 	p := newTestPool(t, c, PoolOptions{Capacity: 4, Owners: owners(4, "a", "b")})
 	for _, plan := range []string{"", "nope", `{"drop":[0]}`, `{"drop":[5]}`, `{"add":[{"t":"","from":"b","p":[1]}]}`, `{"trim":[{"t":"x","p":["1"]}]}`} {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // TestReleaseWhoseReplyWasLostSaysReleased: a Release runs and its reply is lost; go-redis
@@ -24,7 +25,7 @@ func TestReleaseWhoseReplyWasLostSaysReleased(t *testing.T) {
 	for _, kind := range []string{"central", "pool"} {
 		t.Run(kind, func(t *testing.T) {
 			celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
-				ctx := testCtx(t)
+				ctx := testkit.Ctx(t)
 				inj := faults.New()
 				c := faultyClient(t, rc, inj, 0)
 				lim := leasedKinds[kind](t, c, 2, lease, skew, time.Now)
@@ -70,7 +71,7 @@ func TestReleaseWhoseReplyWasLostSaysReleased(t *testing.T) {
 // TestReleaseRecordsAreBounded: a ledger remembers the last 1024 job IDs it released; an older
 // release replays as ErrNotHeld, and the record never grows past the bound.
 func TestReleaseRecordsAreBounded(t *testing.T) {
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c := celebritytest.Standalone(t).Client(t)
 	cl := newTestCentral(t, c, 1)
 	for i := range 1030 {

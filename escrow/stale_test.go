@@ -8,6 +8,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // TestReleasesOnAStaleLedgerDoNotHideItFromItsWitness loses a's freeze and completion of T
@@ -16,7 +17,7 @@ import (
 // find the ledger behind its witness, or a grants T's permits while b has them too.
 func TestReleasesOnAStaleLedgerDoNotHideItFromItsWitness(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		for _, job := range []string{"j1", "j2", "j3"} {
 			_, err := p.Acquire(ctx, "a", job)
@@ -45,7 +46,7 @@ func TestReleasesOnAStaleLedgerDoNotHideItFromItsWitness(t *testing.T) {
 // landed, and they are lost for good.
 func TestTransferIDsOfDifferentSourcesDoNotCollide(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 9, Owners: owners(9, "a", "b", "c")})
 		require.NoError(t, p.Transfer(ctx, "a", "c", 2, "T"))
 		require.NoError(t, p.Transfer(ctx, "b", "c", 2, "T"))
@@ -67,7 +68,7 @@ func TestTransferIDsOfDifferentSourcesDoNotCollide(t *testing.T) {
 // freeze, a must be found behind its witness; otherwise T's permits are free at a and at b.
 func TestRecoverWitnessesTheFreezeItDelivers(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		opts := PoolOptions{Name: "p", Prefix: celebritytest.NewPrefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
 		p := newTestPool(t, c, opts)
 		backup := copyLedger(t, c, p.ledgers["a"])
@@ -96,7 +97,7 @@ func TestRecoverWitnessesTheFreezeItDelivers(t *testing.T) {
 // them back.
 func TestARefusalIsWitnessedBeforeTheSourceAborts(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		f, err := p.Freeze(ctx, "a", "b", 2, "T")
 		require.NoError(t, err)
@@ -122,7 +123,7 @@ func TestARefusalIsWitnessedBeforeTheSourceAborts(t *testing.T) {
 // restore T at b); otherwise T's permits are gone from both owners for good.
 func TestAnAcceptAnsweredToCancelIsWitnessedBeforeTheSourceCompletes(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		f, err := p.Freeze(ctx, "a", "b", 2, "T")
 		require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // TestDeadHoldersPermitsComeBackWithoutAnAcquire: jobs die holding leased permits. Before the
@@ -19,7 +20,7 @@ import (
 // stays busy however long the test takes.
 func TestDeadHoldersPermitsComeBackWithoutAnAcquire(t *testing.T) {
 	const lease, skew = 100 * time.Millisecond, 50 * time.Millisecond
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	c := celebritytest.Standalone(t).Client(t)
 	opts := PoolOptions{Name: "p", Prefix: celebritytest.NewPrefix(t), Capacity: 4, Owners: owners(4, "a", "b"), Lease: lease, LeaseSkew: skew}
 	p := newTestPool(t, c, opts)

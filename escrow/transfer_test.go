@@ -10,6 +10,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // faultyClient returns a client of the same kind as c whose connections go through inj.
@@ -33,7 +34,7 @@ func faultyClient(t *testing.T, c redis.UniversalClient, inj *faults.Injector, m
 
 func TestTransferMovesCapacityExactlyOnce(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		old, err := p.Acquire(ctx, "a", "early")
 		require.NoError(t, err)
@@ -66,7 +67,7 @@ func TestTransferMovesCapacityExactlyOnce(t *testing.T) {
 
 func TestDuplicateDeliveryAddsCapacityOnce(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		f, err := p.Freeze(ctx, "a", "b", 4, "t1")
 		require.NoError(t, err)
@@ -94,7 +95,7 @@ func TestDuplicateDeliveryAddsCapacityOnce(t *testing.T) {
 
 func TestLostAcceptReplyStillAddsOnce(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		inj := faults.New()
 		retrying := newTestPool(t, faultyClient(t, c, inj, 0), PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: acceptScript.Hash()}, 1)
@@ -126,7 +127,7 @@ func TestLostAcceptReplyStillAddsOnce(t *testing.T) {
 
 func TestAbortOnlyAfterRefusalAndLateAcceptFails(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		f, err := p.Freeze(ctx, "a", "b", 3, "t1")
 		require.NoError(t, err)
@@ -154,7 +155,7 @@ func TestAbortOnlyAfterRefusalAndLateAcceptFails(t *testing.T) {
 
 func TestTransferBadInputChangesNothing(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		p := newTestPool(t, c, PoolOptions{Capacity: 10, Owners: owners(10, "a", "b")})
 		_, err := p.Freeze(ctx, "a", "b", 2, "used")
 		require.NoError(t, err)
@@ -260,7 +261,7 @@ func TestCrashAfterEachTransferStepThenRecover(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		for _, st := range steps {
 			t.Run(st.name, func(t *testing.T) {
-				ctx := testCtx(t)
+				ctx := testkit.Ctx(t)
 				inj := faults.New()
 				opts := PoolOptions{Name: "p", Prefix: celebritytest.NewPrefix(t), Capacity: 10, Owners: owners(10, "a", "b")}
 				crashing := newTestPool(t, faultyClient(t, c, inj, -1), opts)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/celebrity-go/celebrity/hotkeys"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // exactCounter is the reference: every call counted exactly under one mutex, in a map that
@@ -102,7 +103,7 @@ func runParallel(b *testing.B, keys []string, observe func(string)) {
 
 // BenchmarkTop measures a Top(10) reading of a full sketch (1024 keys × 5 sub-windows).
 func BenchmarkTop(b *testing.B) {
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	d, err := hotkeys.New(hotkeys.Options{SampleRate: 1, EvalInterval: -1, Clock: clk.Now})
 	if err != nil {
 		b.Fatal(err)

@@ -6,15 +6,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/hotkeys"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // TestKeysSeenOnceAreNeverHot streams a million distinct keys per second, each seen once,
 // beside one celebrity. A key that replaced the sketch's smallest entry starts at about that
 // count with an error as large, so only its guaranteed count (Count - Error) may decide.
 func TestKeysSeenOnceAreNeverHot(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	rec := &recorder{}
 	d, err := hotkeys.New(hotkeys.Options{
 		SampleRate: 1, Window: 2 * time.Second, HotRate: 100,
@@ -57,7 +59,7 @@ func TestKeysSeenOnceAreNeverHot(t *testing.T) {
 // TestHugeCostsSaturateInsteadOfWrapping records costs whose sum overflows 64 bits: every
 // figure stays in range (shares in [0, 1], counts never smaller than one of their parts).
 func TestHugeCostsSaturateInsteadOfWrapping(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	d, err := hotkeys.New(hotkeys.Options{
 		SampleRate: 1, EvalInterval: -1, Clock: clk.Now,
 		Shard: func(key string) string { return "s" + key[:1] },
@@ -94,7 +96,7 @@ func TestHugeCostsSaturateInsteadOfWrapping(t *testing.T) {
 // TestYoungDetectorReportsNoBurstRates observes a burst one millisecond after creation: the
 // rate is measured over at least one sub-window, not over the millisecond.
 func TestYoungDetectorReportsNoBurstRates(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	rec := &recorder{}
 	d, err := hotkeys.New(hotkeys.Options{
 		SampleRate: 1, Window: 10 * time.Second, Buckets: 5, HotRate: 1000,

@@ -11,10 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/celebritytest"
-	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/hotkeys"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // getCalls returns cmdstat_get calls from INFO commandstats of one server.
@@ -54,7 +56,7 @@ func TestClusterSkewMatchesServerCommandStats(t *testing.T) {
 	slices.Sort(addrs)
 	require.Equal(t, addrs, cs.Masters(), "the slot map names the cluster's masters")
 
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	d, err := hotkeys.New(hotkeys.Options{
 		SampleRate:   1.0 / 8,
 		EvalInterval: -1,

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/hotkeys"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 const celebrity = "post:celebrity"
@@ -53,7 +55,7 @@ func (r *recorder) all() []hotkeys.KeyEvent {
 // share of the step, then evaluates.
 type traffic struct {
 	d    *hotkeys.Detector
-	clk  *fakeClock
+	clk  *testkit.Clock
 	step time.Duration
 	next int
 	// onStep, when set, runs after each evaluation.
@@ -88,7 +90,7 @@ func (tr *traffic) run(dur time.Duration, share float64) {
 // source, evaluated by the test every 500ms of fake time.
 func newTraffic(t *testing.T, rec *recorder) *traffic {
 	t.Helper()
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	d, err := hotkeys.New(hotkeys.Options{
 		SampleRate:   0.25,
 		Capacity:     256,
@@ -203,7 +205,7 @@ func TestKeyHoveringAroundHotThresholdDoesNotFlap(t *testing.T) {
 }
 
 func TestHotByRate(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	rec := &recorder{}
 	d, err := hotkeys.New(hotkeys.Options{
 		SampleRate: 1, Window: time.Second, HotRate: 500, Hold: time.Second,
@@ -230,7 +232,7 @@ func TestHotByRate(t *testing.T) {
 }
 
 func TestFewSamplesNeverMakeAKeyHot(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	rec := &recorder{}
 	d, err := hotkeys.New(hotkeys.Options{SampleRate: 1, EvalInterval: -1, Clock: clk.Now, OnHot: rec.add})
 	require.NoError(t, err)
@@ -249,7 +251,7 @@ func TestFewSamplesNeverMakeAKeyHot(t *testing.T) {
 // TestCallbacksRunOutsideLocks calls back into the detector from OnHot: under a lock this
 // would deadlock.
 func TestCallbacksRunOutsideLocks(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	var d *hotkeys.Detector
 	done := make(chan []string, 1)
 	d, err := hotkeys.New(hotkeys.Options{
@@ -312,7 +314,7 @@ func TestBackgroundLoopEvaluatesAndStopsOnClose(t *testing.T) {
 func TestHoldStartsAtTheFirstEvaluationBelowCool(t *testing.T) {
 	t.Parallel()
 	rec := &recorder{}
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	d, err := hotkeys.New(hotkeys.Options{
 		SampleRate:   1,
 		Window:       2 * time.Second,

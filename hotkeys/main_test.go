@@ -25,27 +25,8 @@ func TestMain(m *testing.M) {
 	celebritytest.Main(m)
 }
 
-// fakeClock is a manual clock for window and hysteresis tests.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
+// clockStart is where the tests' clocks start.
+var clockStart = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // lockedRand is a seeded, concurrency-safe source for Options.Rand.
 type lockedRand struct {

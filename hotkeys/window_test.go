@@ -9,15 +9,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/hotkeys"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // TestMemoryBoundedBySketchSize streams millions of distinct keys: the number of tracked
 // keys never exceeds Capacity×Buckets and the live heap does not grow with the number of
 // keys seen.
 func TestMemoryBoundedBySketchSize(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	const capacity, buckets = 256, 4
 	d, err := hotkeys.New(hotkeys.Options{
 		SampleRate: 1, Capacity: capacity, Buckets: buckets, Window: 4 * time.Second,
@@ -62,7 +64,7 @@ func TestMemoryBoundedBySketchSize(t *testing.T) {
 // TestWindowForgetsOldTraffic checks that load leaves the window once its sub-windows
 // expire and that rates divide by the history actually covered.
 func TestWindowForgetsOldTraffic(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	d, err := hotkeys.New(hotkeys.Options{
 		SampleRate: 1, Window: 10 * time.Second, Buckets: 5, EvalInterval: -1, Clock: clk.Now,
 	})
@@ -97,7 +99,7 @@ func TestWindowForgetsOldTraffic(t *testing.T) {
 // TestShardViewSkew attributes keys with a routing-style function and checks the rates,
 // the shares and the skew factor, idle shards included.
 func TestShardViewSkew(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	d, err := hotkeys.New(hotkeys.Options{
 		SampleRate: 1, EvalInterval: -1, Clock: clk.Now,
 		Shard: func(key string) string {
@@ -145,7 +147,7 @@ func TestShardViewSkew(t *testing.T) {
 
 // TestObserveCostWeighsKeys checks that costs, not calls, rank the keys.
 func TestObserveCostWeighsKeys(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	d, err := hotkeys.New(hotkeys.Options{SampleRate: 1, EvalInterval: -1, Clock: clk.Now})
 	require.NoError(t, err)
 	defer d.Close()
@@ -244,7 +246,7 @@ func TestConcurrentObserveAndReads(t *testing.T) {
 // TestClockGoingBackNeverErasesNewerLoad moves the clock back by exactly one window, onto the
 // ring slot of the current sub-window: the event counts there instead of erasing it.
 func TestClockGoingBackNeverErasesNewerLoad(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	d, err := hotkeys.New(hotkeys.Options{SampleRate: 1, Window: 10 * time.Second, EvalInterval: -1, Clock: clk.Now})
 	require.NoError(t, err)
 	defer d.Close()
@@ -261,7 +263,7 @@ func TestClockGoingBackNeverErasesNewerLoad(t *testing.T) {
 // TestShardNamesAreBounded feeds more distinct shard names than a sub-window counts: the
 // excess is counted as overflow instead of growing memory.
 func TestShardNamesAreBounded(t *testing.T) {
-	clk := newFakeClock()
+	clk := testkit.NewClock(clockStart)
 	d, err := hotkeys.New(hotkeys.Options{
 		SampleRate: 1, Capacity: 16, EvalInterval: -1, Clock: clk.Now,
 		Shard: func(key string) string { return "shard-" + key },

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/hotkeys"
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/hotkeys"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // zipf draws ranks 0..n-1 with P(r) ∝ (r+1)^-s in O(1) through Vose's alias method, for any
@@ -94,7 +96,7 @@ func TestZipfRecallAndSharesWithSampling(t *testing.T) {
 		t.Run("alpha="+strconv.FormatFloat(alpha, 'f', -1, 64), func(t *testing.T) {
 			t.Parallel()
 			z := newZipf(keys, alpha)
-			clk := newFakeClock()
+			clk := testkit.NewClock(clockStart)
 			sampler := rand.New(rand.NewPCG(7, math.Float64bits(alpha)))
 			d, err := hotkeys.New(hotkeys.Options{
 				SampleRate:   1.0 / 16,

@@ -2,29 +2,17 @@ package l1cache
 
 import (
 	"context"
-	"fmt"
-	"math/rand/v2"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/maypok86/otter/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 const benchKeys = 1 << 14
-
-// zipfKeys returns n keys drawn from a Zipf distribution (s=1.01) over benchKeys keys.
-func zipfKeys(n int) []string {
-	r := rand.New(rand.NewPCG(1, 2))
-	z := rand.NewZipf(r, 1.01, 1, benchKeys-1)
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = fmt.Sprint("key:", z.Uint64())
-	}
-	return keys
-}
 
 // BenchmarkHit compares a fresh hit of the cache with otter v2's raw Get (GetIfPresent) in
 // the same run, over Zipf-distributed keys and over one hot key. Run with -cpu=1,2.
@@ -37,7 +25,7 @@ func zipfKeys(n int) []string {
 // reference in that state would measure a cheaper Get than any filled cache does.
 func BenchmarkHit(b *testing.B) {
 	workloads := map[string][]string{
-		"zipf":   zipfKeys(1 << 16),
+		"zipf":   testkit.ZipfKeys("", 1<<16, benchKeys),
 		"hotkey": {"key:celebrity"},
 	}
 	for _, name := range []string{"zipf", "hotkey"} {
@@ -66,7 +54,7 @@ func BenchmarkHit(b *testing.B) {
 				c.Set(k, k)
 			}
 			ctx := context.Background()
-			benchParallel(b, keys, func(k string) bool {
+			testkit.BenchParallel(b, keys, func(k string) bool {
 				_, err := c.Get(ctx, k)
 				return err == nil
 			})
@@ -92,46 +80,10 @@ func benchOtter(b *testing.B, raw *otter.Cache[string, string], keys []string) {
 		raw.Set(k, k)
 	}
 	raw.CleanUp()
-	benchParallel(b, keys, func(k string) bool {
+	testkit.BenchParallel(b, keys, func(k string) bool {
 		_, ok := raw.GetIfPresent(k)
 		return ok
 	})
-}
-
-// benchParallel calls get on keys in parallel, b.N times in all. Besides the wall time per
-// call it reports the process's CPU time per call (cpu-ns/op, summed over the cores): on a
-// machine shared with other processes, a core taken away lengthens the wall time of a
-// parallel run but not the CPU time its calls cost, while cache lines bouncing between cores
-// lengthen both.
-func benchParallel(b *testing.B, keys []string, get func(string) bool) {
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu := processCPU(b)
-	b.RunParallel(func(shared *testing.PB) {
-		// Each goroutine counts its iterations in a copy of its PB on its own stack: the PB
-		// itself is a small heap object, written by every Next, that can share a cache line
-		// with the other goroutines' PBs, which would make every iteration pay for a line
-		// bouncing between cores whatever the cache measured.
-		pb := *shared
-		i := rand.IntN(len(keys))
-		for pb.Next() {
-			if !get(keys[i&(len(keys)-1)]) {
-				panic("miss")
-			}
-			i++
-		}
-	})
-	b.StopTimer()
-	b.ReportMetric(float64(processCPU(b)-cpu)/float64(b.N), "cpu-ns/op")
-}
-
-// processCPU returns the CPU time the process has used, user and system, in nanoseconds.
-func processCPU(b *testing.B) int64 {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // BenchmarkHitVersusGoRedisCSC compares a hit of one hot key in the cache with a hit in
@@ -151,7 +103,7 @@ func BenchmarkHitVersusGoRedisCSC(b *testing.B) {
 		if err := rdb.Get(ctx, key).Err(); err != nil {
 			b.Fatal(err)
 		}
-		benchParallel(b, []string{key}, func(k string) bool { return rdb.Get(ctx, k).Err() == nil })
+		testkit.BenchParallel(b, []string{key}, func(k string) bool { return rdb.Get(ctx, k).Err() == nil })
 		if s := rdb.CSCStats(); s.Hits < uint64(b.N)*99/100 {
 			b.Fatalf("go-redis served %d of %d Gets from its cache: %+v", s.Hits, b.N, s)
 		}
@@ -164,7 +116,7 @@ func BenchmarkHitVersusGoRedisCSC(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer c.Close()
-		benchParallel(b, []string{key}, func(k string) bool {
+		testkit.BenchParallel(b, []string{key}, func(k string) bool {
 			_, err := c.Get(ctx, k)
 			return err == nil
 		})

@@ -129,7 +129,7 @@ func (c *Cache[V]) join(ctx context.Context, key string) (joined[V], error) {
 		sh.supersede(key)
 	}
 	var err error
-	j.cl, err = c.startLoad(ctx, key, sh, epoch, j.now, false)
+	j.cl, err = c.startLoad(ctx, key, sh, epoch, j.now, loadWaited)
 	return j, err
 }
 
@@ -154,20 +154,31 @@ func (c *Cache[V]) refresh(ctx context.Context, key string, e *entry[V], early b
 		c.refreshes.Add(-1)
 		return
 	}
-	_, err := c.startLoad(ctx, key, sh, c.epoch.Load(), c.now(), true)
+	kind := loadRefresh
+	if early {
+		kind = loadEarly
+	}
+	_, err := c.startLoad(ctx, key, sh, c.epoch.Load(), c.now(), kind)
 	sh.mu.Unlock()
 	if err != nil {
 		c.refreshes.Add(-1)
 		return
 	}
 	if early {
-		c.stats.early.Add(1)
 		c.emit(EventEarlyRefresh, key)
 	} else {
-		c.stats.refreshes.Add(1)
 		c.emit(EventRefresh, key)
 	}
 }
+
+// loadKind says who waits for a load and which counter of Stats counts it.
+type loadKind uint8
+
+const (
+	loadWaited  loadKind = iota // a Get waits for it
+	loadRefresh                 // a background refresh in the Stale window (Stats.Refreshes)
+	loadEarly                   // a background refresh started early by XFetch (Stats.EarlyRefreshes)
+)
 
 // peek returns the entry of key without touching the store's policy or statistics.
 func (c *Cache[V]) peek(key string) *entry[V] {
@@ -177,8 +188,9 @@ func (c *Cache[V]) peek(key string) *entry[V] {
 	return nil
 }
 
-// startLoad registers a load of key in sh (whose mutex the caller holds) and starts it.
-func (c *Cache[V]) startLoad(ctx context.Context, key string, sh *shard[V], epoch uint64, now int64, background bool) (*call[V], error) {
+// startLoad registers a load of key in sh (whose mutex the caller holds), counts it and
+// starts it.
+func (c *Cache[V]) startLoad(ctx context.Context, key string, sh *shard[V], epoch uint64, now int64, kind loadKind) (*call[V], error) {
 	c.lifeMu.RLock()
 	if c.closed {
 		c.lifeMu.RUnlock()
@@ -186,9 +198,17 @@ func (c *Cache[V]) startLoad(ctx context.Context, key string, sh *shard[V], epoc
 	}
 	c.inflight.Add(1)
 	c.lifeMu.RUnlock()
-	cl := &call[V]{done: make(chan struct{}), key: key, sh: sh, epoch: epoch, start: now, background: background}
+	cl := &call[V]{done: make(chan struct{}), key: key, sh: sh, epoch: epoch, start: now, background: kind != loadWaited}
 	sh.calls[key] = cl
+	// Count before the loader starts, so that whoever sees the loader run (a loader that
+	// signals, the value it installs) also sees the load counted in Stats.
 	c.stats.loads.Add(1)
+	switch kind {
+	case loadRefresh:
+		c.stats.refreshes.Add(1)
+	case loadEarly:
+		c.stats.early.Add(1)
+	}
 	go c.runLoad(context.WithoutCancel(ctx), cl)
 	return cl, nil
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 func TestTenThousandGetsOfAColdKeyLoadOnce(t *testing.T) {
@@ -152,14 +154,14 @@ func TestLoadTimeoutEndsAHungLoader(t *testing.T) {
 func TestLoaderPanicReachesWaitersAndNeverSticksTheKey(t *testing.T) {
 	var calls atomic.Int64
 	release := make(chan struct{})
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	c := newCache(t, func(ctx context.Context, key string) (string, error) {
 		if calls.Add(1) == 1 {
 			<-release
 			panic("boom")
 		}
 		return "recovered", nil
-	}, Options[string]{Clock: clock.Time, ErrorTTL: time.Second})
+	}, Options[string]{Clock: clock.Now, ErrorTTL: time.Second})
 
 	const waiters = 20
 	errs := make(chan error, waiters)
@@ -193,13 +195,13 @@ func TestLoaderPanicReachesWaitersAndNeverSticksTheKey(t *testing.T) {
 
 func TestLoaderGoexitNeverSticksTheKey(t *testing.T) {
 	var calls atomic.Int64
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	c := newCache(t, func(ctx context.Context, key string) (string, error) {
 		if calls.Add(1) == 1 {
 			runtime.Goexit()
 		}
 		return "ok", nil
-	}, Options[string]{Clock: clock.Time})
+	}, Options[string]{Clock: clock.Now})
 	_, err := c.Get(context.Background(), "k")
 	require.ErrorIs(t, err, errGoexit)
 	clock.Advance(DefaultErrorTTL)
@@ -231,11 +233,11 @@ func TestCloseEndsLoadsAndLeaksNothing(t *testing.T) {
 }
 
 func TestOnEventMayCallTheCache(t *testing.T) {
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	var c *Cache[string]
 	var kinds sync.Map
 	c = newCache(t, func(ctx context.Context, key string) (string, error) { return "v", nil },
-		Options[string]{Clock: clock.Time, Fresh: time.Second, Stale: time.Hour, NoJitter: true, OnEvent: func(e Event) {
+		Options[string]{Clock: clock.Now, Fresh: time.Second, Stale: time.Hour, NoJitter: true, OnEvent: func(e Event) {
 			kinds.Store(e.Kind, true)
 			_ = c.Stats()
 			if e.Kind != EventInvalidate && e.Key != "" {
@@ -271,14 +273,14 @@ func TestOnEventMayCallTheCache(t *testing.T) {
 func TestLoadTimeoutReleasesALoaderThatIgnoresItsContext(t *testing.T) {
 	var calls atomic.Int64
 	release := make(chan struct{})
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	c := newCache(t, func(ctx context.Context, key string) (string, error) {
 		if calls.Add(1) == 1 {
 			<-release // ignores ctx
 			return "late", nil
 		}
 		return "v2", nil
-	}, Options[string]{Clock: clock.Time, LoadTimeout: 20 * time.Millisecond, ErrorTTL: time.Second, Fresh: time.Hour})
+	}, Options[string]{Clock: clock.Now, LoadTimeout: 20 * time.Millisecond, ErrorTTL: time.Second, Fresh: time.Hour})
 	t.Cleanup(func() { close(release) }) // before the cache's Close, which waits for the loader
 
 	// The caller's own context ends much later, with a cause of its own: an error from the

@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 func TestStaleServesTheOldValueAtOnceAndRefreshesOnce(t *testing.T) {
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	var calls atomic.Int64
 	refreshStarted := make(chan struct{})
 	release := make(chan struct{})
@@ -24,7 +26,7 @@ func TestStaleServesTheOldValueAtOnceAndRefreshesOnce(t *testing.T) {
 		close(refreshStarted)
 		<-release
 		return "v2", nil
-	}, Options[string]{Clock: clock.Time, Fresh: time.Second, Stale: 10 * time.Second, NoJitter: true})
+	}, Options[string]{Clock: clock.Now, Fresh: time.Second, Stale: 10 * time.Second, NoJitter: true})
 
 	require.Equal(t, "v1", get(t, c, "k"))
 	clock.Advance(2 * time.Second)
@@ -59,10 +61,10 @@ func TestStaleServesTheOldValueAtOnceAndRefreshesOnce(t *testing.T) {
 }
 
 func TestStaleWindowEndsInAWaitingLoad(t *testing.T) {
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	src := newSource()
 	src.set("k", "v1")
-	c := newCache(t, src.load, Options[string]{Clock: clock.Time, Fresh: time.Second, Stale: time.Second, NoJitter: true})
+	c := newCache(t, src.load, Options[string]{Clock: clock.Now, Fresh: time.Second, Stale: time.Second, NoJitter: true})
 	require.Equal(t, "v1", get(t, c, "k"))
 	src.set("k", "v2")
 	clock.Advance(2 * time.Second) // past Fresh and Stale
@@ -71,7 +73,7 @@ func TestStaleWindowEndsInAWaitingLoad(t *testing.T) {
 }
 
 func TestStaleIfErrorServesTheLastGoodValueThenTheError(t *testing.T) {
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	boom := errors.New("source down")
 	var failing atomic.Bool
 	var calls atomic.Int64
@@ -81,22 +83,22 @@ func TestStaleIfErrorServesTheLastGoodValueThenTheError(t *testing.T) {
 			return "", boom
 		}
 		return "good", nil
-	}, Options[string]{Clock: clock.Time, Fresh: time.Second, StaleIfError: 5 * time.Second, ErrorTTL: 100 * time.Millisecond, NoJitter: true})
+	}, Options[string]{Clock: clock.Now, Fresh: time.Second, StaleIfError: 5 * time.Second, ErrorTTL: 100 * time.Millisecond, NoJitter: true})
 
 	require.Equal(t, "good", get(t, c, "k"))
 	failing.Store(true)
 
-	clock.Set(2 * time.Second) // stale, within StaleIfError (ends at 6s)
+	clock.SetElapsed(2 * time.Second) // stale, within StaleIfError (ends at 6s)
 	require.Equal(t, "good", get(t, c, "k"), "failed load within StaleIfError serves the old value")
 	require.Equal(t, int64(2), calls.Load())
 	require.Equal(t, "good", get(t, c, "k"), "within ErrorTTL the loader is not called again")
 	require.Equal(t, int64(2), calls.Load())
 
-	clock.Set(3 * time.Second) // ErrorTTL passed: one more attempt, still the old value
+	clock.SetElapsed(3 * time.Second) // ErrorTTL passed: one more attempt, still the old value
 	require.Equal(t, "good", get(t, c, "k"))
 	require.Equal(t, int64(3), calls.Load())
 
-	clock.Set(6*time.Second + 1) // StaleIfError over: the error
+	clock.SetElapsed(6*time.Second + 1) // StaleIfError over: the error
 	_, err := c.Get(context.Background(), "k")
 	require.ErrorIs(t, err, boom)
 	require.Equal(t, int64(4), calls.Load())
@@ -116,7 +118,7 @@ func TestStaleIfErrorServesTheLastGoodValueThenTheError(t *testing.T) {
 }
 
 func TestFailedRefreshInStaleWindowKeepsServingAndRetriesAfterErrorTTL(t *testing.T) {
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	var calls atomic.Int64
 	loaded := make(chan error, 10)
 	c := newCache(t, func(ctx context.Context, key string) (string, error) {
@@ -124,7 +126,7 @@ func TestFailedRefreshInStaleWindowKeepsServingAndRetriesAfterErrorTTL(t *testin
 			return "v1", nil
 		}
 		return "", errors.New("refresh failed")
-	}, Options[string]{Clock: clock.Time, Fresh: time.Second, Stale: 10 * time.Second, ErrorTTL: time.Second, NoJitter: true,
+	}, Options[string]{Clock: clock.Now, Fresh: time.Second, Stale: 10 * time.Second, ErrorTTL: time.Second, NoJitter: true,
 		OnEvent: func(e Event) {
 			if e.Kind == EventLoad {
 				loaded <- e.Err
@@ -132,7 +134,7 @@ func TestFailedRefreshInStaleWindowKeepsServingAndRetriesAfterErrorTTL(t *testin
 		}})
 	get(t, c, "k")
 	waitFor(t, loaded, "first load")
-	clock.Set(2 * time.Second)
+	clock.SetElapsed(2 * time.Second)
 	require.Equal(t, "v1", get(t, c, "k"))
 	require.Error(t, waitFor(t, loaded, "failed refresh"))
 	require.Eventually(t, func() bool { return c.peek("k").err != nil }, 30*time.Second, time.Millisecond)
@@ -140,16 +142,16 @@ func TestFailedRefreshInStaleWindowKeepsServingAndRetriesAfterErrorTTL(t *testin
 		require.Equal(t, "v1", get(t, c, "k"))
 	}
 	require.Equal(t, int64(2), calls.Load(), "no retry within ErrorTTL")
-	clock.Set(3 * time.Second)
+	clock.SetElapsed(3 * time.Second)
 	require.Equal(t, "v1", get(t, c, "k"))
 	require.Error(t, waitFor(t, loaded, "retried refresh"))
 	require.Equal(t, int64(3), calls.Load())
 }
 
 func TestNotFoundIsCachedForNegativeTTL(t *testing.T) {
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	src := newSource()
-	c := newCache(t, src.load, Options[string]{Clock: clock.Time, NegativeTTL: time.Second, NoJitter: true})
+	c := newCache(t, src.load, Options[string]{Clock: clock.Now, NegativeTTL: time.Second, NoJitter: true})
 	for range 3 {
 		_, err := c.Get(context.Background(), "ghost")
 		require.ErrorIs(t, err, ErrNotFound)
@@ -164,7 +166,7 @@ func TestNotFoundIsCachedForNegativeTTL(t *testing.T) {
 }
 
 func TestMaxRefreshesCapsBackgroundRefreshes(t *testing.T) {
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	var background atomic.Bool
 	release := make(chan struct{})
 	var running atomic.Int64
@@ -174,7 +176,7 @@ func TestMaxRefreshesCapsBackgroundRefreshes(t *testing.T) {
 			<-release
 		}
 		return "v", nil
-	}, Options[string]{Clock: clock.Time, Fresh: time.Second, Stale: time.Hour, NoJitter: true, MaxRefreshes: 2})
+	}, Options[string]{Clock: clock.Now, Fresh: time.Second, Stale: time.Hour, NoJitter: true, MaxRefreshes: 2})
 	for i := range 5 {
 		get(t, c, fmt.Sprint("k", i))
 	}
@@ -199,10 +201,10 @@ func TestMaxRefreshesCapsBackgroundRefreshes(t *testing.T) {
 
 func TestMarkAllStaleEndsFreshness(t *testing.T) {
 	t.Run("with a stale window the old value is served and refreshed", func(t *testing.T) {
-		clock := &fakeClock{}
+		clock := new(testkit.Clock)
 		src := newSource()
 		src.set("k", "v1")
-		c := newCache(t, src.load, Options[string]{Clock: clock.Time, Fresh: time.Hour, Stale: time.Hour})
+		c := newCache(t, src.load, Options[string]{Clock: clock.Now, Fresh: time.Hour, Stale: time.Hour})
 		get(t, c, "k")
 		src.set("k", "v2")
 		c.MarkAllStale()
@@ -211,10 +213,10 @@ func TestMarkAllStaleEndsFreshness(t *testing.T) {
 		require.Equal(t, uint64(1), c.Stats().Refreshes)
 	})
 	t.Run("without a stale window the value is reloaded", func(t *testing.T) {
-		clock := &fakeClock{}
+		clock := new(testkit.Clock)
 		src := newSource()
 		src.set("k", "v1")
-		c := newCache(t, src.load, Options[string]{Clock: clock.Time, Fresh: time.Hour})
+		c := newCache(t, src.load, Options[string]{Clock: clock.Now, Fresh: time.Hour})
 		get(t, c, "k")
 		src.set("k", "v2")
 		c.MarkAllStale()
@@ -247,9 +249,9 @@ func TestCapacityBoundsTheStore(t *testing.T) {
 }
 
 func TestExpiredEntriesLeaveTheStore(t *testing.T) {
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	c := newCache(t, func(ctx context.Context, key string) (string, error) { return key, nil },
-		Options[string]{Clock: clock.Time, Fresh: time.Second, Stale: time.Second, NoJitter: true})
+		Options[string]{Clock: clock.Now, Fresh: time.Second, Stale: time.Second, NoJitter: true})
 	for i := range 100 {
 		get(t, c, fmt.Sprint("k", i))
 	}
@@ -259,7 +261,7 @@ func TestExpiredEntriesLeaveTheStore(t *testing.T) {
 }
 
 func TestFailedReloadAfterMarkAllStaleReturnsTheErrorWithoutStaleIfError(t *testing.T) {
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	boom := errors.New("source down")
 	var failing atomic.Bool
 	c := newCache(t, func(ctx context.Context, key string) (string, error) {
@@ -267,7 +269,7 @@ func TestFailedReloadAfterMarkAllStaleReturnsTheErrorWithoutStaleIfError(t *test
 			return "", boom
 		}
 		return "old", nil
-	}, Options[string]{Clock: clock.Time, Fresh: time.Hour, NoJitter: true})
+	}, Options[string]{Clock: clock.Now, Fresh: time.Hour, NoJitter: true})
 	require.Equal(t, "old", get(t, c, "k"))
 	c.MarkAllStale()
 	failing.Store(true)
@@ -283,11 +285,49 @@ func TestFailedReloadAfterMarkAllStaleReturnsTheErrorWithoutStaleIfError(t *test
 			return "", boom
 		}
 		return "old", nil
-	}, Options[string]{Clock: clock.Time, Fresh: time.Hour, StaleIfError: time.Minute, NoJitter: true})
+	}, Options[string]{Clock: clock.Now, Fresh: time.Hour, StaleIfError: time.Minute, NoJitter: true})
 	failing.Store(false)
 	require.Equal(t, "old", get(t, sie, "k"))
 	sie.MarkAllStale()
 	failing.Store(true)
 	require.Equal(t, "old", get(t, sie, "k"))
 	require.Equal(t, uint64(1), sie.Stats().StaleIfErrorHits)
+}
+
+// TestRefreshIsCountedBeforeItsLoaderRuns: a background refresh, stale or early, is in
+// Stats before its loader is called, so a caller that saw the loader run (or the value it
+// installed) reads the refresh in Stats too.
+func TestRefreshIsCountedBeforeItsLoaderRuns(t *testing.T) {
+	for _, early := range []bool{false, true} {
+		t.Run(fmt.Sprint("early=", early), func(t *testing.T) {
+			clock := new(testkit.Clock)
+			var c *Cache[string]
+			var calls atomic.Int64
+			seen := make(chan Stats, 1)
+			o := Options[string]{Clock: clock.Now, Fresh: 10 * time.Second, Stale: time.Hour, NoJitter: true}
+			if early {
+				o.Beta, o.Rand = 1, func() float64 { return 0.5 }
+			}
+			c = newCache(t, func(ctx context.Context, key string) (string, error) {
+				if calls.Add(1) == 2 {
+					seen <- c.Stats()
+				}
+				clock.Advance(time.Second) // a load that takes a second, for XFetch
+				return "v", nil
+			}, o)
+			get(t, c, "k")
+			if early {
+				clock.SetElapsed(10*time.Second - 100*time.Millisecond) // fresh, past the XFetch threshold
+			} else {
+				clock.SetElapsed(20 * time.Second) // stale
+			}
+			get(t, c, "k")
+			s := waitFor(t, seen, "the refresh's loader")
+			if early {
+				require.Equal(t, uint64(1), s.EarlyRefreshes)
+			} else {
+				require.Equal(t, uint64(1), s.Refreshes)
+			}
+		})
+	}
 }

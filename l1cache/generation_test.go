@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 func TestInvalidateRacingALoadDiscardsItsResult(t *testing.T) {
@@ -122,7 +124,7 @@ func TestMarkAllStaleDuringALoad(t *testing.T) {
 			started <- n
 			<-releases[n-1]
 			return fmt.Sprint("load", n), nil
-		}, Options[string]{Fresh: time.Hour, Clock: new(fakeClock).Time})
+		}, Options[string]{Fresh: time.Hour, Clock: new(testkit.Clock).Now})
 		return c, started, releases
 	}
 	t.Run("its result is not fresh", func(t *testing.T) {

@@ -23,14 +23,6 @@ func TestMain(m *testing.M) {
 	celebritytest.Main(m)
 }
 
-// fakeClock is a clock that moves only when told; its Time method is an Options.Clock.
-type fakeClock struct{ n atomic.Int64 }
-
-func (f *fakeClock) Time() time.Time         { return time.Unix(0, f.n.Load()) }
-func (f *fakeClock) Advance(d time.Duration) { f.n.Add(int64(d)) }
-func (f *fakeClock) Set(d time.Duration)     { f.n.Store(int64(d)) }
-func (f *fakeClock) Now() time.Duration      { return time.Duration(f.n.Load()) }
-
 // seededRand returns a deterministic, concurrency-safe Options.Rand.
 func seededRand(seed uint64) func() float64 {
 	var mu sync.Mutex

@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 func TestFreshHitDoesNotAllocate(t *testing.T) {
@@ -43,9 +45,9 @@ func TestEntryOfAStringIsOneCacheLine(t *testing.T) {
 // once: the hit counters are per P, written without a locked instruction while the goroutine
 // is pinned to its P, and a P created later shares an overflow counter.
 func TestConcurrentHitsAreCountedExactly(t *testing.T) {
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	c := newCache(t, func(ctx context.Context, key string) (string, error) { return "v", nil },
-		Options[string]{MaxEntries: 10, Fresh: time.Hour, Clock: clock.Time})
+		Options[string]{MaxEntries: 10, Fresh: time.Hour, Clock: clock.Now})
 	require.Equal(t, "v", get(t, c, "k"))
 	before := c.Stats()
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(len(c.stats.stripes) + 3))

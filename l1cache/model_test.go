@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"pgregory.net/rapid"
+
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // modelLoad is a load the model knows of: blocked in the loader until released.
@@ -31,7 +33,7 @@ func TestGenerationsAgainstAModel(t *testing.T) {
 			announced <- l
 			<-l.release
 			return l.token, nil
-		}, Options[string]{MaxEntries: 100, Fresh: time.Hour, Clock: new(fakeClock).Time})
+		}, Options[string]{MaxEntries: 100, Fresh: time.Hour, Clock: new(testkit.Clock).Now})
 		if err != nil {
 			rt.Fatal(err)
 		}

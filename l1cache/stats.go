@@ -29,9 +29,11 @@ type Stats struct {
 	Panics uint64
 	// Coalesced counts Gets that joined a load already in flight.
 	Coalesced uint64
-	// Refreshes counts background refreshes started in the Stale window.
+	// Refreshes counts background refreshes started in the Stale window, each before its
+	// loader is called.
 	Refreshes uint64
-	// EarlyRefreshes counts background refreshes started early by XFetch.
+	// EarlyRefreshes counts background refreshes started early by XFetch, each before its
+	// loader is called.
 	EarlyRefreshes uint64
 	// RefreshesSkipped counts refreshes not started because MaxRefreshes were running.
 	RefreshesSkipped uint64

@@ -11,16 +11,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
 // slowLoadCache returns a cache whose first load of each key takes delta on the fake clock,
 // so that early refresh sees a last load duration of delta.
-func slowLoadCache(t *testing.T, clock *fakeClock, delta time.Duration, o Options[string]) (*Cache[string], <-chan string) {
+func slowLoadCache(t *testing.T, clock *testkit.Clock, delta time.Duration, o Options[string]) (*Cache[string], <-chan string) {
 	t.Helper()
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	refreshed := make(chan string, 100_000)
-	o.Clock = clock.Time
+	o.Clock = clock.Now
 	c := newCache(t, func(ctx context.Context, key string) (string, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -37,23 +38,23 @@ func slowLoadCache(t *testing.T, clock *fakeClock, delta time.Duration, o Option
 
 func TestEarlyRefreshStartsBeforeExpiryAtTheXFetchThreshold(t *testing.T) {
 	// With u fixed at 0.5, XFetch refreshes once remaining < Beta*delta*ln 2.
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	delta := time.Second
 	c, refreshed := slowLoadCache(t, clock, delta, Options[string]{
 		Fresh: 10 * time.Second, NoJitter: true, Beta: 1, Rand: func() float64 { return 0.5 },
 	})
 	require.Equal(t, "first", get(t, c, "k")) // loaded at 0, took 1s: fresh until 10s
 	threshold := 10*time.Second - time.Duration(math.Ln2*float64(delta))
-	for clock.Now() < threshold-10*time.Millisecond {
+	for clock.Elapsed() < threshold-10*time.Millisecond {
 		clock.Advance(10 * time.Millisecond)
 		require.Equal(t, "first", get(t, c, "k"))
-		require.Zero(t, c.Stats().EarlyRefreshes, "refreshed early at %v, before the threshold %v", clock.Now(), threshold)
+		require.Zero(t, c.Stats().EarlyRefreshes, "refreshed early at %v, before the threshold %v", clock.Elapsed(), threshold)
 	}
-	clock.Set(threshold + time.Millisecond)
+	clock.SetElapsed(threshold + time.Millisecond)
 	require.Equal(t, "first", get(t, c, "k"), "the hit that starts the refresh is served at once")
 	waitFor(t, refreshed, "the early refresh")
 	require.Equal(t, uint64(1), c.Stats().EarlyRefreshes)
-	require.Less(t, clock.Now(), 10*time.Second, "the refresh started before expiry")
+	require.Less(t, clock.Elapsed(), 10*time.Second, "the refresh started before expiry")
 	require.Eventually(t, func() bool { return get(t, c, "k") == "refreshed" }, 30*time.Second, time.Millisecond)
 }
 
@@ -72,7 +73,7 @@ func TestEarlyRefreshFrequencyFollowsXFetch(t *testing.T) {
 		{0.5, 20 * time.Millisecond},
 	} {
 		t.Run(fmt.Sprintf("beta=%g remaining=%v", tc.beta, tc.remaining), func(t *testing.T) {
-			clock := &fakeClock{}
+			clock := new(testkit.Clock)
 			const fresh = time.Hour
 			c, _ := slowLoadCache(t, clock, delta, Options[string]{
 				Fresh: fresh, NoJitter: true, Beta: tc.beta, Rand: seededRand(42),
@@ -80,11 +81,11 @@ func TestEarlyRefreshFrequencyFollowsXFetch(t *testing.T) {
 			})
 			starts := make([]time.Duration, keys)
 			for i := range keys {
-				starts[i] = clock.Now()
+				starts[i] = clock.Elapsed()
 				get(t, c, fmt.Sprint("k", i))
 			}
 			for i := range keys {
-				clock.Set(starts[i] + fresh - tc.remaining)
+				clock.SetElapsed(starts[i] + fresh - tc.remaining)
 				get(t, c, fmt.Sprint("k", i))
 			}
 			p := math.Exp(-float64(tc.remaining) / (tc.beta * float64(delta)))
@@ -98,13 +99,13 @@ func TestEarlyRefreshFrequencyFollowsXFetch(t *testing.T) {
 }
 
 func TestEarlyRefreshNeverRunsWithBetaZero(t *testing.T) {
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	// Rand returning 0 would refresh on every hit if early refresh were on.
 	c, _ := slowLoadCache(t, clock, time.Second, Options[string]{
 		Fresh: 10 * time.Second, NoJitter: true, Rand: func() float64 { return 0 },
 	})
 	get(t, c, "k")
-	for clock.Now() < 10*time.Second-time.Millisecond {
+	for clock.Elapsed() < 10*time.Second-time.Millisecond {
 		clock.Advance(time.Millisecond)
 		get(t, c, "k")
 	}
@@ -115,11 +116,11 @@ func TestEarlyRefreshNeverRunsWithBetaZero(t *testing.T) {
 
 func TestJitterSpreadsExpiriesAcrossTheBand(t *testing.T) {
 	celebritytest.Long(t)
-	clock := &fakeClock{}
+	clock := new(testkit.Clock)
 	const n = 10_000
 	const fresh = 10 * time.Second
 	c := newCache(t, func(ctx context.Context, key string) (string, error) { return key, nil },
-		Options[string]{Clock: clock.Time, Fresh: fresh, Rand: seededRand(7)}) // default Jitter 10%
+		Options[string]{Clock: clock.Now, Fresh: fresh, Rand: seededRand(7)}) // default Jitter 10%
 	for i := range n {
 		get(t, c, fmt.Sprint("k", i))
 	}
@@ -138,12 +139,12 @@ func TestJitterSpreadsExpiriesAcrossTheBand(t *testing.T) {
 	}
 
 	// Observed through Get: all fresh just before the band, about half past its middle.
-	clock.Set(lo - 1)
+	clock.SetElapsed(lo - 1)
 	for i := range n {
 		get(t, c, fmt.Sprint("k", i))
 	}
 	require.Equal(t, uint64(n), c.Stats().Loads)
-	clock.Set(lo + (hi-lo)/2)
+	clock.SetElapsed(lo + (hi-lo)/2)
 	for i := range n {
 		get(t, c, fmt.Sprint("k", i))
 	}

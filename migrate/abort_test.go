@@ -11,6 +11,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -19,7 +20,7 @@ import (
 // behind by a migration that no longer runs).
 func (e *env) plantClaim(t testing.TB, shard string, u routing.Unit, gen uint64, mig string) {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	_, err := e.shards[shard].Transition(ctx, u, e.own(shard, u), routing.Ownership{Generation: gen, State: routing.StateImporting})
 	require.NoError(t, err)
 	require.NoError(t, e.clients[shard].(redis.Cmdable).HSet(ctx, routingfmt.Keys(e.shards[shard].Keys().Tag(u)).Own, "mig", mig).Err())
@@ -30,7 +31,7 @@ func (e *env) plantClaim(t testing.TB, shard string, u routing.Unit, gen uint64,
 // instead of stepping in place.
 func TestAbortWhenTheTargetIsClaimedByAnotherMigrationTerminates(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(6)
 	src := e.openOwner(u)
 	dst := other(src)
@@ -56,7 +57,7 @@ func TestAbortWhenTheTargetIsClaimedByAnotherMigrationTerminates(t *testing.T) {
 
 func claimOf(t testing.TB, e *env, shard string, u routing.Unit) string {
 	t.Helper()
-	m, err := e.clients[shard].(redis.Cmdable).HGet(ctxT(t), routingfmt.Keys(e.shards[shard].Keys().Tag(u)).Own, "mig").Result()
+	m, err := e.clients[shard].(redis.Cmdable).HGet(testkit.Ctx(t), routingfmt.Keys(e.shards[shard].Keys().Tag(u)).Own, "mig").Result()
 	if err == redis.Nil {
 		return ""
 	}
@@ -71,7 +72,7 @@ func TestCancelBetweenStartAndClaimLeavesNoClaim(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		srv := celebritytest.Shards(t, 2)
 		e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": c, "b": srv[1].Client(t)}, routing.ShardOptions{})
-		ctx := ctxT(t)
+		ctx := testkit.Ctx(t)
 		u := routing.BucketUnit(7)
 		src := e.openOwner(u)
 		dst := other(src)
@@ -156,7 +157,7 @@ func (h *holdHook) hold(cmd redis.Cmder) {
 // with one call; a claim of an unfinished migration is not.
 func TestAStuckClaimIsSeenAndClearedByOneCall(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(8)
 	src := e.openOwner(u)
 	dst := other(src)

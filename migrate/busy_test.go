@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -18,7 +19,7 @@ import (
 func TestSecondMoveOfATenantAlreadyMovingIsBusyNamingTheHolder(t *testing.T) {
 	for name, e := range splitEnvs(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			tenant := "busy-" + name
 			bu := routing.BucketUnit(routing.BucketOf(tenant, testBuckets))
 			a := e.openOwner(bu)

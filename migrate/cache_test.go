@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -73,7 +74,7 @@ func cacheShards(e *env) map[string]migrate.CacheClient {
 
 func TestCacheMoveWarmFlipRollbackWithoutStampede(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixMilli())
 	now := func() time.Time { return time.UnixMilli(clock.Load()) }
@@ -154,7 +155,7 @@ func TestCacheMoveWarmFlipRollbackWithoutStampede(t *testing.T) {
 
 func TestCacheMoveRefusesATenantThatIsNotUTF8(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	mv, err := migrate.NewCache(e.control, migrate.CacheOptions{Shards: cacheShards(e), Prefix: e.prefix})
 	require.NoError(t, err)
 	gen := e.table().Generation

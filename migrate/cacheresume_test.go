@@ -12,6 +12,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -21,7 +22,7 @@ import (
 // the rest expired, and no rollback is offered beyond the rollback window.
 func TestCacheRollbackSafeFollowsTheKeysThatMatter(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	var clock atomic.Int64
 	clock.Store(time.Now().UnixMilli())
 	now := func() time.Time { return time.UnixMilli(clock.Load()) }
@@ -71,7 +72,7 @@ func TestCacheMoveInterruptedIsListedAndResumed(t *testing.T) {
 			e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{
 				"a": srv[1].Client(t), "b": srv[2].Client(t),
 			}, routing.ShardOptions{})
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			tenant := e.prefix + "-interrupted"
 			src := e.table().BucketOwner(uint32(hashing.Bucket(tenant, testBuckets)))
 			dst := other(src)

@@ -17,6 +17,7 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -118,7 +119,7 @@ func (m *tmodel) writer(ctx context.Context, c *client, tenant, name string, key
 
 func (m *tmodel) seed(t testing.TB, c *client, tenant string, n int) {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	for i := 0; i < n; i++ {
 		key, opID := fmt.Sprintf("seed-%d", i), fmt.Sprintf("t%d-%s-seed-%d", m.id, tenant, i)
 		op := routing.Put(key, fmt.Sprintf("s%d", i))
@@ -232,7 +233,7 @@ func carveEnvs(t *testing.T) map[string]*env {
 func TestCarveOutMovesOneTenantWhileItsBucketKeepsWriting(t *testing.T) {
 	for name, e := range carveEnvs(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			fat := "fat-" + name
 			others := sameBucket(fat, "small-"+name+"-", 3)
 			bu := routing.BucketUnit(routing.BucketOf(fat, testBuckets))
@@ -397,7 +398,7 @@ func TestCarveOutLostSeatConfirmationReplaysOnTheNewOwner(t *testing.T) {
 	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": srv[2].Client(t)}, routing.ShardOptions{})
 	ca, err := routing.NewShard("a", lossy, routing.ShardOptions{Prefix: e.prefix})
 	require.NoError(t, err)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "course-72"
 	bu := routing.BucketUnit(routing.BucketOf(tenant, testBuckets))
 	require.Equal(t, "a", e.openOwner(bu))
@@ -437,7 +438,7 @@ func TestCarveOutLostSeatConfirmationReplaysOnTheNewOwner(t *testing.T) {
 // without records is carved out all the same.
 func TestCarveOutBadInputIsRefusedAndAnEmptyTenantWorks(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	nt := e.table().Next()
 	nt.SetOverride("over", "a")
 	nt.SetSpread("wide", []string{"a", "b"})
@@ -494,7 +495,7 @@ func TestCarveOutBadInputIsRefusedAndAnEmptyTenantWorks(t *testing.T) {
 // table, nothing left on the target, no claim, no lock.
 func TestCarveOutCancelAndAbortGiveTheTenantBack(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "back"
 	bu := routing.BucketUnit(routing.BucketOf(tenant, testBuckets))
 	src := e.openOwner(bu)
@@ -811,7 +812,7 @@ func TestCarveOutSurvivesALostReplyOfEachScript(t *testing.T) {
 // reaches the tenant's own unit.
 func TestCarveOutHoldsTheBucketLockAndTheMarkMovesWithTheBucket(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	fat := "lock-fat"
 	neighbour := sameBucket(fat, "lock-n-", 1)[0]
 	bu := routing.BucketUnit(routing.BucketOf(fat, testBuckets))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -19,7 +20,7 @@ import (
 // write.
 func TestCatchUpOutpacedByWritersStillCloses(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(14)
 	src := e.openOwner(u)
 	dst := other(src)

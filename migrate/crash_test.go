@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -34,7 +35,7 @@ func TestCoordinatorKilledAtEachStateThenResumedOrCancelled(t *testing.T) {
 	}{{"OwnedA", nil}}, killPoints...) {
 		for _, then := range []string{"resume", "cancel"} {
 			t.Run(kp.name+"/"+then, func(t *testing.T) {
-				ctx := ctxT(t)
+				ctx := testkit.Ctx(t)
 				u := routing.BucketUnit(bucket % testBuckets)
 				bucket++
 				tb := e.table()

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -28,7 +29,7 @@ func writeLoad(ctx context.Context, m *model, c *client, u routing.Unit, n int) 
 
 func TestMigrationUnderWritesKeepsEveryAcknowledgedWrite(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(3)
 	src := e.openOwner(u)
 	require.Equal(t, "a", src)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,14 +20,6 @@ import (
 // shard "b". Each example works under a routing prefix of its own, with the first table (16
 // buckets, half on each shard) published and provisioned.
 
-// exampleTB lets an example ask the kit for its shared servers; an example has no *testing.T.
-type exampleTB struct{ testing.TB }
-
-func (exampleTB) Helper()           {}
-func (exampleTB) Cleanup(func())    {}
-func (exampleTB) Fatal(args ...any) { panic(fmt.Sprint(args...)) }
-func (exampleTB) Skip(args ...any)  { panic(fmt.Sprint(args...)) }
-
 // exampleEnv is one example's deployment: the control Redis, the shards' clients and a
 // Router over them, under a prefix of its own.
 type exampleEnv struct {
@@ -39,7 +30,7 @@ type exampleEnv struct {
 }
 
 func newExampleEnv() *exampleEnv {
-	srv := celebritytest.Shards(exampleTB{}, 3)
+	srv := celebritytest.Shards(celebritytest.ForMain(), 3) // an example has no *testing.T
 	e := &exampleEnv{
 		prefix:  fmt.Sprintf("example:%d", time.Now().UnixNano()),
 		control: redis.NewClient(&redis.Options{Addr: srv[0].Addr()}),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -73,7 +74,7 @@ func TestPausedCleanupIsFencedByALaterEpoch(t *testing.T) {
 	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{
 		"a": srv[1].Client(t), "b": srv[2].Client(t),
 	}, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(12)
 	require.Equal(t, "b", e.openOwner(u))
 	m := newModel()
@@ -116,7 +117,7 @@ func TestCacheRollbackAndFinishRacingLeaveJournalAndTableInAgreement(t *testing.
 			e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{
 				"a": srv[1].Client(t), "b": srv[2].Client(t),
 			}, routing.ShardOptions{})
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			mv, err := migrate.NewCache(e.control, migrate.CacheOptions{Shards: cacheShards(e), Prefix: e.prefix})
 			require.NoError(t, err)
 			tenant := fmt.Sprintf("%s-race", e.prefix)
@@ -226,7 +227,7 @@ func TestDriverStoppedAfterItsTakeoverIsFencedOnceAnotherFinished(t *testing.T) 
 	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{
 		"a": srv[1].Client(t), "b": srv[2].Client(t),
 	}, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(13)
 	src := e.openOwner(u)
 	dst := other(src)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -21,7 +22,7 @@ import (
 func TestFoldBackCancelledWhileItsDriverIsPausedFencesTheBucketFirst(t *testing.T) {
 	for name, e := range carveEnvs(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			tenant := "fold-fence-" + name
 			bu := routing.BucketUnit(routing.BucketOf(tenant, testBuckets))
 			tu := routing.TenantUnit(tenant)

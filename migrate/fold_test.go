@@ -17,6 +17,7 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -34,7 +35,7 @@ func ownScriptHash(t testing.TB) string {
 // bucket open and the tenant unmarked there, the override unit on b closed, no lock held.
 func requireFoldedBack(t *testing.T, e *env, co *migrate.Coordinator, tenant, a, b string) {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	bu := routing.BucketUnit(routing.BucketOf(tenant, testBuckets))
 	tu := routing.TenantUnit(tenant)
 	tb := e.table()
@@ -73,7 +74,7 @@ func requireFoldedBack(t *testing.T, e *env, co *migrate.Coordinator, tenant, a,
 func TestFoldBackReturnsATenantIntoItsBucketWhileItKeepsWriting(t *testing.T) {
 	for name, e := range carveEnvs(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			fat := "fold-fat-" + name
 			others := sameBucket(fat, "fold-small-"+name+"-", 3)
 			bu := routing.BucketUnit(routing.BucketOf(fat, testBuckets))
@@ -231,7 +232,7 @@ func TestFoldBackLostSeatConfirmationReplaysInTheBucket(t *testing.T) {
 	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": srv[2].Client(t)}, routing.ShardOptions{})
 	cb, err := routing.NewShard("b", lossy, routing.ShardOptions{Prefix: e.prefix})
 	require.NoError(t, err)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "course-72"
 	bu := routing.BucketUnit(routing.BucketOf(tenant, testBuckets))
 	tu := routing.TenantUnit(tenant)
@@ -268,7 +269,7 @@ func TestFoldBackLostSeatConfirmationReplaysInTheBucket(t *testing.T) {
 // without records folds back all the same, and may be carved out again.
 func TestFoldBackBadInputIsRefusedAndAnEmptyTenantWorks(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	nt := e.table().Next()
 	nt.SetSpread("wide", []string{"a", "b"})
 	require.NoError(t, e.store.Publish(ctx, nt))
@@ -341,7 +342,7 @@ func TestFoldBackBadInputIsRefusedAndAnEmptyTenantWorks(t *testing.T) {
 // carve-out of the bucket starts meanwhile.
 func TestFoldBackHoldsTheUnitAndTheBucketLocks(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	fat := "fold-lock"
 	neighbour := sameBucket(fat, "fold-lock-n-", 1)[0]
 	bu := routing.BucketUnit(routing.BucketOf(fat, testBuckets))
@@ -378,7 +379,7 @@ func TestFoldBackHoldsTheUnitAndTheBucketLocks(t *testing.T) {
 // bucket holding nothing of it and still refusing it, no lock held.
 func TestFoldBackCancelAndAbortKeepTheTenantOnItsUnit(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "fold-back-off"
 	bu := routing.BucketUnit(routing.BucketOf(tenant, testBuckets))
 	tu := routing.TenantUnit(tenant)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -19,7 +20,7 @@ import (
 // ErrInvalid naming the migration ID, and nothing is journaled.
 func TestMigrationIDsRoundTripOrAreRefused(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	co := e.coordinator(migrate.Options{})
 	ok := []string{"\xff\xfe", "\ufffd", "a\x00b", "a", "a:b", "a_b", ":", "x:j:y"}
 	for i, id := range ok {
@@ -69,7 +70,7 @@ func TestMigrationIDsRoundTripOrAreRefused(t *testing.T) {
 // ID; an ID with braces is refused with ErrInvalid naming the migration ID.
 func TestCacheMoveIDsRoundTripOrAreRefused(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	mv, err := migrate.NewCache(e.control, migrate.CacheOptions{Shards: cacheShards(e), Prefix: e.prefix})
 	require.NoError(t, err)
 	for i, id := range []string{strings.Repeat("m", 1<<20), "\xff\xfe", "a\x00b", "a:b", "{x}"} {

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -30,32 +29,6 @@ func TestMain(m *testing.M) {
 }
 
 const testBuckets = 16
-
-// dumped is set once a test ran into its bound and the goroutines were shown (once per
-// binary: the helpers' contexts of that test end at the same moment).
-var dumped atomic.Bool
-
-// testBound is the bound of a whole test's context (ctxT). A test spends most of it on
-// moves under writers, and several on driver processes whose every wait has 30 s or more;
-// on a loaded 2-core machine a test that takes 15 s alone has run past a minute (a
-// takeover, a finish and a move back beside another test binary), so the bound is minutes:
-// it only turns a hang into a failure with the goroutines shown, and the run's -timeout
-// (20 m) stays above it.
-const testBound = 5 * time.Minute
-
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), testBound)
-	stop := context.AfterFunc(ctx, func() {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && !dumped.Swap(true) {
-			// A test that ran into its bound: show where every goroutine waits.
-			buf := make([]byte, 1<<22)
-			buf = buf[:runtime.Stack(buf, true)]
-			fmt.Fprintf(os.Stderr, "%s: context deadline reached; goroutines:\n%s\n", t.Name(), buf)
-		}
-	})
-	t.Cleanup(func() { stop(); cancel() })
-	return ctx
-}
 
 // env is a control Redis, named shards with their routing view, a published table
 // (generation 1: buckets split evenly over the first two shards) and ownership records open
@@ -94,7 +67,7 @@ func newEnvOver(t testing.TB, control migrate.Control, clients map[string]migrat
 	require.NoError(t, err)
 	e.store = st
 	sortStrings(names)
-	require.NoError(t, st.Publish(ctxT(t), routing.EvenTable(1, testBuckets, names...)))
+	require.NoError(t, st.Publish(testkit.Ctx(t), routing.EvenTable(1, testBuckets, names...)))
 	return e
 }
 
@@ -122,10 +95,10 @@ func (e *env) coordinator(o migrate.Options) *migrate.Coordinator {
 // openOwner opens unit u on the shard the current table assigns it to.
 func (e *env) openOwner(u routing.Unit) string {
 	e.t.Helper()
-	t, err := e.store.Load(ctxT(e.t))
+	t, err := e.store.Load(testkit.Ctx(e.t))
 	require.NoError(e.t, err)
 	owner := t.Owner(u)
-	_, err = e.shards[owner].Transition(ctxT(e.t), u, routing.Ownership{},
+	_, err = e.shards[owner].Transition(testkit.Ctx(e.t), u, routing.Ownership{},
 		routing.Ownership{Generation: t.Generation, State: routing.StateOpen})
 	require.NoError(e.t, err)
 	return owner
@@ -133,14 +106,14 @@ func (e *env) openOwner(u routing.Unit) string {
 
 func (e *env) table() *routing.Table {
 	e.t.Helper()
-	t, err := e.store.Load(ctxT(e.t))
+	t, err := e.store.Load(testkit.Ctx(e.t))
 	require.NoError(e.t, err)
 	return t
 }
 
 func (e *env) own(name string, u routing.Unit) routing.Ownership {
 	e.t.Helper()
-	o, _, err := e.shards[name].Ownership(ctxT(e.t), u)
+	o, _, err := e.shards[name].Ownership(testkit.Ctx(e.t), u)
 	require.NoError(e.t, err)
 	return o
 }
@@ -148,7 +121,7 @@ func (e *env) own(name string, u routing.Unit) routing.Ownership {
 // records returns unit u's stored records on shard name, decoded, by record field.
 func (e *env) records(name string, u routing.Unit) map[string]routing.Record {
 	e.t.Helper()
-	m, err := e.clients[name].(redis.Cmdable).HGetAll(ctxT(e.t), routingfmt.Keys(e.shards[name].Keys().Tag(u)).Records).Result()
+	m, err := e.clients[name].(redis.Cmdable).HGetAll(testkit.Ctx(e.t), routingfmt.Keys(e.shards[name].Keys().Tag(u)).Records).Result()
 	require.NoError(e.t, err)
 	out := make(map[string]routing.Record, len(m))
 	for f, v := range m {
@@ -162,7 +135,7 @@ func (e *env) records(name string, u routing.Unit) map[string]routing.Record {
 // ops returns unit u's idempotency records on shard name.
 func (e *env) ops(name string, u routing.Unit) map[string]string {
 	e.t.Helper()
-	m, err := e.clients[name].(redis.Cmdable).HGetAll(ctxT(e.t), routingfmt.Keys(e.shards[name].Keys().Tag(u)).Ops).Result()
+	m, err := e.clients[name].(redis.Cmdable).HGetAll(testkit.Ctx(e.t), routingfmt.Keys(e.shards[name].Keys().Tag(u)).Ops).Result()
 	require.NoError(e.t, err)
 	return m
 }
@@ -173,7 +146,7 @@ func (e *env) dataKeys(name string, u routing.Unit) int64 {
 	k := routingfmt.Keys(e.shards[name].Keys().Tag(u))
 	var n int64
 	for _, key := range []string{k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log} {
-		x, err := e.clients[name].(redis.Cmdable).Exists(ctxT(e.t), key).Result()
+		x, err := e.clients[name].(redis.Cmdable).Exists(testkit.Ctx(e.t), key).Result()
 		require.NoError(e.t, err)
 		n += x
 	}
@@ -317,7 +290,7 @@ func (m *model) check(t testing.TB, e *env, name string, u routing.Unit) {
 // seed writes n records through the current owner.
 func (m *model) seed(t testing.TB, c *client, u routing.Unit, n int) {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	for i := 0; i < n; i++ {
 		key, opID := fmt.Sprintf("seed-%d", i), fmt.Sprintf("m%d-seed-op-%d", m.id, i)
 		op := routing.Put(key, fmt.Sprintf("s%d", i))

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -26,7 +27,7 @@ import (
 func TestMergeReturnsASpreadTenantToOneUnitWhileItKeepsWriting(t *testing.T) {
 	for name, e := range splitEnvs(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			fat, neighbour := "merge-fat-"+name, "merge-neighbour-"+name
 			e.override(fat, "a")
 			e.override(neighbour, "c")
@@ -133,7 +134,7 @@ func TestMergeReturnsASpreadTenantToOneUnitWhileItKeepsWriting(t *testing.T) {
 // free).
 func TestMergeBadInputIsRefusedAndACancelKeepsTheSpread(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	e.override("over", "a")
 	co := e.coordinator(migrate.Options{BatchSize: 20})
 	before := e.table()

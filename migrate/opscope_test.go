@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -20,7 +21,7 @@ import (
 func TestFoldBackAndCarveOutWithANeighbourUsingTheSameOperationIDs(t *testing.T) {
 	for name, e := range carveEnvs(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			acme := "acme-" + name
 			neighbour := sameBucket(acme, "neighbour-"+name+"-", 1)[0]
 			bu := routing.BucketUnit(routing.BucketOf(acme, testBuckets))

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -203,7 +204,7 @@ func (p *proc) killed() {
 // unit's lock is free, and a routed write is accepted.
 func (pe *procEnv) requireOneOpenOwner(t *testing.T, u routing.Unit, m *model) string {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	var open []string
 	for _, s := range []string{"a", "b"} {
 		if pe.own(s, u).State == routing.StateOpen {
@@ -294,7 +295,7 @@ func TestCancelRacingADriverProcessLeavesNoClaim(t *testing.T) {
 	celebritytest.Long(t)
 	for name, pe := range newProcEnvs(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			u := routing.BucketUnit(2)
 			pe.openOwner(u)
 			cl := pe.client()
@@ -354,7 +355,7 @@ func TestZombieDriverProcessCannotRevertALaterMove(t *testing.T) {
 	celebritytest.Long(t)
 	for name, pe := range newProcEnvs(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			u := routing.BucketUnit(3)
 			src := pe.openOwner(u)
 			dst := other(src)
@@ -392,7 +393,7 @@ func TestZombieDriverProcessCannotReclaimTheOldTarget(t *testing.T) {
 	celebritytest.Long(t)
 	for name, pe := range newProcEnvs(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			u := routing.BucketUnit(4)
 			src := pe.openOwner(u)
 			dst := other(src)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -48,10 +49,10 @@ func TestApplyInAnyOrderConvergesToTheNewestVersions(t *testing.T) {
 			out := r.apply(2, "m", 1000, "r", x.field, x.rec, "999999")
 			require.Equal(rt, "ok", out[0], "%v", out)
 		}
-		got, err := c.HGetAll(testCtx(t), k.Records).Result()
+		got, err := c.HGetAll(testkit.Ctx(t), k.Records).Result()
 		require.NoError(rt, err)
 		require.Equal(rt, newest, got)
-		tombs, err := c.ZRange(testCtx(t), k.Tombstones, 0, -1).Result()
+		tombs, err := c.ZRange(testkit.Ctx(t), k.Tombstones, 0, -1).Result()
 		require.NoError(rt, err)
 		var want []string
 		for f, rec := range newest {

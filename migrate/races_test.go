@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -186,7 +187,7 @@ func resumeUntilDone(ctx context.Context, co *migrate.Coordinator, id string) (m
 func TestConcurrentResumesWithLostTakeoverReplies(t *testing.T) {
 	for name, e := range raceEnvs(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			u := routing.BucketUnit(3)
 			src := e.openOwner(u)
 			dst := other(src)
@@ -267,7 +268,7 @@ func TestCarveOutWithLostRepliesAndARacingCancel(t *testing.T) {
 	for name, e := range raceEnvs(t) {
 		for _, at := range []migrate.State{migrate.Copying, migrate.CatchingUp, migrate.ClosedA} {
 			t.Run(fmt.Sprintf("%s/cancelAt=%s", name, at), func(t *testing.T) {
-				ctx := ctxT(t)
+				ctx := testkit.Ctx(t)
 				fat := fmt.Sprintf("rv-%s-%s", name, at)
 				others := sameBucket(fat, fat+"-n", 2)
 				bu := routing.BucketUnit(routing.BucketOf(fat, testBuckets))

@@ -1,7 +1,6 @@
 package migrate_test
 
 import (
-	"context"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -20,7 +20,7 @@ import (
 func TestChangeLogTrimmedPastPositionRestartsFromSnapshot(t *testing.T) {
 	// A tiny log cap: the source trims entries the target has not applied yet.
 	e := newEnv(t, routing.ShardOptions{LogMaxLen: 20})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(0)
 	e.openOwner(u)
 	cl := e.client()
@@ -43,7 +43,7 @@ func TestChangeLogTrimmedPastPositionRestartsFromSnapshot(t *testing.T) {
 
 func TestMoveBackAndForthUnderLoad(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(5)
 	e.openOwner(u)
 	cl := e.client()
@@ -83,7 +83,7 @@ func TestMigrationBetweenStandaloneAndClusterWithClusteredControl(t *testing.T) 
 	e := newEnvOver(t, cl, map[string]migrate.ShardClient{
 		"a": celebritytest.Standalone(t).Client(t), "k": cl,
 	}, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(2)
 	require.Equal(t, "a", e.openOwner(u))
 	c := e.client()
@@ -118,7 +118,7 @@ func TestLostReplyAtEveryStepThenResume(t *testing.T) {
 	// Warm the script caches so the faults match EVALSHA.
 	warm := routing.BucketUnit(15)
 	e.openOwner(warm)
-	_, err = good.Migrate(ctx(t), migrate.Spec{Unit: warm, Target: "a"})
+	_, err = good.Migrate(testkit.Ctx(t), migrate.Spec{Unit: warm, Target: "a"})
 	require.NoError(t, err)
 
 	h := migrate.ScriptHashes()
@@ -141,7 +141,7 @@ func TestLostReplyAtEveryStepThenResume(t *testing.T) {
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			u := routing.BucketUnit(uint32(i)) // buckets 0..7 on a, 8.. on b
 			src := e.openOwner(u)
 			dst := map[string]string{"a": "b", "b": "a"}[src]
@@ -170,11 +170,9 @@ func TestLostReplyAtEveryStepThenResume(t *testing.T) {
 	}
 }
 
-func ctx(t testing.TB) context.Context { return ctxT(t) }
-
 func TestCleanupAfterGraceDeletesOnlyTheClosedCopy(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(11)
 	e.openOwner(u)
 	m := newModel()
@@ -203,7 +201,7 @@ func TestVersionFloorTravelsWithTheUnit(t *testing.T) {
 	clock.Store(time.Now().UnixMilli())
 	e := newEnv(t, routing.ShardOptions{TombstoneRetention: time.Millisecond,
 		Clock: func() time.Time { return time.UnixMilli(clock.Load()) }})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(13)
 	require.Equal(t, "b", e.openOwner(u))
 	gen := e.table().Generation

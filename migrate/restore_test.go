@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -20,7 +21,7 @@ func TestMoveTargetRestoredBeforeTheFlipAborts(t *testing.T) {
 	tgt := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": tgt.Client(t)},
 		routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "restore-move"
 	e.override(tenant, "a")
 	m := newTModel()

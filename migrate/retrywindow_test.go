@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -21,7 +22,7 @@ func TestMoveCopiesIdempotencyRecordsOfTheRetryWindowOnly(t *testing.T) {
 	for _, window := range []time.Duration{0, time.Hour} {
 		t.Run(fmt.Sprintf("window=%v", window), func(t *testing.T) {
 			e := newEnv(t, routing.ShardOptions{})
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			u := routing.BucketUnit(5)
 			require.Equal(t, "a", e.openOwner(u))
 			cl := e.client()

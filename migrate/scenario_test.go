@@ -12,13 +12,14 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
 func TestCancelWhileDrivingStopsTheDriverAndLeavesNoTraceOnTarget(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(1)
 	e.openOwner(u)
 	cl := e.client()
@@ -59,7 +60,7 @@ func TestCancelWhileDrivingStopsTheDriverAndLeavesNoTraceOnTarget(t *testing.T) 
 
 func TestCancelAfterSourceClosedIsRefusedAndResumeFinishes(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(2)
 	e.openOwner(u)
 	m := newModel()
@@ -86,7 +87,7 @@ func TestCancelAfterSourceClosedIsRefusedAndResumeFinishes(t *testing.T) {
 
 func TestBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(4)
 	e.openOwner(u)
 	co := e.coordinator(migrate.Options{})
@@ -149,7 +150,7 @@ func TestLostSeatConfirmationIsFoundOnTheNewOwner(t *testing.T) {
 	// The client's view of shard a loses replies; the coordinator's does not.
 	ca, err := routing.NewShard("a", lossy, routing.ShardOptions{Prefix: e.prefix})
 	require.NoError(t, err)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(7) // course 72's bucket
 	e.openOwner(u)
 	route := e.table()
@@ -184,7 +185,7 @@ func TestLostSeatConfirmationIsFoundOnTheNewOwner(t *testing.T) {
 
 func TestDeleteDuringCopyThenLateSnapshotCopyStaysDeleted(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(8)
 	require.Equal(t, "b", e.openOwner(u))
 	cl := e.client()
@@ -224,7 +225,7 @@ func TestDeleteDuringCopyThenLateSnapshotCopyStaysDeleted(t *testing.T) {
 
 func TestConflictingEqualVersionAbortsTheMigration(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(9)
 	e.openOwner(u)
 	m := newModel()
@@ -253,7 +254,7 @@ func TestConflictingEqualVersionAbortsTheMigration(t *testing.T) {
 
 func TestVerificationCatchesSwappedRecordWithEqualCounts(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(10)
 	e.openOwner(u)
 	m := newModel()
@@ -285,7 +286,7 @@ func TestVerificationCatchesSwappedRecordWithEqualCounts(t *testing.T) {
 
 func TestMovesAnOverriddenTenantAndASpreadSubBucket(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	nt := e.table().Next()
 	nt.SetOverride("acme", "a")
 	nt.Spreads = map[string][]string{"big": {"a", "a", "b"}}
@@ -317,7 +318,7 @@ func TestMovesAnOverriddenTenantAndASpreadSubBucket(t *testing.T) {
 
 func TestOwnershipChangedUnderneathAbortsWithoutTouchingTheSource(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	u := routing.BucketUnit(12)
 	require.Equal(t, "b", e.openOwner(u))
 	m := newModel()

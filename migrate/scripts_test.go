@@ -1,26 +1,17 @@
 package migrate
 
 import (
-	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
-
-// testCtx bounds a script call or a scripts test: generously (a loaded machine), as the
-// external tests bound theirs; the bound only turns a hang into a failure.
-func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // scriptRig runs migrate's shard scripts directly against one unit's keys.
 type scriptRig struct {
@@ -41,7 +32,7 @@ func (r scriptRig) epoch() int {
 func (r scriptRig) prepare(gen int, mig, mode string) []string {
 	r.t.Helper()
 	k := r.k
-	out, err := prepareScript.Run(testCtx(r.t), r.c, []string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log},
+	out, err := prepareScript.Run(testkit.Ctx(r.t), r.c, []string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones, k.Log},
 		gen, mig, mode, r.epoch()).StringSlice()
 	require.NoError(r.t, err)
 	return out
@@ -54,13 +45,13 @@ func (r scriptRig) apply(gen int, mig string, now int64, items ...string) []stri
 	for _, it := range items {
 		args = append(args, it)
 	}
-	out, err := applyScript.Run(testCtx(r.t), r.c, []string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones}, args...).StringSlice()
+	out, err := applyScript.Run(testkit.Ctx(r.t), r.c, []string{k.Own, k.Records, k.Ops, k.OpExpiry, k.Tombstones}, args...).StringSlice()
 	require.NoError(r.t, err)
 	return out
 }
 
 func (r scriptRig) hget(key, field string) string {
-	v, _ := r.c.HGet(testCtx(r.t), key, field).Result()
+	v, _ := r.c.HGet(testkit.Ctx(r.t), key, field).Result()
 	return v
 }
 
@@ -68,7 +59,7 @@ func TestApplyIsOrderInsensitiveAndRefusesOlderVersions(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		p := strings.TrimSuffix(celebritytest.NewPrefix(t), ":")
 		r := scriptRig{t: t, c: c, k: routingfmt.Keys(routing.Keys{Prefix: p}.Tag(routing.BucketUnit(3)))}
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 
 		require.Equal(t, "stale", r.apply(5, "m1", 1000, "r", "f", "1:l:x", "0")[0], "no import claimed")
 		require.Equal(t, []string{"ok", "5", "importing"}, r.prepare(5, "m1", "prepare"))
@@ -112,7 +103,7 @@ func TestPrepareNeverTouchesAnOwnedUnitAndWipesStaleCopies(t *testing.T) {
 		p := strings.TrimSuffix(celebritytest.NewPrefix(t), ":")
 		u := routing.BucketUnit(9)
 		r := scriptRig{t: t, c: c, k: routingfmt.Keys(routing.Keys{Prefix: p}.Tag(u))}
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		s, err := routing.NewShard("x", c, routing.ShardOptions{Prefix: p})
 		require.NoError(t, err)
 		_, err = s.Transition(ctx, u, routing.Ownership{}, routing.Ownership{Generation: 3, State: routing.StateOpen})
@@ -201,7 +192,7 @@ func TestPrepareRefusesARecordClosedAtTheImportGeneration(t *testing.T) {
 		r := scriptRig{t: t, c: c, k: routingfmt.Keys(routing.Keys{Prefix: p}.Tag(u))}
 		s, err := routing.NewShard("x", c, routing.ShardOptions{Prefix: p})
 		require.NoError(t, err)
-		ctx := testCtx(t)
+		ctx := testkit.Ctx(t)
 		_, err = s.Transition(ctx, u, routing.Ownership{}, routing.Ownership{Generation: 6, State: routing.StateClosed})
 		require.NoError(t, err)
 		require.Equal(t, "refused", r.prepare(6, "old", "prepare")[0])

@@ -15,6 +15,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -49,7 +50,7 @@ func TestExpiredOneSidedItemsSettleBeforeTheBarrierInBatches(t *testing.T) {
 	za, zb := &countHook{name: "zmscore"}, &countHook{name: "zmscore"}
 	ca.AddHook(za)
 	cb.AddHook(zb)
-	ctx := testCtx(t)
+	ctx := testkit.Ctx(t)
 	p := strings.TrimSuffix(celebritytest.NewPrefix(t), ":")
 	u := routing.BucketUnit(5)
 	k := routingfmt.Keys(routing.Keys{Prefix: p}.Tag(u))

@@ -16,6 +16,7 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -111,7 +112,7 @@ func frozenCoordinator(t *testing.T, e *env, lease time.Duration) (*migrate.Coor
 // resumeWhenFree resumes migration id once the frozen driver's lease ran out.
 func resumeWhenFree(t *testing.T, co *migrate.Coordinator, id string) migrate.Status {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	for {
 		st, err := co.Resume(ctx, id)
 		if errors.Is(err, migrate.ErrDriverBusy) {
@@ -134,7 +135,7 @@ func resumeWhenFree(t *testing.T, co *migrate.Coordinator, id string) migrate.St
 // publication, overtaken and followed by a re-split back.
 func TestSplitDriverStoppedBeforeItsFlipPublishesNothingAfterALaterMove(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "split-late"
 	e.override(tenant, "a")
 	m := newTModel()
@@ -181,7 +182,7 @@ func TestSplitDriverStoppedBeforeItsFlipPublishesNothingAfterALaterMove(t *testi
 // changes nothing (fenced) and the spread holds the acknowledged history.
 func TestSplitTwoDriversOfOneSplit(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "split-two"
 	e.override(tenant, "a")
 	m := newTModel()
@@ -226,7 +227,7 @@ func TestSplitTwoDriversOfOneSplit(t *testing.T) {
 // every time and is applied once.
 func TestSplitLostReplyRetriedThroughEveryGeneration(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "split-gens"
 	e.override(tenant, "a")
 	m := newTModel()
@@ -304,7 +305,7 @@ func TestSplitLostReplyRetriedThroughEveryGeneration(t *testing.T) {
 // flight.
 func TestSplitWidthChangeWhileAnotherMoveIsInFlight(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "split-busy"
 	e.override(tenant, "a")
 	m := newTModel()
@@ -358,7 +359,7 @@ func TestSplitWidthChangeWhileAnotherMoveIsInFlight(t *testing.T) {
 // finishes, and the spread holds the acknowledged history.
 func TestSplitCancelRacingTheFlip(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "split-cancel-flip"
 	e.override(tenant, "a")
 	m := newTModel()
@@ -390,7 +391,7 @@ func TestSplitTargetRestoredBeforeTheFlipStopsTheSplit(t *testing.T) {
 	tgt := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": tgt.Client(t),
 		"c": srv[2].Client(t), "d": srv[3].Client(t)}, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "split-restore"
 	e.override(tenant, "a")
 	m := newTModel()
@@ -444,7 +445,7 @@ func TestSplitSourceRestoredDuringTheCopyStopsTheSplit(t *testing.T) {
 	src := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: true})
 	e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": src.Client(t), "b": srv[1].Client(t),
 		"c": srv[2].Client(t), "d": srv[3].Client(t)}, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "split-srcrestore"
 	e.override(tenant, "a")
 	m := newTModel()
@@ -483,7 +484,7 @@ func TestSplitSourceRestoredDuringTheCopyStopsTheSplit(t *testing.T) {
 // the writer before the read began (no read from a stale copy, no going back in time).
 func TestSplitReadersDuringTheWidthChange(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "split-read"
 	e.override(tenant, "a")
 	co := e.coordinator(migrate.Options{})
@@ -569,7 +570,7 @@ func TestSplitReadersDuringTheWidthChange(t *testing.T) {
 // holds exactly the acknowledged history.
 func TestSplitDeletesRacingTheCopy(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "split-del"
 	e.override(tenant, "a")
 	m := newTModel()

@@ -15,6 +15,7 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/internal/hashing"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -52,7 +53,7 @@ func (e *env) override(tenant, shard string) {
 	e.t.Helper()
 	nt := e.table().Next()
 	nt.SetOverride(tenant, shard)
-	require.NoError(e.t, e.store.Publish(ctxT(e.t), nt))
+	require.NoError(e.t, e.store.Publish(testkit.Ctx(e.t), nt))
 	require.Equal(e.t, shard, e.openOwner(routing.TenantUnit(tenant)))
 }
 
@@ -164,7 +165,7 @@ func (m *tmodel) checkSpread(t testing.TB, e *env, tenant string) {
 // same source shard) until stop is closed; the returned function waits for them and
 // reports their errors.
 func splitWriters(t *testing.T, e *env, m *tmodel, round int, tenant, neighbour string, stop chan struct{}, stale, nstale *atomic.Int64) func() {
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := 0; i < 2; i++ {
@@ -233,7 +234,7 @@ func splitWriters(t *testing.T, e *env, m *tmodel, round int, tenant, neighbour 
 func TestSplitAndReSplitWhileTheTenantKeepsWriting(t *testing.T) {
 	for name, e := range splitEnvs(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			fat, neighbour := "split-fat-"+name, "split-neighbour-"+name
 			e.override(fat, "a")
 			e.override(neighbour, "a")
@@ -360,7 +361,7 @@ func TestSplitLostSeatConfirmationReplaysInTheNewSubBucket(t *testing.T) {
 	t.Cleanup(func() { _ = lossy.Close() })
 	ca, err := routing.NewShard("a", lossy, routing.ShardOptions{Prefix: e.prefix})
 	require.NoError(t, err)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "course-72"
 	e.override(tenant, "a")
 	route := e.table()
@@ -395,7 +396,7 @@ func TestSplitLostSeatConfirmationReplaysInTheNewSubBucket(t *testing.T) {
 // the same, and two sub-buckets may share a shard.
 func TestSplitBadInputIsRefusedAndChangesNothing(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	e.override("over", "a")
 	nt := e.table().Next()
 	nt.SetSpread("spread", []string{"a", "b", "c", "d"})
@@ -462,7 +463,7 @@ func TestSplitBadInputIsRefusedAndChangesNothing(t *testing.T) {
 // open, the targets empty and refusing, the locks free; the abort names the differing key.
 func TestSplitCancelAndAbortLeaveTheTenantWhereItWas(t *testing.T) {
 	e := splitEnvs(t)["standalone"]
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := "split-cancel"
 	e.override(tenant, "a")
 	m := newTModel()

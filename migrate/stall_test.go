@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -89,7 +90,7 @@ func TestDriverStoppedAfterTakeoverWokenAfterAMoveBack(t *testing.T) {
 	for name, e := range raceEnvs(t) {
 		for _, lose := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/lostTakeoverReply=%v", name, lose), func(t *testing.T) {
-				ctx := ctxT(t)
+				ctx := testkit.Ctx(t)
 				u := routing.BucketUnit(6)
 				if lose {
 					u = routing.BucketUnit(7)

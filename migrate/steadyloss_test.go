@@ -13,6 +13,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -60,7 +61,7 @@ func TestMoveFinishesUnderSteadyLostControlReplies(t *testing.T) {
 }
 
 func moveUnderSteadyLoss(t *testing.T, e *env, control *celebritytest.Server, u routing.Unit, dst string) {
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	require.NotEqual(t, dst, e.openOwner(u))
 	cl := e.client()
 	m := newModel()
@@ -171,7 +172,7 @@ func TestLostTakeoverReplyIsRecognisedByItsRetry(t *testing.T) {
 			e := newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{
 				"a": srv[1].Client(t), "b": srv[2].Client(t),
 			}, routing.ShardOptions{})
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			u := routing.BucketUnit(4)
 			require.Equal(t, "a", e.openOwner(u))
 			m := newModel()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -21,7 +22,7 @@ import (
 func TestSplitAbortsWhenASourceLogIsTrimmedPastItsPosition(t *testing.T) {
 	for name, e := range splitEnvs(t, routing.ShardOptions{LogMaxLen: 20}) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			tenant := "trimmed-" + name
 			e.override(tenant, "a")
 			cl := e.client()
@@ -64,7 +65,7 @@ func TestSplitAbortsWhenASourceLogIsTrimmedPastItsPosition(t *testing.T) {
 func TestCleanupAfterAFoldBackASplitAndAReSplit(t *testing.T) {
 	for name, e := range splitEnvs(t) {
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			now := time.Now()
 			clock := func() time.Time { return now }
 			co := e.coordinator(migrate.Options{Grace: time.Hour, Clock: clock})
@@ -129,7 +130,7 @@ func TestTenantMovesSurviveAnAOFRestartOfTheirShard(t *testing.T) {
 	for name, x := range aofEnvs(t) {
 		e, srv := x.e, x.b
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			tenant := tenantOn(e, "aof-"+name+"-", "a")
 			bu := routing.BucketUnit(routing.BucketOf(tenant, testBuckets))
 			tu := routing.TenantUnit(tenant)
@@ -181,7 +182,7 @@ func TestTenantMovesSurviveAFailoverOfTheBucketsMaster(t *testing.T) {
 	cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
 	b := celebritytest.Standalone(t)
 	e := newEnvOver(t, ctl.Client(t), map[string]migrate.ShardClient{"a": cl.Client(t), "b": b.Client(t)}, routing.ShardOptions{})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tenant := tenantOn(e, "failover-", "a")
 	bu := routing.BucketUnit(routing.BucketOf(tenant, testBuckets))
 	e.openOwner(bu)

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -61,7 +62,7 @@ func TestTenantMoveTargetRestoredBeforeTheFlipAborts(t *testing.T) {
 	for name, x := range aofEnvs(t) {
 		e, tgt := x.e, x.b
 		t.Run(name, func(t *testing.T) {
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			restoring := func() (migrate.Options, *bool) {
 				var snap celebritytest.Snapshot
 				var took, restored bool

@@ -8,6 +8,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -33,7 +34,7 @@ func TestResumeContinuesVerification(t *testing.T) {
 }
 
 func resumeAfterLostClose(t *testing.T, e *env, control *celebritytest.Server, u routing.Unit) {
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	src := e.openOwner(u)
 	dst := "b"
 	if _, ok := e.clients["k"]; ok {

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -26,7 +27,7 @@ func TestGetOrLoadAfterDeleteDoesNotServeOlderLoad(t *testing.T) {
 	for _, hot := range []bool{false, true} {
 		t.Run(map[bool]string{false: "cold", true: "hot"}[hot], func(t *testing.T) {
 			c := celebritytest.Standalone(t).Client(t)
-			ctx := ctxFor(t)
+			ctx := testkit.Ctx(t)
 			r := newReplicator(t, c, replicas.Options{Copies: 3})
 			const key = "post:deleted"
 			if hot {
@@ -56,7 +57,7 @@ func TestZombieFillerWithLeaseGoneReturnsItsLoad(t *testing.T) {
 	for _, hot := range []bool{false, true} {
 		t.Run(map[bool]string{false: "cold", true: "hot"}[hot], func(t *testing.T) {
 			c := celebritytest.Standalone(t).Client(t)
-			ctx := ctxFor(t)
+			ctx := testkit.Ctx(t)
 			zc := celebritytest.Standalone(t).Client(t)
 			zc.AddHook(noRenewals{}) // the filler is cut off from Redis while it loads
 			r := newReplicator(t, zc, replicas.Options{Copies: 2, LeaseTTL: 100 * time.Millisecond})
@@ -143,7 +144,7 @@ func (h *holdReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 // not join a fetch whose deciding read is already under way.
 func TestGetOrLoadAfterDeleteDoesNotJoinAnEarlierRead(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		hold := newHoldReply(func(cmd redis.Cmder) bool {
 			a := cmd.Args()
 			return cmd.Name() == "set" && slices.ContainsFunc(a, func(x any) bool { return strings.EqualFold(fmt.Sprint(x), "get") })
@@ -194,7 +195,7 @@ func TestGetOrLoadAfterDeleteDoesNotJoinAnEarlierRead(t *testing.T) {
 // refused fill leaves an absent record in the lease.
 func TestFleetLoadsALaggingSourceOnceAfterDelete(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix, NegativeTTL: time.Minute}
 		const key = "post:lagging"
@@ -233,7 +234,7 @@ func TestHeldBackRefillAfterDeleteNeverServesTheValue(t *testing.T) {
 		slow := newReplicator(t, hooked(t, f, hold), hot)
 		reader := newReplicator(t, f.client(t), hot)
 		w := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3})
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		require.NoError(t, w.Set(ctx, key, []byte("v1"), 1, time.Minute)) // not replicated yet
 
 		hold.armed.Store(true)
@@ -271,7 +272,7 @@ func TestRestoredServerForgetsRegistrationsAHotWriterRestores(t *testing.T) {
 	slow := newReplicator(t, held, hot)
 	reader := newReplicator(t, s.Client(t), hot)
 	w := newReplicator(t, s.Client(t), hot)
-	ctx := ctxFor(t)
+	ctx := testkit.Ctx(t)
 	require.NoError(t, newReplicator(t, s.Client(t), replicas.Options{Prefix: prefix}).
 		Set(ctx, key, []byte("v1"), 1, time.Minute)) // not replicated yet
 	snap := s.Snapshot(t)
@@ -306,7 +307,7 @@ func TestRestoredServerForgetsRegistrationsAHotWriterRestores(t *testing.T) {
 // floor when it is newer than what is stored.
 func TestTwoFillersNeverTakeAReaderBack(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
-	ctx := ctxFor(t)
+	ctx := testkit.Ctx(t)
 	prefix := celebritytest.NewPrefix(t)
 	o := replicas.Options{Prefix: prefix, LeaseTTL: 100 * time.Millisecond}
 	// Both are cut off from Redis while they load: their leases end.
@@ -369,7 +370,7 @@ func TestHeldBackPromoteNeverBringsBackAnOlderVersion(t *testing.T) {
 		hold := newHoldBack()
 		p := newReplicator(t, hooked(t, f, hold), replicas.Options{Prefix: prefix, Copies: 3})
 		w := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3})
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		require.NoError(t, w.Set(ctx, key, []byte("v1"), 1, time.Minute))
 
 		hold.armed.Store(true)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -64,7 +65,7 @@ func TestCloseDoesNotWaitForALoaderIgnoringItsContext(t *testing.T) {
 
 	// The late result is dropped and the lease was given up: another instance loads.
 	other := newReplicator(t, s.Client(t), replicas.Options{Prefix: prefix})
-	it, err := other.GetOrLoad(ctxFor(t), key, 0, func(context.Context) (replicas.Item, error) {
+	it, err := other.GetOrLoad(testkit.Ctx(t), key, 0, func(context.Context) (replicas.Item, error) {
 		return replicas.Item{Value: []byte("fresh"), Version: 2}, nil
 	})
 	require.NoError(t, err)

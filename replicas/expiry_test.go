@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -26,7 +27,7 @@ func TestLateCopyWriteCannotOutliveItsRegistration(t *testing.T) {
 		w2 := newReplicator(t, f.client(t), hot)
 		w3 := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3})
 		reader := newReplicator(t, f.client(t), hot)
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 
 		hold.armed.Store(true)
 		w1Done := make(chan error, 1)
@@ -66,7 +67,7 @@ func TestPartialWriteWithShorterTTLStaysReachable(t *testing.T) {
 		w := newReplicator(t, hooked(t, f, fail), hot)
 		plain := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3})
 		reader := newReplicator(t, f.client(t), hot)
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 
 		require.NoError(t, w.Set(ctx, key, []byte("v1"), 1, time.Minute))
 		fail.armed.Store(true)

@@ -10,12 +10,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -79,13 +79,6 @@ func clusterFleet(c *celebritytest.Cluster) fleet {
 		owner:  func(_ testing.TB, key string) string { return c.MasterOf(key).Addr() },
 		addrs:  c.Addrs(),
 	}
-}
-
-// ctxFor returns a context bounded generously, cancelled when t ends.
-func ctxFor(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 // stored reads the raw record at a physical key and decodes it.
@@ -226,7 +219,7 @@ func hotReads(t testing.TB, r *replicas.Replicator, key string, n int) map[strin
 	t.Helper()
 	seen := map[string]int{}
 	for range n {
-		it, err := r.Get(ctxFor(t), key)
+		it, err := r.Get(testkit.Ctx(t), key)
 		switch {
 		case errors.Is(err, replicas.ErrNotFound):
 			seen["miss"]++

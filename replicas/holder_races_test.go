@@ -14,6 +14,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -26,7 +27,7 @@ func TestZombieHolderAfterTakeover(t *testing.T) {
 		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond}
 		zombie := newReplicator(t, hooked(t, f, noRenewals{}), o) // cut off from Redis while it loads
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		const key = "post:zombie-takeover"
 		primary := zombie.PrimaryKey(key)
 		started, release := make(chan struct{}), make(chan struct{})
@@ -99,7 +100,7 @@ func TestDeleteWhileHolderLoads(t *testing.T) {
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 10 * time.Second}
 		holder := newReplicator(t, f.client(t), o)
 		other := newReplicator(t, f.client(t), o)
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		const key = "post:deleted-while-loading"
 		started, release := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)
@@ -156,7 +157,7 @@ func TestLostLeaseReplyRetried(t *testing.T) {
 		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 5 * time.Minute, LoadTimeout: 5 * time.Minute}
 		r := newReplicator(t, c, o)
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		const key = "post:lost-lease-reply"
 		var loads atomic.Int32
 		load := func(context.Context) (replicas.Item, error) {
@@ -184,7 +185,7 @@ func TestLostFillReplyRetried(t *testing.T) {
 		prefix := celebritytest.NewPrefix(t)
 		o := replicas.Options{Prefix: prefix}
 		r := newReplicator(t, c, o)
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		const key = "post:lost-fill-reply"
 		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "v1-body"}, 1)
 		it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
@@ -212,7 +213,7 @@ func TestZombieResumesBeforeTheNewHolderFills(t *testing.T) {
 		prefix := celebritytest.NewPrefix(t)
 		zombie := newReplicator(t, hooked(t, f, noRenewals{}), replicas.Options{Prefix: prefix, LeaseTTL: 200 * time.Millisecond})
 		taker := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, LeaseTTL: 5 * time.Minute})
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		const key = "post:zombie-before-fill"
 		primary := zombie.PrimaryKey(key)
 		plain := f.client(t)
@@ -288,7 +289,7 @@ func TestZombieAbsentOrErrorAfterTakeover(t *testing.T) {
 					to.LeaseTTL = 5 * time.Minute
 					zombie := newReplicator(t, hooked(t, f, noRenewals{}), zo)
 					taker := newReplicator(t, f.client(t), to)
-					ctx := ctxFor(t)
+					ctx := testkit.Ctx(t)
 					const key = "post:zombie-marks"
 					primary := zombie.PrimaryKey(key)
 					plain := f.client(t)
@@ -361,7 +362,7 @@ func TestSetWhileHolderLoadsOlder(t *testing.T) {
 		o := replicas.Options{Prefix: prefix, LeaseTTL: 10 * time.Second}
 		holder := newReplicator(t, f.client(t), o)
 		writer := newReplicator(t, f.client(t), o)
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		const key = "post:set-while-loading"
 		plain := f.client(t)
 		started, release := make(chan struct{}), make(chan struct{})

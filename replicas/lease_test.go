@@ -12,6 +12,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -39,7 +40,7 @@ func TestPopularMissLoadsOnceAcrossTheFleet(t *testing.T) {
 		for i := range instances * perInstance {
 			wg.Go(func() {
 				<-start
-				it, err := reps[i%instances].GetOrLoad(ctxFor(t), key, time.Minute, load)
+				it, err := reps[i%instances].GetOrLoad(testkit.Ctx(t), key, time.Minute, load)
 				if err != nil {
 					errs <- err
 					return
@@ -67,7 +68,7 @@ func TestPopularMissLoadsOnceAcrossTheFleet(t *testing.T) {
 		}
 		require.Equal(t, uint64(1), wins)
 		// Later reads are served by the copies the fill wrote.
-		it, err := reps[3].Get(ctxFor(t), key)
+		it, err := reps[3].Get(testkit.Ctx(t), key)
 		require.NoError(t, err)
 		require.Equal(t, "body", string(it.Value))
 	})
@@ -128,7 +129,7 @@ func TestCancelledLeaseHolderIsTakenOver(t *testing.T) {
 		close(release) // the stuck load finishes; its fill must be refused
 		require.Eventually(t, func() bool { return holder.Stats().FillsRefused == 1 }, 30*time.Second, 10*time.Millisecond)
 		require.Equal(t, int64(2), calls.Load(), "the source ran at most twice")
-		it, err = other.Get(ctxFor(t), key)
+		it, err = other.Get(testkit.Ctx(t), key)
 		require.NoError(t, err)
 		require.Equal(t, "fresh", string(it.Value))
 	})
@@ -156,7 +157,7 @@ func TestSlowFillerCannotOverwriteNewerValue(t *testing.T) {
 			close(slowDone)
 		}()
 		<-started
-		it, err := fast.GetOrLoad(ctxFor(t), key, time.Minute, load)
+		it, err := fast.GetOrLoad(testkit.Ctx(t), key, time.Minute, load)
 		require.NoError(t, err)
 		require.Equal(t, "fast", string(it.Value))
 		close(release)
@@ -166,7 +167,7 @@ func TestSlowFillerCannotOverwriteNewerValue(t *testing.T) {
 		require.Equal(t, uint64(1), slow.Stats().FillsRefused)
 
 		c := f.client(t)
-		ck, err := fast.CopyKeys(ctxFor(t), key)
+		ck, err := fast.CopyKeys(testkit.Ctx(t), key)
 		require.NoError(t, err)
 		for _, k := range append(ck, fast.PrimaryKey(key)) {
 			v, _, data := stored(t, c, k)
@@ -183,9 +184,9 @@ func TestFailedLoadReleasesTheLease(t *testing.T) {
 		// (error records off: with them, the fleet answers the error for ErrorTTL).
 		r := newReplicator(t, f.client(t), replicas.Options{LeaseTTL: time.Minute, ErrorTTL: -1})
 		boom := func(context.Context) (replicas.Item, error) { return replicas.Item{}, context.DeadlineExceeded }
-		_, err := r.GetOrLoad(ctxFor(t), key, 0, boom)
+		_, err := r.GetOrLoad(testkit.Ctx(t), key, 0, boom)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		it, err := r.GetOrLoad(ctxFor(t), key, 0, func(context.Context) (replicas.Item, error) {
+		it, err := r.GetOrLoad(testkit.Ctx(t), key, 0, func(context.Context) (replicas.Item, error) {
 			return replicas.Item{Value: []byte("ok"), Version: 1}, nil
 		})
 		require.NoError(t, err)
@@ -202,7 +203,7 @@ func TestLeaseSurvivesLostReplies(t *testing.T) {
 	// Warm the scripts and connections on the master of key's slot ("{key}w" shares it), so
 	// that the dropped replies below belong to scripts that really ran, not to NOSCRIPT
 	// errors.
-	_, err := r.GetOrLoad(ctxFor(t), "{"+key+"}w", 0, func(context.Context) (replicas.Item, error) {
+	_, err := r.GetOrLoad(testkit.Ctx(t), "{"+key+"}w", 0, func(context.Context) (replicas.Item, error) {
 		return replicas.Item{Value: []byte("w"), Version: 1}, nil
 	})
 	require.NoError(t, err)
@@ -212,7 +213,7 @@ func TestLeaseSurvivesLostReplies(t *testing.T) {
 	inj.DropReply(faults.Match{Command: "SET", Arg: "l2,"}, 1)
 	inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "fill-data"}, 1)
 	var loads atomic.Int64
-	it, err := r.GetOrLoad(ctxFor(t), key, 0, func(context.Context) (replicas.Item, error) {
+	it, err := r.GetOrLoad(testkit.Ctx(t), key, 0, func(context.Context) (replicas.Item, error) {
 		loads.Add(1)
 		return replicas.Item{Value: []byte("fill-data"), Version: 4}, nil
 	})
@@ -224,7 +225,7 @@ func TestLeaseSurvivesLostReplies(t *testing.T) {
 	require.Equal(t, uint64(2), r.Stats().LeaseWins, "one lease for the warm-up key, one for key")
 	v, _, _ := stored(t, c, r.PrimaryKey(key))
 	require.Equal(t, uint64(4), v)
-	n, err := celebritytest.AdminOf(t, c).Exists(ctxFor(t), r.LeaseKey(key)).Result()
+	n, err := celebritytest.AdminOf(t, c).Exists(testkit.Ctx(t), r.LeaseKey(key)).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "the fill replaced the lease, which lived in the primary's key")
 }
@@ -272,13 +273,13 @@ func TestInstancesWithTheSameRandDoNotShareALease(t *testing.T) {
 			replicas.Item{Value: []byte("a"), Version: 1}, replicas.Item{Value: []byte("b"), Version: 1}, &calls)
 		aDone := make(chan error, 1)
 		go func() {
-			_, err := a.GetOrLoad(ctxFor(t), key, 0, load)
+			_, err := a.GetOrLoad(testkit.Ctx(t), key, 0, load)
 			aDone <- err
 		}()
 		<-started
 		bDone := make(chan replicas.Item, 1)
 		go func() {
-			it, err := b.GetOrLoad(ctxFor(t), key, 0, load)
+			it, err := b.GetOrLoad(testkit.Ctx(t), key, 0, load)
 			if err == nil {
 				bDone <- it
 			}
@@ -304,7 +305,7 @@ func TestFillFindingAWriteLeavesItExactly(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		c := f.client(t)
 		r := newReplicator(t, c, replicas.Options{})
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		key := celebritytest.NewPrefix(t) + "post:9"
 		loading, release := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -54,7 +55,7 @@ func TestGetOrLoadManyLoadsEachKeyOnceAcrossTheFleet(t *testing.T) {
 				for j := range batch {
 					batch[j] = keys[(from+j)%len(keys)]
 				}
-				items, errs, err := reps[i%5].GetOrLoadMany(ctxFor(t), batch, time.Minute, load)
+				items, errs, err := reps[i%5].GetOrLoadMany(testkit.Ctx(t), batch, time.Minute, load)
 				if err != nil {
 					t.Error(err)
 					return

@@ -10,6 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -28,7 +29,7 @@ func TestVersionsAgainstModel(t *testing.T) {
 		rapid.Check(t, func(rt *rapid.T) {
 			iteration++
 			key := fmt.Sprintf("%sk%d", prefix, iteration)
-			ctx := ctxFor(t)
+			ctx := testkit.Ctx(t)
 			type state struct {
 				version   uint64
 				tombstone bool

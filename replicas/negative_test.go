@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -39,7 +41,7 @@ func everyoneAsks(t *testing.T, reps []*replicas.Replicator, key string, rounds 
 	for _, r := range reps {
 		wg.Go(func() {
 			for range rounds {
-				_, err := r.GetOrLoad(ctxFor(t), key, time.Minute, load)
+				_, err := r.GetOrLoad(testkit.Ctx(t), key, time.Minute, load)
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -72,8 +74,8 @@ func TestMissingKeyLoadsOncePerWindowAcrossTheFleet(t *testing.T) {
 		}
 		require.Positive(t, negative)
 		// A Set ends the window at once.
-		require.NoError(t, reps[0].Set(ctxFor(t), key, []byte("back"), 2, time.Minute))
-		it, err := reps[7].GetOrLoad(ctxFor(t), key, time.Minute, absent)
+		require.NoError(t, reps[0].Set(testkit.Ctx(t), key, []byte("back"), 2, time.Minute))
+		it, err := reps[7].GetOrLoad(testkit.Ctx(t), key, time.Minute, absent)
 		require.NoError(t, err)
 		require.Equal(t, "back", string(it.Value))
 		require.Equal(t, int64(1), loads.Load())
@@ -119,7 +121,7 @@ func TestWaitersWakeWhenTheFillLands(t *testing.T) {
 		load := stuckLoader(started, release, replicas.Item{Value: []byte("x"), Version: 1}, replicas.Item{}, &calls)
 		holderDone := make(chan error, 1)
 		go func() {
-			_, err := reps[0].GetOrLoad(ctxFor(t), key, time.Minute, load)
+			_, err := reps[0].GetOrLoad(testkit.Ctx(t), key, time.Minute, load)
 			holderDone <- err
 		}()
 		<-started
@@ -127,8 +129,8 @@ func TestWaitersWakeWhenTheFillLands(t *testing.T) {
 		var wg sync.WaitGroup
 		for _, r := range reps[1:] {
 			wg.Go(func() {
-				it, err := r.GetOrLoad(ctxFor(t), key, time.Minute, load)
-				assert(t, err == nil && string(it.Value) == "x", "waiter got %v %v", it, err)
+				it, err := r.GetOrLoad(testkit.Ctx(t), key, time.Minute, load)
+				assert.Truef(t, err == nil && string(it.Value) == "x", "waiter got %v %v", it, err)
 			})
 		}
 		require.Eventually(t, func() bool {
@@ -151,13 +153,6 @@ func TestWaitersWakeWhenTheFillLands(t *testing.T) {
 			require.LessOrEqual(t, c.n.Load(), allowed, "instance %d looked at the lease %d times while the load held it %v", i+1, c.n.Load(), held)
 		}
 	})
-}
-
-// assert reports a failure from any goroutine.
-func assert(t *testing.T, ok bool, format string, args ...any) {
-	if !ok {
-		t.Errorf(format, args...)
-	}
 }
 
 // leaseChecks counts the acquire scripts a client sends (EVALSHA naming a lease key).
@@ -218,7 +213,7 @@ func TestAbsentAndErrorRecordsEndWithTheirWindow(t *testing.T) {
 		}
 		require.Equal(t, int64(1), loads.Load(), tc.key)
 		require.Eventually(t, func() bool {
-			_, err := reps[0].GetOrLoad(ctxFor(t), tc.key, time.Minute, tc.load)
+			_, err := reps[0].GetOrLoad(testkit.Ctx(t), tc.key, time.Minute, tc.load)
 			require.ErrorIs(t, err, tc.want)
 			return loads.Load() == 2
 		}, 30*time.Second, 20*time.Millisecond, "the window ends and the source is asked again")

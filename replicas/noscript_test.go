@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -23,7 +24,7 @@ func TestWaitedWritesRunAfterTheScriptCacheIsFlushed(t *testing.T) {
 	key := celebritytest.NewPrefix(t) + "post:8"
 	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key},
 		WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond})
-	ctx := ctxFor(t)
+	ctx := testkit.Ctx(t)
 	copies, err := r.CopyKeys(ctx, key)
 	require.NoError(t, err)
 	for v := uint64(1); v <= 2; v++ {
@@ -61,7 +62,7 @@ func TestWaitedWritesWorkUnderTheACLRule(t *testing.T) {
 	o := replicas.Options{Copies: 3, Prefix: prefix, Hot: []string{key}, WaitReplicas: 1, WaitTimeout: 10 * time.Millisecond}
 	srv := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	r := newReplicator(t, srv.User(t, "replicas-wait", replicas.ACLRule(o)...), o)
-	ctx := ctxFor(t)
+	ctx := testkit.Ctx(t)
 	err := r.Set(ctx, key, []byte("v1"), 1, time.Hour)
 	require.ErrorIs(t, err, replicas.ErrNotReplicated, "no replica acknowledges the write")
 	require.NotContains(t, err.Error(), "NOSCRIPT")

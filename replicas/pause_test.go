@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -32,7 +33,7 @@ func TestPausedMasterReadsFallBackAndWritesReportIt(t *testing.T) {
 	}
 	prefix := celebritytest.NewPrefix(t)
 	probe := newReplicator(t, client, replicas.Options{Copies: 3, Prefix: prefix})
-	ck, err := probe.CopyKeys(ctxFor(t), key)
+	ck, err := probe.CopyKeys(testkit.Ctx(t), key)
 	require.NoError(t, err)
 	onPaused := -1
 	for i, k := range ck {
@@ -46,7 +47,7 @@ func TestPausedMasterReadsFallBackAndWritesReportIt(t *testing.T) {
 		Copies: 3, Prefix: prefix, Hot: []string{key}, RefreshInterval: -1,
 		Rand: func() uint64 { return uint64(onPaused) },
 	})
-	ctx := ctxFor(t)
+	ctx := testkit.Ctx(t)
 	require.NoError(t, r.Set(ctx, key, []byte("v1"), 1, time.Minute))
 
 	paused.Pause()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/slot"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -30,7 +31,7 @@ func TestCopiesLandOnDistinctMasters(t *testing.T) {
 			r := newReplicator(t, client, replicas.Options{Copies: tc.copies})
 			other := newReplicator(t, c.Client(t), replicas.Options{Copies: tc.copies})
 			for _, key := range keys {
-				ck, err := r.CopyKeys(ctxFor(t), key)
+				ck, err := r.CopyKeys(testkit.Ctx(t), key)
 				require.NoError(t, err)
 				require.Len(t, ck, tc.copies)
 				perMaster := map[string]int{}
@@ -45,7 +46,7 @@ func TestCopiesLandOnDistinctMasters(t *testing.T) {
 					require.Equal(t, tc.perNode, n, "copies of %q on %s", key, addr)
 				}
 				// Another instance (another client, same slot map) computes the same slots.
-				ok, err := other.CopyKeys(ctxFor(t), key)
+				ok, err := other.CopyKeys(testkit.Ctx(t), key)
 				require.NoError(t, err)
 				for i := range ck {
 					require.Equal(t, slot.Of(ck[i]), slot.Of(ok[i]), "copy %d of %q", i, key)
@@ -60,7 +61,7 @@ func TestCopiesReallyLiveOnTheirMasters(t *testing.T) {
 	client := c.Client(t)
 	key := celebritytest.NewPrefix(t) + "sku:42"
 	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key}})
-	ctx := ctxFor(t)
+	ctx := testkit.Ctx(t)
 	require.NoError(t, r.Set(ctx, key, []byte("x"), 1, 0))
 	ck, err := r.CopyKeys(ctx, key)
 	require.NoError(t, err)
@@ -82,7 +83,7 @@ func TestCopiesReallyLiveOnTheirMasters(t *testing.T) {
 func TestStandaloneCopiesAreDistinctKeys(t *testing.T) {
 	s := celebritytest.Standalone(t)
 	r := newReplicator(t, s.Client(t), replicas.Options{Copies: replicas.MaxCopies})
-	ck, err := r.CopyKeys(ctxFor(t), "tenant:big")
+	ck, err := r.CopyKeys(testkit.Ctx(t), "tenant:big")
 	require.NoError(t, err)
 	distinct := map[string]bool{}
 	for _, k := range ck {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -21,7 +22,7 @@ func TestPrefixesAreSeparateCaches(t *testing.T) {
 		key := celebritytest.NewPrefix(t) + "post:7"
 		a := newReplicator(t, f.client(t), replicas.Options{Prefix: celebritytest.NewPrefix(t), Hot: []string{key}})
 		b := newReplicator(t, f.client(t), replicas.Options{Prefix: celebritytest.NewPrefix(t), Hot: []string{key}})
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		require.NoError(t, a.Set(ctx, key, []byte("v1"), 1, time.Minute))
 		_, err := b.Get(ctx, key)
 		require.ErrorIs(t, err, replicas.ErrNotFound, "b's cache holds nothing yet")
@@ -49,7 +50,7 @@ func TestPrefixesAreSeparateCaches(t *testing.T) {
 // stop renewing (killed); once the roll is free it is enrolled and the others are refused.
 func TestFleetKeyRefusesAnotherPrefix(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		c := f.client(t)
 		roll := celebritytest.NewPrefix(t) + "roll"
 		p1, p2 := celebritytest.NewPrefix(t)+"one:", celebritytest.NewPrefix(t)+"two:"

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -59,7 +60,7 @@ func TestPromotedKeyReadsSpreadOverMasters(t *testing.T) {
 	client := c.Client(t, func(o *redis.ClusterOptions) { o.PoolSize = 32 })
 	key := celebritytest.NewPrefix(t) + "post:ronaldo"
 	r := newReplicator(t, client, replicas.Options{Copies: 3})
-	ctx := ctxFor(t)
+	ctx := testkit.Ctx(t)
 	require.NoError(t, r.Set(ctx, key, []byte("goal"), 1, 0))
 	const reads = 100_000
 
@@ -113,7 +114,7 @@ func TestNonHotKeyIsOnePhysicalKey(t *testing.T) {
 		prefix := celebritytest.NewPrefix(t)
 		key := celebritytest.NewPrefix(t) + "user:7"
 		r := newReplicator(t, c, replicas.Options{Prefix: prefix})
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		require.NoError(t, r.Set(ctx, key, []byte("alice"), 1, time.Minute))
 		v, _, data := stored(t, c, r.PrimaryKey(key))
 		require.Equal(t, uint64(1), v)
@@ -158,7 +159,7 @@ func TestPromoteUnderReadLoadCausesNoLoads(t *testing.T) {
 		for i := range instances {
 			instances[i] = newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3})
 		}
-		_, err := instances[0].GetOrLoad(ctxFor(t), key, time.Minute, load)
+		_, err := instances[0].GetOrLoad(testkit.Ctx(t), key, time.Minute, load)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), loads.Load())
 
@@ -189,7 +190,7 @@ func TestPromoteUnderReadLoadCausesNoLoads(t *testing.T) {
 		}
 		require.Eventually(t, func() bool { return reads.Load() > 200 }, 30*time.Second, time.Millisecond)
 		for _, r := range instances {
-			require.NoError(t, r.Promote(ctxFor(t), key))
+			require.NoError(t, r.Promote(testkit.Ctx(t), key))
 		}
 		mark := reads.Load()
 		require.Eventually(t, func() bool { return reads.Load() > mark+500 }, 30*time.Second, time.Millisecond)
@@ -223,7 +224,7 @@ func TestChangingCopiesNeverMissesNorServesOlder(t *testing.T) {
 		key := celebritytest.NewPrefix(t) + "k"
 		prefix := celebritytest.NewPrefix(t)
 		three := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3, Hot: []string{key}})
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		require.NoError(t, three.Set(ctx, key, []byte("v1"), 1, time.Minute))
 
 		// An instance deployed with N=6 reads copies nobody wrote yet: it falls back and
@@ -261,7 +262,7 @@ func TestWriterThatDoesNotKnowTheKeyIsHotStillUpdatesCopies(t *testing.T) {
 		prefix := celebritytest.NewPrefix(t)
 		reader := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3})
 		writer := newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3})
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		require.NoError(t, writer.Set(ctx, key, []byte("v1"), 1, time.Minute))
 		require.NoError(t, reader.Promote(ctx, key))
 		require.NoError(t, writer.Set(ctx, key, []byte("v2"), 2, time.Minute))
@@ -292,7 +293,7 @@ func TestIsHotCallbackAndAffinity(t *testing.T) {
 			Copies: 4, Affinity: true,
 			IsHot: func(k string) bool { return k == key },
 		})
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		require.NoError(t, r.Set(ctx, key, []byte("v"), 1, time.Minute))
 		for range 40 {
 			_, err := r.Get(ctx, key)
@@ -312,7 +313,7 @@ func TestIsHotCallbackAndAffinity(t *testing.T) {
 func TestHostsOwnKeysAreNeverReadNorWritten(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		c := f.client(t)
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		prefix := celebritytest.NewPrefix(t)
 		plainKey := celebritytest.NewPrefix(t) + "post:7"
 		hotKey := celebritytest.NewPrefix(t) + "post:8"

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -18,7 +19,7 @@ func TestMissCostsTwoRoundTrips(t *testing.T) {
 	bothFleets(t, func(t *testing.T, f fleet) {
 		count := &counter{}
 		r := newReplicator(t, hooked(t, f, count), replicas.Options{})
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		p := celebritytest.NewPrefix(t)
 		load := func(context.Context) (replicas.Item, error) {
 			return replicas.Item{Value: []byte("v"), Version: 1}, nil
@@ -55,7 +56,7 @@ func TestMissCostsTwoRoundTrips(t *testing.T) {
 func TestMissCostsThreeServerCommands(t *testing.T) {
 	s := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	r := newReplicator(t, s.Client(t), replicas.Options{})
-	ctx := ctxFor(t)
+	ctx := testkit.Ctx(t)
 	load := func(context.Context) (replicas.Item, error) {
 		return replicas.Item{Value: []byte("v"), Version: 1}, nil
 	}

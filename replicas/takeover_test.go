@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -69,7 +70,7 @@ func getAll(t *testing.T, reps []*replicas.Replicator, callers int, key string, 
 	for i := range callers {
 		wg.Go(func() {
 			<-start
-			it, err := reps[i%len(reps)].GetOrLoad(ctxFor(t), key, time.Minute, load)
+			it, err := reps[i%len(reps)].GetOrLoad(testkit.Ctx(t), key, time.Minute, load)
 			if err == nil && string(it.Value) != "body" {
 				err = errWrongValue(it)
 			}

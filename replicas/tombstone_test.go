@@ -11,6 +11,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -27,7 +28,7 @@ func TestCopyTombstonesLastTheTombstoneTTL(t *testing.T) {
 	// The largest jitter, always drawn in full.
 	r := newReplicator(t, c, replicas.Options{Copies: 3, Hot: []string{key}, TombstoneTTL: tombTTL,
 		Jitter: 0.5, Rand: func() uint64 { return math.MaxUint64 }})
-	ctx := ctxFor(t)
+	ctx := testkit.Ctx(t)
 	require.NoError(t, r.Set(ctx, key, []byte("old"), 5, 0))
 	// clock expires with the tombstone's own TTL (the logical tombstone may last longer).
 	clock := celebritytest.NewPrefix(t) + "clock"
@@ -73,7 +74,7 @@ func TestDeleteKeepsTrackingACopyItCouldNotReach(t *testing.T) {
 	prefix := celebritytest.NewPrefix(t)
 	r := newReplicator(t, c, replicas.Options{Copies: 3, Prefix: prefix, Hot: []string{key},
 		TombstoneTTL: 2 * time.Second, RefreshInterval: -1})
-	ctx := ctxFor(t)
+	ctx := testkit.Ctx(t)
 	require.NoError(t, r.Set(ctx, key, []byte("old"), 5, time.Hour))
 	ck, err := r.CopyKeys(ctx, key)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/slot"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -22,7 +23,7 @@ func TestFailoverRecomputesLayoutWithoutMisses(t *testing.T) {
 	client := c.Client(t)
 	key := celebritytest.NewPrefix(t) + "post:ronaldo"
 	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key}, RefreshInterval: 20 * time.Millisecond})
-	ctx := ctxFor(t)
+	ctx := testkit.Ctx(t)
 	require.NoError(t, r.Set(ctx, key, []byte("v1"), 1, time.Minute))
 	before, err := r.CopyKeys(ctx, key)
 	require.NoError(t, err)
@@ -60,7 +61,7 @@ func TestCopiesOfAnAbandonedLayoutExpire(t *testing.T) {
 		key := celebritytest.NewPrefix(t) + "k"
 		prefix := celebritytest.NewPrefix(t)
 		c := f.client(t)
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		// An instance with N=6 registers six copies for a short while (long enough for the
 		// first write of N=3 below to come inside it on a loaded machine), then goes away.
 		const short = 3 * time.Second

@@ -10,6 +10,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 
 	"github.com/redis/go-redis/v9"
@@ -20,7 +21,7 @@ func TestOlderSetNeverOverwritesNewer(t *testing.T) {
 		c := f.client(t)
 		key := celebritytest.NewPrefix(t) + "post:ronaldo"
 		r := newReplicator(t, c, replicas.Options{Copies: 3, Hot: []string{key}})
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		require.NoError(t, r.Set(ctx, key, []byte("v5"), 5, 0))
 
 		err := r.Set(ctx, key, []byte("v4"), 4, 0)
@@ -49,7 +50,7 @@ func TestDeleteThenOlderSetStaysDeleted(t *testing.T) {
 		c := f.client(t)
 		key := celebritytest.NewPrefix(t) + "k"
 		r := newReplicator(t, c, replicas.Options{Copies: 3, Hot: []string{key}})
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		require.NoError(t, r.Set(ctx, key, []byte("old"), 5, 0))
 		require.NoError(t, r.Delete(ctx, key, 6))
 
@@ -82,7 +83,7 @@ func TestSameVersionIsAnIdempotentRetryAndOtherContentAConflict(t *testing.T) {
 		c := f.client(t)
 		key := celebritytest.NewPrefix(t) + "k"
 		r := newReplicator(t, c, replicas.Options{Hot: []string{key}})
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		require.NoError(t, r.Set(ctx, key, []byte("a"), 3, 0))
 		require.NoError(t, r.Set(ctx, key, []byte("a"), 3, 0), "the same content again is a retry")
 		// The same version with other bytes, or with the other kind, is a conflict.
@@ -130,7 +131,7 @@ func TestSetWithLostRepliesIsAppliedOnce(t *testing.T) {
 	c := celebritytest.SharedCluster(t).Client(t, func(o *redis.ClusterOptions) { o.Dialer = inj.Dialer(nil) })
 	key := celebritytest.NewPrefix(t) + "k"
 	r := newReplicator(t, c, replicas.Options{Copies: 3, Hot: []string{key}})
-	ctx := ctxFor(t)
+	ctx := testkit.Ctx(t)
 	ck, err := r.CopyKeys(ctx, key)
 	require.NoError(t, err)
 	require.NoError(t, r.Set(ctx, key, []byte("warm"), 1, 0)) // scripts loaded, connections open
@@ -205,7 +206,7 @@ func TestForeignValueIsReported(t *testing.T) {
 	p := celebritytest.NewPrefix(t)
 	r := newReplicator(t, c, replicas.Options{})
 	// Something else wrote under the package's own prefix.
-	require.NoError(t, c.Set(ctxFor(t), r.PrimaryKey(p+"plain"), "not ours", 0).Err())
-	_, err := r.Get(ctxFor(t), p+"plain")
+	require.NoError(t, c.Set(testkit.Ctx(t), r.PrimaryKey(p+"plain"), "not ours", 0).Err())
+	_, err := r.Get(testkit.Ctx(t), p+"plain")
 	require.ErrorIs(t, err, replicas.ErrCorrupt)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -24,7 +25,7 @@ func TestWaitReplicasReportsUnacknowledgedWritesAndSurvivesFailover(t *testing.T
 	// must be acknowledged at once); the paused one never does.
 	r := newReplicator(t, client, replicas.Options{Copies: 3, Hot: []string{key},
 		WaitReplicas: 1, WaitTimeout: 2 * time.Second})
-	ctx := ctxFor(t)
+	ctx := testkit.Ctx(t)
 	require.NoError(t, r.Set(ctx, key, []byte("v1"), 1, time.Hour))
 
 	owner := -1

@@ -7,9 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
@@ -28,7 +30,7 @@ func TestTwoWritersAtOnceNeverTakeReadersBack(t *testing.T) {
 			newReplicator(t, f.client(t), replicas.Options{Prefix: prefix, Copies: 3}),
 		}
 		reader := newReplicator(t, f.client(t), hot)
-		ctx := ctxFor(t)
+		ctx := testkit.Ctx(t)
 		var acked atomic.Uint64 // the newest version a Set returned nil for
 		var next atomic.Uint64
 		stop := make(chan struct{})
@@ -50,7 +52,7 @@ func TestTwoWritersAtOnceNeverTakeReadersBack(t *testing.T) {
 					if errors.Is(err, replicas.ErrStaleVersion) {
 						continue // the other writer got a newer version in first
 					}
-					if !assertNoError(t, err) {
+					if !assert.NoError(t, err) {
 						return
 					}
 					for {
@@ -76,10 +78,10 @@ func TestTwoWritersAtOnceNeverTakeReadersBack(t *testing.T) {
 					if errors.Is(err, replicas.ErrNotFound) {
 						continue
 					}
-					if !assertNoError(t, err) {
+					if !assert.NoError(t, err) {
 						return
 					}
-					assert(t, it.Version >= floor, "read version %d after %d was acknowledged", it.Version, floor)
+					assert.Truef(t, it.Version >= floor, "read version %d after %d was acknowledged", it.Version, floor)
 					reads.Add(1)
 				}
 			})
@@ -97,13 +99,4 @@ func TestTwoWritersAtOnceNeverTakeReadersBack(t *testing.T) {
 			require.Equal(t, final, v, k)
 		}
 	})
-}
-
-// assertNoError reports err from any goroutine and says whether there was none.
-func assertNoError(t *testing.T, err error) bool {
-	if err != nil {
-		t.Errorf("unexpected error: %v", err)
-		return false
-	}
-	return true
 }

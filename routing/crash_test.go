@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -25,7 +26,7 @@ func TestShardCrashKeepsOrRefusesButNeverForgetsSilently(t *testing.T) {
 			f := newFleet(t)
 			srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: tc.aof})
 			r := f.router(t, routing.Options{PollInterval: time.Hour}, map[string]routing.Scripter{"a": srv.Client(t)})
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			tb := routing.EvenTable(1, 4, "a")
 			tb.Shards = shardNames
 			require.NoError(t, f.store(t).Publish(ctx, tb))

@@ -14,6 +14,7 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -28,7 +29,7 @@ func TestLostReplyThenMoveThenRetryReturnsOriginalResult(t *testing.T) {
 		o.MaxRetries = -1 // the caller sees the lost reply instead of a driver retry
 	})
 	r := f.router(t, routing.Options{PollInterval: time.Hour}, map[string]routing.Scripter{"a": faulty})
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	t1 := routing.EvenTable(1, 16, "a", "k")
 	require.NoError(t, f.store(t).Publish(ctx, t1))
 	awaitGen(t, r, 1)
@@ -87,7 +88,7 @@ func TestThousandStaleCallersShareTheirFetches(t *testing.T) {
 	const callers = 1000
 	f := newFleet(t)
 	r := f.router(t, routing.Options{PollInterval: time.Hour}, nil)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tb := routing.EvenTable(1, 8, "a", "b")
 	tb.Shards = shardNames // c and k hold nothing yet
 	require.NoError(t, f.store(t).Publish(ctx, tb))
@@ -193,7 +194,7 @@ func TestControlUnreachableFailsWithinDeadline(t *testing.T) {
 		FetchTimeout: 200 * time.Millisecond})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, r.Close()) }()
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tb := routing.EvenTable(1, 8, "a", "b")
 	require.NoError(t, f.store(t).Publish(ctx, tb))
 	awaitGen(t, r, 1)

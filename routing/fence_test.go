@@ -2,20 +2,22 @@ package routing_test
 
 import (
 	"fmt"
-	"github.com/celebrity-go/celebrity/celebritytest"
 	"testing"
 	"time"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
 func TestFencedTransitionRefusesAnOlderEpochAfterANewerOneActed(t *testing.T) {
 	f := newFleet(t)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	for _, name := range []string{"a", "k"} {
 		t.Run(name, func(t *testing.T) {
 			s := f.shard(t, name)
@@ -48,7 +50,7 @@ func TestFencedTransitionRefusesAnOlderEpochAfterANewerOneActed(t *testing.T) {
 
 func TestGuardedPublishOnlyWhileTheGuardHolds(t *testing.T) {
 	f := newFleet(t)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	st := f.store(t)
 	t1 := routing.EvenTable(1, 4, "a", "b")
 	require.NoError(t, st.Publish(ctx, t1))
@@ -72,7 +74,7 @@ func TestGuardedPublishOnlyWhileTheGuardHolds(t *testing.T) {
 func TestProvisionPlacesANewOverrideAfterMigrationsLeftHistory(t *testing.T) {
 	f := newFleet(t)
 	r := f.router(t, routing.Options{PollInterval: time.Hour}, nil)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	st := f.store(t)
 	t1 := routing.EvenTable(1, 4, "a", "b")
 	t1.Shards = shardNames
@@ -117,7 +119,7 @@ func TestProvisionRefusesAnOverrideThatWouldHideTheTenantsData(t *testing.T) {
 		t.Run(what, func(t *testing.T) {
 			f := newFleet(t)
 			r := f.router(t, routing.Options{PollInterval: time.Hour}, nil)
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			st := f.store(t)
 			t1 := routing.EvenTable(1, 4, "a", "b")
 			t1.Shards = shardNames
@@ -171,7 +173,7 @@ func TestProvisionRefusesAnOverrideThatWouldHideTheTenantsData(t *testing.T) {
 func TestTenantNamesThatAreNotUTF8AreRefusedEverywhere(t *testing.T) {
 	f := newFleet(t)
 	r := f.router(t, routing.Options{PollInterval: time.Hour}, nil)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	st := f.store(t)
 	bad := "shop\xff\xfe"
 	t1 := routing.EvenTable(1, 4, "a", "b")
@@ -212,7 +214,7 @@ func TestTenantNamesThatAreNotUTF8AreRefusedEverywhere(t *testing.T) {
 // retry of a transition already made succeeds.
 func TestTransitionIfReadyRefusesARecordWithoutItsMark(t *testing.T) {
 	f := newFleet(t)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	for _, name := range []string{"a", "k"} {
 		t.Run(name, func(t *testing.T) {
 			s := f.shard(t, name)

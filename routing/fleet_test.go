@@ -11,6 +11,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -80,7 +81,7 @@ func (f *testFleet) publishSilently(t testing.TB, tb *routing.Table) {
 	js, err := json.Marshal(tb)
 	require.NoError(t, err)
 	keys := routing.Keys{Prefix: f.prefix}
-	require.NoError(t, f.control.HSet(ctxT(t), keys.Table(), "gen", strconv.FormatUint(tb.Generation, 10), "table", string(js)).Err())
+	require.NoError(t, f.control.HSet(testkit.Ctx(t), keys.Table(), "gen", strconv.FormatUint(tb.Generation, 10), "table", string(js)).Err())
 }
 
 // moveUnit simulates a migration of unit u from shard `from` to shard `to` at generation
@@ -89,7 +90,7 @@ func (f *testFleet) publishSilently(t testing.TB, tb *routing.Table) {
 // under load, is migrate's.)
 func (f *testFleet) moveUnit(t testing.TB, u routing.Unit, from, to string, gen uint64) {
 	t.Helper()
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	src, dst := f.shard(t, from), f.shard(t, to)
 	o, _, err := src.Ownership(ctx, u)
 	require.NoError(t, err)

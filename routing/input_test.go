@@ -10,12 +10,13 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
 func TestShardRejectsBadInput(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 	u := routing.BucketUnit(0)
 	cases := map[string]error{}
@@ -42,7 +43,7 @@ func TestShardRejectsBadInput(t *testing.T) {
 // The write script checks every argument itself, before its first write.
 func TestWriteScriptValidatesArgumentsBeforeWriting(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := ctxT(t)
+		ctx := testkit.Ctx(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(3)
 		open(t, s, u, 1)

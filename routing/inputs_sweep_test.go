@@ -8,6 +8,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -17,7 +18,7 @@ import (
 // NewShard and New refuse a name no table can hold, naming the argument.
 func TestShardNamesRoundTripThroughTheStore(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	for i, name := range []string{"\xff\xfe", "a\x00b", "a:b", "{", "}", "{tag}", strings.Repeat("s", 1<<20)} {
 		st, err := routing.NewStore(c, routing.StoreOptions{Prefix: prefix(t) + strings.Repeat("x", i)})
 		require.NoError(t, err)
@@ -50,7 +51,7 @@ func TestShardNamesRoundTripThroughTheStore(t *testing.T) {
 // ErrInvalid naming it, and nothing is written.
 func TestOddTenantsKeysAndOpIDsRoundTrip(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	r, err := routing.New(c, routing.Options{Shards: map[string]routing.Scripter{"a": c, "b": c}, Prefix: prefix(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
@@ -126,7 +127,7 @@ func TestRecordFieldsAndOpRecordsRoundTrip(t *testing.T) {
 // of it; nothing is stored. A tenant of exactly MaxTenantLen bytes is placed and loads back.
 func TestLongTenantsAreRefusedWithAShortQuote(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	r, err := routing.New(c, routing.Options{Shards: map[string]routing.Scripter{"a": c, "b": c}, Prefix: prefix(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -29,7 +30,7 @@ func awaitLoad(t *testing.T, c redis.UniversalClient, prefix string, want uint64
 	var l routing.TenantLoad
 	require.Eventually(t, func() bool {
 		var err error
-		l, err = routing.ReadTenantLoad(ctxT(t), c, prefix, time.Hour)
+		l, err = routing.ReadTenantLoad(testkit.Ctx(t), c, prefix, time.Hour)
 		require.NoError(t, err)
 		return l.Ops >= want
 	}, 30*time.Second, 20*time.Millisecond)
@@ -42,7 +43,7 @@ func awaitLoad(t *testing.T, c redis.UniversalClient, prefix string, want uint64
 // tenant first and rates over the span the intervals cover.
 func TestLoadSummaryMergesEveryRoutersCounts(t *testing.T) {
 	f := newFleet(t)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	require.NoError(t, f.store(t).Publish(ctx, routing.EvenTable(1, 16, "a", "b", "c")))
 	load := routing.LoadOptions{Enabled: true, Interval: 100 * time.Millisecond}
 	r1 := f.router(t, routing.Options{Load: load}, nil)
@@ -88,7 +89,7 @@ func TestLoadSummaryMergesEveryRoutersCounts(t *testing.T) {
 func TestLoadSummaryOnClusterControl(t *testing.T) {
 	control := celebritytest.SharedCluster(t).Client(t)
 	p := prefix(t)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	st, err := routing.NewStore(control, routing.StoreOptions{Prefix: p})
 	require.NoError(t, err)
 	require.NoError(t, st.Publish(ctx, routing.EvenTable(1, 8, "k")))
@@ -119,7 +120,7 @@ func TestLoadReportRetriedCountsOnce(t *testing.T) {
 	k := routing.Keys{Prefix: p}
 	member := "2000:1000"
 	run := func(instance string) string {
-		res, err := routing.LoadScript.Run(ctxT(t), c, []string{k.LoadInterval(member), k.LoadIndex()},
+		res, err := routing.LoadScript.Run(testkit.Ctx(t), c, []string{k.LoadInterval(member), k.LoadIndex()},
 			instance, "1000", "2000", "600000", "7", member, "acme", "5", "0", "beta", "2", "1").StringSlice()
 		require.NoError(t, err)
 		return res[0]
@@ -127,7 +128,7 @@ func TestLoadReportRetriedCountsOnce(t *testing.T) {
 	require.Equal(t, "ok", run("a"))
 	require.Equal(t, "dup", run("a"), "the same instance's report of the same interval")
 	require.Equal(t, "ok", run("b"), "another instance adds")
-	l, err := routing.ReadTenantLoad(ctxT(t), c, p, 0)
+	l, err := routing.ReadTenantLoad(testkit.Ctx(t), c, p, 0)
 	require.NoError(t, err)
 	require.Equal(t, uint64(14), l.Ops)
 	require.Equal(t, 2, l.Reports)
@@ -146,10 +147,10 @@ func TestLoadReportRetriedCountsOnce(t *testing.T) {
 		"triplet":        {"a2", "1000", "2000", "600000", "1", member, "acme", "1"},
 		"empty tenant":   {"a2", "1000", "2000", "600000", "1", member, "", "1", "0"},
 	} {
-		err := routing.LoadScript.Run(ctxT(t), c, []string{k.LoadInterval(member), k.LoadIndex()}, args...).Err()
+		err := routing.LoadScript.Run(testkit.Ctx(t), c, []string{k.LoadInterval(member), k.LoadIndex()}, args...).Err()
 		require.ErrorContains(t, err, "routing load", name)
 	}
-	n, err := c.HExists(ctxT(t), k.LoadInterval(member), "r:a2").Result()
+	n, err := c.HExists(testkit.Ctx(t), k.LoadInterval(member), "r:a2").Result()
 	require.NoError(t, err)
 	require.False(t, n, "nothing was written")
 }
@@ -179,7 +180,7 @@ func TestLoadCountingIsBounded(t *testing.T) {
 // publishes nothing, and that the reader tells an absent summary from an empty one.
 func TestLoadSummaryIsOffByDefault(t *testing.T) {
 	f := newFleet(t)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	require.NoError(t, f.store(t).Publish(ctx, routing.EvenTable(1, 4, "a")))
 	r := f.router(t, routing.Options{}, nil)
 	awaitGen(t, r, 1)
@@ -229,19 +230,19 @@ func TestLoadReportsNeverHoldUpCalls(t *testing.T) {
 	cc := control.Client(t, func(o *redis.Options) { o.MaxRetries = -1; o.DialTimeout = 200 * time.Millisecond })
 	st, err := routing.NewStore(cc, routing.StoreOptions{Prefix: p})
 	require.NoError(t, err)
-	require.NoError(t, st.Publish(ctxT(t), routing.EvenTable(1, 4, "a")))
+	require.NoError(t, st.Publish(testkit.Ctx(t), routing.EvenTable(1, 4, "a")))
 	r, err := routing.New(cc, routing.Options{Prefix: p, Shards: map[string]routing.Scripter{"a": shard},
 		FetchTimeout: 500 * time.Millisecond, Load: routing.LoadOptions{Enabled: true, Interval: 50 * time.Millisecond}})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, r.Close()) }()
 	awaitGen(t, r, 1)
-	_, err = r.Provision(ctxT(t))
+	_, err = r.Provision(testkit.Ctx(t))
 	require.NoError(t, err)
 
 	control.Kill()
 	before := r.Stats().LoadErrors
 	for i := 0; r.Stats().LoadErrors == before; i++ {
-		_, err := r.Do(ctxT(t), "acme", "op-"+strconv.Itoa(i), routing.Put("k", "v"))
+		_, err := r.Do(testkit.Ctx(t), "acme", "op-"+strconv.Itoa(i), routing.Put("k", "v"))
 		require.NoError(t, err, "a call does not wait for the control Redis")
 		require.Less(t, i, 100_000, "no report failed while the control Redis was down")
 		time.Sleep(time.Millisecond)

@@ -6,13 +6,13 @@ import (
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -34,12 +34,6 @@ func prefix(t testing.TB) string {
 	return strings.TrimSuffix(celebritytest.NewPrefix(t), ":")
 }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // newShard builds a Shard named name over c under prefix p.
 func newShard(t testing.TB, name string, c routing.Scripter, p string, o routing.ShardOptions) *routing.Shard {
 	t.Helper()
@@ -52,14 +46,14 @@ func newShard(t testing.TB, name string, c routing.Scripter, p string, o routing
 // open creates unit u's ownership record on s, open at gen.
 func open(t testing.TB, s *routing.Shard, u routing.Unit, gen uint64) {
 	t.Helper()
-	_, err := s.Transition(ctxT(t), u, routing.Ownership{}, routing.Ownership{Generation: gen, State: routing.StateOpen})
+	_, err := s.Transition(testkit.Ctx(t), u, routing.Ownership{}, routing.Ownership{Generation: gen, State: routing.StateOpen})
 	require.NoError(t, err)
 }
 
 // logEntries returns unit u's change log on s.
 func logEntries(t testing.TB, c redis.UniversalClient, s *routing.Shard, u routing.Unit) []routingfmt.LogEntry {
 	t.Helper()
-	msgs, err := celebritytest.AdminOf(t, c).XRange(ctxT(t), routingfmt.Keys(s.Keys().Tag(u)).Log, "-", "+").Result()
+	msgs, err := celebritytest.AdminOf(t, c).XRange(testkit.Ctx(t), routingfmt.Keys(s.Keys().Tag(u)).Log, "-", "+").Result()
 	require.NoError(t, err)
 	out := make([]routingfmt.LogEntry, 0, len(msgs))
 	for _, m := range msgs {

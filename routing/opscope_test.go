@@ -8,6 +8,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -18,7 +19,7 @@ import (
 // do not stand in the way of another tenant using the same ID.
 func TestOperationIDsArePerTenant(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := ctxT(t)
+		ctx := testkit.Ctx(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(3)
 		open(t, s, u, 1)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -57,11 +58,11 @@ func TestShardClockSetsRetention(t *testing.T) {
 			s := newShard(t, "a", c, prefix(t)+name, o)
 			u := routing.BucketUnit(1)
 			open(t, s, u, 1)
-			_, err := s.Exec(ctxT(t), u, 1, "acme", "op-1", routing.Put("k", "v"))
+			_, err := s.Exec(testkit.Ctx(t), u, 1, "acme", "op-1", routing.Put("k", "v"))
 			require.NoError(t, err)
-			_, err = s.Exec(ctxT(t), u, 1, "acme", "op-2", routing.Delete("k"))
+			_, err = s.Exec(testkit.Ctx(t), u, 1, "acme", "op-2", routing.Delete("k"))
 			require.NoError(t, err)
-			score, err := celebritytest.AdminOf(t, c).ZScore(ctxT(t), routingfmt.Keys(s.Keys().Tag(u)).Tombstones, routingfmt.RecordField("acme", "k")).Result()
+			score, err := celebritytest.AdminOf(t, c).ZScore(testkit.Ctx(t), routingfmt.Keys(s.Keys().Tag(u)).Tombstones, routingfmt.RecordField("acme", "k")).Result()
 			require.NoError(t, err)
 			require.Equal(t, float64(at.Add(time.Minute).UnixMilli()), score)
 		})

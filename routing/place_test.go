@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -24,7 +25,7 @@ func TestPublishRefusesAPlacementThatWouldHideTheTenantsData(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			f := newFleet(t)
 			r := f.router(t, routing.Options{PollInterval: time.Hour}, nil)
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			st := r.Store()
 			if how == "store with shards" {
 				shards := map[string]routing.Scripter{}

@@ -7,13 +7,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
 func TestProvisionNeverMovesAnOwnedUnit(t *testing.T) {
 	f := newFleet(t)
 	r := f.router(t, routing.Options{PollInterval: time.Hour}, nil)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	st := f.store(t)
 	t1 := routing.EvenTable(1, 4, "a", "b")
 	t1.Shards = shardNames
@@ -45,7 +46,7 @@ func TestProvisionNeverMovesAnOwnedUnit(t *testing.T) {
 func TestProvisionedOverrideAndSpreadKeepStaleBucketWritesOut(t *testing.T) {
 	f := newFleet(t)
 	r := f.router(t, routing.Options{PollInterval: time.Hour}, nil)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	st := f.store(t)
 	t1 := routing.EvenTable(1, 4, "a", "b")
 	t1.Shards = shardNames
@@ -94,7 +95,7 @@ func TestProvisionRefusesANonOpenRecordOnTheAssignedShard(t *testing.T) {
 		t.Run(string(state), func(t *testing.T) {
 			f := newFleet(t)
 			r := f.router(t, routing.Options{PollInterval: time.Hour}, nil)
-			ctx := ctxT(t)
+			ctx := testkit.Ctx(t)
 			t1 := routing.EvenTable(1, 4, "a", "b")
 			t1.Shards = shardNames
 			t1.SetOverride("solo", "c")

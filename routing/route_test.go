@@ -10,6 +10,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -19,9 +20,9 @@ func TestOverridesAndSpreadsRouteAsSpecified(t *testing.T) {
 	tb := routing.EvenTable(1, 16, shardNames...)
 	tb.SetOverride("fat", "k")
 	tb.SetSpread("huge", []string{"a", "b", "c", "k"})
-	require.NoError(t, f.store(t).Publish(ctxT(t), tb))
+	require.NoError(t, f.store(t).Publish(testkit.Ctx(t), tb))
 	awaitGen(t, r, 1)
-	n, err := r.Provision(ctxT(t))
+	n, err := r.Provision(testkit.Ctx(t))
 	require.NoError(t, err)
 	require.Equal(t, 16+1+4, n)
 
@@ -49,7 +50,7 @@ func TestOverridesAndSpreadsRouteAsSpecified(t *testing.T) {
 	require.Equal(t, tb.BucketOwner(b), rt.Shard.Name())
 
 	// The writes land where the routes say, on the servers themselves.
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	for _, w := range []struct{ tenant, key string }{{"fat", "x"}, {"huge", "order:a"}, {"huge", "order:b"}, {"plain", "x"}} {
 		_, err := r.Do(ctx, w.tenant, "op-"+w.tenant+w.key, routing.Put(w.key, "v"))
 		require.NoError(t, err)

@@ -265,8 +265,10 @@ func (r *Router) install(t *Table) (bool, error) {
 			}
 			return false, nil
 		}
+		// Counted before the table becomes current, so that a caller that saw its generation
+		// reads the install in Stats; taken back when another install got there first.
+		r.stats.installs.Add(1)
 		if r.cur.CompareAndSwap(old, c) {
-			r.stats.installs.Add(1)
 			if r.o.Logger != nil {
 				r.o.Logger.Info("routing: installed table", "generation", c.gen)
 			}
@@ -275,5 +277,6 @@ func (r *Router) install(t *Table) (bool, error) {
 			}
 			return true, nil
 		}
+		r.stats.installs.Add(^uint64(0))
 	}
 }

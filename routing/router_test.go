@@ -3,10 +3,12 @@ package routing_test
 import (
 	"context"
 	"errors"
-	"github.com/celebrity-go/celebrity/celebritytest"
-	"github.com/celebrity-go/celebrity/internal/routingfmt"
 	"testing"
 	"time"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 
 	"github.com/stretchr/testify/require"
 
@@ -16,7 +18,7 @@ import (
 func TestPublishIsCompareAndSet(t *testing.T) {
 	f := newFleet(t)
 	st := f.store(t)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	_, err := st.Load(ctx)
 	require.ErrorIs(t, err, routing.ErrNoTable)
 
@@ -49,7 +51,7 @@ func TestPublishIsCompareAndSet(t *testing.T) {
 func TestDoRedirectsOnceAfterBucketMoved(t *testing.T) {
 	f := newFleet(t)
 	r := f.router(t, routing.Options{PollInterval: time.Hour}, nil)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	t1 := routing.EvenTable(1, 16, "a", "b")
 	require.NoError(t, f.store(t).Publish(ctx, t1))
 	awaitGen(t, r, 1)
@@ -94,7 +96,7 @@ func TestDoRedirectsOnceAfterBucketMoved(t *testing.T) {
 func TestStaleClientAfterABAIsRejected(t *testing.T) {
 	f := newFleet(t)
 	r := f.router(t, routing.Options{PollInterval: time.Hour}, nil)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	st := f.store(t)
 	t1 := routing.EvenTable(1, 4, "a", "b") // bucket 0 on a
 	require.NoError(t, st.Publish(ctx, t1))
@@ -135,7 +137,7 @@ func TestStaleClientAfterABAIsRejected(t *testing.T) {
 func TestOlderTablesAreNeverInstalled(t *testing.T) {
 	f := newFleet(t)
 	r := f.router(t, routing.Options{PollInterval: 20 * time.Millisecond}, nil)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	tables := []*routing.Table{routing.EvenTable(1, 8, "a", "b")}
 	for i := 0; i < 2; i++ {
 		next := tables[i].Next()
@@ -171,7 +173,7 @@ func TestOlderTablesAreNeverInstalled(t *testing.T) {
 func TestTableNamingUnknownShardIsNotInstalled(t *testing.T) {
 	f := newFleet(t)
 	r := f.router(t, routing.Options{}, nil)
-	require.NoError(t, f.store(t).Publish(ctxT(t), routing.EvenTable(1, 8, "a", "elsewhere")))
+	require.NoError(t, f.store(t).Publish(testkit.Ctx(t), routing.EvenTable(1, 8, "a", "elsewhere")))
 	// Await names the last fetch's error only if a fetch ended before its deadline: wait for
 	// one, so a slow machine does not leave Await with nothing but its context's error.
 	require.Eventually(t, func() bool { return r.Stats().FetchErrors >= 1 }, 30*time.Second, 5*time.Millisecond)
@@ -188,7 +190,7 @@ func TestTableNamingUnknownShardIsNotInstalled(t *testing.T) {
 func TestRouterRejectsBadInput(t *testing.T) {
 	f := newFleet(t)
 	r := f.router(t, routing.Options{}, nil)
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	_, err := r.Route("", "k")
 	require.ErrorIs(t, err, routing.ErrInvalid)
 	_, err = r.Do(ctx, "", "op", routing.Put("k", "v"))

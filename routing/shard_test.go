@@ -11,12 +11,13 @@ import (
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
 func TestWriteWithOlderGenerationIsRefusedAndChangesNothing(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := ctxT(t)
+		ctx := testkit.Ctx(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(4)
 		open(t, s, u, 12)
@@ -49,7 +50,7 @@ func TestWriteWithOlderGenerationIsRefusedAndChangesNothing(t *testing.T) {
 
 func TestUnitWithoutRecordOrClosedRefusesWrites(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := ctxT(t)
+		ctx := testkit.Ctx(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.TenantUnit("acme")
 
@@ -94,7 +95,7 @@ func TestUnitWithoutRecordOrClosedRefusesWrites(t *testing.T) {
 
 func TestRetriedOperationReturnsItsFirstResult(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := ctxT(t)
+		ctx := testkit.Ctx(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(1)
 		open(t, s, u, 1)
@@ -127,7 +128,7 @@ func TestRetriedOperationReturnsItsFirstResult(t *testing.T) {
 
 func TestVersionedRecordStore(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := ctxT(t)
+		ctx := testkit.Ctx(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.SpreadUnit("big", 3)
 		open(t, s, u, 2)
@@ -186,7 +187,7 @@ func TestVersionedRecordStore(t *testing.T) {
 
 func TestTenantMovedOutOfBucketIsRefused(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := ctxT(t)
+		ctx := testkit.Ctx(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(7)
 		open(t, s, u, 3)
@@ -220,7 +221,7 @@ func TestLostReplyRetriedByClientAppliesOnce(t *testing.T) {
 	srv := celebritytest.Standalone(t)
 	inj := faults.New()
 	c := srv.Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) })
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 	u := routing.BucketUnit(9)
 	open(t, s, u, 1)
@@ -239,7 +240,7 @@ func TestLostReplyRetriedByClientAppliesOnce(t *testing.T) {
 
 func TestExpiredOpRecordsAndTombstonesArePurged(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := ctxT(t)
+		ctx := testkit.Ctx(t)
 		now := time.Unix(1_700_000_000, 0)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{
 			OpRetention: time.Minute, TombstoneRetention: time.Hour,
@@ -274,7 +275,7 @@ func TestExpiredOpRecordsAndTombstonesArePurged(t *testing.T) {
 
 func TestVersionsNeverGoBackwardsAfterATombstoneExpires(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := ctxT(t)
+		ctx := testkit.Ctx(t)
 		now := time.Unix(1_700_000_000, 0)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{
 			OpRetention: time.Minute, TombstoneRetention: time.Minute,
@@ -315,7 +316,7 @@ func TestVersionsNeverGoBackwardsAfterATombstoneExpires(t *testing.T) {
 // so that even a fingerprint collision never hands one tenant's (or key's) result to another.
 func TestReplayNeedsTheSameRecordFieldNotOnlyTheFingerprint(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
-		ctx := ctxT(t)
+		ctx := testkit.Ctx(t)
 		s := newShard(t, "a", c, prefix(t), routing.ShardOptions{})
 		u := routing.BucketUnit(2)
 		open(t, s, u, 1)

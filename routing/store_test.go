@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -23,7 +24,7 @@ func TestRouterLearnsTablesByAnnouncement(t *testing.T) {
 		defer func() { require.NoError(t, r.Close()) }()
 		st, err := routing.NewStore(control, routing.StoreOptions{Prefix: p})
 		require.NoError(t, err)
-		ctx := ctxT(t)
+		ctx := testkit.Ctx(t)
 
 		t1 := routing.EvenTable(1, 8, "a", "b")
 		require.NoError(t, st.Publish(ctx, t1))
@@ -46,7 +47,7 @@ func TestRouterLearnsTablesByAnnouncement(t *testing.T) {
 // different tenants. If a table could change either, a client on the older table would
 // write into a unit that is still open under the same name but now holds other records.
 func TestPublishRefusesChangingBucketCountOrSpreadWidth(t *testing.T) {
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	control := celebritytest.Standalone(t).Client(t)
 	st, err := routing.NewStore(control, routing.StoreOptions{Prefix: prefix(t)})
 	require.NoError(t, err)
@@ -77,7 +78,7 @@ func TestPublishRefusesChangingBucketCountOrSpreadWidth(t *testing.T) {
 // publishes it, guarded like PublishGuarded; it changes the width of that tenant only, and
 // Publish still refuses a width change.
 func TestPublishReshapedChangesTheWidthOfOneSpreadOnly(t *testing.T) {
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	control := celebritytest.Standalone(t).Client(t)
 	st, err := routing.NewStore(control, routing.StoreOptions{Prefix: prefix(t)})
 	require.NoError(t, err)

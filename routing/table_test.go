@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/internal/hashing"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/routing"
 )
 
@@ -91,7 +92,7 @@ func TestHashVectorsRoute(t *testing.T) {
 			f := newFleet(t)
 			r := f.router(t, routing.Options{}, nil)
 			tb := routing.EvenTable(1, buckets, shardNames...)
-			require.NoError(t, f.store(t).Publish(ctxT(t), tb))
+			require.NoError(t, f.store(t).Publish(testkit.Ctx(t), tb))
 			awaitGen(t, r, 1)
 			for _, v := range vs {
 				want := v.Bucket16

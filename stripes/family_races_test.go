@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
@@ -450,7 +451,7 @@ func TestFamilySumCacheBoundsAcrossResizes(t *testing.T) {
 				sent = append(sent, time.Now())
 				mu.Unlock()
 				_, err := fams[0].Add(context.Background(), "n", Event{ID: id(k), Time: time.Now()}, 1)
-				if !assertNoError(t, err) {
+				if !assert.NoError(t, err) {
 					break
 				}
 				mu.Lock()
@@ -503,7 +504,7 @@ func checkSums(t *testing.T, f *Family, mu *sync.Mutex, sent, acked *[]time.Time
 			v, err = vs[k%2], errs[k%2]
 		}
 		end := time.Now()
-		if !assertNoError(t, err) {
+		if !assert.NoError(t, err) {
 			return
 		}
 		low, high := count(acked, start.Add(-stale)), count(sent, end)
@@ -534,7 +535,7 @@ func TestFamilySumBySameCallerNeverDecreases(t *testing.T) {
 	first := make(chan int64, 1)
 	go func() {
 		v, err := f.Sum(ctx, "n")
-		assertNoError(t, err)
+		assert.NoError(t, err)
 		first <- v
 	}()
 	<-h.armed // the caller's Sum read the layout; its stripe reads wait

@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
-	"github.com/redis/go-redis/v9"
-	"github.com/stretchr/testify/require"
 )
 
 // newFamily returns a Family closed when t ends.
@@ -344,7 +346,7 @@ func TestFamilyTwoProcessesExactlyOnce(t *testing.T) {
 							for err != nil && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrTooOld) {
 								res, err = f.Add(ctx, adds[j].Name, adds[j].Event, 1)
 							}
-							if !assertNoError(t, err) {
+							if !assert.NoError(t, err) {
 								return
 							}
 							if res.Applied {
@@ -358,7 +360,7 @@ func TestFamilyTwoProcessesExactlyOnce(t *testing.T) {
 						for err != nil && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrTooOld) {
 							res, err = f.Add(ctx, a.Name, a.Event, 1)
 						}
-						if !assertNoError(t, err) {
+						if !assert.NoError(t, err) {
 							return
 						}
 						if res.Applied {
@@ -405,13 +407,4 @@ func TestFamilyTwoProcessesExactlyOnce(t *testing.T) {
 		}
 		run(t, clients, injs)
 	})
-}
-
-// assertNoError reports err on t (from any goroutine) and returns whether it was nil.
-func assertNoError(t *testing.T, err error) bool {
-	if err != nil {
-		t.Errorf("unexpected error: %v", err)
-		return false
-	}
-	return true
 }

@@ -7,25 +7,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 )
-
-// fakeClock is a settable clock.
-type fakeClock struct{ ns atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.ns.Store(time.Now().UnixNano())
-	return c
-}
-func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
-func (c *fakeClock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 func TestCachedReaderStormCostsOneSum(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {
-		clock := newFakeClock()
+		clock := testkit.NewClock(time.Now())
 		c := newCounter(t, rc, Options{Clock: clock.Now})
 		ctx := context.Background()
 		for _, id := range []string{"a", "b", "c"} {
