@@ -16,6 +16,7 @@ import (
 
 	"github.com/celebrity-go/celebrity/celebritytest"
 	"github.com/celebrity-go/celebrity/celebritytest/faults"
+	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/migrate"
 	"github.com/celebrity-go/celebrity/routing"
 )
@@ -178,7 +179,7 @@ func (r *linRun) fail(err error) {
 
 func (le *linEnv) run(t *testing.T, plan linPlan) {
 	e := le.e
-	ctx := ctxT(t)
+	ctx := testkit.Ctx(t)
 	began := time.Now()
 	hot := tenantOn(e, "hot-", "a")
 	cold := sameBucket(hot, "cold-", 1)[0]
