@@ -33,6 +33,15 @@
 // [Cluster.User] (a client of an ACL user holding only the given rules). A test that breaks
 // servers takes seconds: [Long] marks it, and go test -short skips it.
 //
+// A long test that repeats its scenario runs less of it by default and all of it in a full
+// run, CELEBRITY_FULL=1 ([FullEnv], [Full]): [Rounds] picks its number of rounds, and
+// [Spread] runs each case of a table on one topology (standalone or cluster, alternating)
+// instead of both. Every case and fault state still runs in every run, with the same checks:
+//
+//	for round := range celebritytest.Rounds(40, 5) { ... }
+//
+//	CELEBRITY_FULL=1 go test -race ./...
+//
 // A test binary can run every test as a user limited to a package's ACL rule, so that a
 // command or key the rule does not grant fails the suite: TestMain registers the rule with
 // [RegisterRule] and the environment variable CELEBRITYTEST_ACL ([LimitedEnv]) names it for

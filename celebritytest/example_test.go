@@ -52,3 +52,26 @@ func checkIncrOnce(t *testing.T) {
 func Example() {
 	_ = checkIncrOnce
 }
+
+// A long test that loops runs forty rounds in a full run (CELEBRITY_FULL=1) and five
+// otherwise, each round the same scenario with the same checks.
+func ExampleRounds() {
+	for round := range celebritytest.Rounds(40, 5) {
+		_ = round // one round: break something, check the guarantee
+	}
+}
+
+// A long test that runs each fault state on a standalone server and on a cluster runs, in
+// quick mode, each state on one of them (alternating), and every state on both in a full run
+// (CELEBRITY_FULL=1).
+func ExampleSpread() {
+	states := []string{"copying", "catching-up", "closed", "ready"}
+	for k, topology := range []string{"standalone", "cluster"} {
+		for i, state := range states {
+			if !celebritytest.Spread(i, k, 2) {
+				continue
+			}
+			_, _ = topology, state // break the driver at state on this topology, then check
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -148,7 +149,8 @@ func TestModelTwoDriversCancelAndResumeWithLostReplies(t *testing.T) {
 		flag.Visit(func(v *flag.Flag) { explicit = explicit || v.Name == "rapid.checks" })
 		if !explicit {
 			old := f.Value.String()
-			require.NoError(t, f.Value.Set("10"))
+			// Ten interleavings a deployment in a full run, five in quick mode.
+			require.NoError(t, f.Value.Set(strconv.Itoa(celebritytest.Rounds(10, 5))))
 			defer func() { _ = f.Value.Set(old) }()
 		}
 	}

@@ -4,6 +4,10 @@
 # start themselves. Installs redis-server (Debian/Ubuntu) when it is missing and this shell
 # may install packages. REDIS_SERVER names another server binary (scripts/servers.sh installs
 # the other versions CI runs, and scripts/matrix.sh runs the tests against them).
+# The long tests that repeat a scenario (rounds, iterations, each fault state on a standalone
+# server and a cluster) run a reduced share of it by default, every state and case still
+# once; CELEBRITY_FULL=1 scripts/test.sh runs every long test at full iterations (see
+# celebritytest.Full).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
