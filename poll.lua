@@ -6,8 +6,8 @@
 -- ARGV[1]  this instance's ID in the fleet ("<InstanceID>/<nonce>": two instances given one
 --          InstanceID are two IDs)
 -- ARGV[2]  lease, milliseconds (>= 1)
--- ARGV[3]  the fleet's size as this instance estimates it (a non-negative integer; written to
---          KEYS[3] when this instance leads and it is not 0)
+-- ARGV[3]  the fleet's size as this instance estimates it (a non-negative integer), which a
+--          leading instance writes to KEYS[3] unless it is 0
 -- ARGV[4]  the life of KEYS[3], milliseconds (>= 1)
 --
 -- Reply: {"ok", version, leader (1 if this instance leads), epoch, the lease's remaining
