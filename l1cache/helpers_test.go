@@ -32,13 +32,13 @@ func (f *fakeClock) Set(d time.Duration)     { f.n.Store(int64(d)) }
 func (f *fakeClock) Now() time.Duration      { return time.Duration(f.n.Load()) }
 
 // seededRand returns a deterministic, concurrency-safe Options.Rand.
-func seededRand(seed uint64) func() float64 {
+func seededRand(seed uint64) func() uint64 {
 	var mu sync.Mutex
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	return func() float64 {
+	return func() uint64 {
 		mu.Lock()
 		defer mu.Unlock()
-		return r.Float64()
+		return r.Uint64()
 	}
 }
 
