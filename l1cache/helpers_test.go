@@ -17,7 +17,7 @@ import (
 func TestMain(m *testing.M) {
 	// CELEBRITYTEST_ACL=l1cache runs every test as a user holding only the package's rule,
 	// for a channel pattern covering the channels the tests build under Prefix.
-	celebritytest.RegisterRule("l1cache", func(prefix string) []string { return ACLRule(prefix + "*") })
+	celebritytest.RegisterRule("l1cache", func(prefix string) []string { return ACLRule(InvalidatorOptions{Channel: prefix + "*"}) })
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
 	os.Setenv("REDIS_ADDR", celebritytest.Standalone(celebritytest.ForMain()).Addr())
 	celebritytest.Main(m)

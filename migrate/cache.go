@@ -34,6 +34,11 @@ type CacheOptions struct {
 	Shards map[string]CacheClient
 	// Prefix is routing's key prefix (no braces). Default: routing.DefaultPrefix.
 	Prefix string
+	// TenantKeys are the key patterns (globs such as "app:*") of the tenants' own keys that
+	// CacheSpec.Keys name: the host's keys, not under Prefix. The Cache does not read it;
+	// ACLRule and ShardACLRule grant these patterns on the shards with the commands that copy
+	// the keys. Default: none.
+	TenantKeys []string
 	// Clock returns the current time; journal timestamps and the rollback window use it.
 	// Default: time.Now.
 	Clock func() time.Time

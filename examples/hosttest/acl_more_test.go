@@ -18,7 +18,9 @@ import (
 // TestMorePackagesWorkUnderLeastPrivilege, given a key prefix (for l1cache, the
 // Invalidator's Channel).
 var leastPrivilegeMore = map[string]func(prefix string) []string{
-	"ratelimit": ratelimit.ACLRule,
+	"ratelimit": func(prefix string) []string {
+		return ratelimit.ACLRule(ratelimit.Options{Prefix: prefix})
+	},
 	"replicas": func(prefix string) []string {
 		return replicas.ACLRule(replicas.Options{Prefix: prefix})
 	},

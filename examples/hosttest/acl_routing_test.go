@@ -282,8 +282,8 @@ func TestRoutingAndMigrateWorkUnderLeastPrivilege(t *testing.T) {
 				// migrate's rules, as its ControlACLRule and ShardACLRule state them: routing's
 				// plus the journal's commands on the control Redis, and on the shards the copy's
 				// and, for a Cache, the warm-up of the host's own keys of the tenant it moves.
-				rules := map[string][]string{"control": migrate.ControlACLRule(prefix),
-					"shard": migrate.ShardACLRule(prefix, prefix+":host:*")}
+				rules := map[string][]string{"control": migrate.ControlACLRule(migrate.CacheOptions{Prefix: prefix}),
+					"shard": migrate.ShardACLRule(migrate.CacheOptions{Prefix: prefix, TenantKeys: []string{prefix + ":host:*"}})}
 				control, shards, host := aclPair(t, mode, "migrate", prefix, rules)
 				if err := migrateOps(t.Context(), control, shards, host, prefix); err != nil {
 					t.Fatal(err)
