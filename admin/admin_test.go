@@ -149,8 +149,8 @@ func TestHandlerServesTheLibrarysComponents(t *testing.T) {
 	shards := celebritytest.Shards(t, 2)
 	p := strings.NewReplacer("{", "", "}", "", ":", "-").Replace(celebritytest.NewPrefix(t))
 
-	cache, err := celebrity.New(control.Client(t), func(_ context.Context, key string) ([]byte, uint64, error) {
-		return []byte("v"), 1, nil
+	cache, err := celebrity.New(control.Client(t), func(_ context.Context, key string) (celebrity.Versioned[[]byte], error) {
+		return celebrity.Versioned[[]byte]{Value: []byte("v"), Version: 1}, nil
 	}, celebrity.Options[[]byte]{Prefix: p + "cache:", ReportInterval: -1, PubSub: l1cache.PubSubGlobal})
 	require.NoError(t, err)
 	defer cache.Close()

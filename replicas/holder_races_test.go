@@ -36,7 +36,7 @@ func TestZombieHolderAfterTakeover(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			it, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			it, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				close(started)
 				<-release
 				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
@@ -59,7 +59,7 @@ func TestZombieHolderAfterTakeover(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 					loads.Add(1)
 					return replicas.Item{Value: []byte("v2"), Version: 2}, nil
 				})
@@ -104,7 +104,7 @@ func TestDeleteWhileHolderLoads(t *testing.T) {
 		started, release := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)
 		go func() {
-			_, err := holder.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			_, err := holder.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				close(started)
 				<-release
 				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
@@ -118,7 +118,7 @@ func TestDeleteWhileHolderLoads(t *testing.T) {
 		if err != nil {
 			require.ErrorIs(t, err, replicas.ErrNotFound, "the call overlapped the Delete: v1 or not found")
 		}
-		stale := func(context.Context) (replicas.Item, error) {
+		stale := func(context.Context, string) (replicas.Item, error) {
 			return replicas.Item{Value: []byte("v1"), Version: 1}, nil
 		}
 		for _, r := range []*replicas.Replicator{holder, other, newReplicator(t, f.client(t), o)} {
@@ -159,7 +159,7 @@ func TestLostLeaseReplyRetried(t *testing.T) {
 		ctx := ctxFor(t)
 		const key = "post:lost-lease-reply"
 		var loads atomic.Int32
-		load := func(context.Context) (replicas.Item, error) {
+		load := func(context.Context, string) (replicas.Item, error) {
 			loads.Add(1)
 			return replicas.Item{Value: []byte("v1"), Version: 1}, nil
 		}
@@ -187,7 +187,7 @@ func TestLostFillReplyRetried(t *testing.T) {
 		ctx := ctxFor(t)
 		const key = "post:lost-fill-reply"
 		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "v1-body"}, 1)
-		it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+		it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 			return replicas.Item{Value: []byte("v1-body"), Version: 1}, nil
 		})
 		require.NoError(t, err)
@@ -223,7 +223,7 @@ func TestZombieResumesBeforeTheNewHolderFills(t *testing.T) {
 		startedZ, releaseZ := make(chan struct{}), make(chan struct{})
 		doneZ := make(chan result, 1)
 		go func() {
-			it, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			it, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				close(startedZ)
 				<-releaseZ
 				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
@@ -236,7 +236,7 @@ func TestZombieResumesBeforeTheNewHolderFills(t *testing.T) {
 		startedT, releaseT := make(chan struct{}), make(chan struct{})
 		doneT := make(chan result, 1)
 		go func() {
-			it, err := taker.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			it, err := taker.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				close(startedT)
 				<-releaseT
 				return replicas.Item{Value: []byte("v2"), Version: 2}, nil
@@ -295,7 +295,7 @@ func TestZombieAbsentOrErrorAfterTakeover(t *testing.T) {
 					startedZ, releaseZ := make(chan struct{}), make(chan struct{})
 					doneZ := make(chan error, 1)
 					go func() {
-						_, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+						_, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 							close(startedZ)
 							<-releaseZ
 							return replicas.Item{}, outcome
@@ -312,7 +312,7 @@ func TestZombieAbsentOrErrorAfterTakeover(t *testing.T) {
 					}
 					doneT := make(chan result, 1)
 					go func() {
-						it, err := taker.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+						it, err := taker.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 							close(startedT)
 							<-releaseT
 							return replicas.Item{Value: []byte("v2"), Version: 2}, nil
@@ -340,7 +340,7 @@ func TestZombieAbsentOrErrorAfterTakeover(t *testing.T) {
 					require.Equal(t, uint64(2), v)
 					require.False(t, tomb)
 					fresh := newReplicator(t, f.client(t), marks)
-					it, err := fresh.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+					it, err := fresh.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 						return replicas.Item{}, errors.New("loaded again")
 					})
 					require.NoError(t, err)
@@ -371,7 +371,7 @@ func TestSetWhileHolderLoadsOlder(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			it, err := holder.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			it, err := holder.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				close(started)
 				<-release
 				return replicas.Item{Value: []byte("v1"), Version: 1}, nil

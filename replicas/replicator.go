@@ -23,12 +23,13 @@ type Item struct {
 	Version uint64
 }
 
-// Loader loads a missing key from the source of truth. Its Item's Version must grow with
-// every change of the source (for example an update counter), so that fills and Sets are
-// ordered, and name one content: the same version with other bytes is ErrConflict.
+// Loader loads key, which Redis does not hold, from the source of truth. Its Item's Version
+// must grow with every change of the source (for example an update counter), so that fills
+// and Sets are ordered, and name one content: the same version with other bytes is
+// ErrConflict.
 // Returning ErrNotFound reports a key the source does not have (the fleet then answers
 // ErrNotFound for Options.NegativeTTL); another error is answered for Options.ErrorTTL.
-type Loader func(ctx context.Context) (Item, error)
+type Loader func(ctx context.Context, key string) (Item, error)
 
 // Replicator reads and writes logical keys, keeping N physical copies of the hot ones. It
 // is safe for concurrent use. Close stops its background work.

@@ -90,7 +90,7 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 				if err := r.Refresh(ctx); err != nil {
 					t.Fatalf("Refresh: %v", err)
 				}
-				item, err := r.GetOrLoad(ctx, "post", time.Minute, func(context.Context) (replicas.Item, error) {
+				item, err := r.GetOrLoad(ctx, "post", time.Minute, func(context.Context, string) (replicas.Item, error) {
 					return replicas.Item{Value: []byte("v1"), Version: 1}, nil
 				})
 				if err != nil || string(item.Value) != "v1" {
@@ -101,7 +101,7 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 				// the second instance is seen waiting.
 				loading, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 				go func() {
-					_, err := r.GetOrLoad(ctx, "cold", time.Minute, func(context.Context) (replicas.Item, error) {
+					_, err := r.GetOrLoad(ctx, "cold", time.Minute, func(context.Context, string) (replicas.Item, error) {
 						close(loading)
 						<-release
 						return replicas.Item{Value: []byte("c"), Version: 1}, nil
@@ -117,7 +117,7 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 				defer r2.Close()
 				waited := make(chan error, 1)
 				go func() {
-					item, err := r2.GetOrLoad(ctx, "cold", time.Minute, func(context.Context) (replicas.Item, error) {
+					item, err := r2.GetOrLoad(ctx, "cold", time.Minute, func(context.Context, string) (replicas.Item, error) {
 						return replicas.Item{}, fmt.Errorf("second load")
 					})
 					if err == nil && string(item.Value) != "c" {
