@@ -26,6 +26,17 @@ import (
 // as a *PanicError.
 type Loader[V any] func(ctx context.Context, key string) (Versioned[V], error)
 
+// Client is the go-redis client a Cache uses: a *redis.Client, a *redis.ClusterClient or any
+// redis.UniversalClient. It is the whole client, not a narrow part of it: the Cache hands it
+// to its Replicator (a replicas.Client) and its Invalidator (an l1cache.Client), and with
+// Options.PromoteShare its leader reads each master's INFO.
+type Client = redis.UniversalClient
+
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+)
+
 // Cache is a read-through cache of string keys over Redis that finds its own hot keys and
 // defends them: an in-process L1 (stale-while-revalidate, early refresh, stale-if-error,
 // negative caching, one load per key), a fleet-wide fill lease so that a popular miss reaches
@@ -94,7 +105,7 @@ type stripe struct {
 // missing keys with loader. It subscribes to the invalidation and hot-set channels and starts
 // the fleet loop in goroutines owned by the Cache. It fails with an error wrapping ErrInvalid
 // if loader is nil or an option is out of range.
-func New[V any](client redis.UniversalClient, loader Loader[V], opts Options[V]) (*Cache[V], error) {
+func New[V any](client Client, loader Loader[V], opts Options[V]) (*Cache[V], error) {
 	if client == nil {
 		return nil, invalidf("client must not be nil")
 	}

@@ -17,6 +17,17 @@ var (
 	_ redis.UniversalClient = (*redis.ClusterClient)(nil)
 )
 
+// Client is the go-redis client a Replicator uses: a *redis.Client, a *redis.ClusterClient
+// or any redis.UniversalClient. It is the whole client, not a narrow part of it: a
+// Replicator reads the cluster's topology to place copies on distinct masters, and runs
+// scripts, pipelines, plain commands and blocking pops.
+type Client = redis.UniversalClient
+
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+)
+
 // Item is a stored value and the version the host gave it.
 type Item struct {
 	Value   []byte
@@ -75,7 +86,7 @@ type Replicator struct {
 // script, bounded by 5s) and fails with an error wrapping ErrPrefixMismatch, naming both
 // prefixes, when the roll's live instances use another prefix; it then starts a goroutine
 // that renews the entry, stopped by Close.
-func New(client redis.UniversalClient, opts Options) (*Replicator, error) {
+func New(client Client, opts Options) (*Replicator, error) {
 	if client == nil {
 		return nil, errors.New("replicas: client is nil")
 	}

@@ -1,7 +1,7 @@
 // Package routing places tenants on shards with versioned route tables, and makes every
 // shard refuse writes that were routed by a table it has moved past.
 //
-//	r, err := routing.New(control, routing.Options{Shards: map[string]routing.Scripter{
+//	r, err := routing.New(control, routing.Options{Shards: map[string]routing.ShardClient{
 //		"a": shardA, "b": shardB,
 //	}})
 //	if err != nil { ... }

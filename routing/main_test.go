@@ -41,7 +41,7 @@ func ctxT(t testing.TB) context.Context {
 }
 
 // newShard builds a Shard named name over c under prefix p.
-func newShard(t testing.TB, name string, c routing.Scripter, p string, o routing.ShardOptions) *routing.Shard {
+func newShard(t testing.TB, name string, c routing.ShardClient, p string, o routing.ShardOptions) *routing.Shard {
 	t.Helper()
 	o.Prefix = p
 	s, err := routing.NewShard(name, c, o)

@@ -162,7 +162,7 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 				a, b := invTarget{make(chan string, 16)}, invTarget{make(chan string, 16)}
 				var invs []*l1cache.Invalidator
 				for _, target := range []invTarget{a, b} {
-					inv, err := l1cache.NewInvalidator(user(t, "l1cache", channel).(l1cache.PubSubClient), target,
+					inv, err := l1cache.NewInvalidator(user(t, "l1cache", channel), target,
 						l1cache.InvalidatorOptions{Channel: channel})
 					if err != nil {
 						t.Fatal(err)

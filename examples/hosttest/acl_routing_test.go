@@ -77,7 +77,7 @@ func routingOps(ctx context.Context, control redis.UniversalClient, shards, _ ma
 	if err := store.Publish(ctx, routing.EvenTable(1, 16, "a", "b")); err != nil {
 		return fmt.Errorf("Publish: %w", err)
 	}
-	scripters := map[string]routing.Scripter{}
+	scripters := map[string]routing.ShardClient{}
 	for n, c := range shards {
 		scripters[n] = c
 	}
@@ -157,7 +157,7 @@ func migrateOps(ctx context.Context, control redis.UniversalClient, shards, host
 	if err := store.Publish(ctx, routing.EvenTable(1, 16, "a", "b")); err != nil {
 		return fmt.Errorf("Publish: %w", err)
 	}
-	scripters := map[string]routing.Scripter{}
+	scripters := map[string]routing.ShardClient{}
 	clients := map[string]migrate.ShardClient{}
 	for n, c := range shards {
 		scripters[n], clients[n] = c, c
@@ -224,7 +224,7 @@ func migrateOps(ctx context.Context, control redis.UniversalClient, shards, host
 		return fmt.Errorf("Cleanup = %+v, %v", st, err)
 	}
 
-	cache, err := migrate.NewCache(control, migrate.CacheOptions{Shards: map[string]migrate.CacheClient{
+	cache, err := migrate.NewCache(control, migrate.CacheOptions{Shards: map[string]migrate.ShardClient{
 		"a": shards["a"], "b": shards["b"]}, Prefix: prefix})
 	if err != nil {
 		return err
