@@ -31,7 +31,7 @@ func ACLRule[V any](o Options[V]) []string {
 	o.Prefix = cmp.Or(o.Prefix, DefaultPrefix)
 	p := o.Prefix
 	rule := replicas.ACLRule(o.replicasOptions())
-	rule = append(rule, l1cache.ACLRule(o.invalidationChannel())...)
+	rule = append(rule, l1cache.ACLRule(l1cache.InvalidatorOptions{Channel: o.invalidationChannel()})...)
 	rule = append(rule, "~"+slot.Tagged(p, p+"hot")+"*", "~"+p+"{"+p+"sum*", "&"+p+"hot")
 	rule = append(rule, aclCommands...)
 	if o.PromoteShare > 0 {

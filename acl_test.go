@@ -27,7 +27,7 @@ func TestACLRuleIsTheDocumentedOne(t *testing.T) {
 	for _, r := range replicas.ACLRule(replicas.Options{Prefix: celebrity.DefaultPrefix + "r:"}) {
 		require.Contains(t, rule, r, "the Replicator's rule")
 	}
-	for _, r := range l1cache.ACLRule(celebrity.DefaultPrefix + "inv") {
+	for _, r := range l1cache.ACLRule(l1cache.InvalidatorOptions{Channel: celebrity.DefaultPrefix + "inv"}) {
 		require.Contains(t, rule, r, "the Invalidator's rule")
 	}
 	plain := celebrity.ACLRule(celebrity.Options[string]{})

@@ -18,11 +18,24 @@ import (
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
-// Loader reads key from the source of truth and returns its value and version. The version
-// must be at least 1 and grow with every change of the source (an update counter, a commit
-// timestamp), because Redis keeps the highest version it has seen. Return ErrNotFound for a
-// key the source does not have. A panic is recovered and returned as a *PanicError.
-type Loader[V any] func(ctx context.Context, key string) (V, uint64, error)
+// Loader reads key from the source of truth and returns its value with its version, as a
+// BatchLoader returns each key's. The version must be at least 1 (a loader that returns
+// version 0 fails the load with ErrInvalid) and grow with every change of the source (an
+// update counter, a commit timestamp), because Redis keeps the highest version it has seen.
+// Return ErrNotFound for a key the source does not have. A panic is recovered and returned
+// as a *PanicError.
+type Loader[V any] func(ctx context.Context, key string) (Versioned[V], error)
+
+// Client is the go-redis client a Cache uses: a *redis.Client, a *redis.ClusterClient or any
+// redis.UniversalClient. It is the whole client, not a narrow part of it: the Cache hands it
+// to its Replicator (a replicas.Client) and its Invalidator (an l1cache.Client), and with
+// Options.PromoteShare its leader reads each master's INFO.
+type Client = redis.UniversalClient
+
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+)
 
 // Cache is a read-through cache of string keys over Redis that finds its own hot keys and
 // defends them: an in-process L1 (stale-while-revalidate, early refresh, stale-if-error,
@@ -92,7 +105,7 @@ type stripe struct {
 // missing keys with loader. It subscribes to the invalidation and hot-set channels and starts
 // the fleet loop in goroutines owned by the Cache. It fails with an error wrapping ErrInvalid
 // if loader is nil or an option is out of range.
-func New[V any](client redis.UniversalClient, loader Loader[V], opts Options[V]) (*Cache[V], error) {
+func New[V any](client Client, loader Loader[V], opts Options[V]) (*Cache[V], error) {
 	if client == nil {
 		return nil, invalidf("client must not be nil")
 	}
@@ -244,9 +257,7 @@ func (c *Cache[V]) served(e *entry[V]) V {
 // lease to the source when Redis holds nothing.
 func (c *Cache[V]) load(ctx context.Context, key string) (*entry[V], error) {
 	c.observe(key)
-	item, err := c.rep.GetOrLoad(ctx, key, c.o.TTL, func(ctx context.Context) (replicas.Item, error) {
-		return c.loadSource(ctx, key)
-	})
+	item, err := c.rep.GetOrLoad(ctx, key, c.o.TTL, c.loadSource)
 	if err != nil {
 		return nil, err
 	}
@@ -261,18 +272,18 @@ func (c *Cache[V]) loadSource(ctx context.Context, key string) (it replicas.Item
 		}
 	}()
 	c.fleet.sourceLoads.Add(1)
-	v, version, err := c.loader(ctx, key)
+	got, err := c.loader(ctx, key)
 	if err != nil {
 		return replicas.Item{}, err
 	}
-	if version == 0 {
+	if got.Version == 0 {
 		return replicas.Item{}, invalidf("the loader returned version 0 for %q; versions must be at least 1", key)
 	}
-	data, err := encode(c.o.Codec, key, v)
+	data, err := encode(c.o.Codec, key, got.Value)
 	if err != nil {
 		return replicas.Item{}, err
 	}
-	return replicas.Item{Value: data, Version: version}, nil
+	return replicas.Item{Value: data, Version: got.Version}, nil
 }
 
 // Set stores v as key's value with version, after the host wrote it to its database, and

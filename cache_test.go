@@ -122,8 +122,9 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 	require.ErrorIs(t, err, celebrity.ErrCodec)
 
 	// The loader's version 0 and the loader's panic.
-	zero, err := celebrity.New(rdb, func(context.Context, string) (string, uint64, error) { return "v", 0, nil },
-		celebrity.Options[string]{Prefix: p, ReportInterval: -1})
+	zero, err := celebrity.New(rdb, func(context.Context, string) (celebrity.Versioned[string], error) {
+		return celebrity.Versioned[string]{Value: "v", Version: 0}, nil
+	}, celebrity.Options[string]{Prefix: p, ReportInterval: -1})
 	require.NoError(t, err)
 	defer zero.Close()
 	_, err = zero.Get(ctx, p+"zero")
@@ -131,12 +132,12 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 	require.ErrorContains(t, err, "version 0")
 
 	calls := 0
-	panicky, err := celebrity.New(rdb, func(context.Context, string) (string, uint64, error) {
+	panicky, err := celebrity.New(rdb, func(context.Context, string) (celebrity.Versioned[string], error) {
 		calls++
 		if calls == 1 {
 			panic("boom")
 		}
-		return "v1", 1, nil
+		return celebrity.Versioned[string]{Value: "v1", Version: 1}, nil
 	}, celebrity.Options[string]{Prefix: p, ReportInterval: -1})
 	require.NoError(t, err)
 	defer panicky.Close()
@@ -170,8 +171,9 @@ func TestDefaultCodecs(t *testing.T) {
 		Title string
 		Likes int
 	}
-	pc, err := celebrity.New(rdb, func(context.Context, string) (post, uint64, error) { return post{"hi", 3}, 7, nil },
-		celebrity.Options[post]{Prefix: p, ReportInterval: -1})
+	pc, err := celebrity.New(rdb, func(context.Context, string) (celebrity.Versioned[post], error) {
+		return celebrity.Versioned[post]{Value: post{"hi", 3}, Version: 7}, nil
+	}, celebrity.Options[post]{Prefix: p, ReportInterval: -1})
 	require.NoError(t, err)
 	defer pc.Close()
 	got, err := pc.Get(t.Context(), p+"post")
@@ -179,8 +181,9 @@ func TestDefaultCodecs(t *testing.T) {
 	require.Equal(t, post{"hi", 3}, got)
 	require.Contains(t, storedUnder(t, rdb, p, "post"), `{"Title":"hi","Likes":3}`, "JSON is the default codec")
 
-	bc, err := celebrity.New(rdb, func(context.Context, string) ([]byte, uint64, error) { return []byte{0, 255, 1}, 1, nil },
-		celebrity.Options[[]byte]{Prefix: p, ReportInterval: -1})
+	bc, err := celebrity.New(rdb, func(context.Context, string) (celebrity.Versioned[[]byte], error) {
+		return celebrity.Versioned[[]byte]{Value: []byte{0, 255, 1}, Version: 1}, nil
+	}, celebrity.Options[[]byte]{Prefix: p, ReportInterval: -1})
 	require.NoError(t, err)
 	defer bc.Close()
 	b, err := bc.Get(t.Context(), p+"bytes")

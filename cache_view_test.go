@@ -17,8 +17,9 @@ import (
 func TestRecordKeyIsWhereTheRecordIs(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		p := celebritytest.NewPrefix(t) + "cache:"
-		cache, err := celebrity.New(c, func(context.Context, string) ([]byte, uint64, error) { return []byte("v"), 1, nil },
-			celebrity.Options[[]byte]{Prefix: p, ReportInterval: -1})
+		cache, err := celebrity.New(c, func(context.Context, string) (celebrity.Versioned[[]byte], error) {
+			return celebrity.Versioned[[]byte]{Value: []byte("v"), Version: 1}, nil
+		}, celebrity.Options[[]byte]{Prefix: p, ReportInterval: -1})
 		require.NoError(t, err)
 		defer cache.Close()
 		_, err = cache.Get(t.Context(), "post:7")

@@ -23,8 +23,8 @@ func TestGetReturnsASharedValueUnlessCloned(t *testing.T) {
 			if clone {
 				o.Clone = maps.Clone
 			}
-			load := func(context.Context, string) (map[string]int, uint64, error) {
-				return map[string]int{"likes": 1}, 1, nil
+			load := func(context.Context, string) (celebrity.Versioned[map[string]int], error) {
+				return celebrity.Versioned[map[string]int]{Value: map[string]int{"likes": 1}, Version: 1}, nil
 			}
 			c, err := celebrity.New(celebritytest.Standalone(t).Client(t), load, o)
 			require.NoError(t, err)

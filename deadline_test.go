@@ -28,7 +28,7 @@ func TestReadPathReturnsByItsDeadlineWithAPausedServer(t *testing.T) {
 	rep, err := replicas.New(srv.Client(t), replicas.Options{Prefix: prefix + "rep:"})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rep.Close() })
-	load := func(context.Context) (replicas.Item, error) {
+	load := func(context.Context, string) (replicas.Item, error) {
 		return replicas.Item{Value: []byte("x"), Version: 1}, nil
 	}
 

@@ -1,8 +1,9 @@
 // Package celebrity is one read-through cache over the host's Redis that finds its own hot
 // keys ("celebrities") and defends them, fleet-wide.
 //
-//	posts, err := celebrity.New(rdb, func(ctx context.Context, id string) (Post, uint64, error) {
-//		return db.Post(ctx, id) // the row, its version, or celebrity.ErrNotFound
+//	posts, err := celebrity.New(rdb, func(ctx context.Context, id string) (celebrity.Versioned[Post], error) {
+//		p, version, err := db.Post(ctx, id) // the row, its version, or celebrity.ErrNotFound
+//		return celebrity.Versioned[Post]{Value: p, Version: version}, err
 //	}, celebrity.Options[Post]{})
 //	if err != nil { ... }
 //	defer posts.Close()

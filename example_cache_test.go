@@ -18,12 +18,12 @@ func ExampleCache_Get() {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	rows := map[string]string{"post:1": "Hello"} // stands for the host's database
-	posts, err := celebrity.New(rdb, func(_ context.Context, id string) (string, uint64, error) {
+	posts, err := celebrity.New(rdb, func(_ context.Context, id string) (celebrity.Versioned[string], error) {
 		title, ok := rows[id]
 		if !ok {
-			return "", 0, celebrity.ErrNotFound
+			return celebrity.Versioned[string]{}, celebrity.ErrNotFound
 		}
-		return title, 1, nil
+		return celebrity.Versioned[string]{Value: title, Version: 1}, nil
 	}, celebrity.Options[string]{Prefix: fmt.Sprintf("example:%d:", time.Now().UnixNano())})
 	if err != nil {
 		panic(err)
@@ -53,12 +53,12 @@ func ExampleCache_Set() {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	rows := map[string]string{"post:1": "Hello"} // stands for the host's database
-	posts, err := celebrity.New(rdb, func(_ context.Context, id string) (string, uint64, error) {
+	posts, err := celebrity.New(rdb, func(_ context.Context, id string) (celebrity.Versioned[string], error) {
 		title, ok := rows[id]
 		if !ok {
-			return "", 0, celebrity.ErrNotFound
+			return celebrity.Versioned[string]{}, celebrity.ErrNotFound
 		}
-		return title, 1, nil
+		return celebrity.Versioned[string]{Value: title, Version: 1}, nil
 	}, celebrity.Options[string]{Prefix: fmt.Sprintf("example:%d:", time.Now().UnixNano())})
 	if err != nil {
 		panic(err)
@@ -89,12 +89,12 @@ func ExampleCache_Delete() {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	rows := map[string]string{"post:1": "Hello"} // stands for the host's database
-	posts, err := celebrity.New(rdb, func(_ context.Context, id string) (string, uint64, error) {
+	posts, err := celebrity.New(rdb, func(_ context.Context, id string) (celebrity.Versioned[string], error) {
 		title, ok := rows[id]
 		if !ok {
-			return "", 0, celebrity.ErrNotFound
+			return celebrity.Versioned[string]{}, celebrity.ErrNotFound
 		}
-		return title, 1, nil
+		return celebrity.Versioned[string]{Value: title, Version: 1}, nil
 	}, celebrity.Options[string]{Prefix: fmt.Sprintf("example:%d:", time.Now().UnixNano())})
 	if err != nil {
 		panic(err)
@@ -122,8 +122,8 @@ func ExampleCache_Promote() {
 	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_ADDR")})
 	defer rdb.Close()
 	prefix := fmt.Sprintf("example:%d:", time.Now().UnixNano())
-	posts, err := celebrity.New(rdb, func(_ context.Context, id string) (string, uint64, error) {
-		return "", 0, celebrity.ErrNotFound // the launch's post is not written yet
+	posts, err := celebrity.New(rdb, func(_ context.Context, id string) (celebrity.Versioned[string], error) {
+		return celebrity.Versioned[string]{}, celebrity.ErrNotFound // the launch's post is not written yet
 	}, celebrity.Options[string]{Prefix: prefix})
 	if err != nil {
 		panic(err)

@@ -31,14 +31,14 @@ func ExampleNew() {
 	var mu sync.Mutex
 	table := map[string]row{"post:42": {Post{Title: "Hello"}, 1}}
 
-	posts, err := celebrity.New(rdb, func(ctx context.Context, id string) (Post, uint64, error) {
+	posts, err := celebrity.New(rdb, func(ctx context.Context, id string) (celebrity.Versioned[Post], error) {
 		mu.Lock()
 		defer mu.Unlock()
 		r, ok := table[id]
 		if !ok {
-			return Post{}, 0, celebrity.ErrNotFound // an unknown id: cached as absent
+			return celebrity.Versioned[Post]{}, celebrity.ErrNotFound // an unknown id: cached as absent
 		}
-		return r.post, r.version, nil
+		return celebrity.Versioned[Post]{Value: r.post, Version: r.version}, nil
 	}, celebrity.Options[Post]{
 		Fresh:  time.Second,
 		Stale:  10 * time.Second,

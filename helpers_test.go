@@ -64,16 +64,16 @@ func (s *source) bump(key string) uint64 {
 	return r.version
 }
 
-func (s *source) load(_ context.Context, key string) (string, uint64, error) {
+func (s *source) load(_ context.Context, key string) (celebrity.Versioned[string], error) {
 	n, _ := s.loads.LoadOrStore(key, new(atomic.Int64))
 	n.(*atomic.Int64).Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, ok := s.rows[key]
 	if !ok || r.v == "" { // never written, or deleted
-		return "", 0, fmt.Errorf("row %q: %w", key, celebrity.ErrNotFound)
+		return celebrity.Versioned[string]{}, fmt.Errorf("row %q: %w", key, celebrity.ErrNotFound)
 	}
-	return r.v, r.version, nil
+	return celebrity.Versioned[string]{Value: r.v, Version: r.version}, nil
 }
 
 func (s *source) loadsOf(key string) int64 {

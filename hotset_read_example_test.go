@@ -26,8 +26,8 @@ func ExampleReadHotSet() {
 	fmt.Println("empty:", hs.Empty()) // no fleet under this prefix yet
 
 	// An instance of the fleet promotes a launch by hand.
-	posts, err := celebrity.New(rdb, func(ctx context.Context, id string) (string, uint64, error) {
-		return "", 0, celebrity.ErrNotFound
+	posts, err := celebrity.New(rdb, func(ctx context.Context, id string) (celebrity.Versioned[string], error) {
+		return celebrity.Versioned[string]{}, celebrity.ErrNotFound
 	}, celebrity.Options[string]{Prefix: prefix})
 	if err != nil {
 		panic(err)

@@ -11,7 +11,7 @@ import (
 	"github.com/celebrity-go/celebrity/replicas"
 )
 
-// Versioned is a value with its version, as a BatchLoader returns it.
+// Versioned is a value with its version, as a Loader and a BatchLoader return it.
 type Versioned[V any] struct {
 	Value   V
 	Version uint64

@@ -21,8 +21,8 @@ func batchOf(src *source, calls *atomic.Int64) celebrity.BatchLoader[string] {
 		calls.Add(1)
 		out := map[string]celebrity.Versioned[string]{}
 		for _, k := range keys {
-			if v, version, err := src.load(ctx, k); err == nil {
-				out[k] = celebrity.Versioned[string]{Value: v, Version: version}
+			if got, err := src.load(ctx, k); err == nil {
+				out[k] = got
 			}
 		}
 		return out, nil

@@ -3,8 +3,6 @@ package celebrity
 import (
 	"context"
 	"time"
-
-	"github.com/celebrity-go/celebrity/replicas"
 )
 
 // refreshLoop reloads, every RefreshAhead, each hot key that was read on this instance since
@@ -42,9 +40,7 @@ func (c *Cache[V]) refresh(ctx context.Context, key string) {
 	c.fleet.refreshes.Add(1)
 	lctx, cancel := context.WithTimeout(ctx, c.o.Fresh)
 	defer cancel()
-	item, err := c.rep.GetOrLoad(lctx, key, c.o.TTL, func(ctx context.Context) (replicas.Item, error) {
-		return c.loadSource(ctx, key)
-	})
+	item, err := c.rep.GetOrLoad(lctx, key, c.o.TTL, c.loadSource)
 	if err != nil {
 		c.failedRefresh(key)
 		return

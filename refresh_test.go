@@ -56,12 +56,12 @@ func TestAFailedRefreshOfAKeyNobodyReadsIsTriedOnce(t *testing.T) {
 	p := celebritytest.NewPrefix(t)
 	launch, read := p+"launch", p+"read"
 	var launchLoads atomic.Int64
-	load := func(_ context.Context, key string) (string, uint64, error) {
+	load := func(_ context.Context, key string) (celebrity.Versioned[string], error) {
 		if key == launch {
 			launchLoads.Add(1)
-			return "", 0, errors.New("source down")
+			return celebrity.Versioned[string]{}, errors.New("source down")
 		}
-		return "v1", 1, nil
+		return celebrity.Versioned[string]{Value: "v1", Version: 1}, nil
 	}
 	o := loopOptions()
 	o.Prefix, o.ReportInterval = p, -1

@@ -47,7 +47,7 @@ func TestHandlerServesLiveStateReadOnly(t *testing.T) {
 	store, err := routing.NewStore(control, routing.StoreOptions{Prefix: prefix})
 	require.NoError(t, err)
 	require.NoError(t, store.Publish(t.Context(), routing.EvenTable(1, 16, "a")))
-	router, err := routing.New(control, routing.Options{Prefix: prefix, Shards: map[string]routing.Scripter{"a": shard}})
+	router, err := routing.New(control, routing.Options{Prefix: prefix, Shards: map[string]routing.ShardClient{"a": shard}})
 	require.NoError(t, err)
 	defer router.Close()
 	_, err = router.Await(t.Context(), 1)
@@ -149,8 +149,8 @@ func TestHandlerServesTheLibrarysComponents(t *testing.T) {
 	shards := celebritytest.Shards(t, 2)
 	p := strings.NewReplacer("{", "", "}", "", ":", "-").Replace(celebritytest.NewPrefix(t))
 
-	cache, err := celebrity.New(control.Client(t), func(_ context.Context, key string) ([]byte, uint64, error) {
-		return []byte("v"), 1, nil
+	cache, err := celebrity.New(control.Client(t), func(_ context.Context, key string) (celebrity.Versioned[[]byte], error) {
+		return celebrity.Versioned[[]byte]{Value: []byte("v"), Version: 1}, nil
 	}, celebrity.Options[[]byte]{Prefix: p + "cache:", ReportInterval: -1, PubSub: l1cache.PubSubGlobal})
 	require.NoError(t, err)
 	defer cache.Close()
@@ -161,7 +161,7 @@ func TestHandlerServesTheLibrarysComponents(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, store.Publish(t.Context(), routing.EvenTable(1, 4, "a", "b")))
 	router, err := routing.New(control.Client(t), routing.Options{Prefix: p + "routing",
-		Shards: map[string]routing.Scripter{"a": shards[0].Client(t), "b": shards[1].Client(t)}})
+		Shards: map[string]routing.ShardClient{"a": shards[0].Client(t), "b": shards[1].Client(t)}})
 	require.NoError(t, err)
 	defer router.Close()
 	_, err = router.Await(t.Context(), 1)

@@ -80,8 +80,8 @@ func TestShapeNamesWhatOperatorsRead(t *testing.T) {
 func TestCacheSectionGolden(t *testing.T) {
 	control := celebritytest.Standalone(t)
 	p := strings.NewReplacer("{", "", "}", "", ":", "-").Replace(celebritytest.NewPrefix(t)) + "cache:"
-	cache, err := celebrity.New(control.Client(t), func(_ context.Context, key string) ([]byte, uint64, error) {
-		return []byte("v:" + key), 1, nil
+	cache, err := celebrity.New(control.Client(t), func(_ context.Context, key string) (celebrity.Versioned[[]byte], error) {
+		return celebrity.Versioned[[]byte]{Value: []byte("v:" + key), Version: 1}, nil
 	}, celebrity.Options[[]byte]{Prefix: p, InstanceID: "web-1", Fresh: time.Minute, ReportInterval: -1, PubSub: l1cache.PubSubGlobal})
 	require.NoError(t, err)
 	defer cache.Close()

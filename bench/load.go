@@ -108,7 +108,7 @@ func newInstance(c *redis.ClusterClient, src *source, o pathOptions) (*instance,
 		}
 		in.rep = r
 		in.get = func(ctx context.Context, key string) ([]byte, error) {
-			it, err := r.GetOrLoad(ctx, key, o.ttl, func(ctx context.Context) (replicas.Item, error) {
+			it, err := r.GetOrLoad(ctx, key, o.ttl, func(ctx context.Context, _ string) (replicas.Item, error) {
 				v, err := src.load(ctx, key)
 				return replicas.Item{Value: v, Version: 1}, err
 			})

@@ -228,12 +228,12 @@ func tsLoop(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf
 	var mu sync.Mutex
 	var start time.Time
 	var celebLoads atomic.Int64
-	load := func(_ context.Context, key string) ([]byte, uint64, error) {
+	load := func(_ context.Context, key string) (celebrity.Versioned[[]byte], error) {
 		if key == celeb {
 			celebLoads.Add(1)
 		}
 		time.Sleep(cfg.sourceLatency)
-		return value(key), 1, nil
+		return celebrity.Versioned[[]byte]{Value: value(key), Version: 1}, nil
 	}
 	steps := &stepCounter{n: map[string]int{}}
 	res.steps = steps

@@ -50,7 +50,9 @@
 // [Server.AdminClient] or [Cluster.AdminClient], which keep the default user:
 //
 //	func TestMain(m *testing.M) {
-//		celebritytest.RegisterRule("escrow", escrow.ACLRule)
+//		celebritytest.RegisterRule("escrow", func(prefix string) []string {
+//			return escrow.ACLRule(escrow.PoolOptions{Prefix: prefix})
+//		})
 //		celebritytest.Main(m)
 //	}
 //

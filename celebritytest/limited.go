@@ -52,11 +52,14 @@ var limits struct {
 
 // RegisterRule makes rule selectable by name through LimitedEnv. rule returns a package's
 // ACL rule for a key prefix, as the host would grant it (key and channel patterns and
-// commands, such as "~<prefix>*", "+evalsha"); a package's exported ACL rule function fits.
+// commands, such as "~<prefix>*", "+evalsha"): a package's ACLRule for options with that
+// prefix.
 // Call it from TestMain before any test asks for a server:
 //
 //	func TestMain(m *testing.M) {
-//		celebritytest.RegisterRule("escrow", escrow.ACLRule)
+//		celebritytest.RegisterRule("escrow", func(prefix string) []string {
+//			return escrow.ACLRule(escrow.PoolOptions{Prefix: prefix})
+//		})
 //		celebritytest.Main(m)
 //	}
 //

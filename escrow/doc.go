@@ -224,8 +224,8 @@
 // +hdel +hexists +hget +hgetall +hincrby +hmget +hset +set +zadd +zcard +zrange +zrem +zscore
 // +del +time +zrangebyscore +zremrangebyrank +zrevrangebyscore", and optionally
 // "+config|get": Init checks the durability settings with it and, refused, warns instead. No
-// channel is used. [ACLRule] returns the rule for a prefix, as ACL SETUSER arguments; the
-// package's tests run once as a user holding only it (CELEBRITYTEST_ACL=escrow).
+// channel is used. [ACLRule] returns the rule for a Central's or a Pool's options, as ACL
+// SETUSER arguments; the package's tests run once as a user holding only it (CELEBRITYTEST_ACL=escrow).
 //
 // # What is assumed of Redis
 //

@@ -15,7 +15,7 @@ import (
 
 func TestMain(m *testing.M) {
 	// CELEBRITYTEST_ACL=escrow runs every test as a user holding only the package's rule.
-	celebritytest.RegisterRule("escrow", ACLRule)
+	celebritytest.RegisterRule("escrow", func(p string) []string { return ACLRule(PoolOptions{Prefix: p}) })
 	// The runnable examples use two servers with appendfsync always, one for the ledgers
 	// (REDIS_ADDR) and one for the witnesses (REDIS_WITNESS_ADDR), as production would; the kit
 	// stops them at the end.

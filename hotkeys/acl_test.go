@@ -16,5 +16,5 @@ func TestACLRuleIsTheDocumentedOne(t *testing.T) {
 	src, err := os.ReadFile("doc.go")
 	require.NoError(t, err)
 	doc := strings.Join(strings.Fields(strings.ReplaceAll(string(src), "//", " ")), " ")
-	require.Contains(t, doc, `"`+strings.Join(hotkeys.ACLRule("<pattern>"), " ")+`"`)
+	require.Contains(t, doc, `"`+strings.Join(hotkeys.ACLRule(hotkeys.ScanOptions{Match: "<pattern>"}), " ")+`"`)
 }

@@ -103,8 +103,8 @@
 // ScanTop a Match inside the readable pattern or it fails at the first key outside;
 // CONFIG GET maxmemory-policy and COMMAND INFO for Capabilities only (Freq and ScanTop
 // detect a missing LFU policy from OBJECT FREQ's own error). "%R~" needs Redis 7; a host
-// that grants "~<pattern>" instead gives write access too. [ACLRule] returns the rule for a
-// pattern, as ACL SETUSER arguments; the package's tests run once with their Probes as a
+// that grants "~<pattern>" instead gives write access too. [ACLRule] returns the rule for
+// ScanTop's ScanOptions (their Match is the pattern), as ACL SETUSER arguments; the package's tests run once with their Probes as a
 // user holding only it (CELEBRITYTEST_ACL=hotkeys) and the host's own traffic as the
 // administrator.
 package hotkeys

@@ -15,7 +15,7 @@ func TestMain(m *testing.M) {
 	// CELEBRITYTEST_ACL=hotkeys runs every Probe as a user holding only the package's rule
 	// for the tests' keys; the tests write and read their keys (the host's traffic) as the
 	// administrator.
-	celebritytest.RegisterRule("hotkeys", func(prefix string) []string { return hotkeys.ACLRule(prefix + "*") })
+	celebritytest.RegisterRule("hotkeys", func(prefix string) []string { return hotkeys.ACLRule(hotkeys.ScanOptions{Match: prefix + "*"}) })
 	// The runnable examples use the shared cluster (REDIS_CLUSTER_ADDRS) and a server with an
 	// LFU policy (REDIS_ADDR: the Probe's OBJECT FREQ needs one); the kit stops them at the end.
 	os.Setenv("REDIS_CLUSTER_ADDRS", strings.Join(celebritytest.SharedCluster(celebritytest.ForMain()).Addrs(), ","))

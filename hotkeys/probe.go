@@ -14,10 +14,15 @@ import (
 	"github.com/celebrity-go/celebrity/internal/errs"
 )
 
+// Client is the go-redis client a Probe reads through: a *redis.Client, a
+// *redis.ClusterClient or any redis.UniversalClient. It is the whole client, not a narrow
+// part of it: a Probe visits every node of a cluster.
+type Client = redis.UniversalClient
+
 // Compile-time checks: the probe accepts both client kinds.
 var (
-	_ redis.UniversalClient = (*redis.Client)(nil)
-	_ redis.UniversalClient = (*redis.ClusterClient)(nil)
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
 )
 
 // Probe reads the server's own view of key popularity. Redis 7 and later keep, under an LFU
@@ -34,7 +39,7 @@ type Probe struct {
 }
 
 // NewProbe returns a Probe over c (a *redis.Client, *redis.ClusterClient or *redis.Ring).
-func NewProbe(c redis.UniversalClient) (*Probe, error) {
+func NewProbe(c Client) (*Probe, error) {
 	if c == nil {
 		return nil, fmt.Errorf("%w: NewProbe needs a client, got nil", ErrInvalid)
 	}

@@ -106,7 +106,7 @@
 // SSUBSCRIBE on sharded pub/sub; PING checks a silent subscription), where <channel> is
 // InvalidatorOptions.Channel, celebrity:l1cache:invalidate by default. On Redis Cluster the
 // Invalidator also reloads the client's slot map, with the commands every go-redis cluster
-// client's user has anyway (CLUSTER SLOTS). [ACLRule] returns the rule for a channel, as ACL
-// SETUSER arguments; the package's tests run once as a user holding only it, for a channel
+// client's user has anyway (CLUSTER SLOTS). [ACLRule] returns the rule for an Invalidator's
+// InvalidatorOptions, as ACL SETUSER arguments; the package's tests run once as a user holding only it, for a channel
 // pattern covering every test's channel (CELEBRITYTEST_ACL=l1cache).
 package l1cache

@@ -152,7 +152,7 @@ func (c *Cache[V]) jittered(d int64) int64 {
 	if c.cfg.Jitter == 0 {
 		return d
 	}
-	return d - int64(float64(d)*c.cfg.Jitter*c.cfg.Rand())
+	return d - int64(float64(d)*c.cfg.Jitter*c.uniform())
 }
 
 // xfetchCutoff is the value of remaining/(Beta*delta) above which the probability of an early
@@ -171,5 +171,10 @@ func (c *Cache[V]) refreshEarly(e *entry[V], now int64) bool {
 	if x > xfetchCutoff {
 		return false
 	}
-	return c.cfg.Rand() < math.Exp(-x)
+	return c.uniform() < math.Exp(-x)
+}
+
+// uniform returns a uniform value in [0, 1) from the top 53 bits of Options.Rand.
+func (c *Cache[V]) uniform() float64 {
+	return float64(c.cfg.Rand()>>11) / (1 << 53)
 }

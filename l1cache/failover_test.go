@@ -29,7 +29,7 @@ func TestInvalidatorFollowsAFailoverOfItsMaster(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Replicas: true})
-			client := func() PubSubClient {
+			client := func() Client {
 				return cl.Client(t, func(o *redis.ClusterOptions) { o.ClusterStateReloadInterval = time.Hour })
 			}
 			channel := celebritytest.NewPrefix(t) + "inv"

@@ -306,7 +306,7 @@ func TestRefreshIsCountedBeforeItsLoaderRuns(t *testing.T) {
 			seen := make(chan Stats, 1)
 			o := Options[string]{Clock: clock.Now, Fresh: 10 * time.Second, Stale: time.Hour, NoJitter: true}
 			if early {
-				o.Beta, o.Rand = 1, func() float64 { return 0.5 }
+				o.Beta, o.Rand = 1, func() uint64 { return 1 << 63 } // 0.5
 			}
 			c = newCache(t, func(ctx context.Context, key string) (string, error) {
 				if calls.Add(1) == 2 {

@@ -17,20 +17,20 @@ import (
 func TestMain(m *testing.M) {
 	// CELEBRITYTEST_ACL=l1cache runs every test as a user holding only the package's rule,
 	// for a channel pattern covering the channels the tests build under Prefix.
-	celebritytest.RegisterRule("l1cache", func(prefix string) []string { return ACLRule(prefix + "*") })
+	celebritytest.RegisterRule("l1cache", func(prefix string) []string { return ACLRule(InvalidatorOptions{Channel: prefix + "*"}) })
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
 	os.Setenv("REDIS_ADDR", celebritytest.Standalone(celebritytest.ForMain()).Addr())
 	celebritytest.Main(m)
 }
 
 // seededRand returns a deterministic, concurrency-safe Options.Rand.
-func seededRand(seed uint64) func() float64 {
+func seededRand(seed uint64) func() uint64 {
 	var mu sync.Mutex
 	r := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	return func() float64 {
+	return func() uint64 {
 		mu.Lock()
 		defer mu.Unlock()
-		return r.Float64()
+		return r.Uint64()
 	}
 }
 

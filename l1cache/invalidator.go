@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// PubSubClient is the part of a go-redis client an [Invalidator] uses. *redis.Client and
-// *redis.ClusterClient implement it.
-type PubSubClient interface {
+// Client is the part of a go-redis client an [Invalidator] uses: publishing and subscribing.
+// *redis.Client, *redis.ClusterClient and redis.UniversalClient satisfy it.
+type Client interface {
 	Publish(ctx context.Context, channel string, message any) *redis.IntCmd
 	Subscribe(ctx context.Context, channels ...string) *redis.PubSub
 	SPublish(ctx context.Context, channel string, message any) *redis.IntCmd
@@ -22,9 +22,15 @@ type PubSubClient interface {
 }
 
 var (
-	_ PubSubClient = (*redis.Client)(nil)
-	_ PubSubClient = (*redis.ClusterClient)(nil)
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+	_ Client = redis.UniversalClient(nil)
 )
+
+// PubSubClient is the former name of Client.
+//
+// Deprecated: use Client.
+type PubSubClient = Client
 
 // stateReloader is implemented by *redis.ClusterClient: ReloadState reloads its slot map
 // in the background.
@@ -63,7 +69,7 @@ var _ Target = (*Cache[int])(nil)
 // new owner once the cluster has promoted one (about the cluster's node timeout after a
 // master fails), whatever the client's ClusterStateReloadInterval.
 type Invalidator struct {
-	client  PubSubClient
+	client  Client
 	target  Target
 	opts    InvalidatorOptions
 	nonce   string // random per Invalidator: tells its messages from another instance's
@@ -91,7 +97,7 @@ type Invalidator struct {
 // NewInvalidator subscribes to opts.Channel with client in a goroutine owned by the returned
 // Invalidator, and applies the invalidations of other instances to target. Call Close to stop
 // it. Use [Invalidator.Ready] to wait for the first subscription.
-func NewInvalidator(client PubSubClient, target Target, opts InvalidatorOptions) (*Invalidator, error) {
+func NewInvalidator(client Client, target Target, opts InvalidatorOptions) (*Invalidator, error) {
 	if client == nil {
 		return nil, invalidf("NewInvalidator: client must not be nil")
 	}

@@ -17,7 +17,7 @@ import (
 
 // clientFactory makes a new client of the test's Redis (separate connections each time);
 // dial, when set, carries fault injection.
-type clientFactory func(t *testing.T, dial faults.DialFunc) PubSubClient
+type clientFactory func(t *testing.T, dial faults.DialFunc) Client
 
 // faultTimeout is the clients' dial, read and write timeout: a connection set up while the
 // network is blackholed fails after it, as a production client's would after its own.
@@ -27,7 +27,7 @@ const faultTimeout = 250 * time.Millisecond
 func onBothFleets(t *testing.T, fn func(t *testing.T, newClient clientFactory)) {
 	t.Run("standalone", func(t *testing.T) {
 		srv := celebritytest.Standalone(t)
-		fn(t, func(t *testing.T, dial faults.DialFunc) PubSubClient {
+		fn(t, func(t *testing.T, dial faults.DialFunc) Client {
 			return srv.Client(t, func(o *redis.Options) {
 				o.Dialer = dial
 				o.DialTimeout, o.ReadTimeout, o.WriteTimeout = faultTimeout, faultTimeout, faultTimeout
@@ -36,7 +36,7 @@ func onBothFleets(t *testing.T, fn func(t *testing.T, newClient clientFactory)) 
 	})
 	t.Run("cluster", func(t *testing.T) {
 		cl := celebritytest.SharedCluster(t)
-		fn(t, func(t *testing.T, dial faults.DialFunc) PubSubClient {
+		fn(t, func(t *testing.T, dial faults.DialFunc) Client {
 			return cl.Client(t, func(o *redis.ClusterOptions) {
 				o.Dialer = dial
 				o.DialTimeout, o.ReadTimeout, o.WriteTimeout = faultTimeout, faultTimeout, faultTimeout
@@ -58,7 +58,7 @@ type instance struct {
 	events chan Event // the cache's invalidation events
 }
 
-func newInstance(t *testing.T, client PubSubClient, src *source, channel string, o Options[string]) *instance {
+func newInstance(t *testing.T, client Client, src *source, channel string, o Options[string]) *instance {
 	t.Helper()
 	in := &instance{events: make(chan Event, 1024)}
 	o.OnEvent = func(e Event) {

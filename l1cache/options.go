@@ -112,9 +112,10 @@ type Options[V any] struct {
 	// resolution (more if that goroutine is delayed) late. Several caches can share one
 	// otter.CoarseClock clk with func() time.Time { return time.Unix(0, clk.NowNano()) }.
 	Clock func() time.Time
-	// Rand returns uniform values in [0, 1) for jitter and early refresh. It must be safe for
-	// concurrent use. Default: math/rand/v2.Float64.
-	Rand func() float64
+	// Rand returns uniformly random 64-bit values for jitter and early refresh (the cache
+	// uses the top 53 bits as a fraction in [0, 1)). It must be safe for concurrent use.
+	// Default: math/rand/v2.Uint64.
+	Rand func() uint64
 	// Logger receives loader panics and failed background refreshes. Default: none.
 	Logger *slog.Logger
 	// OnEvent, if set, is called synchronously for every [Event], outside the cache's locks.
@@ -213,7 +214,7 @@ func (o Options[V]) tuningDefaults() (Options[V], error) {
 		o.MaxRefreshes = DefaultMaxRefreshes
 	}
 	if o.Rand == nil {
-		o.Rand = rand.Float64
+		o.Rand = rand.Uint64
 	}
 	return o, nil
 }

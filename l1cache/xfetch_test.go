@@ -41,7 +41,7 @@ func TestEarlyRefreshStartsBeforeExpiryAtTheXFetchThreshold(t *testing.T) {
 	clock := new(testkit.Clock)
 	delta := time.Second
 	c, refreshed := slowLoadCache(t, clock, delta, Options[string]{
-		Fresh: 10 * time.Second, NoJitter: true, Beta: 1, Rand: func() float64 { return 0.5 },
+		Fresh: 10 * time.Second, NoJitter: true, Beta: 1, Rand: func() uint64 { return 1 << 63 },
 	})
 	require.Equal(t, "first", get(t, c, "k")) // loaded at 0, took 1s: fresh until 10s
 	threshold := 10*time.Second - time.Duration(math.Ln2*float64(delta))
@@ -102,7 +102,7 @@ func TestEarlyRefreshNeverRunsWithBetaZero(t *testing.T) {
 	clock := new(testkit.Clock)
 	// Rand returning 0 would refresh on every hit if early refresh were on.
 	c, _ := slowLoadCache(t, clock, time.Second, Options[string]{
-		Fresh: 10 * time.Second, NoJitter: true, Rand: func() float64 { return 0 },
+		Fresh: 10 * time.Second, NoJitter: true, Rand: func() uint64 { return 0 },
 	})
 	get(t, c, "k")
 	for clock.Elapsed() < 10*time.Second-time.Millisecond {

@@ -18,20 +18,24 @@ var aclShardCommands = []string{"+del", "+zmscore", "+xrange"}
 var aclTenantCommands = []string{"+pttl", "+dump", "+restore"}
 
 // ControlACLRule returns the ACL rule a host grants the control Redis's user of a
-// Coordinator or a Cache whose prefix is prefix (empty: routing.DefaultPrefix), as ACL
-// SETUSER arguments: routing.ControlACLRule (the journal's keys are under the same hash
-// tag) and the journal's commands, without repeats.
-func ControlACLRule(prefix string) []string {
-	return aclUnion(routing.ControlACLRule(prefix), aclControlCommands)
+// Coordinator or a Cache created with o (an Options or a CacheOptions), as ACL SETUSER
+// arguments: routing.ControlACLRule for o's Prefix (empty: routing.DefaultPrefix; the
+// journal's keys are under the same hash tag) and the journal's commands, without repeats.
+// Only the Prefix changes the rule.
+func ControlACLRule[O Options | CacheOptions](o O) []string {
+	prefix, _ := aclOptions(o)
+	return aclUnion(routing.ControlACLRule(routing.StoreOptions{Prefix: prefix}), aclControlCommands)
 }
 
 // ShardACLRule returns the ACL rule a host grants each shard's user of a Coordinator or a
-// Cache whose prefix is prefix (empty: routing.DefaultPrefix), as ACL SETUSER arguments:
-// routing.ShardACLRule and the copy's commands, without repeats. For a Cache, tenantKeys are
-// the key patterns of the tenants' own keys (the host's, not under the prefix), granted with
-// the commands that copy them; a Coordinator needs none.
-func ShardACLRule(prefix string, tenantKeys ...string) []string {
-	rule := aclUnion(routing.ShardACLRule(prefix), aclShardCommands)
+// Cache created with o (an Options or a CacheOptions), as ACL SETUSER arguments:
+// routing.ShardACLRule for o's Prefix and the copy's commands, without repeats. For a Cache,
+// CacheOptions.TenantKeys (the key patterns of the tenants' own keys, the host's, not under
+// the prefix) are granted with the commands that copy them; a Coordinator needs none. No
+// other option changes the rule.
+func ShardACLRule[O Options | CacheOptions](o O) []string {
+	prefix, tenantKeys := aclOptions(o)
+	rule := aclUnion(routing.ShardACLRule(routing.ShardOptions{Prefix: prefix}), aclShardCommands)
 	if len(tenantKeys) == 0 {
 		return rule
 	}
@@ -41,10 +45,21 @@ func ShardACLRule(prefix string, tenantKeys ...string) []string {
 	return aclUnion(rule, aclTenantCommands)
 }
 
-// ACLRule returns the union of ControlACLRule and ShardACLRule, without repeats: the rule of
-// one user that is both the control Redis's and the shards' (one Redis serving both).
-func ACLRule(prefix string, tenantKeys ...string) []string {
-	return aclUnion(ControlACLRule(prefix), ShardACLRule(prefix, tenantKeys...))
+// ACLRule returns the union of ControlACLRule(o) and ShardACLRule(o), without repeats: the
+// rule of one user that is both the control Redis's and the shards' (one Redis serving both).
+func ACLRule[O Options | CacheOptions](o O) []string {
+	return aclUnion(ControlACLRule(o), ShardACLRule(o))
+}
+
+// aclOptions returns what the rules read of o: its Prefix and a Cache's TenantKeys.
+func aclOptions[O Options | CacheOptions](o O) (prefix string, tenantKeys []string) {
+	switch o := any(o).(type) {
+	case Options:
+		return o.Prefix, nil
+	case CacheOptions:
+		return o.Prefix, o.TenantKeys
+	}
+	return "", nil
 }
 
 // aclUnion returns a followed by the elements of b not in a, without repeats.

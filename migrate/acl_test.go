@@ -17,7 +17,8 @@ import (
 // with CELEBRITYTEST_ACL=migrate, is their union.
 func TestACLRuleIsTheDocumentedOne(t *testing.T) {
 	const tenants = "tenant:*"
-	control, shard := migrate.ControlACLRule(""), migrate.ShardACLRule("", tenants)
+	control, shard := migrate.ControlACLRule(migrate.CacheOptions{TenantKeys: []string{tenants}}),
+		migrate.ShardACLRule(migrate.CacheOptions{TenantKeys: []string{tenants}})
 	for _, r := range [][]string{control, shard} {
 		sorted := slices.Sorted(slices.Values(r))
 		require.Equal(t, slices.Compact(slices.Clone(sorted)), sorted, "no repeats")
@@ -29,19 +30,19 @@ func TestACLRuleIsTheDocumentedOne(t *testing.T) {
 	slices.Sort(both)
 	require.Equal(t, doc, slices.Compact(both))
 
-	for _, r := range routing.ControlACLRule("") {
+	for _, r := range routing.ControlACLRule(routing.Options{}) {
 		require.Contains(t, control, r, "routing's control rule")
 	}
-	for _, r := range routing.ShardACLRule("") {
+	for _, r := range routing.ShardACLRule(routing.Options{}) {
 		require.Contains(t, shard, r, "routing's shard rule")
 	}
-	coordinator := migrate.ShardACLRule("")
+	coordinator := migrate.ShardACLRule(migrate.Options{})
 	for _, r := range []string{"+pttl", "+dump", "+restore"} {
 		require.NotContains(t, coordinator, r, "a Coordinator copies no tenant key")
 	}
-	union := slices.Sorted(slices.Values(migrate.ACLRule("P")))
-	all := append(migrate.ControlACLRule("P"), migrate.ShardACLRule("P")...)
+	union := slices.Sorted(slices.Values(migrate.ACLRule(migrate.Options{Prefix: "P"})))
+	all := append(migrate.ControlACLRule(migrate.CacheOptions{Prefix: "P"}), migrate.ShardACLRule(migrate.CacheOptions{Prefix: "P"})...)
 	slices.Sort(all)
 	require.Equal(t, slices.Compact(all), union)
-	require.Equal(t, migrate.ACLRule(routing.DefaultPrefix), migrate.ACLRule(""))
+	require.Equal(t, migrate.ACLRule(migrate.Options{Prefix: routing.DefaultPrefix}), migrate.ACLRule(migrate.Options{}))
 }

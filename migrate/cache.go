@@ -15,25 +15,17 @@ import (
 	"github.com/celebrity-go/celebrity/routing"
 )
 
-// CacheClient is the part of a go-redis client cache mode needs on a shard: copying a key
-// with its remaining TTL.
-type CacheClient interface {
-	Dump(ctx context.Context, key string) *redis.StringCmd
-	PTTL(ctx context.Context, key string) *redis.DurationCmd
-	RestoreReplace(ctx context.Context, key string, ttl time.Duration, value string) *redis.StatusCmd
-}
-
-var (
-	_ CacheClient = (*redis.Client)(nil)
-	_ CacheClient = (*redis.ClusterClient)(nil)
-)
-
 // CacheOptions configure a Cache. Shards is required.
 type CacheOptions struct {
 	// Shards names the shards' clients, as the route table names them.
-	Shards map[string]CacheClient
+	Shards map[string]ShardClient
 	// Prefix is routing's key prefix (no braces). Default: routing.DefaultPrefix.
 	Prefix string
+	// TenantKeys are the key patterns (globs such as "app:*") of the tenants' own keys that
+	// CacheSpec.Keys name: the host's keys, not under Prefix. The Cache does not read it;
+	// ACLRule and ShardACLRule grant these patterns on the shards with the commands that copy
+	// the keys. Default: none.
+	TenantKeys []string
 	// Clock returns the current time; journal timestamps and the rollback window use it.
 	// Default: time.Now.
 	Clock func() time.Time
@@ -79,7 +71,7 @@ func (o CacheOptions) withDefaults() (CacheOptions, error) {
 type Cache struct {
 	control Control
 	store   *routing.Store
-	shards  map[string]CacheClient
+	shards  map[string]ShardClient
 	o       CacheOptions
 	keys    routing.Keys
 }
@@ -253,7 +245,7 @@ func (c *Cache) create(ctx context.Context, spec CacheSpec, source string, had b
 
 // warm copies each of keys from src to dst with its remaining TTL (as of now) and tallies
 // what it copied.
-func (c *Cache) warm(ctx context.Context, src, dst CacheClient, keys []string, now time.Time) (warmTally, error) {
+func (c *Cache) warm(ctx context.Context, src, dst ShardClient, keys []string, now time.Time) (warmTally, error) {
 	w := warmTally{now: now}
 	for _, key := range keys {
 		ttl, err := src.PTTL(ctx, key).Result()

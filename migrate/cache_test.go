@@ -64,13 +64,7 @@ func (r *cacheReader) stampede(t testing.TB, keys []string, readers int) {
 	wg.Wait()
 }
 
-func cacheShards(e *env) map[string]migrate.CacheClient {
-	out := map[string]migrate.CacheClient{}
-	for n, c := range e.clients {
-		out[n] = c.(migrate.CacheClient)
-	}
-	return out
-}
+func cacheShards(e *env) map[string]migrate.ShardClient { return e.clients }
 
 func TestCacheMoveWarmFlipRollbackWithoutStampede(t *testing.T) {
 	e := newEnv(t, routing.ShardOptions{})

@@ -259,7 +259,7 @@ func TestCarveOutMovesOneTenantWhileItsBucketKeepsWriting(t *testing.T) {
 				}()
 			}
 			// A router of package routing writes the fat tenant too (pub/sub and poll).
-			rclients := map[string]routing.Scripter{}
+			rclients := map[string]routing.ShardClient{}
 			for n, c := range e.clients {
 				rclients[n] = c
 			}

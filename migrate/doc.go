@@ -261,7 +261,7 @@
 // +hgetall +hmget +hscan +hset +xadd +xinfo|stream +zadd +zrangebyscore +zrem +del +zmscore
 // +xrange" (+pttl +dump +restore with the tenants' key patterns for a Cache). No channel is
 // subscribed besides the Router's. [ControlACLRule] and [ShardACLRule] return these rules
-// for a prefix (the shard rule with a Cache's tenant key patterns), as ACL SETUSER
-// arguments; the package's tests run once as a user holding their union, [ACLRule]
+// for the options given to New or NewCache (the shard rule with a Cache's
+// CacheOptions.TenantKeys), as ACL SETUSER arguments; the package's tests run once as a user holding their union, [ACLRule]
 // (CELEBRITYTEST_ACL=migrate).
 package migrate

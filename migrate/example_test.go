@@ -38,7 +38,7 @@ func newExampleEnv() *exampleEnv {
 		b:       redis.NewClient(&redis.Options{Addr: srv[2].Addr()}),
 	}
 	r, err := routing.New(e.control, routing.Options{
-		Shards: map[string]routing.Scripter{"a": e.a, "b": e.b},
+		Shards: map[string]routing.ShardClient{"a": e.a, "b": e.b},
 		Prefix: e.prefix,
 	})
 	if err != nil {
@@ -515,7 +515,7 @@ func ExampleCoordinator_ClearClaim() {
 // owns its bucket, with an hour to live; it returns that shard's client and the other shard.
 func exampleCache(e *exampleEnv) (*migrate.Cache, *redis.Client, string) {
 	mv, err := migrate.NewCache(e.control, migrate.CacheOptions{
-		Shards: map[string]migrate.CacheClient{"a": e.a, "b": e.b},
+		Shards: map[string]migrate.ShardClient{"a": e.a, "b": e.b},
 		Prefix: e.prefix,
 	})
 	if err != nil {
@@ -538,7 +538,7 @@ func ExampleNewCache() {
 	e := newExampleEnv()
 	defer e.close()
 	mv, err := migrate.NewCache(e.control, migrate.CacheOptions{
-		Shards: map[string]migrate.CacheClient{"a": e.a, "b": e.b},
+		Shards: map[string]migrate.ShardClient{"a": e.a, "b": e.b},
 		Prefix: e.prefix,
 	})
 	if err != nil {

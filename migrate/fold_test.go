@@ -107,7 +107,7 @@ func TestFoldBackReturnsATenantIntoItsBucketWhileItKeepsWriting(t *testing.T) {
 					errs <- m.writer(ctx, c, fat, fmt.Sprintf("fat%d", i), 40, stop, &fatStale)
 				}()
 			}
-			rclients := map[string]routing.Scripter{}
+			rclients := map[string]routing.ShardClient{}
 			for n, c := range e.clients {
 				rclients[n] = c
 			}

@@ -73,14 +73,14 @@ type linPlan struct {
 // shard's dial makes a client whose every connection passes a faults.Injector.
 type linEnv struct {
 	e     *env
-	dial  map[string]func(t *testing.T, in *faults.Injector, retries bool) routing.Scripter
+	dial  map[string]func(t *testing.T, in *faults.Injector, retries bool) routing.ShardClient
 	quiet routing.Control // a Redis on which nobody announces this env's tables
 }
 
 func linEnvs(t *testing.T) map[string]*linEnv {
 	srv := celebritytest.Shards(t, 6)
-	standalone := func(s *celebritytest.Server) func(*testing.T, *faults.Injector, bool) routing.Scripter {
-		return func(t *testing.T, in *faults.Injector, retries bool) routing.Scripter {
+	standalone := func(s *celebritytest.Server) func(*testing.T, *faults.Injector, bool) routing.ShardClient {
+		return func(t *testing.T, in *faults.Injector, retries bool) routing.ShardClient {
 			return s.Client(t, func(o *redis.Options) {
 				o.Dialer = in.Dialer(nil)
 				if !retries {
@@ -92,7 +92,7 @@ func linEnvs(t *testing.T) map[string]*linEnv {
 	std := &linEnv{
 		e: newEnvOver(t, srv[0].Client(t), map[string]migrate.ShardClient{"a": srv[1].Client(t), "b": srv[2].Client(t),
 			"c": srv[3].Client(t), "d": srv[4].Client(t)}, routing.ShardOptions{}),
-		dial: map[string]func(*testing.T, *faults.Injector, bool) routing.Scripter{"a": standalone(srv[1]),
+		dial: map[string]func(*testing.T, *faults.Injector, bool) routing.ShardClient{"a": standalone(srv[1]),
 			"b": standalone(srv[2]), "c": standalone(srv[3]), "d": standalone(srv[4])},
 		quiet: srv[5].Client(t),
 	}
@@ -100,8 +100,8 @@ func linEnvs(t *testing.T) map[string]*linEnv {
 	clu := &linEnv{
 		e: newEnvOver(t, cl.Client(t), map[string]migrate.ShardClient{"a": cl.Client(t), "b": srv[2].Client(t),
 			"c": srv[3].Client(t), "d": srv[4].Client(t)}, routing.ShardOptions{}),
-		dial: map[string]func(*testing.T, *faults.Injector, bool) routing.Scripter{
-			"a": func(t *testing.T, in *faults.Injector, retries bool) routing.Scripter {
+		dial: map[string]func(*testing.T, *faults.Injector, bool) routing.ShardClient{
+			"a": func(t *testing.T, in *faults.Injector, retries bool) routing.ShardClient {
 				return cl.Client(t, func(o *redis.ClusterOptions) {
 					o.Dialer = in.Dialer(nil)
 					if !retries {
@@ -117,8 +117,8 @@ func linEnvs(t *testing.T) map[string]*linEnv {
 
 // shards returns a client of every shard through in; retries false turns go-redis's own
 // retries off, so that a lost reply reaches the caller.
-func (le *linEnv) shards(t *testing.T, in *faults.Injector, retries bool) map[string]routing.Scripter {
-	out := make(map[string]routing.Scripter, len(le.dial))
+func (le *linEnv) shards(t *testing.T, in *faults.Injector, retries bool) map[string]routing.ShardClient {
+	out := make(map[string]routing.ShardClient, len(le.dial))
 	for name, dial := range le.dial {
 		out[name] = dial(t, in, retries)
 	}
@@ -324,8 +324,8 @@ func (le *linEnv) run(t *testing.T, plan linPlan) {
 	require.Positive(t, run.replayedMoved.Load(), "a write whose reply was lost, retried after a move, replayed by the new owner")
 }
 
-func scripters(e *env) map[string]routing.Scripter {
-	out := make(map[string]routing.Scripter, len(e.clients))
+func scripters(e *env) map[string]routing.ShardClient {
+	out := make(map[string]routing.ShardClient, len(e.clients))
 	for n, c := range e.clients {
 		out[n] = c
 	}

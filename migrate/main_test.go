@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 	// CELEBRITYTEST_ACL=migrate runs every test as a user holding only the package's rule (one
 	// Redis user for the control Redis and the shards), for a prefix pattern covering the
 	// prefixes the tests build (the env's prefix, celebritytest.Prefix without its colon).
-	celebritytest.RegisterRule("migrate", func(p string) []string { return migrate.ACLRule(p + "*") })
+	celebritytest.RegisterRule("migrate", func(p string) []string { return migrate.ACLRule(migrate.Options{Prefix: p + "*"}) })
 	celebritytest.Main(m)
 }
 

@@ -13,27 +13,41 @@ import (
 	"github.com/celebrity-go/celebrity/routing"
 )
 
-// Control is the part of a go-redis client the coordinator needs in the control Redis: the
-// route table store's commands and the journal's.
+// Control is the part of a go-redis client a Coordinator and a Cache need in the control
+// Redis: the route table store's commands and the journal's. *redis.Client,
+// *redis.ClusterClient and redis.UniversalClient satisfy it.
 type Control interface {
 	routing.Control
 	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
 	ZRange(ctx context.Context, key string, start, stop int64) *redis.StringSliceCmd
 }
 
-// ShardClient is the part of a go-redis client the coordinator needs on a shard: routing's
-// guarded store plus the reads of a snapshot and a change log.
+// ShardClient is the part of a go-redis client a Coordinator and a Cache need on a shard:
+// routing's guarded store, the reads of a snapshot and a change log, and a Cache's copy of a
+// key with its remaining TTL. *redis.Client, *redis.ClusterClient and redis.UniversalClient
+// satisfy it, so one map of shard clients serves Options.Shards and CacheOptions.Shards.
 type ShardClient interface {
-	routing.Scripter
+	routing.ShardClient
 	HScan(ctx context.Context, key string, cursor uint64, match string, count int64) *redis.ScanCmd
 	ZMScore(ctx context.Context, key string, members ...string) *redis.FloatSliceCmd
+	Dump(ctx context.Context, key string) *redis.StringCmd
+	PTTL(ctx context.Context, key string) *redis.DurationCmd
+	RestoreReplace(ctx context.Context, key string, ttl time.Duration, value string) *redis.StatusCmd
 }
+
+// CacheClient is the former name of a Cache's shard client, now the package's one
+// ShardClient.
+//
+// Deprecated: use ShardClient.
+type CacheClient = ShardClient
 
 var (
 	_ Control     = (*redis.Client)(nil)
 	_ Control     = (*redis.ClusterClient)(nil)
+	_ Control     = redis.UniversalClient(nil)
 	_ ShardClient = (*redis.Client)(nil)
 	_ ShardClient = (*redis.ClusterClient)(nil)
+	_ ShardClient = redis.UniversalClient(nil)
 )
 
 // Defaults of Options.

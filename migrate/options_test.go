@@ -43,8 +43,8 @@ func TestBadOptionsWrapErrInvalidAndNameTheField(t *testing.T) {
 		o     CacheOptions
 	}{
 		{"CacheOptions.Shards", CacheOptions{}},
-		{"CacheOptions.Prefix", CacheOptions{Shards: map[string]CacheClient{"a": cl}, Prefix: "{x"}},
-		{"CacheOptions.RollbackWindow", CacheOptions{Shards: map[string]CacheClient{"a": cl}, RollbackWindow: 25 * time.Hour}},
+		{"CacheOptions.Prefix", CacheOptions{Shards: map[string]ShardClient{"a": cl}, Prefix: "{x"}},
+		{"CacheOptions.RollbackWindow", CacheOptions{Shards: map[string]ShardClient{"a": cl}, RollbackWindow: 25 * time.Hour}},
 	} {
 		_, err := tc.o.withDefaults()
 		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tc.field) {
@@ -86,7 +86,7 @@ func TestClockFallsBackToTimeNow(t *testing.T) {
 	if err != nil || o.Clock().Unix() != 1 {
 		t.Errorf("Options: got %v; want the clock", err)
 	}
-	co, err := CacheOptions{Shards: map[string]CacheClient{"a": cl}, Clock: clock}.withDefaults()
+	co, err := CacheOptions{Shards: map[string]ShardClient{"a": cl}, Clock: clock}.withDefaults()
 	if err != nil || co.Clock().Unix() != 1 {
 		t.Errorf("CacheOptions: got %v; want the clock", err)
 	}

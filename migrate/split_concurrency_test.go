@@ -491,7 +491,7 @@ func TestSplitReadersDuringTheWidthChange(t *testing.T) {
 	_, err := co.Split(ctx, migrate.SplitSpec{Tenant: tenant, Targets: []string{"b", "c", "d", "a"}})
 	require.NoError(t, err)
 
-	rclients := map[string]routing.Scripter{}
+	rclients := map[string]routing.ShardClient{}
 	for n, c := range e.clients {
 		rclients[n] = c
 	}

@@ -176,7 +176,7 @@ func splitWriters(t *testing.T, e *env, m *tmodel, round int, tenant, neighbour 
 			errs <- m.writer(ctx, c, tenant, fmt.Sprintf("w%d-%d", round, i), 40, stop, stale)
 		}()
 	}
-	rclients := map[string]routing.Scripter{}
+	rclients := map[string]routing.ShardClient{}
 	for n, c := range e.clients {
 		rclients[n] = c
 	}

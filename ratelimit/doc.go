@@ -224,7 +224,7 @@
 // "~celebrity:ratelimit:* +evalsha +eval +get +set +hget +hset +hmget +hincrby +pexpire
 // +pexpireat +time". Scripts touch derived keys of their declared key's slot, so the key
 // pattern must cover the whole prefix. No other command and no channel is used. [ACLRule]
-// returns the rule for a prefix, as ACL SETUSER arguments; the package's tests run once as a
+// returns the rule for a Limiter's Options, as ACL SETUSER arguments; the package's tests run once as a
 // user holding only it (CELEBRITYTEST_ACL=ratelimit).
 //
 // # Memory

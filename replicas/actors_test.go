@@ -36,7 +36,7 @@ func TestGetOrLoadAfterDeleteDoesNotServeOlderLoad(t *testing.T) {
 			require.NoError(t, r.Set(ctx, key, []byte("v1"), 1, time.Minute))
 			require.NoError(t, r.Delete(ctx, key, 2))
 			var loads atomic.Int32
-			load := func(context.Context) (replicas.Item, error) {
+			load := func(context.Context, string) (replicas.Item, error) {
 				loads.Add(1)
 				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
 			}
@@ -75,7 +75,7 @@ func TestZombieFillerWithLeaseGoneReturnsItsLoad(t *testing.T) {
 					20*time.Second, 5*time.Millisecond)
 				close(release)
 			}()
-			it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				close(started)
 				<-release
 				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
@@ -157,7 +157,7 @@ func TestGetOrLoadAfterDeleteDoesNotJoinAnEarlierRead(t *testing.T) {
 		hold.armed.Store(true)
 		first := make(chan error, 1)
 		go func() {
-			_, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			_, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				return replicas.Item{}, replicas.ErrNotFound
 			})
 			first <- err
@@ -172,7 +172,7 @@ func TestGetOrLoadAfterDeleteDoesNotJoinAnEarlierRead(t *testing.T) {
 		}
 		second := make(chan result, 1)
 		go func() {
-			it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				once.Do(func() { close(loaded) })
 				return replicas.Item{}, replicas.ErrNotFound
 			})
@@ -203,7 +203,7 @@ func TestFleetLoadsALaggingSourceOnceAfterDelete(t *testing.T) {
 		require.NoError(t, w.Set(ctx, key, []byte("v1"), 1, time.Minute))
 		require.NoError(t, w.Delete(ctx, key, 2))
 		var loads atomic.Int32
-		load := func(context.Context) (replicas.Item, error) {
+		load := func(context.Context, string) (replicas.Item, error) {
 			loads.Add(1)
 			return replicas.Item{Value: []byte("v1"), Version: 1}, nil
 		}
@@ -322,7 +322,7 @@ func TestTwoFillersNeverTakeAReaderBack(t *testing.T) {
 	aStarted, aGo := make(chan struct{}), make(chan struct{})
 	aDone := make(chan replicas.Item, 1)
 	go func() {
-		it, err := a.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+		it, err := a.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 			close(aStarted)
 			<-aGo
 			return replicas.Item{Value: []byte("v5"), Version: 5}, nil
@@ -339,7 +339,7 @@ func TestTwoFillersNeverTakeAReaderBack(t *testing.T) {
 	bStarted, bGo := make(chan struct{}), make(chan struct{})
 	bDone := make(chan replicas.Item, 1)
 	go func() {
-		it, err := b.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+		it, err := b.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 			close(bStarted)
 			<-bGo
 			return replicas.Item{Value: []byte("v3"), Version: 3}, nil

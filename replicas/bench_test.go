@@ -193,7 +193,7 @@ func BenchmarkMissAndHitCost(b *testing.B) {
 	r := newReplicator(b, client, replicas.Options{})
 	ctx := context.Background()
 	p := celebritytest.NewPrefix(b)
-	load := func(context.Context) (replicas.Item, error) {
+	load := func(context.Context, string) (replicas.Item, error) {
 		return replicas.Item{Value: []byte("v"), Version: 1}, nil
 	}
 	naive := func(key string) error {

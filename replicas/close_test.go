@@ -26,7 +26,7 @@ func TestCloseDoesNotWaitForALoaderIgnoringItsContext(t *testing.T) {
 	require.NoError(t, err)
 	started, release := make(chan struct{}), make(chan struct{})
 	var sawValue atomic.Bool
-	load := func(ctx context.Context) (replicas.Item, error) {
+	load := func(ctx context.Context, _ string) (replicas.Item, error) {
 		sawValue.Store(ctx.Value(ctxKey{}) == "trace-42")
 		close(started)
 		<-release // ignores ctx
@@ -65,7 +65,7 @@ func TestCloseDoesNotWaitForALoaderIgnoringItsContext(t *testing.T) {
 
 	// The late result is dropped and the lease was given up: another instance loads.
 	other := newReplicator(t, s.Client(t), replicas.Options{Prefix: prefix})
-	it, err := other.GetOrLoad(testkit.Ctx(t), key, 0, func(context.Context) (replicas.Item, error) {
+	it, err := other.GetOrLoad(testkit.Ctx(t), key, 0, func(context.Context, string) (replicas.Item, error) {
 		return replicas.Item{Value: []byte("fresh"), Version: 2}, nil
 	})
 	require.NoError(t, err)

@@ -6,8 +6,8 @@
 //	if err != nil { ... }
 //	defer r.Close()
 //	_ = r.Promote(ctx, "post:ronaldo") // or Options.Hot, or Options.IsHot
-//	item, err := r.GetOrLoad(ctx, "post:ronaldo", time.Minute, func(ctx context.Context) (replicas.Item, error) {
-//		body, version, err := db.LoadPost(ctx, "ronaldo") // once for the whole fleet
+//	item, err := r.GetOrLoad(ctx, "post:ronaldo", time.Minute, func(ctx context.Context, key string) (replicas.Item, error) {
+//		body, version, err := db.LoadPost(ctx, key) // once for the whole fleet
 //		return replicas.Item{Value: body, Version: version}, err
 //	})
 //	err = r.Set(ctx, "post:ronaldo", body, version, time.Hour) // after the database write

@@ -45,7 +45,7 @@ func Example() {
 	}
 	loads := 0
 	for range 3 {
-		item, err := r.GetOrLoad(ctx, "post:ronaldo", time.Minute, func(ctx context.Context) (replicas.Item, error) {
+		item, err := r.GetOrLoad(ctx, "post:ronaldo", time.Minute, func(ctx context.Context, _ string) (replicas.Item, error) {
 			loads++ // the database query
 			return replicas.Item{Value: []byte("goal!"), Version: 42}, nil
 		})
@@ -109,7 +109,7 @@ func ExampleReplicator_GetOrLoad() {
 
 	loads := 0
 	load := func(key string) replicas.Loader {
-		return func(ctx context.Context) (replicas.Item, error) {
+		return func(ctx context.Context, _ string) (replicas.Item, error) {
 			loads++
 			if key != "user:1" {
 				return replicas.Item{}, replicas.ErrNotFound

@@ -37,7 +37,7 @@ func TestZombieHolderAfterTakeover(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			it, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			it, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				close(started)
 				<-release
 				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
@@ -60,7 +60,7 @@ func TestZombieHolderAfterTakeover(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+				it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 					loads.Add(1)
 					return replicas.Item{Value: []byte("v2"), Version: 2}, nil
 				})
@@ -105,7 +105,7 @@ func TestDeleteWhileHolderLoads(t *testing.T) {
 		started, release := make(chan struct{}), make(chan struct{})
 		done := make(chan error, 1)
 		go func() {
-			_, err := holder.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			_, err := holder.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				close(started)
 				<-release
 				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
@@ -119,7 +119,7 @@ func TestDeleteWhileHolderLoads(t *testing.T) {
 		if err != nil {
 			require.ErrorIs(t, err, replicas.ErrNotFound, "the call overlapped the Delete: v1 or not found")
 		}
-		stale := func(context.Context) (replicas.Item, error) {
+		stale := func(context.Context, string) (replicas.Item, error) {
 			return replicas.Item{Value: []byte("v1"), Version: 1}, nil
 		}
 		for _, r := range []*replicas.Replicator{holder, other, newReplicator(t, f.client(t), o)} {
@@ -160,7 +160,7 @@ func TestLostLeaseReplyRetried(t *testing.T) {
 		ctx := testkit.Ctx(t)
 		const key = "post:lost-lease-reply"
 		var loads atomic.Int32
-		load := func(context.Context) (replicas.Item, error) {
+		load := func(context.Context, string) (replicas.Item, error) {
 			loads.Add(1)
 			return replicas.Item{Value: []byte("v1"), Version: 1}, nil
 		}
@@ -188,7 +188,7 @@ func TestLostFillReplyRetried(t *testing.T) {
 		ctx := testkit.Ctx(t)
 		const key = "post:lost-fill-reply"
 		inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "v1-body"}, 1)
-		it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+		it, err := r.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 			return replicas.Item{Value: []byte("v1-body"), Version: 1}, nil
 		})
 		require.NoError(t, err)
@@ -224,7 +224,7 @@ func TestZombieResumesBeforeTheNewHolderFills(t *testing.T) {
 		startedZ, releaseZ := make(chan struct{}), make(chan struct{})
 		doneZ := make(chan result, 1)
 		go func() {
-			it, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			it, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				close(startedZ)
 				<-releaseZ
 				return replicas.Item{Value: []byte("v1"), Version: 1}, nil
@@ -237,7 +237,7 @@ func TestZombieResumesBeforeTheNewHolderFills(t *testing.T) {
 		startedT, releaseT := make(chan struct{}), make(chan struct{})
 		doneT := make(chan result, 1)
 		go func() {
-			it, err := taker.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			it, err := taker.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				close(startedT)
 				<-releaseT
 				return replicas.Item{Value: []byte("v2"), Version: 2}, nil
@@ -296,7 +296,7 @@ func TestZombieAbsentOrErrorAfterTakeover(t *testing.T) {
 					startedZ, releaseZ := make(chan struct{}), make(chan struct{})
 					doneZ := make(chan error, 1)
 					go func() {
-						_, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+						_, err := zombie.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 							close(startedZ)
 							<-releaseZ
 							return replicas.Item{}, outcome
@@ -313,7 +313,7 @@ func TestZombieAbsentOrErrorAfterTakeover(t *testing.T) {
 					}
 					doneT := make(chan result, 1)
 					go func() {
-						it, err := taker.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+						it, err := taker.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 							close(startedT)
 							<-releaseT
 							return replicas.Item{Value: []byte("v2"), Version: 2}, nil
@@ -341,7 +341,7 @@ func TestZombieAbsentOrErrorAfterTakeover(t *testing.T) {
 					require.Equal(t, uint64(2), v)
 					require.False(t, tomb)
 					fresh := newReplicator(t, f.client(t), marks)
-					it, err := fresh.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+					it, err := fresh.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 						return replicas.Item{}, errors.New("loaded again")
 					})
 					require.NoError(t, err)
@@ -372,7 +372,7 @@ func TestSetWhileHolderLoadsOlder(t *testing.T) {
 		}
 		done := make(chan result, 1)
 		go func() {
-			it, err := holder.GetOrLoad(ctx, key, time.Minute, func(context.Context) (replicas.Item, error) {
+			it, err := holder.GetOrLoad(ctx, key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				close(started)
 				<-release
 				return replicas.Item{Value: []byte("v1"), Version: 1}, nil

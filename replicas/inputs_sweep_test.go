@@ -49,7 +49,7 @@ func TestEmptyKeyRefusedWithoutWrite(t *testing.T) {
 	ctx := t.Context()
 	p := celebritytest.NewPrefix(t)
 	r := newReplicator(t, c, replicas.Options{Prefix: p})
-	load := func(ctx2 context.Context) (replicas.Item, error) {
+	load := func(ctx2 context.Context, _ string) (replicas.Item, error) {
 		return replicas.Item{Value: []byte("v"), Version: 1}, nil
 	}
 	_, gerr := r.Get(ctx, "")

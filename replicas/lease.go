@@ -602,7 +602,7 @@ func callLoader(ctx context.Context, key string, load Loader) (it Item, err erro
 			err = fmt.Errorf("replicas: loader of %q panicked: %v\n%s", key, p, debug.Stack())
 		}
 	}()
-	return load(ctx)
+	return load(ctx, key)
 }
 
 // release marks the lease held with token (mode "f" free, "n" absent, "e" failed with msg)

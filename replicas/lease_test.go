@@ -22,7 +22,7 @@ func TestPopularMissLoadsOnceAcrossTheFleet(t *testing.T) {
 		prefix := celebritytest.NewPrefix(t)
 		const instances, perInstance = 10, 10
 		var loads atomic.Int64
-		load := func(context.Context) (replicas.Item, error) {
+		load := func(context.Context, string) (replicas.Item, error) {
 			loads.Add(1)
 			time.Sleep(50 * time.Millisecond) // a source query takes a while
 			return replicas.Item{Value: []byte("body"), Version: 1}, nil
@@ -78,7 +78,7 @@ func TestPopularMissLoadsOnceAcrossTheFleet(t *testing.T) {
 // its context as a hung or dead process would, until release is closed; it then returns
 // first. Later calls return later at once. calls counts every call.
 func stuckLoader(started chan<- struct{}, release <-chan struct{}, first, later replicas.Item, calls *atomic.Int64) replicas.Loader {
-	return func(context.Context) (replicas.Item, error) {
+	return func(context.Context, string) (replicas.Item, error) {
 		if calls.Add(1) == 1 {
 			close(started)
 			<-release
@@ -183,10 +183,10 @@ func TestFailedLoadReleasesTheLease(t *testing.T) {
 		// A long lease: the second caller can only get in because the first released it
 		// (error records off: with them, the fleet answers the error for ErrorTTL).
 		r := newReplicator(t, f.client(t), replicas.Options{LeaseTTL: time.Minute, ErrorTTL: -1})
-		boom := func(context.Context) (replicas.Item, error) { return replicas.Item{}, context.DeadlineExceeded }
+		boom := func(context.Context, string) (replicas.Item, error) { return replicas.Item{}, context.DeadlineExceeded }
 		_, err := r.GetOrLoad(testkit.Ctx(t), key, 0, boom)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
-		it, err := r.GetOrLoad(testkit.Ctx(t), key, 0, func(context.Context) (replicas.Item, error) {
+		it, err := r.GetOrLoad(testkit.Ctx(t), key, 0, func(context.Context, string) (replicas.Item, error) {
 			return replicas.Item{Value: []byte("ok"), Version: 1}, nil
 		})
 		require.NoError(t, err)
@@ -203,7 +203,7 @@ func TestLeaseSurvivesLostReplies(t *testing.T) {
 	// Warm the scripts and connections on the master of key's slot ("{key}w" shares it), so
 	// that the dropped replies below belong to scripts that really ran, not to NOSCRIPT
 	// errors.
-	_, err := r.GetOrLoad(testkit.Ctx(t), "{"+key+"}w", 0, func(context.Context) (replicas.Item, error) {
+	_, err := r.GetOrLoad(testkit.Ctx(t), "{"+key+"}w", 0, func(context.Context, string) (replicas.Item, error) {
 		return replicas.Item{Value: []byte("w"), Version: 1}, nil
 	})
 	require.NoError(t, err)
@@ -213,7 +213,7 @@ func TestLeaseSurvivesLostReplies(t *testing.T) {
 	inj.DropReply(faults.Match{Command: "SET", Arg: "l2,"}, 1)
 	inj.DropReply(faults.Match{Command: "EVALSHA", Arg: "fill-data"}, 1)
 	var loads atomic.Int64
-	it, err := r.GetOrLoad(testkit.Ctx(t), key, 0, func(context.Context) (replicas.Item, error) {
+	it, err := r.GetOrLoad(testkit.Ctx(t), key, 0, func(context.Context, string) (replicas.Item, error) {
 		loads.Add(1)
 		return replicas.Item{Value: []byte("fill-data"), Version: 4}, nil
 	})
@@ -312,7 +312,7 @@ func TestFillFindingAWriteLeavesItExactly(t *testing.T) {
 		var got replicas.Item
 		go func() {
 			var err error
-			got, err = r.GetOrLoad(ctx, key, time.Hour, func(context.Context) (replicas.Item, error) {
+			got, err = r.GetOrLoad(ctx, key, time.Hour, func(context.Context, string) (replicas.Item, error) {
 				close(loading)
 				<-release
 				return replicas.Item{Value: []byte("v1"), Version: 1}, nil

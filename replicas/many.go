@@ -81,10 +81,10 @@ func (r *Replicator) GetOrLoadMany(ctx context.Context, keys []string, ttl time.
 		var wg sync.WaitGroup
 		wg.Go(func() { r.loadWon(lctx, b, won, ttl, load) })
 		for _, k := range hot {
-			wg.Go(func() { b.set(k)(r.GetOrLoad(lctx, k, ttl, loaderOf(load, k))) })
+			wg.Go(func() { b.set(k)(r.GetOrLoad(lctx, k, ttl, loaderOf(load))) })
 		}
 		for k, pre := range rest {
-			wg.Go(func() { b.set(k)(r.joinWait(lctx, k, ttl, loaderOf(load, k), pre)) })
+			wg.Go(func() { b.set(k)(r.joinWait(lctx, k, ttl, loaderOf(load), pre)) })
 		}
 		wg.Wait()
 	}()
@@ -183,7 +183,7 @@ func (r *Replicator) loadWon(ctx context.Context, b *batch, won map[string]strin
 	var ke KeyErrors
 	var wg sync.WaitGroup
 	for k, tok := range won {
-		one := func(context.Context) (Item, error) {
+		one := func(context.Context, string) (Item, error) {
 			if it, ok := items[k]; ok {
 				return it, nil
 			}
@@ -219,9 +219,9 @@ func callBatchLoader(ctx context.Context, keys []string, load BatchLoader) (item
 	return load(ctx, keys)
 }
 
-// loaderOf returns a Loader of key through the batch loader load.
-func loaderOf(load BatchLoader, key string) Loader {
-	return func(ctx context.Context) (Item, error) {
+// loaderOf returns a Loader through the batch loader load.
+func loaderOf(load BatchLoader) Loader {
+	return func(ctx context.Context, key string) (Item, error) {
 		items, err := callBatchLoader(ctx, []string{key}, load)
 		var ke KeyErrors
 		switch {

@@ -59,7 +59,7 @@ func TestMissingKeyLoadsOncePerWindowAcrossTheFleet(t *testing.T) {
 		key := celebritytest.NewPrefix(t) + "post:deleted"
 		reps := fleetOf(t, f, 20, replicas.Options{NegativeTTL: time.Minute, Hot: []string{key}})
 		var loads atomic.Int64
-		absent := func(context.Context) (replicas.Item, error) {
+		absent := func(context.Context, string) (replicas.Item, error) {
 			loads.Add(1)
 			time.Sleep(20 * time.Millisecond)
 			return replicas.Item{}, replicas.ErrNotFound
@@ -89,7 +89,7 @@ func TestFailingSourceLoadsOncePerWindowAcrossTheFleet(t *testing.T) {
 		key := celebritytest.NewPrefix(t) + "post:1"
 		reps := fleetOf(t, f, 20, replicas.Options{ErrorTTL: time.Minute})
 		var loads atomic.Int64
-		down := func(context.Context) (replicas.Item, error) {
+		down := func(context.Context, string) (replicas.Item, error) {
 			loads.Add(1)
 			time.Sleep(20 * time.Millisecond)
 			return replicas.Item{}, errors.New("database: connection refused")
@@ -198,11 +198,11 @@ func TestAbsentAndErrorRecordsEndWithTheirWindow(t *testing.T) {
 		load replicas.Loader
 		want error
 	}{
-		{p + "absent", func(context.Context) (replicas.Item, error) {
+		{p + "absent", func(context.Context, string) (replicas.Item, error) {
 			loads.Add(1)
 			return replicas.Item{}, replicas.ErrNotFound
 		}, replicas.ErrNotFound},
-		{p + "failing", func(context.Context) (replicas.Item, error) {
+		{p + "failing", func(context.Context, string) (replicas.Item, error) {
 			loads.Add(1)
 			return replicas.Item{}, errors.New("timeout")
 		}, replicas.ErrLoadFailed},

@@ -151,7 +151,7 @@ func TestPromoteUnderReadLoadCausesNoLoads(t *testing.T) {
 		key := celebritytest.NewPrefix(t) + "post:hot"
 		prefix := celebritytest.NewPrefix(t)
 		var loads atomic.Int64
-		load := func(context.Context) (replicas.Item, error) {
+		load := func(context.Context, string) (replicas.Item, error) {
 			loads.Add(1)
 			return replicas.Item{Value: []byte("v"), Version: 1}, nil
 		}
@@ -325,7 +325,7 @@ func TestHostsOwnKeysAreNeverReadNorWritten(t *testing.T) {
 		for _, k := range []string{plainKey, hotKey} {
 			_, err := r.Get(ctx, k)
 			require.ErrorIs(t, err, replicas.ErrNotFound, "%s: the host's key is not ours to read", k)
-			it, err := r.GetOrLoad(ctx, k, time.Minute, func(context.Context) (replicas.Item, error) {
+			it, err := r.GetOrLoad(ctx, k, time.Minute, func(context.Context, string) (replicas.Item, error) {
 				return replicas.Item{Value: []byte("loaded"), Version: 1}, nil
 			})
 			require.NoError(t, err)

@@ -17,18 +17,30 @@ var (
 	_ redis.UniversalClient = (*redis.ClusterClient)(nil)
 )
 
+// Client is the go-redis client a Replicator uses: a *redis.Client, a *redis.ClusterClient
+// or any redis.UniversalClient. It is the whole client, not a narrow part of it: a
+// Replicator reads the cluster's topology to place copies on distinct masters, and runs
+// scripts, pipelines, plain commands and blocking pops.
+type Client = redis.UniversalClient
+
+var (
+	_ Client = (*redis.Client)(nil)
+	_ Client = (*redis.ClusterClient)(nil)
+)
+
 // Item is a stored value and the version the host gave it.
 type Item struct {
 	Value   []byte
 	Version uint64
 }
 
-// Loader loads a missing key from the source of truth. Its Item's Version must grow with
-// every change of the source (for example an update counter), so that fills and Sets are
-// ordered, and name one content: the same version with other bytes is ErrConflict.
+// Loader loads key, which Redis does not hold, from the source of truth. Its Item's Version
+// must grow with every change of the source (for example an update counter), so that fills
+// and Sets are ordered, and name one content: the same version with other bytes is
+// ErrConflict.
 // Returning ErrNotFound reports a key the source does not have (the fleet then answers
 // ErrNotFound for Options.NegativeTTL); another error is answered for Options.ErrorTTL.
-type Loader func(ctx context.Context) (Item, error)
+type Loader func(ctx context.Context, key string) (Item, error)
 
 // Replicator reads and writes logical keys, keeping N physical copies of the hot ones. It
 // is safe for concurrent use. Close stops its background work.
@@ -74,7 +86,7 @@ type Replicator struct {
 // script, bounded by 5s) and fails with an error wrapping ErrPrefixMismatch, naming both
 // prefixes, when the roll's live instances use another prefix; it then starts a goroutine
 // that renews the entry, stopped by Close.
-func New(client redis.UniversalClient, opts Options) (*Replicator, error) {
+func New(client Client, opts Options) (*Replicator, error) {
 	if client == nil {
 		return nil, errors.New("replicas: client is nil")
 	}

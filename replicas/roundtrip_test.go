@@ -21,7 +21,7 @@ func TestMissCostsTwoRoundTrips(t *testing.T) {
 		r := newReplicator(t, hooked(t, f, count), replicas.Options{})
 		ctx := testkit.Ctx(t)
 		p := celebritytest.NewPrefix(t)
-		load := func(context.Context) (replicas.Item, error) {
+		load := func(context.Context, string) (replicas.Item, error) {
 			return replicas.Item{Value: []byte("v"), Version: 1}, nil
 		}
 		// Scripts loaded on every node, connections open.
@@ -57,7 +57,7 @@ func TestMissCostsThreeServerCommands(t *testing.T) {
 	s := celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	r := newReplicator(t, s.Client(t), replicas.Options{})
 	ctx := testkit.Ctx(t)
-	load := func(context.Context) (replicas.Item, error) {
+	load := func(context.Context, string) (replicas.Item, error) {
 		return replicas.Item{Value: []byte("v"), Version: 1}, nil
 	}
 	for i := range 10 { // scripts loaded, connections open

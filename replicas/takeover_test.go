@@ -49,7 +49,7 @@ func startHolder(t *testing.T, f fleet, prefix, key string, lease time.Duration)
 
 // countingLoad returns a loader that counts its calls and takes d, as a source query does.
 func countingLoad(loads *atomic.Int64, d time.Duration) replicas.Loader {
-	return func(ctx context.Context) (replicas.Item, error) {
+	return func(ctx context.Context, _ string) (replicas.Item, error) {
 		loads.Add(1)
 		select {
 		case <-time.After(d):

@@ -114,11 +114,11 @@ func TestSameVersionIsAnIdempotentRetryAndOtherContentAConflict(t *testing.T) {
 			_, err := r.Get(ctx, key)
 			return errors.Is(err, replicas.ErrNotFound)
 		}, 30*time.Second, 5*time.Millisecond)
-		_, err = r.GetOrLoad(ctx, key, 0, func(context.Context) (replicas.Item, error) {
+		_, err = r.GetOrLoad(ctx, key, 0, func(context.Context, string) (replicas.Item, error) {
 			return replicas.Item{Value: []byte("not four"), Version: 4}, nil
 		})
 		require.ErrorIs(t, err, replicas.ErrConflict)
-		it, err = r.GetOrLoad(ctx, key, 0, func(context.Context) (replicas.Item, error) {
+		it, err = r.GetOrLoad(ctx, key, 0, func(context.Context, string) (replicas.Item, error) {
 			return replicas.Item{Value: []byte("four"), Version: 4}, nil
 		})
 		require.NoError(t, err)
@@ -183,7 +183,7 @@ func TestBadInput(t *testing.T) {
 	r := newReplicator(t, c, replicas.Options{})
 	ctx := context.Background()
 	key := celebritytest.NewPrefix(t) + "k"
-	load := func(context.Context) (replicas.Item, error) { return replicas.Item{}, errors.New("unused") }
+	load := func(context.Context, string) (replicas.Item, error) { return replicas.Item{}, errors.New("unused") }
 	require.ErrorContains(t, r.Set(ctx, key, nil, 1, -1), "ttl")
 	require.ErrorContains(t, r.Set(ctx, "", nil, 1, 0), "key must not be empty")
 	_, err = r.Get(ctx, "")

@@ -15,12 +15,20 @@ var shardCommands = []string{"+evalsha", "+eval", "+exists", "+hdel", "+hexists"
 	"+hgetall", "+hmget", "+hscan", "+hset", "+xadd", "+xinfo|stream", "+zadd",
 	"+zrangebyscore", "+zrem"}
 
-// ControlACLRule returns the ACL rule a host grants the control Redis's user of a Store, a
-// Router or ReadTenantLoad whose prefix is prefix (empty: DefaultPrefix), as ACL SETUSER
-// arguments: the table key, the keys under its hash tag (PublishGuarded's guards), the load
-// summary's keys, the announcement channel and the commands of the package's control-side
-// scripts and Go code.
-func ControlACLRule(prefix string) []string {
+// ControlACLRule returns the ACL rule a host grants the control Redis's user of a Router or a
+// Store created with o (an Options or a StoreOptions; for ReadTenantLoad, Options{Prefix:
+// prefix}), as ACL SETUSER arguments: the table key, the keys under its hash tag
+// (PublishGuarded's guards), the load summary's keys, the announcement channel and the
+// commands of the package's control-side scripts and Go code. Only o's Prefix (empty:
+// DefaultPrefix) changes the rule.
+func ControlACLRule[O Options | StoreOptions](o O) []string {
+	var prefix string
+	switch o := any(o).(type) {
+	case Options:
+		prefix = o.Prefix
+	case StoreOptions:
+		prefix = o.Prefix
+	}
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
@@ -28,28 +36,37 @@ func ControlACLRule(prefix string) []string {
 		"~{" + prefix + ":load}*", "&" + prefix + ":table:announce"}, controlCommands...)
 }
 
-// ShardACLRule returns the ACL rule a host grants each shard's user of a Shard whose prefix
-// is prefix (empty: DefaultPrefix), as ACL SETUSER arguments: every key whose hash tag
-// starts with the prefix ("~{<prefix>:*") and the commands of the shard scripts and Go code.
-// No channel is used.
-func ShardACLRule(prefix string) []string {
+// ShardACLRule returns the ACL rule a host grants each shard's user of a Router created with
+// o or of a Shard created with o (an Options or a ShardOptions), as ACL SETUSER arguments:
+// every key whose hash tag starts with o's Prefix (empty: DefaultPrefix), "~{<prefix>:*",
+// and the commands of the shard scripts and Go code. Only the Prefix changes the rule (a
+// Router's, not its Options.Shard's, which the Router ignores). No channel is used.
+func ShardACLRule[O Options | ShardOptions](o O) []string {
+	var prefix string
+	switch o := any(o).(type) {
+	case Options:
+		prefix = o.Prefix
+	case ShardOptions:
+		prefix = o.Prefix
+	}
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}
 	return append([]string{"~{" + prefix + ":*"}, shardCommands...)
 }
 
-// ACLRule returns the union of ControlACLRule and ShardACLRule, without repeats: the rule of
-// one user that is both the control Redis's and the shards' (one Redis serving both, as in
-// the package's tests, which run under ACLRule(prefix+"*") for the test kit's prefix: Redis
-// matches key and channel patterns as globs, and that pattern covers every test's prefix).
-func ACLRule(prefix string) []string {
-	out := ControlACLRule(prefix)
+// ACLRule returns the union of ControlACLRule(o) and ShardACLRule(o), without repeats: the
+// rule of one user that is both the control Redis's and the shards' for a Router created
+// with o (one Redis serving both, as in the package's tests, which run under the rule for
+// the prefix pattern prefix+"*" of the test kit's prefix: Redis matches key and channel
+// patterns as globs, and that pattern covers every test's prefix).
+func ACLRule(o Options) []string {
+	out := ControlACLRule(o)
 	seen := make(map[string]bool, len(out))
 	for _, r := range out {
 		seen[r] = true
 	}
-	for _, r := range ShardACLRule(prefix) {
+	for _, r := range ShardACLRule(o) {
 		if !seen[r] {
 			out = append(out, r)
 		}

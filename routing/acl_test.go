@@ -14,14 +14,17 @@ import (
 // and ShardACLRule return, and ACLRule their union, which the package's tests run under
 // with CELEBRITYTEST_ACL=routing.
 func TestACLRuleIsTheDocumentedOne(t *testing.T) {
-	rule := routing.ACLRule("P")
+	o := routing.Options{Prefix: "P"}
+	rule := routing.ACLRule(o)
 	slices.Sort(rule)
 	require.Equal(t, slices.Compact(slices.Clone(rule)), rule, "ACLRule has no repeats")
 	doc, err := acldoc.Rule("doc.go")
 	require.NoError(t, err)
 	require.Equal(t, doc, rule)
-	both := append(routing.ControlACLRule("P"), routing.ShardACLRule("P")...)
+	both := append(routing.ControlACLRule(o), routing.ShardACLRule(o)...)
 	slices.Sort(both)
 	require.Equal(t, rule, slices.Compact(both))
-	require.Equal(t, routing.ACLRule(routing.DefaultPrefix), routing.ACLRule(""))
+	require.Equal(t, routing.ControlACLRule(o), routing.ControlACLRule(routing.StoreOptions{Prefix: "P"}))
+	require.Equal(t, routing.ShardACLRule(o), routing.ShardACLRule(routing.ShardOptions{Prefix: "P"}))
+	require.Equal(t, routing.ACLRule(routing.Options{Prefix: routing.DefaultPrefix}), routing.ACLRule(routing.Options{}))
 }

@@ -25,7 +25,7 @@ func TestShardCrashKeepsOrRefusesButNeverForgetsSilently(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFleet(t)
 			srv := celebritytest.NewServer(t, celebritytest.ServerOptions{AOF: tc.aof})
-			r := f.router(t, routing.Options{PollInterval: time.Hour}, map[string]routing.Scripter{"a": srv.Client(t)})
+			r := f.router(t, routing.Options{PollInterval: time.Hour}, map[string]routing.ShardClient{"a": srv.Client(t)})
 			ctx := testkit.Ctx(t)
 			tb := routing.EvenTable(1, 4, "a")
 			tb.Shards = shardNames

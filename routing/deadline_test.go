@@ -20,7 +20,7 @@ func TestCallsReturnByTheirDeadlineWithAPausedServer(t *testing.T) {
 	ctl, shard := celebritytest.NewServer(t, celebritytest.ServerOptions{}), celebritytest.NewServer(t, celebritytest.ServerOptions{})
 	p := prefix(t)
 	a := shard.Client(t)
-	r, err := routing.New(ctl.Client(t), routing.Options{Prefix: p, Shards: map[string]routing.Scripter{"a": a}})
+	r, err := routing.New(ctl.Client(t), routing.Options{Prefix: p, Shards: map[string]routing.ShardClient{"a": a}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 	store, err := routing.NewStore(ctl.Client(t), routing.StoreOptions{Prefix: p})

@@ -1,7 +1,7 @@
 // Package routing places tenants on shards with versioned route tables, and makes every
 // shard refuse writes that were routed by a table it has moved past.
 //
-//	r, err := routing.New(control, routing.Options{Shards: map[string]routing.Scripter{
+//	r, err := routing.New(control, routing.Options{Shards: map[string]routing.ShardClient{
 //		"a": shardA, "b": shardB,
 //	}})
 //	if err != nil { ... }
@@ -218,8 +218,8 @@
 // XINFO STREAM gives a closed unit's last change-log ID; HDEL purges expired records).
 // A cluster client also needs what go-redis sends to learn the slot map (CLUSTER SLOTS,
 // SHARDS and NODES, READONLY, ASKING, COMMAND), and every client the connection commands
-// (HELLO, AUTH). [ControlACLRule] and [ShardACLRule] return the two rules for a prefix, as
-// ACL SETUSER arguments, and [ACLRule] their union for one user that is both; the package's
+// (HELLO, AUTH). [ControlACLRule] and [ShardACLRule] return the two rules for the options
+// given to New, NewStore or NewShard, as ACL SETUSER arguments, and [ACLRule] their union for one user that is both; the package's
 // tests run once as a user holding only the union (CELEBRITYTEST_ACL=routing). Package
 // migrate's rule adds to these.
 package routing

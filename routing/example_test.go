@@ -43,7 +43,7 @@ func ExampleTable_Validate() {
 type exampleFleet struct {
 	prefix  string
 	control *redis.Client
-	shards  map[string]routing.Scripter
+	shards  map[string]routing.ShardClient
 }
 
 func newExampleFleet() exampleFleet {
@@ -51,7 +51,7 @@ func newExampleFleet() exampleFleet {
 	return exampleFleet{
 		prefix:  fmt.Sprintf("example:%d", time.Now().UnixNano()),
 		control: control,
-		shards: map[string]routing.Scripter{
+		shards: map[string]routing.ShardClient{
 			"a": control,
 			"b": redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_SHARD_B_ADDR")}),
 		},
@@ -93,7 +93,7 @@ func ExampleNew() {
 	shardB := redis.NewClient(&redis.Options{Addr: os.Getenv("REDIS_SHARD_B_ADDR")})
 	defer shardB.Close()
 	r, err := routing.New(control, routing.Options{
-		Shards: map[string]routing.Scripter{
+		Shards: map[string]routing.ShardClient{
 			"a": control, // a shard is any go-redis client: a server or a whole cluster
 			"b": shardB,
 		},

@@ -28,7 +28,7 @@ func TestLostReplyThenMoveThenRetryReturnsOriginalResult(t *testing.T) {
 		o.Dialer = inj.Dialer(nil)
 		o.MaxRetries = -1 // the caller sees the lost reply instead of a driver retry
 	})
-	r := f.router(t, routing.Options{PollInterval: time.Hour}, map[string]routing.Scripter{"a": faulty})
+	r := f.router(t, routing.Options{PollInterval: time.Hour}, map[string]routing.ShardClient{"a": faulty})
 	ctx := testkit.Ctx(t)
 	t1 := routing.EvenTable(1, 16, "a", "k")
 	require.NoError(t, f.store(t).Publish(ctx, t1))
@@ -186,7 +186,7 @@ func TestControlUnreachableFailsWithinDeadline(t *testing.T) {
 	inj := faults.New()
 	srvs := celebritytest.Shards(t, 4)
 	control := srvs[3].Client(t, func(o *redis.Options) { o.Dialer = inj.Dialer(nil) })
-	shards := map[string]routing.Scripter{}
+	shards := map[string]routing.ShardClient{}
 	for name, c := range f.clients {
 		shards[name] = c
 	}

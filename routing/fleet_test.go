@@ -44,10 +44,10 @@ func newFleet(t testing.TB) *testFleet {
 
 // router returns a Router over the fleet, closed at the end of the test. Clients in
 // override replace the fleet's clients for those shards.
-func (f *testFleet) router(t testing.TB, o routing.Options, override map[string]routing.Scripter) *routing.Router {
+func (f *testFleet) router(t testing.TB, o routing.Options, override map[string]routing.ShardClient) *routing.Router {
 	t.Helper()
 	o.Prefix = f.prefix
-	o.Shards = map[string]routing.Scripter{}
+	o.Shards = map[string]routing.ShardClient{}
 	for name, c := range f.clients {
 		o.Shards[name] = c
 	}

@@ -39,7 +39,7 @@ func TestShardNamesRoundTripThroughTheStore(t *testing.T) {
 		_, err := routing.NewShard(name, c, routing.ShardOptions{})
 		require.ErrorIs(t, err, routing.ErrInvalid)
 		require.ErrorContains(t, err, "shard name")
-		_, err = routing.New(c, routing.Options{Shards: map[string]routing.Scripter{name: c}})
+		_, err = routing.New(c, routing.Options{Shards: map[string]routing.ShardClient{name: c}})
 		require.ErrorIs(t, err, routing.ErrInvalid)
 		require.ErrorContains(t, err, "Options.Shards: shard name")
 	}
@@ -52,7 +52,7 @@ func TestShardNamesRoundTripThroughTheStore(t *testing.T) {
 func TestOddTenantsKeysAndOpIDsRoundTrip(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
 	ctx := testkit.Ctx(t)
-	r, err := routing.New(c, routing.Options{Shards: map[string]routing.Scripter{"a": c, "b": c}, Prefix: prefix(t)})
+	r, err := routing.New(c, routing.Options{Shards: map[string]routing.ShardClient{"a": c, "b": c}, Prefix: prefix(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 	odd := []string{"a\x00b", "a", "a:b", "a_b", ":", "{", "}", "{x}", "x", "\ufffd", strings.Repeat("t", routing.MaxTenantLen)}
@@ -128,7 +128,7 @@ func TestRecordFieldsAndOpRecordsRoundTrip(t *testing.T) {
 func TestLongTenantsAreRefusedWithAShortQuote(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
 	ctx := testkit.Ctx(t)
-	r, err := routing.New(c, routing.Options{Shards: map[string]routing.Scripter{"a": c, "b": c}, Prefix: prefix(t)})
+	r, err := routing.New(c, routing.Options{Shards: map[string]routing.ShardClient{"a": c, "b": c}, Prefix: prefix(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })
 	require.NoError(t, r.Store().Publish(ctx, routing.EvenTable(1, 16, "a", "b")))

@@ -93,7 +93,7 @@ func TestLoadSummaryOnClusterControl(t *testing.T) {
 	st, err := routing.NewStore(control, routing.StoreOptions{Prefix: p})
 	require.NoError(t, err)
 	require.NoError(t, st.Publish(ctx, routing.EvenTable(1, 8, "k")))
-	r, err := routing.New(control, routing.Options{Prefix: p, Shards: map[string]routing.Scripter{"k": control},
+	r, err := routing.New(control, routing.Options{Prefix: p, Shards: map[string]routing.ShardClient{"k": control},
 		Load: routing.LoadOptions{Enabled: true, Interval: 50 * time.Millisecond, Instance: "node-1"}})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, r.Close()) }()
@@ -206,7 +206,7 @@ func TestLoadOptionsAndReaderRefuseBadInput(t *testing.T) {
 		"retention": {routing.LoadOptions{Enabled: true, Interval: time.Minute, Retention: time.Second}, "Options.Load.Retention must be"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := routing.New(f.control, routing.Options{Shards: map[string]routing.Scripter{"a": f.clients["a"]}, Load: tc.o})
+			_, err := routing.New(f.control, routing.Options{Shards: map[string]routing.ShardClient{"a": f.clients["a"]}, Load: tc.o})
 			require.ErrorIs(t, err, routing.ErrInvalid)
 			require.ErrorContains(t, err, tc.want)
 		})
@@ -231,7 +231,7 @@ func TestLoadReportsNeverHoldUpCalls(t *testing.T) {
 	st, err := routing.NewStore(cc, routing.StoreOptions{Prefix: p})
 	require.NoError(t, err)
 	require.NoError(t, st.Publish(testkit.Ctx(t), routing.EvenTable(1, 4, "a")))
-	r, err := routing.New(cc, routing.Options{Prefix: p, Shards: map[string]routing.Scripter{"a": shard},
+	r, err := routing.New(cc, routing.Options{Prefix: p, Shards: map[string]routing.ShardClient{"a": shard},
 		FetchTimeout: 500 * time.Millisecond, Load: routing.LoadOptions{Enabled: true, Interval: 50 * time.Millisecond}})
 	require.NoError(t, err)
 	defer func() { require.NoError(t, r.Close()) }()

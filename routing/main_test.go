@@ -19,7 +19,7 @@ import (
 func TestMain(m *testing.M) {
 	// CELEBRITYTEST_ACL=routing runs every test as a user holding only the package's rule,
 	// for a prefix pattern covering the prefixes the tests build with prefix(t).
-	celebritytest.RegisterRule("routing", func(p string) []string { return routing.ACLRule(p + "*") })
+	celebritytest.RegisterRule("routing", func(p string) []string { return routing.ACLRule(routing.Options{Prefix: p + "*"}) })
 	// The runnable examples use two shared standalone servers, one the control Redis and
 	// shard "a" (REDIS_ADDR), the other shard "b" (REDIS_SHARD_B_ADDR); the kit stops them at
 	// the end.
@@ -35,7 +35,7 @@ func prefix(t testing.TB) string {
 }
 
 // newShard builds a Shard named name over c under prefix p.
-func newShard(t testing.TB, name string, c routing.Scripter, p string, o routing.ShardOptions) *routing.Shard {
+func newShard(t testing.TB, name string, c routing.ShardClient, p string, o routing.ShardOptions) *routing.Shard {
 	t.Helper()
 	o.Prefix = p
 	s, err := routing.NewShard(name, c, o)

@@ -26,7 +26,7 @@ const (
 type Options struct {
 	// Shards maps every shard name a table may use to its client (a standalone client or a
 	// cluster client). Required; names are non-empty valid UTF-8, as in a table.
-	Shards map[string]Scripter
+	Shards map[string]ShardClient
 	// Prefix is the key prefix, in the control Redis and on the shards. Default: DefaultPrefix.
 	Prefix string
 	// Shard sets retention and log length on every shard; its Prefix is ignored.
@@ -93,7 +93,7 @@ type StoreOptions struct {
 	// Shards, if set, are the shards the tables name, by name: with them Publish checks
 	// that a tenant a table newly places has no data left in its bucket (see
 	// [Store.Publish]). Default: none (no check; [Router.Store] has the Router's shards).
-	Shards map[string]Scripter
+	Shards map[string]ShardClient
 }
 
 // withDefaults fills the zero fields of o with the defaults and validates it; errors wrap
@@ -174,7 +174,7 @@ func (o StoreOptions) withDefaults() (StoreOptions, error) {
 
 // validPrefix refuses a key prefix with braces: it would move every key's hash tag.
 // checkShards refuses an empty Options.Shards and names no table can hold.
-func checkShards(shards map[string]Scripter) error {
+func checkShards(shards map[string]ShardClient) error {
 	if len(shards) == 0 {
 		return invalidf("Options.Shards must name at least one shard")
 	}

@@ -16,7 +16,7 @@ import (
 // NewStore refuse: the error wraps ErrInvalid (and its former name) and names the field.
 func TestOptionErrorsWrapErrInvalidAndNameTheField(t *testing.T) {
 	c := celebritytest.Standalone(t).Client(t)
-	shards := map[string]routing.Scripter{"a": c}
+	shards := map[string]routing.ShardClient{"a": c}
 	for name, tc := range map[string]struct {
 		o    routing.Options
 		want string

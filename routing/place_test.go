@@ -28,7 +28,7 @@ func TestPublishRefusesAPlacementThatWouldHideTheTenantsData(t *testing.T) {
 			ctx := testkit.Ctx(t)
 			st := r.Store()
 			if how == "store with shards" {
-				shards := map[string]routing.Scripter{}
+				shards := map[string]routing.ShardClient{}
 				for name, c := range f.clients {
 					shards[name] = c
 				}

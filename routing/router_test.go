@@ -202,14 +202,14 @@ func TestRouterRejectsBadInput(t *testing.T) {
 
 	for name, o := range map[string]routing.Options{
 		"no shards":     {},
-		"redirects":     {Shards: map[string]routing.Scripter{"a": f.clients["a"]}, MaxRedirects: 101},
-		"poll interval": {Shards: map[string]routing.Scripter{"a": f.clients["a"]}, PollInterval: time.Nanosecond},
-		"prefix":        {Shards: map[string]routing.Scripter{"a": f.clients["a"]}, Prefix: "{x}"},
+		"redirects":     {Shards: map[string]routing.ShardClient{"a": f.clients["a"]}, MaxRedirects: 101},
+		"poll interval": {Shards: map[string]routing.ShardClient{"a": f.clients["a"]}, PollInterval: time.Nanosecond},
+		"prefix":        {Shards: map[string]routing.ShardClient{"a": f.clients["a"]}, Prefix: "{x}"},
 	} {
 		_, err := routing.New(f.control, o)
 		require.Error(t, err, name)
 	}
-	_, err = routing.New(f.control, routing.Options{Shards: map[string]routing.Scripter{"a": f.clients["a"]}, MaxRedirects: 101})
+	_, err = routing.New(f.control, routing.Options{Shards: map[string]routing.ShardClient{"a": f.clients["a"]}, MaxRedirects: 101})
 	require.ErrorContains(t, err, "Options.MaxRedirects must be -1..100, got 101")
 
 	// Reusing an op ID for another operation through Do is a conflict.

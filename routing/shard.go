@@ -11,17 +11,25 @@ import (
 	"github.com/celebrity-go/celebrity/internal/routingfmt"
 )
 
-// Scripter is the part of a go-redis client a Shard needs: script execution and the plain
-// commands used to read ownership records and change logs.
-type Scripter interface {
+// ShardClient is the part of a go-redis client a shard's Redis serves a Shard and a Router:
+// script execution and the plain commands used to read ownership records and change logs.
+// *redis.Client, *redis.ClusterClient and redis.UniversalClient satisfy it. (The control
+// Redis's client is a [Control]; package migrate uses the same two names.)
+type ShardClient interface {
 	redis.Scripter
 	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
 	HGetAll(ctx context.Context, key string) *redis.MapStringStringCmd
 }
 
+// Scripter is the former name of ShardClient.
+//
+// Deprecated: use ShardClient.
+type Scripter = ShardClient
+
 var (
-	_ Scripter = (*redis.Client)(nil)
-	_ Scripter = (*redis.ClusterClient)(nil)
+	_ ShardClient = (*redis.Client)(nil)
+	_ ShardClient = (*redis.ClusterClient)(nil)
+	_ ShardClient = redis.UniversalClient(nil)
 )
 
 // Shard is the shard side of routing: one named Redis deployment (a standalone server or a
@@ -29,7 +37,7 @@ var (
 // owns. It is safe for concurrent use and holds no goroutines.
 type Shard struct {
 	name    string
-	client  Scripter
+	client  ShardClient
 	keys    Keys
 	opTTL   int64
 	tombTTL int64
@@ -40,7 +48,7 @@ type Shard struct {
 // NewShard returns the shard named name served by client. name must be non-empty valid
 // UTF-8, as a table's shard names are. Bad arguments and options give an error wrapping
 // ErrInvalid that names the field.
-func NewShard(name string, client Scripter, o ShardOptions) (*Shard, error) {
+func NewShard(name string, client ShardClient, o ShardOptions) (*Shard, error) {
 	if err := checkShardName("shard name", name); err != nil {
 		return nil, err
 	}
@@ -66,7 +74,7 @@ func NewShard(name string, client Scripter, o ShardOptions) (*Shard, error) {
 func (s *Shard) Name() string { return s.name }
 
 // Client returns the client the shard was built with.
-func (s *Shard) Client() Scripter { return s.client }
+func (s *Shard) Client() ShardClient { return s.client }
 
 // Keys returns the key layout the shard uses.
 func (s *Shard) Keys() Keys { return s.keys }

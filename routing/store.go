@@ -13,7 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Control is the part of a go-redis client the table store needs in the control Redis.
+// Control is the part of a go-redis client a Store and a Router need in the control Redis.
+// *redis.Client, *redis.ClusterClient and redis.UniversalClient satisfy it. (A shard's client
+// is a [ShardClient]; package migrate uses the same two names.)
 type Control interface {
 	redis.Scripter
 	HMGet(ctx context.Context, key string, fields ...string) *redis.SliceCmd
@@ -23,6 +25,7 @@ type Control interface {
 var (
 	_ Control = (*redis.Client)(nil)
 	_ Control = (*redis.ClusterClient)(nil)
+	_ Control = redis.UniversalClient(nil)
 )
 
 // Store keeps route tables in the control Redis: the current table under one key, and an

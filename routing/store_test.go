@@ -18,7 +18,7 @@ func TestRouterLearnsTablesByAnnouncement(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, control redis.UniversalClient) {
 		p := prefix(t)
 		shard := celebritytest.Standalone(t).Client(t)
-		r, err := routing.New(control, routing.Options{Prefix: p, Shards: map[string]routing.Scripter{"a": shard, "b": shard},
+		r, err := routing.New(control, routing.Options{Prefix: p, Shards: map[string]routing.ShardClient{"a": shard, "b": shard},
 			PollInterval: time.Hour})
 		require.NoError(t, err)
 		defer func() { require.NoError(t, r.Close()) }()

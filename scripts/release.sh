@@ -100,7 +100,7 @@ var (
 	shardA, shardB                       = redis.NewClient(&redis.Options{}), redis.NewClient(&redis.Options{})
 	db                                   database
 	loadUser                             = func(context.Context, string) (User, error) { return User{}, nil }
-	loadPost                             = func(context.Context) (replicas.Item, error) { return replicas.Item{}, nil }
+	loadPost                             = func(context.Context, string) (replicas.Item, error) { return replicas.Item{}, nil }
 	viewID, key                          string
 	viewedAt                             time.Time
 	version                              uint64

@@ -8,11 +8,13 @@ var aclCommands = []string{"+evalsha", "+eval", "+hgetall", "+hget", "+hset", "+
 	"+hmget", "+hincrby", "+hdel", "+hkeys", "+del", "+pexpire", "+pexpireat", "+sadd",
 	"+srem", "+scard", "+smembers", "+time", "+cluster|slots"}
 
-// ACLRule returns the ACL rule a host grants the Redis user of a Counter, a Family or a
-// Reader whose Options.Prefix is prefix (empty: DefaultPrefix), as ACL SETUSER arguments:
-// key access to the whole prefix ("~<prefix>*") and the commands of the package's scripts
-// and Go code. No channel is used. The package's tests run under this rule.
-func ACLRule(prefix string) []string {
+// ACLRule returns the ACL rule a host grants the Redis user of a Counter created with o (of
+// a Family, its FamilyOptions.Counter; of a Reader, its Counter's), as ACL SETUSER
+// arguments: key access to the whole of o.Prefix (empty: DefaultPrefix), "~<prefix>*", and
+// the commands of the package's scripts and Go code. No other option changes the rule, and
+// no channel is used. The package's tests run under this rule.
+func ACLRule(o Options) []string {
+	prefix := o.Prefix
 	if prefix == "" {
 		prefix = DefaultPrefix
 	}

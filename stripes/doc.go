@@ -208,8 +208,8 @@
 // +srem +scard +smembers +time +cluster|slots". CLUSTER SLOTS places a new generation's
 // stripes on a cluster's masters; every go-redis cluster client's user has it anyway. No
 // SCRIPT LOAD: a script the server does not hold is sent again with EVAL and its source. No
-// channel is used. [ACLRule] returns the rule for a prefix, as ACL SETUSER arguments; the
-// package's tests run once as a user holding only it (CELEBRITYTEST_ACL=stripes).
+// channel is used. [ACLRule] returns the rule for a Counter's Options, as ACL SETUSER
+// arguments; the package's tests run once as a user holding only it (CELEBRITYTEST_ACL=stripes).
 //
 // # What is assumed of Redis
 //

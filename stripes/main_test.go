@@ -18,7 +18,7 @@ import (
 
 func TestMain(m *testing.M) {
 	// CELEBRITYTEST_ACL=stripes runs every test as a user holding only the package's rule.
-	celebritytest.RegisterRule("stripes", ACLRule)
+	celebritytest.RegisterRule("stripes", func(p string) []string { return ACLRule(Options{Prefix: p}) })
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
 	os.Setenv("REDIS_ADDR", celebritytest.Standalone(celebritytest.ForMain()).Addr())
 	celebritytest.Main(m)

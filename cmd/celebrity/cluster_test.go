@@ -30,7 +30,7 @@ func TestRoutesAndMigrateWithTheControlOnACluster(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Equal(t, uint64(1), decodeJSON[routing.Table](t, r.stdout).Generation)
 
-	rt, err := routing.New(cl.Client(t), routing.Options{Prefix: prefix, Shards: map[string]routing.Scripter{
+	rt, err := routing.New(cl.Client(t), routing.Options{Prefix: prefix, Shards: map[string]routing.ShardClient{
 		"a": shards[0].Client(t), "b": shards[1].Client(t)}})
 	require.NoError(t, err)
 	defer rt.Close()

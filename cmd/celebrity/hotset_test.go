@@ -24,7 +24,9 @@ func TestTopShowsTheFleetHotSet(t *testing.T) {
 	cl := celebritytest.SharedCluster(t)
 	p := celebritytest.NewPrefix(t)
 	hot, launch := p+"post:ronaldo", p+"post:launch"
-	load := func(_ context.Context, key string) (string, uint64, error) { return "v1", 1, nil }
+	load := func(_ context.Context, key string) (celebrity.Versioned[string], error) {
+		return celebrity.Versioned[string]{Value: "v1", Version: 1}, nil
+	}
 	var caches []*celebrity.Cache[string]
 	for _, id := range []string{"inst-0", "inst-1"} {
 		c, err := celebrity.New(cl.Client(t), load, celebrity.Options[string]{

@@ -26,7 +26,7 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 	shardFlag := "a=" + shards[0].Addr() + ",b=" + shards[1].Addr() + ",c=" + shards[2].Addr()
 	r := cli(t, "", nil, append([]string{"routes", "init", "--buckets", "8", "--yes", "a", "b", "c"}, ctl...)...)
 	require.Equal(t, 0, r.code, r.stderr)
-	rt, err := routing.New(control.Client(t), routing.Options{Prefix: prefix, Shards: map[string]routing.Scripter{
+	rt, err := routing.New(control.Client(t), routing.Options{Prefix: prefix, Shards: map[string]routing.ShardClient{
 		"a": shards[0].Client(t), "b": shards[1].Client(t), "c": shards[2].Client(t)}})
 	require.NoError(t, err)
 	defer rt.Close()
@@ -165,7 +165,7 @@ func TestPlanProposesRunnableCommandsForAFatTenant(t *testing.T) {
 // the CLI reach them.
 type planFromSummary struct {
 	control   *celebritytest.Server
-	shards    map[string]routing.Scripter
+	shards    map[string]routing.ShardClient
 	shardFlag string
 }
 
@@ -177,7 +177,7 @@ func TestPlanReadsTheRoutersLoadSummary(t *testing.T) {
 	control := celebritytest.Standalone(t)
 	shards := celebritytest.Shards(t, 3)
 	runPlanFromSummary(t, planFromSummary{control: control,
-		shards:    map[string]routing.Scripter{"a": shards[0].Client(t), "b": shards[1].Client(t), "c": shards[2].Client(t)},
+		shards:    map[string]routing.ShardClient{"a": shards[0].Client(t), "b": shards[1].Client(t), "c": shards[2].Client(t)},
 		shardFlag: "a=" + shards[0].Addr() + ",b=" + shards[1].Addr() + ",c=" + shards[2].Addr()})
 }
 
@@ -189,7 +189,7 @@ func TestPlanWithAClusterShard(t *testing.T) {
 	shards := celebritytest.Shards(t, 2)
 	cl := celebritytest.SharedCluster(t)
 	runPlanFromSummary(t, planFromSummary{control: control,
-		shards:    map[string]routing.Scripter{"a": shards[0].Client(t), "b": cl.Client(t), "c": shards[1].Client(t)},
+		shards:    map[string]routing.ShardClient{"a": shards[0].Client(t), "b": cl.Client(t), "c": shards[1].Client(t)},
 		shardFlag: "a=" + shards[0].Addr() + ",b=cluster:" + cl.Addrs()[0] + ",c=" + shards[1].Addr()})
 }
 
@@ -334,7 +334,7 @@ func TestPlanReSplitsASpreadTenantStillTooHot(t *testing.T) {
 	servers := celebritytest.Shards(t, 4)
 	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.NewPrefix(t)) + "routing"
 	ctl := []string{"--addr", control.Addr(), "--prefix", prefix}
-	shards := map[string]routing.Scripter{}
+	shards := map[string]routing.ShardClient{}
 	var flag []string
 	for i, s := range servers {
 		name := string(rune('a' + i))
@@ -408,7 +408,7 @@ func TestPlanMergesASpreadTenantThatCooled(t *testing.T) {
 	servers := celebritytest.Shards(t, 4)
 	prefix := strings.NewReplacer("{", "", "}", "").Replace(celebritytest.NewPrefix(t)) + "routing"
 	ctl := []string{"--addr", control.Addr(), "--prefix", prefix}
-	shards := map[string]routing.Scripter{}
+	shards := map[string]routing.ShardClient{}
 	var flag []string
 	for i, s := range servers {
 		name := string(rune('a' + i))

@@ -44,7 +44,7 @@ func (f *routesFixture) generation(t *testing.T) uint64 {
 
 // router writes through the real library, so the CLI's checks see real records.
 func (f *routesFixture) router(t *testing.T) *routing.Router {
-	r, err := routing.New(f.control.Client(t), routing.Options{Prefix: f.prefix, Shards: map[string]routing.Scripter{
+	r, err := routing.New(f.control.Client(t), routing.Options{Prefix: f.prefix, Shards: map[string]routing.ShardClient{
 		"a": f.shards[0].Client(t), "b": f.shards[1].Client(t)}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = r.Close() })

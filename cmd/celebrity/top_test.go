@@ -131,8 +131,9 @@ func TestTopFrameRendering(t *testing.T) {
 func TestTopProbesACacheKeyWhereTheCacheStoresIt(t *testing.T) {
 	s := celebritytest.NewServer(t, celebritytest.ServerOptions{Config: []string{"maxmemory-policy", "allkeys-lfu"}})
 	p := celebritytest.NewPrefix(t)
-	cache, err := celebrity.New(s.Client(t), func(context.Context, string) ([]byte, uint64, error) { return []byte("v"), 1, nil },
-		celebrity.Options[[]byte]{Prefix: p, ReportInterval: -1})
+	cache, err := celebrity.New(s.Client(t), func(context.Context, string) (celebrity.Versioned[[]byte], error) {
+		return celebrity.Versioned[[]byte]{Value: []byte("v"), Version: 1}, nil
+	}, celebrity.Options[[]byte]{Prefix: p, ReportInterval: -1})
 	require.NoError(t, err)
 	defer cache.Close()
 	_, err = cache.Get(t.Context(), "post:7")

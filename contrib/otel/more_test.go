@@ -107,8 +107,8 @@ func TestRatelimitInvalidatorAndReaderArriveAsNamedInstruments(t *testing.T) {
 func TestCacheStatsArriveAsNamedInstruments(t *testing.T) {
 	ctx := t.Context()
 	client := celebritytest.Standalone(t).Client(t)
-	c, err := celebrity.New(client, func(_ context.Context, id string) (string, uint64, error) {
-		return "v:" + id, 1, nil
+	c, err := celebrity.New(client, func(_ context.Context, id string) (celebrity.Versioned[string], error) {
+		return celebrity.Versioned[string]{Value: "v:" + id, Version: 1}, nil
 	}, celebrity.Options[string]{Prefix: celebritytest.NewPrefix(t), Fresh: time.Minute, Stale: time.Minute})
 	if err != nil {
 		t.Fatal(err)

@@ -137,7 +137,7 @@ func TestEveryPackageStatsArriveAsNamedInstruments(t *testing.T) {
 	must(lim.Acquire(ctx, "job"))
 
 	// routing and migrate: registered, not driven (their counters are zero).
-	rt, err := routing.New(client, routing.Options{Shards: map[string]routing.Scripter{"a": client}, Prefix: prefix + "routing"})
+	rt, err := routing.New(client, routing.Options{Shards: map[string]routing.ShardClient{"a": client}, Prefix: prefix + "routing"})
 	must(nil, err)
 	defer rt.Close()
 	must(celebrityotel.Routing(meter, rt, celebrityotel.Options{}))

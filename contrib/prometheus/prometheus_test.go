@@ -80,7 +80,7 @@ func TestEveryPackageStatsArriveAsNamedSeries(t *testing.T) {
 	must(lim.Acquire(ctx, "job"))
 	must(lim.Acquire(ctx, "job"))
 
-	rt, err := routing.New(client, routing.Options{Shards: map[string]routing.Scripter{"a": client}, Prefix: prefix + "routing"})
+	rt, err := routing.New(client, routing.Options{Shards: map[string]routing.ShardClient{"a": client}, Prefix: prefix + "routing"})
 	must(nil, err)
 	defer rt.Close()
 	must(celebrityprom.Routing(reg, rt, celebrityprom.Options{}))

@@ -30,8 +30,9 @@ var update = flag.Bool("update", false, "rewrite testdata/series.golden")
 func TestOneCacheAndOneLimiterSeries(t *testing.T) {
 	client := celebritytest.Standalone(t).Client(t)
 	p := celebritytest.NewPrefix(t)
-	c, err := celebrity.New(client, func(_ context.Context, id string) (string, uint64, error) { return "v", 1, nil },
-		celebrity.Options[string]{Prefix: p + "cache:"})
+	c, err := celebrity.New(client, func(_ context.Context, id string) (celebrity.Versioned[string], error) {
+		return celebrity.Versioned[string]{Value: "v", Version: 1}, nil
+	}, celebrity.Options[string]{Prefix: p + "cache:"})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.Ready(t.Context()))
@@ -125,8 +126,9 @@ celebrity_stripes_family_sums_total{name="views"} 1
 // (Options.Copies), never replicas.MaxCopies.
 func TestPerCopySeriesOnlyWhereCopiesAreRead(t *testing.T) {
 	client := celebritytest.SharedCluster(t).Client(t)
-	c, err := celebrity.New(client, func(_ context.Context, id string) (string, uint64, error) { return "v", 1, nil },
-		celebrity.Options[string]{Prefix: celebritytest.NewPrefix(t), ReportInterval: -1, Fresh: time.Millisecond, Stale: -1})
+	c, err := celebrity.New(client, func(_ context.Context, id string) (celebrity.Versioned[string], error) {
+		return celebrity.Versioned[string]{Value: "v", Version: 1}, nil
+	}, celebrity.Options[string]{Prefix: celebritytest.NewPrefix(t), ReportInterval: -1, Fresh: time.Millisecond, Stale: -1})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.Ready(t.Context()))

@@ -49,7 +49,7 @@ type database struct {
 	total atomic.Int64
 }
 
-func (d *database) load(_ context.Context, key string) (string, uint64, error) {
+func (d *database) load(_ context.Context, key string) (celebrity.Versioned[string], error) {
 	time.Sleep(dbLatency)
 	n, _ := d.loads.LoadOrStore(key, new(atomic.Int64))
 	n.(*atomic.Int64).Add(1)
@@ -58,9 +58,9 @@ func (d *database) load(_ context.Context, key string) (string, uint64, error) {
 	defer d.mu.Unlock()
 	v, ok := d.posts[key]
 	if !ok {
-		return "", 0, celebrity.ErrNotFound
+		return celebrity.Versioned[string]{}, celebrity.ErrNotFound
 	}
-	return fmt.Sprintf("%s@v%d", key, v), v, nil
+	return celebrity.Versioned[string]{Value: fmt.Sprintf("%s@v%d", key, v), Version: v}, nil
 }
 
 func (d *database) update(key string) (string, uint64) {

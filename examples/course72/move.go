@@ -38,7 +38,7 @@ func move(ctx context.Context, t *redisenv.Target, shards map[string]redis.Unive
 		return err
 	}
 	r, err := routing.New(t.Client, routing.Options{
-		Shards: map[string]routing.Scripter{"a": shards["a"], "b": shards["b"]}, Prefix: prefix,
+		Shards: map[string]routing.ShardClient{"a": shards["a"], "b": shards["b"]}, Prefix: prefix,
 	})
 	if err != nil {
 		return err

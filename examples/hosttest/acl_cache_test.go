@@ -20,9 +20,9 @@ func TestCacheWorksUnderLeastPrivilege(t *testing.T) {
 			o := celebrity.Options[string]{Prefix: prefix, Fresh: time.Second, Stale: time.Second}
 			client := aclClient(t, mode, "celebrity-cache", celebrity.ACLRule(o)...)
 			loads := 0
-			c, err := celebrity.New(client, func(_ context.Context, id string) (string, uint64, error) {
+			c, err := celebrity.New(client, func(_ context.Context, id string) (celebrity.Versioned[string], error) {
 				loads++
-				return "v:" + id, 1, nil
+				return celebrity.Versioned[string]{Value: "v:" + id, Version: 1}, nil
 			}, o)
 			if err != nil {
 				t.Fatal(err)

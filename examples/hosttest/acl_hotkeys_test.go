@@ -82,7 +82,7 @@ func TestHotkeysProbeWorksUnderLeastPrivilege(t *testing.T) {
 	for _, mode := range []string{"standalone", "cluster"} {
 		t.Run(mode, func(t *testing.T) {
 			prefix := celebritytest.NewPrefix(t)
-			rules := hotkeys.ACLRule(prefix + "*")
+			rules := hotkeys.ACLRule(hotkeys.ScanOptions{Match: prefix + "*"})
 			var client, host redis.UniversalClient
 			if mode == "cluster" {
 				cl := celebritytest.NewCluster(t, celebritytest.ClusterOptions{Config: lfuConfig})

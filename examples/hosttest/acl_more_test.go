@@ -18,7 +18,9 @@ import (
 // TestMorePackagesWorkUnderLeastPrivilege, given a key prefix (for l1cache, the
 // Invalidator's Channel).
 var leastPrivilegeMore = map[string]func(prefix string) []string{
-	"ratelimit": ratelimit.ACLRule,
+	"ratelimit": func(prefix string) []string {
+		return ratelimit.ACLRule(ratelimit.Options{Prefix: prefix})
+	},
 	"replicas": func(prefix string) []string {
 		return replicas.ACLRule(replicas.Options{Prefix: prefix})
 	},
@@ -88,7 +90,7 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 				if err := r.Refresh(ctx); err != nil {
 					t.Fatalf("Refresh: %v", err)
 				}
-				item, err := r.GetOrLoad(ctx, "post", time.Minute, func(context.Context) (replicas.Item, error) {
+				item, err := r.GetOrLoad(ctx, "post", time.Minute, func(context.Context, string) (replicas.Item, error) {
 					return replicas.Item{Value: []byte("v1"), Version: 1}, nil
 				})
 				if err != nil || string(item.Value) != "v1" {
@@ -99,7 +101,7 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 				// the second instance is seen waiting.
 				loading, release, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 				go func() {
-					_, err := r.GetOrLoad(ctx, "cold", time.Minute, func(context.Context) (replicas.Item, error) {
+					_, err := r.GetOrLoad(ctx, "cold", time.Minute, func(context.Context, string) (replicas.Item, error) {
 						close(loading)
 						<-release
 						return replicas.Item{Value: []byte("c"), Version: 1}, nil
@@ -115,7 +117,7 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 				defer r2.Close()
 				waited := make(chan error, 1)
 				go func() {
-					item, err := r2.GetOrLoad(ctx, "cold", time.Minute, func(context.Context) (replicas.Item, error) {
+					item, err := r2.GetOrLoad(ctx, "cold", time.Minute, func(context.Context, string) (replicas.Item, error) {
 						return replicas.Item{}, fmt.Errorf("second load")
 					})
 					if err == nil && string(item.Value) != "c" {
@@ -160,7 +162,7 @@ func TestMorePackagesWorkUnderLeastPrivilege(t *testing.T) {
 				a, b := invTarget{make(chan string, 16)}, invTarget{make(chan string, 16)}
 				var invs []*l1cache.Invalidator
 				for _, target := range []invTarget{a, b} {
-					inv, err := l1cache.NewInvalidator(user(t, "l1cache", channel).(l1cache.PubSubClient), target,
+					inv, err := l1cache.NewInvalidator(user(t, "l1cache", channel), target,
 						l1cache.InvalidatorOptions{Channel: channel})
 					if err != nil {
 						t.Fatal(err)

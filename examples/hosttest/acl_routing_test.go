@@ -77,7 +77,7 @@ func routingOps(ctx context.Context, control redis.UniversalClient, shards, _ ma
 	if err := store.Publish(ctx, routing.EvenTable(1, 16, "a", "b")); err != nil {
 		return fmt.Errorf("Publish: %w", err)
 	}
-	scripters := map[string]routing.Scripter{}
+	scripters := map[string]routing.ShardClient{}
 	for n, c := range shards {
 		scripters[n] = c
 	}
@@ -157,7 +157,7 @@ func migrateOps(ctx context.Context, control redis.UniversalClient, shards, host
 	if err := store.Publish(ctx, routing.EvenTable(1, 16, "a", "b")); err != nil {
 		return fmt.Errorf("Publish: %w", err)
 	}
-	scripters := map[string]routing.Scripter{}
+	scripters := map[string]routing.ShardClient{}
 	clients := map[string]migrate.ShardClient{}
 	for n, c := range shards {
 		scripters[n], clients[n] = c, c
@@ -224,7 +224,7 @@ func migrateOps(ctx context.Context, control redis.UniversalClient, shards, host
 		return fmt.Errorf("Cleanup = %+v, %v", st, err)
 	}
 
-	cache, err := migrate.NewCache(control, migrate.CacheOptions{Shards: map[string]migrate.CacheClient{
+	cache, err := migrate.NewCache(control, migrate.CacheOptions{Shards: map[string]migrate.ShardClient{
 		"a": shards["a"], "b": shards["b"]}, Prefix: prefix})
 	if err != nil {
 		return err
@@ -282,8 +282,8 @@ func TestRoutingAndMigrateWorkUnderLeastPrivilege(t *testing.T) {
 				// migrate's rules, as its ControlACLRule and ShardACLRule state them: routing's
 				// plus the journal's commands on the control Redis, and on the shards the copy's
 				// and, for a Cache, the warm-up of the host's own keys of the tenant it moves.
-				rules := map[string][]string{"control": migrate.ControlACLRule(prefix),
-					"shard": migrate.ShardACLRule(prefix, prefix+":host:*")}
+				rules := map[string][]string{"control": migrate.ControlACLRule(migrate.CacheOptions{Prefix: prefix}),
+					"shard": migrate.ShardACLRule(migrate.CacheOptions{Prefix: prefix, TenantKeys: []string{prefix + ":host:*"}})}
 				control, shards, host := aclPair(t, mode, "migrate", prefix, rules)
 				if err := migrateOps(t.Context(), control, shards, host, prefix); err != nil {
 					t.Fatal(err)

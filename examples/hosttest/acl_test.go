@@ -18,8 +18,8 @@ import (
 // Each is checked below by running the package's operations as a user holding only that
 // rule and the connection commands; a host passes the same rule to its own ACL SETUSER.
 var leastPrivilege = map[string]func(prefix string) []string{
-	"stripes": stripes.ACLRule,
-	"escrow":  escrow.ACLRule,
+	"stripes": func(prefix string) []string { return stripes.ACLRule(stripes.Options{Prefix: prefix}) },
+	"escrow":  func(prefix string) []string { return escrow.ACLRule(escrow.PoolOptions{Prefix: prefix}) },
 }
 
 // TestPackagesWorkUnderLeastPrivilege runs each package's main operations as an ACL user

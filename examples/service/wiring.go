@@ -41,8 +41,9 @@ func newPosts(rdb redis.UniversalClient, embedded bool, st *store, log *slog.Log
 	if embedded {
 		pubsub = l1cache.PubSubGlobal
 	}
-	return celebrity.New(rdb, func(ctx context.Context, key string) (Post, uint64, error) {
-		return st.get(ctx, postID(key))
+	return celebrity.New(rdb, func(ctx context.Context, key string) (celebrity.Versioned[Post], error) {
+		p, version, err := st.get(ctx, postID(key))
+		return celebrity.Versioned[Post]{Value: p, Version: version}, err
 	}, celebrity.Options[Post]{
 		PubSub: pubsub,
 		Logger: log,

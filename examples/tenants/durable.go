@@ -140,7 +140,7 @@ func durable(ctx context.Context, w *world, shards map[string]redis.UniversalCli
 	}
 	fmt.Printf("   %s lives in bucket %d on %s with %d other merchants, among them %v\n", durableFat, b, home,
 		tenantCount/buckets, neighbours)
-	scr := map[string]routing.Scripter{}
+	scr := map[string]routing.ShardClient{}
 	mc := map[string]migrate.ShardClient{}
 	for n, s := range shards {
 		scr[n], mc[n] = s, s

@@ -67,8 +67,8 @@ func run(ctx context.Context, t *redisenv.Target, shards map[string]redis.Univer
 	if err := store.Publish(ctx, tbl); err != nil {
 		return err
 	}
-	scr := map[string]routing.Scripter{}
-	cc := map[string]migrate.CacheClient{}
+	scr := map[string]routing.ShardClient{}
+	cc := map[string]migrate.ShardClient{}
 	for n, s := range shards {
 		scr[n], cc[n] = s, s
 	}

@@ -27,16 +27,17 @@ func main() {
 	addrs, prefix, key := strings.Split(os.Args[1], ","), os.Args[2], os.Args[3]
 	client := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
 	var once sync.Once
-	c, err := celebrity.New(client, func(context.Context, string) (string, uint64, error) { return "v1", 1, nil },
-		celebrity.Options[string]{
-			Prefix: prefix, Fresh: 20 * time.Millisecond, Stale: -1, ReportInterval: 100 * time.Millisecond,
-			PromoteRate: 100, DemoteRate: 10, Hold: 500 * time.Millisecond, SummaryShards: 4, ReportMinRate: 5,
-			OnEvent: func(ev celebrity.Event) {
-				if ev.Kind == celebrity.EventPromoted && ev.Key == key {
-					once.Do(func() { fmt.Println("promoted") })
-				}
-			},
-		})
+	c, err := celebrity.New(client, func(context.Context, string) (celebrity.Versioned[string], error) {
+		return celebrity.Versioned[string]{Value: "v1", Version: 1}, nil
+	}, celebrity.Options[string]{
+		Prefix: prefix, Fresh: 20 * time.Millisecond, Stale: -1, ReportInterval: 100 * time.Millisecond,
+		PromoteRate: 100, DemoteRate: 10, Hold: 500 * time.Millisecond, SummaryShards: 4, ReportMinRate: 5,
+		OnEvent: func(ev celebrity.Event) {
+			if ev.Kind == celebrity.EventPromoted && ev.Key == key {
+				once.Do(func() { fmt.Println("promoted") })
+			}
+		},
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

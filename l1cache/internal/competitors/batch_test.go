@@ -22,9 +22,9 @@ func BenchmarkFeedPageMiss(b *testing.B) {
 	srv := celebritytest.Standalone(b)
 	prefix := celebritytest.NewPrefix(b)
 	var queries atomic.Int64
-	load := func(_ context.Context, key string) (string, uint64, error) {
+	load := func(_ context.Context, key string) (celebrity.Versioned[string], error) {
 		queries.Add(1)
-		return "body of " + key, 1, nil
+		return celebrity.Versioned[string]{Value: "body of " + key, Version: 1}, nil
 	}
 	batch := func(_ context.Context, keys []string) (map[string]celebrity.Versioned[string], error) {
 		queries.Add(1)

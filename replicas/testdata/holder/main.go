@@ -39,7 +39,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	_, err = r.GetOrLoad(context.Background(), key, time.Minute, func(context.Context) (replicas.Item, error) {
+	_, err = r.GetOrLoad(context.Background(), key, time.Minute, func(context.Context, string) (replicas.Item, error) {
 		fmt.Println("loading")
 		select {} // killed mid-load
 	})
