@@ -411,8 +411,11 @@ func TestRetryAnsweredAfterItsSubWindowIsNotSpent(t *testing.T) {
 				// a later sub-window, and admitted from that grant.
 				require.True(t, r.Allowed, "a request below the limit is admitted")
 				require.Equal(t, 5, a.total())
-				require.Equal(t, int64(10), granted, "the late grant, counted once, and the new one")
-				require.Len(t, byID, 2)
+				// The late grant and the new one, each counted once. The new request may itself
+				// be answered after its sub-window ended (sent near its end, on a loaded
+				// machine): it is then asked again too, never spent twice.
+				require.GreaterOrEqual(t, len(byID), 2)
+				require.Equal(t, int64(5*len(byID)), granted, "each request ID granted its 5 cells once")
 			})
 		})
 	}
