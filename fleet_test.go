@@ -86,6 +86,21 @@ func readers(t *testing.T, caches []*celebrity.Cache[string], keys ...string) (s
 	return stop
 }
 
+// waitLeader waits until one of caches holds the fleet's leader lease and returns it.
+func waitLeader(t *testing.T, caches []*celebrity.Cache[string]) (leader *celebrity.Cache[string]) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, c := range caches {
+			if c.Stats().Leader {
+				leader = c
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 10*time.Millisecond, "an instance takes the leader lease")
+	return leader
+}
+
 func hotEverywhere(caches []*celebrity.Cache[string], key string, want bool) bool {
 	for _, c := range caches {
 		hot := false
@@ -256,14 +271,7 @@ func TestLeaderLostMidPromotion(t *testing.T) {
 	rdb := cl.Client(t)
 	tag := "{" + p + "cache:hot}"
 	_ = tag
-	require.Eventually(t, func() bool {
-		for _, c := range others {
-			if c.Stats().Leader {
-				return true
-			}
-		}
-		return false
-	}, 30*time.Second, 10*time.Millisecond, "a survivor takes over the lease")
+	waitLeader(t, others) // a survivor takes over the lease
 	members, err := rdb.HGetAll(t.Context(), p+"{"+p+"hot}members").Result()
 	require.NoError(t, err)
 	require.Len(t, members, 1)

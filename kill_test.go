@@ -84,14 +84,7 @@ func TestInstanceKilledMidPromotion(t *testing.T) {
 	require.Empty(t, stderr.String(), "the killed instance never read a wrong value")
 
 	require.Eventually(t, func() bool { return hotEverywhere(others, key, true) }, 30*time.Second, 10*time.Millisecond)
-	require.Eventually(t, func() bool {
-		for _, c := range others {
-			if c.Stats().Leader {
-				return true
-			}
-		}
-		return false
-	}, 30*time.Second, 10*time.Millisecond, "a survivor takes over the lease")
+	waitLeader(t, others) // a survivor takes over the lease
 	rdb := cl.Client(t)
 	members, err := rdb.HGetAll(t.Context(), p+"{"+p+"hot}members").Result()
 	require.NoError(t, err)

@@ -38,15 +38,7 @@ func turnFleet(t *testing.T, client func(testing.TB) redis.UniversalClient) (cac
 		o.OnEvent = recs[i].add
 		caches = append(caches, newCache(t, client(t), src, p, o))
 	}
-	require.Eventually(t, func() bool {
-		for _, c := range caches {
-			if c.Stats().Leader {
-				leader = c
-				return true
-			}
-		}
-		return false
-	}, 30*time.Second, 10*time.Millisecond)
+	leader = waitLeader(t, caches)
 	return caches, recs, p, leader
 }
 

@@ -33,15 +33,7 @@ func slowFleet(t *testing.T, every int) (caches []*celebrity.Cache[string], recs
 		o.OnEvent = recs[i].add
 		caches = append(caches, newCache(t, srv.Client(t), src, p, o))
 	}
-	require.Eventually(t, func() bool {
-		for _, c := range caches {
-			if c.Stats().Leader {
-				leader = c
-				return true
-			}
-		}
-		return false
-	}, 30*time.Second, 10*time.Millisecond)
+	leader = waitLeader(t, caches)
 	// Readers start once every detector is older than its window (a young detector's
 	// rates are taken over less time).
 	waitHeartbeats(t, leader, 2)
