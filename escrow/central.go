@@ -23,6 +23,7 @@ type Central struct {
 	opts   CentralOptions
 	l      ledger
 	marker string
+	prev   previous
 	stats  counters
 }
 
@@ -32,6 +33,7 @@ func NewCentral(client Client, opts CentralOptions) (*Central, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: client must not be nil", ErrInvalid)
 	}
+	defaulted := opts.Prefix == ""
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -40,6 +42,10 @@ func NewCentral(client Client, opts CentralOptions) (*Central, error) {
 	c := &Central{c: client, w: opts.Witness, opts: opts, l: l, marker: witnessKey(opts.Prefix, opts.Name, l.meta()) + ":created"}
 	if c.w == nil {
 		c.w = client
+	}
+	c.prev.name = opts.Name
+	if defaulted {
+		c.prev.add(opts.Name, func(meta string) string { return witnessKey(PreviousDefaultPrefix, opts.Name, meta) + ":created" })
 	}
 	return c, nil
 }
@@ -51,8 +57,10 @@ func NewCentral(client Client, opts CentralOptions) (*Central, error) {
 // an operator calls RestoreLost. A ledger Init creates is pending (Acquire gets ErrFenced)
 // until the marker names its creation; one created after the marker already named another
 // (an Init that read the marker before that ledger existed, resuming after it was lost) stays
-// pending, and Init returns ErrLedgerMissing. Init is idempotent and safe to run from every process. A
-// ledger created earlier with another capacity is reported as ErrLayoutMismatch.
+// pending, and Init returns ErrLedgerMissing. Init is idempotent and safe to run from every
+// process. A ledger created earlier with another capacity is reported as ErrLayoutMismatch.
+// Under the default prefix, Init creates no ledger for a limit that exists under
+// PreviousDefaultPrefix: ErrPreviousPrefix.
 func (c *Central) Init(ctx context.Context) error {
 	if err := checkDurability(ctx, c.c, c.opts.Logger, c.opts.AllowEviction, c.opts.AllowWeakDurability); err != nil {
 		return err
@@ -69,6 +77,8 @@ func (c *Central) Init(ctx context.Context) error {
 	wit := int64(0)
 	if existed != "" {
 		wit = 1
+	} else if err := c.prev.check(ctx, c.c, c.w); err != nil {
+		return err
 	}
 	// A ledger this call creates is pending (it grants nothing) until the marker names its
 	// creation: the marker read above may be older than a ledger another process created,

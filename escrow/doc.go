@@ -197,7 +197,7 @@
 //
 // # Key layout
 //
-// With prefix P (default "escrow:"), a Central named L uses P{L}:meta (also cid and pending),
+// With prefix P (default "celebrity:escrow:"; "escrow:" before v0.2.0, see [PreviousDefaultPrefix]), a Central named L uses P{L}:meta (also cid and pending),
 // P{L}:free, P{L}:jobs, P{L}:held, P{L}:log, P{L}:leases and P{L}:released (plus the unused
 // P{L}:out and P{L}:in), with the contents described below, and the marker of its creation,
 // the string P{X}:witness:L:created on the witness client. A Pool named N gives each owner

@@ -601,7 +601,7 @@ func ExamplePool_WitnessKey() {
 	}
 	fmt.Println(pool.WitnessKey("eu"))
 	// Output:
-	// escrow:{21063}:witness:video:eu
+	// celebrity:escrow:{21063}:witness:video:eu
 }
 
 // ExampleNewRebalancer moves idle permits to the owner that ran out, one pass at a time.

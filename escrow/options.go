@@ -17,11 +17,9 @@ import (
 // Defaults and limits of the options.
 const (
 	// DefaultPrefix is the key prefix used when CentralOptions.Prefix or PoolOptions.Prefix
-	// is empty. It is not "celebrity:escrow:", the form of the other packages' prefixes:
-	// after a change of the default, Init would find neither the ledgers nor their witnesses
-	// and create every ledger anew with all its permits free while the old holders still
-	// run. A deployment that wants the common form sets Prefix when it first creates a pool.
-	DefaultPrefix = "escrow:"
+	// is empty. It was PreviousDefaultPrefix before v0.2.0: a limit created then stays
+	// there, and Init refuses to create it anew under this one (ErrPreviousPrefix).
+	DefaultPrefix = "celebrity:escrow:"
 	// MaxCapacity is the largest capacity a limiter or a pool accepts.
 	MaxCapacity = 100000
 	// MaxOwners is the largest number of owners in a pool.

@@ -30,6 +30,7 @@ type Pool struct {
 	ledgers map[string]ledger
 	order   []string
 	witness map[string]string
+	prev    previous
 	stats   counters
 }
 
@@ -39,6 +40,7 @@ func NewPool(client Client, opts PoolOptions) (*Pool, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: client must not be nil", ErrInvalid)
 	}
+	defaulted := opts.Prefix == ""
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -59,7 +61,11 @@ func NewPool(client Client, opts PoolOptions) (*Pool, error) {
 		p.ledgers[o.Name] = l
 		p.order = append(p.order, o.Name)
 		p.witness[o.Name] = witnessKey(opts.Prefix, tag, l.meta())
+		if defaulted {
+			p.prev.add(tag, func(meta string) string { return witnessKey(PreviousDefaultPrefix, tag, meta) })
+		}
 	}
+	p.prev.name = opts.Name
 	return p, nil
 }
 
@@ -83,7 +89,9 @@ func (p *Pool) WitnessKey(owner string) string { return p.witness[owner] }
 // not re-created (that would resurrect permits): Init initialises the others and returns
 // ErrLedgerMissing naming it, and operations on it return ErrLedgerMissing until Reconcile.
 // Likewise a ledger found behind its witness is fenced and reported (ErrFenced) while the
-// others are initialised. Init is idempotent and safe to run from every process.
+// others are initialised. Init is idempotent and safe to run from every process. Under the
+// default prefix, Init creates no ledger for a pool that exists under PreviousDefaultPrefix:
+// ErrPreviousPrefix, before it writes anything.
 func (p *Pool) Init(ctx context.Context) error {
 	if err := checkDurability(ctx, p.c, p.opts.Logger, p.opts.AllowEviction, p.opts.AllowWeakDurability); err != nil {
 		return err
@@ -98,10 +106,17 @@ func (p *Pool) Init(ctx context.Context) error {
 		return err
 	}
 	var lost []error
+	checked := false
 	for _, name := range p.order {
 		w, err := p.readWitness(ctx, name)
 		if err != nil {
 			return err
+		}
+		if w == 0 && !checked { // a ledger Init may create: none may exist under the old default
+			checked = true
+			if err := p.prev.check(ctx, p.c, p.w); err != nil {
+				return err
+			}
 		}
 		l := p.ledgers[name]
 		_, seg, err := l.init(ctx, p.c, w)

@@ -220,9 +220,9 @@
 // its verified copy in xr:<tenant> = its ID (left after the flip, removed by the next
 // fold-back's claim).
 //
-// In the control Redis, in the slot of routing's table key (hash tag
-// {P:table}, P is routing's prefix, so one script can touch a record, its lock, its epoch
-// counter and the table on a cluster):
+// In the control Redis, in the slot of routing's table key (hash tag {P:table}, P is
+// routing's prefix without its trailing ':', so one script can touch a record, its lock,
+// its epoch counter and the table on a cluster):
 //
 //	{P:table}:migrate:j:<id>             HASH   journal record: unit, source, target, generations,
 //	                                            state, snapshot position and cursor, applied

@@ -131,7 +131,7 @@ func (c *loadCounter) take() (ops uint64, entries []spacesaving.Entry) {
 }
 
 // loadKeys names the load summary's keys in the control Redis, all under one hash tag.
-func (k Keys) loadTag() string { return slot.Tagged("", k.prefix()+":load") }
+func (k Keys) loadTag() string { return slot.Tagged("", k.prefix()+"load") }
 
 // LoadIndex returns the control-Redis key indexing the published load intervals (ZSET,
 // member "<to>:<interval>" in unix ms and ms, score to).

@@ -79,8 +79,11 @@ func ReadTenantLoad(ctx context.Context, client redis.UniversalClient, prefix st
 	if window == 0 {
 		window = DefaultLoadWindow
 	}
+	if prefix == "" {
+		prefix = DefaultPrefix
+	}
 	k := Keys{Prefix: prefix}
-	out := TenantLoad{Prefix: k.prefix(), Tenants: []TenantOps{}}
+	out := TenantLoad{Prefix: prefix, Tenants: []TenantOps{}}
 	members, err := loadMembers(ctx, client, k, window)
 	if err != nil || len(members) == 0 {
 		return out, err

@@ -47,3 +47,20 @@ func TestUnitTagsKeepTenantsInsideOneTag(t *testing.T) {
 	require.Equal(t, "{celebrity:routing:b:0}:own", routingfmt.Keys(routing.Keys{}.Tag(routing.BucketUnit(0))).Own)
 	require.NotEqual(t, k.Tag(routing.TenantUnit("a%7Db")), k.Tag(routing.TenantUnit("a}b")))
 }
+
+// The default prefix took the project's form "celebrity:routing:"; a prefix without the
+// trailing ':' (the default before, and any a host set) names the same keys, so a fleet
+// upgrades without moving a key.
+func TestAPrefixNamesTheSameKeysWithOrWithoutItsColon(t *testing.T) {
+	for _, p := range []string{"", "celebrity:routing", "celebrity:routing:"} {
+		k := routing.Keys{Prefix: p}
+		require.Equal(t, "{celebrity:routing:b:7}", k.Tag(routing.BucketUnit(7)), p)
+		require.Equal(t, "{celebrity:routing:t:acme}", k.Tag(routing.TenantUnit("acme")), p)
+		require.Equal(t, "celebrity:routing:table", k.Table(), p)
+		require.Equal(t, "{celebrity:routing:table}", k.ControlTag(), p)
+		require.Equal(t, "celebrity:routing:table:announce", k.Channel(), p)
+		require.Contains(t, k.LoadIndex(), "{celebrity:routing:load}", p)
+		require.Equal(t, routing.ACLRule(routing.Options{}), routing.ACLRule(routing.Options{Prefix: p}), p)
+	}
+	require.Equal(t, "{app:b:7}", routing.Keys{Prefix: "app:"}.Tag(routing.BucketUnit(7)))
+}

@@ -99,19 +99,29 @@ func (u Unit) Validate() error {
 }
 
 // DefaultPrefix is the key prefix used when Options.Prefix is empty.
-const DefaultPrefix = "celebrity:routing"
+const DefaultPrefix = "celebrity:routing:"
 
 // Keys computes the Redis key layout under one prefix. The zero value uses DefaultPrefix.
 // See the package documentation for the layout.
 type Keys struct {
-	Prefix string // Prefix is the key prefix; it must not contain '{' or '}'. Default: DefaultPrefix.
+	// Prefix is the key prefix; it must not contain '{' or '}'. A prefix that does not end
+	// in ':' is followed by one, so "celebrity:routing" and "celebrity:routing:" name the
+	// same keys. Default: DefaultPrefix.
+	Prefix string
 }
 
-func (k Keys) prefix() string {
-	if k.Prefix == "" {
+// prefix returns the start of every name: the Prefix (or DefaultPrefix) ending in ':'.
+func (k Keys) prefix() string { return normPrefix(k.Prefix) }
+
+// normPrefix returns p (empty: DefaultPrefix) ending in ':'.
+func normPrefix(p string) string {
+	if p == "" {
 		return DefaultPrefix
 	}
-	return k.Prefix
+	if !strings.HasSuffix(p, ":") {
+		return p + ":"
+	}
+	return p
 }
 
 // Tag returns the hash tag of unit u, braces included.
@@ -121,18 +131,18 @@ func (k Keys) Tag(u Unit) string {
 	b.WriteString(k.prefix())
 	switch u.Kind {
 	case KindBucket:
-		b.WriteString(":b:")
+		b.WriteString("b:")
 		b.WriteString(strconv.FormatUint(uint64(u.Bucket), 10))
 	case KindTenant:
-		b.WriteString(":t:")
+		b.WriteString("t:")
 		escapeTag(&b, u.Tenant)
 	case KindSpread:
-		b.WriteString(":s:")
+		b.WriteString("s:")
 		b.WriteString(strconv.FormatUint(uint64(u.Sub), 10))
 		b.WriteByte(':')
 		escapeTag(&b, u.Tenant)
 	default:
-		b.WriteString(":?")
+		b.WriteString("?")
 	}
 	b.WriteByte('}')
 	return b.String()
@@ -142,15 +152,15 @@ func (k Keys) Tag(u Unit) string {
 func (k Keys) unit(u Unit) routingfmt.UnitKeys { return routingfmt.Keys(k.Tag(u)) }
 
 // Table returns the control-Redis key holding the current route table (HASH gen, table).
-func (k Keys) Table() string { return k.prefix() + ":table" }
+func (k Keys) Table() string { return k.prefix() + "table" }
 
 // ControlTag returns the hash tag "{<prefix>:table}", braces included. A key that starts with
 // it lives in the table key's hash slot on a clustered control Redis, so one script can
 // touch both (see [Store.PublishGuarded]).
-func (k Keys) ControlTag() string { return slot.Tagged("", k.prefix()+":table") }
+func (k Keys) ControlTag() string { return slot.Tagged("", k.prefix()+"table") }
 
 // Channel returns the pub/sub channel on which new generations are announced.
-func (k Keys) Channel() string { return k.prefix() + ":table:announce" }
+func (k Keys) Channel() string { return k.prefix() + "table:announce" }
 
 // escapeTag writes s with '%', '{' and '}' percent-encoded, so a tenant can never end or
 // open a hash tag early.

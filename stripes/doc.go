@@ -116,7 +116,8 @@
 // The layout may change between versions: tools read a counter's generations and stripes
 // with ReadLayout or Counter.Layout, not from these keys.
 //
-// Under Options.Prefix (default "stripes:") and Options.Name:
+// Under Options.Prefix (default "celebrity:stripes:"; "stripes:" before v0.2.0) and
+// Options.Name:
 //
 //	<prefix>{<name>}:layout              hash: doc (JSON: live generations, stripe counts,
 //	                                     tags, boundaries, dedup settings, birth token, floor),
@@ -137,12 +138,14 @@
 //	                                     births key's slot minus 8192 (256 such keys): field
 //	                                     <name>, value the layout's random token
 //
-// The default prefix keeps its form "stripes:" rather than the project's
-// "celebrity:<package>:": every key of a counter, its birth record included, lives under the
-// prefix, so a process with another default would find no layout, start the counter again
-// from zero beside the old one, and count again the retries whose dedup records it cannot
-// see; nothing could detect it. A host that wants another prefix sets Options.Prefix on
-// every process of a new counter.
+// Every key of a counter, its birth record included, lives under the prefix: a process with
+// another prefix finds no layout and would start the counter again from zero beside the old
+// one, counting again the retries whose dedup records it cannot see. So every process of a
+// counter sets the same Prefix. The default was "stripes:" before v0.2.0
+// ([PreviousDefaultPrefix]); a counter created then stays there, and a process of this
+// version with the default prefix refuses to create a counter whose layout it finds under
+// the previous default ([ErrPreviousPrefix]), one HGET when it would create the layout. A
+// host upgrading sets Options.Prefix to "stripes:" on every process (the CHANGELOG's note).
 //
 // A counter created with one stripe (a Family's cold name) has no document until its first
 // Resize: its layout hash is a home record, ver "home", holding its one stripe's fields (g,

@@ -15,8 +15,9 @@ import (
 // The key names are the stored format: a process of another version must build the same
 // names to find the layout record, the birth record and the stripes of a counter.
 func TestKeyNamesKeepTheirFormat(t *testing.T) {
-	k := keys{prefix: DefaultPrefix, name: "course:72:views"}
+	k := keys{prefix: PreviousDefaultPrefix, name: "course:72:views"}
 	require.Equal(t, "stripes:{course:72:views}:layout", k.layout())
+	require.Equal(t, "celebrity:stripes:{course:72:views}:layout", keys{prefix: DefaultPrefix, name: "course:72:views"}.layout())
 	require.Equal(t, "stripes:{7}:course:72:views:3:12", k.stripe("7", 3, 12))
 	require.Equal(t, "stripes:{x}:course:72:views:18446744073709551615:4095", k.stripe("x", 1<<64-1, 4095))
 	births := k.births()

@@ -376,12 +376,18 @@ func (c *Counter) casLayout(ctx context.Context, ver uint64, doc layoutDoc) (boo
 
 // ensureLayout returns a layout, creating the first generation (Options.Stripes stripes) if
 // the record does not exist. Creation is idempotent: the stripes are created before the
-// record names them, and only one creator's compare-and-set wins.
+// record names them, and only one creator's compare-and-set wins. Under the default prefix
+// it first checks the previous one (ErrPreviousPrefix).
 func (c *Counter) ensureLayout(ctx context.Context) (*layout, error) {
-	for range casAttempts {
+	for i := range casAttempts {
 		l, err := c.loadLayout(ctx)
 		if err != nil || l != nil {
 			return l, err
+		}
+		if i == 0 && c.opts.defaultPrefix {
+			if err := checkPrevious(ctx, c.client, c.opts.Name); err != nil {
+				return nil, err
+			}
 		}
 		if c.opts.Stripes == 1 && !c.opts.previousFormat {
 			if err := c.createHome(ctx); err != nil {

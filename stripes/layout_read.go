@@ -118,8 +118,10 @@ func (c *Counter) Layout(ctx context.Context) (Layout, error) {
 // value of every stripe of every generation it lists, in two round trips and without writing
 // anything. It needs no Counter, so it works whatever dedup settings the counter was created
 // with (they are in the result). The stripes are read at slightly different instants, like
-// Sum's. A name without a layout record gives an error wrapping ErrNoCounter; a bad name or
-// prefix one wrapping ErrInvalid; a record that cannot be decoded one wrapping ErrLayout.
+// Sum's. A name without a layout record gives an error wrapping ErrNoCounter (and, under
+// DefaultPrefix, ErrPreviousPrefix if the name has one under PreviousDefaultPrefix); a bad
+// name or prefix one wrapping ErrInvalid; a record that cannot be decoded one wrapping
+// ErrLayout.
 func ReadLayout(ctx context.Context, client Client, prefix, name string) (Layout, error) {
 	if client == nil {
 		return Layout{}, invalidf("client must not be nil")
@@ -139,7 +141,13 @@ func ReadLayout(ctx context.Context, client Client, prefix, name string) (Layout
 		return Layout{}, fmt.Errorf("stripes: read the layout of %q: %w", name, err)
 	}
 	if len(m) == 0 {
-		return Layout{}, fmt.Errorf("%w: %q under prefix %q (no key %s)", ErrNoCounter, name, prefix, ks.layout())
+		err := fmt.Errorf("%w: %q under prefix %q (no key %s)", ErrNoCounter, name, prefix, ks.layout())
+		if prefix == DefaultPrefix {
+			if prev := checkPrevious(ctx, client, name); prev != nil {
+				err = errors.Join(err, prev)
+			}
+		}
+		return Layout{}, err
 	}
 	lo, err := decodeLayout(ks, m)
 	if err != nil {

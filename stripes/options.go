@@ -12,11 +12,10 @@ import (
 const (
 	// MaxStripes is the largest stripe count of a generation.
 	MaxStripes = 4096
-	// DefaultPrefix is the key prefix used when Options.Prefix is empty. It keeps this
-	// form, not "celebrity:stripes:", because counters already live under it: a process
-	// with another default would miss their layouts and restart them from zero (see "Key
-	// layout" in the package doc).
-	DefaultPrefix = "stripes:"
+	// DefaultPrefix is the key prefix used when Options.Prefix is empty. It was
+	// PreviousDefaultPrefix before v0.2.0: a counter created then stays there, and is not
+	// created anew under this one (ErrPreviousPrefix).
+	DefaultPrefix = "celebrity:stripes:"
 	// DefaultDedupWindow is how long an event is remembered when Options.DedupWindow is 0.
 	DefaultDedupWindow = 10 * time.Minute
 	// MinDedupWindow and MaxDedupWindow bound Options.DedupWindow.
@@ -52,7 +51,7 @@ type Options struct {
 	// without '{' or '}' (they would break the hash tags of the key layout).
 	Name string
 	// Prefix is prepended to every key. It must not contain '{' or '}'.
-	// Default: "stripes:".
+	// Default: DefaultPrefix ("celebrity:stripes:"; see PreviousDefaultPrefix for an upgrade).
 	Prefix string
 	// Stripes is the stripe count of the first generation, used only when the layout record
 	// does not exist yet; afterwards the durable layout wins and [Counter.Resize] changes it.
@@ -105,6 +104,9 @@ type Options struct {
 	// their own, and refuses (ErrLayout) a home record or a document listing a home
 	// generation, as that version's parser does.
 	previousFormat bool
+	// defaultPrefix records that Prefix was empty: a counter created under DefaultPrefix
+	// first checks that it does not exist under PreviousDefaultPrefix.
+	defaultPrefix bool
 }
 
 // withDefaults validates o and fills its zero fields, in three steps: the names and the
@@ -115,7 +117,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, err
 	}
 	if o.Prefix == "" {
-		o.Prefix = DefaultPrefix
+		o.Prefix, o.defaultPrefix = DefaultPrefix, true
 	}
 	o, err := o.withDedupDefaults()
 	if err != nil {

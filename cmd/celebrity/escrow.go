@@ -21,6 +21,9 @@ type escrowFlags struct {
 	capacity                             int
 	leaseSkew                            time.Duration
 	yes                                  bool
+	// previous opens the same pool under escrow.PreviousDefaultPrefix, for a hint when the
+	// pool is not found under the default prefix.
+	previous func() (*escrow.Pool, error)
 }
 
 func (ef *escrowFlags) flagSet(e *env, sub string) *flag.FlagSet {
@@ -70,6 +73,11 @@ func runEscrow(e *env, args []string) error {
 	pool, err := escrow.NewPool(c, opts)
 	if err != nil {
 		return usagef("%v", err)
+	}
+	ef.previous = func() (*escrow.Pool, error) {
+		o := opts
+		o.Prefix = escrow.PreviousDefaultPrefix
+		return escrow.NewPool(c, o)
 	}
 	switch sub {
 	case "audit":
@@ -197,10 +205,33 @@ func (ef *escrowFlags) ledgersFound(e *env, pool *escrow.Pool) (map[string]bool,
 		prefix := ef.prefix
 		if prefix == "" {
 			prefix = escrow.DefaultPrefix
+			if ef.foundUnderPrevious(e) {
+				return nil, usagef("pool %q does not exist under prefix %q, the default since v0.2.0; it exists under %q, the default before: give --prefix %s",
+					ef.pool, prefix, escrow.PreviousDefaultPrefix, escrow.PreviousDefaultPrefix)
+			}
 		}
 		return nil, usagef("pool %q does not exist under prefix %q: no owner has a ledger (check --pool and --prefix)", ef.pool, prefix)
 	}
 	return found, nil
+}
+
+// foundUnderPrevious reports whether some owner of the pool has a ledger under
+// escrow.PreviousDefaultPrefix (false if that cannot be read).
+func (ef *escrowFlags) foundUnderPrevious(e *env) bool {
+	pool, err := ef.previous()
+	if err != nil {
+		return false
+	}
+	rep, err := pool.Audit(e.ctx)
+	if err != nil {
+		return false
+	}
+	for _, o := range rep.Owners {
+		if o.Exists {
+			return true
+		}
+	}
+	return false
 }
 
 // leaseState describes a holder's lease: its end by the ledger server's clock, and whether it

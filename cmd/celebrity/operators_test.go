@@ -99,13 +99,13 @@ func TestEscrowHoldersSaysWhenThePoolOrALedgerIsMissing(t *testing.T) {
 
 	r := holders("vidoe")
 	require.Equal(t, result{code: 2,
-		stderr: `celebrity: pool "vidoe" does not exist under prefix "escrow:": no owner has a ledger (check --pool and --prefix)` + "\n"}, r)
+		stderr: `celebrity: pool "vidoe" does not exist under prefix "celebrity:escrow:": no owner has a ledger (check --pool and --prefix)` + "\n"}, r)
 
 	r = holders("video")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, `^eu: 1 holder\(s\), 0 lapsed\n  permit \d+ +token \d+ +no lease +job "job-1"\nus: 0 holder\(s\), 0 lapsed\n$`, r.stdout)
 
-	keys, err := s.Client(t).Keys(t.Context(), "escrow:{video:us}:*").Result()
+	keys, err := s.Client(t).Keys(t.Context(), "celebrity:escrow:{video:us}:*").Result()
 	require.NoError(t, err)
 	require.NotEmpty(t, keys, "the layout names us's ledger keys")
 	require.NoError(t, s.Client(t).Del(t.Context(), keys...).Err())
@@ -113,6 +113,33 @@ func TestEscrowHoldersSaysWhenThePoolOrALedgerIsMissing(t *testing.T) {
 	require.Equal(t, 1, r.code, r.stderr)
 	require.Regexp(t, `^eu: 1 holder\(s\), 0 lapsed\n  permit .*\nus: no ledger \(lost, or never initialized: see escrow audit\)\n$`, r.stdout)
 	require.Equal(t, "celebrity: no ledger for owner(s) us of pool \"video\"\n", r.stderr)
+}
+
+// TestOperatorsAreToldOfThePreviousDefaultPrefix: a pool or a counter that a version before
+// v0.2.0 created under its default prefix is not reported as missing under the new default,
+// but named with the flag that finds it.
+func TestOperatorsAreToldOfThePreviousDefaultPrefix(t *testing.T) {
+	s := celebritytest.NewServer(t, celebritytest.ServerOptions{})
+	pool, err := escrow.NewPool(s.Client(t), escrow.PoolOptions{Name: "video", Capacity: 2, AllowSharedWitness: true,
+		AllowWeakDurability: true, Prefix: escrow.PreviousDefaultPrefix, Owners: []escrow.Owner{{Name: "eu", First: 1, Last: 2}}})
+	require.NoError(t, err)
+	require.NoError(t, pool.Init(t.Context()))
+	r := cli(t, "", nil, "escrow", "holders", "--addr", s.Addr(), "--pool", "video", "--capacity", "2", "--owners", "eu=1-2")
+	require.Equal(t, result{code: 2, stderr: `celebrity: pool "video" does not exist under prefix "celebrity:escrow:", the default since v0.2.0; ` +
+		`it exists under "escrow:", the default before: give --prefix escrow:` + "\n"}, r)
+	r = cli(t, "", nil, "escrow", "holders", "--addr", s.Addr(), "--pool", "video", "--capacity", "2", "--owners", "eu=1-2", "--prefix", "escrow:")
+	require.Equal(t, 0, r.code, r.stderr)
+
+	ctr, err := stripes.New(s.Client(t), stripes.Options{Name: "views", Prefix: stripes.PreviousDefaultPrefix, Stripes: 1, SealInterval: -1})
+	require.NoError(t, err)
+	_, err = ctr.Add(t.Context(), stripes.Event{ID: "view-1", Time: time.Now()}, 1)
+	require.NoError(t, err)
+	require.NoError(t, ctr.Close())
+	r = cli(t, "", nil, "stripes", "sum", "views", "--addr", s.Addr())
+	require.Equal(t, result{code: 2, stderr: `celebrity: no counter "views" under prefix "celebrity:stripes:", the default since v0.2.0; ` +
+		`it exists under "stripes:", the default before: give --prefix stripes:` + "\n"}, r)
+	r = cli(t, "", nil, "stripes", "sum", "views", "--addr", s.Addr(), "--prefix", "stripes:")
+	require.Equal(t, result{code: 0, stdout: "views\t1\n"}, r)
 }
 
 // TestAddressConflictNamesTheVariable: an operator with CELEBRITY_ADDR in the environment who

@@ -214,6 +214,10 @@ func sumCounters(e *env, asJSON bool, names []string, counters []*stripes.Counte
 // and the layout read. A missing record is a usage error: the tool never creates a counter.
 func (sf *stripesFlags) open(ctx context.Context, c redis.UniversalClient, name string) (*stripes.Counter, stripes.Layout, error) {
 	lo, err := stripes.ReadLayout(ctx, c, sf.prefix, name)
+	if errors.Is(err, stripes.ErrPreviousPrefix) {
+		return nil, lo, usagef("no counter %q under prefix %q, the default since v0.2.0; it exists under %q, the default before: give --prefix %s",
+			name, sf.prefix, stripes.PreviousDefaultPrefix, stripes.PreviousDefaultPrefix)
+	}
 	if errors.Is(err, stripes.ErrNoCounter) {
 		return nil, lo, usagef("no counter %q under prefix %q", name, sf.prefix)
 	}

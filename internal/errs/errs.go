@@ -2,7 +2,10 @@
 // errors.Is matches them whichever layer produced the error.
 package errs
 
-import "errors"
+import (
+	"errors"
+	"strings"
+)
 
 // ErrNotFound is the one "not found" value: l1cache, replicas and the root package export it
 // under their own names, so a caller's errors.Is(err, celebrity.ErrNotFound) holds for a
@@ -19,4 +22,10 @@ func Short(s string) string {
 		return s[:shortLen] + "..."
 	}
 	return s
+}
+
+// NoPerm reports whether err is Redis's refusal of a key or command the client's ACL user
+// may not use (a reply starting "NOPERM").
+func NoPerm(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOPERM")
 }

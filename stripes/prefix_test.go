@@ -1,0 +1,64 @@
+package stripes
+
+import (
+	"math/rand/v2"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/internal/testkit"
+)
+
+// A counter created before v0.2.0 lives under PreviousDefaultPrefix. A process of this
+// version with the default prefix must not start it again from zero under the new one (and
+// count again a retry of an event the old counter has), through a Counter, a Family or the
+// read tools; with Prefix set to the old default it keeps counting the old counter.
+func TestACounterUnderThePreviousDefaultPrefixIsNotCreatedAgain(t *testing.T) {
+	both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx, admin := testkit.Ctx(t), celebritytest.AdminOf(t, c)
+		name := "post:" + strconv.FormatUint(rand.Uint64(), 36) + ":views"
+		at := func(prefix string) *Counter {
+			cnt, err := New(admin, Options{Name: name, Prefix: prefix, Stripes: 1, SealInterval: -1})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = cnt.Close() })
+			return cnt
+		}
+		ev := Event{ID: "view-1", Time: time.Now()}
+		_, err := at(PreviousDefaultPrefix).Add(ctx, ev, 1)
+		require.NoError(t, err)
+
+		_, err = at("").Add(ctx, ev, 1)
+		require.ErrorIs(t, err, ErrPreviousPrefix)
+		require.ErrorContains(t, err, `set Options.Prefix to "stripes:" on every process`)
+		_, err = at("").Sum(ctx)
+		require.ErrorIs(t, err, ErrPreviousPrefix)
+		fam, err := NewFamily(admin, FamilyOptions{Counter: Options{SealInterval: -1}})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = fam.Close() })
+		_, err = fam.Add(ctx, name, ev, 1)
+		require.ErrorIs(t, err, ErrPreviousPrefix)
+		_, err = ReadLayout(ctx, admin, "", name)
+		require.ErrorIs(t, err, ErrNoCounter)
+		require.ErrorIs(t, err, ErrPreviousPrefix)
+		n, err := admin.Exists(ctx, keys{prefix: DefaultPrefix, name: name}.layout()).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing was created under the new prefix")
+
+		kept := at(PreviousDefaultPrefix) // the CHANGELOG's migration: the old prefix, set
+		r, err := kept.Add(ctx, ev, 1)
+		require.NoError(t, err)
+		require.False(t, r.Applied, "the retry is found in the old counter's records")
+		require.Equal(t, int64(1), mustSum(t, kept))
+
+		fresh := "post:" + strconv.FormatUint(rand.Uint64(), 36) + ":views"
+		_, err = fam.Add(ctx, fresh, ev, 1)
+		require.NoError(t, err, "a name new to both prefixes is created under the default")
+		s, err := fam.Sum(ctx, fresh)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), s)
+	})
+}
