@@ -4,7 +4,7 @@ module github.com/celebrity-go/celebrity/bench
 go 1.26.0
 
 require (
-	github.com/celebrity-go/celebrity v0.1.0
+	github.com/celebrity-go/celebrity v0.2.0
 	github.com/redis/go-redis/v9 v9.23.0
 	gonum.org/v1/plot v0.17.0
 )

@@ -5,8 +5,8 @@ go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/celebrity-go/celebrity v0.1.0
-	github.com/celebrity-go/celebrity/contrib/prometheus v0.1.0
+	github.com/celebrity-go/celebrity v0.2.0
+	github.com/celebrity-go/celebrity/contrib/prometheus v0.2.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/redis/go-redis/v9 v9.22.0

@@ -14,7 +14,7 @@
 # third-party module already pinned there must match them; the checksum database is not
 # asked (GOSUMDB=off), since the rehearsal tests our modules, not the network.
 #
-#   scripts/release.sh             # the candidate named by go.work's replace (v0.1.0)
+#   scripts/release.sh             # the candidate named by go.work's replace (v0.2.0)
 #   scripts/release.sh v0.2.0      # another candidate: every module must require it
 #
 # It fails loudly: any step that fails stops the run with its output.

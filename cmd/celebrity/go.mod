@@ -3,7 +3,7 @@ module github.com/celebrity-go/celebrity/cmd/celebrity
 go 1.25.0
 
 require (
-	github.com/celebrity-go/celebrity v0.1.0
+	github.com/celebrity-go/celebrity v0.2.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/stretchr/testify v1.12.1
 )

@@ -4,7 +4,7 @@ module github.com/celebrity-go/celebrity/contrib/otel
 go 1.26.0
 
 require (
-	github.com/celebrity-go/celebrity v0.1.0
+	github.com/celebrity-go/celebrity v0.2.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	go.opentelemetry.io/otel/sdk/metric v1.47.0

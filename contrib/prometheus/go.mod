@@ -4,7 +4,7 @@ module github.com/celebrity-go/celebrity/contrib/prometheus
 go 1.26.0
 
 require (
-	github.com/celebrity-go/celebrity v0.1.0
+	github.com/celebrity-go/celebrity v0.2.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 )

@@ -2,7 +2,7 @@
 // at one candidate version, as the go command would download them once the version is
 // tagged: scripts/release.sh installs and builds against it with GOPROXY=file://DIR.
 //
-//	go run ./scripts/release -version v0.1.0 -out /tmp/proxy
+//	go run ./scripts/release -version v0.2.0 -out /tmp/proxy
 //
 // It takes the files git tracks or would track (tracked and untracked, not ignored) in the
 // working tree, so that a rehearsal tests the tree as it stands, and it refuses a candidate

@@ -4,7 +4,7 @@ module github.com/celebrity-go/celebrity/l1cache/internal/competitors
 go 1.26.0
 
 require (
-	github.com/celebrity-go/celebrity v0.1.0
+	github.com/celebrity-go/celebrity v0.2.0
 	github.com/go-redis/cache/v9 v9.0.0
 	github.com/maypok86/otter/v2 v2.4.0
 	github.com/redis/go-redis/v9 v9.23.0
