@@ -57,3 +57,7 @@ func (r *Replicator) PickKey(ctx context.Context, key string) (string, error) {
 // RenewScript is the hash and the source of renew.lua, so a test can hold back a holder's
 // renewals (a holder cut off from Redis or paused, that loses its lease).
 var RenewScript = [2]string{renewScript.Hash(), renewScript.Source()}
+
+// ReleaseScript is the hash and the source of release.lua, so a test can lose the reply of
+// a holder's release.
+var ReleaseScript = [2]string{releaseScript.Hash(), releaseScript.Source()}

@@ -119,7 +119,7 @@ func (f *flight) wait(ctx context.Context, key string) (Item, error) {
 type leaseRead struct {
 	token string
 	won   bool
-	sure  bool // the reply arrived: the lease is someone else's unless won
+	sure  bool // the reply arrived and shows the lease is someone else's unless won
 }
 
 // readOrLease runs, in the caller's goroutine and on its ctx, the command a fetch of a key
@@ -152,8 +152,27 @@ func (r *Replicator) settleRead(raw string, err error, token string) (Item, bool
 		r.stats.negativeHits.Add(1)
 		r.stats.misses.Add(1)
 		return Item{}, true, nil, ErrNotFound
+	case ownMarker(raw, token):
+		// go-redis sent the command again after the first attempt's reply was lost, and
+		// that attempt took the lease: it is this caller's, not another holder's. Left
+		// unsure, the caller starts a fetch of its own, which acquire.lua tells it holds the
+		// lease; joined to a fetch already waiting here, it would leave the lease to run out.
+		return Item{}, false, &leaseRead{token: token}, nil
 	}
 	return Item{}, false, &leaseRead{token: token, sure: true}, nil
+}
+
+// ownMarker reports whether raw is a lease marker "l2,<token>,<waiters>" held by token's
+// holder: the same <id>, as the scripts compare them (see newToken).
+func ownMarker(raw, token string) bool {
+	held, ok := strings.CutPrefix(raw, "l2,")
+	if !ok {
+		return false
+	}
+	held, _, _ = strings.Cut(held, ",")
+	held, _, _ = strings.Cut(held, ".")
+	id, _, _ := strings.Cut(token, ".")
+	return held == id
 }
 
 // join returns the key's fetch in flight, starting one if there is none. A caller that
