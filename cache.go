@@ -1,6 +1,7 @@
 package celebrity
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -9,6 +10,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
@@ -189,6 +191,9 @@ func (o Options[V]) replicasOptions() replicas.Options {
 	return replicas.Options{
 		Copies: o.Copies, Prefix: o.Prefix + replicasPrefix, DefaultTTL: o.TTL, LoadTimeout: o.LoadTimeout,
 		Logger: o.Logger, Rand: o.Rand,
+		// The fleet's absent record lasts as long as the L1 remembers ErrNotFound (at least
+		// the 1ms the Replicator accepts), so the source is asked once per NegativeTTL.
+		NegativeTTL: max(cmp.Or(o.NegativeTTL, o.Fresh), time.Millisecond),
 	}
 }
 

@@ -43,7 +43,7 @@ func (l *loadLog) load(_ context.Context, keys []string) (map[string]celebrity.V
 // TestGetManyLoadsAMissingKeyOncePerAbsentRecord: two Caches, eight goroutines each, call
 // GetMany over and over for about three seconds with batches that hold a key the source does
 // not have and keys it has. The missing key is answered by the fleet's absent record in
-// Redis, which lives replicas.DefaultNegativeTTL from the release of the load that found
+// Redis, which lives NegativeTTL (default Fresh, 1s) from the release of the load that found
 // it missing: a later load starts only after it ended, never two within one record. Every
 // present key is loaded once.
 func TestGetManyLoadsAMissingKeyOncePerAbsentRecord(t *testing.T) {
@@ -94,8 +94,26 @@ func TestGetManyLoadsAMissingKeyOncePerAbsentRecord(t *testing.T) {
 	for i := 1; i < len(src.spans); i++ {
 		gap := src.spans[i][0].Sub(src.spans[i-1][1])
 		// 20ms: the server's clock and this process's read the same machine's time.
-		require.GreaterOrEqual(t, gap, replicas.DefaultNegativeTTL-20*time.Millisecond,
+		require.GreaterOrEqual(t, gap, celebrity.DefaultFresh-20*time.Millisecond,
 			"load %d of the missing key started %v after load %d ended, within its absent record", i+1, gap, i)
 	}
 	t.Logf("%d loads of the missing key in 3s", len(src.spans))
+}
+
+// TestNegativeTTLIsTheFleets: a key the source does not have is asked for once per
+// Options.NegativeTTL across the fleet, not only per instance. The first instance's load
+// leaves the fleet's absent record for NegativeTTL (3s here); an instance that first asks
+// after the record's former fixed life (replicas.DefaultNegativeTTL, 1s) is answered by it
+// without loading.
+func TestNegativeTTLIsTheFleets(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	p, src := celebritytest.NewPrefix(t), newSource()
+	o := celebrity.Options[string]{NegativeTTL: 3 * time.Second}
+	a, b := newCache(t, srv.Client(t), src, p, o), newCache(t, srv.Client(t), src, p, o)
+	_, err := a.Get(t.Context(), p+"post:404")
+	require.ErrorIs(t, err, celebrity.ErrNotFound)
+	time.Sleep(replicas.DefaultNegativeTTL + 200*time.Millisecond) // past the record's old life
+	_, err = b.Get(t.Context(), p+"post:404")
+	require.ErrorIs(t, err, celebrity.ErrNotFound)
+	require.Equal(t, int64(1), src.loadsOf(p+"post:404"), "the second instance loaded again")
 }

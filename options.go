@@ -72,7 +72,9 @@ type Options[V any] struct {
 	// StaleIfError is how long after Fresh the last good value is served while Redis and the
 	// source fail. Default: 0 (off). Range 0..24h.
 	StaleIfError time.Duration
-	// NegativeTTL is how long the L1 remembers ErrNotFound. Default: Fresh.
+	// NegativeTTL is how long the L1 remembers ErrNotFound, and the fleet's absent record in
+	// Redis answers it to every instance (at least 1ms): the source is asked about a key it
+	// does not have once per NegativeTTL across the fleet. Default: Fresh.
 	NegativeTTL time.Duration
 	// Beta scales the L1's early refresh (XFetch). A negative value turns it off.
 	// Default: l1cache.RecommendedBeta (1).
