@@ -18,7 +18,9 @@ const PreviousDefaultPrefix = "escrow:"
 
 // previous names the keys a limit would have under PreviousDefaultPrefix: its ledgers' meta
 // hashes (on the ledger client) and its witnesses (on the witness client). It is empty for a
-// limit whose options set Prefix: the host chose where it lives.
+// limit under any other prefix than DefaultPrefix: the host chose where it lives. A Prefix
+// set to DefaultPrefix counts as the default: code that names the constant had its limits
+// under PreviousDefaultPrefix before v0.2.0, as the constant then was.
 type previous struct {
 	name      string
 	ledgers   []string

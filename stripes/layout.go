@@ -376,15 +376,17 @@ func (c *Counter) casLayout(ctx context.Context, ver uint64, doc layoutDoc) (boo
 
 // ensureLayout returns a layout, creating the first generation (Options.Stripes stripes) if
 // the record does not exist. Creation is idempotent: the stripes are created before the
-// record names them, and only one creator's compare-and-set wins. Under the default prefix
-// it first checks the previous one (ErrPreviousPrefix).
+// record names them, and only one creator's compare-and-set wins. Under DefaultPrefix,
+// whether Options.Prefix names it or is empty, it first checks the previous default
+// (ErrPreviousPrefix): a host that wrote Prefix: DefaultPrefix had its counters under
+// PreviousDefaultPrefix before v0.2.0 as well.
 func (c *Counter) ensureLayout(ctx context.Context) (*layout, error) {
 	for i := range casAttempts {
 		l, err := c.loadLayout(ctx)
 		if err != nil || l != nil {
 			return l, err
 		}
-		if i == 0 && c.opts.defaultPrefix {
+		if i == 0 && c.opts.Prefix == DefaultPrefix {
 			if err := checkPrevious(ctx, c.client, c.opts.Name); err != nil {
 				return nil, err
 			}
