@@ -135,6 +135,9 @@ func (ef *escrowFlags) audit(e *env, pool *escrow.Pool) error {
 	if err != nil {
 		return err
 	}
+	if err := ef.onlyUnderPrevious(e, rep); err != nil {
+		return err
+	}
 	if err := ef.print(e, rep, rep.String()+"\n"); err != nil {
 		return err
 	}
@@ -202,17 +205,35 @@ func (ef *escrowFlags) ledgersFound(e *env, pool *escrow.Pool) (map[string]bool,
 		anyFound = anyFound || o.Exists
 	}
 	if !anyFound {
+		if err := ef.onlyUnderPrevious(e, rep); err != nil {
+			return nil, err
+		}
 		prefix := ef.prefix
 		if prefix == "" {
 			prefix = escrow.DefaultPrefix
-			if ef.foundUnderPrevious(e) {
-				return nil, usagef("pool %q does not exist under prefix %q, the default since v0.2.0; it exists under %q, the default before: give --prefix %s",
-					ef.pool, prefix, escrow.PreviousDefaultPrefix, escrow.PreviousDefaultPrefix)
-			}
 		}
 		return nil, usagef("pool %q does not exist under prefix %q: no owner has a ledger (check --pool and --prefix)", ef.pool, prefix)
 	}
 	return found, nil
+}
+
+// onlyUnderPrevious returns a usage error naming escrow.PreviousDefaultPrefix when the pool,
+// read under the default prefix in rep, has no ledger there but has one under the previous
+// default: the operator forgot --prefix, and the report would show every permit missing.
+func (ef *escrowFlags) onlyUnderPrevious(e *env, rep escrow.AuditReport) error {
+	if ef.prefix != "" && ef.prefix != escrow.DefaultPrefix {
+		return nil
+	}
+	for _, o := range rep.Owners {
+		if o.Exists {
+			return nil
+		}
+	}
+	if !ef.foundUnderPrevious(e) {
+		return nil
+	}
+	return usagef("pool %q does not exist under prefix %q, the default since v0.2.0; it exists under %q, the default before: give --prefix %s",
+		ef.pool, escrow.DefaultPrefix, escrow.PreviousDefaultPrefix, escrow.PreviousDefaultPrefix)
 }
 
 // foundUnderPrevious reports whether some owner of the pool has a ledger under
