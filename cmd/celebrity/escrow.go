@@ -85,6 +85,9 @@ func runEscrow(e *env, args []string) error {
 	case "holders":
 		return ef.holders(e, pool)
 	case "recover":
+		if err := ef.notOnlyUnderPrevious(e, pool); err != nil {
+			return err
+		}
 		rep, err := pool.Recover(e.ctx)
 		if err != nil {
 			return err
@@ -215,6 +218,20 @@ func (ef *escrowFlags) ledgersFound(e *env, pool *escrow.Pool) (map[string]bool,
 		return nil, usagef("pool %q does not exist under prefix %q: no owner has a ledger (check --pool and --prefix)", ef.pool, prefix)
 	}
 	return found, nil
+}
+
+// notOnlyUnderPrevious is onlyUnderPrevious for a command that does not audit the pool
+// itself: under the default prefix it audits it first (a pool found only under the previous
+// default would otherwise look recovered, with nothing to do).
+func (ef *escrowFlags) notOnlyUnderPrevious(e *env, pool *escrow.Pool) error {
+	if ef.prefix != "" && ef.prefix != escrow.DefaultPrefix {
+		return nil
+	}
+	rep, err := pool.Audit(e.ctx)
+	if err != nil {
+		return err
+	}
+	return ef.onlyUnderPrevious(e, rep)
 }
 
 // onlyUnderPrevious returns a usage error naming escrow.PreviousDefaultPrefix when the pool,

@@ -136,6 +136,9 @@ func TestOperatorsAreToldOfThePreviousDefaultPrefix(t *testing.T) {
 		require.Equal(t, result{code: 2, stderr: `celebrity: pool "video" does not exist under prefix "celebrity:escrow:", the default since v0.2.0; ` +
 			`it exists under "escrow:", the default before: give --prefix escrow:` + "\n"}, r, "--prefix %q", prefix)
 	}
+	r = cli(t, "", nil, "escrow", "recover", "--addr", s.Addr(), "--pool", "video", "--capacity", "2", "--owners", "eu=1-2")
+	require.Equal(t, 2, r.code, "recover does not report a pool it cannot see as recovered: %s", r.stdout)
+	require.Contains(t, r.stderr, "give --prefix escrow:")
 	r = cli(t, "", nil, "escrow", "audit", "--addr", s.Addr(), "--pool", "video", "--capacity", "2", "--owners", "eu=1-2", "--prefix", "escrow:")
 	require.Equal(t, 0, r.code, r.stderr)
 	r = cli(t, "", nil, "escrow", "reconcile", "--addr", s.Addr(), "--pool", "video", "--capacity", "2", "--owners", "eu=1-2", "--owner", "eu", "--yes")
