@@ -71,7 +71,7 @@ func (c *Central) Init(ctx context.Context) error {
 	}
 	existed, err := bound.Do(ctx, func() (string, error) { return c.w.Get(ctx, c.marker).Result() })
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("escrow: read the ledger's marker: %w", err)
+		return fmt.Errorf("escrow: read the ledger's marker: %w", noPermUnderDefault(err, c.opts.Prefix))
 	}
 	wit := int64(0)
 	if existed != "" {

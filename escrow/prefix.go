@@ -78,3 +78,14 @@ func anyExists(ctx context.Context, c Client, keys []string) (bool, error) {
 	}
 	return false, nil
 }
+
+// noPermUnderDefault adds to err, a refusal (NOPERM) of a key under prefix, what an upgrade
+// from a version before v0.2.0 changes, when prefix is DefaultPrefix: a user granted ACLRule
+// then holds "~escrow:*", and a process that kept the default now reads keys outside it.
+func noPermUnderDefault(err error, prefix string) error {
+	if prefix != DefaultPrefix || !errs.NoPerm(err) {
+		return err
+	}
+	return fmt.Errorf("%w (keys under %q, the default prefix since v0.2.0; a user granted ACLRule before has %q: set Prefix to PreviousDefaultPrefix for limits created then)",
+		err, DefaultPrefix, PreviousDefaultPrefix)
+}

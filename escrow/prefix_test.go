@@ -156,3 +156,30 @@ func TestRepairsDoNotRecreateALimitThatExistsUnderThePreviousDefaultPrefix(t *te
 		require.ErrorIs(t, pool.Init(ctx), ErrPreviousPrefix, "and Init still refuses")
 	})
 }
+
+// A host upgrading with least privilege keeps the Redis user it granted ACLRule before
+// v0.2.0, "~escrow:*": Init under the default prefix is refused its first read, and the
+// error says which prefix it read and which one the user holds.
+func TestAUserOfThePreviousDefaultIsToldWhichPrefixItLacks(t *testing.T) {
+	ctx, name := testkit.Ctx(t), uniqueName()
+	const hint = `keys under "celebrity:escrow:", the default prefix since v0.2.0; a user granted ACLRule before has "escrow:"`
+	for mode, user := range map[string]func(string, ...string) redis.UniversalClient{
+		"standalone": func(n string, r ...string) redis.UniversalClient { return celebritytest.Standalone(t).User(t, n, r...) },
+		"cluster": func(n string, r ...string) redis.UniversalClient {
+			return celebritytest.SharedCluster(t).User(t, n, r...)
+		},
+	} {
+		c := user("old-"+mode+name, ACLRule(PoolOptions{Prefix: PreviousDefaultPrefix})...)
+		central, err := NewCentral(c, CentralOptions{Name: name, Capacity: 1, AllowWeakDurability: true})
+		require.NoError(t, err)
+		err = central.Init(ctx)
+		require.ErrorContains(t, err, "NOPERM", mode)
+		require.ErrorContains(t, err, hint, mode)
+		pool, err := NewPool(c, PoolOptions{Name: name, Capacity: 1, Owners: []Owner{{Name: "eu", First: 1, Last: 1}},
+			AllowWeakDurability: true, AllowSharedWitness: true})
+		require.NoError(t, err)
+		err = pool.Init(ctx)
+		require.ErrorContains(t, err, "NOPERM", mode)
+		require.ErrorContains(t, err, hint, mode)
+	}
+}

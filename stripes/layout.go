@@ -145,7 +145,7 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 	seen := c.maxVer.Load()
 	m, err := bound.Do(ctx, func() (map[string]string, error) { return c.client.HGetAll(ctx, c.keys.layout()).Result() })
 	if err != nil {
-		return nil, fmt.Errorf("stripes: read layout: %w", err)
+		return nil, fmt.Errorf("stripes: read layout: %w", noPermUnderDefault(err, c.opts.Prefix))
 	}
 	if len(m) == 0 {
 		if m, err = c.checkUnborn(ctx, seen); len(m) == 0 || err != nil {

@@ -95,3 +95,22 @@ func TestPrefixSetToDefaultPrefixAlsoRefusesACounterUnderThePreviousDefault(t *t
 		require.Zero(t, n, "nothing was created under the new prefix")
 	})
 }
+
+// A host upgrading with least privilege keeps the Redis user it granted ACLRule before
+// v0.2.0, "~stripes:*": a process that kept the default prefix is refused its first read,
+// and the error says which prefix it read and which one the user holds.
+func TestAUserOfThePreviousDefaultIsToldWhichPrefixItLacks(t *testing.T) {
+	ctx, name := testkit.Ctx(t), "post:"+strconv.FormatUint(rand.Uint64(), 36)
+	for mode, user := range map[string]func(string, ...string) Client{
+		"standalone": func(n string, r ...string) Client { return celebritytest.Standalone(t).User(t, n, r...) },
+		"cluster":    func(n string, r ...string) Client { return celebritytest.SharedCluster(t).User(t, n, r...) },
+	} {
+		c := user("old-"+mode+name, ACLRule(Options{Prefix: PreviousDefaultPrefix})...)
+		cnt, err := New(c, Options{Name: name, Stripes: 1, SealInterval: -1})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cnt.Close() })
+		_, err = cnt.Add(ctx, Event{ID: "view-1", Time: time.Now()}, 1)
+		require.ErrorContains(t, err, "NOPERM", mode)
+		require.ErrorContains(t, err, `keys under "celebrity:stripes:", the default prefix since v0.2.0; a user granted ACLRule before has "stripes:"`, mode)
+	}
+}
