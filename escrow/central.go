@@ -33,7 +33,6 @@ func NewCentral(client Client, opts CentralOptions) (*Central, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: client must not be nil", ErrInvalid)
 	}
-	defaulted := opts.Prefix == ""
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -44,7 +43,7 @@ func NewCentral(client Client, opts CentralOptions) (*Central, error) {
 		c.w = client
 	}
 	c.prev.name = opts.Name
-	if defaulted {
+	if opts.Prefix == DefaultPrefix {
 		c.prev.add(opts.Name, func(meta string) string { return witnessKey(PreviousDefaultPrefix, opts.Name, meta) + ":created" })
 	}
 	return c, nil
@@ -72,7 +71,7 @@ func (c *Central) Init(ctx context.Context) error {
 	}
 	existed, err := bound.Do(ctx, func() (string, error) { return c.w.Get(ctx, c.marker).Result() })
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("escrow: read the ledger's marker: %w", err)
+		return fmt.Errorf("escrow: read the ledger's marker: %w", noPermUnderDefault(err, c.opts.Prefix))
 	}
 	wit := int64(0)
 	if existed != "" {
@@ -135,8 +134,13 @@ func newCreationID() string {
 // runs: the package cannot know who held what. Its fencing tokens start at the server's clock
 // in microseconds, above any token the lost ledger can have granted (one per grant, from 1),
 // so a downstream that checks tokens still refuses an old holder. The call is logged to
-// Logger and counted in Stats.Restored. It returns ErrConflict when the ledger exists.
+// Logger and counted in Stats.Restored. It returns ErrConflict when the ledger exists, and,
+// under DefaultPrefix, ErrPreviousPrefix when the limit exists under PreviousDefaultPrefix
+// (its ledger is not lost: the process has the wrong prefix), before it writes anything.
 func (c *Central) RestoreLost(ctx context.Context) error {
+	if err := c.prev.check(ctx, c.c, c.w); err != nil {
+		return err
+	}
 	now, err := bound.Do(ctx, func() (time.Time, error) { return c.w.Time(ctx).Result() })
 	if err != nil {
 		return fmt.Errorf("escrow: read the server clock: %w", err)

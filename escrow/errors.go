@@ -57,8 +57,9 @@ var (
 	// ErrLayoutMismatch reports a ledger initialised earlier with other permits than the
 	// options now describe.
 	ErrLayoutMismatch = errors.New("escrow: stored ledger does not match the options")
-	// ErrPreviousPrefix reports a limit that Init would create under DefaultPrefix while its
-	// ledgers or witnesses exist under PreviousDefaultPrefix (see [PreviousDefaultPrefix]).
+	// ErrPreviousPrefix reports a limit that Init, Pool.Reconcile or Central.RestoreLost
+	// would create under DefaultPrefix while its ledgers or witnesses exist under
+	// PreviousDefaultPrefix (see [PreviousDefaultPrefix]).
 	ErrPreviousPrefix = errors.New("escrow: the limit exists under the previous default prefix")
 )
 

@@ -40,7 +40,6 @@ func NewPool(client Client, opts PoolOptions) (*Pool, error) {
 	if client == nil {
 		return nil, fmt.Errorf("%w: client must not be nil", ErrInvalid)
 	}
-	defaulted := opts.Prefix == ""
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -61,7 +60,7 @@ func NewPool(client Client, opts PoolOptions) (*Pool, error) {
 		p.ledgers[o.Name] = l
 		p.order = append(p.order, o.Name)
 		p.witness[o.Name] = witnessKey(opts.Prefix, tag, l.meta())
-		if defaulted {
+		if opts.Prefix == DefaultPrefix {
 			p.prev.add(tag, func(meta string) string { return witnessKey(PreviousDefaultPrefix, tag, meta) })
 		}
 	}

@@ -18,7 +18,9 @@ const PreviousDefaultPrefix = "escrow:"
 
 // previous names the keys a limit would have under PreviousDefaultPrefix: its ledgers' meta
 // hashes (on the ledger client) and its witnesses (on the witness client). It is empty for a
-// limit whose options set Prefix: the host chose where it lives.
+// limit under any other prefix than DefaultPrefix: the host chose where it lives. A Prefix
+// set to DefaultPrefix counts as the default: code that names the constant had its limits
+// under PreviousDefaultPrefix before v0.2.0, as the constant then was.
 type previous struct {
 	name      string
 	ledgers   []string
@@ -75,4 +77,15 @@ func anyExists(ctx context.Context, c Client, keys []string) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// noPermUnderDefault adds to err, a refusal (NOPERM) of a key under prefix, what an upgrade
+// from a version before v0.2.0 changes, when prefix is DefaultPrefix: a user granted ACLRule
+// then holds "~escrow:*", and a process that kept the default now reads keys outside it.
+func noPermUnderDefault(err error, prefix string) error {
+	if prefix != DefaultPrefix || !errs.NoPerm(err) {
+		return err
+	}
+	return fmt.Errorf("%w (keys under %q, the default prefix since v0.2.0; a user granted ACLRule before has %q: set Prefix to PreviousDefaultPrefix for limits created then)",
+		err, DefaultPrefix, PreviousDefaultPrefix)
 }

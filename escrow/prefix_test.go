@@ -88,3 +88,98 @@ func requireNoKeys(t *testing.T, c redis.UniversalClient, keys ...string) {
 		require.Zero(t, n, "key %s exists", k)
 	}
 }
+
+// A host whose code names the default, Prefix: DefaultPrefix (a config default, the value it
+// also gives ACLRule), had its limits under PreviousDefaultPrefix before v0.2.0, as the
+// constant then was: Init must refuse for it as for a host that leaves Prefix empty.
+func TestPrefixSetToDefaultPrefixAlsoRefusesALimitUnderThePreviousDefault(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx, admin, name := testkit.Ctx(t), celebritytest.AdminOf(t, c), uniqueName()
+		central := func(prefix string) *Central {
+			cl, err := NewCentral(admin, CentralOptions{Name: name, Capacity: 2, Prefix: prefix, AllowWeakDurability: true})
+			require.NoError(t, err)
+			return cl
+		}
+		require.NoError(t, central(PreviousDefaultPrefix).Init(ctx))
+		named := central(DefaultPrefix)
+		require.ErrorIs(t, named.Init(ctx), ErrPreviousPrefix)
+		requireNoKeys(t, admin, named.l.meta(), named.marker)
+
+		pool := func(prefix string) *Pool {
+			p, err := NewPool(admin, PoolOptions{Name: name, Capacity: 2, Prefix: prefix, Owners: []Owner{{Name: "eu", First: 1, Last: 2}},
+				AllowWeakDurability: true, AllowSharedWitness: true})
+			require.NoError(t, err)
+			return p
+		}
+		require.NoError(t, pool(PreviousDefaultPrefix).Init(ctx))
+		np := pool(DefaultPrefix)
+		require.ErrorIs(t, np.Init(ctx), ErrPreviousPrefix)
+		requireNoKeys(t, admin, np.ledgers["eu"].meta(), np.WitnessKey("eu"))
+	})
+}
+
+// The repairs of a lost ledger create one: under the new default, for a limit whose ledger is
+// not lost but under the previous default (Audit reports it missing, Acquire gets
+// ErrLedgerMissing), Reconcile and RestoreLost must refuse as Init does, or an operator
+// following the audit frees every permit again while the old holders still run.
+func TestRepairsDoNotRecreateALimitThatExistsUnderThePreviousDefaultPrefix(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx, admin, name := testkit.Ctx(t), celebritytest.AdminOf(t, c), uniqueName()
+		old, err := NewCentral(admin, CentralOptions{Name: name, Capacity: 1, Prefix: PreviousDefaultPrefix, AllowWeakDurability: true})
+		require.NoError(t, err)
+		require.NoError(t, old.Init(ctx))
+		_, err = old.Acquire(ctx, "job-1")
+		require.NoError(t, err)
+		upgraded, err := NewCentral(admin, CentralOptions{Name: name, Capacity: 1, AllowWeakDurability: true})
+		require.NoError(t, err)
+		_, err = upgraded.Acquire(ctx, "job-2")
+		require.ErrorIs(t, err, ErrLedgerMissing)
+		require.ErrorIs(t, upgraded.RestoreLost(ctx), ErrPreviousPrefix)
+		requireNoKeys(t, admin, upgraded.l.meta(), upgraded.marker)
+
+		opts := PoolOptions{Name: name, Capacity: 2, Owners: []Owner{{Name: "eu", First: 1, Last: 2}},
+			AllowWeakDurability: true, AllowSharedWitness: true}
+		o := opts
+		o.Prefix = PreviousDefaultPrefix
+		oldPool, err := NewPool(admin, o)
+		require.NoError(t, err)
+		require.NoError(t, oldPool.Init(ctx))
+		_, err = oldPool.Acquire(ctx, "eu", "job-1")
+		require.NoError(t, err)
+		pool, err := NewPool(admin, opts)
+		require.NoError(t, err)
+		rep, err := pool.Audit(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []int{1, 2}, rep.Missing, "the audit under the new default finds no ledger")
+		require.ErrorIs(t, pool.Reconcile(ctx, "eu"), ErrPreviousPrefix)
+		requireNoKeys(t, admin, pool.ledgers["eu"].meta(), pool.WitnessKey("eu"))
+		require.ErrorIs(t, pool.Init(ctx), ErrPreviousPrefix, "and Init still refuses")
+	})
+}
+
+// A host upgrading with least privilege keeps the Redis user it granted ACLRule before
+// v0.2.0, "~escrow:*": Init under the default prefix is refused its first read, and the
+// error says which prefix it read and which one the user holds.
+func TestAUserOfThePreviousDefaultIsToldWhichPrefixItLacks(t *testing.T) {
+	ctx, name := testkit.Ctx(t), uniqueName()
+	const hint = `keys under "celebrity:escrow:", the default prefix since v0.2.0; a user granted ACLRule before has "escrow:"`
+	for mode, user := range map[string]func(string, ...string) redis.UniversalClient{
+		"standalone": func(n string, r ...string) redis.UniversalClient { return celebritytest.Standalone(t).User(t, n, r...) },
+		"cluster": func(n string, r ...string) redis.UniversalClient {
+			return celebritytest.SharedCluster(t).User(t, n, r...)
+		},
+	} {
+		c := user("old-"+mode+name, ACLRule(PoolOptions{Prefix: PreviousDefaultPrefix})...)
+		central, err := NewCentral(c, CentralOptions{Name: name, Capacity: 1, AllowWeakDurability: true})
+		require.NoError(t, err)
+		err = central.Init(ctx)
+		require.ErrorContains(t, err, "NOPERM", mode)
+		require.ErrorContains(t, err, hint, mode)
+		pool, err := NewPool(c, PoolOptions{Name: name, Capacity: 1, Owners: []Owner{{Name: "eu", First: 1, Last: 1}},
+			AllowWeakDurability: true, AllowSharedWitness: true})
+		require.NoError(t, err)
+		err = pool.Init(ctx)
+		require.ErrorContains(t, err, "NOPERM", mode)
+		require.ErrorContains(t, err, hint, mode)
+	}
+}

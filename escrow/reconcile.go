@@ -41,7 +41,8 @@ import (
 // flight (stop any rebalancer first); it returns an error when the ledger is neither fenced
 // nor missing. Recover may run after it. Reconcile writes only if the ledger is still in the
 // state it read (missing, or fenced at the same sequence); if another Reconcile repaired it in
-// between, it returns ErrConflict and writes nothing.
+// between, it returns ErrConflict and writes nothing. Under DefaultPrefix, it creates no
+// ledger for a pool that exists under PreviousDefaultPrefix: ErrPreviousPrefix, as Init.
 func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	l, err := p.ledger(owner)
 	if err != nil {
@@ -53,6 +54,11 @@ func (p *Pool) Reconcile(ctx context.Context, owner string) error {
 	}
 	byOwner := byOwnerOf(snaps)
 	me := byOwner[owner]
+	if !me.exists { // Reconcile would create the ledger: not beside one under the old default
+		if err := p.prev.check(ctx, p.c, p.w); err != nil {
+			return err
+		}
+	}
 	if me.exists && !me.fenced && me.seq >= wit[owner] {
 		return fmt.Errorf("escrow: Reconcile(%q): ledger is not fenced (seq %d, witness %d)", owner, me.seq, wit[owner])
 	}

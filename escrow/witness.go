@@ -26,7 +26,7 @@ func witnessKey(prefix, tag, ledgerKey string) string {
 func (p *Pool) readWitness(ctx context.Context, owner string) (int64, error) {
 	zs, err := bound.Do(ctx, func() ([]redis.Z, error) { return p.w.ZRangeWithScores(ctx, p.witness[owner], -1, -1).Result() })
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("escrow: read witness of %q: %w", owner, err)
+		return 0, fmt.Errorf("escrow: read witness of %q: %w", owner, noPermUnderDefault(err, p.opts.Prefix))
 	}
 	if len(zs) == 0 {
 		return 0, nil

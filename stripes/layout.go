@@ -145,7 +145,7 @@ func (c *Counter) loadLayout(ctx context.Context) (*layout, error) {
 	seen := c.maxVer.Load()
 	m, err := bound.Do(ctx, func() (map[string]string, error) { return c.client.HGetAll(ctx, c.keys.layout()).Result() })
 	if err != nil {
-		return nil, fmt.Errorf("stripes: read layout: %w", err)
+		return nil, fmt.Errorf("stripes: read layout: %w", noPermUnderDefault(err, c.opts.Prefix))
 	}
 	if len(m) == 0 {
 		if m, err = c.checkUnborn(ctx, seen); len(m) == 0 || err != nil {
@@ -376,15 +376,17 @@ func (c *Counter) casLayout(ctx context.Context, ver uint64, doc layoutDoc) (boo
 
 // ensureLayout returns a layout, creating the first generation (Options.Stripes stripes) if
 // the record does not exist. Creation is idempotent: the stripes are created before the
-// record names them, and only one creator's compare-and-set wins. Under the default prefix
-// it first checks the previous one (ErrPreviousPrefix).
+// record names them, and only one creator's compare-and-set wins. Under DefaultPrefix,
+// whether Options.Prefix names it or is empty, it first checks the previous default
+// (ErrPreviousPrefix): a host that wrote Prefix: DefaultPrefix had its counters under
+// PreviousDefaultPrefix before v0.2.0 as well.
 func (c *Counter) ensureLayout(ctx context.Context) (*layout, error) {
 	for i := range casAttempts {
 		l, err := c.loadLayout(ctx)
 		if err != nil || l != nil {
 			return l, err
 		}
-		if i == 0 && c.opts.defaultPrefix {
+		if i == 0 && c.opts.Prefix == DefaultPrefix {
 			if err := checkPrevious(ctx, c.client, c.opts.Name); err != nil {
 				return nil, err
 			}

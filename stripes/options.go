@@ -104,9 +104,6 @@ type Options struct {
 	// their own, and refuses (ErrLayout) a home record or a document listing a home
 	// generation, as that version's parser does.
 	previousFormat bool
-	// defaultPrefix records that Prefix was empty: a counter created under DefaultPrefix
-	// first checks that it does not exist under PreviousDefaultPrefix.
-	defaultPrefix bool
 }
 
 // withDefaults validates o and fills its zero fields, in three steps: the names and the
@@ -117,7 +114,7 @@ func (o Options) withDefaults() (Options, error) {
 		return o, err
 	}
 	if o.Prefix == "" {
-		o.Prefix, o.defaultPrefix = DefaultPrefix, true
+		o.Prefix = DefaultPrefix
 	}
 	o, err := o.withDedupDefaults()
 	if err != nil {

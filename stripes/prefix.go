@@ -37,3 +37,14 @@ func checkPrevious(ctx context.Context, client Client, name string) error {
 	return fmt.Errorf("%w: counter %q has its layout at %s; set Options.Prefix to %q on every process to keep it",
 		ErrPreviousPrefix, errs.Short(name), errs.Short(old), PreviousDefaultPrefix)
 }
+
+// noPermUnderDefault adds to err, a refusal (NOPERM) of a key under prefix, what an upgrade
+// from a version before v0.2.0 changes, when prefix is DefaultPrefix: a user granted ACLRule
+// then holds "~stripes:*", and a process that kept the default now reads keys outside it.
+func noPermUnderDefault(err error, prefix string) error {
+	if prefix != DefaultPrefix || !errs.NoPerm(err) {
+		return err
+	}
+	return fmt.Errorf("%w (keys under %q, the default prefix since v0.2.0; a user granted ACLRule before has %q: set Options.Prefix to PreviousDefaultPrefix for counters created then)",
+		err, DefaultPrefix, PreviousDefaultPrefix)
+}

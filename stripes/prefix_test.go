@@ -62,3 +62,55 @@ func TestACounterUnderThePreviousDefaultPrefixIsNotCreatedAgain(t *testing.T) {
 		require.Equal(t, int64(1), s)
 	})
 }
+
+// A host whose code names the default, Prefix: DefaultPrefix (a config default, the value
+// it also gives ACLRule), had its counters under PreviousDefaultPrefix before v0.2.0, as the
+// constant then was: after the upgrade it is under the new default as much as a host that
+// leaves Prefix empty, and must not count a retry again in a new counter either.
+func TestPrefixSetToDefaultPrefixAlsoRefusesACounterUnderThePreviousDefault(t *testing.T) {
+	both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx, admin := testkit.Ctx(t), celebritytest.AdminOf(t, c)
+		name := "post:" + strconv.FormatUint(rand.Uint64(), 36) + ":views"
+		ev := Event{ID: "view-1", Time: time.Now()}
+		old, err := New(admin, Options{Name: name, Prefix: PreviousDefaultPrefix, Stripes: 1, SealInterval: -1})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = old.Close() })
+		_, err = old.Add(ctx, ev, 1)
+		require.NoError(t, err)
+
+		for _, stripes := range []int{1, 4} {
+			named, err := New(admin, Options{Name: name, Prefix: DefaultPrefix, Stripes: stripes, SealInterval: -1})
+			require.NoError(t, err)
+			t.Cleanup(func() { _ = named.Close() })
+			_, err = named.Add(ctx, ev, 1)
+			require.ErrorIs(t, err, ErrPreviousPrefix, "%d stripes", stripes)
+		}
+		fam, err := NewFamily(admin, FamilyOptions{Counter: Options{Prefix: DefaultPrefix, SealInterval: -1}})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = fam.Close() })
+		_, err = fam.Add(ctx, name, ev, 1)
+		require.ErrorIs(t, err, ErrPreviousPrefix)
+		n, err := admin.Exists(ctx, keys{prefix: DefaultPrefix, name: name}.layout()).Result()
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing was created under the new prefix")
+	})
+}
+
+// A host upgrading with least privilege keeps the Redis user it granted ACLRule before
+// v0.2.0, "~stripes:*": a process that kept the default prefix is refused its first read,
+// and the error says which prefix it read and which one the user holds.
+func TestAUserOfThePreviousDefaultIsToldWhichPrefixItLacks(t *testing.T) {
+	ctx, name := testkit.Ctx(t), "post:"+strconv.FormatUint(rand.Uint64(), 36)
+	for mode, user := range map[string]func(string, ...string) Client{
+		"standalone": func(n string, r ...string) Client { return celebritytest.Standalone(t).User(t, n, r...) },
+		"cluster":    func(n string, r ...string) Client { return celebritytest.SharedCluster(t).User(t, n, r...) },
+	} {
+		c := user("old-"+mode+name, ACLRule(Options{Prefix: PreviousDefaultPrefix})...)
+		cnt, err := New(c, Options{Name: name, Stripes: 1, SealInterval: -1})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = cnt.Close() })
+		_, err = cnt.Add(ctx, Event{ID: "view-1", Time: time.Now()}, 1)
+		require.ErrorContains(t, err, "NOPERM", mode)
+		require.ErrorContains(t, err, `keys under "celebrity:stripes:", the default prefix since v0.2.0; a user granted ACLRule before has "stripes:"`, mode)
+	}
+}

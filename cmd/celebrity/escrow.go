@@ -85,6 +85,9 @@ func runEscrow(e *env, args []string) error {
 	case "holders":
 		return ef.holders(e, pool)
 	case "recover":
+		if err := ef.notOnlyUnderPrevious(e, pool); err != nil {
+			return err
+		}
 		rep, err := pool.Recover(e.ctx)
 		if err != nil {
 			return err
@@ -133,6 +136,9 @@ func (ef *escrowFlags) print(e *env, v any, text string) error {
 func (ef *escrowFlags) audit(e *env, pool *escrow.Pool) error {
 	rep, err := pool.Audit(e.ctx)
 	if err != nil {
+		return err
+	}
+	if err := ef.onlyUnderPrevious(e, rep); err != nil {
 		return err
 	}
 	if err := ef.print(e, rep, rep.String()+"\n"); err != nil {
@@ -202,17 +208,49 @@ func (ef *escrowFlags) ledgersFound(e *env, pool *escrow.Pool) (map[string]bool,
 		anyFound = anyFound || o.Exists
 	}
 	if !anyFound {
+		if err := ef.onlyUnderPrevious(e, rep); err != nil {
+			return nil, err
+		}
 		prefix := ef.prefix
 		if prefix == "" {
 			prefix = escrow.DefaultPrefix
-			if ef.foundUnderPrevious(e) {
-				return nil, usagef("pool %q does not exist under prefix %q, the default since v0.2.0; it exists under %q, the default before: give --prefix %s",
-					ef.pool, prefix, escrow.PreviousDefaultPrefix, escrow.PreviousDefaultPrefix)
-			}
 		}
 		return nil, usagef("pool %q does not exist under prefix %q: no owner has a ledger (check --pool and --prefix)", ef.pool, prefix)
 	}
 	return found, nil
+}
+
+// notOnlyUnderPrevious is onlyUnderPrevious for a command that does not audit the pool
+// itself: under the default prefix it audits it first (a pool found only under the previous
+// default would otherwise look recovered, with nothing to do).
+func (ef *escrowFlags) notOnlyUnderPrevious(e *env, pool *escrow.Pool) error {
+	if ef.prefix != "" && ef.prefix != escrow.DefaultPrefix {
+		return nil
+	}
+	rep, err := pool.Audit(e.ctx)
+	if err != nil {
+		return err
+	}
+	return ef.onlyUnderPrevious(e, rep)
+}
+
+// onlyUnderPrevious returns a usage error naming escrow.PreviousDefaultPrefix when the pool,
+// read under the default prefix in rep, has no ledger there but has one under the previous
+// default: the operator forgot --prefix, and the report would show every permit missing.
+func (ef *escrowFlags) onlyUnderPrevious(e *env, rep escrow.AuditReport) error {
+	if ef.prefix != "" && ef.prefix != escrow.DefaultPrefix {
+		return nil
+	}
+	for _, o := range rep.Owners {
+		if o.Exists {
+			return nil
+		}
+	}
+	if !ef.foundUnderPrevious(e) {
+		return nil
+	}
+	return usagef("pool %q does not exist under prefix %q, the default since v0.2.0; it exists under %q, the default before: give --prefix %s",
+		ef.pool, escrow.DefaultPrefix, escrow.PreviousDefaultPrefix, escrow.PreviousDefaultPrefix)
 }
 
 // foundUnderPrevious reports whether some owner of the pool has a ledger under

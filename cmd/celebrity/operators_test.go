@@ -129,6 +129,21 @@ func TestOperatorsAreToldOfThePreviousDefaultPrefix(t *testing.T) {
 		`it exists under "escrow:", the default before: give --prefix escrow:` + "\n"}, r)
 	r = cli(t, "", nil, "escrow", "holders", "--addr", s.Addr(), "--pool", "video", "--capacity", "2", "--owners", "eu=1-2", "--prefix", "escrow:")
 	require.Equal(t, 0, r.code, r.stderr)
+	// The audit under the default would report every permit missing, and an operator
+	// following it would reconcile a ledger that is not lost.
+	for _, prefix := range []string{"", escrow.DefaultPrefix} {
+		r = cli(t, "", nil, "escrow", "audit", "--addr", s.Addr(), "--pool", "video", "--capacity", "2", "--owners", "eu=1-2", "--prefix", prefix)
+		require.Equal(t, result{code: 2, stderr: `celebrity: pool "video" does not exist under prefix "celebrity:escrow:", the default since v0.2.0; ` +
+			`it exists under "escrow:", the default before: give --prefix escrow:` + "\n"}, r, "--prefix %q", prefix)
+	}
+	r = cli(t, "", nil, "escrow", "recover", "--addr", s.Addr(), "--pool", "video", "--capacity", "2", "--owners", "eu=1-2")
+	require.Equal(t, 2, r.code, "recover does not report a pool it cannot see as recovered: %s", r.stdout)
+	require.Contains(t, r.stderr, "give --prefix escrow:")
+	r = cli(t, "", nil, "escrow", "audit", "--addr", s.Addr(), "--pool", "video", "--capacity", "2", "--owners", "eu=1-2", "--prefix", "escrow:")
+	require.Equal(t, 0, r.code, r.stderr)
+	r = cli(t, "", nil, "escrow", "reconcile", "--addr", s.Addr(), "--pool", "video", "--capacity", "2", "--owners", "eu=1-2", "--owner", "eu", "--yes")
+	require.NotZero(t, r.code)
+	require.Contains(t, r.stderr, `set Prefix to "escrow:" on every process`, "reconcile creates no ledger under the new default")
 
 	ctr, err := stripes.New(s.Client(t), stripes.Options{Name: "views", Prefix: stripes.PreviousDefaultPrefix, Stripes: 1, SealInterval: -1})
 	require.NoError(t, err)
