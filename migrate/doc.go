@@ -221,7 +221,7 @@
 // fold-back's claim).
 //
 // In the control Redis, in the slot of routing's table key (hash tag {P:table}, P is
-// routing's prefix without its trailing ':', so one script can touch a record, its lock,
+// routing's prefix as in its key layout, so one script can touch a record, its lock,
 // its epoch counter and the table on a cluster):
 //
 //	{P:table}:migrate:j:<id>             HASH   journal record: unit, source, target, generations,

@@ -74,8 +74,8 @@ type Options struct {
 	// Shards names the shards' clients, as the route table names them.
 	Shards map[string]ShardClient
 	// Prefix is routing's key prefix (no braces), on the shards and in the control Redis.
-	// The journal lives under "{<Prefix>:table}:migrate" (Prefix without its trailing
-	// ':'). Default: routing.DefaultPrefix.
+	// The journal lives under "{<Prefix>:table}:migrate" (see routing.Keys for how the
+	// prefix is joined). Default: routing.DefaultPrefix.
 	Prefix string
 	// BatchSize is the number of items per copy round trip, 1..10000. Default: DefaultBatchSize.
 	BatchSize int

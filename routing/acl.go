@@ -29,15 +29,15 @@ func ControlACLRule[O Options | StoreOptions](o O) []string {
 	case StoreOptions:
 		prefix = o.Prefix
 	}
-	prefix = normPrefix(prefix)
+	prefix = namesStart(prefix)
 	return append([]string{"~" + prefix + "table", "~{" + prefix + "table}*",
 		"~{" + prefix + "load}*", "&" + prefix + "table:announce"}, controlCommands...)
 }
 
 // ShardACLRule returns the ACL rule a host grants each shard's user of a Router created with
 // o or of a Shard created with o (an Options or a ShardOptions), as ACL SETUSER arguments:
-// every key whose hash tag starts with o's Prefix (empty: DefaultPrefix) ending in ':',
-// "~{<prefix>:*", and the commands of the shard scripts and Go code. Only the Prefix
+// every key whose hash tag starts with o's Prefix and ':' (see Keys.Prefix), "~{<prefix>:*",
+// and the commands of the shard scripts and Go code. Only the Prefix
 // changes the rule (a Router's, not its Options.Shard's, which the Router ignores). No
 // channel is used.
 func ShardACLRule[O Options | ShardOptions](o O) []string {
@@ -48,7 +48,7 @@ func ShardACLRule[O Options | ShardOptions](o O) []string {
 	case ShardOptions:
 		prefix = o.Prefix
 	}
-	return append([]string{"~{" + normPrefix(prefix) + "*"}, shardCommands...)
+	return append([]string{"~{" + namesStart(prefix) + "*"}, shardCommands...)
 }
 
 // ACLRule returns the union of ControlACLRule(o) and ShardACLRule(o), without repeats: the

@@ -79,8 +79,8 @@
 //
 // # Key layout
 //
-// Under a prefix P ([DefaultPrefix] "celebrity:routing:"; below, P is written without its
-// trailing ':', which a prefix gets if it has none), each unit has a hash tag
+// Under a prefix P (Options.Prefix, or "celebrity:routing" for [DefaultPrefix], which ends in
+// the ':' below), each unit has a hash tag
 //
 //	{P:b:<bucket>}            a hash bucket
 //	{P:t:<tenant>}            an overridden tenant
@@ -202,9 +202,9 @@
 //
 // # ACL
 //
-// Two users, each with key access to its prefix only (P is Options.Prefix without its
-// trailing ':'). The control Redis's user: "~P:table ~{P:table}* ~{P:load}*
-// &P:table:announce +evalsha +eval +hmget +hget +hset +publish +subscribe +ping +hsetnx +hincrby +pexpire +zadd +zremrangebyscore
+// Two users, each with key access to its prefix only (P as in the key layout). The control
+// Redis's user: "~P:table ~{P:table}* ~{P:load}* &P:table:announce +evalsha +eval +hmget
+// +hget +hset +publish +subscribe +ping +hsetnx +hincrby +pexpire +zadd +zremrangebyscore
 // +zrevrange +zrangebyscore +hgetall" (Store.Load reads the table with HMGET; Store.Publish
 // and PublishGuarded are one script calling HGET, HMGET, HSET and PUBLISH; a Router
 // subscribes to the announcements and go-redis checks a silent subscription with PING;

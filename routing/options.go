@@ -27,8 +27,8 @@ type Options struct {
 	// Shards maps every shard name a table may use to its client (a standalone client or a
 	// cluster client). Required; names are non-empty valid UTF-8, as in a table.
 	Shards map[string]ShardClient
-	// Prefix is the key prefix, in the control Redis and on the shards (no braces). A prefix
-	// that does not end in ':' gets one, as in [Keys]. Default: DefaultPrefix.
+	// Prefix is the key prefix, in the control Redis and on the shards (no braces), joined
+	// to each name with ':' as in [Keys]. Default: DefaultPrefix.
 	Prefix string
 	// Shard sets retention and log length on every shard; its Prefix is ignored.
 	Shard ShardOptions
@@ -73,8 +73,8 @@ const (
 
 // ShardOptions configure a Shard. The zero value is valid.
 type ShardOptions struct {
-	// Prefix is the key prefix (no braces). A prefix that does not end in ':' gets one, as
-	// in [Keys]. Default: DefaultPrefix.
+	// Prefix is the key prefix (no braces), joined to each name with ':' as in [Keys].
+	// Default: DefaultPrefix.
 	Prefix string
 	// OpRetention is the lifetime of idempotency records. Default: DefaultOpRetention.
 	OpRetention time.Duration
@@ -90,8 +90,8 @@ type ShardOptions struct {
 
 // StoreOptions configure a Store. The zero value is valid.
 type StoreOptions struct {
-	// Prefix is the key prefix (no braces). A prefix that does not end in ':' gets one, as
-	// in [Keys]. Default: DefaultPrefix.
+	// Prefix is the key prefix (no braces), joined to each name with ':' as in [Keys].
+	// Default: DefaultPrefix.
 	Prefix string
 	// Shards, if set, are the shards the tables name, by name: with them Publish checks
 	// that a tenant a table newly places has no data left in its bucket (see

@@ -48,10 +48,10 @@ func TestUnitTagsKeepTenantsInsideOneTag(t *testing.T) {
 	require.NotEqual(t, k.Tag(routing.TenantUnit("a%7Db")), k.Tag(routing.TenantUnit("a}b")))
 }
 
-// The default prefix took the project's form "celebrity:routing:"; a prefix without the
-// trailing ':' (the default before, and any a host set) names the same keys, so a fleet
-// upgrades without moving a key.
-func TestAPrefixNamesTheSameKeysWithOrWithoutItsColon(t *testing.T) {
+// The default prefix took the project's form "celebrity:routing:" and names the keys the
+// default before v0.2.0, "celebrity:routing", named (and still names); every other prefix is
+// joined with ':' as before, so no key moves on an upgrade.
+func TestNoRoutingKeyMovesWithTheNewDefaultPrefix(t *testing.T) {
 	for _, p := range []string{"", "celebrity:routing", "celebrity:routing:"} {
 		k := routing.Keys{Prefix: p}
 		require.Equal(t, "{celebrity:routing:b:7}", k.Tag(routing.BucketUnit(7)), p)
@@ -62,5 +62,7 @@ func TestAPrefixNamesTheSameKeysWithOrWithoutItsColon(t *testing.T) {
 		require.Contains(t, k.LoadIndex(), "{celebrity:routing:load}", p)
 		require.Equal(t, routing.ACLRule(routing.Options{}), routing.ACLRule(routing.Options{Prefix: p}), p)
 	}
-	require.Equal(t, "{app:b:7}", routing.Keys{Prefix: "app:"}.Tag(routing.BucketUnit(7)))
+	require.Equal(t, "{app:b:7}", routing.Keys{Prefix: "app"}.Tag(routing.BucketUnit(7)))
+	require.Equal(t, "{app::b:7}", routing.Keys{Prefix: "app:"}.Tag(routing.BucketUnit(7)), "as before v0.2.0")
+	require.Equal(t, "app::table", routing.Keys{Prefix: "app:"}.Table())
 }

@@ -104,24 +104,24 @@ const DefaultPrefix = "celebrity:routing:"
 // Keys computes the Redis key layout under one prefix. The zero value uses DefaultPrefix.
 // See the package documentation for the layout.
 type Keys struct {
-	// Prefix is the key prefix; it must not contain '{' or '}'. A prefix that does not end
-	// in ':' is followed by one, so "celebrity:routing" and "celebrity:routing:" name the
-	// same keys. Default: DefaultPrefix.
+	// Prefix is the key prefix; it must not contain '{' or '}'. It is joined to each name
+	// with ':' ("app" names app:table, "app:" app::table), except DefaultPrefix, which ends
+	// in its ':' and names the keys "celebrity:routing" named before v0.2.0 (and still
+	// does). Default: DefaultPrefix.
 	Prefix string
 }
 
-// prefix returns the start of every name: the Prefix (or DefaultPrefix) ending in ':'.
-func (k Keys) prefix() string { return normPrefix(k.Prefix) }
+// prefix returns the start of every name (see Keys.Prefix).
+func (k Keys) prefix() string { return namesStart(k.Prefix) }
 
-// normPrefix returns p (empty: DefaultPrefix) ending in ':'.
-func normPrefix(p string) string {
-	if p == "" {
+// namesStart returns the start of every name under prefix p: p and ':', or DefaultPrefix
+// for "" and DefaultPrefix itself. No key moves from a version before v0.2.0, whose default
+// "celebrity:routing" was joined with ':' as every other prefix still is.
+func namesStart(p string) string {
+	if p == "" || p == DefaultPrefix {
 		return DefaultPrefix
 	}
-	if !strings.HasSuffix(p, ":") {
-		return p + ":"
-	}
-	return p
+	return p + ":"
 }
 
 // Tag returns the hash tag of unit u, braces included.
