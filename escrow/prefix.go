@@ -69,7 +69,7 @@ func anyExists(ctx context.Context, c Client, keys []string) (bool, error) {
 	_, _ = pipe.Exec(ctx) // each command's error is read below
 	for _, cmd := range cmds {
 		switch err := cmd.Err(); {
-		case errs.NoPerm(err):
+		case errs.KeyRefused(err):
 		case err != nil:
 			return false, err
 		case cmd.Val() > 0:

@@ -181,5 +181,16 @@ func TestAUserOfThePreviousDefaultIsToldWhichPrefixItLacks(t *testing.T) {
 		err = pool.Init(ctx)
 		require.ErrorContains(t, err, "NOPERM", mode)
 		require.ErrorContains(t, err, hint, mode)
+
+		// A user granted only the new default's rule cannot look under the previous prefix:
+		// the refusal of those keys reads as absent, and the limits are created.
+		c = user("new-"+mode+name, ACLRule(PoolOptions{})...)
+		central, err = NewCentral(c, CentralOptions{Name: name + "-" + mode, Capacity: 1, AllowWeakDurability: true})
+		require.NoError(t, err)
+		require.NoError(t, central.Init(ctx), mode)
+		pool, err = NewPool(c, PoolOptions{Name: name + "-" + mode, Capacity: 1, Owners: []Owner{{Name: "eu", First: 1, Last: 1}},
+			AllowWeakDurability: true, AllowSharedWitness: true})
+		require.NoError(t, err)
+		require.NoError(t, pool.Init(ctx), mode)
 	}
 }

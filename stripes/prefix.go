@@ -29,7 +29,7 @@ func checkPrevious(ctx context.Context, client Client, name string) error {
 	old := keys{prefix: PreviousDefaultPrefix, name: name}.layout()
 	_, err := bound.Do(ctx, func() (string, error) { return client.HGet(ctx, old, "ver").Result() })
 	switch {
-	case errors.Is(err, redis.Nil) || errs.NoPerm(err):
+	case errors.Is(err, redis.Nil) || errs.KeyRefused(err):
 		return nil
 	case err != nil:
 		return fmt.Errorf("stripes: look for %q under the previous default prefix: %w", errs.Short(name), err)

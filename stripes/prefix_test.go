@@ -112,5 +112,14 @@ func TestAUserOfThePreviousDefaultIsToldWhichPrefixItLacks(t *testing.T) {
 		_, err = cnt.Add(ctx, Event{ID: "view-1", Time: time.Now()}, 1)
 		require.ErrorContains(t, err, "NOPERM", mode)
 		require.ErrorContains(t, err, `keys under "celebrity:stripes:", the default prefix since v0.2.0; a user granted ACLRule before has "stripes:"`, mode)
+
+		// A user granted only the new default's rule cannot look under the previous prefix:
+		// the refusal of that key reads as absent, and the counter is created.
+		c = user("new-"+mode+name, ACLRule(Options{})...)
+		fresh, err := New(c, Options{Name: name + ":" + mode, Stripes: 1, SealInterval: -1})
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = fresh.Close() })
+		_, err = fresh.Add(ctx, Event{ID: "view-1", Time: time.Now()}, 1)
+		require.NoError(t, err, mode)
 	}
 }

@@ -29,3 +29,14 @@ func Short(s string) string {
 func NoPerm(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOPERM")
 }
+
+// KeyRefused reports whether err is Redis's refusal of a key the ACL user may not access
+// (NOPERM naming keys), not of a command: a user refused a command cannot tell whether a key
+// exists, and a caller must not take the refusal for its absence.
+func KeyRefused(err error) bool {
+	if !NoPerm(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "key") && !strings.Contains(msg, "command")
+}
