@@ -154,10 +154,10 @@ func (r *Replicator) settleRead(raw string, err error, token string) (Item, bool
 		return Item{}, true, nil, ErrNotFound
 	case ownMarker(raw, token):
 		// go-redis sent the command again after the first attempt's reply was lost, and
-		// that attempt took the lease: it is this caller's, not another holder's. Left
-		// unsure, the caller starts a fetch of its own, which acquire.lua tells it holds the
-		// lease; joined to a fetch already waiting here, it would leave the lease to run out.
-		return Item{}, false, &leaseRead{token: token}, nil
+		// that attempt took the lease: it is this caller's, as if the reply had arrived.
+		// Joined to a fetch already waiting here, the caller would leave its lease to run
+		// out; and GetOrLoadMany loads the key with the batch's other won keys, in one call.
+		return Item{}, false, &leaseRead{token: token, won: true, sure: true}, nil
 	}
 	return Item{}, false, &leaseRead{token: token, sure: true}, nil
 }

@@ -9,9 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/celebrity-go/celebrity/celebritytest"
+	"github.com/celebrity-go/celebrity/celebritytest/faults"
 	"github.com/celebrity-go/celebrity/internal/testkit"
 	"github.com/celebrity-go/celebrity/replicas"
 )
@@ -84,3 +86,41 @@ func TestGetOrLoadManyLoadsEachKeyOnceAcrossTheFleet(t *testing.T) {
 }
 
 func errorsIsNotFound(err error) bool { return err != nil && errors.Is(err, replicas.ErrNotFound) }
+
+// TestGetOrLoadManyLoadsInOneCallAfterALostLeaseReply: the reply of a GetOrLoadMany's lease
+// pipeline is lost after its commands took every key's lease, and go-redis sends it again:
+// each command finds the marker its first attempt left, the caller's own lease. The keys are
+// still loaded with one call of the BatchLoader, as when the replies arrive, not with one
+// call per key, and each once.
+func TestGetOrLoadManyLoadsInOneCallAfterALostLeaseReply(t *testing.T) {
+	faultFleets(t, func(t *testing.T, c redis.UniversalClient, inj *faults.Injector, f fleet) {
+		r := newReplicator(t, c, replicas.Options{})
+		prefix := celebritytest.NewPrefix(t)
+		// One hash tag: on the cluster too, the batch's commands go in one pipeline.
+		keys := []string{prefix + "{posts}:1", prefix + "{posts}:2", prefix + "{posts}:3", prefix + "{posts}:4"}
+		var calls atomic.Int64
+		var loads sync.Map // key -> *atomic.Int64
+		load := func(_ context.Context, ks []string) (map[string]replicas.Item, error) {
+			calls.Add(1)
+			out := map[string]replicas.Item{}
+			for _, k := range ks {
+				n, _ := loads.LoadOrStore(k, new(atomic.Int64))
+				n.(*atomic.Int64).Add(1)
+				out[k] = replicas.Item{Value: []byte("body:" + k), Version: 1}
+			}
+			return out, nil
+		}
+		inj.DropReply(faults.Match{Command: "SET", Arg: "l2,"}, 1)
+		items, errs, err := r.GetOrLoadMany(testkit.Ctx(t), keys, time.Minute, load)
+		require.NoError(t, err)
+		require.Empty(t, errs)
+		require.EqualValues(t, 1, inj.Dropped(), "a lease command's reply was lost")
+		for _, k := range keys {
+			require.Equal(t, replicas.Item{Value: []byte("body:" + k), Version: 1}, items[k])
+			n, _ := loads.Load(k)
+			require.EqualValues(t, 1, n.(*atomic.Int64).Load(), "loads of %s", k)
+		}
+		require.EqualValues(t, 1, calls.Load(), "calls of the BatchLoader")
+		require.EqualValues(t, len(keys), r.Stats().LeaseWins)
+	})
+}

@@ -45,9 +45,9 @@ func TestJudgePlainSettlesOnlyWhatTheCommandProves(t *testing.T) {
 
 // TestSettleReadKnowsTheCallersOwnLease: the caller's lease command, sent again by go-redis
 // after its first attempt's reply was lost, finds the marker that attempt left (with or
-// without waiters counted since): the lease is the caller's own, so the read is not "sure"
-// (its fetch asks acquire.lua, which knows the lease as the caller's), never "someone
-// else's lease", which would have the caller wait for its own lease to run out. No Redis.
+// without waiters counted since): the lease is the caller's own, won as if the reply had
+// arrived, never "someone else's lease", which would have the caller wait for its own lease
+// to run out. No Redis.
 func TestSettleReadKnowsTheCallersOwnLease(t *testing.T) {
 	r := &Replicator{opts: Options{Clock: func() time.Time { return time.UnixMilli(2000) }}}
 	const token = "id1.5000"
@@ -59,8 +59,8 @@ func TestSettleReadKnowsTheCallersOwnLease(t *testing.T) {
 	}{
 		{"nothing stored: the lease is taken", "", redis.Nil, leaseRead{token: token, won: true, sure: true}},
 		{"the reply was lost", "", errors.New("i/o timeout"), leaseRead{token: token}},
-		{"its own marker (a retry)", "l2,id1.5000,0", nil, leaseRead{token: token}},
-		{"its own marker, renewed, with waiters", "l2,id1.9000,3", nil, leaseRead{token: token}},
+		{"its own marker (a retry)", "l2,id1.5000,0", nil, leaseRead{token: token, won: true, sure: true}},
+		{"its own marker, renewed, with waiters", "l2,id1.9000,3", nil, leaseRead{token: token, won: true, sure: true}},
 		{"another holder's lease", "l2,id2.5000,0", nil, leaseRead{token: token, sure: true}},
 		{"a holder whose id starts alike", "l2,id10.5000,0", nil, leaseRead{token: token, sure: true}},
 		{"an expired value", "c2,7,v,2000,,hello", nil, leaseRead{token: token, sure: true}},
