@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,6 +202,48 @@ func TestLostFillReplyRetried(t *testing.T) {
 		got, err := newReplicator(t, plain, o).Get(ctx, key)
 		require.NoError(t, err)
 		require.Equal(t, it, got)
+	})
+}
+
+// TestLostWakeReplyIsNotWaitedForAgain: an instance waits for another's fill, and the reply
+// of its BLPOP, which popped the filler's wake-up, is lost. The BLPOP must not be sent again:
+// the element is gone, and the resend would block its whole timeout (up to a second, until
+// the lease's deadline) after the fill had landed, with every caller of the key on the
+// instance. The waiter looks at the lease again instead and reads the fill, loading nothing.
+// A second drop armed for BLPOP counts a resend: its reply would be dropped too.
+func TestLostWakeReplyIsNotWaitedForAgain(t *testing.T) {
+	faultFleets(t, func(t *testing.T, c redis.UniversalClient, inj *faults.Injector, f fleet) {
+		o := replicas.Options{Prefix: celebritytest.NewPrefix(t)}
+		holder, waiter := newReplicator(t, f.client(t), o), newReplicator(t, c, o)
+		key := "post:lost-wake"
+		want := replicas.Item{Value: []byte("v1"), Version: 1}
+		started, release := make(chan struct{}), make(chan struct{})
+		var calls atomic.Int64
+		held := make(chan error, 1)
+		go func() {
+			_, err := holder.GetOrLoad(testkit.Ctx(t), key, time.Minute, stuckLoader(started, release, want, want, &calls))
+			held <- err
+		}()
+		<-started
+		inj.DropReply(faults.Match{Command: "BLPOP"}, 2)
+		got := make(chan error, 1)
+		go func() {
+			it, err := waiter.GetOrLoad(testkit.Ctx(t), key, time.Minute, func(context.Context, string) (replicas.Item, error) {
+				return replicas.Item{}, errors.New("the waiter loaded")
+			})
+			if err == nil && !reflect.DeepEqual(it, want) {
+				err = fmt.Errorf("got %v", it)
+			}
+			got <- err
+		}()
+		require.Eventually(t, func() bool { return waiter.Stats().LeaseWaits == 1 }, 20*time.Second, time.Millisecond)
+		filled := time.Now()
+		close(release)
+		require.NoError(t, <-held)
+		require.NoError(t, <-got)
+		t.Logf("the waiter answered %v after the fill was released", time.Since(filled))
+		require.EqualValues(t, 1, inj.Dropped(), "the BLPOP whose reply was lost was not sent again")
+		require.EqualValues(t, 1, calls.Load(), "one load")
 	})
 }
 

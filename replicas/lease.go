@@ -545,12 +545,10 @@ func (r *Replicator) awaitWake(ctx context.Context, wake string, d time.Duration
 		}
 		return nil
 	}
-	var err error
-	_, err = bound.Do(ctx, func() (struct{}, error) {
-		if d == maxBlock {
-			return struct{}{}, r.client.BLPop(ctx, maxBlock, wake).Err()
-		}
-		return struct{}{}, r.client.Do(ctx, "blpop", wake, fmt.Sprintf("%.3f", d.Seconds())).Err()
+	_, err := bound.Do(ctx, func() (struct{}, error) {
+		cmd := onceCmd{redis.NewCmd(ctx, "blpop", wake, fmt.Sprintf("%.3f", d.Seconds()))}
+		_ = r.client.Process(ctx, cmd)
+		return struct{}{}, cmd.Err()
 	})
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -567,6 +565,16 @@ func (r *Replicator) awaitWake(ctx context.Context, wake string, d time.Duration
 	}
 	return nil
 }
+
+// onceCmd is a command go-redis sends once, never again after an error. A wake's BLPOP
+// must not be resent: one whose reply was lost has popped its element, and a resend would
+// block for its whole timeout (up to maxBlock) after the holder woke it. Its error sends the
+// waiter back to the lease, which shows the fill. The read is bounded by the client's
+// ReadTimeout (default 5s), not by the BLPOP's.
+type onceCmd struct{ *redis.Cmd }
+
+// NoRetry tells go-redis not to resend the command.
+func (onceCmd) NoRetry() bool { return true }
 
 // maxErrorText bounds the text of an error record.
 const maxErrorText = 512
