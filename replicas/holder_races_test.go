@@ -440,3 +440,59 @@ func TestSetWhileHolderLoadsOlder(t *testing.T) {
 		}
 	})
 }
+
+// blpopErrors counts the BLPOPs that failed (a reply other than one element or nil).
+type blpopErrors struct{ n atomic.Int64 }
+
+func (h *blpopErrors) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *blpopErrors) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h *blpopErrors) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if cmd.Name() == "blpop" && err != nil && !errors.Is(err, redis.Nil) {
+			h.n.Add(1)
+		}
+		return err
+	}
+}
+
+// A waiter over a client whose ReadTimeout is shorter than a BLPOP's second blocks for less
+// than the read timeout: its wait for a slow holder ends in the fill, with no read that
+// timed out (each would close a connection of the pool).
+func TestWaitBlocksWithinTheClientsReadTimeout(t *testing.T) {
+	srv := celebritytest.Standalone(t)
+	o := replicas.Options{Prefix: celebritytest.NewPrefix(t)}
+	errs := &blpopErrors{}
+	short := srv.Client(t, func(o *redis.Options) { o.ReadTimeout = 150 * time.Millisecond })
+	short.AddHook(errs)
+	holder, waiter := newReplicator(t, srv.Client(t), o), newReplicator(t, short, o)
+	key := "post:slow-source"
+	want := replicas.Item{Value: []byte("v1"), Version: 1}
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	held := make(chan error, 1)
+	go func() {
+		_, err := holder.GetOrLoad(testkit.Ctx(t), key, time.Minute, stuckLoader(started, release, want, want, &calls))
+		held <- err
+	}()
+	<-started
+	got := make(chan error, 1)
+	go func() {
+		it, err := waiter.GetOrLoad(testkit.Ctx(t), key, time.Minute, func(context.Context, string) (replicas.Item, error) {
+			return replicas.Item{}, errors.New("the waiter loaded")
+		})
+		if err == nil && !reflect.DeepEqual(it, want) {
+			err = fmt.Errorf("got %v", it)
+		}
+		got <- err
+	}()
+	require.Eventually(t, func() bool { return waiter.Stats().LeaseWaits == 1 }, 20*time.Second, time.Millisecond)
+	time.Sleep(600 * time.Millisecond) // the source is slow: several of the waiter's blocks pass
+	close(release)
+	require.NoError(t, <-held)
+	require.NoError(t, <-got)
+	require.Zero(t, errs.n.Load(), "BLPOPs that failed (timed out)")
+	require.EqualValues(t, 1, calls.Load(), "one load")
+}

@@ -491,6 +491,24 @@ func blockingLimit(client redis.UniversalClient) int {
 // up longer by a blocked connection.
 const maxBlock = time.Second
 
+// blockCap is the longest BLPOP a Replicator over client sends: maxBlock, or half the
+// client's ReadTimeout if that is shorter. The BLPOP is sent once (onceCmd), with no read
+// timeout of its own, so the client's bounds its read; a block that outlived it would fail
+// as a read timeout, and go-redis would close the connection, on every wait.
+func blockCap(client redis.UniversalClient) time.Duration {
+	rt := time.Duration(0)
+	switch c := client.(type) {
+	case *redis.Client:
+		rt = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		rt = c.Options().ReadTimeout
+	}
+	if rt <= 0 { // as go-redis's client keeps it: no read deadline
+		return maxBlock
+	}
+	return max(min(rt/2, maxBlock), time.Millisecond)
+}
+
 // wakeWait is the one blocking read of a wake list under way on this instance: every other
 // fetch here that waits for the same holder waits for it to return.
 type wakeWait struct{ done chan struct{} }
@@ -508,7 +526,7 @@ type wakeWait struct{ done chan struct{} }
 // counted, so the elements left over wake a later wait on that list (within the list's
 // life, max(LeaseTTL, 1s)) at once: that wait looks at the lease again and waits again.
 func (r *Replicator) awaitWake(ctx context.Context, wake string, d time.Duration) error {
-	d = min(max(d, time.Millisecond), maxBlock)
+	d = min(max(d, time.Millisecond), r.blockCap)
 	r.wakeMu.Lock()
 	if w := r.wakes[wake]; w != nil {
 		r.wakeMu.Unlock()
@@ -570,7 +588,7 @@ func (r *Replicator) awaitWake(ctx context.Context, wake string, d time.Duration
 // must not be resent: one whose reply was lost has popped its element, and a resend would
 // block for its whole timeout (up to maxBlock) after the holder woke it. Its error sends the
 // waiter back to the lease, which shows the fill. The read is bounded by the client's
-// ReadTimeout (default 5s), not by the BLPOP's.
+// ReadTimeout, not by the BLPOP's: blockCap keeps the block under it.
 type onceCmd struct{ *redis.Cmd }
 
 // NoRetry tells go-redis not to resend the command.

@@ -66,6 +66,8 @@ type Replicator struct {
 	wakes  map[string]*wakeWait // the blocking read of each wake list under way here
 	// blocking holds a token per BLPOP under way (blockingLimit of them at most).
 	blocking chan struct{}
+	// blockCap bounds one BLPOP (see blockCap).
+	blockCap time.Duration
 
 	// lifetime is cancelled by Close; it is the parent of detached GetOrLoad fetches, not a
 	// request context.
@@ -103,6 +105,7 @@ func New(client Client, opts Options) (*Replicator, error) {
 		flights:   map[string]*flight{},
 		wakes:     map[string]*wakeWait{},
 		blocking:  make(chan struct{}, blockingLimit(client)),
+		blockCap:  blockCap(client),
 		refreshCh: make(chan struct{}, 1),
 		aff:       o.Rand(),
 	}
