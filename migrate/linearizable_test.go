@@ -152,7 +152,7 @@ type linRun struct {
 	moves flips
 
 	// Figures.
-	retried, replayed, replayedMoved, unknown atomic.Int64
+	retried, replayed, replayedMoved, unknown, gaveUp atomic.Int64
 }
 
 func (r *linRun) now() int64 { return time.Since(r.start).Nanoseconds() }
@@ -308,14 +308,15 @@ func (le *linEnv) run(t *testing.T, plan linPlan) {
 	checkStart := time.Now()
 	requireLinearizable(t, run.history, time.Minute)
 	checked := time.Since(checkStart)
-	require.Empty(t, run.fails, "calls failed other than by a lost reply")
+	require.Empty(t, run.fails, "calls failed other than by a lost reply or a Router that gave up redirecting")
+	require.Less(t, 2*run.unknown.Load(), int64(len(run.history)), "most calls have a known outcome: the history checks something")
 	redirects := r1.Stats().Redirects + r2.Stats().Redirects
 	t.Logf("%d calls (%d clients, %d rounds of %d moves), %d replies lost (%d by go-redis's retries, %d to callers), "+
-		"%d calls retried by their callers after a move, %d replayed (%d by another owner), %d left with an unknown outcome; "+
-		"the stale Routers were redirected %d times; checked in %v, run in %v",
+		"%d calls retried by their callers after a move, %d replayed (%d by another owner), %d left with an unknown outcome "+
+		"(%d given up after the Router's redirects); the stale Routers were redirected %d times; checked in %v, run in %v",
 		len(run.history), plan.clients, plan.rounds, len(moves), stock.Dropped()+stale.Dropped(), stock.Dropped(),
 		stale.Dropped(), run.retried.Load(), run.replayed.Load(), run.replayedMoved.Load(), run.unknown.Load(),
-		redirects, checked, time.Since(began))
+		run.gaveUp.Load(), redirects, checked, time.Since(began))
 	// The run did what it claims: replies were lost on both kinds of Router, the stale
 	// Routers met refusals, and a lost write was replayed by the unit's new owner.
 	require.Positive(t, stock.Dropped())
@@ -452,7 +453,14 @@ func (c *linClient) call(ctx context.Context, in kvInput) {
 	after := c.route(in)
 	op.Metadata = fmt.Sprintf("%s: routed by gen %d to %s, returned at gen %d (%s)", c.name, before.gen, before.at, after.gen, after.at)
 	if err != nil {
-		if !errors.Is(err, faults.ErrReplyDropped) {
+		switch {
+		case errors.Is(err, faults.ErrReplyDropped):
+		case errors.Is(err, routing.ErrStaleRoute):
+			// The Router gave up after Options.MaxRedirects, as documented, when the moves
+			// outran its table's refreshes on a loaded machine. A redirect may follow a lost
+			// reply, so the outcome stays unknown.
+			c.run.gaveUp.Add(1)
+		default:
 			c.run.fail(fmt.Errorf("%s: %s: %w", c.name, describeKV(in, kvOutput{Unknown: true}), err))
 		}
 		op.Output, op.Return = kvOutput{Unknown: true}, never
