@@ -12,6 +12,15 @@ import (
 	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
+// centralAt returns a constructor of the Central of capacity 2 named name under a prefix.
+func centralAt(t *testing.T, c Client, name string) func(prefix string) *Central {
+	return func(prefix string) *Central {
+		cl, err := NewCentral(c, CentralOptions{Name: name, Capacity: 2, Prefix: prefix, AllowWeakDurability: true})
+		require.NoError(t, err)
+		return cl
+	}
+}
+
 // uniqueName returns a limit name no other test uses: these tests run under the default
 // prefixes, shared by every test of the server.
 func uniqueName() string { return "seats-" + strconv.FormatUint(rand.Uint64(), 36) }
@@ -22,11 +31,7 @@ func uniqueName() string { return "seats-" + strconv.FormatUint(rand.Uint64(), 3
 func TestCentralInitRefusesALimitThatExistsUnderThePreviousDefaultPrefix(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx, admin, name := testkit.Ctx(t), celebritytest.AdminOf(t, c), uniqueName()
-		at := func(prefix string) *Central {
-			cl, err := NewCentral(admin, CentralOptions{Name: name, Capacity: 2, Prefix: prefix, AllowWeakDurability: true})
-			require.NoError(t, err)
-			return cl
-		}
+		at := centralAt(t, admin, name)
 		old := at(PreviousDefaultPrefix)
 		require.NoError(t, old.Init(ctx))
 		_, err := old.Acquire(ctx, "job-1")
@@ -95,11 +100,7 @@ func requireNoKeys(t *testing.T, c redis.UniversalClient, keys ...string) {
 func TestPrefixSetToDefaultPrefixAlsoRefusesALimitUnderThePreviousDefault(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
 		ctx, admin, name := testkit.Ctx(t), celebritytest.AdminOf(t, c), uniqueName()
-		central := func(prefix string) *Central {
-			cl, err := NewCentral(admin, CentralOptions{Name: name, Capacity: 2, Prefix: prefix, AllowWeakDurability: true})
-			require.NoError(t, err)
-			return cl
-		}
+		central := centralAt(t, admin, name)
 		require.NoError(t, central(PreviousDefaultPrefix).Init(ctx))
 		named := central(DefaultPrefix)
 		require.ErrorIs(t, named.Init(ctx), ErrPreviousPrefix)

@@ -215,36 +215,55 @@ func TestLostWakeReplyIsNotWaitedForAgain(t *testing.T) {
 	faultFleets(t, func(t *testing.T, c redis.UniversalClient, inj *faults.Injector, f fleet) {
 		o := replicas.Options{Prefix: celebritytest.NewPrefix(t)}
 		holder, waiter := newReplicator(t, f.client(t), o), newReplicator(t, c, o)
-		key := "post:lost-wake"
-		want := replicas.Item{Value: []byte("v1"), Version: 1}
-		started, release := make(chan struct{}), make(chan struct{})
-		var calls atomic.Int64
-		held := make(chan error, 1)
-		go func() {
-			_, err := holder.GetOrLoad(testkit.Ctx(t), key, time.Minute, stuckLoader(started, release, want, want, &calls))
-			held <- err
-		}()
-		<-started
-		inj.DropReply(faults.Match{Command: "BLPOP"}, 2)
-		got := make(chan error, 1)
-		go func() {
-			it, err := waiter.GetOrLoad(testkit.Ctx(t), key, time.Minute, func(context.Context, string) (replicas.Item, error) {
-				return replicas.Item{}, errors.New("the waiter loaded")
-			})
-			if err == nil && !reflect.DeepEqual(it, want) {
-				err = fmt.Errorf("got %v", it)
-			}
-			got <- err
-		}()
-		require.Eventually(t, func() bool { return waiter.Stats().LeaseWaits == 1 }, 20*time.Second, time.Millisecond)
+		w := holdAndWait(t, holder, waiter, "post:lost-wake", func() { inj.DropReply(faults.Match{Command: "BLPOP"}, 2) })
 		filled := time.Now()
-		close(release)
-		require.NoError(t, <-held)
-		require.NoError(t, <-got)
+		w.fill(t)
 		t.Logf("the waiter answered %v after the fill was released", time.Since(filled))
 		require.EqualValues(t, 1, inj.Dropped(), "the BLPOP whose reply was lost was not sent again")
-		require.EqualValues(t, 1, calls.Load(), "one load")
 	})
+}
+
+// heldWait is a waiter's GetOrLoad of a key whose holder (another Replicator) is loading it
+// with a loader that returns only when fill is called.
+type heldWait struct {
+	release   chan struct{}
+	held, got chan error
+	calls     atomic.Int64
+}
+
+// holdAndWait starts holder's GetOrLoad of key, then, once its loader runs and after
+// beforeWait, waiter's, which must wait for the fill (it fails if it loads), and returns
+// when the waiter waits.
+func holdAndWait(t *testing.T, holder, waiter *replicas.Replicator, key string, beforeWait func()) *heldWait {
+	want := replicas.Item{Value: []byte("v1"), Version: 1}
+	w := &heldWait{release: make(chan struct{}), held: make(chan error, 1), got: make(chan error, 1)}
+	started := make(chan struct{})
+	go func() {
+		_, err := holder.GetOrLoad(testkit.Ctx(t), key, time.Minute, stuckLoader(started, w.release, want, want, &w.calls))
+		w.held <- err
+	}()
+	<-started
+	beforeWait()
+	waits := waiter.Stats().LeaseWaits
+	go func() {
+		it, err := waiter.GetOrLoad(testkit.Ctx(t), key, time.Minute, func(context.Context, string) (replicas.Item, error) {
+			return replicas.Item{}, errors.New("the waiter loaded")
+		})
+		if err == nil && !reflect.DeepEqual(it, want) {
+			err = fmt.Errorf("got %v", it)
+		}
+		w.got <- err
+	}()
+	require.Eventually(t, func() bool { return waiter.Stats().LeaseWaits == waits+1 }, 20*time.Second, time.Millisecond)
+	return w
+}
+
+// fill lets the holder's loader return and requires both calls to succeed, with one load.
+func (w *heldWait) fill(t *testing.T) {
+	close(w.release)
+	require.NoError(t, <-w.held)
+	require.NoError(t, <-w.got)
+	require.EqualValues(t, 1, w.calls.Load(), "one load")
 }
 
 // A paused holder resumes after another instance took its lease over but before that one
@@ -468,31 +487,8 @@ func TestWaitBlocksWithinTheClientsReadTimeout(t *testing.T) {
 	short := srv.Client(t, func(o *redis.Options) { o.ReadTimeout = 150 * time.Millisecond })
 	short.AddHook(errs)
 	holder, waiter := newReplicator(t, srv.Client(t), o), newReplicator(t, short, o)
-	key := "post:slow-source"
-	want := replicas.Item{Value: []byte("v1"), Version: 1}
-	started, release := make(chan struct{}), make(chan struct{})
-	var calls atomic.Int64
-	held := make(chan error, 1)
-	go func() {
-		_, err := holder.GetOrLoad(testkit.Ctx(t), key, time.Minute, stuckLoader(started, release, want, want, &calls))
-		held <- err
-	}()
-	<-started
-	got := make(chan error, 1)
-	go func() {
-		it, err := waiter.GetOrLoad(testkit.Ctx(t), key, time.Minute, func(context.Context, string) (replicas.Item, error) {
-			return replicas.Item{}, errors.New("the waiter loaded")
-		})
-		if err == nil && !reflect.DeepEqual(it, want) {
-			err = fmt.Errorf("got %v", it)
-		}
-		got <- err
-	}()
-	require.Eventually(t, func() bool { return waiter.Stats().LeaseWaits == 1 }, 20*time.Second, time.Millisecond)
+	w := holdAndWait(t, holder, waiter, "post:slow-source", func() {})
 	time.Sleep(600 * time.Millisecond) // the source is slow: several of the waiter's blocks pass
-	close(release)
-	require.NoError(t, <-held)
-	require.NoError(t, <-got)
+	w.fill(t)
 	require.Zero(t, errs.n.Load(), "BLPOPs that failed (timed out)")
-	require.EqualValues(t, 1, calls.Load(), "one load")
 }
