@@ -11,7 +11,6 @@ import (
 
 	"github.com/celebrity-go/celebrity"
 	"github.com/celebrity-go/celebrity/celebritytest"
-	"github.com/celebrity-go/celebrity/replicas"
 )
 
 // loadLog is a BatchLoader's source that has every key but missing: it counts the loads of
@@ -102,9 +101,9 @@ func TestGetManyLoadsAMissingKeyOncePerAbsentRecord(t *testing.T) {
 
 // TestNegativeTTLIsTheFleets: a key the source does not have is asked for once per
 // Options.NegativeTTL across the fleet, not only per instance. The first instance's load
-// leaves the fleet's absent record for NegativeTTL (3s here); an instance that first asks
-// after the record's former fixed life (replicas.DefaultNegativeTTL, 1s) is answered by it
-// without loading.
+// leaves the fleet's absent record in Redis for NegativeTTL (3s here; it lived the
+// Replicator's default, 1s, whatever NegativeTTL said), and another instance is answered by
+// it without loading.
 func TestNegativeTTLIsTheFleets(t *testing.T) {
 	srv := celebritytest.Standalone(t)
 	p, src := celebritytest.NewPrefix(t), newSource()
@@ -112,7 +111,13 @@ func TestNegativeTTLIsTheFleets(t *testing.T) {
 	a, b := newCache(t, srv.Client(t), src, p, o), newCache(t, srv.Client(t), src, p, o)
 	_, err := a.Get(t.Context(), p+"post:404")
 	require.ErrorIs(t, err, celebrity.ErrNotFound)
-	time.Sleep(replicas.DefaultNegativeTTL + 200*time.Millisecond) // past the record's old life
+	admin := srv.AdminClient(t) // KEYS is not in the Cache's ACL rule
+	records, err := admin.Keys(t.Context(), p+"r:*k:"+p+"post:404").Result()
+	require.NoError(t, err)
+	require.Len(t, records, 1, "the key's primary record in the replicas layout")
+	life, err := admin.PTTL(t.Context(), records[0]).Result()
+	require.NoError(t, err)
+	require.Greater(t, life, 2*time.Second, "the absent record lives NegativeTTL, not replicas.DefaultNegativeTTL")
 	_, err = b.Get(t.Context(), p+"post:404")
 	require.ErrorIs(t, err, celebrity.ErrNotFound)
 	require.Equal(t, int64(1), src.loadsOf(p+"post:404"), "the second instance loaded again")

@@ -460,8 +460,9 @@ func TestSetWhileHolderLoadsOlder(t *testing.T) {
 	})
 }
 
-// blpopErrors counts the BLPOPs that failed (a reply other than one element or nil).
-type blpopErrors struct{ n atomic.Int64 }
+// blpopErrors counts the BLPOPs that returned (calls) and those that failed (n: a reply
+// other than one element or nil).
+type blpopErrors struct{ calls, n atomic.Int64 }
 
 func (h *blpopErrors) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h *blpopErrors) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
@@ -470,9 +471,13 @@ func (h *blpopErrors) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 func (h *blpopErrors) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if cmd.Name() == "blpop" && err != nil && !errors.Is(err, redis.Nil) {
+		if cmd.Name() != "blpop" {
+			return err
+		}
+		if err != nil && !errors.Is(err, redis.Nil) {
 			h.n.Add(1)
 		}
+		h.calls.Add(1)
 		return err
 	}
 }
@@ -488,7 +493,9 @@ func TestWaitBlocksWithinTheClientsReadTimeout(t *testing.T) {
 	short.AddHook(errs)
 	holder, waiter := newReplicator(t, srv.Client(t), o), newReplicator(t, short, o)
 	w := holdAndWait(t, holder, waiter, "post:slow-source", func() {})
-	time.Sleep(600 * time.Millisecond) // the source is slow: several of the waiter's blocks pass
+	// The source is slow: the waiter's blocks end (each within the read timeout) while it
+	// waits, three of them before the fill.
+	require.Eventually(t, func() bool { return errs.calls.Load() >= 3 }, 20*time.Second, time.Millisecond)
 	w.fill(t)
 	require.Zero(t, errs.n.Load(), "BLPOPs that failed (timed out)")
 }
