@@ -489,7 +489,9 @@ func TestWaitBlocksWithinTheClientsReadTimeout(t *testing.T) {
 	srv := celebritytest.Standalone(t)
 	o := replicas.Options{Prefix: celebritytest.NewPrefix(t)}
 	errs := &blpopErrors{}
-	short := srv.Client(t, func(o *redis.Options) { o.ReadTimeout = 150 * time.Millisecond })
+	// 600ms: under the second a BLPOP would block, with room for a loaded race-enabled run
+	// to read each capped block's (300ms) reply in time.
+	short := srv.Client(t, func(o *redis.Options) { o.ReadTimeout = 600 * time.Millisecond })
 	short.AddHook(errs)
 	holder, waiter := newReplicator(t, srv.Client(t), o), newReplicator(t, short, o)
 	w := holdAndWait(t, holder, waiter, "post:slow-source", func() {})
