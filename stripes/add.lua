@@ -1,4 +1,5 @@
--- add.lua: count one event in one stripe, exactly once.
+-- add.lua: count one event in one stripe, exactly once: the full path (see addfast.lua for
+-- the fast one).
 --
 -- KEYS[1]  the stripe hash "<prefix>{<tag>}:<name>:<gen>:<i>" (fields g, n, i, v, maxt,
 --          end, sealed, and d<r>: the dedup state of the slice stored in ring position r).
@@ -13,9 +14,13 @@
 -- ARGV[6]  slice width, milliseconds
 -- ARGV[7]  largest dedup set: a set is split once it holds half as many records
 -- ARGV[8]  1 if the caller named the generation explicitly (skip the boundary check)
+-- ARGV[9]  1 if this addition is one of the sampled ones that check their set's size (the
+--          caller samples by two digits of the record, below), else 0
 --
--- Reply: {code, value}
+-- Reply: {code, value}, or {code, 0, L, p} for codes 1, 2 and 10: the state of the event's
+-- slice after the call, which the caller keeps as its view for addfast.lua.
 --   {1, 0}    applied
+--   {10, 0}   applied, and the record's set is due to split (split.lua)
 --   {2, 0}    duplicate: the record was already present; nothing written
 --   {3, 0}    the stripe is sealed (generation folded) and the event is before its boundary
 --             (or names the generation): too old; nothing written
@@ -38,8 +43,12 @@
 -- additions need no PEXPIREAT, and an addition that finds the marker missing knows the
 -- bucket expired (or was lost). When a sampled addition (the record's 9th and 8th digits from
 -- the right, as a number, below 6400/ARGV[7]) finds its bucket at half the largest set
--- (ARGV[7]), bucket p is split: its records with bit L of s set move to bucket p + 2^L (both
--- sets are rebuilt, hence intsets), and p advances. Lookups with the new state find every record.
+-- (ARGV[7]), it replies that the table is due to split, and the caller runs split.lua: bucket
+-- p is split, its records with bit L of s moving to bucket p + 2^L, and p advances. Lookups
+-- with the new state find every record.
+--
+-- Most events do not come here: a caller that knows the state of the event's slice (this
+-- script's reply) runs addfast.lua, and comes here when that replies 0.
 --
 -- Fast path: a stripe of generation ARGV[1] with no boundary and no seal, whose ring already
 -- holds the event's slice, takes one HMGET, one SADD of the record with the marker, and one
@@ -56,9 +65,9 @@
 -- expired, and a ring position holding a later slice refuses the event too. Hence a retry
 -- inside the window never counts twice. maxt is never below an accepted event's time.
 
-if #ARGV ~= 8 then return redis.error_reply('ERR stripes: add takes 8 arguments') end
+if #ARGV ~= 9 then return redis.error_reply('ERR stripes: add takes 9 arguments') end
 local stripe = KEYS[1]
-local gen, member, delta, ts, explicit = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[8]
+local gen, member, delta, ts, explicit, check = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[8], ARGV[9]
 local t, window, slice, setmax = tonumber(ts), tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 if not string.match(member, '^[1-9]%d*$') or #member > 19 or (#member == 19 and member > '9223372036854775807') then
   return redis.error_reply('ERR stripes: bad dedup record')
@@ -75,6 +84,7 @@ if not window or window < 1 or window % 1 ~= 0 or window >= 2 ^ 53 then return r
 if not slice or slice < 1 or slice % 1 ~= 0 or slice > window then return redis.error_reply('ERR stripes: bad slice') end
 if not setmax or setmax < 2 or setmax % 1 ~= 0 then return redis.error_reply('ERR stripes: bad set size') end
 if explicit ~= '0' and explicit ~= '1' then return redis.error_reply('ERR stripes: bad mode') end
+if check ~= '0' and check ~= '1' then return redis.error_reply('ERR stripes: bad split check') end
 
 local sl = math.floor(t / slice)
 local slid = string.format('%d', sl)
@@ -91,7 +101,7 @@ if st[1] == gen and not st[2] and not st[3] and st[6] then
     if b < p then b = s % 2 ^ (L + 1) end
     key = stripe .. ':e:' .. slid .. ':' .. b -- b below 2^23: printed exactly
     local n = redis.call('SADD', key, member, '0')
-    if n == 0 then return {2, 0} end
+    if n == 0 then return {2, 0, L, p} end
     if n == 2 then
       redis.call('SREM', key, member, '0') -- the bucket expired or was lost: undo, full path
     else
@@ -135,7 +145,7 @@ if not fast then
   if b < p then b = s % 2 ^ (L + 1) end
   key = base .. string.format('%d', b)
   local n = redis.call('SADD', key, member, '0')
-  if n == 0 then return {2, 0} end
+  if n == 0 then return {2, 0, L, p} end
   if n == 2 then redis.call('PEXPIREAT', key, expireat) end -- a lost bucket, recreated
 end
 
@@ -152,29 +162,5 @@ else
   if later then redis.call('HSET', stripe, 'maxt', ts) end
 end
 
--- The split check samples one addition in about setmax/64, by two digits of the record that
--- do not choose its bucket: buckets grow by about that much between checks, far from
--- setmax.
-local c9, c8 = string.byte(member, -9, -8)
-if L < 22 and ((c9 or 48) * 10 + (c8 or 48) - 528) * setmax < 6400
-    and redis.call('SCARD', key) * 2 >= setmax then
-  local base = stripe .. ':e:' .. slid .. ':'
-  local expireat = string.format('%d', (sl + 1) * slice + window + slice)
-  local bit = 2 ^ L
-  local src, dst = base .. string.format('%d', p), base .. string.format('%d', p + bit)
-  local stay, move = {'0'}, {'0'}
-  for _, m in ipairs(redis.call('SMEMBERS', src)) do
-    if m ~= '0' then
-      if math.floor(tonumber(string.sub(m, -7)) / bit) % 2 == 0 then stay[#stay + 1] = m else move[#move + 1] = m end
-    end
-  end
-  redis.call('DEL', src)
-  redis.call('SADD', src, unpack(stay))
-  redis.call('SADD', dst, unpack(move))
-  redis.call('PEXPIREAT', src, expireat)
-  redis.call('PEXPIREAT', dst, expireat)
-  p = p + 1
-  if p == bit then L, p = L + 1, 0 end
-  redis.call('HSET', stripe, sf, slid .. ':' .. L .. ':' .. p)
-end
-return {1, 0}
+if check == '1' and L < 22 and redis.call('SCARD', key) * 2 >= setmax then return {10, 0, L, p} end
+return {1, 0, L, p}

@@ -107,18 +107,21 @@ func sendBatch(ctx context.Context, client Client, counters []*Counter, adds []A
 	}
 	calls := make([]script.Call, len(routed))
 	for j, rc := range routed {
-		key, args := counters[rc.k].addCall(rc.g, results[rc.k].Stripe, adds[rc.k].Event, rc.r, adds[rc.k].Delta)
-		calls[j] = script.Call{Script: addScript, Keys: []string{key}, Args: args}
+		calls[j] = counters[rc.k].addCall(rc.g, results[rc.k].Stripe, adds[rc.k].Event, rc.r, adds[rc.k].Delta)
 	}
 	for j, cmd := range runAll(ctx, client, calls) {
 		rc := routed[j]
 		k, c, key := rc.k, counters[rc.k], calls[j].Keys[0]
-		reply, err := cmd.Int64Slice()
+		reply, err := cmd.Result()
 		if err != nil {
 			errs[k] = fmt.Errorf("stripes: add %q to %s: %w", adds[k].Event.ID, key, err)
 			continue
 		}
-		res, next, stale, err := c.interpret(rc.g, results[k], adds[k].Event, adds[k].Delta, key, reply)
+		if c.notTaken(rc.g, results[k].Stripe, reply) {
+			slow = append(slow, k) // Add runs add.lua, as the view is gone
+			continue
+		}
+		res, next, stale, err := c.settle(ctx, rc.g, results[k], adds[k].Event, adds[k].Delta, calls[j], reply)
 		if next || stale {
 			slow = append(slow, k)
 			continue

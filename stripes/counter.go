@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/celebrity-go/celebrity/internal/script"
 )
 
 // Counter is a striped counter with exactly-once events. It is safe for concurrent use.
@@ -22,6 +25,7 @@ type Counter struct {
 	// birth record was checked (and written if missing).
 	maxVer  atomic.Uint64
 	birthOK atomic.Bool
+	views   dedupViews
 
 	stop chan struct{}
 	done sync.WaitGroup
@@ -185,12 +189,7 @@ func (c *Counter) addIn(ctx context.Context, l *layout, ev Event, r route, delta
 			}
 			continue
 		}
-		key, args := c.addCall(g, res.Stripe, ev, r, delta)
-		reply, err := addScript.Run(ctx, c.client, []string{key}, args...).Int64Slice()
-		if err != nil {
-			return res, false, fmt.Errorf("stripes: add %q to %s: %w", ev.ID, key, err)
-		}
-		res, next, stale, err := c.interpret(g, res, ev, delta, key, reply)
+		res, next, stale, err := c.addTo(ctx, g, res, ev, r, delta)
 		if next {
 			continue // the stripe closed at or before ev.Time: the next generation takes it
 		}
@@ -230,22 +229,127 @@ func (c *Counter) target(l *layout, g *genDoc, ev Event, r route) (res Result, s
 	return res, false, nil
 }
 
-// addCall returns the key and arguments of add.lua for ev in stripe i of g.
-func (c *Counter) addCall(g *genDoc, i int, ev Event, r route, delta int64) (string, []any) {
+// addTo counts ev in stripe res.Stripe of g: through addfast.lua when this Counter has a
+// view of the stripe's dedup table for ev's slice, through add.lua when it has none or
+// addfast.lua did not take the event.
+func (c *Counter) addTo(ctx context.Context, g *genDoc, res Result, ev Event, r route, delta int64) (_ Result, next, stale bool, err error) {
+	call := c.addCall(g, res.Stripe, ev, r, delta)
+	reply, err := call.Script.Run(ctx, c.client, call.Keys, call.Args...).Result()
+	if err == nil && c.notTaken(g, res.Stripe, reply) {
+		call = c.fullCall(g, res.Stripe, ev, r, delta)
+		reply, err = call.Script.Run(ctx, c.client, call.Keys, call.Args...).Result()
+	}
+	if err != nil {
+		return res, false, false, fmt.Errorf("stripes: add %q to %s: %w", ev.ID, call.Keys[0], err)
+	}
+	return c.settle(ctx, g, res, ev, delta, call, reply)
+}
+
+// addCall returns the call that counts ev in stripe i of g: addfast.lua with this Counter's
+// view of the stripe's dedup table for ev's slice and the set the record falls in under it,
+// or add.lua if it has no view of that slice.
+func (c *Counter) addCall(g *genDoc, i int, ev Event, r route, delta int64) script.Call {
+	key, t := c.keys.of(g, i), ev.Time.UnixMilli()
+	slice := t / c.opts.sliceMs()
+	v, ok := c.views.get(stripeRef{g.Gen, i})
+	if !ok || v.slice != slice {
+		return c.fullCall(g, i, ev, r, delta)
+	}
+	check := "0"
+	if checksSplit(r.record, c.opts.SetMembers) {
+		check = strconv.Itoa((c.opts.SetMembers + 1) / 2)
+	}
+	return script.Call{Script: addFastScript, Keys: []string{key, setKey(key, slice, v.bucket(selectorOf(r.record)))}, Args: []any{
+		r.member, delta, t, c.ringField(slice), strconv.FormatInt(slice, 10) + ":" + v.state(), check,
+	}}
+}
+
+// fullCall returns the add.lua call that counts ev in stripe i of g.
+func (c *Counter) fullCall(g *genDoc, i int, ev Event, r route, delta int64) script.Call {
 	explicit := "0"
 	if ev.Gen != 0 {
 		explicit = "1"
 	}
-	return c.keys.of(g, i), []any{
-		g.Gen, r.member, delta, ev.Time.UnixMilli(), c.opts.DedupWindow.Milliseconds(),
-		c.opts.sliceMs(), c.opts.SetMembers, explicit,
+	check := "0"
+	if checksSplit(r.record, c.opts.SetMembers) {
+		check = "1"
 	}
+	return script.Call{Script: addScript, Keys: []string{c.keys.of(g, i)}, Args: []any{
+		g.Gen, r.member, delta, ev.Time.UnixMilli(), c.opts.DedupWindow.Milliseconds(),
+		c.opts.sliceMs(), c.opts.SetMembers, explicit, check,
+	}}
+}
+
+// ringField returns the field of a stripe hash that holds the state of a slice's dedup
+// table (add.lua's ring of 2 windows plus 3 slices).
+func (c *Counter) ringField(slice int64) string {
+	width := c.opts.sliceMs()
+	ring := 2*((c.opts.DedupWindow.Milliseconds()+width-1)/width) + 3
+	return "d" + strconv.FormatInt(slice%ring, 10)
+}
+
+// notTaken reports whether reply is addfast.lua's "not taken" (the event must go through
+// add.lua), and if so forgets the view that did not hold.
+func (c *Counter) notTaken(g *genDoc, i int, reply any) bool {
+	if code, ok := reply.(int64); ok && code == 0 {
+		c.views.drop(stripeRef{g.Gen, i})
+		return true
+	}
+	return false
+}
+
+// settle turns the reply of an add call into a result: it keeps the dedup table state that
+// add.lua's reply carries as this Counter's view, and splits a table that the call found
+// due (see split.lua); a split that fails is left to a later sampled addition.
+func (c *Counter) settle(ctx context.Context, g *genDoc, res Result, ev Event, delta int64, call script.Call, reply any) (_ Result, next, stale bool, err error) {
+	var codes []int64
+	switch v := reply.(type) {
+	case int64: // addfast.lua
+		codes = []int64{v, 0}
+	case []any: // add.lua
+		for _, x := range v {
+			n, ok := x.(int64)
+			if !ok {
+				break
+			}
+			codes = append(codes, n)
+		}
+	}
+	ref := stripeRef{g.Gen, res.Stripe}
+	slice := ev.Time.UnixMilli() / c.opts.sliceMs()
+	if len(codes) == 4 && codes[2] >= 0 && codes[2] < 64 && codes[3] >= 0 {
+		c.views.put(ref, dedupView{slice: slice, level: uint64(codes[2]), split: uint64(codes[3])})
+	}
+	if len(codes) >= 2 && codes[0] == addSplitDue {
+		codes[0] = addApplied
+		if v, ok := c.views.get(ref); ok && v.slice == slice {
+			c.split(ctx, call.Keys[0], ref, v)
+		}
+	}
+	return c.interpret(g, res, ev, delta, call.Keys[0], codes)
+}
+
+// split runs split.lua on the table of view v's slice in stripe key: one linear-hashing
+// step, once per state however many callers saw the table due. The state it replies
+// becomes the view.
+func (c *Counter) split(ctx context.Context, key string, ref stripeRef, v dedupView) {
+	width := c.opts.sliceMs()
+	expireAt := (v.slice+1)*width + c.opts.DedupWindow.Milliseconds() + width
+	st, err := splitScript.Run(ctx, c.client, []string{key}, v.slice, c.ringField(v.slice), v.state(), expireAt).Int64Slice()
+	if err != nil || len(st) != 2 {
+		return
+	}
+	if st[0] < 0 || st[0] >= 64 || st[1] < 0 {
+		c.views.drop(ref)
+		return
+	}
+	c.views.put(ref, dedupView{slice: v.slice, level: uint64(st[0]), split: uint64(st[1])})
 }
 
 // interpret turns an add.lua reply into a result. next=true sends the event on to the next
 // generation; stale=true means the layout may be out of date.
 func (c *Counter) interpret(g *genDoc, res Result, ev Event, delta int64, key string, reply []int64) (_ Result, next, stale bool, err error) {
-	if len(reply) != 2 {
+	if len(reply) != 2 && len(reply) != 4 {
 		return res, false, false, fmt.Errorf("%w: add.lua replied %v", ErrLayout, reply)
 	}
 	t := ev.Time.UnixMilli()

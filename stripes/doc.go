@@ -181,12 +181,20 @@
 // next bucket in order, so every set stays well below set-max-intset-entries and a lookup
 // is one SADD whatever the number of records. This costs about 9-11 bytes of used_memory
 // per remembered event (measured: 10.9 B over 20,000 events on 4 stripes), against about
-// 130 bytes for one key per event. A new event in an open stripe that already holds records
-// of its slice costs one script of HMGET, SADD (the record and the set's marker, whose
-// presence shows the set has not expired) and one HSET of the value and the latest event
-// time (HINCRBY when the time is not the latest); a retry, HMGET and SADD. The first event
-// of a slice in a stripe, and every event of a closed stripe, also reads the server clock
-// (TIME). BenchmarkAdd compares Add with INCR and with a script doing SET NX PX and INCRBY
+// 130 bytes for one key per event. A Counter remembers, per stripe, the state of the dedup
+// table of the latest slice it wrote (each add.lua reply carries it), so it can name the set
+// an event's record falls in. A new event in an open stripe whose state it knows costs one
+// small script (addfast.lua) of HMGET (three fields), SADD (the record and the set's marker,
+// whose presence shows the set has not expired) and HINCRBY, plus an HSET of the latest event
+// time when the event is the latest (at most once a millisecond); a retry, HMGET and SADD.
+// The script compares the stored state with the Counter's view in the same atomic step, so a
+// view made stale by a split elsewhere only sends the event to add.lua: the full path, which
+// parses the state, chooses the set itself, and reads the server clock (TIME). It runs for
+// the first event of a slice in a stripe, an event of a closed stripe, and after a stale
+// view. About one addition in SetMembers/64 also checks its set's size, and one that finds
+// it half full runs split.lua. Each step of a script costs about as much as a Redis command
+// on the server, which is why the fast path is its own script with no arithmetic.
+// BenchmarkAdd compares Add with INCR and with a script doing SET NX PX and INCRBY
 // on a cluster; BenchmarkServerTimePerEvent does on dedicated servers, and
 // BenchmarkServerTimeOnBusiestMaster on dedicated clusters at 1 and 16 stripes. A cold name
 // of a Family (home record, one dedup set, birth record) took 507 bytes of used_memory with

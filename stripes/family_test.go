@@ -335,6 +335,7 @@ func TestFamilyTwoProcessesExactlyOnce(t *testing.T) {
 					// Lose the replies of two event scripts (add.lua, loaded, hence EVALSHA
 					// with its hash) of this round after they ran.
 					injs[w].DropReply(faults.Match{Command: "EVALSHA", Arg: addScript.Hash()}, 2)
+					injs[w].DropReply(faults.Match{Command: "EVALSHA", Arg: addFastScript.Hash()}, 2)
 					var adds []FamilyAddition
 					for i := range names {
 						adds = append(adds, FamilyAddition{Name: name(i), Event: event(k), Delta: 1})

@@ -416,6 +416,7 @@ func TestUpgradeFamiliesOfBothVersionsCountOnce(t *testing.T) {
 			wg.Go(func() {
 				for k, ev := range events {
 					injs[w].DropReply(faults.Match{Command: "EVALSHA", Arg: addScript.Hash()}, 2)
+					injs[w].DropReply(faults.Match{Command: "EVALSHA", Arg: addFastScript.Hash()}, 2)
 					for i := range names {
 						f := fams[w]
 						res, err := f.Add(ctx, name(i), ev, 1)

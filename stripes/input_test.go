@@ -85,7 +85,7 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 		gd := mustLayout(t, c).gen(1)
 		key := c.keys.of(gd, 0)
 		now := time.Now().UnixMilli()
-		good := []any{"1", "12345", "1", now, 60000, 15000, 512, "0"}
+		good := []any{"1", "12345", "1", now, 60000, 15000, 512, "0", "0"}
 		for k, bad := range map[int][]any{
 			0: {"0", "x", "-1"},
 			1: {"0", "-5", "abc", "12345678901234567890", "9223372036854775808", "9999999999999999999"},
@@ -95,6 +95,7 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 			5: {"0", "120000"},
 			6: {"1", "x"},
 			7: {"2", ""},
+			8: {"2", "", "yes"},
 		} {
 			for _, v := range bad {
 				args := append([]any(nil), good...)
@@ -105,18 +106,19 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 			}
 		}
 		// An overflowing delta is refused by HINCRBY, the script's first write.
-		require.NoError(t, addScript.Run(ctx, rc, []string{key}, "1", "77", "9223372036854775807", now, 60000, 15000, 512, "0").Err())
-		reply, err := addScript.Run(ctx, rc, []string{key}, "1", "78", "1", now, 60000, 15000, 512, "0").Int64Slice()
+		require.NoError(t, addScript.Run(ctx, rc, []string{key}, "1", "77", "9223372036854775807", now, 60000, 15000, 512, "0", "0").Err())
+		reply, err := addScript.Run(ctx, rc, []string{key}, "1", "78", "1", now, 60000, 15000, 512, "0", "0").Int64Slice()
 		require.NoError(t, err)
 		require.Equal(t, []int64{addOverflow, 0}, reply, "an overflowing delta gets its own reply")
 		for _, delta := range []string{"1", "99999999999999999999"} {
-			err := addScript.Run(ctx, rc, []string{key}, "1", "78", delta, now, 60000, 15000, 512, "0").Err()
+			err := addScript.Run(ctx, rc, []string{key}, "1", "78", delta, now, 60000, 15000, 512, "0", "0").Err()
 			if delta != "1" {
 				require.ErrorContains(t, err, "stripes: bad delta", "delta %s", delta)
 			}
-			ok, err := nodeFor(t, rc, key).SIsMember(ctx, key+":d:"+slice(now, 15000)+":0:0", "78").Result()
+			set := key + ":e:" + slice(now, 15000) + ":0"
+			in, err := nodeFor(t, rc, key).SMIsMember(ctx, set, "0", "77", "78").Result()
 			require.NoError(t, err)
-			require.False(t, ok, "no dedup record for the refused event")
+			require.Equal(t, []bool{true, true, false}, in, "%s holds its marker and the first event's record, not the refused event's", set)
 		}
 		v, err := nodeFor(t, rc, key).HGet(ctx, key, "v").Int64()
 		require.NoError(t, err)

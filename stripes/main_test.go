@@ -78,7 +78,9 @@ func bothWithFaults(t *testing.T, maxRetries int, fn func(t *testing.T, c redis.
 func loadScripts(t testing.TB, rc redis.UniversalClient) {
 	t.Helper()
 	rc = celebritytest.AdminOf(t, rc) // SCRIPT LOAD is not in the package's rule
-	require.NoError(t, script.Load(context.Background(), rc, addScript))
+	for _, s := range []*script.Script{addScript, addFastScript, splitScript} {
+		require.NoError(t, script.Load(context.Background(), rc, s))
+	}
 }
 
 // nodeFor returns an administrator's client of the node holding key (of rc's server when

@@ -15,6 +15,10 @@ import (
 var (
 	//go:embed add.lua
 	addLua string
+	//go:embed addfast.lua
+	addFastLua string
+	//go:embed split.lua
+	splitLua string
 	//go:embed create.lua
 	createLua string
 	//go:embed close.lua
@@ -35,6 +39,8 @@ var (
 	rateLua string
 
 	addScript      = script.New(addLua)
+	addFastScript  = script.New(addFastLua)
+	splitScript    = script.New(splitLua)
 	createScript   = script.New(createLua)
 	closeScript    = script.New(closeLua)
 	sealScript     = script.New(sealLua)
@@ -57,6 +63,7 @@ const (
 	addNoStripe  = 7
 	addWrongGen  = 8
 	addOverflow  = 9
+	addSplitDue  = 10 // applied, and the record's dedup set is due to split
 )
 
 // Client is the part of go-redis a [Counter] needs: scripts, hashes and pipelines.
