@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -159,38 +158,26 @@ return false`)
 
 // hotMaster snapshots the server time of every master of cl and returns a function that
 // reports the largest growth per benchmark operation as hot-master-us/op (INFO
-// commandstats) and, less disturbed by a loaded machine, as hot-master-iqm-us/op: each
-// master's calls times the mean SLOWLOG duration of its middle half of calls (see
-// middleHalf; SLOWLOG counts whole microseconds, too coarse for INCR).
+// commandstats). It reads no SLOWLOG: with SLOWLOG on, Redis 7.0 logs the commands a script
+// calls too, inside the script's own time, which charges a script per command it runs.
 func hotMaster(b *testing.B, cl *celebritytest.Cluster) func() {
 	b.Helper()
-	ctx := context.Background()
 	masters := cl.Masters()
 	clients := make([]*redis.Client, len(masters))
 	before := make([]float64, len(masters))
-	calls := make([]float64, len(masters))
 	for i, m := range masters {
 		clients[i] = m.Client(b)
-		before[i], calls[i] = serverUsec(b, clients[i])
-		require.NoError(b, clients[i].ConfigSet(ctx, "slowlog-max-len", "50000").Err())
-		require.NoError(b, clients[i].SlowLogReset(ctx).Err())
-		require.NoError(b, clients[i].ConfigSet(ctx, "slowlog-log-slower-than", "0").Err())
+		before[i], _ = serverUsec(b, clients[i])
 	}
 	return func() {
-		var hot, total, hotIQM float64
+		var hot, total float64
 		for i, c := range clients {
-			usec, n := serverUsec(b, c)
+			usec, _ := serverUsec(b, c)
 			d := usec - before[i]
 			hot, total = max(hot, d), total+d
-			if n -= calls[i]; n > 0 {
-				hotIQM = max(hotIQM, n*middleHalf(b, c, "evalsha", "eval", "incr"))
-			} else {
-				require.NoError(b, c.ConfigSet(ctx, "slowlog-log-slower-than", "10000").Err())
-			}
 		}
 		b.ReportMetric(hot/float64(b.N), "hot-master-us/op")
 		b.ReportMetric(total/float64(b.N), "all-masters-us/op")
-		b.ReportMetric(hotIQM/float64(b.N), "hot-master-iqm-us/op")
 	}
 }
 
@@ -225,13 +212,11 @@ func serverUsec(b *testing.B, c *redis.Client) (usec, calls float64) {
 
 // BenchmarkServerTimePerEvent measures the server time of one new event, interleaving the
 // calls on three dedicated servers so that all three see the same machine load: Add's
-// script on a 1-stripe counter, the SET NX PX + INCRBY reference script, and INCR. It
-// reports each one's usec_per_call (INFO commandstats) and Add's ratio to the reference,
-// and the same from the middle half of the calls' SLOWLOG durations (iqm: the mean between
-// the 25th and 75th percentiles), which a loaded machine disturbs less: a server descheduled
-// in the middle of a call charges the wait to that call. With time=fixed every event carries
-// the same Time; with time=now each carries the current time, as a live host's events do
-// (the stripe's latest event time then moves with almost every event).
+// scripts on a 1-stripe counter, the SET NX PX + INCRBY reference script, and INCR. It
+// reports each one's usec_per_call (INFO commandstats) and Add's ratio to the reference.
+// With time=fixed every event carries the same Time; with time=now each carries the current
+// time, as a live host's events do (the stripe's latest event time then moves with most
+// events). It reads no SLOWLOG (see hotMaster).
 //
 //	go test -run '^$' -bench ServerTimePerEvent -benchtime=20000x ./stripes/
 func BenchmarkServerTimePerEvent(b *testing.B) {
@@ -273,9 +258,6 @@ func serverTimePerEvent(b *testing.B, live bool) {
 	}
 	for _, s := range []*redis.Client{add, ref, incr} {
 		require.NoError(b, s.ConfigResetStat(ctx).Err())
-		require.NoError(b, s.ConfigSet(ctx, "slowlog-max-len", strconv.Itoa(b.N+100)).Err())
-		require.NoError(b, s.SlowLogReset(ctx).Err())
-		require.NoError(b, s.ConfigSet(ctx, "slowlog-log-slower-than", "0").Err())
 	}
 	b.ResetTimer()
 	i := 0
@@ -289,34 +271,6 @@ func serverTimePerEvent(b *testing.B, live bool) {
 	b.ReportMetric(r, "setnx-us/event")
 	b.ReportMetric(n, "incr-us/event")
 	b.ReportMetric(a/r, "add/setnx")
-	ai, ri := middleHalf(b, add, "evalsha"), middleHalf(b, ref, "evalsha")
-	b.ReportMetric(ai, "add-iqm-us/event")
-	b.ReportMetric(ri, "setnx-iqm-us/event")
-	b.ReportMetric(ai/ri, "add/setnx-iqm")
-}
-
-// middleHalf returns the mean SLOWLOG duration of cmds on c over the calls between the 25th
-// and the 75th percentile, in microseconds, and turns SLOWLOG back off.
-func middleHalf(b *testing.B, c *redis.Client, cmds ...string) float64 {
-	b.Helper()
-	ctx := context.Background()
-	require.NoError(b, c.ConfigSet(ctx, "slowlog-log-slower-than", "10000").Err())
-	logs, err := c.SlowLogGet(ctx, -1).Result()
-	require.NoError(b, err)
-	var d []time.Duration
-	for _, l := range logs {
-		if len(l.Args) > 0 && slices.ContainsFunc(cmds, func(cmd string) bool { return strings.EqualFold(l.Args[0], cmd) }) {
-			d = append(d, l.Duration)
-		}
-	}
-	require.NotEmpty(b, d, "no SLOWLOG entries for %v", cmds)
-	slices.Sort(d)
-	mid := d[len(d)/4 : len(d)-len(d)/4]
-	var sum time.Duration
-	for _, v := range mid {
-		sum += v
-	}
-	return float64(sum.Microseconds()) / float64(len(mid))
 }
 
 // perCall returns INFO commandstats' usec_per_call of cmd on c.

@@ -18,16 +18,16 @@ import (
 	"github.com/celebrity-go/celebrity/internal/script"
 )
 
-// The add.lua of v0.2.0, before addfast.lua and split.lua: one script per event, which
+// The add.lua of v0.1.0, before addfast.lua and split.lua: one script per event, which
 // splits dedup sets inline. Processes of that version share counters with this one during a
 // rolling upgrade.
 //
-//go:embed testdata/add_v0.2.0.lua
+//go:embed testdata/add_v0.1.0.lua
 var previousAddLua string
 
 var previousAddScript = script.New(previousAddLua)
 
-// previousAdd is one attempt to count ev in c's counter as a process of v0.2.0 makes it:
+// previousAdd is one attempt to count ev in c's counter as a process of v0.1.0 makes it:
 // routed through c's layout, one call of that version's add.lua. done=false leaves the event
 // to this version's Add (a redirect, a layout to reread, a stripe sealed since).
 func previousAdd(ctx context.Context, c *Counter, ev Event) (applied, done bool, err error) {
@@ -54,7 +54,7 @@ func previousAdd(ctx context.Context, c *Counter, ev Event) (applied, done bool,
 	return false, false, nil
 }
 
-// TestUpgradeAddOfBothVersionsCountsOnce: a process of v0.2.0 (add.lua with its inline
+// TestUpgradeAddOfBothVersionsCountsOnce: a process of v0.1.0 (add.lua with its inline
 // splits) and a process of this version (addfast.lua with the views it learns, add.lua,
 // split.lua) send every event of one counter (in opposite orders), each retrying after lost replies, with dedup
 // sets small enough that both versions split them many times, and a resize from 1 to 4
