@@ -304,8 +304,11 @@ func (c *Counter) notTaken(g *genDoc, i int, reply any) bool {
 func (c *Counter) settle(ctx context.Context, g *genDoc, res Result, ev Event, delta int64, call script.Call, reply any) (_ Result, next, stale bool, err error) {
 	var codes []int64
 	switch v := reply.(type) {
-	case int64: // addfast.lua
-		codes = []int64{v, 0}
+	case int64: // addfast.lua: code + 16 * (1 + L + 32*p) when it teaches the state
+		codes = []int64{v % 16, 0}
+		if st := v / 16; st > 0 {
+			codes = append(codes, (st-1)%32, (st-1)/32)
+		}
 	case []any: // add.lua
 		for _, x := range v {
 			n, ok := x.(int64)
