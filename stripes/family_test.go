@@ -388,24 +388,5 @@ func TestFamilyTwoProcessesExactlyOnce(t *testing.T) {
 		require.Less(t, applied.Load(), int64(names*perName), "a lost reply's retry reports a duplicate")
 		t.Logf("%d replies dropped, %d of %d events reported applied", injs[0].Dropped()+injs[1].Dropped(), applied.Load(), names*perName)
 	}
-	t.Run("standalone", func(t *testing.T) {
-		srv := celebritytest.Standalone(t)
-		var clients [2]redis.UniversalClient
-		var injs [2]*faults.Injector
-		for i := range clients {
-			injs[i] = faults.New()
-			clients[i] = srv.Client(t, func(o *redis.Options) { o.Dialer = injs[i].Dialer(nil) })
-		}
-		run(t, clients, injs)
-	})
-	t.Run("cluster", func(t *testing.T) {
-		cl := celebritytest.SharedCluster(t)
-		var clients [2]redis.UniversalClient
-		var injs [2]*faults.Injector
-		for i := range clients {
-			injs[i] = faults.New()
-			clients[i] = cl.Client(t, func(o *redis.ClusterOptions) { o.Dialer = injs[i].Dialer(nil) })
-		}
-		run(t, clients, injs)
-	})
+	onTwoLossyClients(t, true, run)
 }

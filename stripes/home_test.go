@@ -458,27 +458,5 @@ func TestUpgradeFamiliesOfBothVersionsCountOnce(t *testing.T) {
 		}
 		require.Positive(t, injs[0].Dropped()+injs[1].Dropped(), "replies were lost")
 	}
-	t.Run("standalone", func(t *testing.T) {
-		srv := celebritytest.Standalone(t)
-		var clients [2]redis.UniversalClient
-		var injs [2]*faults.Injector
-		for i := range clients {
-			injs[i] = faults.New()
-			clients[i] = srv.Client(t, func(o *redis.Options) { o.Dialer = injs[i].Dialer(nil); o.MaxRetries = -1 })
-		}
-		run(t, clients, injs)
-	})
-	t.Run("cluster", func(t *testing.T) {
-		cl := celebritytest.SharedCluster(t)
-		var clients [2]redis.UniversalClient
-		var injs [2]*faults.Injector
-		for i := range clients {
-			injs[i] = faults.New()
-			clients[i] = cl.Client(t, func(o *redis.ClusterOptions) {
-				o.Dialer = injs[i].Dialer(nil)
-				o.MaxRetries, o.MaxRedirects = -1, -1
-			})
-		}
-		run(t, clients, injs)
-	})
+	onTwoLossyClients(t, false, run)
 }

@@ -152,3 +152,40 @@ func both(t *testing.T, fn func(t *testing.T, c redis.UniversalClient)) {
 	t.Run("standalone", func(t *testing.T) { fn(t, celebritytest.Standalone(t).Client(t)) })
 	t.Run("cluster", func(t *testing.T) { fn(t, celebritytest.SharedCluster(t).Client(t)) })
 }
+
+// onTwoLossyClients runs run on a standalone server and on the shared 3-master cluster, each
+// time with two clients of their own (two processes) whose connections go through an
+// injector. With retries false, go-redis neither retries nor follows redirects, so that the
+// test retries itself after a lost reply.
+func onTwoLossyClients(t *testing.T, retries bool, run func(t *testing.T, clients [2]redis.UniversalClient, injs [2]*faults.Injector)) {
+	t.Run("standalone", func(t *testing.T) {
+		srv := celebritytest.Standalone(t)
+		var clients [2]redis.UniversalClient
+		var injs [2]*faults.Injector
+		for i := range clients {
+			injs[i] = faults.New()
+			clients[i] = srv.Client(t, func(o *redis.Options) {
+				o.Dialer = injs[i].Dialer(nil)
+				if !retries {
+					o.MaxRetries = -1
+				}
+			})
+		}
+		run(t, clients, injs)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		cl := celebritytest.SharedCluster(t)
+		var clients [2]redis.UniversalClient
+		var injs [2]*faults.Injector
+		for i := range clients {
+			injs[i] = faults.New()
+			clients[i] = cl.Client(t, func(o *redis.ClusterOptions) {
+				o.Dialer = injs[i].Dialer(nil)
+				if !retries {
+					o.MaxRetries, o.MaxRedirects = -1, -1
+				}
+			})
+		}
+		run(t, clients, injs)
+	})
+}
