@@ -173,7 +173,7 @@ func (c *Central) RestoreLost(ctx context.Context) error {
 func (c *Central) Acquire(ctx context.Context, jobID string) (Grant, error) {
 	g, _, err := c.l.acquire(ctx, c.c, &c.stats, c.opts.Clock, jobID, 0, c.opts.Lease, c.opts.LeaseSkew, false)
 	count(&c.stats, g, err)
-	return g, err
+	return g, c.prev.explain(ctx, err, c.c, c.w)
 }
 
 // Release frees the permit held by jobID, and returns nil. It is idempotent per job ID: a
@@ -185,7 +185,7 @@ func (c *Central) Acquire(ctx context.Context, jobID string) (Grant, error) {
 func (c *Central) Release(ctx context.Context, jobID string) error {
 	freed, err := c.l.release(ctx, c.c, jobID)
 	countRelease(&c.stats, freed, err)
-	return err
+	return c.prev.explain(ctx, err, c.c, c.w)
 }
 
 // Renew extends the lease of jobID's grant by CentralOptions.Lease from now and returns the new
@@ -195,7 +195,7 @@ func (c *Central) Release(ctx context.Context, jobID string) error {
 // permit Renew takes back.
 func (c *Central) Renew(ctx context.Context, jobID string) (time.Time, error) {
 	exp, _, err := c.l.renew(ctx, c.c, &c.stats, c.opts.Clock, jobID, c.opts.Lease, c.opts.LeaseSkew)
-	return exp, err
+	return exp, c.prev.explain(ctx, err, c.c, c.w)
 }
 
 // Sweep takes back the permits of jobs whose lease ended more than LeaseSkew ago by the

@@ -59,7 +59,9 @@ var (
 	ErrLayoutMismatch = errors.New("escrow: stored ledger does not match the options")
 	// ErrPreviousPrefix reports a limit that Init, Pool.Reconcile or Central.RestoreLost
 	// would create under DefaultPrefix while its ledgers or witnesses exist under
-	// PreviousDefaultPrefix (see [PreviousDefaultPrefix]).
+	// PreviousDefaultPrefix (see [PreviousDefaultPrefix]). Acquire, Release and Renew
+	// under DefaultPrefix join it to ErrLedgerMissing when the ledger is missing there but
+	// the limit exists under PreviousDefaultPrefix (a process that skipped Init).
 	ErrPreviousPrefix = errors.New("escrow: the limit exists under the previous default prefix")
 )
 

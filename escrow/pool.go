@@ -175,7 +175,7 @@ func (p *Pool) Acquire(ctx context.Context, owner, jobID string) (Grant, error) 
 	}
 	count(&p.stats, g, err)
 	p.logFenced(err)
-	return g, err
+	return g, p.prev.explain(ctx, err, p.c, p.w)
 }
 
 // Release frees the permit that jobID holds at owner, and returns nil. It is idempotent per

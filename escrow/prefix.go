@@ -2,6 +2,7 @@ package escrow
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/celebrity-go/celebrity/internal/bound"
@@ -55,6 +56,21 @@ func (p previous) check(ctx context.Context, c, w Client) error {
 		}
 	}
 	return nil
+}
+
+// explain adds to err, when it reports a missing ledger (ErrLedgerMissing) of a limit under
+// DefaultPrefix, that the limit exists under PreviousDefaultPrefix, if it does: a process
+// upgraded without the migration note's Prefix, which skipped Init, learns what to set
+// rather than only that its ledger is missing. Other errors, and a limit found nowhere else,
+// are returned as they are. It costs the EXISTS pipelines of check, on that error only.
+func (p previous) explain(ctx context.Context, err error, c, w Client) error {
+	if !errors.Is(err, ErrLedgerMissing) || len(p.ledgers) == 0 {
+		return err
+	}
+	if found := p.check(ctx, c, w); errors.Is(found, ErrPreviousPrefix) {
+		return fmt.Errorf("%w; %w", err, found)
+	}
+	return err
 }
 
 // anyExists reports whether any of keys exists, with one EXISTS per key (keys may lie in

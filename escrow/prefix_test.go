@@ -84,6 +84,43 @@ func TestPoolInitRefusesAPoolThatExistsUnderThePreviousDefaultPrefix(t *testing.
 	})
 }
 
+// A process upgraded without the migration note's Prefix that skips Init (Init refuses) and
+// acquires at once gets ErrLedgerMissing, and is told where the limit is and what to set.
+// A limit missing under both prefixes gets ErrLedgerMissing alone.
+func TestAcquireWithoutInitNamesThePreviousDefaultPrefix(t *testing.T) {
+	celebritytest.Both(t, func(t *testing.T, c redis.UniversalClient) {
+		ctx, admin, name := testkit.Ctx(t), celebritytest.AdminOf(t, c), uniqueName()
+		at := centralAt(t, admin, name)
+		require.NoError(t, at(PreviousDefaultPrefix).Init(ctx))
+		upgraded := at("")
+		_, err := upgraded.Acquire(ctx, "job-1")
+		require.ErrorIs(t, err, ErrLedgerMissing)
+		require.ErrorIs(t, err, ErrPreviousPrefix)
+		require.ErrorContains(t, err, `set Prefix to "escrow:" on every process`)
+		require.ErrorIs(t, upgraded.Release(ctx, "job-1"), ErrPreviousPrefix)
+
+		opts := PoolOptions{Name: name, Capacity: 4, Owners: []Owner{{Name: "eu", First: 1, Last: 2}, {Name: "us", First: 3, Last: 4}},
+			AllowWeakDurability: true, AllowSharedWitness: true}
+		old := opts
+		old.Prefix = PreviousDefaultPrefix
+		p, err := NewPool(admin, old)
+		require.NoError(t, err)
+		require.NoError(t, p.Init(ctx))
+		p, err = NewPool(admin, opts)
+		require.NoError(t, err)
+		_, err = p.Acquire(ctx, "eu", "job-1")
+		require.ErrorIs(t, err, ErrLedgerMissing)
+		require.ErrorIs(t, err, ErrPreviousPrefix)
+
+		_, err = at("").Acquire(ctx, "job-1") // still nothing under the new prefix
+		require.ErrorIs(t, err, ErrPreviousPrefix)
+		nowhere := centralAt(t, admin, uniqueName())("")
+		_, err = nowhere.Acquire(ctx, "job-1")
+		require.ErrorIs(t, err, ErrLedgerMissing)
+		require.NotErrorIs(t, err, ErrPreviousPrefix, "a limit that exists nowhere is only missing")
+	})
+}
+
 // requireNoKeys fails t if any of keys exists: a refused Init wrote nothing.
 func requireNoKeys(t *testing.T, c redis.UniversalClient, keys ...string) {
 	t.Helper()
