@@ -3,7 +3,6 @@ package stripes
 import (
 	"context"
 	"math"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -115,7 +114,7 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 			if delta != "1" {
 				require.ErrorContains(t, err, "stripes: bad delta", "delta %s", delta)
 			}
-			set := key + ":e:" + slice(now, 15000) + ":0"
+			set := setKey(key, now/15000, 0)
 			in, err := nodeFor(t, rc, key).SMIsMember(ctx, set, "0", "77", "78").Result()
 			require.NoError(t, err)
 			require.Equal(t, []bool{true, true, false}, in, "%s holds its marker and the first event's record, not the refused event's", set)
@@ -125,9 +124,6 @@ func TestScriptsValidateBeforeWriting(t *testing.T) {
 		require.Equal(t, int64(9223372036854775807), v)
 	})
 }
-
-// slice returns the dedup slice of a time in ms, as add.lua names it.
-func slice(ms, width int64) string { return strconv.FormatInt(ms/width, 10) }
 
 func TestOverflowingDeltaIsInvalidAndWritesNothing(t *testing.T) {
 	celebritytest.Both(t, func(t *testing.T, rc redis.UniversalClient) {

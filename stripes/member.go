@@ -38,7 +38,7 @@ func selectorOf(m uint64) uint64 {
 }
 
 // checksSplit reports whether the addition of record m is one of the sampled ones that check
-// their dedup set's size for a split (add.lua's ARGV[10]): the record's 9th and 8th decimal
+// their dedup set's size for a split (add.lua's ARGV[9], addfast.lua's ARGV[6]): the record's 9th and 8th decimal
 // digits from the right, as a number, below 6400/setMembers. About one addition in
 // setMembers/64 checks.
 func checksSplit(m uint64, setMembers int) bool {
@@ -60,8 +60,8 @@ func newRoute(id string, dedupBits int) route {
 
 // dedupView is what a Counter last learned of the dedup table of one stripe's slice (see
 // add.lua): the slice and the table's level and split pointer. A view may be stale (another
-// process split a set since); add.lua compares it with the stored state in the same step as
-// it uses it, and takes its full path, which teaches the current state, when they differ.
+// process split a set since); addfast.lua compares it with the stored state in the same step
+// as it uses it, and when they differ uses the stored state and teaches it.
 type dedupView struct {
 	slice        int64
 	level, split uint64
