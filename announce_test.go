@@ -64,7 +64,7 @@ func (h *refuseScript) match(cmd redis.Cmder) bool {
 // channel carries the change itself. The key holds the announcement's separators, a newline
 // and bytes that are not UTF-8: it arrives unchanged.
 func TestAnnouncementCarriesTheChange(t *testing.T) {
-	text, err := os.ReadFile("learn.lua")
+	text, err := os.ReadFile("internal/fleet/learn.lua")
 	require.NoError(t, err)
 	sum := sha1.Sum(text)
 	deployments(t, func(t *testing.T, d deployment) {

@@ -15,7 +15,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/celebrity-go/celebrity/hotkeys"
+	"github.com/celebrity-go/celebrity/internal/fleet"
 	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/celebrity-go/celebrity/replicas"
 )
@@ -53,18 +53,10 @@ type Cache[V any] struct {
 	l1  *l1cache.Cache[*entry[V]]
 	inv *l1cache.Invalidator
 	rep *replicas.Replicator
-	det *hotkeys.Detector
-	// slow is the slow lane's detector (SlowReportEvery): the last interval's Redis-level
-	// reads, sampled once per interval; nil when the lane is off.
-	slow *hotkeys.Detector
+	// loop is this instance's part of the fleet loop (detection, the hot set).
+	loop *fleet.Loop
 
 	cluster bool
-	// fleetID is this instance's ID in the fleet loop (leader lease, fencing, report IDs):
-	// "<InstanceID>/<nonce>", so two instances given one InstanceID never share a leadership
-	// or drop each other's reports as retries.
-	fleetID string
-	// sumTags are the summary shards' keys less their interval (summaryTags).
-	sumTags []string
 	// The fields above are read by every Get and written only by New; the stripes below are
 	// written by every local change. The padding keeps them off the lines (and line pairs)
 	// the Gets read.
@@ -72,7 +64,14 @@ type Cache[V any] struct {
 	stripes [64]stripe
 	epoch   atomic.Uint64 // bumped by InvalidateAll and MarkAllStale
 
-	fleet fleet
+	// hotEntries holds, per hot key, the entry last installed for it (refresh-ahead reads
+	// whether a Get touched it since).
+	hotEntries sync.Map // key -> *entry[V]
+	// refreshStop stops refresh-ahead, refreshWG waits for it.
+	refreshStop context.CancelFunc
+	refreshWG   sync.WaitGroup
+
+	sourceLoads, refreshes atomic.Uint64
 
 	// many holds the keys GetMany calls are fetching (manyMu), manyWG their fetches.
 	manyMu sync.Mutex
@@ -118,14 +117,14 @@ func New[V any](client Client, loader Loader[V], opts Options[V]) (*Cache[V], er
 	if err != nil {
 		return nil, err
 	}
-	c := &Cache[V]{o: o, client: client, loader: loader, fleetID: o.InstanceID + "/" + randomID(),
-		sumTags: summaryTags(o.Prefix, o.SummaryShards)}
+	c := &Cache[V]{o: o, client: client, loader: loader}
 	_, c.cluster = client.(*redis.ClusterClient)
 	if err := c.compose(); err != nil {
 		c.closeParts()
 		return nil, err
 	}
-	c.startFleet()
+	c.loop.Start()
+	c.startRefresh()
 	return c, nil
 }
 
@@ -144,44 +143,15 @@ func (c *Cache[V]) compose() error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	if err := c.detectors(); err != nil {
-		return err
+	c.loop, err = fleet.New(c.client, c.rep, o.loopOptions(c.dropHotEntry), randomID())
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	c.inv, err = l1cache.NewInvalidator(c.client, target[V]{c}, l1cache.InvalidatorOptions{
 		Channel: o.invalidationChannel(), InstanceID: o.InstanceID, Logger: o.Logger, PubSub: o.PubSub,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return nil
-}
-
-// detectors builds the local detector of Redis-level reads (its window is half an interval,
-// the promote decision's; Hold governs demotion) and, with SlowReportEvery, the slow lane's
-// (one interval, sampled once per interval).
-func (c *Cache[V]) detectors() error {
-	o := c.o
-	var err error
-	window := o.ReportInterval / 2 // the promote decision's window; Hold governs demotion
-	if window <= 0 {
-		window = DefaultReportInterval / 2
-	}
-	c.fleet.born = o.Clock().UnixNano()
-	c.det, err = hotkeys.New(hotkeys.Options{
-		SampleRate: 1, Capacity: 256, Window: window, Buckets: 4, EvalInterval: -1,
-		MinSamples: 1, TopK: o.ReportTop, Clock: o.Clock,
-	})
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	if o.SlowReportEvery > 0 && o.ReportInterval > 0 {
-		c.slow, err = hotkeys.New(hotkeys.Options{
-			SampleRate: 1, Capacity: slowCapacity, Window: o.ReportInterval, Buckets: 10, EvalInterval: -1,
-			MinSamples: 1, TopK: min(slowTop*o.ReportTop, slowCapacity), Clock: o.Clock,
-		})
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
 	}
 	return nil
 }
@@ -261,7 +231,7 @@ func (c *Cache[V]) served(e *entry[V]) V {
 // load is the L1's loader: one Redis-level read (observed by the detector), through the fill
 // lease to the source when Redis holds nothing.
 func (c *Cache[V]) load(ctx context.Context, key string) (*entry[V], error) {
-	c.observe(key)
+	c.loop.Observe(key)
 	item, err := c.rep.GetOrLoad(ctx, key, c.o.TTL, c.loadSource)
 	if err != nil {
 		return nil, err
@@ -276,7 +246,7 @@ func (c *Cache[V]) loadSource(ctx context.Context, key string) (it replicas.Item
 			err = &PanicError{Key: key, Value: p, Stack: debug.Stack()}
 		}
 	}()
-	c.fleet.sourceLoads.Add(1)
+	c.sourceLoads.Add(1)
 	got, err := c.loader(ctx, key)
 	if err != nil {
 		return replicas.Item{}, err
@@ -337,10 +307,10 @@ func (c *Cache[V]) Set(ctx context.Context, key string, v V, version uint64) err
 		if c.o.Clone != nil {
 			v = c.o.Clone(v)
 		}
-		e := &entry[V]{v: v, version: version, hot: c.fleet.isHot(key)}
+		e := &entry[V]{v: v, version: version, hot: c.loop.IsHot(key)}
 		c.l1.Set(key, e)
 		if e.hot {
-			c.fleet.hotEntries.Store(key, e)
+			c.hotEntries.Store(key, e)
 		}
 	}
 	st.mu.Unlock()
@@ -441,7 +411,7 @@ func (c *Cache[V]) Close() error {
 		c.manyMu.Lock() // no GetMany starts a fetch after this
 		c.closed.Store(true)
 		c.manyMu.Unlock()
-		c.fleet.stop()
+		c.stopRefresh()
 		c.closeParts()
 		c.manyWG.Wait()
 	})
@@ -458,11 +428,8 @@ func (c *Cache[V]) closeParts() {
 	if c.l1 != nil {
 		_ = c.l1.Close()
 	}
-	if c.slow != nil {
-		_ = c.slow.Close()
-	}
-	if c.det != nil {
-		_ = c.det.Close()
+	if c.loop != nil {
+		c.loop.Close()
 	}
 }
 

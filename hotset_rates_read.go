@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/celebrity-go/celebrity/internal/bound"
+	"github.com/celebrity-go/celebrity/internal/fleet"
 	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
@@ -55,7 +56,7 @@ func ReadFleetRates(ctx context.Context, client redis.UniversalClient, prefix st
 	}
 	n := time.Now().UnixNano()/int64(interval) - 1
 	cmds := make([]*redis.MapStringStringCmd, shards)
-	tags := summaryTags(prefix, shards)
+	tags := fleet.SummaryTags(prefix, shards)
 	_, err := bound.Do(ctx, func() ([]redis.Cmder, error) {
 		return client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i := range cmds {
@@ -70,7 +71,7 @@ func ReadFleetRates(ctx context.Context, client redis.UniversalClient, prefix st
 	fr := FleetRates{Prefix: prefix, Start: time.Unix(0, n*int64(interval)).UTC(), Interval: interval, Rates: map[string]float64{}}
 	slow := map[string]float64{}
 	for _, c := range cmds {
-		parseSummary(c.Val(), fr.Rates, fr.Rates, slow)
+		fleet.ParseSummary(c.Val(), fr.Rates, fr.Rates, slow)
 	}
 	return fr, nil
 }

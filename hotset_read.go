@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/celebrity-go/celebrity/internal/bound"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/celebrity-go/celebrity/internal/bound"
+	"github.com/celebrity-go/celebrity/internal/fleet"
 
 	"github.com/redis/go-redis/v9"
 
@@ -74,7 +76,7 @@ func ReadHotSet(ctx context.Context, client redis.UniversalClient, prefix string
 	if client == nil {
 		return HotSet{}, invalidf("ReadHotSet: client must not be nil")
 	}
-	raw, err := readRawHotSet(ctx, client, keysFor(prefix))
+	raw, err := readRawHotSet(ctx, client, fleet.Keys(prefix))
 	if err != nil {
 		return HotSet{}, fmt.Errorf("celebrity: read the hot set under %q: %w", prefix, err)
 	}
@@ -89,7 +91,7 @@ type rawHotSet struct {
 }
 
 // readRawHotSet reads the hot set's keys in one MULTI/EXEC (they share one slot).
-func readRawHotSet(ctx context.Context, client redis.UniversalClient, ks keyset) (rawHotSet, error) {
+func readRawHotSet(ctx context.Context, client redis.UniversalClient, ks fleet.Keyset) (rawHotSet, error) {
 	var (
 		vc, ec, lc *redis.StringCmd
 		tc         *redis.DurationCmd
@@ -97,12 +99,12 @@ func readRawHotSet(ctx context.Context, client redis.UniversalClient, ks keyset)
 	)
 	_, err := bound.Do(ctx, func() ([]redis.Cmder, error) {
 		return client.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			vc = p.HGet(ctx, ks.meta, "version") // HGET, not HMGET: the package doc's ACL
-			ec = p.HGet(ctx, ks.meta, "epoch")
-			lc = p.Get(ctx, ks.lease)
-			tc = p.PTTL(ctx, ks.lease)
-			mc = p.HGetAll(ctx, ks.members)
-			dc = p.HGetAll(ctx, ks.demoted)
+			vc = p.HGet(ctx, ks.Meta, "version") // HGET, not HMGET: the package doc's ACL
+			ec = p.HGet(ctx, ks.Meta, "epoch")
+			lc = p.Get(ctx, ks.Lease)
+			tc = p.PTTL(ctx, ks.Lease)
+			mc = p.HGetAll(ctx, ks.Members)
+			dc = p.HGetAll(ctx, ks.Demoted)
 			return nil
 		})
 	})
@@ -122,7 +124,7 @@ func (r rawHotSet) hotSet(prefix string) HotSet {
 	if hs.Leader != "" && r.lease > 0 {
 		hs.LeaseRemaining = r.lease
 	}
-	for k, m := range parseMembers(r.members) {
+	for k, m := range fleet.ParseMembers(r.members) {
 		hs.Members = append(hs.Members, HotMember{Key: k, Manual: m.Manual, Rate: m.Rate, Since: utcOrZero(m.Since)})
 	}
 	for k, v := range r.demoted {

@@ -135,7 +135,7 @@ func (c *Cache[V]) fetchMany(ctx context.Context, keys []string, flights map[str
 	ep := c.epoch.Load()
 	gens := make([]uint64, len(keys))
 	for i, k := range keys {
-		c.observe(k)
+		c.loop.Observe(k)
 		gens[i] = c.stripe(k).gen.Load()
 	}
 	items, kerrs, err := c.rep.GetOrLoadMany(ctx, keys, c.o.TTL, c.loadBatch)
@@ -170,10 +170,10 @@ func (c *Cache[V]) newEntry(key string, item replicas.Item) (*entry[V], error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &entry[V]{v: v, version: item.Version, hot: c.fleet.isHot(key)}
+	e := &entry[V]{v: v, version: item.Version, hot: c.loop.IsHot(key)}
 	if e.hot {
 		e.loaded.Store(true)
-		c.fleet.hotEntries.Store(key, e)
+		c.hotEntries.Store(key, e)
 	}
 	return e, nil
 }
@@ -235,6 +235,6 @@ func (c *Cache[V]) callBatchLoader(ctx context.Context, keys []string) (got map[
 			err = &PanicError{Key: fmt.Sprint(keys), Value: p, Stack: debug.Stack()}
 		}
 	}()
-	c.fleet.sourceLoads.Add(1)
+	c.sourceLoads.Add(1)
 	return c.o.BatchLoader(ctx, keys)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/celebrity-go/celebrity/internal/fleet"
 	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/celebrity-go/celebrity/replicas"
@@ -382,6 +383,24 @@ func (o Options[V]) reportDefaults() (Options[V], error) {
 		return o, invalidf("Options.SummaryShards must be 1..1024, got %d", o.SummaryShards)
 	}
 	return o, nil
+}
+
+// loopOptions are the options of the Cache's fleet loop; onDemote is told of each demotion.
+func (o Options[V]) loopOptions(onDemote func(string)) fleet.Options {
+	lo := fleet.Options{
+		Prefix: o.Prefix, InstanceID: o.InstanceID, ReportInterval: o.ReportInterval, PollInterval: o.PollInterval,
+		PromoteRate: o.PromoteRate, DemoteRate: o.DemoteRate, PromoteShare: o.PromoteShare, ShareMinRate: o.ShareMinRate,
+		Hold: o.Hold, MaxHot: o.MaxHot, ReportTop: o.ReportTop, ReportMinRate: o.ReportMinRate,
+		EarlyReportRate: o.EarlyReportRate, HotReportEvery: o.HotReportEvery, SlowReportEvery: o.SlowReportEvery,
+		SummaryShards: o.SummaryShards, ReportsPerInterval: o.ReportsPerInterval,
+		OnDemote: onDemote, Logger: o.Logger, Clock: o.Clock, Rand: o.Rand,
+	}
+	if on := o.OnEvent; on != nil {
+		lo.OnEvent = func(e fleet.Event) {
+			on(Event{Kind: EventKind(e.Kind), Key: e.Key, Rate: e.Rate, Manual: e.Manual, HotVersion: e.HotVersion, Decided: e.Decided, At: e.At})
+		}
+	}
+	return lo
 }
 
 // offOr is the house rule for an optional duration: zero means def, a negative value means

@@ -5,6 +5,28 @@ import (
 	"time"
 )
 
+// startRefresh starts refresh-ahead (Options.RefreshAhead) on a goroutine of its own.
+func (c *Cache[V]) startRefresh() {
+	if c.o.RefreshAhead <= 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	c.refreshStop = cancel
+	c.refreshWG.Add(1)
+	go func() { defer c.refreshWG.Done(); c.refreshLoop(ctx) }()
+}
+
+// stopRefresh stops refresh-ahead and waits for it.
+func (c *Cache[V]) stopRefresh() {
+	if c.refreshStop != nil {
+		c.refreshStop()
+	}
+	c.refreshWG.Wait()
+}
+
+// dropHotEntry forgets the entry last installed for key, which the fleet demoted.
+func (c *Cache[V]) dropHotEntry(key string) { c.hotEntries.Delete(key) }
+
 // refreshLoop reloads, every RefreshAhead, each hot key that was read on this instance since
 // its last refresh (and each newly promoted key once), so that a hot key's L1 entry never
 // leaves its fresh window while it is read. A key no longer read here is left to expire, so
@@ -18,11 +40,11 @@ func (c *Cache[V]) refreshLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for key := range *c.fleet.hot.Load() {
+		for key := range c.loop.Members() {
 			if ctx.Err() != nil {
 				return
 			}
-			if v, ok := c.fleet.hotEntries.Load(key); ok && !v.(*entry[V]).touched.Load() {
+			if v, ok := c.hotEntries.Load(key); ok && !v.(*entry[V]).touched.Load() {
 				continue
 			}
 			c.refresh(ctx, key)
@@ -36,8 +58,8 @@ func (c *Cache[V]) refreshLoop(ctx context.Context) {
 func (c *Cache[V]) refresh(ctx context.Context, key string) {
 	st, ep := c.stripe(key), c.epoch.Load()
 	g := st.gen.Load()
-	c.observe(key)
-	c.fleet.refreshes.Add(1)
+	c.loop.Observe(key)
+	c.refreshes.Add(1)
 	lctx, cancel := context.WithTimeout(ctx, c.o.Fresh)
 	defer cancel()
 	item, err := c.rep.GetOrLoad(lctx, key, c.o.TTL, c.loadSource)
@@ -51,9 +73,9 @@ func (c *Cache[V]) refresh(ctx context.Context, key string) {
 	}
 	e := &entry[V]{v: v, version: item.Version, hot: true}
 	st.mu.Lock()
-	if st.gen.Load() == g && c.epoch.Load() == ep && c.fleet.isHot(key) {
+	if st.gen.Load() == g && c.epoch.Load() == ep && c.loop.IsHot(key) {
 		c.l1.Set(key, e)
-		c.fleet.hotEntries.Store(key, e)
+		c.hotEntries.Store(key, e)
 	}
 	st.mu.Unlock()
 }
@@ -64,9 +86,9 @@ func (c *Cache[V]) refresh(ctx context.Context, key string) {
 // instead: the loop tries it once, not every RefreshAhead, and a Get that loads it installs a
 // real entry.
 func (c *Cache[V]) failedRefresh(key string) {
-	if v, ok := c.fleet.hotEntries.Load(key); ok && v.(*entry[V]).touched.Load() {
-		c.fleet.hotEntries.Delete(key)
+	if v, ok := c.hotEntries.Load(key); ok && v.(*entry[V]).touched.Load() {
+		c.hotEntries.Delete(key)
 		return
 	}
-	c.fleet.hotEntries.Store(key, &entry[V]{hot: true})
+	c.hotEntries.Store(key, &entry[V]{hot: true})
 }

@@ -3,6 +3,8 @@ package celebrity
 import (
 	"time"
 
+	"github.com/celebrity-go/celebrity/internal/fleet"
+
 	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/celebrity-go/celebrity/replicas"
 )
@@ -12,9 +14,9 @@ type EventKind int
 
 const (
 	// EventPromoted: this instance applied a key's promotion (its copies are warm).
-	EventPromoted EventKind = iota + 1
+	EventPromoted = EventKind(fleet.Promoted)
 	// EventDemoted: this instance applied a key's demotion.
-	EventDemoted
+	EventDemoted = EventKind(fleet.Demoted)
 )
 
 // String returns "promoted" or "demoted".
@@ -90,15 +92,15 @@ type Stats struct {
 
 // Stats returns a snapshot of the counters; fields are read one by one.
 func (c *Cache[V]) Stats() Stats {
-	f := &c.fleet
+	f := c.loop.Stats()
 	return Stats{
 		L1: c.l1.Stats(), Replicas: c.rep.Stats(), Invalidator: c.inv.Stats(),
-		SourceLoads: f.sourceLoads.Load(), Hot: len(*f.hot.Load()), HotVersion: f.version.Load(),
-		Leader: f.leader.Load(), PubSubLive: c.fleet.heard.Load() != 0 && c.o.ReportInterval > 0 && c.pubSubLive(),
-		Polls: f.polls.Load(), Heartbeats: f.heartbeats.Load(), Reports: f.reports.Load(), Evaluations: f.evaluations.Load(),
-		FullEvaluations: f.fullEvaluations.Load(),
-		Promotions:      f.promotions.Load(), Demotions: f.demotions.Load(), Refreshes: f.refreshes.Load(),
-		LoopCommands: f.loopCommands.Load(), LoopErrors: f.loopErrors.Load(), Fenced: f.fenced.Load(),
-		DuplicateInstanceIDs: f.duplicates.Load(),
+		SourceLoads: c.sourceLoads.Load(), Hot: f.Hot, HotVersion: f.HotVersion,
+		Leader: f.Leader, PubSubLive: f.PubSubLive,
+		Polls: f.Polls, Heartbeats: f.Heartbeats, Reports: f.Reports, Evaluations: f.Evaluations,
+		FullEvaluations: f.FullEvaluations,
+		Promotions:      f.Promotions, Demotions: f.Demotions, Refreshes: c.refreshes.Load(),
+		LoopCommands: f.LoopCommands, LoopErrors: f.LoopErrors, Fenced: f.Fenced,
+		DuplicateInstanceIDs: f.DuplicateInstanceIDs,
 	}
 }

@@ -1,4 +1,4 @@
-package celebrity
+package fleet
 
 import (
 	"context"
@@ -14,12 +14,11 @@ import (
 
 // fleet is the state of the detect → promote → demote loop on one instance.
 type fleet struct {
-	hot        atomic.Pointer[map[string]member] // the hot set as this instance applies it
-	version    atomic.Uint64                     // the hot set version applied
-	vid        atomic.Pointer[string]            // which version of that number (apply.lua); nil: "-"
-	hotEntries sync.Map                          // key -> *entry[V] last installed for a hot key
-	hotReads   sync.Map                          // key -> *hotCount: a hot key's reads per interval
-	learnMu    sync.Mutex
+	hot      atomic.Pointer[map[string]Member] // the hot set as this instance applies it
+	version  atomic.Uint64                     // the hot set version applied
+	vid      atomic.Pointer[string]            // which version of that number (apply.lua); nil: "-"
+	hotReads sync.Map                          // key -> *hotCount: a hot key's reads per interval
+	learnMu  sync.Mutex
 
 	leader     atomic.Bool
 	epoch      atomic.Int64
@@ -59,9 +58,9 @@ type fleet struct {
 	wg     sync.WaitGroup
 	ps     *redis.PubSub
 
-	sourceLoads, reports, evaluations, promotions, demotions atomic.Uint64
-	refreshes, loopCommands, loopErrors, fenced, polls       atomic.Uint64
-	heartbeats, fullEvaluations, duplicates                  atomic.Uint64
+	reports, evaluations, promotions, demotions atomic.Uint64
+	loopCommands, loopErrors, fenced, polls     atomic.Uint64
+	heartbeats, fullEvaluations, duplicates     atomic.Uint64
 
 	twinMu sync.Mutex
 	twins  map[string]int64 // leader IDs with this InstanceID and another nonce: first seen (Unix ns), -1 once counted
@@ -108,7 +107,7 @@ type demoteDecision struct {
 }
 
 // member is one key of the hot set.
-type member struct {
+type Member struct {
 	Manual bool
 	Rate   float64
 	Since  time.Time
@@ -169,23 +168,17 @@ func (f *fleet) isHot(key string) bool {
 	return ok
 }
 
-// startFleet starts the loop's goroutines: the reporter and poller, the leader's evaluator,
-// the hot-set subscriber and refresh-ahead.
-func (c *Cache[V]) startFleet() {
+// Start starts the loop's goroutines: the reporter and poller, the leader's evaluator and
+// the hot-set subscriber; none with a negative ReportInterval (the loop is off; Promote and
+// Demote still work).
+func (c *Loop) Start() {
 	f := &c.fleet
-	empty := map[string]member{}
-	f.hot.Store(&empty)
-	f.nudge = make(chan struct{}, 1)
-	ctx, cancel := context.WithCancel(context.Background())
-	f.cancel = cancel
-	if c.o.RefreshAhead > 0 {
-		f.wg.Add(1)
-		go func() { defer f.wg.Done(); c.refreshLoop(ctx) }()
-	}
 	if c.o.ReportInterval < 0 {
 		return
 	}
-	f.ps = c.client.Subscribe(ctx, c.keys().channel)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.cancel = cancel
+	f.ps = c.client.Subscribe(ctx, c.keys().Channel)
 	f.wg.Add(3)
 	go func() { defer f.wg.Done(); c.subscribeLoop(ctx, f.ps) }()
 	go func() { defer f.wg.Done(); c.reportLoop(ctx) }()
@@ -219,7 +212,7 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // random phase so that the fleet's reports spread over the interval, or earlier in the
 // interval when a key that is not hot crosses EarlyReportRate locally. It checks every
 // quarter interval; the hot set is polled once per PollInterval.
-func (c *Cache[V]) reportLoop(ctx context.Context) {
+func (c *Loop) reportLoop(ctx context.Context) {
 	iv := c.o.ReportInterval
 	// The phase leaves the interval's last tick free: a phase in the last tick of the interval
 	// could fall between two ticks in every interval, and the instance would never report.
@@ -248,7 +241,7 @@ const reportTicks = 10
 // however many reports nudge it.
 const subTicks = 4
 
-func (c *Cache[V]) tick(ctx context.Context) {
+func (c *Loop) tick(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
 	defer cancel()
 	if err := c.report(cctx); err != nil {
@@ -282,7 +275,7 @@ const heartbeatsMissed = 3
 // pubSubLive reports whether this instance heard the hot-set channel (the leader's heartbeat
 // or an announcement) within the last heartbeatsMissed intervals: then the channel delivers
 // every change and polling can be slow.
-func (c *Cache[V]) pubSubLive() bool {
+func (c *Loop) pubSubLive() bool {
 	heard := c.fleet.heard.Load()
 	return heard != 0 && c.o.Clock().UnixNano()-heard < int64(heartbeatsMissed*c.o.ReportInterval)
 }
@@ -295,7 +288,7 @@ func (c *Cache[V]) pubSubLive() bool {
 // expire, heartbeatsMissed intervals at most: a slow leader does not make the whole fleet
 // poll every interval, a missed change is read by the next poll, and a lost leader's lease is
 // taken over as soon as it expires.
-func (c *Cache[V]) pollFast() bool {
+func (c *Loop) pollFast() bool {
 	f := &c.fleet
 	if f.leader.Load() {
 		return true
@@ -310,7 +303,7 @@ func (c *Cache[V]) pollFast() bool {
 // ceilDiv returns d/unit rounded up; unit is positive.
 func ceilDiv(d, unit time.Duration) int64 { return int64((d + unit - 1) / unit) }
 
-func (c *Cache[V]) loopError(step string, err error) {
+func (c *Loop) loopError(step string, err error) {
 	if err == nil || c.closed.Load() {
 		return
 	}
@@ -329,7 +322,7 @@ func (c *Cache[V]) loopError(step string, err error) {
 // evaluated at once unless a partial evaluation already ran in the same quarter interval;
 // then the next quarter's evaluation covers it. So the leader makes at most one full and
 // subTicks partial evaluations per interval, whatever the number of nudging reports.
-func (c *Cache[V]) evalLoop(ctx context.Context) {
+func (c *Loop) evalLoop(ctx context.Context) {
 	f := &c.fleet
 	iv := c.o.ReportInterval
 	step := iv / subTicks
@@ -400,7 +393,7 @@ func (f *fleet) evalTarget(nudged bool, now, iv int64) (slot int64, partial, ok 
 
 // evalStep is one evaluation by the leader, with the node-load measure before a full one and
 // the heartbeat after it.
-func (c *Cache[V]) evalStep(ctx context.Context, slot int64, partial bool) {
+func (c *Loop) evalStep(ctx context.Context, slot int64, partial bool) {
 	cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
 	defer cancel()
 	f := &c.fleet
@@ -422,7 +415,7 @@ func (c *Cache[V]) evalStep(ctx context.Context, slot int64, partial bool) {
 // that differs from the version applied here is read at once (learn), and hearing one tells
 // the report loop that the channel (and a leader) is live. A report's nudge is not counted:
 // reports nudge while no leader is left to hear them.
-func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
+func (c *Loop) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 	ch := ps.Channel()
 	for {
 		select {
@@ -457,7 +450,7 @@ func (c *Cache[V]) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 
 // nudged passes a report's nudge (the interval whose summary crossed a shard's share of
 // PromoteRate) to the leader's evaluation loop; other instances ignore it.
-func (c *Cache[V]) nudged(slot string) {
+func (c *Loop) nudged(slot string) {
 	f := &c.fleet
 	n, err := strconv.ParseInt(slot, 10, 64)
 	if err != nil || !f.leader.Load() {
@@ -473,7 +466,7 @@ func (c *Cache[V]) nudged(slot string) {
 // heartbeat publishes the hot set's version as the leader applies it, unless this instance
 // published within the last half interval: the fleet's instances hear that the channel is
 // live (so they poll only every PollInterval), and one that missed a change learns it.
-func (c *Cache[V]) heartbeat(ctx context.Context) {
+func (c *Loop) heartbeat(ctx context.Context) {
 	f := &c.fleet
 	now := c.o.Clock().UnixNano()
 	if now-f.published.Load() < int64(c.o.ReportInterval/2) {
@@ -491,7 +484,7 @@ func (c *Cache[V]) heartbeat(ctx context.Context) {
 // instance then reports in turns within an interval of the estimate, not a PollInterval
 // later. The message starts as a nudge does, which a release that does not know it ignores
 // (it names no interval).
-func (c *Cache[V]) announceSize(ctx context.Context, now int64) {
+func (c *Loop) announceSize(ctx context.Context, now int64) {
 	f := &c.fleet
 	n := f.fleetN.Load()
 	if !f.estimated.Load() || n <= 0 {
@@ -502,7 +495,7 @@ func (c *Cache[V]) announceSize(ctx context.Context, now int64) {
 		return
 	}
 	f.loopCommands.Add(1)
-	if err := c.client.Publish(ctx, c.keys().channel, "nf"+strconv.FormatInt(n, 10)).Err(); err != nil {
+	if err := c.client.Publish(ctx, c.keys().Channel, "nf"+strconv.FormatInt(n, 10)).Err(); err != nil {
 		c.loopError("announce the fleet's size", err)
 		return
 	}
@@ -540,11 +533,11 @@ const sizeLife = 3 * sizeEvery
 
 // publish announces the version this instance applies on the hot-set channel, as
 // "<version> <vid>".
-func (c *Cache[V]) publish(ctx context.Context) error {
+func (c *Loop) publish(ctx context.Context) error {
 	c.fleet.loopCommands.Add(1)
 	c.fleet.published.Store(c.o.Clock().UnixNano())
 	v, vid := c.fleet.applied()
-	return c.client.Publish(ctx, c.keys().channel, strconv.FormatUint(v, 10)+" "+vid).Err()
+	return c.client.Publish(ctx, c.keys().Channel, strconv.FormatUint(v, 10)+" "+vid).Err()
 }
 
 // applied returns the version of the hot set this instance applies and its vid.
@@ -570,4 +563,4 @@ func (f *fleet) isApplied(payload string) bool {
 
 // stepTimeout bounds one step of the loop: an interval, but never under a second, so that a
 // slow moment does not fail every step.
-func (c *Cache[V]) stepTimeout() time.Duration { return max(c.o.ReportInterval, time.Second) }
+func (c *Loop) stepTimeout() time.Duration { return max(c.o.ReportInterval, time.Second) }

@@ -1,4 +1,4 @@
-package celebrity
+package fleet
 
 import (
 	"testing"
@@ -9,13 +9,12 @@ import (
 	"github.com/celebrity-go/celebrity/hotkeys"
 )
 
-// sampleCache is a Cache with only what the report's sampling reads: its options and an
+// sampleLoop is a Loop with only what the report's sampling reads: its options and an
 // empty hot set, on a clock the test sets.
-func sampleCache(t *testing.T, now *time.Time) *Cache[string] {
-	o, err := Options[string]{InstanceID: "i1", PromoteRate: 100, Clock: func() time.Time { return *now }}.withDefaults()
-	require.NoError(t, err)
-	c := &Cache[string]{o: o}
-	empty := map[string]member{}
+func sampleLoop(now *time.Time) *Loop {
+	c := &Loop{o: Options{InstanceID: "i1", ReportInterval: time.Second, PromoteRate: 100, DemoteRate: 25,
+		HotReportEvery: 1, ReportsPerInterval: 32, Clock: func() time.Time { return *now }}}
+	empty := map[string]Member{}
 	c.fleet.hot.Store(&empty)
 	c.fleet.sent = map[string]bool{}
 	return c
@@ -27,7 +26,7 @@ func sampleCache(t *testing.T, now *time.Time) *Cache[string] {
 // sampling off, and at most maxSampleEvery.
 func TestSampleEveryFollowsTheStatedSize(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	c := sampleCache(t, &now)
+	c := sampleLoop(&now)
 	require.Equal(t, int64(1), c.sampleEvery(), "no size stated")
 	c.fleet.setSize(100, now.UnixNano())
 	require.Equal(t, int64(4), c.sampleEvery(), "⌈100/32⌉")
@@ -52,7 +51,7 @@ func TestSampleEveryFollowsTheStatedSize(t *testing.T) {
 // reports at its own rate on every interval, its turn or not.
 func TestRegularPairsInTurns(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	c := sampleCache(t, &now)
+	c := sampleLoop(&now)
 	top := []hotkeys.KeyLoad{{Key: "warm", Rate: 10}, {Key: "fast", Rate: 30}, {Key: "cold", Rate: 0}}
 	require.Equal(t, []any{"warm", "t40.000", "fast", "30.000"}, c.regularPairs(top, 7, 0, 4, true))
 	require.Equal(t, []any{"fast", "30.000"}, c.regularPairs(top, 7, 0, 4, false))

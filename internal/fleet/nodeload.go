@@ -1,4 +1,4 @@
-package celebrity
+package fleet
 
 import (
 	"context"
@@ -28,7 +28,7 @@ type nodeLoad struct {
 // measureNodes reads every master's command counter and updates the rates. The first
 // measurement (and one after a counter went back, as after a restart) yields no rate for that
 // master, so PromoteShare promotes nothing there until the next one.
-func (c *Cache[V]) measureNodes(ctx context.Context) error {
+func (c *Loop) measureNodes(ctx context.Context) error {
 	counts := map[string]uint64{}
 	var mu sync.Mutex
 	read := func(ctx context.Context, m *redis.Client, addr string) error {
@@ -82,7 +82,7 @@ func commandsProcessed(info string) (uint64, bool) {
 
 // nodeRate is the commands per second last measured on the master that holds key, or 0 when
 // unknown.
-func (c *Cache[V]) nodeRate(ctx context.Context, key string) float64 {
+func (c *Loop) nodeRate(ctx context.Context, key string) float64 {
 	rates := c.fleet.nodes.rate
 	if len(rates) == 0 {
 		return 0
@@ -99,7 +99,7 @@ func (c *Cache[V]) nodeRate(ctx context.Context, key string) float64 {
 
 // hotByShare reports whether a key not yet hot, read at rate fleet-wide, takes at least
 // PromoteShare of its master's commands (and rate reaches ShareMinRate).
-func (c *Cache[V]) hotByShare(ctx context.Context, key string, rate float64) bool {
+func (c *Loop) hotByShare(ctx context.Context, key string, rate float64) bool {
 	if c.o.PromoteShare <= 0 || rate < c.o.ShareMinRate {
 		return false
 	}

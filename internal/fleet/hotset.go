@@ -1,4 +1,4 @@
-package celebrity
+package fleet
 
 import (
 	"context"
@@ -34,35 +34,35 @@ var (
 	learnScript  = script.New(learnLua)
 )
 
-// keyset names the Redis keys and channels of the fleet loop.
-type keyset struct {
-	meta, lease, members, demoted, size string
-	channel                             string
+// Keyset names the Redis keys and channels of the fleet loop.
+type Keyset struct {
+	Meta, Lease, Members, Demoted, Size string
+	Channel                             string
 }
 
-func (c *Cache[V]) keys() keyset { return keysFor(c.o.Prefix) }
+func (c *Loop) keys() Keyset { return Keys(c.o.Prefix) }
 
-// keysFor names the hot set's keys under prefix (checked: no braces); they share one slot.
-func keysFor(p string) keyset {
+// Keys names the hot set's keys under prefix (checked: no braces); they share one slot.
+func Keys(p string) Keyset {
 	tag := slot.Tagged(p, p+"hot")
-	return keyset{meta: tag + "meta", lease: tag + "leader", members: tag + "members",
-		demoted: tag + "demoted", size: tag + "size", channel: p + "hot"}
+	return Keyset{Meta: tag + "meta", Lease: tag + "leader", Members: tag + "members",
+		Demoted: tag + "demoted", Size: tag + "size", Channel: p + "hot"}
 }
 
 // summaryKey is shard's part of the summary of one interval; every shard is its own slot.
-func (c *Cache[V]) summaryKey(shard int, interval int64) string {
+func (c *Loop) summaryKey(shard int, interval int64) string {
 	return c.sumTags[shard] + ":" + strconv.FormatInt(interval, 10)
 }
 
-// summaryTags returns the keys (less their ":<interval>") of the summary's shards under
+// SummaryTags returns the keys (less their ":<interval>") of the summary's shards under
 // prefix. Shard i's hash tag is prefix+"sum<i>.<j>" with the first j that puts it within
-// sumSlotWidth(shards) slots of (2i+1)·Count/(2·shards): the shards spread evenly over the
+// SumSlotWidth(shards) slots of (2i+1)·Count/(2·shards): the shards spread evenly over the
 // slot space, so that 3 or more of them land on every master of a 3-master cluster with even
 // slot ranges (not on one by chance of their names' hashes), and every instance finds the
 // same names.
-func summaryTags(prefix string, shards int) []string {
+func SummaryTags(prefix string, shards int) []string {
 	tags := make([]string, shards)
-	width := sumSlotWidth(shards)
+	width := SumSlotWidth(shards)
 	for i := range tags {
 		center := (2*i + 1) * slot.Count / (2 * shards)
 		base := prefix + "sum" + strconv.Itoa(i) + "."
@@ -77,10 +77,10 @@ func summaryTags(prefix string, shards int) []string {
 	return tags
 }
 
-// sumSlotWidth is how far from its target slot a summary shard's slot may be: a sixteenth of
+// SumSlotWidth is how far from its target slot a summary shard's slot may be: a sixteenth of
 // the space between two shards' targets (a few tries per shard to find), at least 8 slots (at
 // most about 1,000 tries per shard with 1,024 shards).
-func sumSlotWidth(shards int) int { return max(slot.Count/(16*shards), 8) }
+func SumSlotWidth(shards int) int { return max(slot.Count/(16*shards), 8) }
 
 // report adds this instance's heaviest Redis-level reads to the summary of the current
 // interval, on the shard its ID hashes to: once per interval at this instance's phase of the
@@ -88,7 +88,7 @@ func sumSlotWidth(shards int) int { return max(slot.Count/(16*shards), 8) }
 // not yet reported in this interval reaches EarlyReportRate (the early report, with only such
 // keys). Each key counts at most once per instance and interval: the regular report leaves
 // out what the early one sent, and each report is idempotent by its own ID.
-func (c *Cache[V]) report(ctx context.Context) error {
+func (c *Loop) report(ctx context.Context) error {
 	f := &c.fleet
 	iv := int64(c.o.ReportInterval)
 	now := c.o.Clock().UnixNano()
@@ -136,7 +136,7 @@ func (c *Cache[V]) report(ctx context.Context) error {
 // estimated; 1 with the sampling off, and while no size is known that a leader stated
 // within sizeLife intervals (before the first estimate, or with a leader of a release that
 // reads no sampled rates).
-func (c *Cache[V]) sampleEvery() int64 {
+func (c *Loop) sampleEvery() int64 {
 	per := int64(c.o.ReportsPerInterval)
 	f := &c.fleet
 	if per < 0 || c.o.Clock().UnixNano()-f.sizeAt.Load() > int64(sizeLife*c.o.ReportInterval) {
@@ -151,7 +151,7 @@ const maxSampleEvery = 1024
 
 // onTurn reports whether interval slot is this instance's turn to report every key of its
 // regular report when instances take turns every k intervals (by their ID).
-func (c *Cache[V]) onTurn(slot, k int64) bool {
+func (c *Loop) onTurn(slot, k int64) bool {
 	return (slot+int64(xxhash.Sum64String(c.o.InstanceID)%uint64(k)))%k == 0
 }
 
@@ -159,14 +159,14 @@ func (c *Cache[V]) onTurn(slot, k int64) bool {
 // lane's pairs to interval slot's summary, on the shard this instance's ID hashes to, as
 // the report id (idempotent: a retried report adds nothing), with the instances it stands
 // for (weight: K on its turn, 0 otherwise) towards the leader's estimate of the fleet.
-func (c *Cache[V]) sendReport(ctx context.Context, id string, slot int64, weight int, pairs, slow []any) error {
+func (c *Loop) sendReport(ctx context.Context, id string, slot int64, weight int, pairs, slow []any) error {
 	f := &c.fleet
 	for i := 0; i < len(pairs); i += 2 {
 		f.sent[pairs[i].(string)] = true
 	}
 	pairs, nudging := nudgingFirst(pairs, f.isHot)
 	args := append([]any{id, (time.Duration(c.o.summaryIntervals()) * c.o.ReportInterval).Milliseconds() + 1,
-		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().channel, "n" + strconv.FormatInt(slot, 10), nudging, len(slow) / 2, weight}, pairs...)
+		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().Channel, "n" + strconv.FormatInt(slot, 10), nudging, len(slow) / 2, weight}, pairs...)
 	args = append(args, slow...)
 	shard := int(xxhash.Sum64String(c.o.InstanceID) % uint64(c.o.SummaryShards))
 	f.loopCommands.Add(1)
@@ -217,7 +217,7 @@ func nudgingFirst(pairs []any, hot func(string) bool) ([]any, int) {
 // HotReportEvery. A hot key's rate counts only its reads inside the interval (hotRate), not
 // the detector's look-back into the previous one: a key that faded late in one interval
 // counts nothing in the next, and its hold starts there.
-func (c *Cache[V]) regularPairs(top []hotkeys.KeyLoad, slot int64, elapsed time.Duration, k int64, turn bool) []any {
+func (c *Loop) regularPairs(top []hotkeys.KeyLoad, slot int64, elapsed time.Duration, k int64, turn bool) []any {
 	f := &c.fleet
 	every := int64(c.o.HotReportEvery)
 	hotTurn := c.onTurn(slot, every)
@@ -254,14 +254,14 @@ func (c *Cache[V]) regularPairs(top []hotkeys.KeyLoad, slot int64, elapsed time.
 // detector's window), so that a report early in the interval weighs a read no more than the
 // detector would. An early report understates a live key's rate then; it never counts a
 // faded key's reads from before the interval, so it cannot keep a faded key from its hold.
-func (c *Cache[V]) hotRate(key string, slot int64, elapsed time.Duration) float64 {
+func (c *Loop) hotRate(key string, slot int64, elapsed time.Duration) float64 {
 	span := max(elapsed, c.o.ReportInterval/2)
 	return float64(c.fleet.hotReadsIn(key, slot)) / span.Seconds()
 }
 
 // earlyPairs returns the key/rate pairs of an early report: the keys of top not hot and not
 // sent yet in the interval that reach EarlyReportRate.
-func (c *Cache[V]) earlyPairs(top []hotkeys.KeyLoad) []any {
+func (c *Loop) earlyPairs(top []hotkeys.KeyLoad) []any {
 	f := &c.fleet
 	var pairs []any
 	for _, k := range top {
@@ -276,7 +276,7 @@ func (c *Cache[V]) earlyPairs(top []hotkeys.KeyLoad) []any {
 // leader lease. quiet is how long the poll shows the channel need not be polled again: the
 // remaining time of another instance's live lease when the version was the one applied here
 // (a leader whose heartbeat is late, not a change missed); zero otherwise.
-func (c *Cache[V]) poll(ctx context.Context) (quiet time.Duration, err error) {
+func (c *Loop) poll(ctx context.Context) (quiet time.Duration, err error) {
 	ks := c.keys()
 	lease := (3 * c.o.ReportInterval).Milliseconds() + 1
 	c.fleet.loopCommands.Add(1)
@@ -285,7 +285,7 @@ func (c *Cache[V]) poll(ctx context.Context) (quiet time.Duration, err error) {
 	if c.fleet.estimated.Load() {
 		size = c.fleet.fleetN.Load()
 	}
-	res, err := pollScript.Run(ctx, c.client, []string{ks.meta, ks.lease, ks.size}, c.fleetID, lease, size,
+	res, err := pollScript.Run(ctx, c.client, []string{ks.Meta, ks.Lease, ks.Size}, c.fleetID, lease, size,
 		(sizeLife * c.o.ReportInterval).Milliseconds()).Slice()
 	if err != nil {
 		return 0, err
@@ -320,7 +320,7 @@ func (c *Cache[V]) poll(ctx context.Context) (quiet time.Duration, err error) {
 // InstanceID, or an earlier run of this one whose lease has not expired yet. Seen again
 // after more than the lease's life, it renewed its lease, so it is live: the clash is
 // counted (Stats.DuplicateInstanceIDs, once per twin) and logged.
-func (c *Cache[V]) sawLeader(other string, lease time.Duration) {
+func (c *Loop) sawLeader(other string, lease time.Duration) {
 	id, _, _ := strings.Cut(other, "/")
 	if other == "" || other == c.fleetID || id != c.o.InstanceID {
 		return
@@ -351,7 +351,7 @@ func (c *Cache[V]) sawLeader(other string, lease time.Duration) {
 
 // retryPromotions warms the copies of hot keys whose promotion failed on this instance
 // (replicas does not count them hot); it sends nothing when every promotion succeeded.
-func (c *Cache[V]) retryPromotions(ctx context.Context) {
+func (c *Loop) retryPromotions(ctx context.Context) {
 	if !c.cluster {
 		return
 	}
@@ -369,7 +369,7 @@ func (c *Cache[V]) retryPromotions(ctx context.Context) {
 // evaluate is the leader's step: sum the fleet's reports of one interval and promote or
 // demote keys through apply.lua, fenced by the leader's lease and epoch. A partial evaluation
 // (of the interval under way) only promotes.
-func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error {
+func (c *Loop) evaluate(ctx context.Context, slot int64, partial bool) error {
 	f := &c.fleet
 	f.evaluations.Add(1)
 	if !partial {
@@ -402,7 +402,7 @@ func (c *Cache[V]) evaluate(ctx context.Context, slot int64, partial bool) error
 // the estimate of the fleet's size. A leader that just
 // took over (or skipped an interval) reads back the slow reports of the slow lane's window
 // once, in the same pipeline.
-func (c *Cache[V]) fleetRates(ctx context.Context, slot int64, partial bool) (map[string]float64, error) {
+func (c *Loop) fleetRates(ctx context.Context, slot int64, partial bool) (map[string]float64, error) {
 	pipe := c.client.Pipeline()
 	sums := c.readSummary(ctx, pipe, slot)
 	var back []int64
@@ -419,7 +419,7 @@ func (c *Cache[V]) fleetRates(ctx context.Context, slot int64, partial bool) (ma
 	var instances int64
 	rates, sampled, slow := map[string]float64{}, map[string]float64{}, map[string]float64{}
 	for _, s := range sums {
-		instances += parseSummary(s.Val(), rates, sampled, slow)
+		instances += ParseSummary(s.Val(), rates, sampled, slow)
 	}
 	if !partial {
 		c.fleet.estimateFleet(instances, c.o.Clock().UnixNano())
@@ -435,7 +435,7 @@ func (c *Cache[V]) fleetRates(ctx context.Context, slot int64, partial bool) (ma
 }
 
 // readSummary queues the reads of every shard of interval slot's summary on pipe.
-func (c *Cache[V]) readSummary(ctx context.Context, pipe redis.Pipeliner, slot int64) []*redis.MapStringStringCmd {
+func (c *Loop) readSummary(ctx context.Context, pipe redis.Pipeliner, slot int64) []*redis.MapStringStringCmd {
 	cmds := make([]*redis.MapStringStringCmd, c.o.SummaryShards)
 	for i := range cmds {
 		cmds[i] = pipe.HGetAll(ctx, c.summaryKey(i, slot))
@@ -446,12 +446,12 @@ func (c *Cache[V]) readSummary(ctx context.Context, pipe redis.Pipeliner, slot i
 
 // addSlow keeps the slow sums read back (back, backSums) and, after a full interval, this
 // interval's (slow), and adds the slow lane's window ending at slot to rates.
-func (c *Cache[V]) addSlow(slot int64, partial bool, rates, slow map[string]float64, back []int64, backSums [][]*redis.MapStringStringCmd) {
+func (c *Loop) addSlow(slot int64, partial bool, rates, slow map[string]float64, back []int64, backSums [][]*redis.MapStringStringCmd) {
 	f := &c.fleet
 	for i, s := range back {
 		old := map[string]float64{}
 		for _, cmd := range backSums[i] {
-			parseSummary(cmd.Val(), map[string]float64{}, map[string]float64{}, old)
+			ParseSummary(cmd.Val(), map[string]float64{}, map[string]float64{}, old)
 		}
 		f.keepSlow(s, c.o.SlowReportEvery, old)
 	}
@@ -467,7 +467,7 @@ func (c *Cache[V]) addSlow(slot int64, partial bool, rates, slow map[string]floa
 // fastest keys at or above PromoteRate; demote a fleet-decided member once the intervals it
 // spent under DemoteRate without a break add up to Hold. Counting intervals rather than
 // evaluation times makes the hold independent of when the leader happens to run.
-func (c *Cache[V]) decide(ctx context.Context, slot int64, rates map[string]float64, members map[string]member) []any {
+func (c *Loop) decide(ctx context.Context, slot int64, rates map[string]float64, members map[string]Member) []any {
 	f := &c.fleet
 	if f.lowSince == nil {
 		f.lowSince = map[string]int64{}
@@ -499,7 +499,7 @@ func (c *Cache[V]) decide(ctx context.Context, slot int64, rates map[string]floa
 // promotions returns apply.lua's triples promoting the keys not yet members whose rate is at
 // or above PromoteRate, or at or above PromoteShare of their master's load (hotByShare),
 // fastest first.
-func (c *Cache[V]) promotions(ctx context.Context, rates map[string]float64, members map[string]member) []any {
+func (c *Loop) promotions(ctx context.Context, rates map[string]float64, members map[string]Member) []any {
 	var up []string
 	for k, r := range rates {
 		if _, ok := members[k]; !ok && (r >= c.o.PromoteRate || c.hotByShare(ctx, k, r)) {
@@ -519,12 +519,12 @@ func fmtRate(r float64) string { return strconv.FormatFloat(r, 'f', 3, 64) }
 // apply runs apply.lua, which changes the hot set and announces the change on the hot-set
 // channel in the same step, and applies the change here at once (from the announcement, or
 // by reading the set when this instance had not applied the version before it).
-func (c *Cache[V]) apply(ctx context.Context, id string, epoch int64, triples []any) error {
+func (c *Loop) apply(ctx context.Context, id string, epoch int64, triples []any) error {
 	ks := c.keys()
 	dttl := max(c.o.Hold, time.Minute).Milliseconds()
-	args := append([]any{id, strconv.FormatInt(epoch, 10), c.o.Clock().UnixMilli(), c.o.MaxHot, dttl, ks.channel}, triples...)
+	args := append([]any{id, strconv.FormatInt(epoch, 10), c.o.Clock().UnixMilli(), c.o.MaxHot, dttl, ks.Channel}, triples...)
 	c.fleet.loopCommands.Add(1)
-	res, err := applyScript.Run(ctx, c.client, []string{ks.meta, ks.lease, ks.members, ks.demoted}, args...).Slice()
+	res, err := applyScript.Run(ctx, c.client, []string{ks.Meta, ks.Lease, ks.Members, ks.Demoted}, args...).Slice()
 	if err != nil {
 		return err
 	}
@@ -564,7 +564,7 @@ type announcement struct {
 type announced struct {
 	key     string
 	removed bool
-	m       member
+	m       Member
 }
 
 // parseAnnouncement parses "d<version> <previous vid> <vid>\n" (or "d<version>\n", from a
@@ -599,7 +599,7 @@ func parseAnnouncement(s string) (a announcement, ok bool) {
 			return a, false
 		}
 		a.changes = append(a.changes, announced{key: rest[:l], removed: kind == "-",
-			m: member{Manual: kind == "m", Rate: r, Since: time.UnixMilli(t)}})
+			m: Member{Manual: kind == "m", Rate: r, Since: time.UnixMilli(t)}})
 		rest = rest[l:]
 	}
 	return a, len(a.changes) > 0
@@ -624,7 +624,7 @@ func (a *announcement) parseHead(head string) bool {
 // reading the set, when this instance applied the version just before it. It reports whether
 // this instance now applies the announced version or a newer one; false means the message
 // was no announcement, or versions were missed in between (the caller reads the set).
-func (c *Cache[V]) applyAnnouncement(ctx context.Context, msg string) bool {
+func (c *Loop) applyAnnouncement(ctx context.Context, msg string) bool {
 	a, ok := parseAnnouncement(msg)
 	if !ok {
 		return false
@@ -642,7 +642,7 @@ func (c *Cache[V]) applyAnnouncement(ctx context.Context, msg string) bool {
 		return false // versions missed, or another change under the number applied here
 	}
 	old := *f.hot.Load()
-	next := make(map[string]member, len(old)+len(a.changes))
+	next := make(map[string]Member, len(old)+len(a.changes))
 	for k, m := range old {
 		next[k] = m
 	}
@@ -674,11 +674,11 @@ func pairs(v any) map[string]string {
 	return out
 }
 
-func parseMembers(m map[string]string) map[string]member {
-	out := make(map[string]member, len(m))
+func ParseMembers(m map[string]string) map[string]Member {
+	out := make(map[string]Member, len(m))
 	for k, v := range m {
 		parts := strings.SplitN(v, "|", 3)
-		var mb member
+		var mb Member
 		if len(parts) == 3 {
 			mb.Manual = parts[0] == "m"
 			mb.Rate, _ = strconv.ParseFloat(parts[1], 64)
@@ -694,13 +694,13 @@ func parseMembers(m map[string]string) map[string]member {
 // learn reads the hot set and applies its changes on this instance: a promoted key gets its
 // copies warmed (replicas.Promote) before reads use them, and refresh-ahead; a demoted key
 // reads the logical key again.
-func (c *Cache[V]) learn(ctx context.Context) error {
+func (c *Loop) learn(ctx context.Context) error {
 	f := &c.fleet
 	f.learnMu.Lock()
 	defer f.learnMu.Unlock()
 	ks := c.keys()
 	f.loopCommands.Add(1)
-	res, err := learnScript.Run(ctx, c.client, []string{ks.meta, ks.members, ks.demoted}).Slice()
+	res, err := learnScript.Run(ctx, c.client, []string{ks.Meta, ks.Members, ks.Demoted}).Slice()
 	if err != nil {
 		return err
 	}
@@ -713,14 +713,14 @@ func (c *Cache[V]) learn(ctx context.Context) error {
 	if cur, curVid := f.applied(); version == cur && vid == curVid {
 		return nil
 	}
-	c.install(ctx, version, vid, *f.hot.Load(), parseMembers(pairs(res[2])), pairs(res[3]))
+	c.install(ctx, version, vid, *f.hot.Load(), ParseMembers(pairs(res[2])), pairs(res[3]))
 	return nil
 }
 
 // install makes next (the members at version) the hot set this instance applies, coming from
 // old: promoted keys get their copies warmed first, demoted keys read the logical key again.
 // The caller holds learnMu.
-func (c *Cache[V]) install(ctx context.Context, version uint64, vid string, old, next map[string]member, demoted map[string]string) {
+func (c *Loop) install(ctx context.Context, version uint64, vid string, old, next map[string]Member, demoted map[string]string) {
 	f := &c.fleet
 	ch := planLearn(old, next, demoted)
 	for _, k := range ch.promoted {
@@ -752,7 +752,7 @@ type demotion struct {
 
 // planLearn compares the members applied (old) with the members read (next), given the
 // demotions hash ("<rate>|<ms>" per key). It is pure.
-func planLearn(old, next map[string]member, demoted map[string]string) learnPlan {
+func planLearn(old, next map[string]Member, demoted map[string]string) learnPlan {
 	var p learnPlan
 	for k := range next {
 		if _, ok := old[k]; !ok {
@@ -775,7 +775,7 @@ func planLearn(old, next map[string]member, demoted map[string]string) learnPlan
 	return p
 }
 
-func (c *Cache[V]) promoteLocal(ctx context.Context, key string, m member, version uint64) {
+func (c *Loop) promoteLocal(ctx context.Context, key string, m Member, version uint64) {
 	if c.cluster {
 		if err := c.rep.Promote(ctx, key); err != nil {
 			c.loopError("promote copies", err) // reads fall back from cold copies and refill them
@@ -788,60 +788,22 @@ func (c *Cache[V]) promoteLocal(ctx context.Context, key string, m member, versi
 		})
 	}
 	c.fleet.promotions.Add(1)
-	c.emit(Event{Kind: EventPromoted, Key: key, Rate: m.Rate, Manual: m.Manual, HotVersion: version, Decided: m.Since, At: c.o.Clock()})
+	c.emit(Event{Kind: Promoted, Key: key, Rate: m.Rate, Manual: m.Manual, HotVersion: version, Decided: m.Since, At: c.o.Clock()})
 }
 
-func (c *Cache[V]) demoteLocal(ctx context.Context, key string, rate float64, decided time.Time, version uint64) {
+func (c *Loop) demoteLocal(ctx context.Context, key string, rate float64, decided time.Time, version uint64) {
 	if c.cluster {
 		_ = c.rep.Demote(ctx, key)
 	}
-	c.fleet.hotEntries.Delete(key)
+	if c.o.OnDemote != nil {
+		c.o.OnDemote(key)
+	}
 	c.fleet.demotions.Add(1)
-	c.emit(Event{Kind: EventDemoted, Key: key, Rate: rate, HotVersion: version, Decided: decided, At: c.o.Clock()})
+	c.emit(Event{Kind: Demoted, Key: key, Rate: rate, HotVersion: version, Decided: decided, At: c.o.Clock()})
 }
 
-func (c *Cache[V]) emit(ev Event) {
+func (c *Loop) emit(ev Event) {
 	if c.o.OnEvent != nil {
 		c.o.OnEvent(ev)
 	}
-}
-
-// Promote adds key to the fleet's hot set by hand (for a celebrity known in advance, such as
-// a launch): every instance warms its copies and refreshes it ahead, and the fleet never
-// demotes it; only Demote does. It is idempotent. This instance applies the change before
-// Promote returns; the others as soon as the announcement reaches them (within one
-// ReportInterval through the next heartbeat if it was lost, within 4 for an instance whose
-// subscription is down).
-func (c *Cache[V]) Promote(ctx context.Context, key string) error {
-	return c.manual(ctx, "m+", key)
-}
-
-// Demote removes key from the fleet's hot set. If its fleet-wide rate is still above
-// PromoteRate, the fleet promotes it again at its next evaluation. It is idempotent.
-func (c *Cache[V]) Demote(ctx context.Context, key string) error {
-	return c.manual(ctx, "m-", key)
-}
-
-func (c *Cache[V]) manual(ctx context.Context, op, key string) error {
-	if err := validKey(key); err != nil {
-		return err
-	}
-	if c.closed.Load() {
-		return ErrClosed
-	}
-	if err := c.apply(ctx, "", 0, []any{op, key, "0"}); err != nil {
-		return fmt.Errorf("celebrity: %s %q: %w", map[string]string{"m+": "Promote", "m-": "Demote"}[op], key, err)
-	}
-	return nil
-}
-
-// Hot returns the keys of the hot set as this instance applies it, sorted.
-func (c *Cache[V]) Hot() []string {
-	m := *c.fleet.hot.Load()
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

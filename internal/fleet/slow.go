@@ -1,4 +1,4 @@
-package celebrity
+package fleet
 
 import (
 	"sort"
@@ -31,8 +31,8 @@ const (
 	slowField = "s:"
 )
 
-// observe records one Redis-level read of key for the reports.
-func (c *Cache[V]) observe(key string) {
+// Observe records one Redis-level read of key for the reports.
+func (c *Loop) Observe(key string) {
 	c.det.Observe(key)
 	if c.o.ReportInterval > 0 && c.fleet.isHot(key) {
 		c.fleet.countHot(key, c.o.Clock().UnixNano()/int64(c.o.ReportInterval))
@@ -49,7 +49,7 @@ func (c *Cache[V]) observe(key string) {
 // instance's turn returns the key/rate pairs to report (the heaviest ReportTop/slowShare
 // keys read at least slowMinReads times, with their average rate over the intervals summed)
 // and starts the sums again.
-func (c *Cache[V]) slowLane(top []hotkeys.KeyLoad, slot int64) []any {
+func (c *Loop) slowLane(top []hotkeys.KeyLoad, slot int64) []any {
 	if c.slow == nil {
 		return nil
 	}
@@ -63,7 +63,7 @@ func (c *Cache[V]) slowLane(top []hotkeys.KeyLoad, slot int64) []any {
 
 // countSlow adds the last interval's reads of the lukewarm keys (under ReportMinRate, not in
 // the regular lane's top and not sent in this interval) to the slow lane's counts.
-func (c *Cache[V]) countSlow(top []hotkeys.KeyLoad) {
+func (c *Loop) countSlow(top []hotkeys.KeyLoad) {
 	f := &c.fleet
 	warm := make(map[string]bool, len(top))
 	for _, k := range top {
@@ -92,7 +92,7 @@ func (c *Cache[V]) countSlow(top []hotkeys.KeyLoad) {
 // slowPairs returns the key/rate pairs of a slow report, the heaviest ReportTop/slowShare
 // keys read at least slowMinReads times, at their average rates over the intervals counted,
 // and starts the next count.
-func (c *Cache[V]) slowPairs() []any {
+func (c *Loop) slowPairs() []any {
 	f := &c.fleet
 	keys := make([]string, 0, len(f.slowReads))
 	for k, n := range f.slowReads {
@@ -112,12 +112,12 @@ func (c *Cache[V]) slowPairs() []any {
 
 // summaryIntervals is how many intervals a summary hash lives: 3, or the slow lane's window
 // and two more, so that a new leader reads back the slow reports it needs.
-func (o Options[V]) summaryIntervals() int64 { return max(3, int64(o.SlowReportEvery)+2) }
+func (o Options) summaryIntervals() int64 { return max(3, int64(o.SlowReportEvery)+2) }
 
-// parseSummary adds one summary hash's regular rates to rates, its sampled ones (K times an
+// ParseSummary adds one summary hash's regular rates to rates, its sampled ones (K times an
 // instance's rate, reported on its turn) to sampled and its slow-lane rates to slow, and
 // returns the instances its reports stand for (the field "n", see report.lua).
-func parseSummary(h map[string]string, rates, sampled, slow map[string]float64) (instances int64) {
+func ParseSummary(h map[string]string, rates, sampled, slow map[string]float64) (instances int64) {
 	for field, v := range h {
 		r, _ := strconv.ParseFloat(v, 64)
 		if k, ok := strings.CutPrefix(field, "k:"); ok {

@@ -1,4 +1,4 @@
-package celebrity
+package fleet
 
 import (
 	"strconv"
@@ -12,22 +12,22 @@ import (
 	"github.com/celebrity-go/celebrity/internal/testkit"
 )
 
-// slowLaneCache is a Cache with only what slowLane uses: its options and its slow detector,
+// slowLaneLoop is a Loop with only what slowLane uses: its options and its slow detector,
 // as New builds them, on a settable clock.
-func slowLaneCache(t *testing.T, every int) (*Cache[string], *testkit.Clock) {
+func slowLaneLoop(t *testing.T, every int) (*Loop, *testkit.Clock) {
 	clk := testkit.NewClock(time.Unix(1_000_000, 0))
-	o := Options[string]{ReportInterval: time.Second, ReportMinRate: 40, ReportTop: 8, SlowReportEvery: every, InstanceID: "inst", Clock: clk.Now}
+	o := Options{ReportInterval: time.Second, ReportMinRate: 40, ReportTop: 8, SlowReportEvery: every, InstanceID: "inst", Clock: clk.Now}
 	det, err := hotkeys.New(hotkeys.Options{
 		SampleRate: 1, Capacity: slowCapacity, Window: o.ReportInterval, Buckets: 10, EvalInterval: -1,
 		MinSamples: 1, TopK: min(slowTop*o.ReportTop, slowCapacity), Clock: o.Clock,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = det.Close() })
-	return &Cache[string]{o: o, slow: det}, clk
+	return &Loop{o: o, slow: det}, clk
 }
 
 // turn returns the first interval from slot on that is the instance's slow-lane turn.
-func turn(c *Cache[string], slot int64) int64 {
+func turn(c *Loop, slot int64) int64 {
 	every := int64(c.o.SlowReportEvery)
 	for (slot+int64(xxhash.Sum64String(c.o.InstanceID+"/slow")%uint64(every)))%every != 0 {
 		slot++
@@ -42,7 +42,7 @@ func turn(c *Cache[string], slot int64) int64 {
 // keys in its first slow report. In steady state, reads spread evenly report their rate.
 func TestSlowLaneRateIsTheReadsCounted(t *testing.T) {
 	t.Run("young", func(t *testing.T) {
-		c, clk := slowLaneCache(t, 2)
+		c, clk := slowLaneLoop(t, 2)
 		clk.Advance(50 * time.Millisecond)
 		c.slow.Observe("k")
 		c.slow.Observe("k")
@@ -51,7 +51,7 @@ func TestSlowLaneRateIsTheReadsCounted(t *testing.T) {
 	})
 	t.Run("steady", func(t *testing.T) {
 		const every = 4
-		c, clk := slowLaneCache(t, every)
+		c, clk := slowLaneLoop(t, every)
 		start := clk.Now().UnixNano() / int64(time.Second)
 		first := turn(c, start+2) // the detector's window is full by then
 		var pairs []any

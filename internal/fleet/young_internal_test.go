@@ -1,4 +1,4 @@
-package celebrity
+package fleet
 
 import (
 	"testing"
