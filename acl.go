@@ -22,7 +22,7 @@ var aclCommands = []string{"+evalsha", "+eval", "+get", "+set", "+pexpire", "+pt
 // prefix o.Prefix+"r:"), the Invalidator's (l1cache.ACLRule for the channel o.Prefix+"inv"),
 // and the fleet loop's keys (the hot set's, under the hash tag {<prefix>hot}, and the
 // summary's, under {<prefix>sum<shard>}), its channel o.Prefix+"hot" and its commands, with
-// "+info" when o.PromoteShare is positive (the leader reads each master's INFO stats).
+// "+info" when o.Loop.PromoteShare is positive (the leader reads each master's INFO stats).
 // o.Prefix empty is DefaultPrefix; no other option changes the rule. Redis matches key and
 // channel patterns as globs, so a prefix holding '*', '?', '[' or '\' grants more than
 // itself; the package's tests run under the rule for the prefix pattern "t*", which covers
@@ -34,7 +34,7 @@ func ACLRule[V any](o Options[V]) []string {
 	rule = append(rule, l1cache.ACLRule(l1cache.InvalidatorOptions{Channel: o.invalidationChannel()})...)
 	rule = append(rule, "~"+slot.Tagged(p, p+"hot")+"*", "~"+p+"{"+p+"sum*", "&"+p+"hot")
 	rule = append(rule, aclCommands...)
-	if o.PromoteShare > 0 {
+	if o.Loop.PromoteShare > 0 {
 		rule = append(rule, "+info")
 	}
 	out := rule[:0]

@@ -17,7 +17,7 @@ import (
 // and that it holds the Replicator's and the Invalidator's rules for the prefix and channel
 // the Cache gives them.
 func TestACLRuleIsTheDocumentedOne(t *testing.T) {
-	rule := celebrity.ACLRule(celebrity.Options[string]{PromoteShare: 0.5})
+	rule := celebrity.ACLRule(celebrity.Options[string]{Loop: celebrity.LoopOptions{PromoteShare: 0.5}})
 	sorted := slices.Sorted(slices.Values(rule))
 	require.Equal(t, slices.Compact(slices.Clone(sorted)), sorted, "ACLRule has no repeats")
 	doc, err := acldoc.Rule("doc.go")

@@ -41,7 +41,8 @@ func BenchmarkGetHit(b *testing.B) {
 		b.Run(name+"/celebrity", func(b *testing.B) {
 			c, err := celebrity.New(srv.Client(b), func(ctx context.Context, key string) (celebrity.Versioned[string], error) {
 				return celebrity.Versioned[string]{Value: key, Version: 1}, nil
-			}, celebrity.Options[string]{Prefix: p, MaxEntries: 2 * benchKeys, Fresh: time.Hour, ReportInterval: -1})
+			}, celebrity.Options[string]{Prefix: p, MaxEntries: 2 * benchKeys, Fresh: time.Hour,
+				Loop: celebrity.LoopOptions{ReportInterval: -1}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -31,7 +31,7 @@ type Loader[V any] func(ctx context.Context, key string) (Versioned[V], error)
 // Client is the go-redis client a Cache uses: a *redis.Client, a *redis.ClusterClient or any
 // redis.UniversalClient. It is the whole client, not a narrow part of it: the Cache hands it
 // to its Replicator (a replicas.Client) and its Invalidator (an l1cache.Client), and with
-// Options.PromoteShare its leader reads each master's INFO.
+// Options.Loop.PromoteShare its leader reads each master's INFO.
 type Client = redis.UniversalClient
 
 var (

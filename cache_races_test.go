@@ -265,8 +265,11 @@ func TestWritesRacePromoteAndDemote(t *testing.T) {
 				if !celebritytest.Spread(i, k, 2) {
 					t.Skipf("quick mode: Fresh %s runs on the other deployment; %s=1 runs it on both", fresh, celebritytest.FullEnv)
 				}
-				o := celebrity.Options[string]{Fresh: fresh, Stale: -1, ReportInterval: 100 * time.Millisecond,
-					PromoteRate: 1e9, DemoteRate: 1, ReportMinRate: 1e6}
+				o := celebrity.Options[string]{Fresh: fresh, Stale: -1,
+					Loop: celebrity.LoopOptions{
+						ReportInterval: 100 * time.Millisecond, PromoteRate: 1e9, DemoteRate: 1,
+						ReportMinRate: 1e6,
+					}}
 				bound := time.Second // the invalidation's delivery on a loaded machine
 				if fresh < time.Hour {
 					bound += fresh // the L1 entry's life, Stale being off
@@ -362,8 +365,11 @@ func pubsubKiller(t *testing.T, admin redis.UniversalClient) func(ctx context.Co
 func TestInvalidationSubscriptionKilledDuringWrites(t *testing.T) {
 	celebritytest.Long(t)
 	deployments(t, func(t *testing.T, d deployment) {
-		o := celebrity.Options[string]{Fresh: 2 * time.Second, Stale: time.Second, ReportInterval: 100 * time.Millisecond,
-			PromoteRate: 1e9, DemoteRate: 1, ReportMinRate: 1e6}
+		o := celebrity.Options[string]{Fresh: 2 * time.Second, Stale: time.Second,
+			Loop: celebrity.LoopOptions{
+				ReportInterval: 100 * time.Millisecond, PromoteRate: 1e9, DemoteRate: 1,
+				ReportMinRate: 1e6,
+			}}
 		p := celebritytest.NewPrefix(t)
 		src := newSource()
 		key := p + "post"
@@ -435,15 +441,15 @@ func TestLeaderHeldPastItsLease(t *testing.T) {
 	admin := srv.AdminClient(t)
 	before, err := celebrity.ReadHotSet(t.Context(), admin, p)
 	require.NoError(t, err)
-	inj.SetLatency(6 * o.ReportInterval)
+	inj.SetLatency(6 * o.Loop.ReportInterval)
 	stop()
 	require.Eventually(t, func() bool { return hotEverywhere(all[1:], key, false) }, 30*time.Second, 10*time.Millisecond,
 		"another instance takes over and demotes the key")
 	// The old leader goes on evaluating through its held commands, long enough to decide the
 	// demotion too (Hold is 5 intervals): its change must be fenced.
-	time.Sleep(30 * o.ReportInterval)
+	time.Sleep(30 * o.Loop.ReportInterval)
 	inj.SetLatency(0)
-	time.Sleep(4*o.ReportInterval + 2*6*o.ReportInterval) // 4 intervals, after the last held command
+	time.Sleep(4*o.Loop.ReportInterval + 2*6*o.Loop.ReportInterval) // 4 intervals, after the last held command
 	hs, err := celebrity.ReadHotSet(t.Context(), admin, p)
 	require.NoError(t, err)
 	require.Greater(t, hs.Epoch, before.Epoch, "a new leader took over")
@@ -483,8 +489,10 @@ func TestHotSetRestoredToAnEarlierVersionConverges(t *testing.T) {
 	src := newSource()
 	// An interval long enough that the change after the restore comes before any poll or
 	// heartbeat shows the instances the older version.
-	o := celebrity.Options[string]{Fresh: time.Hour, Stale: -1, ReportInterval: time.Second,
-		PromoteRate: 1e9, DemoteRate: 1, ReportMinRate: 1e6}
+	o := celebrity.Options[string]{Fresh: time.Hour, Stale: -1,
+		Loop: celebrity.LoopOptions{
+			ReportInterval: time.Second, PromoteRate: 1e9, DemoteRate: 1, ReportMinRate: 1e6,
+		}}
 	var caches []*celebrity.Cache[string]
 	for range 3 {
 		caches = append(caches, newCache(t, srv.Client(t), src, p, o))
@@ -502,7 +510,7 @@ func TestHotSetRestoredToAnEarlierVersionConverges(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, uint64(2), hs.Version, "version 2 again, with other members")
 	// Documented: a missed change is repaired within 4 intervals; allow 8.
-	deadline := time.Now().Add(8 * o.ReportInterval)
+	deadline := time.Now().Add(8 * o.Loop.ReportInterval)
 	for time.Now().Before(deadline) && !(hotEverywhere(caches, later, true) && hotEverywhere(caches, lost, false)) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -518,7 +526,7 @@ func TestHotSetRestoredToAnEarlierVersionConverges(t *testing.T) {
 	require.NoError(t, caches[2].Promote(ctx, third))
 	// Documented: a change reaches every instance within 4 intervals.
 	want := []string{first, later, third}
-	for deadline := time.Now().Add(4 * o.ReportInterval); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(4 * o.Loop.ReportInterval); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if !slices.ContainsFunc(caches, func(c *celebrity.Cache[string]) bool { return !slices.Equal(want, c.Hot()) }) {
 			break
 		}

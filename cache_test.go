@@ -124,7 +124,7 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 	// The loader's version 0 and the loader's panic.
 	zero, err := celebrity.New(rdb, func(context.Context, string) (celebrity.Versioned[string], error) {
 		return celebrity.Versioned[string]{Value: "v", Version: 0}, nil
-	}, celebrity.Options[string]{Prefix: p, ReportInterval: -1})
+	}, celebrity.Options[string]{Prefix: p, Loop: celebrity.LoopOptions{ReportInterval: -1}})
 	require.NoError(t, err)
 	defer zero.Close()
 	_, err = zero.Get(ctx, p+"zero")
@@ -138,7 +138,7 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 			panic("boom")
 		}
 		return celebrity.Versioned[string]{Value: "v1", Version: 1}, nil
-	}, celebrity.Options[string]{Prefix: p, ReportInterval: -1})
+	}, celebrity.Options[string]{Prefix: p, Loop: celebrity.LoopOptions{ReportInterval: -1}})
 	require.NoError(t, err)
 	defer panicky.Close()
 	_, err = panicky.Get(ctx, p+"panic")
@@ -152,9 +152,11 @@ func TestBadInputIsRefusedClearly(t *testing.T) {
 	}, 30*time.Second, 20*time.Millisecond)
 
 	for _, o := range []celebrity.Options[string]{
-		{Prefix: "a{b"}, {Copies: 99}, {PromoteRate: 10, DemoteRate: 20}, {ReportInterval: time.Microsecond},
-		{InstanceID: "has space"}, {Fresh: -1}, {PromoteShare: 1.5}, {PromoteShare: -0.1},
-		{PromoteRate: 100, DemoteRate: 10, ShareMinRate: 5}, {PromoteRate: 100, ShareMinRate: 200},
+		{Prefix: "a{b"}, {Copies: 99}, {Loop: celebrity.LoopOptions{PromoteRate: 10, DemoteRate: 20}},
+		{Loop: celebrity.LoopOptions{ReportInterval: time.Microsecond}}, {InstanceID: "has space"}, {Fresh: -1},
+		{Loop: celebrity.LoopOptions{PromoteShare: 1.5}}, {Loop: celebrity.LoopOptions{PromoteShare: -0.1}},
+		{Loop: celebrity.LoopOptions{PromoteRate: 100, DemoteRate: 10, ShareMinRate: 5}},
+		{Loop: celebrity.LoopOptions{PromoteRate: 100, ShareMinRate: 200}},
 	} {
 		_, err := celebrity.New(rdb, src.load, o)
 		require.ErrorIs(t, err, celebrity.ErrInvalid, "%+v", o)
@@ -173,7 +175,7 @@ func TestDefaultCodecs(t *testing.T) {
 	}
 	pc, err := celebrity.New(rdb, func(context.Context, string) (celebrity.Versioned[post], error) {
 		return celebrity.Versioned[post]{Value: post{"hi", 3}, Version: 7}, nil
-	}, celebrity.Options[post]{Prefix: p, ReportInterval: -1})
+	}, celebrity.Options[post]{Prefix: p, Loop: celebrity.LoopOptions{ReportInterval: -1}})
 	require.NoError(t, err)
 	defer pc.Close()
 	got, err := pc.Get(t.Context(), p+"post")
@@ -183,7 +185,7 @@ func TestDefaultCodecs(t *testing.T) {
 
 	bc, err := celebrity.New(rdb, func(context.Context, string) (celebrity.Versioned[[]byte], error) {
 		return celebrity.Versioned[[]byte]{Value: []byte{0, 255, 1}, Version: 1}, nil
-	}, celebrity.Options[[]byte]{Prefix: p, ReportInterval: -1})
+	}, celebrity.Options[[]byte]{Prefix: p, Loop: celebrity.LoopOptions{ReportInterval: -1}})
 	require.NoError(t, err)
 	defer bc.Close()
 	b, err := bc.Get(t.Context(), p+"bytes")
@@ -311,7 +313,8 @@ func TestClosedCacheServesWhatItHolds(t *testing.T) {
 func TestReportMinRateOutOfRange(t *testing.T) {
 	srv := celebritytest.Standalone(t)
 	for _, r := range []float64{-1, 200} {
-		_, err := celebrity.New(srv.Client(t), newSource().load, celebrity.Options[string]{PromoteRate: 200, ReportMinRate: r})
+		_, err := celebrity.New(srv.Client(t), newSource().load, celebrity.Options[string]{
+			Loop: celebrity.LoopOptions{PromoteRate: 200, ReportMinRate: r}})
 		require.ErrorIs(t, err, celebrity.ErrInvalid)
 		require.ErrorContains(t, err, "ReportMinRate")
 	}
@@ -320,20 +323,24 @@ func TestReportMinRateOutOfRange(t *testing.T) {
 func TestEarlyReportRateAndHotReportEveryOutOfRange(t *testing.T) {
 	srv := celebritytest.Standalone(t)
 	for _, o := range []celebrity.Options[string]{
-		{PromoteRate: 200, ReportMinRate: 5, EarlyReportRate: 4},
-		{PromoteRate: 200, EarlyReportRate: 201},
-		{PromoteRate: 200, EarlyReportRate: -1},
+		{Loop: celebrity.LoopOptions{PromoteRate: 200, ReportMinRate: 5, EarlyReportRate: 4}},
+		{Loop: celebrity.LoopOptions{PromoteRate: 200, EarlyReportRate: 201}},
+		{Loop: celebrity.LoopOptions{PromoteRate: 200, EarlyReportRate: -1}},
 	} {
 		_, err := celebrity.New(srv.Client(t), newSource().load, o)
 		require.ErrorIs(t, err, celebrity.ErrInvalid)
 		require.ErrorContains(t, err, "EarlyReportRate")
 	}
 	for _, n := range []int{-1, 61} {
-		_, err := celebrity.New(srv.Client(t), newSource().load, celebrity.Options[string]{HotReportEvery: n})
+		_, err := celebrity.New(srv.Client(t), newSource().load, celebrity.Options[string]{
+			Loop: celebrity.LoopOptions{HotReportEvery: n}})
 		require.ErrorIs(t, err, celebrity.ErrInvalid)
 		require.ErrorContains(t, err, "HotReportEvery")
 	}
-	c, err := celebrity.New(srv.Client(t), newSource().load, celebrity.Options[string]{PromoteRate: 200, ReportMinRate: 5, EarlyReportRate: 5, HotReportEvery: 4})
+	c, err := celebrity.New(srv.Client(t), newSource().load, celebrity.Options[string]{
+		Loop: celebrity.LoopOptions{
+			PromoteRate: 200, ReportMinRate: 5, EarlyReportRate: 5, HotReportEvery: 4,
+		}})
 	require.NoError(t, err, "the bounds themselves are accepted")
 	require.NoError(t, c.Close())
 }

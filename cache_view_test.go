@@ -19,7 +19,7 @@ func TestRecordKeyIsWhereTheRecordIs(t *testing.T) {
 		p := celebritytest.NewPrefix(t) + "cache:"
 		cache, err := celebrity.New(c, func(context.Context, string) (celebrity.Versioned[[]byte], error) {
 			return celebrity.Versioned[[]byte]{Value: []byte("v"), Version: 1}, nil
-		}, celebrity.Options[[]byte]{Prefix: p, ReportInterval: -1})
+		}, celebrity.Options[[]byte]{Prefix: p, Loop: celebrity.LoopOptions{ReportInterval: -1}})
 		require.NoError(t, err)
 		defer cache.Close()
 		_, err = cache.Get(t.Context(), "post:7")

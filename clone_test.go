@@ -19,7 +19,8 @@ import (
 func TestGetReturnsASharedValueUnlessCloned(t *testing.T) {
 	for _, clone := range []bool{false, true} {
 		t.Run(map[bool]string{false: "shared", true: "cloned"}[clone], func(t *testing.T) {
-			o := celebrity.Options[map[string]int]{Prefix: celebritytest.NewPrefix(t), Fresh: time.Hour, ReportInterval: -1}
+			o := celebrity.Options[map[string]int]{Prefix: celebritytest.NewPrefix(t), Fresh: time.Hour,
+				Loop: celebrity.LoopOptions{ReportInterval: -1}}
 			if clone {
 				o.Clone = maps.Clone
 			}

@@ -25,7 +25,7 @@ func TestDemotionHoldStartsAfterTheLastRead(t *testing.T) {
 		caches = append(caches, newCache(t, srv.Client(t), src, p, readerOptions()))
 	}
 	o := readerOptions()
-	iv := o.ReportInterval
+	iv := o.Loop.ReportInterval
 	stop := readers(t, caches, key)
 	require.Eventually(t, func() bool { return hotEverywhere(caches, key, true) }, 30*time.Second, 10*time.Millisecond)
 	// Stop the reads at 80% of an interval: each instance's report early in the next one
@@ -55,6 +55,6 @@ func TestDemotionHoldStartsAfterTheLastRead(t *testing.T) {
 		}
 	}
 	require.NotEqual(t, int64(-1), decided, "no leader decided the demotion")
-	require.LessOrEqual(t, decided-last, int64(o.Hold/iv),
-		"the hold (%d intervals) starts in the interval after the last read's", int64(o.Hold/iv))
+	require.LessOrEqual(t, decided-last, int64(o.Loop.Hold/iv),
+		"the hold (%d intervals) starts in the interval after the last read's", int64(o.Loop.Hold/iv))
 }

@@ -47,6 +47,9 @@
 //
 // # The closed loop: detect, promote, spread, demote
 //
+// The loop runs in every Cache (its machinery is internal/fleet); the options named in this
+// section are the fields of Options.Loop (LoopOptions).
+//
 // Each instance observes its Redis-level reads (L1 misses and refreshes, which read copies of
 // hot keys), not its requests: that is the load that hurts a node. Its local rates cover the
 // last half ReportInterval (the promote decision's window; demotion is governed by Hold); an
@@ -201,7 +204,7 @@
 // &celebrity:cache:inv &celebrity:cache:hot +evalsha +eval +get +set +del +pexpire +pttl
 // +rpush +time +blpop +multi +exec +hget +hgetall +hset +hsetnx +hdel +hincrby +hincrbyfloat
 // +hlen +publish +subscribe +unsubscribe +spublish +ssubscribe +sunsubscribe +ping", and
-// "+info" with Options.PromoteShare (the leader reads each master's INFO stats). [ACLRule]
+// "+info" with Options.Loop.PromoteShare (the leader reads each master's INFO stats). [ACLRule]
 // returns the rule for a Cache's Options, as ACL SETUSER arguments; the package's tests run
 // once as a user holding only it, with PromoteShare (CELEBRITYTEST_ACL=celebrity).
 package celebrity

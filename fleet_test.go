@@ -22,8 +22,11 @@ import (
 // pause is promoted within a few intervals and demoted half a second after the reads stop.
 func loopOptions() celebrity.Options[string] {
 	return celebrity.Options[string]{
-		Fresh: 20 * time.Millisecond, Stale: -1, ReportInterval: 100 * time.Millisecond,
-		PromoteRate: 100, DemoteRate: 10, Hold: 500 * time.Millisecond, SummaryShards: 4, ReportMinRate: 5,
+		Fresh: 20 * time.Millisecond, Stale: -1,
+		Loop: celebrity.LoopOptions{
+			ReportInterval: 100 * time.Millisecond, PromoteRate: 100, DemoteRate: 10,
+			Hold: 500 * time.Millisecond, SummaryShards: 4, ReportMinRate: 5,
+		},
 	}
 }
 
@@ -226,7 +229,7 @@ func TestManualPromoteOnStandalone(t *testing.T) {
 	// A manual member is not demoted by the fleet, however cold: the leader evaluates three
 	// times the whole intervals that demote a fleet-decided member cold for Hold.
 	o := loopOptions()
-	need := 3 * uint64(o.Hold/o.ReportInterval+1)
+	need := 3 * uint64(o.Loop.Hold/o.Loop.ReportInterval+1)
 	from := fullEvaluations(caches)
 	require.Eventually(t, func() bool { return fullEvaluations(caches) >= from+need }, 30*time.Second, 10*time.Millisecond)
 	require.True(t, hotEverywhere(caches, key, true))

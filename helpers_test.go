@@ -21,7 +21,8 @@ func TestMain(m *testing.M) {
 	// with every option that widens it, for a prefix pattern covering the prefixes the tests
 	// build with celebritytest.Prefix.
 	celebritytest.RegisterRule("celebrity", func(p string) []string {
-		return celebrity.ACLRule(celebrity.Options[string]{Prefix: p + "*", PromoteShare: 0.5})
+		return celebrity.ACLRule(celebrity.Options[string]{Prefix: p + "*",
+			Loop: celebrity.LoopOptions{PromoteShare: 0.5}})
 	})
 	// The runnable examples use the shared standalone server; the kit stops it at the end.
 	os.Setenv("REDIS_ADDR", celebritytest.Standalone(celebritytest.ForMain()).Addr())
@@ -107,8 +108,8 @@ func deployments(t *testing.T, fn func(t *testing.T, d deployment)) {
 func newCache(t testing.TB, c redis.UniversalClient, src *source, prefix string, o celebrity.Options[string]) *celebrity.Cache[string] {
 	t.Helper()
 	o.Prefix = prefix
-	if o.ReportInterval == 0 {
-		o.ReportInterval = -1
+	if o.Loop.ReportInterval == 0 {
+		o.Loop.ReportInterval = -1
 	}
 	cache, err := celebrity.New(c, src.load, o)
 	require.NoError(t, err)

@@ -22,7 +22,7 @@ type FleetRates struct {
 	// Prefix is the Options.Prefix the rates were read under.
 	Prefix string
 	// Start is when the interval began (wall clock, as the instances name intervals);
-	// Interval its length, the fleet's Options.ReportInterval.
+	// Interval its length, the fleet's Options.Loop.ReportInterval.
 	Start    time.Time
 	Interval time.Duration
 	// Rates are reads per second by key: the sum of the instances' reports for the
@@ -32,8 +32,8 @@ type FleetRates struct {
 }
 
 // ReadFleetRates reads, without a Cache and without writing anything, the rates the Caches
-// created with Options.Prefix prefix, Options.ReportInterval interval and
-// Options.SummaryShards shards reported for the last complete interval, by this machine's
+// created with Options.Prefix prefix, Options.Loop.ReportInterval interval and
+// Options.Loop.SummaryShards shards reported for the last complete interval, by this machine's
 // clock: what the fleet reads now, where a HotMember's Rate is the rate that decided its
 // change. prefix "" means DefaultPrefix, interval 0 DefaultReportInterval and shards 0
 // DefaultSummaryShards; other values that no Cache accepts are refused with an error
@@ -48,9 +48,9 @@ func ReadFleetRates(ctx context.Context, client redis.UniversalClient, prefix st
 	case len(prefix) > maxPrefixBytes || !utf8.ValidString(prefix) || slot.HasBraces(prefix):
 		return FleetRates{}, invalidf("ReadFleetRates: prefix must be 1..%d bytes of UTF-8 without '{' or '}', got %q", maxPrefixBytes, prefix)
 	case interval < time.Millisecond || interval > time.Hour:
-		return FleetRates{}, invalidf("ReadFleetRates: interval must be 1ms..1h (the fleet's Options.ReportInterval), got %s", interval)
+		return FleetRates{}, invalidf("ReadFleetRates: interval must be 1ms..1h (the fleet's Options.Loop.ReportInterval), got %s", interval)
 	case shards < 1 || shards > 1024:
-		return FleetRates{}, invalidf("ReadFleetRates: shards must be 1..1024 (the fleet's Options.SummaryShards), got %d", shards)
+		return FleetRates{}, invalidf("ReadFleetRates: shards must be 1..1024 (the fleet's Options.Loop.SummaryShards), got %d", shards)
 	case client == nil:
 		return FleetRates{}, invalidf("ReadFleetRates: client must not be nil")
 	}

@@ -22,22 +22,22 @@ func TestReadFleetRatesShowsWhatTheFleetReadsNow(t *testing.T) {
 		key := p + "post:7"
 		src.bump(key)
 		o := loopOptions()
-		o.PromoteRate = 1e6 // measured, never promoted: the rate stays what the readers make
+		o.Loop.PromoteRate = 1e6 // measured, never promoted: the rate stays what the readers make
 		caches := []*celebrity.Cache[string]{newCache(t, d.client(t), src, p, o), newCache(t, d.client(t), src, p, o)}
 		read := func() celebrity.FleetRates {
-			fr, err := celebrity.ReadFleetRates(t.Context(), d.client(t), p, o.ReportInterval, o.SummaryShards)
+			fr, err := celebrity.ReadFleetRates(t.Context(), d.client(t), p, o.Loop.ReportInterval, o.Loop.SummaryShards)
 			require.NoError(t, err)
 			require.Equal(t, p, fr.Prefix)
-			require.Equal(t, o.ReportInterval, fr.Interval)
+			require.Equal(t, o.Loop.ReportInterval, fr.Interval)
 			return fr
 		}
 		stop := readers(t, caches, key)
-		require.Eventually(t, func() bool { return read().Rates[key] >= 2*o.ReportMinRate }, 30*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return read().Rates[key] >= 2*o.Loop.ReportMinRate }, 30*time.Second, 10*time.Millisecond)
 		stop()
 		require.Eventually(t, func() bool { _, ok := read().Rates[key]; return !ok }, 30*time.Second, 10*time.Millisecond,
 			"an interval without reads has no rate for the key")
 		fr := read()
-		require.WithinDuration(t, time.Now().Add(-2*o.ReportInterval), fr.Start, 2*o.ReportInterval, "the last complete interval")
+		require.WithinDuration(t, time.Now().Add(-2*o.Loop.ReportInterval), fr.Start, 2*o.Loop.ReportInterval, "the last complete interval")
 	})
 }
 

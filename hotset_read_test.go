@@ -32,7 +32,7 @@ func TestReadHotSetShowsWhatTheFleetPublished(t *testing.T) {
 		o.InstanceID = "reader-test-1"
 		// A lease of 3 intervals: 3 s, so that a leader held back by a busy machine still
 		// holds it when the set is read (at 100 ms intervals a 300 ms stall lost it).
-		o.ReportInterval = time.Second
+		o.Loop.ReportInterval = time.Second
 		leader := newCache(t, d.client(t), src, p, o)
 		require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)
 

@@ -23,8 +23,10 @@ func TestOddKeysRoundTripThroughTheFleet(t *testing.T) {
 	deployments(t, func(t *testing.T, d deployment) {
 		ctx := t.Context()
 		p := celebritytest.NewPrefix(t)
-		a := newCache(t, d.client(t), newSource(), p, celebrity.Options[string]{ReportInterval: 100 * time.Millisecond})
-		b := newCache(t, d.client(t), newSource(), p, celebrity.Options[string]{ReportInterval: 100 * time.Millisecond})
+		a := newCache(t, d.client(t), newSource(), p, celebrity.Options[string]{
+			Loop: celebrity.LoopOptions{ReportInterval: 100 * time.Millisecond}})
+		b := newCache(t, d.client(t), newSource(), p, celebrity.Options[string]{
+			Loop: celebrity.LoopOptions{ReportInterval: 100 * time.Millisecond}})
 		for i, k := range sweepKeys {
 			require.NoError(t, a.Set(ctx, k, strconvU(uint64(i)), 1), "key %q", k)
 			require.NoError(t, a.Promote(ctx, k), "key %q", k)

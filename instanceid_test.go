@@ -43,7 +43,7 @@ func TestTwoInstancesWithOneInstanceIDAreWarned(t *testing.T) {
 	for i := range caches {
 		o := loopOptions()
 		o.InstanceID = "copied-config"
-		o.PollInterval = o.ReportInterval
+		o.Loop.PollInterval = o.Loop.ReportInterval
 		o.Logger = slog.New(slog.NewTextHandler(&logs[i], nil))
 		caches[i] = newCache(t, srv.Client(t), src, p, o)
 	}

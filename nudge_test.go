@@ -67,10 +67,10 @@ func TestManyNudgesCostTheLeaderAtMostFourPartialEvaluationsPerInterval(t *testi
 		src.bump(key)
 		o := loopOptions()
 		o.Fresh = 5 * time.Millisecond // each instance reaches Redis up to 200 times a second
-		o.ReportInterval = 250 * time.Millisecond
-		o.PromoteRate, o.DemoteRate = 4000, 100 // 8 instances make 1,600 reads/s at most
-		o.SummaryShards = 128                   // a nudge at 31.25/s on one shard
-		o.EarlyReportRate = 40
+		o.Loop.ReportInterval = 250 * time.Millisecond
+		o.Loop.PromoteRate, o.Loop.DemoteRate = 4000, 100 // 8 instances make 1,600 reads/s at most
+		o.Loop.SummaryShards = 128                        // a nudge at 31.25/s on one shard
+		o.Loop.EarlyReportRate = 40
 		start := time.Now()
 		var caches []*celebrity.Cache[string]
 		for range 8 {
@@ -84,7 +84,7 @@ func TestManyNudgesCostTheLeaderAtMostFourPartialEvaluationsPerInterval(t *testi
 			return partial >= 40
 		}, 60*time.Second, 10*time.Millisecond)
 		partial, _ := evaluations(caches)
-		intervals := int64(time.Since(start)/o.ReportInterval) + 2
+		intervals := int64(time.Since(start)/o.Loop.ReportInterval) + 2
 		t.Logf("%d partial evaluations in %d intervals", partial, intervals)
 		require.LessOrEqual(t, partial, uint64(4*intervals), "partial evaluations in %d intervals", intervals)
 		require.False(t, hotEverywhere(caches[:1], key, true), "the key stayed under PromoteRate")

@@ -26,22 +26,22 @@ const (
 	DefaultStale = 10 * time.Second
 	// DefaultTTL is the default Options.TTL.
 	DefaultTTL = time.Hour
-	// DefaultReportInterval is the default Options.ReportInterval.
+	// DefaultReportInterval is the default Options.Loop.ReportInterval.
 	DefaultReportInterval = time.Second
-	// DefaultPollIntervals is the default Options.PollInterval, in ReportIntervals.
+	// DefaultPollIntervals is the default Options.Loop.PollInterval, in ReportIntervals.
 	DefaultPollIntervals = 60
-	// DefaultPromoteRate is the default Options.PromoteRate, in Redis-level reads per second
+	// DefaultPromoteRate is the default Options.Loop.PromoteRate, in Redis-level reads per second
 	// summed over the fleet.
 	DefaultPromoteRate = 200.0
-	// DefaultHold is the default Options.Hold.
+	// DefaultHold is the default Options.Loop.Hold.
 	DefaultHold = 10 * time.Second
-	// DefaultMaxHot is the default Options.MaxHot.
+	// DefaultMaxHot is the default Options.Loop.MaxHot.
 	DefaultMaxHot = 64
-	// DefaultReportTop is the default Options.ReportTop.
+	// DefaultReportTop is the default Options.Loop.ReportTop.
 	DefaultReportTop = 16
-	// DefaultSummaryShards is the default Options.SummaryShards.
+	// DefaultSummaryShards is the default Options.Loop.SummaryShards.
 	DefaultSummaryShards = 4
-	// DefaultReportsPerInterval is the default Options.ReportsPerInterval.
+	// DefaultReportsPerInterval is the default Options.Loop.ReportsPerInterval.
 	DefaultReportsPerInterval = 32
 	// MaxKeyLen is the longest key accepted, in bytes.
 	MaxKeyLen = 16 << 10
@@ -97,7 +97,41 @@ type Options[V any] struct {
 	// a leadership (the lease holds the ID with a nonce drawn by New).
 	// Default: 16 random hex digits. 1..64 characters of [A-Za-z0-9._-].
 	InstanceID string
+	// PubSub chooses the invalidation channel's kind (see l1cache.InvalidatorOptions.PubSub):
+	// sharded pub/sub on a cluster client, plain pub/sub otherwise. Set l1cache.PubSubGlobal
+	// for a server without SSUBSCRIBE, or while instances of an older release still run.
+	// Default: l1cache.PubSubAuto.
+	PubSub l1cache.PubSubKind
 
+	// Loop configures the fleet loop that finds the hot keys: how often each instance
+	// reports its Redis-level reads, the rates that promote and demote a key, and what the
+	// reports hold. Every zero field takes its documented default.
+	Loop LoopOptions
+
+	// RefreshAhead is how often a hot key that was read since its last refresh is reloaded
+	// into the L1 ahead of its expiry, so it never misses. A negative value turns it off.
+	// Default: Fresh/2.
+	RefreshAhead time.Duration
+
+	// OnEvent, if set, receives promotions and demotions as this instance applies them. It
+	// runs on the cache's background goroutine and must not block for long.
+	OnEvent func(Event)
+	// Logger receives background errors and the one-time notice that replication is off on
+	// a standalone server. Default: none.
+	Logger *slog.Logger
+	// Clock returns the current time for the fleet loop. Default: time.Now.
+	Clock func() time.Time
+	// Rand returns uniform random bits for the moments of the fleet loop (each instance's
+	// report phase) and for replicas' choice of copy; it must be safe for concurrent use.
+	// IDs do not use it (they come from crypto/rand). Default: math/rand/v2.Uint64.
+	Rand func() uint64
+}
+
+// LoopOptions configures the fleet loop (Options.Loop): the detector of Redis-level reads on
+// each instance, its reports to the fleet's summary, and the leader's decisions. Every
+// instance of a fleet must use the same values. Every zero field takes its documented
+// default.
+type LoopOptions struct {
 	// ReportInterval is how often each instance reports its Redis-level reads to the fleet
 	// summary and polls the hot set; a negative value turns the fleet loop off (manual
 	// Promote and Demote still work). Default: 1s. Range 10ms..1m.
@@ -113,11 +147,6 @@ type Options[V any] struct {
 	// that poll is also how a new leader takes over. It is rounded to whole ReportIntervals.
 	// Default: 60×ReportInterval (at most 1h). Range ReportInterval..1h.
 	PollInterval time.Duration
-	// PubSub chooses the invalidation channel's kind (see l1cache.InvalidatorOptions.PubSub):
-	// sharded pub/sub on a cluster client, plain pub/sub otherwise. Set l1cache.PubSubGlobal
-	// for a server without SSUBSCRIBE, or while instances of an older release still run.
-	// Default: l1cache.PubSubAuto.
-	PubSub l1cache.PubSubKind
 	// PromoteRate is the fleet-wide rate of Redis-level reads of one key (per second) at which
 	// the key is promoted. The L1 absorbs a key's requests: a key that every one of N instances
 	// keeps reading reaches about N/Fresh Redis-level reads per second, whatever its request
@@ -165,7 +194,7 @@ type Options[V any] struct {
 	// EarlyReportRate is the local rate of Redis-level reads per second of a key not yet hot
 	// at which an instance reports at once, rather than at its own moment of the interval,
 	// so that a new celebrity reaches the leader within a quarter interval. It is still one
-	// report per instance per interval. Default: 0 (off). Range 0 or ReportMinRate..PromoteRate.
+	// report per instance per interval. Default: 0 (off). Range 0 or ReportMinRate..Loop.PromoteRate.
 	EarlyReportRate float64
 	// HotReportEvery makes each instance report a key of the hot set only once every
 	// HotReportEvery intervals (the instances take turns by their ID), its rate multiplied by
@@ -217,23 +246,6 @@ type Options[V any] struct {
 	// ReportsPerInterval instances (K = 1) reports every interval, as with a negative value,
 	// which turns the sampling off. Default: 32. Range 1..1024.
 	ReportsPerInterval int
-	// RefreshAhead is how often a hot key that was read since its last refresh is reloaded
-	// into the L1 ahead of its expiry, so it never misses. A negative value turns it off.
-	// Default: Fresh/2.
-	RefreshAhead time.Duration
-
-	// OnEvent, if set, receives promotions and demotions as this instance applies them. It
-	// runs on the cache's background goroutine and must not block for long.
-	OnEvent func(Event)
-	// Logger receives background errors and the one-time notice that replication is off on
-	// a standalone server. Default: none.
-	Logger *slog.Logger
-	// Clock returns the current time for the fleet loop. Default: time.Now.
-	Clock func() time.Time
-	// Rand returns uniform random bits for the moments of the fleet loop (each instance's
-	// report phase) and for replicas' choice of copy; it must be safe for concurrent use.
-	// IDs do not use it (they come from crypto/rand). Default: math/rand/v2.Uint64.
-	Rand func() uint64
 }
 
 // withDefaults fills the zero fields of o with their defaults and checks every field; the
@@ -315,17 +327,17 @@ func (o Options[V]) redisDefaults() (Options[V], error) {
 
 // loopDefaults fills and checks the fleet loop's periods.
 func (o Options[V]) loopDefaults() (Options[V], error) {
-	o.ReportInterval = cmp.Or(o.ReportInterval, DefaultReportInterval)
-	if o.ReportInterval > 0 && (o.ReportInterval < 10*time.Millisecond || o.ReportInterval > time.Minute) {
-		return o, invalidf("Options.ReportInterval must be 10ms..1m (or negative: off), got %s", o.ReportInterval)
+	o.Loop.ReportInterval = cmp.Or(o.Loop.ReportInterval, DefaultReportInterval)
+	if o.Loop.ReportInterval > 0 && (o.Loop.ReportInterval < 10*time.Millisecond || o.Loop.ReportInterval > time.Minute) {
+		return o, invalidf("Options.Loop.ReportInterval must be 10ms..1m (or negative: off), got %s", o.Loop.ReportInterval)
 	}
-	o.PollInterval = cmp.Or(o.PollInterval, min(DefaultPollIntervals*o.ReportInterval, time.Hour))
-	if o.ReportInterval > 0 && (o.PollInterval < o.ReportInterval || o.PollInterval > time.Hour) {
-		return o, invalidf("Options.PollInterval must be ReportInterval..1h, got %s", o.PollInterval)
+	o.Loop.PollInterval = cmp.Or(o.Loop.PollInterval, min(DefaultPollIntervals*o.Loop.ReportInterval, time.Hour))
+	if o.Loop.ReportInterval > 0 && (o.Loop.PollInterval < o.Loop.ReportInterval || o.Loop.PollInterval > time.Hour) {
+		return o, invalidf("Options.Loop.PollInterval must be ReportInterval..1h, got %s", o.Loop.PollInterval)
 	}
-	o.Hold = cmp.Or(o.Hold, DefaultHold)
-	if o.Hold < 0 {
-		return o, invalidf("Options.Hold must be 0 (10s) or positive, got %s", o.Hold)
+	o.Loop.Hold = cmp.Or(o.Loop.Hold, DefaultHold)
+	if o.Loop.Hold < 0 {
+		return o, invalidf("Options.Loop.Hold must be 0 (10s) or positive, got %s", o.Loop.Hold)
 	}
 	o.RefreshAhead = cmp.Or(o.RefreshAhead, o.Fresh/2)
 	return o, nil
@@ -333,54 +345,54 @@ func (o Options[V]) loopDefaults() (Options[V], error) {
 
 // rateDefaults fills and checks the rates that promote and demote.
 func (o Options[V]) rateDefaults() (Options[V], error) {
-	o.PromoteRate = cmp.Or(o.PromoteRate, DefaultPromoteRate)
-	if !(o.PromoteRate > 0) || math.IsInf(o.PromoteRate, 1) {
-		return o, invalidf("Options.PromoteRate must be in (0, +Inf), got %v", o.PromoteRate)
+	o.Loop.PromoteRate = cmp.Or(o.Loop.PromoteRate, DefaultPromoteRate)
+	if !(o.Loop.PromoteRate > 0) || math.IsInf(o.Loop.PromoteRate, 1) {
+		return o, invalidf("Options.Loop.PromoteRate must be in (0, +Inf), got %v", o.Loop.PromoteRate)
 	}
-	o.DemoteRate = cmp.Or(o.DemoteRate, o.PromoteRate/4)
-	if !(o.DemoteRate > 0 && o.DemoteRate < o.PromoteRate) {
-		return o, invalidf("Options.DemoteRate must be in (0, PromoteRate=%v), got %v", o.PromoteRate, o.DemoteRate)
+	o.Loop.DemoteRate = cmp.Or(o.Loop.DemoteRate, o.Loop.PromoteRate/4)
+	if !(o.Loop.DemoteRate > 0 && o.Loop.DemoteRate < o.Loop.PromoteRate) {
+		return o, invalidf("Options.Loop.DemoteRate must be in (0, PromoteRate=%v), got %v", o.Loop.PromoteRate, o.Loop.DemoteRate)
 	}
-	if !(o.PromoteShare >= 0 && o.PromoteShare <= 1) {
-		return o, invalidf("Options.PromoteShare must be 0 (off) or in (0, 1], got %v", o.PromoteShare)
+	if !(o.Loop.PromoteShare >= 0 && o.Loop.PromoteShare <= 1) {
+		return o, invalidf("Options.Loop.PromoteShare must be 0 (off) or in (0, 1], got %v", o.Loop.PromoteShare)
 	}
-	o.ShareMinRate = cmp.Or(o.ShareMinRate, min(2*o.DemoteRate, o.PromoteRate))
-	if !(o.ShareMinRate > o.DemoteRate && o.ShareMinRate <= o.PromoteRate) {
-		return o, invalidf("Options.ShareMinRate must be in (DemoteRate=%v, PromoteRate=%v], got %v", o.DemoteRate, o.PromoteRate, o.ShareMinRate)
+	o.Loop.ShareMinRate = cmp.Or(o.Loop.ShareMinRate, min(2*o.Loop.DemoteRate, o.Loop.PromoteRate))
+	if !(o.Loop.ShareMinRate > o.Loop.DemoteRate && o.Loop.ShareMinRate <= o.Loop.PromoteRate) {
+		return o, invalidf("Options.Loop.ShareMinRate must be in (DemoteRate=%v, PromoteRate=%v], got %v", o.Loop.DemoteRate, o.Loop.PromoteRate, o.Loop.ShareMinRate)
 	}
 	return o, nil
 }
 
 // reportDefaults fills and checks what the instances report and the size of the hot set.
 func (o Options[V]) reportDefaults() (Options[V], error) {
-	o.MaxHot = cmp.Or(o.MaxHot, DefaultMaxHot)
-	if o.MaxHot < 1 || o.MaxHot > 4096 {
-		return o, invalidf("Options.MaxHot must be 1..4096, got %d", o.MaxHot)
+	o.Loop.MaxHot = cmp.Or(o.Loop.MaxHot, DefaultMaxHot)
+	if o.Loop.MaxHot < 1 || o.Loop.MaxHot > 4096 {
+		return o, invalidf("Options.Loop.MaxHot must be 1..4096, got %d", o.Loop.MaxHot)
 	}
-	o.ReportTop = cmp.Or(o.ReportTop, DefaultReportTop)
-	if o.ReportTop < 1 || o.ReportTop > 1024 {
-		return o, invalidf("Options.ReportTop must be 1..1024, got %d", o.ReportTop)
+	o.Loop.ReportTop = cmp.Or(o.Loop.ReportTop, DefaultReportTop)
+	if o.Loop.ReportTop < 1 || o.Loop.ReportTop > 1024 {
+		return o, invalidf("Options.Loop.ReportTop must be 1..1024, got %d", o.Loop.ReportTop)
 	}
-	if !(o.ReportMinRate >= 0 && o.ReportMinRate < o.PromoteRate) {
-		return o, invalidf("Options.ReportMinRate must be in [0, PromoteRate=%v), got %v", o.PromoteRate, o.ReportMinRate)
+	if !(o.Loop.ReportMinRate >= 0 && o.Loop.ReportMinRate < o.Loop.PromoteRate) {
+		return o, invalidf("Options.Loop.ReportMinRate must be in [0, PromoteRate=%v), got %v", o.Loop.PromoteRate, o.Loop.ReportMinRate)
 	}
-	if o.EarlyReportRate != 0 && !(o.EarlyReportRate >= o.ReportMinRate && o.EarlyReportRate <= o.PromoteRate) {
-		return o, invalidf("Options.EarlyReportRate must be 0 or in [ReportMinRate=%v, PromoteRate=%v], got %v", o.ReportMinRate, o.PromoteRate, o.EarlyReportRate)
+	if o.Loop.EarlyReportRate != 0 && !(o.Loop.EarlyReportRate >= o.Loop.ReportMinRate && o.Loop.EarlyReportRate <= o.Loop.PromoteRate) {
+		return o, invalidf("Options.Loop.EarlyReportRate must be 0 or in [ReportMinRate=%v, PromoteRate=%v], got %v", o.Loop.ReportMinRate, o.Loop.PromoteRate, o.Loop.EarlyReportRate)
 	}
-	o.HotReportEvery = cmp.Or(o.HotReportEvery, 1)
-	if o.HotReportEvery < 1 || o.HotReportEvery > 60 {
-		return o, invalidf("Options.HotReportEvery must be 1..60, got %d", o.HotReportEvery)
+	o.Loop.HotReportEvery = cmp.Or(o.Loop.HotReportEvery, 1)
+	if o.Loop.HotReportEvery < 1 || o.Loop.HotReportEvery > 60 {
+		return o, invalidf("Options.Loop.HotReportEvery must be 1..60, got %d", o.Loop.HotReportEvery)
 	}
-	if o.SlowReportEvery != 0 && (o.SlowReportEvery < 2 || o.SlowReportEvery > 60) {
-		return o, invalidf("Options.SlowReportEvery must be 0 (off) or 2..60, got %d", o.SlowReportEvery)
+	if o.Loop.SlowReportEvery != 0 && (o.Loop.SlowReportEvery < 2 || o.Loop.SlowReportEvery > 60) {
+		return o, invalidf("Options.Loop.SlowReportEvery must be 0 (off) or 2..60, got %d", o.Loop.SlowReportEvery)
 	}
-	o.ReportsPerInterval = cmp.Or(o.ReportsPerInterval, DefaultReportsPerInterval)
-	if o.ReportsPerInterval > 1024 {
-		return o, invalidf("Options.ReportsPerInterval must be negative (off) or 1..1024, got %d", o.ReportsPerInterval)
+	o.Loop.ReportsPerInterval = cmp.Or(o.Loop.ReportsPerInterval, DefaultReportsPerInterval)
+	if o.Loop.ReportsPerInterval > 1024 {
+		return o, invalidf("Options.Loop.ReportsPerInterval must be negative (off) or 1..1024, got %d", o.Loop.ReportsPerInterval)
 	}
-	o.SummaryShards = cmp.Or(o.SummaryShards, DefaultSummaryShards)
-	if o.SummaryShards < 1 || o.SummaryShards > 1024 {
-		return o, invalidf("Options.SummaryShards must be 1..1024, got %d", o.SummaryShards)
+	o.Loop.SummaryShards = cmp.Or(o.Loop.SummaryShards, DefaultSummaryShards)
+	if o.Loop.SummaryShards < 1 || o.Loop.SummaryShards > 1024 {
+		return o, invalidf("Options.Loop.SummaryShards must be 1..1024, got %d", o.Loop.SummaryShards)
 	}
 	return o, nil
 }
@@ -388,11 +400,11 @@ func (o Options[V]) reportDefaults() (Options[V], error) {
 // loopOptions are the options of the Cache's fleet loop; onDemote is told of each demotion.
 func (o Options[V]) loopOptions(onDemote func(string)) fleet.Options {
 	lo := fleet.Options{
-		Prefix: o.Prefix, InstanceID: o.InstanceID, ReportInterval: o.ReportInterval, PollInterval: o.PollInterval,
-		PromoteRate: o.PromoteRate, DemoteRate: o.DemoteRate, PromoteShare: o.PromoteShare, ShareMinRate: o.ShareMinRate,
-		Hold: o.Hold, MaxHot: o.MaxHot, ReportTop: o.ReportTop, ReportMinRate: o.ReportMinRate,
-		EarlyReportRate: o.EarlyReportRate, HotReportEvery: o.HotReportEvery, SlowReportEvery: o.SlowReportEvery,
-		SummaryShards: o.SummaryShards, ReportsPerInterval: o.ReportsPerInterval,
+		Prefix: o.Prefix, InstanceID: o.InstanceID, ReportInterval: o.Loop.ReportInterval, PollInterval: o.Loop.PollInterval,
+		PromoteRate: o.Loop.PromoteRate, DemoteRate: o.Loop.DemoteRate, PromoteShare: o.Loop.PromoteShare, ShareMinRate: o.Loop.ShareMinRate,
+		Hold: o.Loop.Hold, MaxHot: o.Loop.MaxHot, ReportTop: o.Loop.ReportTop, ReportMinRate: o.Loop.ReportMinRate,
+		EarlyReportRate: o.Loop.EarlyReportRate, HotReportEvery: o.Loop.HotReportEvery, SlowReportEvery: o.Loop.SlowReportEvery,
+		SummaryShards: o.Loop.SummaryShards, ReportsPerInterval: o.Loop.ReportsPerInterval,
 		OnDemote: onDemote, Logger: o.Logger, Clock: o.Clock, Rand: o.Rand,
 	}
 	if on := o.OnEvent; on != nil {

@@ -20,9 +20,9 @@ func TestLatePhaseStillReports(t *testing.T) {
 	key := p + "read"
 	src.bump(key)
 	o := loopOptions()
-	o.PromoteRate = 1e6 // never promoted: the key stays in the regular lane
-	o.DemoteRate = 1
-	o.Rand = func() uint64 { return uint64(o.ReportInterval) - 1 }
+	o.Loop.PromoteRate = 1e6 // never promoted: the key stays in the regular lane
+	o.Loop.DemoteRate = 1
+	o.Rand = func() uint64 { return uint64(o.Loop.ReportInterval) - 1 }
 	late := newCache(t, srv.Client(t), src, p, o)
 	leader := late
 	readers(t, []*celebrity.Cache[string]{late}, key)

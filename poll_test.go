@@ -27,7 +27,7 @@ func TestPollsFastOnlyWhilePubSubIsDown(t *testing.T) {
 	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	o := loopOptions()
-	o.PollInterval = time.Hour
+	o.Loop.PollInterval = time.Hour
 	leader := newCache(t, srv.Client(t), src, p, o)
 	require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)
 
@@ -86,7 +86,7 @@ func TestLeaderEvaluatesOnlyWhatMayChange(t *testing.T) {
 	require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)
 	// Intervals are counted by the clock: a heartbeat skipped on a busy machine (two
 	// evaluations late and on time, under half an interval apart) would undercount them.
-	iv := loopOptions().ReportInterval
+	iv := loopOptions().Loop.ReportInterval
 	before, from := leader.Stats(), time.Now().UnixNano()/int64(iv)
 	waitHeartbeats(t, leader, 10)
 	after, to := leader.Stats(), time.Now().UnixNano()/int64(iv)
@@ -112,7 +112,7 @@ func TestNudgesDoNotHideALostLeader(t *testing.T) {
 	key := p + "celebrity"
 	src.bump(key)
 	o := readerOptions()
-	o.PollInterval = time.Hour
+	o.Loop.PollInterval = time.Hour
 	leader := newCache(t, srv.Client(t), src, p, o)
 	require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)
 	var others []*celebrity.Cache[string]
@@ -162,7 +162,7 @@ func TestLateHeartbeatsDoNotMakeTheFleetPollEveryInterval(t *testing.T) {
 	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	o := loopOptions()
-	o.PollInterval = time.Hour
+	o.Loop.PollInterval = time.Hour
 	instance := func() *celebrity.Cache[string] {
 		c := srv.Client(t)
 		c.AddHook(refuseHeartbeat{channel: p + "hot"})
@@ -183,7 +183,7 @@ func TestLateHeartbeatsDoNotMakeTheFleetPollEveryInterval(t *testing.T) {
 	from := fullEvaluations(caches)
 	require.Eventually(t, func() bool { return fullEvaluations(caches) >= from+10 }, 30*time.Second, 10*time.Millisecond)
 
-	iv := o.ReportInterval
+	iv := o.Loop.ReportInterval
 	polls0, start := polls(), time.Now()
 	from = fullEvaluations(caches)
 	require.Eventually(t, func() bool { return fullEvaluations(caches) >= from+60 }, 60*time.Second, 10*time.Millisecond)
@@ -210,7 +210,7 @@ func TestCutSubscriptionLearnsByPolling(t *testing.T) {
 	p := celebritytest.NewPrefix(t)
 	src := newSource()
 	o := loopOptions()
-	o.PollInterval = time.Hour
+	o.Loop.PollInterval = time.Hour
 	leader := newCache(t, srv.Client(t), src, p, o)
 	require.Eventually(t, func() bool { return leader.Stats().Leader }, 30*time.Second, 10*time.Millisecond)
 

@@ -24,7 +24,7 @@ func TestRefreshAheadSkipsTheReadThatLoaded(t *testing.T) {
 	key := p + "hot"
 	src.bump(key)
 	o := loopOptions()
-	o.ReportInterval = -1
+	o.Loop.ReportInterval = -1
 	c := newCache(t, srv.Client(t), src, p, o)
 	require.NoError(t, c.Promote(t.Context(), key))
 	require.Eventually(t, func() bool { return c.Stats().Refreshes >= 1 }, 30*time.Second, time.Millisecond,
@@ -64,7 +64,7 @@ func TestAFailedRefreshOfAKeyNobodyReadsIsTriedOnce(t *testing.T) {
 		return celebrity.Versioned[string]{Value: "v1", Version: 1}, nil
 	}
 	o := loopOptions()
-	o.Prefix, o.ReportInterval = p, -1
+	o.Prefix, o.Loop.ReportInterval = p, -1
 	c, err := celebrity.New(srv.Client(t), load, o)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })

@@ -33,8 +33,8 @@ func turnFleet(t *testing.T, client func(testing.TB) redis.UniversalClient) (cac
 	for i := range recs {
 		recs[i] = &recorder{}
 		o := loopOptions()
-		o.Fresh, o.ReportMinRate, o.PromoteRate, o.DemoteRate = 5*time.Millisecond, 0, 800, 200
-		o.ReportsPerInterval, o.PollInterval = 3, time.Minute
+		o.Fresh, o.Loop.ReportMinRate, o.Loop.PromoteRate, o.Loop.DemoteRate = 5*time.Millisecond, 0, 800, 200
+		o.Loop.ReportsPerInterval, o.Loop.PollInterval = 3, time.Minute
 		o.OnEvent = recs[i].add
 		caches = append(caches, newCache(t, client(t), src, p, o))
 	}

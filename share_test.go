@@ -54,7 +54,7 @@ func TestPromoteByShareOfNodeLoad(t *testing.T) {
 	for i := range recs {
 		recs[i] = &recorder{}
 		o := loopOptions()
-		o.PromoteRate, o.DemoteRate, o.ShareMinRate, o.PromoteShare = 1e6, 5, 20, 0.25
+		o.Loop.PromoteRate, o.Loop.DemoteRate, o.Loop.ShareMinRate, o.Loop.PromoteShare = 1e6, 5, 20, 0.25
 		o.OnEvent = recs[i].add
 		caches = append(caches, newCache(t, cl.Client(t), src, p, o))
 	}

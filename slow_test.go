@@ -28,8 +28,8 @@ func slowFleet(t *testing.T, every int) (caches []*celebrity.Cache[string], recs
 	for i := range recs {
 		recs[i] = &recorder{}
 		o := loopOptions()
-		o.Fresh, o.ReportMinRate, o.PromoteRate, o.DemoteRate = 5*time.Millisecond, 40, 50, 10
-		o.SlowReportEvery = every
+		o.Fresh, o.Loop.ReportMinRate, o.Loop.PromoteRate, o.Loop.DemoteRate = 5*time.Millisecond, 40, 50, 10
+		o.Loop.SlowReportEvery = every
 		o.OnEvent = recs[i].add
 		caches = append(caches, newCache(t, srv.Client(t), src, p, o))
 	}
@@ -121,12 +121,14 @@ func TestSlowLaneFindsAKeyHotOnlyInTheFleetsSum(t *testing.T) {
 func TestSlowReportEveryOutOfRange(t *testing.T) {
 	srv := celebritytest.Standalone(t)
 	for _, n := range []int{-1, 1, 61} {
-		_, err := celebrity.New(srv.Client(t), newSource().load, celebrity.Options[string]{SlowReportEvery: n})
+		_, err := celebrity.New(srv.Client(t), newSource().load, celebrity.Options[string]{
+			Loop: celebrity.LoopOptions{SlowReportEvery: n}})
 		require.ErrorIs(t, err, celebrity.ErrInvalid)
 		require.ErrorContains(t, err, "SlowReportEvery")
 	}
 	for _, n := range []int{2, 60} {
-		c, err := celebrity.New(srv.Client(t), newSource().load, celebrity.Options[string]{SlowReportEvery: n})
+		c, err := celebrity.New(srv.Client(t), newSource().load, celebrity.Options[string]{
+			Loop: celebrity.LoopOptions{SlowReportEvery: n}})
 		require.NoError(t, err, "the bounds themselves are accepted")
 		require.NoError(t, c.Close())
 	}

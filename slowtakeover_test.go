@@ -126,7 +126,7 @@ func TestSlowLaneLeaderTakeover(t *testing.T) {
 				for i := range recs {
 					recs[i], gates[i] = &recorder{}, &gate{}
 					o := loopOptions()
-					o.SlowReportEvery = every
+					o.Loop.SlowReportEvery = every
 					o.OnEvent = recs[i].add
 					rdb := d.client(t)
 					rdb.AddHook(gates[i])

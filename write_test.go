@@ -100,7 +100,7 @@ func TestFailedCopiesStepIsNamedAndRetryCompletes(t *testing.T) {
 	src := newSource()
 	key := p + "post"
 	src.bump(key)
-	o := celebrity.Options[string]{Fresh: time.Hour, Stale: -1, ReportInterval: -1}
+	o := celebrity.Options[string]{Fresh: time.Hour, Stale: -1, Loop: celebrity.LoopOptions{ReportInterval: -1}}
 	inj := faults.New()
 	faulty := celebritytest.SharedCluster(t).Client(t, func(co *redis.ClusterOptions) {
 		co.Dialer, co.MaxRetries, co.MaxRedirects = inj.Dialer(nil), -1, -1

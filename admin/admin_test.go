@@ -151,7 +151,8 @@ func TestHandlerServesTheLibrarysComponents(t *testing.T) {
 
 	cache, err := celebrity.New(control.Client(t), func(_ context.Context, key string) (celebrity.Versioned[[]byte], error) {
 		return celebrity.Versioned[[]byte]{Value: []byte("v"), Version: 1}, nil
-	}, celebrity.Options[[]byte]{Prefix: p + "cache:", ReportInterval: -1, PubSub: l1cache.PubSubGlobal})
+	}, celebrity.Options[[]byte]{Prefix: p + "cache:",
+		Loop: celebrity.LoopOptions{ReportInterval: -1}, PubSub: l1cache.PubSubGlobal})
 	require.NoError(t, err)
 	defer cache.Close()
 	require.NoError(t, cache.Ready(t.Context()))

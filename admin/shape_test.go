@@ -82,7 +82,8 @@ func TestCacheSectionGolden(t *testing.T) {
 	p := strings.NewReplacer("{", "", "}", "", ":", "-").Replace(celebritytest.NewPrefix(t)) + "cache:"
 	cache, err := celebrity.New(control.Client(t), func(_ context.Context, key string) (celebrity.Versioned[[]byte], error) {
 		return celebrity.Versioned[[]byte]{Value: []byte("v:" + key), Version: 1}, nil
-	}, celebrity.Options[[]byte]{Prefix: p, InstanceID: "web-1", Fresh: time.Minute, ReportInterval: -1, PubSub: l1cache.PubSubGlobal})
+	}, celebrity.Options[[]byte]{Prefix: p, InstanceID: "web-1", Fresh: time.Minute,
+		Loop: celebrity.LoopOptions{ReportInterval: -1}, PubSub: l1cache.PubSubGlobal})
 	require.NoError(t, err)
 	defer cache.Close()
 	require.NoError(t, cache.Ready(t.Context()))

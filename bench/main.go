@@ -104,8 +104,8 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "results/celebrity.png", "PNG chart to write; empty: none")
 	flag.StringVar(&cfg.only, "strategies", strings.Join(strategies, ","), "strategies to run, comma-separated")
 	flag.BoolVar(&cfg.timeseries, "timeseries", false, "run the closed-loop time series (celebrity.Cache) instead of the strategies")
-	flag.Float64Var(&cfg.tsPromote, "promote-rate", 300, "with -timeseries: Options.PromoteRate (DemoteRate is a quarter of it)")
-	flag.IntVar(&cfg.tsShards, "summary-shards", 2, "with -timeseries: Options.SummaryShards")
+	flag.Float64Var(&cfg.tsPromote, "promote-rate", 300, "with -timeseries: Options.Loop.PromoteRate (DemoteRate is a quarter of it)")
+	flag.IntVar(&cfg.tsShards, "summary-shards", 2, "with -timeseries: Options.Loop.SummaryShards")
 	flag.BoolVar(&cfg.tsDefaults, "loop-defaults", false, "with -timeseries: the library's default loop options (PromoteRate, DemoteRate, Hold, the report options, SummaryShards), not the harness's")
 	flag.Parse()
 	if err := validate(cfg); err != nil {

@@ -27,13 +27,13 @@ type tsConfig struct {
 	fresh, interval, hold time.Duration
 	promote, demote       float64
 	sample                time.Duration
-	shards                int // Options.SummaryShards
-	hotEvery              int // Options.HotReportEvery
+	shards                int // Options.Loop.SummaryShards
+	hotEvery              int // Options.Loop.HotReportEvery
 	// minShare and earlyShare set ReportMinRate and EarlyReportRate as multiples of an
 	// instance's fair share of PromoteRate (PromoteRate divided by the instances).
 	minShare, earlyShare float64
-	slowEvery            int     // Options.SlowReportEvery
-	promoteShare         float64 // Options.PromoteShare
+	slowEvery            int     // Options.Loop.SlowReportEvery
+	promoteShare         float64 // Options.Loop.PromoteShare
 }
 
 func defaultTS(cfg config) tsConfig {
@@ -241,14 +241,15 @@ func tsLoop(ctx context.Context, c *redis.ClusterClient, nodes []string, z *zipf
 	for i := range caches {
 		cache, err := celebrity.New(c, load, celebrity.Options[[]byte]{
 			Prefix: prefix + "cache:", MaxEntries: 100_000, Fresh: ts.fresh, TTL: cfg.ttl,
-			ReportInterval: ts.interval,
-			PromoteRate:    ts.promote, DemoteRate: ts.demote, Hold: ts.hold, SummaryShards: ts.shards,
-			ReportMinRate:   ts.minShare * ts.promote / float64(cfg.instances),
-			EarlyReportRate: ts.earlyShare * ts.promote / float64(cfg.instances),
-			HotReportEvery:  ts.hotEvery,
-			SlowReportEvery: ts.slowEvery,
-			PromoteShare:    ts.promoteShare,
-			Logger:          slog.New(steps),
+			Loop: celebrity.LoopOptions{
+				ReportInterval: ts.interval, PromoteRate: ts.promote, DemoteRate: ts.demote,
+				Hold: ts.hold, SummaryShards: ts.shards,
+				ReportMinRate:   ts.minShare * ts.promote / float64(cfg.instances),
+				EarlyReportRate: ts.earlyShare * ts.promote / float64(cfg.instances),
+				HotReportEvery:  ts.hotEvery, SlowReportEvery: ts.slowEvery, PromoteShare: ts.promoteShare,
+			},
+
+			Logger: slog.New(steps),
 			OnEvent: func(ev celebrity.Event) {
 				mu.Lock()
 				res.events = append(res.events, tsEvent{key: ev.Key, at: ev.At.Sub(start), instance: i, kind: ev.Kind, rate: ev.Rate, decided: ev.Decided.Sub(start)})

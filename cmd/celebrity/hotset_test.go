@@ -31,8 +31,11 @@ func TestTopShowsTheFleetHotSet(t *testing.T) {
 	for _, id := range []string{"inst-0", "inst-1"} {
 		c, err := celebrity.New(cl.Client(t), load, celebrity.Options[string]{
 			Prefix: p, InstanceID: id, Fresh: 5 * time.Millisecond, Stale: -1,
-			ReportInterval: 100 * time.Millisecond, PromoteRate: 100, DemoteRate: 10, Hold: time.Hour,
-			SummaryShards: 4, ReportMinRate: 5})
+			Loop: celebrity.LoopOptions{
+				ReportInterval: 100 * time.Millisecond, PromoteRate: 100, DemoteRate: 10, Hold: time.Hour,
+				SummaryShards: 4, ReportMinRate: 5,
+			},
+		})
 		require.NoError(t, err)
 		defer c.Close()
 		require.NoError(t, c.Ready(t.Context()))

@@ -60,8 +60,8 @@ func runTop(e *env, args []string) error {
 	scan := fs.Int("scan", 0, "show the `n` keys with the highest LFU counters, found by SCAN on every node (needs an LFU maxmemory-policy; 0: off)")
 	scanLimit := fs.Int("scan-limit", 1000, "keys SCAN reads per node and frame for --scan")
 	cachePrefix := fs.String("cache-prefix", celebrity.DefaultPrefix, "celebrity.Cache `prefix` whose fleet hot set to show (Options.Prefix); \"\" to skip")
-	reportInterval := fs.Duration("report-interval", celebrity.DefaultReportInterval, "the fleet's Options.ReportInterval, to read its current rates")
-	summaryShards := fs.Int("summary-shards", celebrity.DefaultSummaryShards, "the fleet's Options.SummaryShards, to read its current rates")
+	reportInterval := fs.Duration("report-interval", celebrity.DefaultReportInterval, "the fleet's Options.Loop.ReportInterval, to read its current rates")
+	summaryShards := fs.Int("summary-shards", celebrity.DefaultSummaryShards, "the fleet's Options.Loop.SummaryShards, to read its current rates")
 	demoted := fs.Duration("demoted", time.Minute, "show the demotions decided within this `window` (the fleet keeps them for max(Hold, 1m) after its last one); 0 hides them")
 	if err := parse(fs, args); err != nil {
 		return err

@@ -133,7 +133,7 @@ func TestTopProbesACacheKeyWhereTheCacheStoresIt(t *testing.T) {
 	p := celebritytest.NewPrefix(t)
 	cache, err := celebrity.New(s.Client(t), func(context.Context, string) (celebrity.Versioned[[]byte], error) {
 		return celebrity.Versioned[[]byte]{Value: []byte("v"), Version: 1}, nil
-	}, celebrity.Options[[]byte]{Prefix: p, ReportInterval: -1})
+	}, celebrity.Options[[]byte]{Prefix: p, Loop: celebrity.LoopOptions{ReportInterval: -1}})
 	require.NoError(t, err)
 	defer cache.Close()
 	_, err = cache.Get(t.Context(), "post:7")

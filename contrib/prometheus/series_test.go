@@ -128,7 +128,8 @@ func TestPerCopySeriesOnlyWhereCopiesAreRead(t *testing.T) {
 	client := celebritytest.SharedCluster(t).Client(t)
 	c, err := celebrity.New(client, func(_ context.Context, id string) (celebrity.Versioned[string], error) {
 		return celebrity.Versioned[string]{Value: "v", Version: 1}, nil
-	}, celebrity.Options[string]{Prefix: celebritytest.NewPrefix(t), ReportInterval: -1, Fresh: time.Millisecond, Stale: -1})
+	}, celebrity.Options[string]{Prefix: celebritytest.NewPrefix(t),
+		Loop: celebrity.LoopOptions{ReportInterval: -1}, Fresh: time.Millisecond, Stale: -1})
 	require.NoError(t, err)
 	defer c.Close()
 	require.NoError(t, c.Ready(t.Context()))

@@ -270,8 +270,12 @@ func runProtected(ctx context.Context, t *redisenv.Target, n int, d time.Duratio
 		cache, err := celebrity.New(t.Client, db.load, celebrity.Options[string]{
 			Prefix: run + "cache:", PubSub: pubsub,
 			// Short windows so that a few seconds show the whole loop.
-			Fresh: 100 * time.Millisecond, ReportInterval: reportInterval,
-			PromoteRate: 2 * float64(n), DemoteRate: float64(n) / 2, Hold: 2 * time.Second,
+			Fresh: 100 * time.Millisecond,
+			Loop: celebrity.LoopOptions{
+				ReportInterval: reportInterval, PromoteRate: 2 * float64(n), DemoteRate: float64(n) / 2,
+				Hold: 2 * time.Second,
+			},
+
 			OnEvent: func(ev celebrity.Event) {
 				if ev.Kind != celebrity.EventPromoted {
 					return

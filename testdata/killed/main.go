@@ -30,8 +30,12 @@ func main() {
 	c, err := celebrity.New(client, func(context.Context, string) (celebrity.Versioned[string], error) {
 		return celebrity.Versioned[string]{Value: "v1", Version: 1}, nil
 	}, celebrity.Options[string]{
-		Prefix: prefix, Fresh: 20 * time.Millisecond, Stale: -1, ReportInterval: 100 * time.Millisecond,
-		PromoteRate: 100, DemoteRate: 10, Hold: 500 * time.Millisecond, SummaryShards: 4, ReportMinRate: 5,
+		Prefix: prefix, Fresh: 20 * time.Millisecond, Stale: -1,
+		Loop: celebrity.LoopOptions{
+			ReportInterval: 100 * time.Millisecond, PromoteRate: 100, DemoteRate: 10,
+			Hold: 500 * time.Millisecond, SummaryShards: 4, ReportMinRate: 5,
+		},
+
 		OnEvent: func(ev celebrity.Event) {
 			if ev.Kind == celebrity.EventPromoted && ev.Key == key {
 				once.Do(func() { fmt.Println("promoted") })

@@ -34,7 +34,8 @@ func BenchmarkFeedPageMiss(b *testing.B) {
 		}
 		return out, nil
 	}
-	c, err := celebrity.New(srv.Client(b), load, celebrity.Options[string]{Prefix: prefix, BatchLoader: batch, ReportInterval: -1})
+	c, err := celebrity.New(srv.Client(b), load, celebrity.Options[string]{Prefix: prefix, BatchLoader: batch,
+		Loop: celebrity.LoopOptions{ReportInterval: -1}})
 	if err != nil {
 		b.Fatal(err)
 	}
