@@ -70,31 +70,31 @@ type Loop struct {
 // rep (on a cluster client). nonce makes the instance's ID in the loop its own. It starts
 // nothing: Start does.
 func New(client redis.UniversalClient, rep *replicas.Replicator, o Options, nonce string) (*Loop, error) {
-	c := &Loop{o: o, client: client, rep: rep, fleetID: o.InstanceID + "/" + nonce,
+	l := &Loop{o: o, client: client, rep: rep, fleetID: o.InstanceID + "/" + nonce,
 		sumTags: SummaryTags(o.Prefix, o.SummaryShards)}
-	_, c.cluster = client.(*redis.ClusterClient)
+	_, l.cluster = client.(*redis.ClusterClient)
 	empty := map[string]Member{}
-	c.hot.Store(&empty)
-	c.nudge = make(chan struct{}, 1)
-	if err := c.detectors(); err != nil {
-		c.closeDetectors()
+	l.hot.Store(&empty)
+	l.nudge = make(chan struct{}, 1)
+	if err := l.detectors(); err != nil {
+		l.closeDetectors()
 		return nil, err
 	}
-	return c, nil
+	return l, nil
 }
 
 // detectors builds the local detector of Redis-level reads (its window is half an interval,
 // the promote decision's; Hold governs demotion) and, with SlowReportEvery, the slow lane's
 // (one interval, sampled once per interval).
-func (c *Loop) detectors() error {
-	o := c.o
+func (l *Loop) detectors() error {
+	o := l.o
 	var err error
 	window := o.ReportInterval / 2 // the promote decision's window; Hold governs demotion
 	if window <= 0 {
 		window = time.Second / 2
 	}
-	c.born = o.Clock().UnixNano()
-	c.det, err = hotkeys.New(hotkeys.Options{
+	l.born = o.Clock().UnixNano()
+	l.det, err = hotkeys.New(hotkeys.Options{
 		SampleRate: 1, Capacity: 256, Window: window, Buckets: 4, EvalInterval: -1,
 		MinSamples: 1, TopK: o.ReportTop, Clock: o.Clock,
 	})
@@ -102,7 +102,7 @@ func (c *Loop) detectors() error {
 		return err
 	}
 	if o.SlowReportEvery > 0 && o.ReportInterval > 0 {
-		c.slow, err = hotkeys.New(hotkeys.Options{
+		l.slow, err = hotkeys.New(hotkeys.Options{
 			SampleRate: 1, Capacity: slowCapacity, Window: o.ReportInterval, Buckets: 10, EvalInterval: -1,
 			MinSamples: 1, TopK: min(slowTop*o.ReportTop, slowCapacity), Clock: o.Clock,
 		})
@@ -110,34 +110,34 @@ func (c *Loop) detectors() error {
 	return err
 }
 
-func (c *Loop) closeDetectors() {
-	if c.slow != nil {
-		_ = c.slow.Close()
+func (l *Loop) closeDetectors() {
+	if l.slow != nil {
+		_ = l.slow.Close()
 	}
-	if c.det != nil {
-		_ = c.det.Close()
+	if l.det != nil {
+		_ = l.det.Close()
 	}
 }
 
 // Close stops the loop's goroutines and waits for them. It is idempotent.
-func (c *Loop) Close() {
-	if c.closed.Swap(true) {
+func (l *Loop) Close() {
+	if l.closed.Swap(true) {
 		return
 	}
-	c.stop()
-	c.closeDetectors()
+	l.stop()
+	l.closeDetectors()
 }
 
 // IsHot reports whether key is in the hot set this instance applies.
-func (c *Loop) IsHot(key string) bool { return c.isHot(key) }
+func (l *Loop) IsHot(key string) bool { return l.isHot(key) }
 
 // Members returns the keys of the hot set this instance applies; the map must not be
 // changed.
-func (c *Loop) Members() map[string]Member { return *c.hot.Load() }
+func (l *Loop) Members() map[string]Member { return *l.hot.Load() }
 
 // Hot returns the keys of the hot set as this instance applies it, sorted.
-func (c *Loop) Hot() []string {
-	m := *c.hot.Load()
+func (l *Loop) Hot() []string {
+	m := *l.hot.Load()
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
@@ -148,13 +148,13 @@ func (c *Loop) Hot() []string {
 
 // Promote adds key to the hot set by hand; Demote removes it. This instance applies the
 // change before they return.
-func (c *Loop) Promote(ctx context.Context, key string) error {
-	return c.apply(ctx, "", 0, []any{"m+", key, "0"})
+func (l *Loop) Promote(ctx context.Context, key string) error {
+	return l.apply(ctx, "", 0, []any{"m+", key, "0"})
 }
 
 // Demote removes key from the hot set (see Promote).
-func (c *Loop) Demote(ctx context.Context, key string) error {
-	return c.apply(ctx, "", 0, []any{"m-", key, "0"})
+func (l *Loop) Demote(ctx context.Context, key string) error {
+	return l.apply(ctx, "", 0, []any{"m-", key, "0"})
 }
 
 // EventKind says what an Event reports.
@@ -191,11 +191,11 @@ type Stats struct {
 }
 
 // Stats returns a snapshot of the counters; fields are read one by one.
-func (c *Loop) Stats() Stats {
-	f := &c.fleet
+func (l *Loop) Stats() Stats {
+	f := &l.fleet
 	return Stats{
 		Hot: len(*f.hot.Load()), HotVersion: f.version.Load(),
-		Leader: f.leader.Load(), PubSubLive: f.heard.Load() != 0 && c.o.ReportInterval > 0 && c.pubSubLive(),
+		Leader: f.leader.Load(), PubSubLive: f.heard.Load() != 0 && l.o.ReportInterval > 0 && l.pubSubLive(),
 		Polls: f.polls.Load(), Heartbeats: f.heartbeats.Load(), Reports: f.reports.Load(), Evaluations: f.evaluations.Load(),
 		FullEvaluations: f.fullEvaluations.Load(), Promotions: f.promotions.Load(), Demotions: f.demotions.Load(),
 		LoopCommands: f.loopCommands.Load(), LoopErrors: f.loopErrors.Load(), Fenced: f.fenced.Load(),
@@ -205,8 +205,8 @@ func (c *Loop) Stats() Stats {
 
 // DemotedIn returns the interval (Unix time over ReportInterval) whose evaluation decided the
 // last demotion this instance made as leader, if it was of key. Tests read it.
-func (c *Loop) DemotedIn(key string) (int64, bool) {
-	d := c.lastDemo.Load()
+func (l *Loop) DemotedIn(key string) (int64, bool) {
+	d := l.lastDemo.Load()
 	if d == nil || d.key != key {
 		return 0, false
 	}
@@ -215,8 +215,8 @@ func (c *Loop) DemotedIn(key string) (int64, bool) {
 
 // LastHotRead returns the latest interval in which this instance counted a read of key as a
 // hot key's, or 0. Tests read it.
-func (c *Loop) LastHotRead(key string) int64 {
-	v, ok := c.hotReads.Load(key)
+func (l *Loop) LastHotRead(key string) int64 {
+	v, ok := l.hotReads.Load(key)
 	if !ok {
 		return 0
 	}
@@ -232,4 +232,4 @@ func (c *Loop) LastHotRead(key string) int64 {
 
 // FleetSize returns the fleet's size as this instance knows it (the leader's estimate, read
 // by its polls), which sets how many intervals apart it reports.
-func (c *Loop) FleetSize() int64 { return c.fleetN.Load() }
+func (l *Loop) FleetSize() int64 { return l.fleetN.Load() }

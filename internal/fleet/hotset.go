@@ -40,7 +40,7 @@ type Keyset struct {
 	Channel                             string
 }
 
-func (c *Loop) keys() Keyset { return Keys(c.o.Prefix) }
+func (l *Loop) keys() Keyset { return Keys(l.o.Prefix) }
 
 // Keys names the hot set's keys under prefix (checked: no braces); they share one slot.
 func Keys(p string) Keyset {
@@ -50,8 +50,8 @@ func Keys(p string) Keyset {
 }
 
 // summaryKey is shard's part of the summary of one interval; every shard is its own slot.
-func (c *Loop) summaryKey(shard int, interval int64) string {
-	return c.sumTags[shard] + ":" + strconv.FormatInt(interval, 10)
+func (l *Loop) summaryKey(shard int, interval int64) string {
+	return l.sumTags[shard] + ":" + strconv.FormatInt(interval, 10)
 }
 
 // SummaryTags returns the keys (less their ":<interval>") of the summary's shards under
@@ -88,10 +88,10 @@ func SumSlotWidth(shards int) int { return max(slot.Count/(16*shards), 8) }
 // not yet reported in this interval reaches EarlyReportRate (the early report, with only such
 // keys). Each key counts at most once per instance and interval: the regular report leaves
 // out what the early one sent, and each report is idempotent by its own ID.
-func (c *Loop) report(ctx context.Context) error {
-	f := &c.fleet
-	iv := int64(c.o.ReportInterval)
-	now := c.o.Clock().UnixNano()
+func (l *Loop) report(ctx context.Context) error {
+	f := &l.fleet
+	iv := int64(l.o.ReportInterval)
+	now := l.o.Clock().UnixNano()
 	slot := now / iv
 	if f.sentSlot != slot {
 		f.sent, f.sentSlot = map[string]bool{}, slot
@@ -100,35 +100,35 @@ func (c *Loop) report(ctx context.Context) error {
 	// at once.
 	missed := f.lastSlot != 0 && f.lastSlot < slot-1
 	regular := f.lastSlot != slot && (time.Duration(now%iv) >= f.phase || missed)
-	early := c.o.EarlyReportRate > 0 && f.earlySlot != slot && f.lastSlot != slot
+	early := l.o.EarlyReportRate > 0 && f.earlySlot != slot && f.lastSlot != slot
 	if !regular && !early {
 		return nil
 	}
-	top, err := c.det.Top(c.o.ReportTop)
+	top, err := l.det.Top(l.o.ReportTop)
 	if err != nil {
 		return err
 	}
-	top = settled(top, time.Duration(now-f.born), c.o.ReportInterval/2)
-	id := c.fleetID
+	top = settled(top, time.Duration(now-f.born), l.o.ReportInterval/2)
+	id := l.fleetID
 	var pairs, slow []any
 	weight := 0
 	if regular {
 		f.lastSlot = slot
-		k := c.sampleEvery()
-		if c.onTurn(slot, k) {
+		k := l.sampleEvery()
+		if l.onTurn(slot, k) {
 			weight = int(k)
 		}
-		pairs = c.regularPairs(top, slot, time.Duration(now%iv), k, weight > 0)
+		pairs = l.regularPairs(top, slot, time.Duration(now%iv), k, weight > 0)
 		f.dropCold()
-		slow = c.slowLane(top, slot)
-	} else if pairs = c.earlyPairs(top); len(pairs) > 0 {
+		slow = l.slowLane(top, slot)
+	} else if pairs = l.earlyPairs(top); len(pairs) > 0 {
 		f.earlySlot = slot
 		id += ":early"
 	}
 	if len(pairs) == 0 && len(slow) == 0 {
 		return nil
 	}
-	return c.sendReport(ctx, id, slot, weight, pairs, slow)
+	return l.sendReport(ctx, id, slot, weight, pairs, slow)
 }
 
 // sampleEvery is K, how many intervals apart this instance makes its regular report (see
@@ -136,10 +136,10 @@ func (c *Loop) report(ctx context.Context) error {
 // estimated; 1 with the sampling off, and while no size is known that a leader stated
 // within sizeLife intervals (before the first estimate, or with a leader of a release that
 // reads no sampled rates).
-func (c *Loop) sampleEvery() int64 {
-	per := int64(c.o.ReportsPerInterval)
-	f := &c.fleet
-	if per < 0 || c.o.Clock().UnixNano()-f.sizeAt.Load() > int64(sizeLife*c.o.ReportInterval) {
+func (l *Loop) sampleEvery() int64 {
+	per := int64(l.o.ReportsPerInterval)
+	f := &l.fleet
+	if per < 0 || l.o.Clock().UnixNano()-f.sizeAt.Load() > int64(sizeLife*l.o.ReportInterval) {
 		return 1 // no leader that estimates the fleet's size (one of a release without it)
 	}
 	return min(max(1, (f.fleetN.Load()+per-1)/per), maxSampleEvery)
@@ -151,27 +151,27 @@ const maxSampleEvery = 1024
 
 // onTurn reports whether interval slot is this instance's turn to report every key of its
 // regular report when instances take turns every k intervals (by their ID).
-func (c *Loop) onTurn(slot, k int64) bool {
-	return (slot+int64(xxhash.Sum64String(c.o.InstanceID)%uint64(k)))%k == 0
+func (l *Loop) onTurn(slot, k int64) bool {
+	return (slot+int64(xxhash.Sum64String(l.o.InstanceID)%uint64(k)))%k == 0
 }
 
 // sendReport adds the key/rate pairs (those that may nudge the leader first) and the slow
 // lane's pairs to interval slot's summary, on the shard this instance's ID hashes to, as
 // the report id (idempotent: a retried report adds nothing), with the instances it stands
 // for (weight: K on its turn, 0 otherwise) towards the leader's estimate of the fleet.
-func (c *Loop) sendReport(ctx context.Context, id string, slot int64, weight int, pairs, slow []any) error {
-	f := &c.fleet
+func (l *Loop) sendReport(ctx context.Context, id string, slot int64, weight int, pairs, slow []any) error {
+	f := &l.fleet
 	for i := 0; i < len(pairs); i += 2 {
 		f.sent[pairs[i].(string)] = true
 	}
 	pairs, nudging := nudgingFirst(pairs, f.isHot)
-	args := append([]any{id, (time.Duration(c.o.summaryIntervals()) * c.o.ReportInterval).Milliseconds() + 1,
-		fmtRate(c.o.PromoteRate / float64(c.o.SummaryShards)), c.keys().Channel, "n" + strconv.FormatInt(slot, 10), nudging, len(slow) / 2, weight}, pairs...)
+	args := append([]any{id, (time.Duration(l.o.summaryIntervals()) * l.o.ReportInterval).Milliseconds() + 1,
+		fmtRate(l.o.PromoteRate / float64(l.o.SummaryShards)), l.keys().Channel, "n" + strconv.FormatInt(slot, 10), nudging, len(slow) / 2, weight}, pairs...)
 	args = append(args, slow...)
-	shard := int(xxhash.Sum64String(c.o.InstanceID) % uint64(c.o.SummaryShards))
+	shard := int(xxhash.Sum64String(l.o.InstanceID) % uint64(l.o.SummaryShards))
 	f.loopCommands.Add(1)
 	f.reports.Add(1)
-	return reportScript.Run(ctx, c.client, []string{c.summaryKey(shard, slot)}, args...).Err()
+	return reportScript.Run(ctx, l.client, []string{l.summaryKey(shard, slot)}, args...).Err()
 }
 
 // settled returns top with every rate taken over the local detector's whole window while
@@ -217,10 +217,10 @@ func nudgingFirst(pairs []any, hot func(string) bool) ([]any, int) {
 // HotReportEvery. A hot key's rate counts only its reads inside the interval (hotRate), not
 // the detector's look-back into the previous one: a key that faded late in one interval
 // counts nothing in the next, and its hold starts there.
-func (c *Loop) regularPairs(top []hotkeys.KeyLoad, slot int64, elapsed time.Duration, k int64, turn bool) []any {
-	f := &c.fleet
-	every := int64(c.o.HotReportEvery)
-	hotTurn := c.onTurn(slot, every)
+func (l *Loop) regularPairs(top []hotkeys.KeyLoad, slot int64, elapsed time.Duration, k int64, turn bool) []any {
+	f := &l.fleet
+	every := int64(l.o.HotReportEvery)
+	hotTurn := l.onTurn(slot, every)
 	var pairs []any
 	for _, kl := range top {
 		if kl.Rate <= 0 || f.sent[kl.Key] {
@@ -229,13 +229,13 @@ func (c *Loop) regularPairs(top []hotkeys.KeyLoad, slot int64, elapsed time.Dura
 		hot := f.isHot(kl.Key)
 		rate := kl.Rate
 		if hot {
-			rate = c.hotRate(kl.Key, slot, elapsed)
+			rate = l.hotRate(kl.Key, slot, elapsed)
 		}
-		if rate <= 0 || rate < c.o.ReportMinRate {
+		if rate <= 0 || rate < l.o.ReportMinRate {
 			continue
 		}
 		switch {
-		case k > 1 && rate >= c.o.PromoteRate/float64(k):
+		case k > 1 && rate >= l.o.PromoteRate/float64(k):
 			pairs = append(pairs, kl.Key, fmtRate(rate))
 		case k > 1 && turn:
 			pairs = append(pairs, kl.Key, "t"+fmtRate(rate*float64(k)))
@@ -254,18 +254,18 @@ func (c *Loop) regularPairs(top []hotkeys.KeyLoad, slot int64, elapsed time.Dura
 // detector's window), so that a report early in the interval weighs a read no more than the
 // detector would. An early report understates a live key's rate then; it never counts a
 // faded key's reads from before the interval, so it cannot keep a faded key from its hold.
-func (c *Loop) hotRate(key string, slot int64, elapsed time.Duration) float64 {
-	span := max(elapsed, c.o.ReportInterval/2)
-	return float64(c.fleet.hotReadsIn(key, slot)) / span.Seconds()
+func (l *Loop) hotRate(key string, slot int64, elapsed time.Duration) float64 {
+	span := max(elapsed, l.o.ReportInterval/2)
+	return float64(l.fleet.hotReadsIn(key, slot)) / span.Seconds()
 }
 
 // earlyPairs returns the key/rate pairs of an early report: the keys of top not hot and not
 // sent yet in the interval that reach EarlyReportRate.
-func (c *Loop) earlyPairs(top []hotkeys.KeyLoad) []any {
-	f := &c.fleet
+func (l *Loop) earlyPairs(top []hotkeys.KeyLoad) []any {
+	f := &l.fleet
 	var pairs []any
 	for _, k := range top {
-		if k.Rate >= c.o.EarlyReportRate && !f.sent[k.Key] && !f.isHot(k.Key) {
+		if k.Rate >= l.o.EarlyReportRate && !f.sent[k.Key] && !f.isHot(k.Key) {
 			pairs = append(pairs, k.Key, fmtRate(k.Rate))
 		}
 	}
@@ -276,17 +276,17 @@ func (c *Loop) earlyPairs(top []hotkeys.KeyLoad) []any {
 // leader lease. quiet is how long the poll shows the channel need not be polled again: the
 // remaining time of another instance's live lease when the version was the one applied here
 // (a leader whose heartbeat is late, not a change missed); zero otherwise.
-func (c *Loop) poll(ctx context.Context) (quiet time.Duration, err error) {
-	ks := c.keys()
-	lease := (3 * c.o.ReportInterval).Milliseconds() + 1
-	c.fleet.loopCommands.Add(1)
-	c.fleet.polls.Add(1)
+func (l *Loop) poll(ctx context.Context) (quiet time.Duration, err error) {
+	ks := l.keys()
+	lease := (3 * l.o.ReportInterval).Milliseconds() + 1
+	l.fleet.loopCommands.Add(1)
+	l.fleet.polls.Add(1)
 	size := int64(0)
-	if c.fleet.estimated.Load() {
-		size = c.fleet.fleetN.Load()
+	if l.fleet.estimated.Load() {
+		size = l.fleet.fleetN.Load()
 	}
-	res, err := pollScript.Run(ctx, c.client, []string{ks.Meta, ks.Lease, ks.Size}, c.fleetID, lease, size,
-		(sizeLife * c.o.ReportInterval).Milliseconds()).Slice()
+	res, err := pollScript.Run(ctx, l.client, []string{ks.Meta, ks.Lease, ks.Size}, l.fleetID, lease, size,
+		(sizeLife * l.o.ReportInterval).Milliseconds()).Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -299,15 +299,15 @@ func (c *Loop) poll(ctx context.Context) (quiet time.Duration, err error) {
 	left, _ := res[4].(int64)
 	vid, _ := res[5].(string)
 	other, _ := res[6].(string)
-	c.sawLeader(other, time.Duration(lease)*time.Millisecond)
-	c.fleet.leader.Store(lead == 1)
-	c.fleet.epoch.Store(epoch)
-	if n, _ := res[7].(int64); lead != 1 || !c.fleet.estimated.Load() {
-		c.fleet.setSize(n, c.o.Clock().UnixNano())
+	l.sawLeader(other, time.Duration(lease)*time.Millisecond)
+	l.fleet.leader.Store(lead == 1)
+	l.fleet.epoch.Store(epoch)
+	if n, _ := res[7].(int64); lead != 1 || !l.fleet.estimated.Load() {
+		l.fleet.setSize(n, l.o.Clock().UnixNano())
 	}
-	c.fleet.firstPoll.CompareAndSwap(0, c.o.Clock().UnixNano())
-	if cur, curVid := c.fleet.applied(); uint64(version) != cur || vid != curVid {
-		return 0, c.learn(ctx)
+	l.fleet.firstPoll.CompareAndSwap(0, l.o.Clock().UnixNano())
+	if cur, curVid := l.fleet.applied(); uint64(version) != cur || vid != curVid {
+		return 0, l.learn(ctx)
 	}
 	if lead == 1 {
 		return 0, nil
@@ -320,12 +320,12 @@ func (c *Loop) poll(ctx context.Context) (quiet time.Duration, err error) {
 // InstanceID, or an earlier run of this one whose lease has not expired yet. Seen again
 // after more than the lease's life, it renewed its lease, so it is live: the clash is
 // counted (Stats.DuplicateInstanceIDs, once per twin) and logged.
-func (c *Loop) sawLeader(other string, lease time.Duration) {
+func (l *Loop) sawLeader(other string, lease time.Duration) {
 	id, _, _ := strings.Cut(other, "/")
-	if other == "" || other == c.fleetID || id != c.o.InstanceID {
+	if other == "" || other == l.fleetID || id != l.o.InstanceID {
 		return
 	}
-	f := &c.fleet
+	f := &l.fleet
 	now := time.Now().UnixNano()
 	f.twinMu.Lock()
 	defer f.twinMu.Unlock()
@@ -341,9 +341,9 @@ func (c *Loop) sawLeader(other string, lease time.Duration) {
 		return
 	}
 	f.twins[other] = -1
-	if c.o.Logger != nil {
-		c.o.Logger.Warn("celebrity: another live instance uses this InstanceID; give every instance its own",
-			"instance_id", c.o.InstanceID)
+	if l.o.Logger != nil {
+		l.o.Logger.Warn("celebrity: another live instance uses this InstanceID; give every instance its own",
+			"instance_id", l.o.InstanceID)
 	}
 	// Counted after the warning: a reader that sees the count also finds the warning.
 	f.duplicates.Add(1)
@@ -351,16 +351,16 @@ func (c *Loop) sawLeader(other string, lease time.Duration) {
 
 // retryPromotions warms the copies of hot keys whose promotion failed on this instance
 // (replicas does not count them hot); it sends nothing when every promotion succeeded.
-func (c *Loop) retryPromotions(ctx context.Context) {
-	if !c.cluster {
+func (l *Loop) retryPromotions(ctx context.Context) {
+	if !l.cluster {
 		return
 	}
-	c.fleet.learnMu.Lock()
-	defer c.fleet.learnMu.Unlock()
-	for key := range *c.fleet.hot.Load() {
-		if !c.rep.IsHot(key) {
-			if err := c.rep.Promote(ctx, key); err != nil {
-				c.loopError("promote copies", err)
+	l.fleet.learnMu.Lock()
+	defer l.fleet.learnMu.Unlock()
+	for key := range *l.fleet.hot.Load() {
+		if !l.rep.IsHot(key) {
+			if err := l.rep.Promote(ctx, key); err != nil {
+				l.loopError("promote copies", err)
 			}
 		}
 	}
@@ -369,13 +369,13 @@ func (c *Loop) retryPromotions(ctx context.Context) {
 // evaluate is the leader's step: sum the fleet's reports of one interval and promote or
 // demote keys through apply.lua, fenced by the leader's lease and epoch. A partial evaluation
 // (of the interval under way) only promotes.
-func (c *Loop) evaluate(ctx context.Context, slot int64, partial bool) error {
-	f := &c.fleet
+func (l *Loop) evaluate(ctx context.Context, slot int64, partial bool) error {
+	f := &l.fleet
 	f.evaluations.Add(1)
 	if !partial {
 		f.fullEvaluations.Add(1)
 	}
-	rates, err := c.fleetRates(ctx, slot, partial)
+	rates, err := l.fleetRates(ctx, slot, partial)
 	if err != nil {
 		return err
 	}
@@ -386,14 +386,14 @@ func (c *Loop) evaluate(ctx context.Context, slot int64, partial bool) error {
 	members := *f.hot.Load()
 	var args []any
 	if partial {
-		args = c.promotions(ctx, rates, members)
+		args = l.promotions(ctx, rates, members)
 	} else {
-		args = c.decide(ctx, slot, rates, members)
+		args = l.decide(ctx, slot, rates, members)
 	}
 	if len(args) == 0 {
 		return nil
 	}
-	return c.apply(ctx, c.fleetID, f.epoch.Load(), args)
+	return l.apply(ctx, l.fleetID, f.epoch.Load(), args)
 }
 
 // fleetRates reads the summary of interval slot in one pipeline and returns each key's
@@ -402,15 +402,15 @@ func (c *Loop) evaluate(ctx context.Context, slot int64, partial bool) error {
 // the estimate of the fleet's size. A leader that just
 // took over (or skipped an interval) reads back the slow reports of the slow lane's window
 // once, in the same pipeline.
-func (c *Loop) fleetRates(ctx context.Context, slot int64, partial bool) (map[string]float64, error) {
-	pipe := c.client.Pipeline()
-	sums := c.readSummary(ctx, pipe, slot)
+func (l *Loop) fleetRates(ctx context.Context, slot int64, partial bool) (map[string]float64, error) {
+	pipe := l.client.Pipeline()
+	sums := l.readSummary(ctx, pipe, slot)
 	var back []int64
 	var backSums [][]*redis.MapStringStringCmd
-	if c.slow != nil && !partial {
-		back = c.fleet.missingSlow(slot, c.o.SlowReportEvery)
+	if l.slow != nil && !partial {
+		back = l.fleet.missingSlow(slot, l.o.SlowReportEvery)
 		for _, s := range back {
-			backSums = append(backSums, c.readSummary(ctx, pipe, s))
+			backSums = append(backSums, l.readSummary(ctx, pipe, s))
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -422,44 +422,44 @@ func (c *Loop) fleetRates(ctx context.Context, slot int64, partial bool) (map[st
 		instances += ParseSummary(s.Val(), rates, sampled, slow)
 	}
 	if !partial {
-		c.fleet.estimateFleet(instances, c.o.Clock().UnixNano())
+		l.fleet.estimateFleet(instances, l.o.Clock().UnixNano())
 	}
-	scale := c.fleet.sampleScale(instances, partial)
+	scale := l.fleet.sampleScale(instances, partial)
 	for k, r := range sampled {
 		rates[k] += r * scale
 	}
-	if c.slow != nil {
-		c.addSlow(slot, partial, rates, slow, back, backSums)
+	if l.slow != nil {
+		l.addSlow(slot, partial, rates, slow, back, backSums)
 	}
 	return rates, nil
 }
 
 // readSummary queues the reads of every shard of interval slot's summary on pipe.
-func (c *Loop) readSummary(ctx context.Context, pipe redis.Pipeliner, slot int64) []*redis.MapStringStringCmd {
-	cmds := make([]*redis.MapStringStringCmd, c.o.SummaryShards)
+func (l *Loop) readSummary(ctx context.Context, pipe redis.Pipeliner, slot int64) []*redis.MapStringStringCmd {
+	cmds := make([]*redis.MapStringStringCmd, l.o.SummaryShards)
 	for i := range cmds {
-		cmds[i] = pipe.HGetAll(ctx, c.summaryKey(i, slot))
+		cmds[i] = pipe.HGetAll(ctx, l.summaryKey(i, slot))
 	}
-	c.fleet.loopCommands.Add(uint64(len(cmds)))
+	l.fleet.loopCommands.Add(uint64(len(cmds)))
 	return cmds
 }
 
 // addSlow keeps the slow sums read back (back, backSums) and, after a full interval, this
 // interval's (slow), and adds the slow lane's window ending at slot to rates.
-func (c *Loop) addSlow(slot int64, partial bool, rates, slow map[string]float64, back []int64, backSums [][]*redis.MapStringStringCmd) {
-	f := &c.fleet
+func (l *Loop) addSlow(slot int64, partial bool, rates, slow map[string]float64, back []int64, backSums [][]*redis.MapStringStringCmd) {
+	f := &l.fleet
 	for i, s := range back {
 		old := map[string]float64{}
 		for _, cmd := range backSums[i] {
 			ParseSummary(cmd.Val(), map[string]float64{}, map[string]float64{}, old)
 		}
-		f.keepSlow(s, c.o.SlowReportEvery, old)
+		f.keepSlow(s, l.o.SlowReportEvery, old)
 	}
-	for k, r := range f.slowWindow(slot, c.o.SlowReportEvery, slow) {
+	for k, r := range f.slowWindow(slot, l.o.SlowReportEvery, slow) {
 		rates[k] += r
 	}
 	if !partial {
-		f.keepSlow(slot, c.o.SlowReportEvery, slow)
+		f.keepSlow(slot, l.o.SlowReportEvery, slow)
 	}
 }
 
@@ -467,14 +467,14 @@ func (c *Loop) addSlow(slot int64, partial bool, rates, slow map[string]float64,
 // fastest keys at or above PromoteRate; demote a fleet-decided member once the intervals it
 // spent under DemoteRate without a break add up to Hold. Counting intervals rather than
 // evaluation times makes the hold independent of when the leader happens to run.
-func (c *Loop) decide(ctx context.Context, slot int64, rates map[string]float64, members map[string]Member) []any {
-	f := &c.fleet
+func (l *Loop) decide(ctx context.Context, slot int64, rates map[string]float64, members map[string]Member) []any {
+	f := &l.fleet
 	if f.lowSince == nil {
 		f.lowSince = map[string]int64{}
 	}
-	args := c.promotions(ctx, rates, members)
+	args := l.promotions(ctx, rates, members)
 	for k, m := range members {
-		if m.Manual || rates[k] >= c.o.DemoteRate {
+		if m.Manual || rates[k] >= l.o.DemoteRate {
 			delete(f.lowSince, k)
 			continue
 		}
@@ -482,7 +482,7 @@ func (c *Loop) decide(ctx context.Context, slot int64, rates map[string]float64,
 		if !ok {
 			f.lowSince[k], first = slot, slot
 		}
-		if time.Duration(slot-first+1)*c.o.ReportInterval >= c.o.Hold {
+		if time.Duration(slot-first+1)*l.o.ReportInterval >= l.o.Hold {
 			args = append(args, "-", k, fmtRate(rates[k]))
 			delete(f.lowSince, k)
 			f.lastDemo.Store(&demoteDecision{key: k, slot: slot})
@@ -499,10 +499,10 @@ func (c *Loop) decide(ctx context.Context, slot int64, rates map[string]float64,
 // promotions returns apply.lua's triples promoting the keys not yet members whose rate is at
 // or above PromoteRate, or at or above PromoteShare of their master's load (hotByShare),
 // fastest first.
-func (c *Loop) promotions(ctx context.Context, rates map[string]float64, members map[string]Member) []any {
+func (l *Loop) promotions(ctx context.Context, rates map[string]float64, members map[string]Member) []any {
 	var up []string
 	for k, r := range rates {
-		if _, ok := members[k]; !ok && (r >= c.o.PromoteRate || c.hotByShare(ctx, k, r)) {
+		if _, ok := members[k]; !ok && (r >= l.o.PromoteRate || l.hotByShare(ctx, k, r)) {
 			up = append(up, k)
 		}
 	}
@@ -519,12 +519,12 @@ func fmtRate(r float64) string { return strconv.FormatFloat(r, 'f', 3, 64) }
 // apply runs apply.lua, which changes the hot set and announces the change on the hot-set
 // channel in the same step, and applies the change here at once (from the announcement, or
 // by reading the set when this instance had not applied the version before it).
-func (c *Loop) apply(ctx context.Context, id string, epoch int64, triples []any) error {
-	ks := c.keys()
-	dttl := max(c.o.Hold, time.Minute).Milliseconds()
-	args := append([]any{id, strconv.FormatInt(epoch, 10), c.o.Clock().UnixMilli(), c.o.MaxHot, dttl, ks.Channel}, triples...)
-	c.fleet.loopCommands.Add(1)
-	res, err := applyScript.Run(ctx, c.client, []string{ks.Meta, ks.Lease, ks.Members, ks.Demoted}, args...).Slice()
+func (l *Loop) apply(ctx context.Context, id string, epoch int64, triples []any) error {
+	ks := l.keys()
+	dttl := max(l.o.Hold, time.Minute).Milliseconds()
+	args := append([]any{id, strconv.FormatInt(epoch, 10), l.o.Clock().UnixMilli(), l.o.MaxHot, dttl, ks.Channel}, triples...)
+	l.fleet.loopCommands.Add(1)
+	res, err := applyScript.Run(ctx, l.client, []string{ks.Meta, ks.Lease, ks.Members, ks.Demoted}, args...).Slice()
 	if err != nil {
 		return err
 	}
@@ -532,22 +532,22 @@ func (c *Loop) apply(ctx context.Context, id string, epoch int64, triples []any)
 		return fmt.Errorf("celebrity: apply: unexpected reply %v", res)
 	}
 	if res[0] == "fenced" {
-		c.fleet.fenced.Add(1)
-		c.fleet.leader.Store(false)
+		l.fleet.fenced.Add(1)
+		l.fleet.leader.Store(false)
 		return nil
 	}
 	v, _ := res[1].(int64)
 	if n, _ := res[2].(int64); n > 0 {
-		c.fleet.published.Store(c.o.Clock().UnixNano())
-		if msg, _ := res[3].(string); c.applyAnnouncement(ctx, msg) {
+		l.fleet.published.Store(l.o.Clock().UnixNano())
+		if msg, _ := res[3].(string); l.applyAnnouncement(ctx, msg) {
 			return nil
 		}
-		return c.learn(ctx)
+		return l.learn(ctx)
 	}
-	if uint64(v) == c.fleet.version.Load() {
+	if uint64(v) == l.fleet.version.Load() {
 		return nil
 	}
-	return c.learn(ctx)
+	return l.learn(ctx)
 }
 
 // announcement is a change of the hot set as apply.lua announces it: the version it makes,
@@ -624,12 +624,12 @@ func (a *announcement) parseHead(head string) bool {
 // reading the set, when this instance applied the version just before it. It reports whether
 // this instance now applies the announced version or a newer one; false means the message
 // was no announcement, or versions were missed in between (the caller reads the set).
-func (c *Loop) applyAnnouncement(ctx context.Context, msg string) bool {
+func (l *Loop) applyAnnouncement(ctx context.Context, msg string) bool {
 	a, ok := parseAnnouncement(msg)
 	if !ok {
 		return false
 	}
-	f := &c.fleet
+	f := &l.fleet
 	f.learnMu.Lock()
 	defer f.learnMu.Unlock()
 	cur, curVid := f.applied()
@@ -659,7 +659,7 @@ func (c *Loop) applyAnnouncement(ctx context.Context, msg string) bool {
 	if vid == "" {
 		vid = "-"
 	}
-	c.install(ctx, a.version, vid, old, next, demoted)
+	l.install(ctx, a.version, vid, old, next, demoted)
 	return true
 }
 
@@ -694,13 +694,13 @@ func ParseMembers(m map[string]string) map[string]Member {
 // learn reads the hot set and applies its changes on this instance: a promoted key gets its
 // copies warmed (replicas.Promote) before reads use them, and refresh-ahead; a demoted key
 // reads the logical key again.
-func (c *Loop) learn(ctx context.Context) error {
-	f := &c.fleet
+func (l *Loop) learn(ctx context.Context) error {
+	f := &l.fleet
 	f.learnMu.Lock()
 	defer f.learnMu.Unlock()
-	ks := c.keys()
+	ks := l.keys()
 	f.loopCommands.Add(1)
-	res, err := learnScript.Run(ctx, c.client, []string{ks.Meta, ks.Members, ks.Demoted}).Slice()
+	res, err := learnScript.Run(ctx, l.client, []string{ks.Meta, ks.Members, ks.Demoted}).Slice()
 	if err != nil {
 		return err
 	}
@@ -713,21 +713,21 @@ func (c *Loop) learn(ctx context.Context) error {
 	if cur, curVid := f.applied(); version == cur && vid == curVid {
 		return nil
 	}
-	c.install(ctx, version, vid, *f.hot.Load(), ParseMembers(pairs(res[2])), pairs(res[3]))
+	l.install(ctx, version, vid, *f.hot.Load(), ParseMembers(pairs(res[2])), pairs(res[3]))
 	return nil
 }
 
 // install makes next (the members at version) the hot set this instance applies, coming from
 // old: promoted keys get their copies warmed first, demoted keys read the logical key again.
 // The caller holds learnMu.
-func (c *Loop) install(ctx context.Context, version uint64, vid string, old, next map[string]Member, demoted map[string]string) {
-	f := &c.fleet
+func (l *Loop) install(ctx context.Context, version uint64, vid string, old, next map[string]Member, demoted map[string]string) {
+	f := &l.fleet
 	ch := planLearn(old, next, demoted)
 	for _, k := range ch.promoted {
-		c.promoteLocal(ctx, k, next[k], version)
+		l.promoteLocal(ctx, k, next[k], version)
 	}
 	for _, d := range ch.demoted {
-		c.demoteLocal(ctx, d.key, d.rate, d.decided, version)
+		l.demoteLocal(ctx, d.key, d.rate, d.decided, version)
 	}
 	// The version goes in before the members, so that a caller that saw the new members in
 	// Hot reads their version in Stats (the promotions and demotions are counted above).
@@ -775,35 +775,35 @@ func planLearn(old, next map[string]Member, demoted map[string]string) learnPlan
 	return p
 }
 
-func (c *Loop) promoteLocal(ctx context.Context, key string, m Member, version uint64) {
-	if c.cluster {
-		if err := c.rep.Promote(ctx, key); err != nil {
-			c.loopError("promote copies", err) // reads fall back from cold copies and refill them
+func (l *Loop) promoteLocal(ctx context.Context, key string, m Member, version uint64) {
+	if l.cluster {
+		if err := l.rep.Promote(ctx, key); err != nil {
+			l.loopError("promote copies", err) // reads fall back from cold copies and refill them
 		}
 	} else {
-		c.fleet.warnAlone.Do(func() {
-			if c.o.Logger != nil {
-				c.o.Logger.Info("celebrity: standalone Redis: hot keys are not replicated (copies on one server spread nothing); detection, the hot set and refresh-ahead still run")
+		l.fleet.warnAlone.Do(func() {
+			if l.o.Logger != nil {
+				l.o.Logger.Info("celebrity: standalone Redis: hot keys are not replicated (copies on one server spread nothing); detection, the hot set and refresh-ahead still run")
 			}
 		})
 	}
-	c.fleet.promotions.Add(1)
-	c.emit(Event{Kind: Promoted, Key: key, Rate: m.Rate, Manual: m.Manual, HotVersion: version, Decided: m.Since, At: c.o.Clock()})
+	l.fleet.promotions.Add(1)
+	l.emit(Event{Kind: Promoted, Key: key, Rate: m.Rate, Manual: m.Manual, HotVersion: version, Decided: m.Since, At: l.o.Clock()})
 }
 
-func (c *Loop) demoteLocal(ctx context.Context, key string, rate float64, decided time.Time, version uint64) {
-	if c.cluster {
-		_ = c.rep.Demote(ctx, key)
+func (l *Loop) demoteLocal(ctx context.Context, key string, rate float64, decided time.Time, version uint64) {
+	if l.cluster {
+		_ = l.rep.Demote(ctx, key)
 	}
-	if c.o.OnDemote != nil {
-		c.o.OnDemote(key)
+	if l.o.OnDemote != nil {
+		l.o.OnDemote(key)
 	}
-	c.fleet.demotions.Add(1)
-	c.emit(Event{Kind: Demoted, Key: key, Rate: rate, HotVersion: version, Decided: decided, At: c.o.Clock()})
+	l.fleet.demotions.Add(1)
+	l.emit(Event{Kind: Demoted, Key: key, Rate: rate, HotVersion: version, Decided: decided, At: l.o.Clock()})
 }
 
-func (c *Loop) emit(ev Event) {
-	if c.o.OnEvent != nil {
-		c.o.OnEvent(ev)
+func (l *Loop) emit(ev Event) {
+	if l.o.OnEvent != nil {
+		l.o.OnEvent(ev)
 	}
 }

@@ -171,18 +171,18 @@ func (f *fleet) isHot(key string) bool {
 // Start starts the loop's goroutines: the reporter and poller, the leader's evaluator and
 // the hot-set subscriber; none with a negative ReportInterval (the loop is off; Promote and
 // Demote still work).
-func (c *Loop) Start() {
-	f := &c.fleet
-	if c.o.ReportInterval < 0 {
+func (l *Loop) Start() {
+	f := &l.fleet
+	if l.o.ReportInterval < 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	f.cancel = cancel
-	f.ps = c.client.Subscribe(ctx, c.keys().Channel)
+	f.ps = l.client.Subscribe(ctx, l.keys().Channel)
 	f.wg.Add(3)
-	go func() { defer f.wg.Done(); c.subscribeLoop(ctx, f.ps) }()
-	go func() { defer f.wg.Done(); c.reportLoop(ctx) }()
-	go func() { defer f.wg.Done(); c.evalLoop(ctx) }()
+	go func() { defer f.wg.Done(); l.subscribeLoop(ctx, f.ps) }()
+	go func() { defer f.wg.Done(); l.reportLoop(ctx) }()
+	go func() { defer f.wg.Done(); l.evalLoop(ctx) }()
 }
 
 func (f *fleet) stop() {
@@ -212,18 +212,18 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // random phase so that the fleet's reports spread over the interval, or earlier in the
 // interval when a key that is not hot crosses EarlyReportRate locally. It checks every
 // quarter interval; the hot set is polled once per PollInterval.
-func (c *Loop) reportLoop(ctx context.Context) {
-	iv := c.o.ReportInterval
+func (l *Loop) reportLoop(ctx context.Context) {
+	iv := l.o.ReportInterval
 	// The phase leaves the interval's last tick free: a phase in the last tick of the interval
 	// could fall between two ticks in every interval, and the instance would never report.
-	c.fleet.phase = time.Duration(c.o.Rand() % uint64(iv-iv/reportTicks))
-	if !sleep(ctx, time.Duration(c.o.Rand()%uint64(iv/reportTicks))) {
+	l.fleet.phase = time.Duration(l.o.Rand() % uint64(iv-iv/reportTicks))
+	if !sleep(ctx, time.Duration(l.o.Rand()%uint64(iv/reportTicks))) {
 		return
 	}
 	tick := time.NewTicker(iv / reportTicks)
 	defer tick.Stop()
 	for {
-		c.tick(ctx)
+		l.tick(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -241,30 +241,30 @@ const reportTicks = 10
 // however many reports nudge it.
 const subTicks = 4
 
-func (c *Loop) tick(ctx context.Context) {
-	cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
+func (l *Loop) tick(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(ctx, l.stepTimeout())
 	defer cancel()
-	if err := c.report(cctx); err != nil {
-		c.loopError("report", err)
+	if err := l.report(cctx); err != nil {
+		l.loopError("report", err)
 	}
-	f := &c.fleet
-	every := int64(max(1, reportTicks*c.o.PollInterval/c.o.ReportInterval))
-	poll := c.pollFast() && f.ticks%reportTicks == 0 || f.ticks%every == 0
+	f := &l.fleet
+	every := int64(max(1, reportTicks*l.o.PollInterval/l.o.ReportInterval))
+	poll := l.pollFast() && f.ticks%reportTicks == 0 || f.ticks%every == 0
 	retry := f.ticks%reportTicks == 0
 	at := f.ticks
 	f.ticks++
 	if poll {
-		quiet, err := c.poll(cctx)
+		quiet, err := l.poll(cctx)
 		if err != nil {
-			c.loopError("poll", err)
+			l.loopError("poll", err)
 		}
-		f.quietTill = at + min(heartbeatsMissed*reportTicks, ceilDiv(quiet, c.o.ReportInterval/reportTicks))
+		f.quietTill = at + min(heartbeatsMissed*reportTicks, ceilDiv(quiet, l.o.ReportInterval/reportTicks))
 	}
 	if retry {
 		// Once per interval, not only at a poll: with a live channel polls come once per
 		// PollInterval, and a key whose copies failed to warm would be read from its one
 		// node that long.
-		c.retryPromotions(cctx)
+		l.retryPromotions(cctx)
 	}
 }
 
@@ -275,9 +275,9 @@ const heartbeatsMissed = 3
 // pubSubLive reports whether this instance heard the hot-set channel (the leader's heartbeat
 // or an announcement) within the last heartbeatsMissed intervals: then the channel delivers
 // every change and polling can be slow.
-func (c *Loop) pubSubLive() bool {
-	heard := c.fleet.heard.Load()
-	return heard != 0 && c.o.Clock().UnixNano()-heard < int64(heartbeatsMissed*c.o.ReportInterval)
+func (l *Loop) pubSubLive() bool {
+	heard := l.fleet.heard.Load()
+	return heard != 0 && l.o.Clock().UnixNano()-heard < int64(heartbeatsMissed*l.o.ReportInterval)
 }
 
 // pollFast reports whether this instance polls every interval: as the leader (to renew its
@@ -288,8 +288,8 @@ func (c *Loop) pubSubLive() bool {
 // expire, heartbeatsMissed intervals at most: a slow leader does not make the whole fleet
 // poll every interval, a missed change is read by the next poll, and a lost leader's lease is
 // taken over as soon as it expires.
-func (c *Loop) pollFast() bool {
-	f := &c.fleet
+func (l *Loop) pollFast() bool {
+	f := &l.fleet
 	if f.leader.Load() {
 		return true
 	}
@@ -297,19 +297,19 @@ func (c *Loop) pollFast() bool {
 		return false
 	}
 	last := max(f.heard.Load(), f.firstPoll.Load())
-	return last == 0 || c.o.Clock().UnixNano()-last >= int64(heartbeatsMissed*c.o.ReportInterval)
+	return last == 0 || l.o.Clock().UnixNano()-last >= int64(heartbeatsMissed*l.o.ReportInterval)
 }
 
 // ceilDiv returns d/unit rounded up; unit is positive.
 func ceilDiv(d, unit time.Duration) int64 { return int64((d + unit - 1) / unit) }
 
-func (c *Loop) loopError(step string, err error) {
-	if err == nil || c.closed.Load() {
+func (l *Loop) loopError(step string, err error) {
+	if err == nil || l.closed.Load() {
 		return
 	}
-	c.fleet.loopErrors.Add(1)
-	if c.o.Logger != nil {
-		c.o.Logger.Warn("celebrity: fleet loop", "step", step, "err", err)
+	l.fleet.loopErrors.Add(1)
+	if l.o.Logger != nil {
+		l.o.Logger.Warn("celebrity: fleet loop", "step", step, "err", err)
 	}
 }
 
@@ -322,12 +322,12 @@ func (c *Loop) loopError(step string, err error) {
 // evaluated at once unless a partial evaluation already ran in the same quarter interval;
 // then the next quarter's evaluation covers it. So the leader makes at most one full and
 // subTicks partial evaluations per interval, whatever the number of nudging reports.
-func (c *Loop) evalLoop(ctx context.Context) {
-	f := &c.fleet
-	iv := c.o.ReportInterval
+func (l *Loop) evalLoop(ctx context.Context) {
+	f := &l.fleet
+	iv := l.o.ReportInterval
 	step := iv / subTicks
 	for {
-		now := c.o.Clock()
+		now := l.o.Clock()
 		next := now.Truncate(step).Add(step + iv/20)
 		timer := time.NewTimer(next.Sub(now))
 		nudged := false
@@ -343,11 +343,11 @@ func (c *Loop) evalLoop(ctx context.Context) {
 		if !f.leader.Load() {
 			continue
 		}
-		slot, partial, ok := f.evalTarget(nudged, c.o.Clock().UnixNano(), int64(iv))
+		slot, partial, ok := f.evalTarget(nudged, l.o.Clock().UnixNano(), int64(iv))
 		if !ok {
 			continue
 		}
-		c.evalStep(ctx, slot, partial)
+		l.evalStep(ctx, slot, partial)
 	}
 }
 
@@ -393,20 +393,20 @@ func (f *fleet) evalTarget(nudged bool, now, iv int64) (slot int64, partial, ok 
 
 // evalStep is one evaluation by the leader, with the node-load measure before a full one and
 // the heartbeat after it.
-func (c *Loop) evalStep(ctx context.Context, slot int64, partial bool) {
-	cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
+func (l *Loop) evalStep(ctx context.Context, slot int64, partial bool) {
+	cctx, cancel := context.WithTimeout(ctx, l.stepTimeout())
 	defer cancel()
-	f := &c.fleet
-	if !partial && c.o.PromoteShare > 0 && (len(f.nodes.prev) == 0 || f.fullEvaluations.Load()%nodeLoadEvery == 0) {
-		if err := c.measureNodes(cctx); err != nil {
-			c.loopError("node load", err)
+	f := &l.fleet
+	if !partial && l.o.PromoteShare > 0 && (len(f.nodes.prev) == 0 || f.fullEvaluations.Load()%nodeLoadEvery == 0) {
+		if err := l.measureNodes(cctx); err != nil {
+			l.loopError("node load", err)
 		}
 	}
-	if err := c.evaluate(cctx, slot, partial); err != nil {
-		c.loopError("evaluate", err)
+	if err := l.evaluate(cctx, slot, partial); err != nil {
+		l.loopError("evaluate", err)
 	}
 	if !partial && f.leader.Load() {
-		c.heartbeat(cctx)
+		l.heartbeat(cctx)
 	}
 }
 
@@ -415,7 +415,7 @@ func (c *Loop) evalStep(ctx context.Context, slot int64, partial bool) {
 // that differs from the version applied here is read at once (learn), and hearing one tells
 // the report loop that the channel (and a leader) is live. A report's nudge is not counted:
 // reports nudge while no leader is left to hear them.
-func (c *Loop) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
+func (l *Loop) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 	ch := ps.Channel()
 	for {
 		select {
@@ -427,20 +427,20 @@ func (c *Loop) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 			}
 			if s, ok := strings.CutPrefix(msg.Payload, "n"); ok {
 				if size, ok := strings.CutPrefix(s, "f"); ok {
-					c.fleet.heardSize(size, c.o.Clock().UnixNano())
+					l.fleet.heardSize(size, l.o.Clock().UnixNano())
 				} else {
-					c.nudged(s) // a report's: it says nothing of the leader
+					l.nudged(s) // a report's: it says nothing of the leader
 				}
 				continue
 			}
-			c.fleet.heard.Store(c.o.Clock().UnixNano())
-			if c.fleet.isApplied(msg.Payload) {
+			l.fleet.heard.Store(l.o.Clock().UnixNano())
+			if l.fleet.isApplied(msg.Payload) {
 				continue
 			}
-			cctx, cancel := context.WithTimeout(ctx, c.stepTimeout())
-			if !c.applyAnnouncement(cctx, msg.Payload) {
-				if err := c.learn(cctx); err != nil {
-					c.loopError("learn", err)
+			cctx, cancel := context.WithTimeout(ctx, l.stepTimeout())
+			if !l.applyAnnouncement(cctx, msg.Payload) {
+				if err := l.learn(cctx); err != nil {
+					l.loopError("learn", err)
 				}
 			}
 			cancel()
@@ -450,8 +450,8 @@ func (c *Loop) subscribeLoop(ctx context.Context, ps *redis.PubSub) {
 
 // nudged passes a report's nudge (the interval whose summary crossed a shard's share of
 // PromoteRate) to the leader's evaluation loop; other instances ignore it.
-func (c *Loop) nudged(slot string) {
-	f := &c.fleet
+func (l *Loop) nudged(slot string) {
+	f := &l.fleet
 	n, err := strconv.ParseInt(slot, 10, 64)
 	if err != nil || !f.leader.Load() {
 		return
@@ -466,17 +466,17 @@ func (c *Loop) nudged(slot string) {
 // heartbeat publishes the hot set's version as the leader applies it, unless this instance
 // published within the last half interval: the fleet's instances hear that the channel is
 // live (so they poll only every PollInterval), and one that missed a change learns it.
-func (c *Loop) heartbeat(ctx context.Context) {
-	f := &c.fleet
-	now := c.o.Clock().UnixNano()
-	if now-f.published.Load() < int64(c.o.ReportInterval/2) {
+func (l *Loop) heartbeat(ctx context.Context) {
+	f := &l.fleet
+	now := l.o.Clock().UnixNano()
+	if now-f.published.Load() < int64(l.o.ReportInterval/2) {
 		return
 	}
 	f.heartbeats.Add(1)
-	if err := c.publish(ctx); err != nil {
-		c.loopError("heartbeat", err)
+	if err := l.publish(ctx); err != nil {
+		l.loopError("heartbeat", err)
 	}
-	c.announceSize(ctx, now)
+	l.announceSize(ctx, now)
 }
 
 // announceSize publishes the leader's estimate of the fleet's size as "nf<size>" when it
@@ -484,19 +484,19 @@ func (c *Loop) heartbeat(ctx context.Context) {
 // instance then reports in turns within an interval of the estimate, not a PollInterval
 // later. The message starts as a nudge does, which a release that does not know it ignores
 // (it names no interval).
-func (c *Loop) announceSize(ctx context.Context, now int64) {
-	f := &c.fleet
+func (l *Loop) announceSize(ctx context.Context, now int64) {
+	f := &l.fleet
 	n := f.fleetN.Load()
 	if !f.estimated.Load() || n <= 0 {
 		return
 	}
 	moved := f.sizeSent == 0 || 10*abs(n-f.sizeSent) >= f.sizeSent
-	if !moved && now-f.sizeSentAt < sizeEvery*int64(c.o.ReportInterval) {
+	if !moved && now-f.sizeSentAt < sizeEvery*int64(l.o.ReportInterval) {
 		return
 	}
 	f.loopCommands.Add(1)
-	if err := c.client.Publish(ctx, c.keys().Channel, "nf"+strconv.FormatInt(n, 10)).Err(); err != nil {
-		c.loopError("announce the fleet's size", err)
+	if err := l.client.Publish(ctx, l.keys().Channel, "nf"+strconv.FormatInt(n, 10)).Err(); err != nil {
+		l.loopError("announce the fleet's size", err)
 		return
 	}
 	f.sizeSent, f.sizeSentAt = n, now
@@ -533,11 +533,11 @@ const sizeLife = 3 * sizeEvery
 
 // publish announces the version this instance applies on the hot-set channel, as
 // "<version> <vid>".
-func (c *Loop) publish(ctx context.Context) error {
-	c.fleet.loopCommands.Add(1)
-	c.fleet.published.Store(c.o.Clock().UnixNano())
-	v, vid := c.fleet.applied()
-	return c.client.Publish(ctx, c.keys().Channel, strconv.FormatUint(v, 10)+" "+vid).Err()
+func (l *Loop) publish(ctx context.Context) error {
+	l.fleet.loopCommands.Add(1)
+	l.fleet.published.Store(l.o.Clock().UnixNano())
+	v, vid := l.fleet.applied()
+	return l.client.Publish(ctx, l.keys().Channel, strconv.FormatUint(v, 10)+" "+vid).Err()
 }
 
 // applied returns the version of the hot set this instance applies and its vid.
@@ -563,4 +563,4 @@ func (f *fleet) isApplied(payload string) bool {
 
 // stepTimeout bounds one step of the loop: an interval, but never under a second, so that a
 // slow moment does not fail every step.
-func (c *Loop) stepTimeout() time.Duration { return max(c.o.ReportInterval, time.Second) }
+func (l *Loop) stepTimeout() time.Duration { return max(l.o.ReportInterval, time.Second) }

@@ -28,11 +28,11 @@ type nodeLoad struct {
 // measureNodes reads every master's command counter and updates the rates. The first
 // measurement (and one after a counter went back, as after a restart) yields no rate for that
 // master, so PromoteShare promotes nothing there until the next one.
-func (c *Loop) measureNodes(ctx context.Context) error {
+func (l *Loop) measureNodes(ctx context.Context) error {
 	counts := map[string]uint64{}
 	var mu sync.Mutex
 	read := func(ctx context.Context, m *redis.Client, addr string) error {
-		c.fleet.loopCommands.Add(1)
+		l.fleet.loopCommands.Add(1)
 		info, err := m.Info(ctx, "stats").Result()
 		if err != nil {
 			return err
@@ -46,7 +46,7 @@ func (c *Loop) measureNodes(ctx context.Context) error {
 		return nil
 	}
 	var err error
-	switch cl := c.client.(type) {
+	switch cl := l.client.(type) {
 	case *redis.ClusterClient:
 		err = cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
 			return read(ctx, m, m.Options().Addr)
@@ -56,8 +56,8 @@ func (c *Loop) measureNodes(ctx context.Context) error {
 	default:
 		return nil // a ring or failover client: no share of node load
 	}
-	now := c.o.Clock()
-	nl := &c.fleet.nodes
+	now := l.o.Clock()
+	nl := &l.fleet.nodes
 	secs := now.Sub(nl.prevAt).Seconds()
 	nl.rate = map[string]float64{}
 	for addr, n := range counts {
@@ -82,12 +82,12 @@ func commandsProcessed(info string) (uint64, bool) {
 
 // nodeRate is the commands per second last measured on the master that holds key, or 0 when
 // unknown.
-func (c *Loop) nodeRate(ctx context.Context, key string) float64 {
-	rates := c.fleet.nodes.rate
+func (l *Loop) nodeRate(ctx context.Context, key string) float64 {
+	rates := l.fleet.nodes.rate
 	if len(rates) == 0 {
 		return 0
 	}
-	if cl, ok := c.client.(*redis.ClusterClient); ok {
+	if cl, ok := l.client.(*redis.ClusterClient); ok {
 		m, err := cl.MasterForKey(ctx, key)
 		if err != nil {
 			return 0
@@ -99,10 +99,10 @@ func (c *Loop) nodeRate(ctx context.Context, key string) float64 {
 
 // hotByShare reports whether a key not yet hot, read at rate fleet-wide, takes at least
 // PromoteShare of its master's commands (and rate reaches ShareMinRate).
-func (c *Loop) hotByShare(ctx context.Context, key string, rate float64) bool {
-	if c.o.PromoteShare <= 0 || rate < c.o.ShareMinRate {
+func (l *Loop) hotByShare(ctx context.Context, key string, rate float64) bool {
+	if l.o.PromoteShare <= 0 || rate < l.o.ShareMinRate {
 		return false
 	}
-	node := c.nodeRate(ctx, key)
-	return node > 0 && rate >= c.o.PromoteShare*node
+	node := l.nodeRate(ctx, key)
+	return node > 0 && rate >= l.o.PromoteShare*node
 }

@@ -12,12 +12,12 @@ import (
 // sampleLoop is a Loop with only what the report's sampling reads: its options and an
 // empty hot set, on a clock the test sets.
 func sampleLoop(now *time.Time) *Loop {
-	c := &Loop{o: Options{InstanceID: "i1", ReportInterval: time.Second, PromoteRate: 100, DemoteRate: 25,
+	l := &Loop{o: Options{InstanceID: "i1", ReportInterval: time.Second, PromoteRate: 100, DemoteRate: 25,
 		HotReportEvery: 1, ReportsPerInterval: 32, Clock: func() time.Time { return *now }}}
 	empty := map[string]Member{}
-	c.fleet.hot.Store(&empty)
-	c.fleet.sent = map[string]bool{}
-	return c
+	l.fleet.hot.Store(&empty)
+	l.fleet.sent = map[string]bool{}
+	return l
 }
 
 // TestSampleEveryFollowsTheStatedSize: K is ⌈N/ReportsPerInterval⌉ for the size a leader
@@ -26,24 +26,24 @@ func sampleLoop(now *time.Time) *Loop {
 // sampling off, and at most maxSampleEvery.
 func TestSampleEveryFollowsTheStatedSize(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	c := sampleLoop(&now)
-	require.Equal(t, int64(1), c.sampleEvery(), "no size stated")
-	c.fleet.setSize(100, now.UnixNano())
-	require.Equal(t, int64(4), c.sampleEvery(), "⌈100/32⌉")
-	c.fleet.setSize(32, now.UnixNano())
-	require.Equal(t, int64(1), c.sampleEvery(), "a fleet of ReportsPerInterval reports every interval")
-	c.fleet.setSize(1e9, now.UnixNano())
-	require.Equal(t, int64(maxSampleEvery), c.sampleEvery())
-	c.fleet.setSize(0, now.UnixNano())
-	require.Equal(t, int64(1), c.sampleEvery(), "a poll found no size alive")
-	c.fleet.setSize(1000, now.UnixNano())
-	now = now.Add(sizeLife * c.o.ReportInterval)
-	require.Equal(t, int64(32), c.sampleEvery(), "a stated size lasts sizeLife intervals...")
+	l := sampleLoop(&now)
+	require.Equal(t, int64(1), l.sampleEvery(), "no size stated")
+	l.fleet.setSize(100, now.UnixNano())
+	require.Equal(t, int64(4), l.sampleEvery(), "⌈100/32⌉")
+	l.fleet.setSize(32, now.UnixNano())
+	require.Equal(t, int64(1), l.sampleEvery(), "a fleet of ReportsPerInterval reports every interval")
+	l.fleet.setSize(1e9, now.UnixNano())
+	require.Equal(t, int64(maxSampleEvery), l.sampleEvery())
+	l.fleet.setSize(0, now.UnixNano())
+	require.Equal(t, int64(1), l.sampleEvery(), "a poll found no size alive")
+	l.fleet.setSize(1000, now.UnixNano())
+	now = now.Add(sizeLife * l.o.ReportInterval)
+	require.Equal(t, int64(32), l.sampleEvery(), "a stated size lasts sizeLife intervals...")
 	now = now.Add(time.Millisecond)
-	require.Equal(t, int64(1), c.sampleEvery(), "...and no longer")
-	c.fleet.setSize(1000, now.UnixNano())
-	c.o.ReportsPerInterval = -1
-	require.Equal(t, int64(1), c.sampleEvery(), "sampling off")
+	require.Equal(t, int64(1), l.sampleEvery(), "...and no longer")
+	l.fleet.setSize(1000, now.UnixNano())
+	l.o.ReportsPerInterval = -1
+	require.Equal(t, int64(1), l.sampleEvery(), "sampling off")
 }
 
 // TestRegularPairsInTurns: with K = 4, an instance on its turn reports every key at 4 times
@@ -51,14 +51,14 @@ func TestSampleEveryFollowsTheStatedSize(t *testing.T) {
 // reports at its own rate on every interval, its turn or not.
 func TestRegularPairsInTurns(t *testing.T) {
 	now := time.Unix(1_000_000, 0)
-	c := sampleLoop(&now)
+	l := sampleLoop(&now)
 	top := []hotkeys.KeyLoad{{Key: "warm", Rate: 10}, {Key: "fast", Rate: 30}, {Key: "cold", Rate: 0}}
-	require.Equal(t, []any{"warm", "t40.000", "fast", "30.000"}, c.regularPairs(top, 7, 0, 4, true))
-	require.Equal(t, []any{"fast", "30.000"}, c.regularPairs(top, 7, 0, 4, false))
-	require.Equal(t, []any{"warm", "10.000", "fast", "30.000"}, c.regularPairs(top, 7, 0, 1, true), "K = 1: every key, unscaled")
+	require.Equal(t, []any{"warm", "t40.000", "fast", "30.000"}, l.regularPairs(top, 7, 0, 4, true))
+	require.Equal(t, []any{"fast", "30.000"}, l.regularPairs(top, 7, 0, 4, false))
+	require.Equal(t, []any{"warm", "10.000", "fast", "30.000"}, l.regularPairs(top, 7, 0, 1, true), "K = 1: every key, unscaled")
 	turns := 0
 	for slot := range int64(40) {
-		if c.onTurn(slot, 4) {
+		if l.onTurn(slot, 4) {
 			turns++
 		}
 	}

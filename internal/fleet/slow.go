@@ -32,13 +32,13 @@ const (
 )
 
 // Observe records one Redis-level read of key for the reports.
-func (c *Loop) Observe(key string) {
-	c.det.Observe(key)
-	if c.o.ReportInterval > 0 && c.fleet.isHot(key) {
-		c.fleet.countHot(key, c.o.Clock().UnixNano()/int64(c.o.ReportInterval))
+func (l *Loop) Observe(key string) {
+	l.det.Observe(key)
+	if l.o.ReportInterval > 0 && l.fleet.isHot(key) {
+		l.fleet.countHot(key, l.o.Clock().UnixNano()/int64(l.o.ReportInterval))
 	}
-	if c.slow != nil {
-		c.slow.Observe(key)
+	if l.slow != nil {
+		l.slow.Observe(key)
 	}
 }
 
@@ -49,29 +49,29 @@ func (c *Loop) Observe(key string) {
 // instance's turn returns the key/rate pairs to report (the heaviest ReportTop/slowShare
 // keys read at least slowMinReads times, with their average rate over the intervals summed)
 // and starts the sums again.
-func (c *Loop) slowLane(top []hotkeys.KeyLoad, slot int64) []any {
-	if c.slow == nil {
+func (l *Loop) slowLane(top []hotkeys.KeyLoad, slot int64) []any {
+	if l.slow == nil {
 		return nil
 	}
-	c.countSlow(top)
-	every := int64(c.o.SlowReportEvery)
-	if (slot+int64(xxhash.Sum64String(c.o.InstanceID+"/slow")%uint64(every)))%every != 0 {
+	l.countSlow(top)
+	every := int64(l.o.SlowReportEvery)
+	if (slot+int64(xxhash.Sum64String(l.o.InstanceID+"/slow")%uint64(every)))%every != 0 {
 		return nil
 	}
-	return c.slowPairs()
+	return l.slowPairs()
 }
 
 // countSlow adds the last interval's reads of the lukewarm keys (under ReportMinRate, not in
 // the regular lane's top and not sent in this interval) to the slow lane's counts.
-func (c *Loop) countSlow(top []hotkeys.KeyLoad) {
-	f := &c.fleet
+func (l *Loop) countSlow(top []hotkeys.KeyLoad) {
+	f := &l.fleet
 	warm := make(map[string]bool, len(top))
 	for _, k := range top {
-		if k.Rate > 0 && k.Rate >= c.o.ReportMinRate {
+		if k.Rate > 0 && k.Rate >= l.o.ReportMinRate {
 			warm[k.Key] = true
 		}
 	}
-	last, err := c.slow.Top(min(slowTop*c.o.ReportTop, slowCapacity))
+	last, err := l.slow.Top(min(slowTop*l.o.ReportTop, slowCapacity))
 	if err != nil {
 		return
 	}
@@ -82,7 +82,7 @@ func (c *Loop) countSlow(top []hotkeys.KeyLoad) {
 		// The reads counted, not Rate × the interval: the rate divides by the history the
 		// detector covers, less than the interval (a tenth of it while the detector is young),
 		// and would overstate the reads.
-		if k.Rate > 0 && k.Rate < c.o.ReportMinRate && !warm[k.Key] && !f.sent[k.Key] {
+		if k.Rate > 0 && k.Rate < l.o.ReportMinRate && !warm[k.Key] && !f.sent[k.Key] {
 			f.slowReads[k.Key] += k.Count
 		}
 	}
@@ -92,8 +92,8 @@ func (c *Loop) countSlow(top []hotkeys.KeyLoad) {
 // slowPairs returns the key/rate pairs of a slow report, the heaviest ReportTop/slowShare
 // keys read at least slowMinReads times, at their average rates over the intervals counted,
 // and starts the next count.
-func (c *Loop) slowPairs() []any {
-	f := &c.fleet
+func (l *Loop) slowPairs() []any {
+	f := &l.fleet
 	keys := make([]string, 0, len(f.slowReads))
 	for k, n := range f.slowReads {
 		if n >= slowMinReads {
@@ -101,9 +101,9 @@ func (c *Loop) slowPairs() []any {
 		}
 	}
 	sort.Slice(keys, func(i, j int) bool { return f.slowReads[keys[i]] > f.slowReads[keys[j]] })
-	secs := c.o.ReportInterval.Seconds()
+	secs := l.o.ReportInterval.Seconds()
 	var pairs []any
-	for _, k := range keys[:min(len(keys), max(1, c.o.ReportTop/slowShare))] {
+	for _, k := range keys[:min(len(keys), max(1, l.o.ReportTop/slowShare))] {
 		pairs = append(pairs, k, fmtRate(f.slowReads[k]/(float64(f.slowN)*secs)))
 	}
 	f.slowReads, f.slowN = map[string]float64{}, 0

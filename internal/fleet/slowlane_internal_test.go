@@ -27,9 +27,9 @@ func slowLaneLoop(t *testing.T, every int) (*Loop, *testkit.Clock) {
 }
 
 // turn returns the first interval from slot on that is the instance's slow-lane turn.
-func turn(c *Loop, slot int64) int64 {
-	every := int64(c.o.SlowReportEvery)
-	for (slot+int64(xxhash.Sum64String(c.o.InstanceID+"/slow")%uint64(every)))%every != 0 {
+func turn(l *Loop, slot int64) int64 {
+	every := int64(l.o.SlowReportEvery)
+	for (slot+int64(xxhash.Sum64String(l.o.InstanceID+"/slow")%uint64(every)))%every != 0 {
 		slot++
 	}
 	return slot
@@ -42,25 +42,25 @@ func turn(c *Loop, slot int64) int64 {
 // keys in its first slow report. In steady state, reads spread evenly report their rate.
 func TestSlowLaneRateIsTheReadsCounted(t *testing.T) {
 	t.Run("young", func(t *testing.T) {
-		c, clk := slowLaneLoop(t, 2)
+		l, clk := slowLaneLoop(t, 2)
 		clk.Advance(50 * time.Millisecond)
-		c.slow.Observe("k")
-		c.slow.Observe("k")
-		pairs := c.slowLane(nil, turn(c, 0))
+		l.slow.Observe("k")
+		l.slow.Observe("k")
+		pairs := l.slowLane(nil, turn(l, 0))
 		require.Equal(t, []any{"k", "2.000"}, pairs, "two reads in one interval: 2 a second")
 	})
 	t.Run("steady", func(t *testing.T) {
 		const every = 4
-		c, clk := slowLaneLoop(t, every)
+		l, clk := slowLaneLoop(t, every)
 		start := clk.Now().UnixNano() / int64(time.Second)
-		first := turn(c, start+2) // the detector's window is full by then
+		first := turn(l, start+2) // the detector's window is full by then
 		var pairs []any
 		for slot := start + 1; slot <= first; slot++ {
 			for range 10 { // ten reads a second, evenly spread
 				clk.Advance(100 * time.Millisecond)
-				c.slow.Observe("k")
+				l.slow.Observe("k")
 			}
-			pairs = c.slowLane(nil, slot)
+			pairs = l.slowLane(nil, slot)
 		}
 		require.Len(t, pairs, 2, "turn %d", first)
 		r, err := strconv.ParseFloat(pairs[1].(string), 64)
