@@ -10,11 +10,10 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/celebrity-go/celebrity/internal/bound"
-	"github.com/celebrity-go/celebrity/internal/fleet"
-
 	"github.com/redis/go-redis/v9"
 
+	"github.com/celebrity-go/celebrity/internal/bound"
+	"github.com/celebrity-go/celebrity/internal/fleet"
 	"github.com/celebrity-go/celebrity/internal/slot"
 )
 
