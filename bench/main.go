@@ -44,6 +44,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -107,6 +108,7 @@ func main() {
 	flag.Float64Var(&cfg.tsPromote, "promote-rate", 300, "with -timeseries: Options.Loop.PromoteRate (DemoteRate is a quarter of it)")
 	flag.IntVar(&cfg.tsShards, "summary-shards", 2, "with -timeseries: Options.Loop.SummaryShards")
 	flag.BoolVar(&cfg.tsDefaults, "loop-defaults", false, "with -timeseries: the library's default loop options (PromoteRate, DemoteRate, Hold, the report options, SummaryShards), not the harness's")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (go tool pprof)")
 	flag.Parse()
 	if err := validate(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -114,6 +116,17 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench: -cpuprofile:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
