@@ -3,19 +3,10 @@ package celebrity
 import (
 	"cmp"
 
-	"github.com/celebrity-go/celebrity/internal/slot"
+	"github.com/celebrity-go/celebrity/internal/fleet"
 	"github.com/celebrity-go/celebrity/l1cache"
 	"github.com/celebrity-go/celebrity/replicas"
 )
-
-// aclCommands are the commands of the fleet loop: the hot-set scripts (report.lua, poll.lua,
-// apply.lua, learn.lua: GET, SET, HGET, HGETALL, HSET, HSETNX, HDEL, HINCRBY, HINCRBYFLOAT,
-// HLEN, PEXPIRE, PUBLISH, TIME), the leader's reads of the summary (HGETALL), the heartbeat
-// (PUBLISH), the subscription to the hot-set channel (SUBSCRIBE, UNSUBSCRIBE, PING on a
-// silent one) and ReadHotSet's MULTI/EXEC of HGET, GET, PTTL and HGETALL.
-var aclCommands = []string{"+evalsha", "+eval", "+get", "+set", "+pexpire", "+pttl", "+multi",
-	"+exec", "+hget", "+hgetall", "+hset", "+hsetnx", "+hdel", "+hincrby", "+hincrbyfloat",
-	"+hlen", "+publish", "+subscribe", "+unsubscribe", "+ping", "+time"}
 
 // ACLRule returns the ACL rule a host grants the Redis user of a Cache configured with o, as
 // ACL SETUSER arguments, without repeats: the Replicator's rule (replicas.ACLRule for the
@@ -32,11 +23,7 @@ func ACLRule[V any](o Options[V]) []string {
 	p := o.Prefix
 	rule := replicas.ACLRule(o.replicasOptions())
 	rule = append(rule, l1cache.ACLRule(l1cache.InvalidatorOptions{Channel: o.invalidationChannel()})...)
-	rule = append(rule, "~"+slot.Tagged(p, p+"hot")+"*", "~"+p+"{"+p+"sum*", "&"+p+"hot")
-	rule = append(rule, aclCommands...)
-	if o.Loop.PromoteShare > 0 {
-		rule = append(rule, "+info")
-	}
+	rule = append(rule, fleet.ACLRule(p, o.Loop.PromoteShare > 0)...)
 	out := rule[:0]
 	seen := make(map[string]bool, len(rule))
 	for _, r := range rule {
