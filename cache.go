@@ -411,7 +411,10 @@ func (c *Cache[V]) Close() error {
 		c.manyMu.Lock() // no GetMany starts a fetch after this
 		c.closed.Store(true)
 		c.manyMu.Unlock()
+		// The loop and refresh-ahead stop before the parts they call close, as before the
+		// loop had a package of its own; the detectors close last, after the L1's loads.
 		c.stopRefresh()
+		c.loop.Stop()
 		c.closeParts()
 		c.manyWG.Wait()
 	})

@@ -10,6 +10,7 @@ import (
 	"context"
 	"log/slog"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,8 +63,9 @@ type Loop struct {
 	det     *hotkeys.Detector
 	// slow is the slow lane's detector (SlowReportEvery): the last interval's Redis-level
 	// reads, sampled once per interval; nil when the lane is off.
-	slow   *hotkeys.Detector
-	closed atomic.Bool
+	slow      *hotkeys.Detector
+	closed    atomic.Bool
+	closeOnce sync.Once
 }
 
 // New returns the loop of one instance over client, whose promotions warm copies through
@@ -119,13 +121,19 @@ func (l *Loop) closeDetectors() {
 	}
 }
 
-// Close stops the loop's goroutines and waits for them. It is idempotent.
-func (l *Loop) Close() {
-	if l.closed.Swap(true) {
-		return
+// Stop stops the loop's goroutines and waits for them; the detectors still take Observe
+// calls (a read in flight when its Cache closes). It is idempotent.
+func (l *Loop) Stop() {
+	if !l.closed.Swap(true) {
+		l.stop()
 	}
-	l.stop()
-	l.closeDetectors()
+}
+
+// Close stops the loop (Stop) and closes its detectors; call it after the last Observe. It
+// is idempotent.
+func (l *Loop) Close() {
+	l.Stop()
+	l.closeOnce.Do(l.closeDetectors)
 }
 
 // IsHot reports whether key is in the hot set this instance applies.
