@@ -204,10 +204,14 @@ func (r *Replicator) Refresh(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("replicas: loading the slot map: %w", err)
 	}
+	if m.Equal(r.slotMap) {
+		return nil // the topology built from it is the one in use
+	}
 	t := newTopology(m)
 	if len(t.masters) == 0 {
 		return fmt.Errorf("replicas: the cluster has no master owning slots")
 	}
+	r.slotMap = m
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.topo != nil && r.topo.sameAs(t) {

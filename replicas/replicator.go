@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/celebrity-go/celebrity/internal/slot"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -58,6 +59,9 @@ type Replicator struct {
 	gen      uint64
 
 	loadMu sync.Mutex // serialises slot-map loads
+	// slotMap is the slot map the topology was last built from (loadMu): a reload that
+	// finds the same map builds nothing.
+	slotMap *slot.Map
 
 	flightMu sync.Mutex
 	flights  map[string]*flight

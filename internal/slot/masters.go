@@ -3,6 +3,7 @@ package slot
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/celebrity-go/celebrity/internal/bound"
@@ -58,6 +59,11 @@ func FromRanges(ranges []redis.ClusterSlot) (*Map, error) {
 		}
 	}
 	return m, nil
+}
+
+// Equal reports whether m and o place every slot on the same master (o may be nil).
+func (m *Map) Equal(o *Map) bool {
+	return o != nil && m.owner == o.owner && slices.Equal(m.masters, o.masters)
 }
 
 // Masters returns the addresses of the masters, sorted, so that every process reading the

@@ -31,3 +31,22 @@ func TestLoadReturnsByItsDeadlineWithAStoppedNode(t *testing.T) {
 	defer victim.Resume()
 	celebritytest.RequireReturnsByDeadline(t, 300*time.Millisecond, calls)
 }
+
+// Equal compares two maps by where each slot lives: the same ranges in another order are
+// equal; a moved slot, another master's address or a nil map are not.
+func TestMapEqualComparesOwners(t *testing.T) {
+	node := func(addr string) []redis.ClusterNode { return []redis.ClusterNode{{Addr: addr}} }
+	load := func(ranges ...redis.ClusterSlot) *slot.Map {
+		m, err := slot.FromRanges(ranges)
+		require.NoError(t, err)
+		return m
+	}
+	a := load(redis.ClusterSlot{Start: 0, End: 8191, Nodes: node("a:1")}, redis.ClusterSlot{Start: 8192, End: 16383, Nodes: node("b:1")})
+	same := load(redis.ClusterSlot{Start: 8192, End: 16383, Nodes: node("b:1")}, redis.ClusterSlot{Start: 0, End: 8191, Nodes: node("a:1")})
+	moved := load(redis.ClusterSlot{Start: 0, End: 8192, Nodes: node("a:1")}, redis.ClusterSlot{Start: 8193, End: 16383, Nodes: node("b:1")})
+	renamed := load(redis.ClusterSlot{Start: 0, End: 8191, Nodes: node("a:1")}, redis.ClusterSlot{Start: 8192, End: 16383, Nodes: node("c:1")})
+	require.True(t, a.Equal(same))
+	require.False(t, a.Equal(moved), "slot 8192 moved")
+	require.False(t, a.Equal(renamed), "another master")
+	require.False(t, a.Equal(nil))
+}
